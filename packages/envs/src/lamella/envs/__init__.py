@@ -1,0 +1,38 @@
+"""lamella.envs: functional JAX environments with one contract.
+
+>>> import jax, lamella.envs
+>>> env, params = lamella.envs.make("CartPole-v1")
+>>> obs, state = env.reset(jax.random.key(0), params)
+>>> obs, state, reward, terminated, truncated, info = env.step(jax.random.key(1), state, 0, params)
+"""
+
+from lamella.envs import random, rendering, spaces, struct, wrappers
+from lamella.envs.__about__ import __version__
+from lamella.envs.environment import Environment, Wrapper, episode_done
+from lamella.envs.registry import make, register, registered
+from lamella.envs.rendering import animate
+
+__all__ = [
+    "Environment",
+    "Wrapper",
+    "__version__",
+    "animate",
+    "episode_done",
+    "make",
+    "random",
+    "register",
+    "registered",
+    "rendering",
+    "spaces",
+    "struct",
+    "wrappers",
+]
+
+
+def _register_builtin() -> None:
+    from lamella.envs import classic_control
+
+    register("CartPole-v1", classic_control.CartPole)
+
+
+_register_builtin()

@@ -1,0 +1,118 @@
+"""CartPole-v1: balance a pole on a cart (Barto, Sutton & Anderson 1983; gymnasium's dynamics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from lamella.envs import random as fast_random
+from lamella.envs import rendering, spaces, struct
+from lamella.envs.environment import Environment, StepOutput
+
+__all__ = ["CartPole", "CartPoleParams", "CartPoleState"]
+
+
+@struct.dataclass
+class CartPoleState:
+    x: jax.Array  # float32 (): cart position
+    x_dot: jax.Array  # float32 (): cart velocity
+    theta: jax.Array  # float32 (): pole angle from vertical, radians
+    theta_dot: jax.Array  # float32 (): pole angular velocity
+    time: jax.Array  # int32 (): steps taken in this episode
+
+
+@struct.dataclass
+class CartPoleParams:
+    gravity: float = 9.8
+    masscart: float = 1.0
+    masspole: float = 0.1
+    length: float = 0.5  # half the pole's length
+    force_mag: float = 10.0
+    tau: float = 0.02  # seconds per step
+    theta_threshold_radians: float = 12 * 2 * 3.141592653589793 / 360
+    x_threshold: float = 2.4
+    max_steps_in_episode: int = 500
+
+
+class CartPole(Environment[CartPoleState, CartPoleParams]):
+    """Push a cart left or right to keep the pole upright.
+
+    Observation: float32 ``(4,)`` = cart position, cart velocity, pole angle
+    (radians), pole angular velocity.
+    Action: Discrete(2), int32 ``()``: 0 pushes left, 1 pushes right with ``force_mag``.
+    Reward: 1.0 on every step, including the one that terminates.
+    Terminated: |x| > ``x_threshold`` (2.4) or |theta| > ``theta_threshold_radians`` (12 degrees).
+    Truncated: after ``max_steps_in_episode`` (500) steps.
+    Reset: all four state variables uniform in [-0.05, 0.05].
+    State: :class:`CartPoleState`, the four variables plus the step count.
+    Dynamics: Euler integration of the frictionless cart-pole, as gymnasium's CartPole-v1.
+    """
+
+    stochastic_step = False
+
+    @property
+    def default_params(self) -> CartPoleParams:
+        return CartPoleParams()
+
+    def reset_env(self, key: jax.Array, params: CartPoleParams) -> tuple[jax.Array, CartPoleState]:
+        x, x_dot, theta, theta_dot = fast_random.uniform(key, (4,), -0.05, 0.05)
+        state = CartPoleState(x, x_dot, theta, theta_dot, jnp.zeros((), jnp.int32))
+        return self.get_obs(state), state
+
+    def step_env(self, key: jax.Array, state: CartPoleState, action: Any, params: CartPoleParams) -> StepOutput:
+        force = jnp.where(action == 1, params.force_mag, -params.force_mag)
+        costheta, sintheta = jnp.cos(state.theta), jnp.sin(state.theta)
+        total_mass = params.masscart + params.masspole
+        polemass_length = params.masspole * params.length
+        temp = (force + polemass_length * state.theta_dot**2 * sintheta) / total_mass
+        thetaacc = (params.gravity * sintheta - costheta * temp) / (
+            params.length * (4.0 / 3.0 - params.masspole * costheta**2 / total_mass)
+        )
+        xacc = temp - polemass_length * thetaacc * costheta / total_mass
+        state = CartPoleState(
+            x=state.x + params.tau * state.x_dot,
+            x_dot=state.x_dot + params.tau * xacc,
+            theta=state.theta + params.tau * state.theta_dot,
+            theta_dot=state.theta_dot + params.tau * thetaacc,
+            time=state.time + 1,
+        )
+        terminated = (jnp.abs(state.x) > params.x_threshold) | (
+            jnp.abs(state.theta) > params.theta_threshold_radians
+        )
+        truncated = state.time >= params.max_steps_in_episode
+        return self.get_obs(state), state, jnp.ones((), jnp.float32), terminated, truncated, {}
+
+    def get_obs(self, state: CartPoleState) -> jax.Array:
+        return jnp.stack([state.x, state.x_dot, state.theta, state.theta_dot]).astype(jnp.float32)
+
+    def observation_space(self, params: CartPoleParams | None = None) -> spaces.Box:
+        params = self.default_params if params is None else params
+        high = jnp.array(
+            [
+                params.x_threshold * 2,
+                jnp.finfo(jnp.float32).max,
+                params.theta_threshold_radians * 2,
+                jnp.finfo(jnp.float32).max,
+            ]
+        )
+        return spaces.Box(-high, high, (4,), jnp.float32)
+
+    def action_space(self, params: CartPoleParams | None = None) -> spaces.Discrete:
+        return spaces.Discrete(2)
+
+    def render(self, state: CartPoleState, params: CartPoleParams | None = None) -> jax.Array:
+        params = self.default_params if params is None else params
+        height, width = 200, 300
+        scale = width / (params.x_threshold * 2)
+        cart_x = state.x * scale + width / 2.0
+        cart_y = 140.0
+        frame = rendering.canvas(height, width)
+        frame = rendering.fill_rect(frame, 0, cart_y + 10, width, cart_y + 11, (0, 0, 0))
+        frame = rendering.fill_rect(frame, cart_x - 25, cart_y - 15, cart_x + 25, cart_y + 10, (0, 0, 0))
+        pole_length = scale * 2 * params.length
+        tip_x = cart_x + pole_length * jnp.sin(state.theta)
+        tip_y = cart_y - 15 - pole_length * jnp.cos(state.theta)
+        frame = rendering.draw_segment(frame, cart_x, cart_y - 15, tip_x, tip_y, 8.0, (202, 152, 101))
+        return rendering.fill_circle(frame, cart_x, cart_y - 15, 4.0, (129, 132, 203))

@@ -1,0 +1,189 @@
+"""The environment contract.
+
+An :class:`Environment` is a set of pure functions over explicit state::
+
+    obs, state = env.reset(key, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+
+``params`` is a pytree of (traceable) numbers, so a batch of environments with
+different physics is one ``jax.vmap`` over params. Static settings (grid sizes,
+number of agents) live on the env object and change shapes; they are fixed when
+the env is built.
+
+A bare environment's ``step`` does *not* reset at episode end. What happens then
+is chosen by a wrapper: :class:`lamella.envs.wrappers.AutoReset` (the default
+of :func:`lamella.envs.make`), :class:`~lamella.envs.wrappers.OptimisticReset`,
+or no reset at all with :meth:`Environment.reset_done` called by the loop.
+
+Multi-agent environments follow the same contract with a leading agent axis on
+observations, actions, rewards, ``terminated`` and ``truncated``
+(``num_agents > 1``); the episode ends when every agent is done.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, TypeVar
+
+import jax
+import jax.numpy as jnp
+
+from lamella.envs import spaces
+
+__all__ = ["Environment", "Wrapper", "StepOutput", "episode_done"]
+
+PRNGKey = jax.Array
+TEnvState = TypeVar("TEnvState")
+TEnvParams = TypeVar("TEnvParams")
+StepOutput = tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]
+
+
+def episode_done(terminated: jax.Array, truncated: jax.Array) -> jax.Array:
+    """Whether the episode is over: all agents (if there is an agent axis) done."""
+    done = jnp.logical_or(terminated, truncated)
+    return jnp.all(done) if done.ndim else done
+
+
+class Environment(Generic[TEnvState, TEnvParams]):
+    """Base class of every lamella environment.
+
+    Subclasses implement :meth:`reset_env`, :meth:`step_env`,
+    :attr:`default_params`, :meth:`observation_space` and :meth:`action_space`,
+    and usually :meth:`render`. Class attributes:
+
+    * ``num_agents``: 1 for single-agent envs (no agent axis); n > 1 adds a
+      leading agent axis of size n.
+    * ``stochastic_step``: False when ``step_env`` ignores its key, which lets
+      the auto-reset wrapper give the whole key to the reset instead of
+      splitting it (a split costs about as much as a CartPole step).
+    """
+
+    num_agents: ClassVar[int] = 1
+    stochastic_step: ClassVar[bool] = True
+
+    @property
+    def default_params(self) -> TEnvParams:
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def reset(self, key: PRNGKey, params: TEnvParams | None = None) -> tuple[Any, TEnvState]:
+        """Start an episode: ``(obs, state)``."""
+        return self.reset_env(key, self.default_params if params is None else params)
+
+    def step(
+        self,
+        key: PRNGKey,
+        state: TEnvState,
+        action: Any,
+        params: TEnvParams | None = None,
+    ) -> StepOutput:
+        """Advance one step: ``(obs, state, reward, terminated, truncated, info)``.
+
+        A bare env does not reset when the episode ends; see the module docs.
+        """
+        return self.step_env(key, state, action, self.default_params if params is None else params)
+
+    def reset_done(
+        self,
+        key: PRNGKey,
+        done: jax.Array,
+        state: TEnvState,
+        obs: Any,
+        params: TEnvParams | None = None,
+    ) -> tuple[Any, TEnvState]:
+        """Reset where ``done`` is True, keep ``(obs, state)`` elsewhere.
+
+        For loops that step without auto-reset (off-policy and goal-conditioned
+        training). ``done`` may carry an agent axis; the env resets when all
+        agents are done.
+        """
+        done = jnp.all(done) if jnp.ndim(done) else done
+        reset_obs, reset_state = self.reset(key, params)
+        select = lambda new, old: jnp.where(done, new, old)  # noqa: E731
+        return jax.tree.map(select, reset_obs, obs), jax.tree.map(select, reset_state, state)
+
+    # Subclass interface -------------------------------------------------------------------
+
+    def reset_env(self, key: PRNGKey, params: TEnvParams) -> tuple[Any, TEnvState]:
+        raise NotImplementedError
+
+    def step_env(self, key: PRNGKey, state: TEnvState, action: Any, params: TEnvParams) -> StepOutput:
+        raise NotImplementedError
+
+    def observation_space(self, params: TEnvParams | None = None) -> spaces.Space:
+        raise NotImplementedError
+
+    def action_space(self, params: TEnvParams | None = None) -> spaces.Space:
+        raise NotImplementedError
+
+    def render(self, state: TEnvState, params: TEnvParams | None = None) -> jax.Array:
+        """An RGB frame, uint8 of shape ``(height, width, 3)``, computed in JAX."""
+        raise NotImplementedError(f"{self.name} has no renderer")
+
+    def unwrapped_state(self, state: Any) -> Any:
+        """The bare env's state inside ``state`` (wrappers nest it under ``env_state``)."""
+        return state
+
+    @property
+    def unwrapped(self) -> Environment[Any, Any]:
+        return self
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+class Wrapper(Environment[Any, Any]):
+    """Base class of wrappers: delegates everything it does not override to ``env``.
+
+    A wrapper that adds state keeps the inner state in an ``env_state`` field
+    and sets ``wraps_state = True``.
+    """
+
+    wraps_state: ClassVar[bool] = False
+
+    def __init__(self, env: Environment[Any, Any]):
+        self.env = env
+        # Class attributes of the inner env become instance attributes of the wrapper.
+        self.num_agents = env.num_agents  # type: ignore[misc]
+        self.stochastic_step = env.stochastic_step  # type: ignore[misc]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    @property
+    def default_params(self) -> Any:
+        return self.env.default_params
+
+    @property
+    def name(self) -> str:
+        return self.env.name
+
+    def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, Any]:
+        return self.env.reset_env(key, params)
+
+    def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
+        return self.env.step_env(key, state, action, params)
+
+    def observation_space(self, params: Any = None) -> spaces.Space:
+        return self.env.observation_space(params)
+
+    def action_space(self, params: Any = None) -> spaces.Space:
+        return self.env.action_space(params)
+
+    def unwrapped_state(self, state: Any) -> Any:
+        inner = state.env_state if self.wraps_state else state
+        return self.env.unwrapped_state(inner)
+
+    @property
+    def unwrapped(self) -> Environment[Any, Any]:
+        return self.env.unwrapped
+
+    def render(self, state: Any, params: Any = None) -> jax.Array:
+        return self.unwrapped.render(self.unwrapped_state(state), params)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.env!r})"

@@ -1,0 +1,94 @@
+"""The environment registry: ``make``, ``register``, ``registered``."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+from typing import Any, Callable
+
+from lamella.envs.environment import Environment
+
+__all__ = ["make", "register", "registered"]
+
+_REGISTRY: dict[str, Callable[..., Environment[Any, Any]]] = {}
+
+
+def register(env_id: str, factory: Callable[..., Environment[Any, Any]], *, overwrite: bool = False) -> None:
+    """Register ``factory`` (a class or function returning a bare env) under ``env_id``.
+
+    Keyword arguments that :func:`make` receives and that are not fields of the
+    env's params are passed to ``factory`` (static settings such as sizes).
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise ValueError(f"register: env_id must be a non-empty string, got {env_id!r}.")
+    if not callable(factory):
+        raise TypeError(f"register({env_id!r}, ...): factory must be callable, got {factory!r}.")
+    if env_id in _REGISTRY and not overwrite and _REGISTRY[env_id] is not factory:
+        raise ValueError(f"{env_id!r} is already registered; pass overwrite=True to replace it.")
+    _REGISTRY[env_id] = factory
+
+
+def registered() -> list[str]:
+    """All registered ids, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _factory_kwargs(factory: Callable[..., Any]) -> set[str] | None:
+    """Names ``factory`` accepts, or None if it takes ``**kwargs``."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+    names = set()
+    for p in signature.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            return None
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            names.add(p.name)
+    return names
+
+
+def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Environment[Any, Any], Any]:
+    """Build a registered environment: ``env, params = make("CartPole-v1", gravity=9.0)``.
+
+    Args:
+        env_id: a registered id (see :func:`registered`).
+        autoreset: wrap the env in :class:`~lamella.envs.wrappers.AutoReset` (default).
+            With ``autoreset=False`` the bare env is returned and the loop calls
+            ``env.reset_done(...)`` itself.
+        **overrides: fields of the env's params (traced values, vmappable) or
+            keyword arguments of its constructor (static settings).
+
+    Raises:
+        KeyError: unknown id; the message lists the closest registered ids.
+        TypeError: an override that is neither a params field nor a constructor argument.
+    """
+    if env_id not in _REGISTRY:
+        close = difflib.get_close_matches(env_id, _REGISTRY, n=5, cutoff=0.4)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise KeyError(
+            f"Unknown environment id {env_id!r}.{hint} "
+            "See lamella.envs.registered() for all ids, or register your own with lamella.envs.register()."
+        )
+    factory = _REGISTRY[env_id]
+    accepted = _factory_kwargs(factory)
+    static_kwargs = {k: v for k, v in overrides.items() if accepted is None or k in accepted}
+    env = factory(**static_kwargs)
+    params = env.default_params
+    param_names = {f.name for f in dataclasses.fields(params)} if dataclasses.is_dataclass(params) else set()
+    param_overrides = {k: v for k, v in overrides.items() if k not in static_kwargs}
+    unknown = sorted(set(param_overrides) - param_names)
+    if unknown:
+        raise TypeError(
+            f"make({env_id!r}): unknown override(s) {unknown}. "
+            f"Params fields: {sorted(param_names)}; constructor arguments: {sorted(accepted or [])}."
+        )
+    if param_overrides:
+        params = dataclasses.replace(params, **param_overrides)
+    env.env_id = env_id  # type: ignore[attr-defined]
+    if autoreset:
+        from lamella.envs.wrappers import AutoReset
+
+        env = AutoReset(env)
+    return env, params

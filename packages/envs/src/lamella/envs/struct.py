@@ -1,0 +1,49 @@
+"""Frozen dataclasses that are JAX pytrees.
+
+Every state and params container in lamella.envs is one of these: a frozen
+``dataclasses.dataclass`` registered with ``jax.tree_util.register_dataclass``.
+Fields are pytree leaves unless marked ``field(static=True)``, which makes them
+part of the tree structure (hashable, never traced).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+import jax
+
+__all__ = ["dataclass", "field"]
+
+T = TypeVar("T")
+
+
+def field(*, static: bool = False, **kwargs: Any) -> Any:
+    """A dataclass field; ``static=True`` keeps it out of the traced leaves."""
+    metadata = dict(kwargs.pop("metadata", {}) or {})
+    metadata["static"] = static
+    return dataclasses.field(metadata=metadata, **kwargs)
+
+
+def _replace(self: T, **changes: Any) -> T:
+    return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def dataclass(cls: type[T] | None = None) -> Any:
+    """Make ``cls`` a frozen dataclass registered as a pytree, with ``.replace(**changes)``."""
+
+    def wrap(cls: type[T]) -> type[T]:
+        cls = dataclasses.dataclass(frozen=True)(cls)
+        data_fields, meta_fields = [], []
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            (meta_fields if f.metadata.get("static", False) else data_fields).append(f.name)
+        if not hasattr(cls, "replace"):
+            cls.replace = _replace  # type: ignore[attr-defined]
+        return jax.tree_util.register_dataclass(
+            cls, data_fields=data_fields, meta_fields=meta_fields
+        )
+
+    if cls is None:
+        return wrap
+    return wrap(cls)
+

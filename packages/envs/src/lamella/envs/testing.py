@@ -1,0 +1,124 @@
+"""A conformance check every lamella environment passes: :func:`check_env`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.envs import spaces
+from lamella.envs.environment import Environment
+
+__all__ = ["check_env"]
+
+
+def _assert_in_space(space: spaces.Space, value: Any, what: str) -> None:
+    if isinstance(space, spaces.Dict):
+        assert isinstance(value, dict) and set(value) == set(space.spaces), f"{what}: keys {set(value)} != {set(space.spaces)}"
+        for name, sub in space.spaces.items():
+            _assert_in_space(sub, value[name], f"{what}[{name!r}]")
+        return
+    if isinstance(space, spaces.Tuple):
+        for i, (sub, v) in enumerate(zip(space.spaces, value)):
+            _assert_in_space(sub, v, f"{what}[{i}]")
+        return
+    value = jnp.asarray(value)
+    assert value.shape == space.shape, f"{what}: shape {value.shape} != space shape {space.shape}"
+    assert value.dtype == space.dtype, f"{what}: dtype {value.dtype} != space dtype {space.dtype}"
+    assert bool(space.contains(value)), f"{what}: {value} is outside {space!r}"
+
+
+def check_env(
+    env: Environment[Any, Any],
+    params: Any = None,
+    num_steps: int = 64,
+    num_envs: int = 4,
+    seed: int = 0,
+) -> None:
+    """Check that ``env`` keeps the lamella contract; raises AssertionError otherwise.
+
+    Checks: ``reset``/``step`` run under jit and vmap and agree; observations
+    and actions match their spaces (shape, dtype, bounds); rewards and flags
+    have the agent axis (if any) and the right dtypes; ``info`` has the same
+    structure on every step; the jitted step does not re-trace on a second
+    call; ``reset_done`` resets exactly where asked; ``render`` (if the env has
+    one) returns an RGB uint8 frame.
+    """
+    params = env.default_params if params is None else params
+    obs_space, act_space = env.observation_space(params), env.action_space(params)
+    agent_shape = (env.num_agents,) if env.num_agents > 1 else ()
+    traces = {"reset": 0, "step": 0}
+
+    def reset(key: jax.Array) -> Any:
+        traces["reset"] += 1
+        return env.reset(key, params)
+
+    def step(key: jax.Array, state: Any, action: Any) -> Any:
+        traces["step"] += 1
+        return env.step(key, state, action, params)
+
+    reset_jit, step_jit = jax.jit(reset), jax.jit(step)
+    key = jax.random.key(seed)
+    key, k_reset = jax.random.split(key)
+    obs, state = reset_jit(k_reset)
+    _assert_in_space(obs_space, obs, "reset observation")
+    eager_obs, _ = env.reset(k_reset, params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), obs, eager_obs)
+
+    info_structure = None
+    for t in range(num_steps):
+        key, k_act, k_step = jax.random.split(key, 3)
+        action = act_space.sample(k_act)
+        _assert_in_space(act_space, action, "action_space.sample()")
+        obs, state, reward, terminated, truncated, info = step_jit(k_step, state, action)
+        _assert_in_space(obs_space, obs, f"step {t} observation")
+        assert jnp.shape(reward) == agent_shape, f"reward shape {jnp.shape(reward)} != {agent_shape}"
+        assert jnp.issubdtype(jnp.asarray(reward).dtype, jnp.floating), "reward must be a float"
+        for flag_name, flag in (("terminated", terminated), ("truncated", truncated)):
+            assert jnp.shape(flag) == agent_shape, f"{flag_name} shape {jnp.shape(flag)} != {agent_shape}"
+            assert jnp.asarray(flag).dtype == jnp.bool_, f"{flag_name} must be bool, got {jnp.asarray(flag).dtype}"
+        assert np.all(np.isfinite(np.asarray(reward))), f"step {t}: non-finite reward {reward}"
+        structure = jax.tree.structure(info)
+        assert info_structure is None or info_structure == structure, "info changes structure between steps"
+        info_structure = structure
+        if bool(np.all(np.asarray(terminated) | np.asarray(truncated))) and "final_observation" not in info:
+            key, k_reset = jax.random.split(key)
+            obs, state = reset_jit(k_reset)
+    assert traces == {"reset": 1, "step": 1}, f"jitted functions re-traced: {traces}"
+
+    # vmap over keys/states/actions and agreement with the unbatched step.
+    keys = jax.random.split(key, num_envs + 1)
+    batch_obs, batch_state = jax.jit(jax.vmap(lambda k: env.reset(k, params)))(keys[:num_envs])
+    actions = jax.vmap(act_space.sample)(jax.random.split(keys[-1], num_envs))
+    step_keys = jax.random.split(keys[-1], num_envs)
+    batch_out = jax.jit(jax.vmap(lambda k, s, a: env.step(k, s, a, params)))(step_keys, batch_state, actions)
+    for i in range(num_envs):
+        single_state = jax.tree.map(lambda x: x[i], batch_state)
+        single_out = step_jit(step_keys[i], single_state, jax.tree.map(lambda x: x[i], actions))
+        jax.tree.map(
+            lambda a, b: np.testing.assert_allclose(np.asarray(a)[i], np.asarray(b), rtol=1e-4, atol=1e-5),
+            batch_out[:5],
+            single_out[:5],
+        )
+
+    # reset_done resets exactly where done.
+    done = jnp.arange(num_envs) % 2 == 0
+    reset_keys = jax.random.split(keys[0], num_envs)
+    new_obs, _ = jax.vmap(lambda k, d, s, o: env.reset_done(k, d, s, o, params))(
+        reset_keys, done, batch_out[1], batch_out[0]
+    )
+    fresh_obs, _ = jax.vmap(lambda k: env.reset(k, params))(reset_keys)
+    for new, fresh, old in zip(jax.tree.leaves(new_obs), jax.tree.leaves(fresh_obs), jax.tree.leaves(batch_out[0])):
+        np.testing.assert_array_equal(np.asarray(new)[::2], np.asarray(fresh)[::2])
+        np.testing.assert_array_equal(np.asarray(new)[1::2], np.asarray(old)[1::2])
+
+    # Rendering, if the env has it.
+    try:
+        frame = jax.jit(lambda s: env.render(s, params))(state)
+    except NotImplementedError:
+        return
+    assert frame.ndim == 3 and frame.shape[-1] == 3 and frame.dtype == jnp.uint8, (
+        f"render must return (H, W, 3) uint8, got {frame.shape} {frame.dtype}"
+    )

@@ -1,0 +1,444 @@
+"""Wrappers: what happens at episode end, statistics, and observation/action transforms.
+
+Every wrapper is an :class:`~lamella.envs.environment.Environment` itself, so they
+stack, and they keep the pure ``reset/step`` contract. Stateful wrappers keep the
+inner env's state in ``state.env_state``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+from lamella.envs import random as fast_random
+from lamella.envs import spaces, struct
+from lamella.envs.environment import Environment, StepOutput, Wrapper, episode_done
+
+__all__ = [
+    "AutoReset",
+    "OptimisticReset",
+    "EpisodeStatistics",
+    "FlattenObservation",
+    "ClipAction",
+    "NormalizeObservation",
+    "NormalizeReward",
+    "TimeLimit",
+    "Validate",
+    "checked",
+]
+
+PRNGKey = jax.Array
+
+
+def _where(condition: jax.Array, new: Any, old: Any) -> Any:
+    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
+
+
+class AutoReset(Wrapper):
+    """Reset as soon as the episode ends; the returned obs/state are then the new episode's.
+
+    The observation that ended the episode is in ``info["final_observation"]``
+    (equal to the returned obs on other steps), so value targets can bootstrap
+    from it when the episode was truncated.
+    """
+
+    def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
+        if self.stochastic_step:
+            key_step, key_reset = jax.random.split(key)
+        else:
+            # The bare step ignores its key, so the reset may use all of it.
+            key_step = key_reset = key
+        obs, next_state, reward, terminated, truncated, info = self.env.step_env(
+            key_step, state, action, params
+        )
+        done = episode_done(terminated, truncated)
+        reset_obs, reset_state = self.env.reset_env(key_reset, params)
+        info = {**info, "final_observation": obs}
+        return (
+            _where(done, reset_obs, obs),
+            _where(done, reset_state, next_state),
+            reward,
+            terminated,
+            truncated,
+            info,
+        )
+
+
+class OptimisticReset:
+    """A batch of ``num_envs`` envs that reset from a small pool of fresh states.
+
+    Auto-reset under ``vmap`` computes a reset for every env on every step, then
+    throws almost all of them away. This wrapper computes ``num_envs //
+    reset_ratio`` resets per step and gives each env that is done one of them,
+    picked at random. Two envs that end on the same step may start from the same
+    state (rarely, and harmless for training); the rest of the contract is that of
+    :class:`AutoReset` with a leading batch axis and a single key per call.
+    """
+
+    def __init__(self, env: Environment[Any, Any], num_envs: int, reset_ratio: int = 16):
+        if num_envs < 1 or reset_ratio < 1:
+            raise ValueError(f"OptimisticReset: num_envs ({num_envs}) and reset_ratio ({reset_ratio}) must be >= 1.")
+        if num_envs % reset_ratio:
+            raise ValueError(
+                f"OptimisticReset: num_envs ({num_envs}) must be a multiple of reset_ratio ({reset_ratio})."
+            )
+        self.env = env
+        self.num_envs = num_envs
+        self.num_resets = num_envs // reset_ratio
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def reset(self, key: PRNGKey, params: Any = None) -> tuple[Any, Any]:
+        keys = jax.random.split(key, self.num_envs)
+        return jax.vmap(self.env.reset, in_axes=(0, None))(keys, params)
+
+    def step(self, key: PRNGKey, state: Any, action: Any, params: Any = None) -> StepOutput:
+        key_step, key_reset, key_pick = jax.random.split(key, 3)
+        step_keys = jax.random.split(key_step, self.num_envs)
+        obs, next_state, reward, terminated, truncated, info = jax.vmap(
+            self.env.step, in_axes=(0, 0, 0, None)
+        )(step_keys, state, action, params)
+        done = jax.vmap(episode_done)(terminated, truncated)
+        pool_obs, pool_state = jax.vmap(self.env.reset, in_axes=(0, None))(
+            jax.random.split(key_reset, self.num_resets), params
+        )
+        pick = fast_random.randint(key_pick, (self.num_envs,), 0, self.num_resets)
+        take = lambda pool: pool[pick]  # noqa: E731
+        reset_obs, reset_state = jax.tree.map(take, pool_obs), jax.tree.map(take, pool_state)
+        batch_where = lambda new, old: jax.vmap(jnp.where)(done, new, old)  # noqa: E731
+        info = {**info, "final_observation": obs}
+        return (
+            jax.tree.map(batch_where, reset_obs, obs),
+            jax.tree.map(batch_where, reset_state, next_state),
+            reward,
+            terminated,
+            truncated,
+            info,
+        )
+
+
+@struct.dataclass
+class EpisodeStatisticsState:
+    env_state: Any
+    episode_return: jax.Array  # float32, () or (num_agents,): return so far
+    episode_length: jax.Array  # int32 (): steps so far
+    returned_episode_return: jax.Array  # return of the last finished episode
+    returned_episode_length: jax.Array  # length of the last finished episode
+
+
+class EpisodeStatistics(Wrapper):
+    """Track episode returns and lengths, including under ``vmap``.
+
+    ``info`` gains ``returned_episode_returns`` / ``returned_episode_lengths``
+    (last finished episode) and ``returned_episode`` (True on a step that ended
+    one). Put it outside :class:`AutoReset`.
+    """
+
+    wraps_state = True
+
+    def _zeros(self) -> jax.Array:
+        shape = (self.num_agents,) if self.num_agents > 1 else ()
+        return jnp.zeros(shape, jnp.float32)
+
+    def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, EpisodeStatisticsState]:
+        obs, env_state = self.env.reset_env(key, params)
+        zeros = self._zeros()
+        zero_length = jnp.zeros((), jnp.int32)
+        return obs, EpisodeStatisticsState(env_state, zeros, zero_length, zeros, zero_length)
+
+    def step_env(self, key: PRNGKey, state: EpisodeStatisticsState, action: Any, params: Any) -> StepOutput:
+        obs, env_state, reward, terminated, truncated, info = self.env.step_env(
+            key, state.env_state, action, params
+        )
+        done = episode_done(terminated, truncated)
+        episode_return = state.episode_return + reward
+        episode_length = state.episode_length + 1
+        new_state = EpisodeStatisticsState(
+            env_state=env_state,
+            episode_return=episode_return * (1 - done),
+            episode_length=episode_length * (1 - done),
+            returned_episode_return=jnp.where(done, episode_return, state.returned_episode_return),
+            returned_episode_length=jnp.where(done, episode_length, state.returned_episode_length),
+        )
+        info = {
+            **info,
+            "returned_episode_returns": new_state.returned_episode_return,
+            "returned_episode_lengths": new_state.returned_episode_length,
+            "returned_episode": done,
+        }
+        return obs, new_state, reward, terminated, truncated, info
+
+    def reset_done(
+        self, key: PRNGKey, done: jax.Array, state: EpisodeStatisticsState, obs: Any, params: Any = None
+    ) -> tuple[Any, EpisodeStatisticsState]:
+        obs, env_state = self.env.reset_done(key, done, state.env_state, obs, params)
+        return obs, state.replace(env_state=env_state)
+
+
+class FlattenObservation(Wrapper):
+    """Observations (a Box, or a Dict/Tuple of Boxes) become one flat float32 vector."""
+
+    def _flatten(self, obs: Any) -> jax.Array:
+        return jnp.concatenate([jnp.ravel(x).astype(jnp.float32) for x in jax.tree.leaves(obs)])
+
+    def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, Any]:
+        obs, state = self.env.reset_env(key, params)
+        return self._flatten(obs), state
+
+    def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
+        obs, state, reward, terminated, truncated, info = self.env.step_env(key, state, action, params)
+        if "final_observation" in info:
+            info = {**info, "final_observation": self._flatten(info["final_observation"])}
+        return self._flatten(obs), state, reward, terminated, truncated, info
+
+    def observation_space(self, params: Any = None) -> spaces.Box:
+        space = self.env.observation_space(params)
+        leaves = jax.tree.leaves(space, is_leaf=lambda s: isinstance(s, spaces.Box))
+        if isinstance(space, (spaces.Dict, spaces.Tuple)):
+            inner = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+            leaves = list(inner)
+        if not all(isinstance(s, spaces.Box) for s in leaves):
+            raise TypeError(f"FlattenObservation needs Box observations, got {space!r}.")
+        low = np.concatenate([np.ravel(s.low) for s in leaves]).astype(np.float32)
+        high = np.concatenate([np.ravel(s.high) for s in leaves]).astype(np.float32)
+        return spaces.Box(low, high, low.shape, jnp.float32)
+
+
+class ClipAction(Wrapper):
+    """Clip continuous actions into the action space's bounds before stepping."""
+
+    def __init__(self, env: Environment[Any, Any]):
+        super().__init__(env)
+        space = env.action_space()
+        if not isinstance(space, spaces.Box):
+            raise TypeError(f"ClipAction needs a Box action space, got {space!r}.")
+
+    def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
+        space = self.env.action_space(params)
+        return self.env.step_env(key, state, jnp.clip(action, space.low, space.high), params)
+
+
+@struct.dataclass
+class RunningMeanStd:
+    """Running mean and variance (parallel Welford); ``count`` starts at a small epsilon."""
+
+    mean: jax.Array
+    var: jax.Array
+    count: jax.Array
+
+    @classmethod
+    def zeros(cls, shape: tuple[int, ...]) -> RunningMeanStd:
+        return cls(jnp.zeros(shape, jnp.float32), jnp.ones(shape, jnp.float32), jnp.asarray(1e-4, jnp.float32))
+
+    def update(self, x: jax.Array, axis_name: str | None) -> RunningMeanStd:
+        if axis_name is None:
+            batch_mean, batch_var, batch_count = x, jnp.zeros_like(x), jnp.asarray(1.0)
+        else:
+            batch_mean = jax.lax.pmean(x, axis_name)
+            batch_var = jax.lax.pmean(jnp.square(x - batch_mean), axis_name)
+            batch_count = jax.lax.psum(jnp.asarray(1.0), axis_name)
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        mean = self.mean + delta * batch_count / total
+        m2 = self.var * self.count + batch_var * batch_count + jnp.square(delta) * self.count * batch_count / total
+        return RunningMeanStd(mean, m2 / total, total)
+
+
+@struct.dataclass
+class NormalizeObservationState:
+    env_state: Any
+    stats: RunningMeanStd
+
+
+class NormalizeObservation(Wrapper):
+    """Observations normalised by running mean and standard deviation, then clipped.
+
+    Args:
+        env: a Box-observation env.
+        axis_name: when the env is vmapped with ``jax.vmap(..., axis_name=...)``,
+            statistics are pooled over that axis (every env sees the same
+            normaliser, as in PureJaxRL); None keeps per-env statistics.
+        clip: bound on the normalised values.
+    """
+
+    wraps_state = True
+
+    def __init__(self, env: Environment[Any, Any], axis_name: str | None = None, clip: float = 10.0, epsilon: float = 1e-8):
+        super().__init__(env)
+        self.axis_name, self.clip, self.epsilon = axis_name, clip, epsilon
+
+    def _normalize(self, obs: jax.Array, stats: RunningMeanStd) -> jax.Array:
+        return jnp.clip((obs - stats.mean) / jnp.sqrt(stats.var + self.epsilon), -self.clip, self.clip)
+
+    def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, NormalizeObservationState]:
+        obs, env_state = self.env.reset_env(key, params)
+        stats = RunningMeanStd.zeros(jnp.shape(obs)).update(obs, self.axis_name)
+        return self._normalize(obs, stats), NormalizeObservationState(env_state, stats)
+
+    def step_env(self, key: PRNGKey, state: NormalizeObservationState, action: Any, params: Any) -> StepOutput:
+        obs, env_state, reward, terminated, truncated, info = self.env.step_env(
+            key, state.env_state, action, params
+        )
+        stats = state.stats.update(obs, self.axis_name)
+        if "final_observation" in info:
+            info = {**info, "final_observation": self._normalize(info["final_observation"], stats)}
+        return self._normalize(obs, stats), NormalizeObservationState(env_state, stats), reward, terminated, truncated, info
+
+    def observation_space(self, params: Any = None) -> spaces.Box:
+        shape = self.env.observation_space(params).shape
+        return spaces.Box(-self.clip, self.clip, shape, jnp.float32)
+
+
+@struct.dataclass
+class NormalizeRewardState:
+    env_state: Any
+    discounted_return: jax.Array
+    stats: RunningMeanStd
+
+
+class NormalizeReward(Wrapper):
+    """Rewards divided by the running standard deviation of the discounted return.
+
+    ``info["raw_reward"]`` keeps the unscaled reward for logging. ``axis_name``
+    pools statistics over a vmapped axis, as in :class:`NormalizeObservation`.
+    """
+
+    wraps_state = True
+
+    def __init__(self, env: Environment[Any, Any], gamma: float = 0.99, axis_name: str | None = None, epsilon: float = 1e-8):
+        super().__init__(env)
+        self.gamma, self.axis_name, self.epsilon = gamma, axis_name, epsilon
+
+    def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, NormalizeRewardState]:
+        obs, env_state = self.env.reset_env(key, params)
+        shape = (self.num_agents,) if self.num_agents > 1 else ()
+        return obs, NormalizeRewardState(env_state, jnp.zeros(shape, jnp.float32), RunningMeanStd.zeros(shape))
+
+    def step_env(self, key: PRNGKey, state: NormalizeRewardState, action: Any, params: Any) -> StepOutput:
+        obs, env_state, reward, terminated, truncated, info = self.env.step_env(
+            key, state.env_state, action, params
+        )
+        done = episode_done(terminated, truncated)
+        discounted_return = state.discounted_return * self.gamma + reward
+        stats = state.stats.update(discounted_return, self.axis_name)
+        new_state = NormalizeRewardState(env_state, discounted_return * (1 - done), stats)
+        info = {**info, "raw_reward": reward}
+        return obs, new_state, reward / jnp.sqrt(stats.var + self.epsilon), terminated, truncated, info
+
+
+@struct.dataclass
+class TimeLimitState:
+    env_state: Any
+    steps: jax.Array  # int32 (): steps taken in this episode
+
+
+class TimeLimit(Wrapper):
+    """Truncate episodes after ``max_steps`` steps (on top of the env's own limit).
+
+    To lengthen an env's own limit, override its params instead:
+    ``make("CartPole-v1", max_steps_in_episode=1000)``.
+    """
+
+    wraps_state = True
+
+    def __init__(self, env: Environment[Any, Any], max_steps: int):
+        super().__init__(env)
+        if int(max_steps) < 1:
+            raise ValueError(f"TimeLimit: max_steps must be >= 1, got {max_steps}.")
+        self.max_steps = int(max_steps)
+
+    def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, TimeLimitState]:
+        obs, env_state = self.env.reset_env(key, params)
+        return obs, TimeLimitState(env_state, jnp.zeros((), jnp.int32))
+
+    def step_env(self, key: PRNGKey, state: TimeLimitState, action: Any, params: Any) -> StepOutput:
+        obs, env_state, reward, terminated, truncated, info = self.env.step_env(
+            key, state.env_state, action, params
+        )
+        steps = state.steps + 1
+        truncated = jnp.logical_or(truncated, steps >= self.max_steps)
+        steps = jnp.where(episode_done(terminated, truncated), 0, steps)
+        return obs, TimeLimitState(env_state, steps), reward, terminated, truncated, info
+
+    def reset_done(
+        self, key: PRNGKey, done: jax.Array, state: TimeLimitState, obs: Any, params: Any = None
+    ) -> tuple[Any, TimeLimitState]:
+        obs, env_state = self.env.reset_done(key, done, state.env_state, obs, params)
+        done = jnp.all(done) if jnp.ndim(done) else done
+        return obs, TimeLimitState(env_state, jnp.where(done, 0, state.steps))
+
+
+def _describe(space: spaces.Space) -> str:
+    return f"{space!r} (shape {space.shape}, dtype {space.dtype})"
+
+
+class Validate(Wrapper):
+    """Turn bad actions and bad observations into clear errors (for debug runs).
+
+    Shape and dtype mistakes are raised when the step is traced. Values (an
+    action outside the action space, a NaN or out-of-space observation) are
+    checked with ``jax.experimental.checkify``; run the step through
+    :func:`checked` (or ``checkify.checkify``) to raise them.
+    """
+
+    def _check_action_static(self, action: Any, params: Any) -> None:
+        space = self.env.action_space(params)
+        if isinstance(space, (spaces.Tuple, spaces.Dict)):
+            return
+        action = jnp.asarray(action)
+        if action.shape != space.shape:
+            raise ValueError(
+                f"{self.name}: action has shape {action.shape}, but the action space is {_describe(space)}. "
+                "Pass one action per env (vmap over envs) of the space's shape."
+            )
+        wants_int = jnp.issubdtype(space.dtype, jnp.integer)
+        if wants_int != jnp.issubdtype(action.dtype, jnp.integer):
+            raise TypeError(
+                f"{self.name}: action has dtype {action.dtype}, but the action space is {_describe(space)}. "
+                f"Cast it with action.astype({space.dtype.name})."
+            )
+
+    def _check_observation(self, obs: Any, params: Any, where: str) -> None:
+        for leaf in jax.tree.leaves(obs):
+            if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating):
+                checkify.check(~jnp.any(jnp.isnan(leaf)), f"{self.name}.{where} returned a NaN observation")
+        checkify.check(
+            self.env.observation_space(params).contains(obs),
+            f"{self.name}.{where} returned an observation outside its observation space",
+        )
+
+    def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, Any]:
+        obs, state = self.env.reset_env(key, params)
+        self._check_observation(obs, params, "reset")
+        return obs, state
+
+    def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
+        self._check_action_static(action, params)
+        space = self.env.action_space(params)
+        checkify.check(
+            space.contains(jnp.asarray(action).astype(space.dtype)),
+            f"{self.name}.step got an action outside its action space {space!r}: {{action}}",
+            action=jnp.asarray(action),
+        )
+        out = self.env.step_env(key, state, action, params)
+        self._check_observation(out[0], params, "step")
+        return out
+
+
+def checked(fn: Any) -> Any:
+    """``fn`` under ``jit`` + ``checkify``: a failed check raises ``JaxRuntimeError`` with its message."""
+    checked_fn = jax.jit(checkify.checkify(fn, errors=checkify.user_checks))
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        error, out = checked_fn(*args, **kwargs)
+        error.throw()
+        return out
+
+    return run
