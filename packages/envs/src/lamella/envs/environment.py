@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from lamella.envs import spaces
 
-__all__ = ["Environment", "Wrapper", "StepOutput", "episode_done"]
+__all__ = ["Environment", "StepOutput", "Wrapper", "episode_done"]
 
 PRNGKey = jax.Array
 TEnvState = TypeVar("TEnvState")

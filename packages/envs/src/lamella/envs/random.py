@@ -15,13 +15,14 @@ The values are statistically uniform, not cryptographic.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["bits", "uniform", "bernoulli", "randint", "normal"]
+__all__ = ["bernoulli", "bits", "normal", "randint", "uniform"]
 
 _GOLDEN = np.uint32(0x9E3779B9)
 _STREAM = np.uint32(0x85EBCA6B)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lamella.envs.environment import Environment
 

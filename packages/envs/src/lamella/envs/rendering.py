@@ -9,13 +9,14 @@ one; coordinates are in pixels, ``(x, y)`` with y pointing down.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["canvas", "fill_rect", "fill_circle", "draw_segment", "fill_polygon", "animate", "render_episode"]
+__all__ = ["animate", "canvas", "draw_segment", "fill_circle", "fill_polygon", "fill_rect", "render_episode"]
 
 Color = Sequence[int]
 

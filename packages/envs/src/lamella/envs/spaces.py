@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Space", "Discrete", "Box", "MultiDiscrete", "Tuple", "Dict"]
+__all__ = ["Box", "Dict", "Discrete", "MultiDiscrete", "Space", "Tuple"]
 
 PRNGKey = jax.Array
 

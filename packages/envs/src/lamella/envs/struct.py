@@ -39,11 +39,8 @@ def dataclass(cls: type[T] | None = None) -> Any:
             (meta_fields if f.metadata.get("static", False) else data_fields).append(f.name)
         if not hasattr(cls, "replace"):
             cls.replace = _replace  # type: ignore[attr-defined]
-        return jax.tree_util.register_dataclass(
-            cls, data_fields=data_fields, meta_fields=meta_fields
-        )
+        return jax.tree_util.register_dataclass(cls, data_fields=data_fields, meta_fields=meta_fields)
 
     if cls is None:
         return wrap
     return wrap(cls)
-

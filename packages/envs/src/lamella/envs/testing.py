@@ -16,7 +16,9 @@ __all__ = ["check_env"]
 
 def _assert_in_space(space: spaces.Space, value: Any, what: str) -> None:
     if isinstance(space, spaces.Dict):
-        assert isinstance(value, dict) and set(value) == set(space.spaces), f"{what}: keys {set(value)} != {set(space.spaces)}"
+        assert isinstance(value, dict) and set(value) == set(space.spaces), (
+            f"{what}: keys {set(value)} != {set(space.spaces)}"
+        )
         for name, sub in space.spaces.items():
             _assert_in_space(sub, value[name], f"{what}[{name!r}]")
         return
@@ -78,7 +80,9 @@ def check_env(
         assert jnp.issubdtype(jnp.asarray(reward).dtype, jnp.floating), "reward must be a float"
         for flag_name, flag in (("terminated", terminated), ("truncated", truncated)):
             assert jnp.shape(flag) == agent_shape, f"{flag_name} shape {jnp.shape(flag)} != {agent_shape}"
-            assert jnp.asarray(flag).dtype == jnp.bool_, f"{flag_name} must be bool, got {jnp.asarray(flag).dtype}"
+            assert jnp.asarray(flag).dtype == jnp.bool_, (
+                f"{flag_name} must be bool, got {jnp.asarray(flag).dtype}"
+            )
         assert np.all(np.isfinite(np.asarray(reward))), f"step {t}: non-finite reward {reward}"
         structure = jax.tree.structure(info)
         assert info_structure is None or info_structure == structure, "info changes structure between steps"
@@ -110,7 +114,9 @@ def check_env(
         reset_keys, done, batch_out[1], batch_out[0]
     )
     fresh_obs, _ = jax.vmap(lambda k: env.reset(k, params))(reset_keys)
-    for new, fresh, old in zip(jax.tree.leaves(new_obs), jax.tree.leaves(fresh_obs), jax.tree.leaves(batch_out[0])):
+    for new, fresh, old in zip(
+        jax.tree.leaves(new_obs), jax.tree.leaves(fresh_obs), jax.tree.leaves(batch_out[0])
+    ):
         np.testing.assert_array_equal(np.asarray(new)[::2], np.asarray(fresh)[::2])
         np.testing.assert_array_equal(np.asarray(new)[1::2], np.asarray(old)[1::2])
 

@@ -20,12 +20,12 @@ from lamella.envs.environment import Environment, StepOutput, Wrapper, episode_d
 
 __all__ = [
     "AutoReset",
-    "OptimisticReset",
+    "ClipAction",
     "EpisodeStatistics",
     "FlattenObservation",
-    "ClipAction",
     "NormalizeObservation",
     "NormalizeReward",
+    "OptimisticReset",
     "TimeLimit",
     "Validate",
     "checked",
@@ -81,7 +81,9 @@ class OptimisticReset:
 
     def __init__(self, env: Environment[Any, Any], num_envs: int, reset_ratio: int = 16):
         if num_envs < 1 or reset_ratio < 1:
-            raise ValueError(f"OptimisticReset: num_envs ({num_envs}) and reset_ratio ({reset_ratio}) must be >= 1.")
+            raise ValueError(
+                f"OptimisticReset: num_envs ({num_envs}) and reset_ratio ({reset_ratio}) must be >= 1."
+            )
         if num_envs % reset_ratio:
             raise ValueError(
                 f"OptimisticReset: num_envs ({num_envs}) must be a multiple of reset_ratio ({reset_ratio})."
@@ -235,7 +237,9 @@ class RunningMeanStd:
 
     @classmethod
     def zeros(cls, shape: tuple[int, ...]) -> RunningMeanStd:
-        return cls(jnp.zeros(shape, jnp.float32), jnp.ones(shape, jnp.float32), jnp.asarray(1e-4, jnp.float32))
+        return cls(
+            jnp.zeros(shape, jnp.float32), jnp.ones(shape, jnp.float32), jnp.asarray(1e-4, jnp.float32)
+        )
 
     def update(self, x: jax.Array, axis_name: str | None) -> RunningMeanStd:
         if axis_name is None:
@@ -247,7 +251,11 @@ class RunningMeanStd:
         delta = batch_mean - self.mean
         total = self.count + batch_count
         mean = self.mean + delta * batch_count / total
-        m2 = self.var * self.count + batch_var * batch_count + jnp.square(delta) * self.count * batch_count / total
+        m2 = (
+            self.var * self.count
+            + batch_var * batch_count
+            + jnp.square(delta) * self.count * batch_count / total
+        )
         return RunningMeanStd(mean, m2 / total, total)
 
 
@@ -270,7 +278,13 @@ class NormalizeObservation(Wrapper):
 
     wraps_state = True
 
-    def __init__(self, env: Environment[Any, Any], axis_name: str | None = None, clip: float = 10.0, epsilon: float = 1e-8):
+    def __init__(
+        self,
+        env: Environment[Any, Any],
+        axis_name: str | None = None,
+        clip: float = 10.0,
+        epsilon: float = 1e-8,
+    ):
         super().__init__(env)
         self.axis_name, self.clip, self.epsilon = axis_name, clip, epsilon
 
@@ -282,14 +296,23 @@ class NormalizeObservation(Wrapper):
         stats = RunningMeanStd.zeros(jnp.shape(obs)).update(obs, self.axis_name)
         return self._normalize(obs, stats), NormalizeObservationState(env_state, stats)
 
-    def step_env(self, key: PRNGKey, state: NormalizeObservationState, action: Any, params: Any) -> StepOutput:
+    def step_env(
+        self, key: PRNGKey, state: NormalizeObservationState, action: Any, params: Any
+    ) -> StepOutput:
         obs, env_state, reward, terminated, truncated, info = self.env.step_env(
             key, state.env_state, action, params
         )
         stats = state.stats.update(obs, self.axis_name)
         if "final_observation" in info:
             info = {**info, "final_observation": self._normalize(info["final_observation"], stats)}
-        return self._normalize(obs, stats), NormalizeObservationState(env_state, stats), reward, terminated, truncated, info
+        return (
+            self._normalize(obs, stats),
+            NormalizeObservationState(env_state, stats),
+            reward,
+            terminated,
+            truncated,
+            info,
+        )
 
     def observation_space(self, params: Any = None) -> spaces.Box:
         shape = self.env.observation_space(params).shape
@@ -312,14 +335,22 @@ class NormalizeReward(Wrapper):
 
     wraps_state = True
 
-    def __init__(self, env: Environment[Any, Any], gamma: float = 0.99, axis_name: str | None = None, epsilon: float = 1e-8):
+    def __init__(
+        self,
+        env: Environment[Any, Any],
+        gamma: float = 0.99,
+        axis_name: str | None = None,
+        epsilon: float = 1e-8,
+    ):
         super().__init__(env)
         self.gamma, self.axis_name, self.epsilon = gamma, axis_name, epsilon
 
     def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, NormalizeRewardState]:
         obs, env_state = self.env.reset_env(key, params)
         shape = (self.num_agents,) if self.num_agents > 1 else ()
-        return obs, NormalizeRewardState(env_state, jnp.zeros(shape, jnp.float32), RunningMeanStd.zeros(shape))
+        return obs, NormalizeRewardState(
+            env_state, jnp.zeros(shape, jnp.float32), RunningMeanStd.zeros(shape)
+        )
 
     def step_env(self, key: PRNGKey, state: NormalizeRewardState, action: Any, params: Any) -> StepOutput:
         obs, env_state, reward, terminated, truncated, info = self.env.step_env(

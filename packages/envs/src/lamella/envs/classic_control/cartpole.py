@@ -61,7 +61,9 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
         state = CartPoleState(x, x_dot, theta, theta_dot, jnp.zeros((), jnp.int32))
         return self.get_obs(state), state
 
-    def step_env(self, key: jax.Array, state: CartPoleState, action: Any, params: CartPoleParams) -> StepOutput:
+    def step_env(
+        self, key: jax.Array, state: CartPoleState, action: Any, params: CartPoleParams
+    ) -> StepOutput:
         force = jnp.where(action == 1, params.force_mag, -params.force_mag)
         costheta, sintheta = jnp.cos(state.theta), jnp.sin(state.theta)
         total_mass = params.masscart + params.masspole
