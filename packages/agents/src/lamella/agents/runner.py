@@ -1,0 +1,143 @@
+"""Runners: one training iteration as a pure function, and ``make_train`` over it.
+
+A :class:`Runner` is what every algorithm builds from its config
+(``make_ppo_runner(config)``, ``make_es_runner(config)``). The driver runs
+``runner.step`` in compiled chunks of iterations (``jax.vmap`` over seeds of a
+``lax.scan``); :func:`make_train` is the same thing in one call::
+
+    runner = make_ppo_runner(PPOConfig(env_id="CartPole-v1"))
+    train = jax.jit(jax.vmap(make_train(runner)))
+    final_state, metrics = train(jax.random.split(jax.random.key(0), 3))  # 3 seeds, one compile
+
+A runner state is a pytree of arrays only (it holds its iteration counter and
+every RNG key it uses), so it vmaps over seeds and serialises to a checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from lamella.agents.protocol import Agent, PRNGKey, TrainState
+from lamella.envs.environment import Environment, episode_done
+
+__all__ = ["Runner", "RunnerState", "evaluate_agent", "make_train"]
+
+RunnerState = Any
+
+
+class Runner(NamedTuple):
+    """One algorithm on one environment, as pure functions.
+
+    Attributes:
+        init: ``init(key) -> runner_state``.
+        step: ``step(runner_state) -> (runner_state, metrics)``: one training
+            iteration (collect a rollout, update). ``metrics`` are float32 scalars,
+            at least ``"episode_return"`` (mean return of the episodes that ended
+            in this iteration; the previous value when none ended) and ``"loss"``.
+        evaluate: ``evaluate(runner_state, key) -> metrics``: greedy evaluation of
+            the current policy, at least ``"episode_return"``: float32
+            ``(eval_episodes,)`` undiscounted returns.
+        steps_per_iteration: env steps per iteration over all parallel envs.
+        num_iterations: iterations for the configured ``total_timesteps``.
+    """
+
+    init: Callable[[PRNGKey], RunnerState]
+    step: Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array]]]
+    evaluate: Callable[[RunnerState, PRNGKey], dict[str, jax.Array]]
+    steps_per_iteration: int
+    num_iterations: int
+
+
+def make_train(runner: Runner) -> Callable[[PRNGKey], tuple[RunnerState, dict[str, jax.Array]]]:
+    """``train(key) -> (final_state, metrics)``: ``runner.num_iterations`` steps in one ``lax.scan``.
+
+    ``metrics`` are stacked over iterations (leading axis ``num_iterations``).
+    ``train`` is pure: jit it, and vmap it over keys to train many seeds in one
+    call, or over a traced hyper-parameter closed over by a runner factory.
+    """
+
+    def train(key: PRNGKey) -> tuple[RunnerState, dict[str, jax.Array]]:
+        state = runner.init(key)
+
+        def body(state: RunnerState, _: None) -> tuple[RunnerState, dict[str, jax.Array]]:
+            return runner.step(state)
+
+        return jax.lax.scan(body, state, None, length=runner.num_iterations)
+
+    return train
+
+
+def evaluate_agent(
+    agent: Agent,
+    train_state: TrainState,
+    env: Environment[Any, Any],
+    env_params: Any,
+    key: PRNGKey,
+    num_episodes: int,
+    max_steps: int,
+    memory: Any,
+    greedy: bool = True,
+) -> dict[str, jax.Array]:
+    """Play ``num_episodes`` episodes in parallel, one per env, and return their returns.
+
+    Each env plays exactly one episode from a fresh reset; steps after an env's
+    episode ended are not counted. The loop stops when every episode ended or
+    after ``max_steps`` steps (an episode still running then counts with the
+    return it has so far).
+
+    Args:
+        agent: the agent; ``agent.policy`` is called with ``eval=greedy``.
+        train_state: the agent's train state.
+        env: an environment (with or without auto-reset).
+        env_params: its params.
+        key: randomness of resets, env steps and (if not greedy) actions.
+        num_episodes: episodes, all played at once.
+        max_steps: cap on the steps of the loop.
+        memory: the agent's memory for a batch of ``num_episodes`` envs (for
+            example ``agent.reset_memory(memory, eval=True)``).
+        greedy: act greedily.
+
+    Returns:
+        ``{"episode_return": float32 (num_episodes,), "episode_length": int32 (num_episodes,)}``.
+    """
+    key_reset, key_loop = jax.random.split(key)
+    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+        jax.random.split(key_reset, num_episodes), env_params
+    )
+    zeros = jnp.zeros((num_episodes,), jnp.float32)
+    carry0 = (
+        obs,
+        env_state,
+        memory,
+        train_state,
+        zeros,
+        jnp.zeros((num_episodes,), jnp.int32),
+        jnp.zeros((num_episodes,), bool),
+        jnp.zeros((), jnp.int32),
+        key_loop,
+    )
+
+    def cond(carry: tuple[Any, ...]) -> jax.Array:
+        finished, t = carry[6], carry[7]
+        return jnp.logical_and(~jnp.all(finished), t < max_steps)
+
+    def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
+        obs, env_state, memory, train_state, returns, lengths, finished, t, key = carry
+        key, key_act, key_step = jax.random.split(key, 3)
+        action, train_state, memory = agent.policy(key_act, train_state, obs, memory, eval=greedy)
+        obs, env_state, reward, terminated, truncated, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(key_step, num_episodes), env_state, action, env_params
+        )
+        done = jax.vmap(episode_done)(terminated, truncated)
+        reward = jnp.reshape(reward, (num_episodes, -1)).sum(-1)
+        returns = returns + jnp.where(finished, 0.0, reward)
+        lengths = lengths + jnp.where(finished, 0, 1)
+        finished = jnp.logical_or(finished, done)
+        return obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key
+
+    out = jax.lax.while_loop(cond, body, carry0)
+    return {"episode_return": out[4], "episode_length": out[5]}
