@@ -1,0 +1,11 @@
+"""Adapters that expose lamella environments through other libraries' APIs.
+
+* :mod:`lamella.envs.adapters.gymnasium`: ``gymnasium.Env`` and
+  ``gymnasium.vector.VectorEnv`` over a lamella env (``pip install
+  'lamella-envs[gymnasium]'``).
+
+Each adapter imports its library lazily, so importing this package needs
+nothing beyond lamella-envs' own dependencies.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,346 @@
+"""Gymnasium adapters: a lamella env as a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``.
+
+>>> from lamella.envs.adapters.gymnasium import GymnasiumEnv, GymnasiumVectorEnv
+>>> env = GymnasiumEnv("CartPole-v1", seed=0)
+>>> obs, info = env.reset()
+>>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+>>> envs = GymnasiumVectorEnv("CartPole-v1", num_envs=8, seed=0)
+>>> obs, infos = envs.reset()  # obs: float32 (8, 4)
+
+Both run the env's jitted ``reset``/``step`` (compiled once, on the first call)
+and convert between JAX and NumPy at the boundary. They need the ``gymnasium``
+extra: ``pip install 'lamella-envs[gymnasium]'``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.envs import spaces
+from lamella.envs.environment import Environment, episode_done
+from lamella.envs.registry import make
+
+try:
+    import gymnasium
+    from gymnasium.vector import AutoresetMode, VectorEnv
+    from gymnasium.vector.utils import batch_space
+except ImportError as error:  # pragma: no cover - depends on the extra
+    raise ImportError(
+        "lamella.envs.adapters.gymnasium needs gymnasium>=1.0: pip install 'lamella-envs[gymnasium]'"
+    ) from error
+
+__all__ = ["GymnasiumEnv", "GymnasiumVectorEnv", "to_gymnasium_space"]
+
+
+def to_gymnasium_space(space: spaces.Space) -> gymnasium.spaces.Space[Any]:
+    """The gymnasium space equal to a lamella space (same bounds, shape and dtype).
+
+    Raises:
+        TypeError: ``space`` is not a Discrete, MultiDiscrete, Box, Tuple or Dict.
+    """
+    gym_spaces = gymnasium.spaces
+    if isinstance(space, spaces.Discrete):
+        return gym_spaces.Discrete(space.n, dtype=np.dtype(space.dtype))
+    if isinstance(space, spaces.MultiDiscrete):
+        return gym_spaces.MultiDiscrete(np.asarray(space.nvec), dtype=np.dtype(space.dtype))
+    if isinstance(space, spaces.Box):
+        dtype = np.dtype(space.dtype)
+        return gym_spaces.Box(
+            np.asarray(space.low, dtype), np.asarray(space.high, dtype), space.shape, dtype.type
+        )
+    if isinstance(space, spaces.Tuple):
+        return gym_spaces.Tuple(tuple(to_gymnasium_space(s) for s in space.spaces))
+    if isinstance(space, spaces.Dict):
+        return gym_spaces.Dict({name: to_gymnasium_space(s) for name, s in space.spaces.items()})
+    raise TypeError(
+        f"to_gymnasium_space: no gymnasium equivalent for {space!r}; "
+        "supported are Discrete, MultiDiscrete, Box, Tuple and Dict."
+    )
+
+
+def _to_lamella(space: spaces.Space, value: Any) -> Any:
+    """A NumPy value (possibly batched) as JAX arrays of the lamella space's dtypes."""
+    if isinstance(space, spaces.Tuple):
+        return tuple(_to_lamella(s, v) for s, v in zip(space.spaces, value))
+    if isinstance(space, spaces.Dict):
+        return {name: _to_lamella(s, value[name]) for name, s in space.spaces.items()}
+    return jnp.asarray(np.asarray(value), space.dtype)
+
+
+def _to_numpy(tree: Any) -> Any:
+    return jax.tree.map(np.asarray, jax.device_get(tree))
+
+
+def _bare_env(env_or_id: str | Environment[Any, Any], params: Any) -> tuple[Environment[Any, Any], Any]:
+    if isinstance(env_or_id, str):
+        env, default = make(env_or_id, autoreset=False)
+        return env, default if params is None else params
+    if not isinstance(env_or_id, Environment):
+        raise TypeError(
+            f"expected a lamella Environment or a registered id, got {type(env_or_id).__name__}. "
+            "Pass e.g. 'CartPole-v1' or make('CartPole-v1', autoreset=False)[0]."
+        )
+    from lamella.envs.wrappers import AutoReset
+
+    inner: Any = env_or_id
+    while inner is not None:
+        if isinstance(inner, AutoReset):
+            raise ValueError(
+                f"{env_or_id!r} resets itself at episode end, but gymnasium expects the adapter to "
+                "report terminated/truncated and leave the reset to the caller (or to the vector env). "
+                "Build the env with make(env_id, autoreset=False)."
+            )
+        inner = inner.__dict__.get("env")
+    if env_or_id.num_agents != 1:
+        raise ValueError(
+            f"{env_or_id.name} has {env_or_id.num_agents} agents; the gymnasium adapters are "
+            "single-agent. Use a multi-agent API or fix the other agents' policy in a wrapper."
+        )
+    return env_or_id, env_or_id.default_params if params is None else params
+
+
+def _can_render(env: Environment[Any, Any], params: Any) -> bool:
+    try:
+        _, state = jax.eval_shape(lambda key: env.reset(key, params), jax.random.key(0))
+        jax.eval_shape(lambda s: env.render(s, params), state)
+    except NotImplementedError:
+        return False
+    return True
+
+
+class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
+    """A ``gymnasium.Env`` over one lamella environment.
+
+    The adapter does not reset by itself: when ``step`` reports ``terminated``
+    or ``truncated``, call ``reset()`` as with any gymnasium env (stepping on
+    is undefined, as in gymnasium). ``reset(seed=s)`` makes the episode and
+    every following step a deterministic function of ``s``.
+
+    Args:
+        env_or_id: a registered id (built with ``autoreset=False``) or a bare
+            lamella env (not wrapped in :class:`~lamella.envs.wrappers.AutoReset`)
+            with ``num_agents == 1``.
+        params: the env's params (its ``default_params`` when None).
+        seed: seed of the first ``reset()`` that is called without one.
+        render_mode: None or ``"rgb_array"`` (``render()`` returns the env's
+            uint8 ``(H, W, 3)`` frame as a NumPy array).
+
+    Attributes:
+        lamella_env, params: the wrapped env and its params.
+        observation_space, action_space: the gymnasium equivalents of the env's spaces.
+    """
+
+    def __init__(
+        self,
+        env_or_id: str | Environment[Any, Any],
+        params: Any = None,
+        seed: int | None = None,
+        render_mode: str | None = None,
+    ):
+        env, params = _bare_env(env_or_id, params)
+        self.lamella_env, self.params = env, params
+        self._lamella_observation_space = env.observation_space(params)
+        self._lamella_action_space = env.action_space(params)
+        self.observation_space = to_gymnasium_space(self._lamella_observation_space)
+        self.action_space = to_gymnasium_space(self._lamella_action_space)
+        renders = _can_render(env, params)
+        self.metadata = {"render_modes": ["rgb_array"] if renders else [], "render_fps": 50}
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(
+                f"render_mode={render_mode!r} is not supported by {env.name}; "
+                f"supported: {self.metadata['render_modes'] + [None]}."
+            )
+        self.render_mode = render_mode
+        self._initial_seed = seed
+        self._key: jax.Array | None = None
+        self._state: Any = None
+        self._done = False
+
+        def reset(key: jax.Array, params: Any) -> Any:
+            key, key_reset = jax.random.split(key)
+            obs, state = env.reset(key_reset, params)
+            return key, obs, state
+
+        def step(key: jax.Array, state: Any, action: Any, params: Any) -> Any:
+            key, key_step = jax.random.split(key)
+            obs, state, reward, terminated, truncated, info = env.step(key_step, state, action, params)
+            return key, obs, state, reward, terminated, truncated, info
+
+        self._reset_fn = jax.jit(reset)
+        self._step_fn = jax.jit(step)
+        self._render_fn = jax.jit(env.render) if renders else None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start an episode: ``(obs, info)``; ``info`` is empty."""
+        if seed is None and self._key is None:
+            seed = self._initial_seed
+        super().reset(seed=seed)
+        if seed is not None:
+            self._key = jax.random.key(seed)
+        elif self._key is None:
+            self._key = jax.random.key(int(self.np_random.integers(2**31)))
+        self._key, obs, self._state = self._reset_fn(self._key, self.params)
+        self._done = False
+        return _to_numpy(obs), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """One step: ``(obs, reward, terminated, truncated, info)`` with NumPy values."""
+        if self._state is None:
+            raise gymnasium.error.ResetNeeded("Call reset() before step().")
+        if self._done:
+            gymnasium.logger.warn(
+                "step() called after the episode ended; call reset() first (the result is undefined)."
+            )
+        lamella_action = _to_lamella(self._lamella_action_space, action)
+        self._key, obs, self._state, reward, terminated, truncated, info = self._step_fn(
+            self._key, self._state, lamella_action, self.params
+        )
+        terminated, truncated = bool(terminated), bool(truncated)
+        self._done = terminated or truncated
+        return _to_numpy(obs), float(reward), terminated, truncated, _to_numpy(info)
+
+    def render(self) -> np.ndarray | None:  # type: ignore[override]
+        """The current frame, uint8 ``(H, W, 3)``, when ``render_mode == "rgb_array"``; else None."""
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() called without a render_mode; pass render_mode='rgb_array'.")
+            return None
+        if self._state is None:
+            raise gymnasium.error.ResetNeeded("Call reset() before render().")
+        assert self._render_fn is not None
+        return np.asarray(self._render_fn(self._state, self.params))
+
+    def __repr__(self) -> str:
+        return f"GymnasiumEnv({self.lamella_env!r})"
+
+
+class GymnasiumVectorEnv(VectorEnv):  # type: ignore[type-arg]
+    """``num_envs`` copies of a lamella env as one ``gymnasium.vector.VectorEnv``.
+
+    All envs step in one jitted, vmapped call. Episode ends follow gymnasium's
+    ``AutoresetMode.SAME_STEP`` (declared in ``metadata["autoreset_mode"]``):
+    an env that ends is reset within the same ``step``, the returned
+    observation is the new episode's first, and the last observation and info
+    of the ended episode are in ``infos["final_obs"]`` (an object array, None
+    for envs that did not end) and ``infos["final_info"]``, with the masks
+    ``infos["_final_obs"]`` / ``infos["_final_info"]``. The env's own info
+    entries are batched arrays with a mask ``infos["_<name>"]`` that is False
+    for envs that were reset on this step (their info moved to ``final_info``).
+
+    Env ``i`` after ``reset(seed=s)`` follows exactly the key sequence of
+    ``GymnasiumEnv(...).reset(seed=s + i)`` (and of its resets after each
+    episode end), so it matches a ``SyncVectorEnv`` of :class:`GymnasiumEnv`
+    in SAME_STEP mode transition for transition.
+
+    Args:
+        env_or_id: a registered id or a bare single-agent lamella env.
+        num_envs: number of parallel envs.
+        params: params shared by all envs (``default_params`` when None).
+        seed: seed of the first ``reset()`` that is called without one.
+    """
+
+    def __init__(
+        self,
+        env_or_id: str | Environment[Any, Any],
+        num_envs: int,
+        params: Any = None,
+        seed: int | None = None,
+    ):
+        if int(num_envs) < 1:
+            raise ValueError(f"GymnasiumVectorEnv: num_envs must be >= 1, got {num_envs}.")
+        env, params = _bare_env(env_or_id, params)
+        self.lamella_env, self.params, self.num_envs = env, params, int(num_envs)
+        self._lamella_observation_space = env.observation_space(params)
+        self._lamella_action_space = env.action_space(params)
+        self.single_observation_space = to_gymnasium_space(self._lamella_observation_space)
+        self.single_action_space = to_gymnasium_space(self._lamella_action_space)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+        self.render_mode = None
+        self._initial_seed = seed
+        self._keys: jax.Array | None = None
+        self._state: Any = None
+
+        def reset_one(key: jax.Array, params: Any) -> Any:
+            key, key_reset = jax.random.split(key)
+            obs, state = env.reset(key_reset, params)
+            return key, obs, state
+
+        def step_one(key: jax.Array, state: Any, action: Any, params: Any) -> Any:
+            key, key_step = jax.random.split(key)
+            obs, state, reward, terminated, truncated, info = env.step(key_step, state, action, params)
+            done = episode_done(terminated, truncated)
+            after_reset_key, reset_obs, reset_state = reset_one(key, params)
+            select = lambda new, old: jnp.where(done, new, old)  # noqa: E731
+            return (
+                jax.random.wrap_key_data(
+                    jnp.where(done, jax.random.key_data(after_reset_key), jax.random.key_data(key))
+                ),
+                jax.tree.map(select, reset_obs, obs),
+                jax.tree.map(select, reset_state, state),
+                obs,
+                reward,
+                terminated,
+                truncated,
+                info,
+            )
+
+        self._reset_fn = jax.jit(jax.vmap(reset_one, in_axes=(0, None)))
+        self._step_fn = jax.jit(jax.vmap(step_one, in_axes=(0, 0, 0, None)))
+
+    def reset(
+        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every env: ``(obs, infos)``. ``seed`` is one int (env ``i`` gets ``seed + i``) or one per env."""
+        if seed is None and self._keys is None:
+            seed = self._initial_seed
+        if seed is None:
+            if self._keys is None:
+                seed = int(np.random.default_rng().integers(2**31 - self.num_envs))
+        if isinstance(seed, int | np.integer):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        elif seed is not None:
+            seeds = [int(s) for s in seed]
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"reset: got {len(seeds)} seeds for {self.num_envs} envs.")
+        super().reset(seed=seeds[0] if seed is not None else None)
+        if seed is not None:
+            self._keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.uint32))
+        self._keys, obs, self._state = self._reset_fn(self._keys, self.params)
+        return _to_numpy(obs), {}
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every env; see the class docstring for the autoreset and ``infos`` layout."""
+        if self._state is None:
+            raise gymnasium.error.ResetNeeded("Call reset() before step().")
+        lamella_actions = _to_lamella(self._lamella_action_space, actions)
+        self._keys, obs, self._state, final_obs, reward, terminated, truncated, info = self._step_fn(
+            self._keys, self._state, lamella_actions, self.params
+        )
+        obs, final_obs, reward, terminated, truncated, info = _to_numpy(
+            (obs, final_obs, reward, terminated, truncated, info)
+        )
+        done = terminated | truncated
+        infos: dict[str, Any] = {}
+        for name, value in info.items():
+            infos[name], infos[f"_{name}"] = value, ~done
+        if done.any():
+            finals = np.full(self.num_envs, None, dtype=object)
+            for i in np.flatnonzero(done):
+                finals[i] = jax.tree.map(lambda x, i=i: x[i], final_obs)
+            final_info: dict[str, Any] = {}
+            for name, value in info.items():
+                final_info[name], final_info[f"_{name}"] = value, done.copy()
+            infos["final_obs"], infos["_final_obs"] = finals, done.copy()
+            infos["final_info"], infos["_final_info"] = final_info, done.copy()
+        return obs, reward.astype(np.float64), terminated, truncated, infos
+
+    def __repr__(self) -> str:
+        return f"GymnasiumVectorEnv({self.lamella_env!r}, num_envs={self.num_envs})"

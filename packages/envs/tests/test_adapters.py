@@ -1,0 +1,200 @@
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import lamella.envs as le
+from lamella.envs import spaces
+from lamella.envs.adapters.gymnasium import GymnasiumEnv, GymnasiumVectorEnv, to_gymnasium_space
+
+
+def _single_agent_ids():
+    return [env_id for env_id in le.registered() if le.make(env_id, autoreset=False)[0].num_agents == 1]
+
+
+@pytest.mark.filterwarnings("ignore:.*(spec|render|bounds|precision|float32|float64).*")
+@pytest.mark.parametrize("env_id", _single_agent_ids())
+def test_gymnasium_check_env_passes(env_id):
+    env = GymnasiumEnv(env_id)
+    check_env(env, skip_render_check=True)
+    if "rgb_array" in env.metadata["render_modes"]:
+        rendering = GymnasiumEnv(env_id, render_mode="rgb_array")
+        check_env(rendering)
+        rendering.reset(seed=0)
+        frame = rendering.render()
+        assert isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.shape[-1] == 3
+
+
+def test_cartpole_matches_lamella_step_by_step():
+    env = GymnasiumEnv("CartPole-v1")
+    bare, params = le.make("CartPole-v1", autoreset=False)
+    obs, info = env.reset(seed=7)
+    assert info == {} and obs.dtype == np.float32 and obs.shape == (4,)
+    key = jax.random.key(7)
+    key, key_reset = jax.random.split(key)
+    expected_obs, state = bare.reset(key_reset, params)
+    np.testing.assert_allclose(obs, np.asarray(expected_obs), rtol=1e-5, atol=1e-6)
+    for action in [0, 1, 1, 0, 1]:
+        obs, reward, terminated, truncated, _ = env.step(np.int64(action))
+        key, key_step = jax.random.split(key)
+        expected_obs, state, *_ = bare.step(key_step, state, action, params)
+        np.testing.assert_allclose(obs, np.asarray(expected_obs), rtol=1e-5, atol=1e-6)
+        assert reward == 1.0 and terminated is False and truncated is False
+
+
+def test_episode_end_is_reported_not_reset():
+    env = GymnasiumEnv("CartPole-v1", seed=3)
+    obs, _ = env.reset()
+    steps = 0
+    terminated = truncated = False
+    while not (terminated or truncated):
+        obs, _, terminated, truncated, _ = env.step(1)  # always push right: falls within ~10 steps
+        steps += 1
+    assert terminated and 5 <= steps <= 30
+    # The observation is the terminal one (outside the termination bounds), not a fresh reset.
+    assert abs(obs[0]) > 2.4 or abs(obs[2]) > 12 * 2 * np.pi / 360
+
+
+def test_seeding_is_deterministic_and_constructor_seed_is_used():
+    first = GymnasiumEnv("CartPole-v1", seed=11).reset()[0]
+    np.testing.assert_array_equal(first, GymnasiumEnv("CartPole-v1").reset(seed=11)[0])
+    env = GymnasiumEnv("CartPole-v1")
+    a = env.reset(seed=5)[0]
+    b = env.reset()[0]
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(env.reset(seed=5)[0], a)
+    np.testing.assert_array_equal(env.reset()[0], b)
+
+
+def test_step_compiles_once():
+    env = GymnasiumEnv("CartPole-v1", seed=0)
+    env.reset()
+    env.step(0)
+    env.step(np.int64(1))
+    env.reset(seed=1)
+    env.step(1)
+    assert env._step_fn._cache_size() == 1
+    assert env._reset_fn._cache_size() == 1
+
+
+def test_rejects_autoreset_and_bad_render_mode():
+    with pytest.raises(ValueError, match="autoreset=False"):
+        GymnasiumEnv(le.make("CartPole-v1")[0])
+    with pytest.raises(ValueError, match="render_mode"):
+        GymnasiumEnv("CartPole-v1", render_mode="human")
+    with pytest.raises(TypeError, match="registered id"):
+        GymnasiumEnv(42)
+    with pytest.raises(gymnasium.error.ResetNeeded):
+        GymnasiumEnv("CartPole-v1").step(0)
+
+
+def test_space_conversion():
+    space = spaces.Dict(
+        {
+            "a": spaces.Discrete(5),
+            "b": spaces.Box(-1.0, jnp.inf, (2, 3)),
+            "c": spaces.Tuple([spaces.MultiDiscrete([2, 3]), spaces.Box(0, 255, (4,), jnp.uint8)]),
+        }
+    )
+    gym_space = to_gymnasium_space(space)
+    assert gym_space["a"] == gymnasium.spaces.Discrete(5, dtype=np.int32)
+    b = gym_space["b"]
+    assert b.shape == (2, 3) and b.dtype == np.float32
+    assert np.all(b.low == -1.0) and np.all(np.isposinf(b.high))
+    multi, image = gym_space["c"].spaces
+    assert multi == gymnasium.spaces.MultiDiscrete([2, 3], dtype=np.int32)
+    assert image.dtype == np.uint8 and image.high.max() == 255
+    # A lamella sample is inside the converted space, after conversion to numpy.
+    sample = jax.tree.map(np.asarray, space.sample(jax.random.key(0)))
+    assert gym_space.contains(sample)
+    with pytest.raises(TypeError, match="no gymnasium equivalent"):
+        to_gymnasium_space(spaces.Space())
+
+
+NUM_ENVS = 3
+
+
+@pytest.fixture(scope="module")
+def vector_env():
+    return GymnasiumVectorEnv("CartPole-v1", num_envs=NUM_ENVS)
+
+
+def test_vector_spaces_shapes_and_dtypes(vector_env):
+    assert vector_env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    assert vector_env.single_observation_space.shape == (4,)
+    assert vector_env.observation_space.shape == (NUM_ENVS, 4)
+    assert vector_env.action_space == gymnasium.spaces.MultiDiscrete([2] * NUM_ENVS, dtype=np.int32)
+    obs, infos = vector_env.reset(seed=0)
+    assert obs.shape == (NUM_ENVS, 4) and obs.dtype == np.float32 and infos == {}
+    assert obs in vector_env.observation_space
+    obs, reward, terminated, truncated, infos = vector_env.step(vector_env.action_space.sample())
+    assert obs.shape == (NUM_ENVS, 4) and obs.dtype == np.float32
+    assert reward.shape == (NUM_ENVS,) and reward.dtype == np.float64
+    assert terminated.dtype == np.bool_ and truncated.dtype == np.bool_ and terminated.shape == (NUM_ENVS,)
+
+
+def test_vector_env_matches_gymnasium_sync_vector_env_same_step(vector_env):
+    """Same transitions and infos as gymnasium's own SAME_STEP SyncVectorEnv over GymnasiumEnv."""
+    reference = SyncVectorEnv(
+        [lambda: GymnasiumEnv("CartPole-v1") for _ in range(NUM_ENVS)],
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
+    obs, _ = vector_env.reset(seed=42)
+    ref_obs, _ = reference.reset(seed=42)
+    np.testing.assert_array_equal(obs, ref_obs)
+    rng = np.random.default_rng(0)
+    endings = 0
+    # Always pushing one way (per env) ends episodes in ~10 steps, so several envs reset.
+    direction = np.array([0, 1, 1])
+    for t in range(40):
+        actions = np.where(rng.random(NUM_ENVS) < 0.8, direction, 1 - direction)
+        obs, reward, terminated, truncated, infos = vector_env.step(actions)
+        ref = reference.step(actions)
+        np.testing.assert_array_equal(obs, ref[0], err_msg=f"step {t}")
+        np.testing.assert_array_equal(reward, ref[1])
+        np.testing.assert_array_equal(terminated, ref[2])
+        np.testing.assert_array_equal(truncated, ref[3])
+        ref_infos = ref[4]
+        assert set(infos) == set(ref_infos)
+        if terminated.any():
+            endings += 1
+            np.testing.assert_array_equal(infos["_final_obs"], ref_infos["_final_obs"])
+            np.testing.assert_array_equal(infos["_final_info"], ref_infos["_final_info"])
+            for i in range(NUM_ENVS):
+                if terminated[i]:
+                    np.testing.assert_array_equal(infos["final_obs"][i], ref_infos["final_obs"][i])
+                    # The final observation is the terminal one; the returned one is a fresh start.
+                    final = infos["final_obs"][i]
+                    assert abs(final[0]) > 2.4 or abs(final[2]) > 0.2094
+                    assert np.all(np.abs(obs[i]) <= 0.05)
+                else:
+                    assert infos["final_obs"][i] is None
+    assert endings >= 3
+
+
+def test_vector_env_per_env_seeds_and_info_masks():
+    class InfoEnv(le.wrappers.Wrapper):
+        def step_env(self, key, state, action, params):
+            out = self.env.step_env(key, state, action, params)
+            return (*out[:5], {"time": out[1].time})
+
+    bare, _ = le.make("CartPole-v1", autoreset=False)
+    envs = GymnasiumVectorEnv(InfoEnv(bare), num_envs=2)
+    single = GymnasiumEnv(InfoEnv(bare))
+    obs, _ = envs.reset(seed=[9, 4])
+    np.testing.assert_array_equal(obs[1], single.reset(seed=4)[0])
+    with pytest.raises(ValueError, match="2 envs"):
+        envs.reset(seed=[1, 2, 3])
+    envs.reset(seed=0)
+    for _ in range(30):
+        _, _, terminated, truncated, infos = envs.step(np.array([1, 1]))
+        done = terminated | truncated
+        np.testing.assert_array_equal(infos["_time"], ~done)
+        if done.any():
+            np.testing.assert_array_equal(infos["final_info"]["_time"], done)
+            assert np.all(infos["final_info"]["time"][done] >= 1)
+            return
+    pytest.fail("no episode ended in 30 steps of always pushing right")
