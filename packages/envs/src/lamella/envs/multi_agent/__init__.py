@@ -1,0 +1,98 @@
+"""Multi-agent environments: a leading agent axis of size ``num_agents`` on everything.
+
+Registered ids (see :func:`register_all`):
+
+==================================  ==============================================================
+id                                  env
+==================================  ==============================================================
+``IteratedPrisonersDilemma-v0``     :class:`IteratedMatrixGame`, prisoner's dilemma payoffs
+``IteratedMatchingPennies-v0``      :class:`IteratedMatrixGame`, matching pennies
+``IteratedStagHunt-v0``             :class:`IteratedMatrixGame`, stag hunt
+``IteratedChicken-v0``              :class:`IteratedMatrixGame`, chicken
+``IteratedBattleOfTheSexes-v0``     :class:`IteratedMatrixGame`, battle of the sexes
+``IteratedMatrixGame-v0``           :class:`IteratedMatrixGame`, any payoff
+                                    (``make(..., payoff=...)``; prisoner's dilemma by default)
+``InfiniteMatrixGame-v0``           :class:`InfiniteMatrixGame` (prisoner's dilemma by default,
+                                    ``payoff=`` and ``gamma=`` overrides)
+==================================  ==============================================================
+
+The payoff values of the presets are in :data:`PAYOFFS` and
+:mod:`lamella.envs.multi_agent.matrix_game`. ``num_inner_steps`` (iterated
+games), ``gamma`` and ``num_steps`` (infinite game) are params fields that
+``make`` accepts as overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lamella.envs.multi_agent.infinite_matrix_game import (
+    InfiniteMatrixGame,
+    InfiniteMatrixGameParams,
+    InfiniteMatrixGameState,
+    memory_one_values,
+)
+from lamella.envs.multi_agent.matrix_game import (
+    PAYOFF_SHAPE,
+    PAYOFFS,
+    IteratedMatrixGame,
+    IteratedMatrixGameParams,
+    IteratedMatrixGameState,
+    check_payoff,
+)
+
+__all__ = [
+    "PAYOFFS",
+    "PAYOFF_SHAPE",
+    "InfiniteMatrixGame",
+    "InfiniteMatrixGameParams",
+    "InfiniteMatrixGameState",
+    "IteratedMatrixGame",
+    "IteratedMatrixGameParams",
+    "IteratedMatrixGameState",
+    "check_payoff",
+    "iterated_battle_of_the_sexes",
+    "iterated_chicken",
+    "iterated_matching_pennies",
+    "iterated_prisoners_dilemma",
+    "iterated_stag_hunt",
+    "memory_one_values",
+    "register_all",
+]
+
+
+def iterated_prisoners_dilemma(num_inner_steps: int = 100) -> IteratedMatrixGame:
+    """The iterated prisoner's dilemma: CC=(-1,-1), CD=(-3,0), DC=(0,-3), DD=(-2,-2)."""
+    return IteratedMatrixGame(PAYOFFS["prisoners_dilemma"], num_inner_steps)
+
+
+def iterated_matching_pennies(num_inner_steps: int = 100) -> IteratedMatrixGame:
+    """Iterated matching pennies: player 0 wins (+1, -1) on a match, player 1 on a mismatch."""
+    return IteratedMatrixGame(PAYOFFS["matching_pennies"], num_inner_steps)
+
+
+def iterated_stag_hunt(num_inner_steps: int = 100) -> IteratedMatrixGame:
+    """Iterated stag hunt (0 = stag): SS=(4,4), SH=(1,3), HS=(3,1), HH=(2,2)."""
+    return IteratedMatrixGame(PAYOFFS["stag_hunt"], num_inner_steps)
+
+
+def iterated_chicken(num_inner_steps: int = 100) -> IteratedMatrixGame:
+    """Iterated chicken (0 = swerve): CC=(0,0), CD=(-1,1), DC=(1,-1), DD=(-10,-10)."""
+    return IteratedMatrixGame(PAYOFFS["chicken"], num_inner_steps)
+
+
+def iterated_battle_of_the_sexes(num_inner_steps: int = 100) -> IteratedMatrixGame:
+    """Iterated battle of the sexes: (0,0)=(3,2), (1,1)=(2,3), miscoordination (0,0)."""
+    return IteratedMatrixGame(PAYOFFS["battle_of_the_sexes"], num_inner_steps)
+
+
+def register_all(register: Callable[..., Any]) -> None:
+    """Register this package's ids with ``register`` (``lamella.envs.register``)."""
+    register("IteratedPrisonersDilemma-v0", iterated_prisoners_dilemma)
+    register("IteratedMatchingPennies-v0", iterated_matching_pennies)
+    register("IteratedStagHunt-v0", iterated_stag_hunt)
+    register("IteratedChicken-v0", iterated_chicken)
+    register("IteratedBattleOfTheSexes-v0", iterated_battle_of_the_sexes)
+    register("IteratedMatrixGame-v0", IteratedMatrixGame)
+    register("InfiniteMatrixGame-v0", InfiniteMatrixGame)
