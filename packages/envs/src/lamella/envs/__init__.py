@@ -31,8 +31,15 @@ __all__ = [
 
 def _register_builtin() -> None:
     from lamella.envs import classic_control
+    from lamella.envs import bsuite
+
+    bsuite.register_all(register)
 
     register("CartPole-v1", classic_control.CartPole)
+    register("Pendulum-v1", classic_control.Pendulum)
+    register("Acrobot-v1", classic_control.Acrobot)
+    register("MountainCar-v0", classic_control.MountainCar)
+    register("MountainCarContinuous-v0", classic_control.MountainCarContinuous)
 
 
 _register_builtin()
