@@ -53,7 +53,9 @@ def bits(key: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
     """Uniform uint32 words of ``shape`` derived from ``key`` (one key, not a batch)."""
     k0, k1 = _key_words(key)
     n = int(np.prod(shape)) if len(shape) else 1
-    counter = np.arange(n, dtype=np.uint32) * _GOLDEN + np.uint32(stream) * _STREAM
+    # Wrap-around in uint32 is intended; Python ints avoid NumPy's scalar-overflow warning.
+    stream_offset = np.uint32((int(stream) * int(_STREAM)) & 0xFFFFFFFF)
+    counter = np.arange(n, dtype=np.uint32) * _GOLDEN + stream_offset
     words = _fmix32(_fmix32(k0 + counter) ^ k1)
     return words.reshape(tuple(shape))
 
