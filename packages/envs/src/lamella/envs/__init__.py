@@ -30,8 +30,7 @@ __all__ = [
 
 
 def _register_builtin() -> None:
-    from lamella.envs import classic_control
-    from lamella.envs import bsuite
+    from lamella.envs import bsuite, classic_control
 
     bsuite.register_all(register)
 
