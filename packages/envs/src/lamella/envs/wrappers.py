@@ -204,7 +204,12 @@ class FlattenObservation(Wrapper):
         space = self.env.observation_space(params)
         leaves = jax.tree.leaves(space, is_leaf=lambda s: isinstance(s, spaces.Box))
         if isinstance(space, (spaces.Dict, spaces.Tuple)):
-            inner = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+            # Dict entries in sorted-key order, the order in which jax.tree.leaves flattens a dict.
+            inner = (
+                [space.spaces[k] for k in sorted(space.spaces)]
+                if isinstance(space, spaces.Dict)
+                else space.spaces
+            )
             leaves = list(inner)
         if not all(isinstance(s, spaces.Box) for s in leaves):
             raise TypeError(f"FlattenObservation needs Box observations, got {space!r}.")
