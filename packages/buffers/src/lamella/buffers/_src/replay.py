@@ -1,0 +1,229 @@
+"""Item, flat, trajectory and prioritised buffers: flashbax, configured for lamella.
+
+Each factory checks its arguments once (a clear error naming the fix) and
+returns flashbax's own buffer object unchanged: ``init(example)``,
+``add(state, batch)``, ``sample(state, key)``, ``can_sample(state)`` and, for
+prioritised buffers, ``set_priorities(state, indices, priorities)``. All are
+pure; wrap them in ``jax.jit(..., donate_argnums=0)`` (or run them inside a
+compiled loop) so that ``add`` and ``set_priorities`` update the buffer in place
+instead of copying it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flashbax
+import jax
+
+__all__ = ["make_flat_buffer", "make_item_buffer", "make_trajectory_buffer"]
+
+
+def _positive(name: str, value: int, owner: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}.")
+
+
+def _priority_device() -> str:
+    """flashbax picks its sum-tree update for 'cpu', 'gpu' or 'tpu'; use the default backend."""
+    backend = jax.default_backend()
+    return backend if backend in ("cpu", "gpu", "tpu") else "cpu"
+
+
+def _check_priority_exponent(priority_exponent: float, owner: str) -> None:
+    if not 0.0 <= float(priority_exponent) <= 1.0:
+        raise ValueError(f"{owner}: priority_exponent must be in [0, 1], got {priority_exponent}.")
+
+
+def make_item_buffer(
+    max_length: int,
+    sample_batch_size: int,
+    min_length: int | None = None,
+    add_batches: bool = False,
+    add_sequences: bool = False,
+    prioritised: bool = False,
+    priority_exponent: float = 0.6,
+) -> Any:
+    """A replay buffer of independent items, e.g. :class:`~lamella.buffers.Transition`.
+
+    The usual off-policy buffer: a transition already carries its ``next_obs``, so
+    items are sampled alone and never straddle an episode boundary.
+
+    Args:
+        max_length: capacity in items.
+        sample_batch_size: items per ``sample``.
+        min_length: items stored before ``can_sample`` is True (default ``sample_batch_size``).
+        add_batches: ``add`` receives a leading batch axis (e.g. ``num_envs``).
+        add_sequences: ``add`` receives a time axis (after the batch axis, if any).
+        prioritised: sample in proportion to priority ** ``priority_exponent``;
+            ``sample`` then also returns ``indices`` and ``probabilities`` and the
+            buffer has ``set_priorities``.
+        priority_exponent: alpha of prioritised replay, in [0, 1].
+
+    Returns:
+        flashbax's item buffer (a ``TrajectoryBuffer`` of pure functions).
+    """
+    owner = "make_item_buffer"
+    _positive("max_length", max_length, owner)
+    _positive("sample_batch_size", sample_batch_size, owner)
+    min_length = sample_batch_size if min_length is None else min_length
+    _positive("min_length", min_length, owner)
+    if min_length > max_length:
+        raise ValueError(f"{owner}: min_length ({min_length}) must be <= max_length ({max_length}).")
+    kwargs = dict(
+        max_length=max_length,
+        min_length=min_length,
+        sample_batch_size=sample_batch_size,
+        add_sequences=add_sequences,
+        add_batches=add_batches,
+    )
+    if prioritised:
+        _check_priority_exponent(priority_exponent, owner)
+        return flashbax.make_prioritised_item_buffer(
+            **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+        )
+    return flashbax.make_item_buffer(**kwargs)
+
+
+def make_flat_buffer(
+    max_length: int,
+    sample_batch_size: int,
+    min_length: int | None = None,
+    add_batch_size: int | None = None,
+    add_sequences: bool = False,
+    prioritised: bool = False,
+    priority_exponent: float = 0.6,
+) -> Any:
+    """A buffer of time steps sampled as consecutive pairs ``(first, second)``.
+
+    For experience stored as single time steps (no ``next_obs``): ``sample``
+    returns ``experience.first`` and ``experience.second``, the next step of the same
+    env. The pair straddles an episode boundary when ``first`` ends an episode,
+    so mask with ``first``'s done flag. For lamella :class:`Transition` (which
+    carries ``next_obs``) prefer :func:`make_item_buffer`.
+
+    Args:
+        max_length: capacity in time steps over all envs; ``max_length //
+            add_batch_size`` steps per env must be at least 2.
+        sample_batch_size: pairs per ``sample``.
+        min_length: steps stored before ``can_sample`` is True (default ``sample_batch_size``).
+        add_batch_size: number of envs ``add`` receives at once (None: one env, no batch axis).
+        add_sequences: ``add`` receives a time axis after the batch axis.
+        prioritised: prioritised replay, as in :func:`make_item_buffer`.
+        priority_exponent: alpha of prioritised replay, in [0, 1].
+
+    Returns:
+        flashbax's flat buffer.
+    """
+    owner = "make_flat_buffer"
+    _positive("max_length", max_length, owner)
+    _positive("sample_batch_size", sample_batch_size, owner)
+    min_length = sample_batch_size if min_length is None else min_length
+    _positive("min_length", min_length, owner)
+    envs = 1 if add_batch_size is None else add_batch_size
+    _positive("add_batch_size", envs, owner)
+    if max_length // envs < 2:
+        raise ValueError(
+            f"{owner}: max_length // add_batch_size = {max_length} // {envs} must be >= 2 "
+            "(a pair needs two steps of one env); raise max_length."
+        )
+    if min_length // envs + 1 > max_length // envs:
+        raise ValueError(f"{owner}: min_length ({min_length}) is too large for max_length ({max_length}).")
+    kwargs = dict(
+        max_length=max_length,
+        min_length=min_length,
+        sample_batch_size=sample_batch_size,
+        add_sequences=add_sequences,
+        add_batch_size=add_batch_size,
+    )
+    if prioritised:
+        _check_priority_exponent(priority_exponent, owner)
+        return flashbax.make_prioritised_flat_buffer(
+            **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+        )
+    return flashbax.make_flat_buffer(**kwargs)
+
+
+def make_trajectory_buffer(
+    num_envs: int,
+    max_length_time_axis: int,
+    sample_batch_size: int,
+    sample_sequence_length: int,
+    period: int = 1,
+    min_length_time_axis: int | None = None,
+    prioritised: bool = False,
+    priority_exponent: float = 0.6,
+) -> Any:
+    """A buffer of ``num_envs`` time series, sampled as sub-sequences.
+
+    ``add`` takes a batch with leading axes ``(num_envs, steps)`` that continues
+    each env's series; ``sample`` returns ``(sample_batch_size,
+    sample_sequence_length)`` windows of consecutive steps of one env (windows may
+    cross episode boundaries: use the done flags, or
+    :func:`lamella.buffers.n_step_transition`).
+
+    Args:
+        num_envs: envs added in lockstep (leading axis of every ``add``).
+        max_length_time_axis: steps kept per env (a circular buffer).
+        sample_batch_size: windows per ``sample``.
+        sample_sequence_length: steps per window.
+        period: spacing of the window starts (1: any start).
+        min_length_time_axis: steps per env before ``can_sample`` (default the window length).
+        prioritised: prioritised replay over windows; with ``period > 1``
+            flashbax rounds ``max_length_time_axis`` down to a multiple of ``period``.
+        priority_exponent: alpha of prioritised replay, in [0, 1].
+
+    Returns:
+        flashbax's trajectory buffer.
+    """
+    owner = "make_trajectory_buffer"
+    for name, value in [
+        ("num_envs", num_envs),
+        ("max_length_time_axis", max_length_time_axis),
+        ("sample_batch_size", sample_batch_size),
+        ("sample_sequence_length", sample_sequence_length),
+        ("period", period),
+    ]:
+        _positive(name, value, owner)
+    min_length_time_axis = (
+        sample_sequence_length if min_length_time_axis is None else max(min_length_time_axis, 1)
+    )
+    if sample_sequence_length > max_length_time_axis:
+        raise ValueError(
+            f"{owner}: sample_sequence_length ({sample_sequence_length}) must be <= "
+            f"max_length_time_axis ({max_length_time_axis})."
+        )
+    if min_length_time_axis < sample_sequence_length:
+        raise ValueError(
+            f"{owner}: min_length_time_axis ({min_length_time_axis}) must be >= "
+            f"sample_sequence_length ({sample_sequence_length}): a window needs that many steps."
+        )
+    if min_length_time_axis > max_length_time_axis:
+        raise ValueError(
+            f"{owner}: min_length_time_axis ({min_length_time_axis}) must be <= "
+            f"max_length_time_axis ({max_length_time_axis})."
+        )
+    if period > sample_sequence_length:
+        raise ValueError(
+            f"{owner}: period ({period}) > sample_sequence_length ({sample_sequence_length}) "
+            "would leave steps that are never sampled; use period <= sample_sequence_length."
+        )
+    kwargs = dict(
+        add_batch_size=num_envs,
+        sample_batch_size=sample_batch_size,
+        sample_sequence_length=sample_sequence_length,
+        period=period,
+        min_length_time_axis=min_length_time_axis,
+        max_length_time_axis=max_length_time_axis,
+    )
+    if prioritised:
+        _check_priority_exponent(priority_exponent, owner)
+        if max_length_time_axis % period:
+            raise ValueError(
+                f"{owner}: a prioritised buffer needs max_length_time_axis ({max_length_time_axis}) "
+                f"divisible by period ({period})."
+            )
+        return flashbax.make_prioritised_trajectory_buffer(
+            **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+        )
+    return flashbax.make_trajectory_buffer(**kwargs)

@@ -1,0 +1,104 @@
+"""Recording experience to disk and reading it back, with flashbax's Vault.
+
+A Vault stores the time series of a flashbax trajectory buffer (leaves
+``(num_envs, time, ...)``) in tensorstore/zarr files and grows along time. The
+compiled loop fills a buffer on device; the host driver calls :func:`record`
+between compiled chunks. Vault only sees the circular buffer, so call
+:func:`record` at least every ``max_length_time_axis - 1`` steps or older steps are
+overwritten before they reach the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+from flashbax.buffers.trajectory_buffer import TrajectoryBufferState
+from flashbax.vault import Vault
+
+from lamella.buffers._src.episodes import EpisodeBuffer, EpisodeBufferState
+from lamella.buffers._src.types import Transition
+
+__all__ = ["Vault", "load_episode_buffer", "open_vault", "read_vault", "record"]
+
+
+def _trajectory_state(state: Any) -> TrajectoryBufferState:
+    if isinstance(state, EpisodeBufferState):
+        return state.trajectory
+    if isinstance(state, TrajectoryBufferState):
+        return state
+    raise TypeError(
+        "lamella.buffers vault: expected an EpisodeBufferState or a flashbax trajectory/flat/item "
+        f"buffer state, got {type(state).__name__}."
+    )
+
+
+def open_vault(
+    directory: str | os.PathLike[str],
+    name: str,
+    uid: str = "0",
+    buffer_state: Any = None,
+    metadata: dict[str, Any] | None = None,
+    compression: dict[str, Any] | None = None,
+) -> Vault:
+    """Create the vault ``directory/name/uid``, or open it if it exists.
+
+    Args:
+        directory: folder of vaults (made absolute; flashbax otherwise resolves
+            it against the current working directory).
+        name: vault name.
+        uid: run identifier inside the vault (flashbax defaults to a timestamp;
+            here a fixed default so the path is predictable).
+        buffer_state: a buffer state whose structure the vault records; needed to
+            create a vault, and, when opening, to read back the same pytree types
+            (without it, :func:`read_vault` returns nested dicts).
+        metadata: JSON-able extra metadata to store at creation.
+        compression: tensorstore compressor spec (default gzip level 5).
+
+    Returns:
+        A :class:`flashbax.vault.Vault`.
+    """
+    structure = None if buffer_state is None else _trajectory_state(buffer_state).experience
+    path = os.path.join(os.path.abspath(os.fspath(directory)), name, uid)
+    if structure is None and not os.path.exists(path):
+        raise FileNotFoundError(f"open_vault: no vault at {path}; pass buffer_state= to create one.")
+    return Vault(
+        vault_name=name,
+        experience_structure=structure,
+        rel_dir=os.path.abspath(os.fspath(directory)),
+        vault_uid=uid,
+        compression=compression,
+        metadata=metadata,
+    )
+
+
+def record(vault: Vault, buffer_state: Any) -> int:
+    """Append the steps added to ``buffer_state`` since the last call; returns how many.
+
+    Host-side (it reads ``current_index``): call it between compiled chunks.
+    """
+    return int(vault.write(jax.device_get(_trajectory_state(buffer_state))))
+
+
+def read_vault(vault: Vault, timesteps: int | None = None) -> Any:
+    """The recorded experience, leaves ``(num_envs, time, ...)`` (the last ``timesteps`` if given)."""
+    return vault.read(timesteps=timesteps).experience
+
+
+def load_episode_buffer(buffer: EpisodeBuffer, experience: Any) -> EpisodeBufferState:
+    """An episode buffer state holding recorded experience (the newest ``T`` steps per env).
+
+    For offline RL: read a vault with :func:`read_vault`, then sample it with the
+    n-step, episode or HER samplers. The episode table is rebuilt from the done flags.
+    """
+    if not isinstance(experience, Transition):
+        raise TypeError(
+            "load_episode_buffer: experience must be a Transition; open the vault with "
+            "buffer_state= so read_vault returns Transition instead of dicts."
+        )
+    steps = experience.reward.shape[1]
+    keep = min(steps, buffer.max_length_time_axis)
+    recent = jax.tree.map(lambda x: x[:, steps - keep :], experience)
+    example = jax.tree.map(lambda x: x[0, 0], experience)
+    return buffer.add(buffer.init(example), recent)
