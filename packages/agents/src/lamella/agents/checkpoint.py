@@ -1,0 +1,237 @@
+"""Checkpoints: a pytree of arrays plus JSON-like metadata, in a format that runs no code on load.
+
+A checkpoint file is one msgpack map (plain data: maps, lists, strings, numbers, bytes)::
+
+    {"format": "lamella-checkpoint", "format_version": 1,
+     "metadata": {...},                       # JSON-compatible: config, iteration, seeds, versions
+     "leaves": [{"path": "['params']['w']", "dtype": "float32", "shape": [4, 2],
+                 "data": <raw little-endian bytes>, "prng_impl": None}, ...]}
+
+Typed PRNG key arrays are stored as their ``jax.random.key_data`` with ``prng_impl`` naming
+the implementation, and come back as typed keys. Loading never unpickles and never imports
+anything named in the file. Restoring needs a *target* pytree (for example ``runner.init(key)``
+or its ``jax.eval_shape``) that gives the structure; every leaf is checked against it by path,
+shape and dtype.
+
+Files are written atomically (temporary file, fsync, rename): a crash while saving leaves
+the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import msgpack
+import numpy as np
+
+from lamella.agents._files import atomic_write_bytes
+
+__all__ = [
+    "CheckpointError",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "read_metadata",
+    "save_checkpoint",
+]
+
+FORMAT = "lamella-checkpoint"
+FORMAT_VERSION = 1
+_NAME = re.compile(r"checkpoint_(\d+)\.msgpack$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read, or does not fit the target structure."""
+
+
+def _is_key(x: Any) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _encode_leaf(path: str, leaf: Any) -> dict[str, Any]:
+    prng_impl = None
+    if _is_key(leaf):
+        prng_impl = str(jax.random.key_impl(leaf))
+        leaf = jax.random.key_data(leaf)
+    array = np.ascontiguousarray(np.asarray(leaf))
+    if sys.byteorder != "little":  # files are little-endian everywhere
+        array = array.byteswap()
+    return {
+        "path": path,
+        "dtype": array.dtype.name,
+        "shape": list(array.shape),
+        "data": array.tobytes(),
+        "prng_impl": prng_impl,
+    }
+
+
+def _decode_leaf(entry: Mapping[str, Any]) -> np.ndarray:
+    dtype = jnp.dtype(entry["dtype"])
+    shape = tuple(entry["shape"])
+    array = np.frombuffer(entry["data"], dtype=dtype)
+    if sys.byteorder != "little":
+        array = array.byteswap()
+    if array.size != int(np.prod(shape, dtype=np.int64)):
+        raise CheckpointError(f"Leaf {entry['path']}: {array.size} values stored for shape {shape}.")
+    return array.reshape(shape).copy()
+
+
+def save_checkpoint(
+    directory: str | os.PathLike[str],
+    state: Any,
+    metadata: Mapping[str, Any],
+    *,
+    step: int,
+    keep: int | None = 3,
+) -> str:
+    """Write ``state`` (a pytree of arrays) and ``metadata`` to ``directory/checkpoint_<step>.msgpack``.
+
+    Args:
+        directory: folder of the checkpoints (created if missing).
+        state: pytree whose leaves are arrays (numeric or typed PRNG keys).
+        metadata: JSON-compatible data stored beside the arrays (config, iteration, seeds, ...).
+        step: a non-negative integer in the file name (usually the training iteration).
+        keep: keep this many newest checkpoints in ``directory`` and delete older ones
+            (None keeps all).
+
+    Returns:
+        The path written.
+    """
+    if step < 0:
+        raise ValueError(f"save_checkpoint: step must be >= 0, got {step}.")
+    if keep is not None and keep < 1:
+        raise ValueError(f"save_checkpoint: keep must be >= 1 or None, got {keep}.")
+    leaves_with_paths, _ = jax.tree_util.tree_flatten_with_path(state)
+    leaves = []
+    for path, leaf in leaves_with_paths:
+        if not hasattr(leaf, "dtype"):
+            raise TypeError(
+                f"save_checkpoint: leaf {jax.tree_util.keystr(path)} is {type(leaf).__name__}, not an array; "
+                "the state must be a pytree of arrays."
+            )
+        leaves.append(_encode_leaf(jax.tree_util.keystr(path), leaf))
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "metadata": dict(metadata),
+        "leaves": leaves,
+    }
+    data = msgpack.packb(payload, use_bin_type=True)
+    directory = os.fspath(directory)
+    path = os.path.join(directory, f"checkpoint_{step:09d}.msgpack")
+    atomic_write_bytes(path, data)
+    if keep is not None:
+        for old in list_checkpoints(directory)[:-keep]:
+            os.unlink(old)
+    return path
+
+
+def list_checkpoints(directory: str | os.PathLike[str]) -> list[str]:
+    """Checkpoint files in ``directory``, oldest first (by the step in their name)."""
+    found = []
+    for path in glob.glob(os.path.join(os.fspath(directory), "checkpoint_*.msgpack")):
+        match = _NAME.search(os.path.basename(path))
+        if match:
+            found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
+
+
+def latest_checkpoint(directory: str | os.PathLike[str]) -> str | None:
+    """The newest checkpoint file in ``directory``, or None."""
+    found = list_checkpoints(directory)
+    return found[-1] if found else None
+
+
+def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        # No ext_hook and no object_hook: msgpack only builds plain containers, strings,
+        # numbers and bytes, so nothing in the file can name code to run.
+        payload = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except Exception as error:  # msgpack raises several unrelated types for corrupt data
+        raise CheckpointError(f"{os.fspath(path)} is not a readable lamella checkpoint: {error}") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{os.fspath(path)} is not a lamella checkpoint (no {FORMAT!r} header).")
+    if payload.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{os.fspath(path)} has checkpoint format version {payload.get('format_version')}; "
+            f"this lamella-agents reads version {FORMAT_VERSION}."
+        )
+    return payload
+
+
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The metadata of a checkpoint, without building any arrays."""
+    return dict(_read(path)["metadata"])
+
+
+def load_checkpoint(path: str | os.PathLike[str], target: Any) -> tuple[Any, dict[str, Any]]:
+    """Read a checkpoint into the structure of ``target``.
+
+    Args:
+        path: a file written by :func:`save_checkpoint`.
+        target: a pytree with the same structure (arrays or ``jax.ShapeDtypeStruct``), for
+            example ``jax.eval_shape(init, keys)``. Typed-key leaves come back as typed keys.
+
+    Returns:
+        ``(state, metadata)``: ``state`` has ``target``'s structure, with ``jax.Array`` leaves.
+
+    Raises:
+        CheckpointError: not a checkpoint, or a path, shape or dtype that does not match.
+    """
+    payload = _read(path)
+    stored = {entry["path"]: entry for entry in payload["leaves"]}
+    target_leaves, treedef = jax.tree_util.tree_flatten_with_path(target)
+    wanted = [jax.tree_util.keystr(p) for p, _ in target_leaves]
+    missing = [p for p in wanted if p not in stored]
+    extra = [p for p in stored if p not in set(wanted)]
+    if missing or extra:
+        raise CheckpointError(
+            f"{os.fspath(path)} does not fit the target structure: missing {missing[:5]}, unexpected {extra[:5]}."
+        )
+    leaves = []
+    for (_, like), name in zip(target_leaves, wanted):
+        entry = stored[name]
+        array = _decode_leaf(entry)
+        if _is_key(like):
+            if entry["prng_impl"] is None:
+                raise CheckpointError(
+                    f"Leaf {name}: the target is a PRNG key array, the checkpoint holds numbers."
+                )
+            key = jax.random.wrap_key_data(jnp.asarray(array), impl=entry["prng_impl"])
+            if key.shape != tuple(like.shape) or key.dtype != like.dtype:
+                raise CheckpointError(
+                    f"Leaf {name}: stored {key.dtype}{list(key.shape)}, target {like.dtype}{list(like.shape)}."
+                )
+            leaves.append(key)
+            continue
+        if entry["prng_impl"] is not None:
+            raise CheckpointError(f"Leaf {name}: the checkpoint holds PRNG keys, the target does not.")
+        if array.shape != tuple(like.shape) or array.dtype != jnp.dtype(like.dtype):
+            raise CheckpointError(
+                f"Leaf {name}: stored {array.dtype}{list(array.shape)}, target {jnp.dtype(like.dtype)}{list(like.shape)}."
+            )
+        leaves.append(jnp.asarray(array))
+    state = jax.tree_util.tree_unflatten(treedef, leaves)
+    return state, dict(payload["metadata"])
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages that shape a checkpoint (recorded in its metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": sys.version.split()[0]}
+    for name in ("lamella-agents", "lamella-envs", "jax", "jaxlib", "flax", "optax"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return found

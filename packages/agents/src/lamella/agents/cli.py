@@ -1,0 +1,254 @@
+"""``lamella train``: train an algorithm from the command line.
+
+::
+
+    lamella train ppo                                   # PPO on CartPole-v1, the defaults
+    lamella train ppo --env Acrobot-v1 --seeds 4        # the Acrobot-v1 preset, 4 seeds at once
+    lamella train ppo --env CartPole-v1 num_envs=8 learning_rate=1e-3
+    lamella train ppo --resume runs/ppo-CartPole-v1-20260101-120000
+
+``register(subparsers)`` is the ``lamella.commands`` entry point (the ``lamella`` console
+script of lamella-envs loads it); ``python -m lamella.agents.train`` runs the same command
+without it. Registering imports nothing heavy: the algorithm table, JAX and the runners load
+only when the command runs, and the whole config is checked before anything compiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+__all__ = ["build_parser", "register", "train_command"]
+
+_DESCRIPTION = """\
+Train an algorithm on an environment for one or more seeds (trained side by side in one
+compiled program). The config is a preset (chosen by --preset, or named like --env) with
+key=value overrides of its fields; a wrong key or value is reported, with the valid keys,
+before anything compiles. The run directory gets metrics.json (marl-eval layout),
+metrics.csv, config.json, checkpoints/ and learning_curve.png.
+"""
+
+_EPILOG = """\
+examples:
+  lamella train ppo                                  PPO on CartPole-v1 (about a minute on a CPU)
+  lamella train ppo --env Acrobot-v1 --seeds 4       a named preset, 4 seeds
+  lamella train ppo num_envs=8 learning_rate=1e-3    override config fields
+  lamella train ppo --print-config                   show the resolved config and exit
+  lamella train ppo --resume runs/ppo-CartPole-v1-20260101-120000
+"""
+
+
+class _TrainParser(argparse.ArgumentParser):
+    """Accepts ``key=value`` overrides anywhere on the line, also after options.
+
+    argparse ends a ``nargs="*"`` positional at the first option, so ``--env X a=1`` would
+    leave ``a=1`` unrecognised; the leftovers that look like overrides are collected here.
+    """
+
+    def parse_known_args(
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        overrides = [item for item in extras if "=" in item and not item.startswith("-")]
+        rest = [item for item in extras if not ("=" in item and not item.startswith("-"))]
+        parsed.overrides = list(getattr(parsed, "overrides", None) or []) + overrides
+        return parsed, rest
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("algorithm", metavar="ALGORITHM", help="algorithm name, for example ppo or es")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="config overrides, for example num_envs=8 learning_rate=3e-4",
+    )
+    parser.add_argument("--env", dest="env_id", metavar="ID", help="environment id (default CartPole-v1)")
+    parser.add_argument("--preset", metavar="NAME", help="named preset (default: the one named like --env)")
+    parser.add_argument(
+        "--seeds", type=int, metavar="N", help="number of seeds 0..N-1, trained at once (default 1)"
+    )
+    parser.add_argument(
+        "--out-dir", metavar="DIR", help="run directory (default runs/<algorithm>-<env>-<time>)"
+    )
+    parser.add_argument(
+        "--resume", metavar="PATH", help="continue the run in this directory (or from this checkpoint)"
+    )
+    parser.add_argument("--chunk-iterations", type=int, metavar="N", help="iterations between evaluations")
+    parser.add_argument(
+        "--eval-episodes", type=int, metavar="N", help="greedy evaluation episodes (config field)"
+    )
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=1, metavar="N", help="checkpoint every N chunks"
+    )
+    parser.add_argument(
+        "--keep-checkpoints", type=int, default=3, metavar="K", help="newest checkpoints kept"
+    )
+    parser.add_argument(
+        "--max-chunks", type=int, metavar="N", help="stop after N chunks (continue with --resume)"
+    )
+    parser.add_argument(
+        "--tensorboard", action="store_true", help="also log to TensorBoard (needs tensorboardX)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+    parser.add_argument("--no-plot", action="store_true", help="do not write learning_curve.png")
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the resolved config as JSON and exit"
+    )
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``train`` sub-command to a ``lamella`` sub-parser set (entry point ``lamella.commands``)."""
+    # add_parser builds parsers of the class held in _parser_class; swapping it for this one
+    # call is the only public-behaviour way to get a sub-parser of our own class.
+    previous = getattr(subparsers, "_parser_class", None)
+    try:
+        if previous is not None:
+            subparsers._parser_class = _TrainParser
+        parser = subparsers.add_parser(
+            "train",
+            help="train an algorithm (PPO, ES, ...) with logs, checkpoints and a learning-curve plot",
+            description=_DESCRIPTION,
+            epilog=_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    finally:
+        if previous is not None:
+            subparsers._parser_class = previous
+    _add_arguments(parser)
+    parser.set_defaults(func=train_command, _train_parser=parser)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A stand-alone parser for ``python -m lamella.agents.train``."""
+    parser = _TrainParser(
+        prog="python -m lamella.agents.train",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_arguments(parser)
+    parser.set_defaults(func=train_command, _train_parser=parser)
+    return parser
+
+
+def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] | None]:
+    """``(config, seeds, stored_metadata)``; raises ConfigError before anything compiles."""
+    from lamella.agents import checkpoint as ckpt
+    from lamella.agents import config as config_lib
+
+    table = config_lib.algorithm_table()
+    if args.algorithm not in table:
+        raise config_lib.ConfigError(
+            f"Unknown algorithm {args.algorithm!r}. Available: {', '.join(sorted(table)) or 'none'}."
+        )
+    overrides = config_lib.parse_overrides(args.overrides)
+    if args.eval_episodes is not None:
+        if "eval_episodes" in overrides:
+            raise config_lib.ConfigError("eval_episodes is given twice (--eval-episodes and eval_episodes=).")
+        overrides["eval_episodes"] = str(args.eval_episodes)
+    stored = None
+    if args.resume:
+        path = args.resume
+        if not os.path.isfile(path):
+            path = ckpt.latest_checkpoint(os.path.join(path, "checkpoints")) or ""
+        if not path:
+            raise config_lib.ConfigError(
+                f"Nothing to resume in {args.resume!r}: no checkpoints/checkpoint_*.msgpack."
+            )
+        stored = ckpt.read_metadata(path)
+        if stored["algorithm"] != args.algorithm:
+            raise config_lib.ConfigError(
+                f"{args.resume!r} is a {stored['algorithm']!r} run, not {args.algorithm!r}."
+            )
+    if stored is not None and args.env_id is None and args.preset is None and not overrides:
+        config = config_lib.config_from_dict(table[args.algorithm][0], stored["config"])
+    else:
+        config = config_lib.resolve_config(args.algorithm, args.env_id, args.preset, overrides)
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise config_lib.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
+        seeds = list(range(args.seeds))
+    else:
+        seeds = list(stored["seeds"]) if stored is not None else [0]
+    return config, seeds, stored
+
+
+def train_command(args: argparse.Namespace) -> int:
+    """Run ``lamella train`` for parsed arguments; return the exit status."""
+    from lamella.agents.config import ConfigError, config_to_dict
+
+    parser: argparse.ArgumentParser = args._train_parser
+    try:
+        config, seeds, _ = _resolve(args)
+    except (ConfigError, ValueError) as error:
+        parser.error(str(error))
+    if args.print_config:
+        print(
+            json.dumps(
+                {"algorithm": args.algorithm, "config": config_to_dict(config), "seeds": seeds}, indent=2
+            )
+        )
+        return 0
+
+    from lamella.agents.driver import default_out_dir, run_experiment
+
+    out_dir = args.out_dir
+    if out_dir is None and not args.resume:
+        out_dir = default_out_dir(args.algorithm, config.env_id)
+    where = args.resume if args.resume else out_dir
+    print(
+        f"lamella train {args.algorithm}: {config.env_id}, {len(seeds)} seed(s), "
+        f"{config.total_timesteps:,} steps each -> {where}",
+        flush=True,
+    )
+    start = time.perf_counter()
+    try:
+        result = run_experiment(
+            config,
+            algorithm=args.algorithm,
+            seeds=seeds,
+            out_dir=out_dir,
+            resume=args.resume or False,
+            chunk_iterations=args.chunk_iterations,
+            checkpoint_every=args.checkpoint_every,
+            keep_checkpoints=args.keep_checkpoints,
+            progress=not args.no_progress,
+            tensorboard=args.tensorboard,
+            plot=not args.no_plot,
+            max_chunks=args.max_chunks,
+            extra_metadata={"preset": args.preset} if args.preset else None,
+        )
+    except ConfigError as error:
+        parser.error(str(error))
+    except (FileExistsError, FileNotFoundError) as error:
+        parser.error(str(error))
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted; continue from the last checkpoint with: lamella train {args.algorithm} --resume {where}",
+            file=sys.stderr,
+        )
+        return 130
+    seconds = time.perf_counter() - start
+    returns = result.final_return
+    status = (
+        "finished" if result.finished else f"stopped at iteration {result.iteration}/{result.num_iterations}"
+    )
+    print(
+        f"{status} in {seconds:.1f} s: {result.step_count:,} steps per seed; greedy return "
+        f"{returns.mean():.4g} (mean over {len(returns)} seed(s), min {returns.min():.4g}, max {returns.max():.4g})"
+    )
+    print(f"  run log     {result.metrics_path}")
+    print(f"              {result.csv_path}")
+    print(f"  config      {result.config_path}")
+    print(f"  checkpoint  {result.checkpoint_path}")
+    if result.plot_path:
+        print(f"  plot        {result.plot_path}")
+    if not result.finished:
+        print(f"continue with: lamella train {args.algorithm} --resume {result.out_dir}")
+    return 0

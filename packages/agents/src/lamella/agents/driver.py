@@ -1,0 +1,452 @@
+"""The host-side training driver shared by every runner.
+
+:func:`run_experiment` trains one config for several seeds at once. The seeds are a ``vmap``
+axis: ``runner.init`` is vmapped over one key per seed, and training runs in *chunks* of
+iterations, each chunk one compiled call of ``vmap(lambda s: lax.scan(runner.step, s,
+length=chunk))``. Between chunks, on the host, the driver
+
+* evaluates the greedy policy of every seed (``vmap(runner.evaluate)``),
+* appends to the run log (``metrics.json`` in the marl-eval layout, ``metrics.csv``,
+  optionally TensorBoard), rewritten atomically,
+* writes a checkpoint (msgpack, no code on load, atomic, the newest few kept),
+* updates the progress display,
+
+and at the end it plots ``learning_curve.png``. At most two chunk lengths are compiled (the
+chunk and a shorter last one), and the compiled functions are reused across calls with an
+equal config in one process.
+
+Resume: ``run_experiment(config, out_dir=..., resume=True)`` restores the newest checkpoint
+into the structure of ``runner.init``, cuts the run log back to the evaluations that
+checkpoint had seen, and continues with the same chunks and evaluation keys, so the final
+parameters and the run log are bit-identical to a run that never stopped. A config that
+differs from the checkpoint's is refused, naming the differing keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.agents import checkpoint as ckpt
+from lamella.agents import config as config_lib
+from lamella.agents._files import atomic_write_text
+from lamella.agents.config import ConfigError, config_diff, config_to_dict
+from lamella.agents.progress import Progress
+from lamella.agents.runlog import RunLog, env_family
+
+__all__ = ["RunResult", "default_chunk_iterations", "default_out_dir", "find_algorithm", "run_experiment"]
+
+# Evaluation keys are fold_in(key(seed), _EVAL_STREAM) folded with the evaluation index, so they
+# never coincide with the keys a runner derives from key(seed) by splitting, and a resumed run
+# evaluates with exactly the keys of an uninterrupted one.
+_EVAL_STREAM = 0x6576616C  # "eval"
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What :func:`run_experiment` did.
+
+    Attributes:
+        out_dir: the run directory.
+        state: the runner state after the last chunk run, seed axis leading.
+        iteration: training iterations done (per seed).
+        num_iterations: iterations of the whole run.
+        step_count: environment steps done per seed.
+        finished: whether the run reached ``num_iterations``.
+        metrics_path: ``metrics.json``; ``csv_path``: ``metrics.csv``; ``config_path``: ``config.json``.
+        checkpoint_path: the newest checkpoint (None if none was written).
+        plot_path: ``learning_curve.png`` (None until the run finishes or with ``plot=False``).
+        final_return: mean greedy return of the last evaluation, one per seed.
+    """
+
+    out_dir: str
+    state: Any
+    iteration: int
+    num_iterations: int
+    step_count: int
+    finished: bool
+    metrics_path: str
+    csv_path: str
+    config_path: str
+    checkpoint_path: str | None
+    plot_path: str | None
+    final_return: np.ndarray
+
+
+def find_algorithm(config: Any, algorithm: str | None = None) -> tuple[str, Callable[[Any], Any]]:
+    """``(name, make_runner)`` for ``config`` from :data:`lamella.agents.algorithms.ALGORITHMS`."""
+    table = config_lib.algorithm_table()
+    if algorithm is not None:
+        if algorithm not in table:
+            raise ConfigError(
+                f"Unknown algorithm {algorithm!r}. Available: {', '.join(sorted(table)) or 'none'}."
+            )
+        config_cls, make_runner = table[algorithm]
+        if not isinstance(config, config_cls):
+            raise ConfigError(
+                f"Algorithm {algorithm!r} takes a {config_cls.__name__}, got {type(config).__name__}."
+            )
+        return algorithm, make_runner
+    for name, (config_cls, make_runner) in table.items():
+        if type(config) is config_cls:
+            return name, make_runner
+    raise ConfigError(
+        f"No algorithm takes a {type(config).__name__}; pass algorithm= and make_runner= for a custom runner."
+    )
+
+
+def default_chunk_iterations(num_iterations: int, target_evaluations: int = 20) -> int:
+    """A chunk length giving about ``target_evaluations`` evaluations, preferring exact divisors."""
+    if num_iterations <= target_evaluations:
+        return 1
+    best = None
+    for chunk in range(1, num_iterations + 1):
+        if num_iterations % chunk:
+            continue
+        count = num_iterations // chunk
+        if target_evaluations / 2 <= count <= 2 * target_evaluations:
+            distance = abs(count - target_evaluations)
+            if best is None or distance < best[0]:
+                best = (distance, chunk)
+    return best[1] if best else -(-num_iterations // target_evaluations)
+
+
+def default_out_dir(algorithm: str, env_id: str, root: str = "runs") -> str:
+    """``runs/<algorithm>-<env_id>-<YYYYmmdd-HHMMSS>``."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe_env = "".join(c if c.isalnum() or c in "-_." else "_" for c in env_id)
+    return os.path.join(root, f"{algorithm}-{safe_env}-{stamp}")
+
+
+def _seed_list(seeds: int | Sequence[int]) -> list[int]:
+    if isinstance(seeds, int | np.integer) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"seeds must be >= 1 (a count) or a list of seeds, got {seeds}.")
+        return list(range(int(seeds)))
+    values = [int(s) for s in seeds]
+    if not values or len(set(values)) != len(values) or min(values) < 0:
+        raise ValueError(f"seeds must be distinct non-negative integers, got {list(seeds)}.")
+    return values
+
+
+@dataclasses.dataclass
+class _Compiled:
+    runner: Any
+    init: Callable[[jax.Array], Any]
+    evaluate: Callable[[Any, jax.Array], dict[str, jax.Array]]
+    chunks: dict[int, Callable[[Any], tuple[Any, dict[str, jax.Array]]]]
+
+    def chunk(self, length: int) -> Callable[[Any], tuple[Any, dict[str, jax.Array]]]:
+        if length not in self.chunks:
+            step = self.runner.step
+
+            def run_chunk(state: Any) -> tuple[Any, dict[str, jax.Array]]:
+                return jax.lax.scan(lambda carry, _: step(carry), state, None, length=length)
+
+            self.chunks[length] = jax.jit(jax.vmap(run_chunk))
+        return self.chunks[length]
+
+
+def _compile(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
+    runner = make_runner(config)
+    return _Compiled(runner, jax.jit(jax.vmap(runner.init)), jax.jit(jax.vmap(runner.evaluate)), {})
+
+
+@functools.lru_cache(maxsize=8)
+def _compile_cached(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
+    return _compile(make_runner, config)
+
+
+def _compiled(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
+    try:
+        return _compile_cached(make_runner, config)
+    except TypeError:  # an unhashable config: build afresh
+        return _compile(make_runner, config)
+
+
+def _per_run(metrics: Mapping[str, Any], runs: Sequence[str]) -> dict[str, dict[str, list[float]]]:
+    """``{name: array (seeds, ...)}`` -> ``{run: {name: list}}``."""
+    host = {name: np.asarray(value) for name, value in metrics.items()}
+    return {
+        run: {name: value[i].reshape(-1).tolist() for name, value in host.items()}
+        for i, run in enumerate(runs)
+    }
+
+
+def _eval_metrics(raw: Mapping[str, Any]) -> dict[str, Any]:
+    if "episode_return" not in raw:
+        raise KeyError(f"runner.evaluate must return 'episode_return'; it returned {sorted(raw)}.")
+    return {
+        ("mean_episode_return" if name == "episode_return" else name): value for name, value in raw.items()
+    }
+
+
+def _train_metrics(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Chunk means of the step metrics (arrays (seeds, chunk)), named ``train_<name>``."""
+    out = {}
+    for name, value in raw.items():
+        value = np.asarray(value)
+        if value.ndim == 2 and np.issubdtype(value.dtype, np.number):
+            out[f"train_{name}"] = value.astype(np.float64).mean(axis=1)
+    return out
+
+
+def run_experiment(
+    config: Any,
+    *,
+    seeds: int | Sequence[int] = 1,
+    out_dir: str | os.PathLike[str] | None = None,
+    resume: bool | str | os.PathLike[str] = False,
+    chunk_iterations: int | None = None,
+    algorithm: str | None = None,
+    make_runner: Callable[[Any], Any] | None = None,
+    checkpoint_every: int = 1,
+    keep_checkpoints: int | None = 3,
+    progress: bool = True,
+    progress_stream: TextIO | None = None,
+    tensorboard: bool = False,
+    plot: bool = True,
+    max_chunks: int | None = None,
+    extra_metadata: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Train ``config`` for every seed (one vmapped program), logging, checkpointing and plotting.
+
+    Args:
+        config: an algorithm config (frozen dataclass with ``env_id``, ``total_timesteps``,
+            ``eval_episodes``).
+        seeds: number of seeds (``0..n-1``) or an explicit list; each becomes run ``seed_<n>``.
+        out_dir: run directory; default ``runs/<algorithm>-<env_id>-<timestamp>``. A fresh run
+            refuses a directory that already holds a run log or checkpoints.
+        resume: True continues from the newest checkpoint in ``out_dir``; a path to a run
+            directory or a checkpoint file continues from there (``out_dir`` is then the run
+            directory of that checkpoint).
+        chunk_iterations: iterations per compiled call (default: about 20 evaluations per
+            run, preferring a divisor of the number of iterations). A resumed run uses the
+            stored value.
+        algorithm: runner name in the run log; looked up from the config's type if omitted.
+        make_runner: ``config -> Runner``; looked up with ``algorithm`` if omitted (pass both for
+            a custom runner).
+        checkpoint_every: write a checkpoint every this many chunks (and always at the end).
+        keep_checkpoints: newest checkpoints kept (None keeps all).
+        progress: show the progress display on ``progress_stream`` (default stderr).
+        tensorboard: also log to TensorBoard (needs ``lamella-agents[tensorboard]``).
+        plot: write ``learning_curve.png`` when the run finishes.
+        max_chunks: stop after this many chunks in this call (a job with a time limit);
+            the run continues later with ``resume=True``.
+        extra_metadata: JSON-compatible data added to ``config.json`` (for example the preset).
+
+    Returns:
+        A :class:`RunResult`.
+
+    Raises:
+        ConfigError: unknown algorithm, or resuming with a config, algorithm or seeds that
+            differ from the checkpoint's (the message names the differing keys).
+        FileExistsError: a fresh run into a directory that holds a previous run.
+        FileNotFoundError: nothing to resume from.
+    """
+    # Everything that can be wrong with the arguments is checked before anything compiles.
+    if make_runner is None:
+        algorithm, make_runner = find_algorithm(config, algorithm)
+    elif algorithm is None:
+        raise ValueError("run_experiment: pass algorithm= (its name in the run log) with make_runner=.")
+    seed_list = _seed_list(seeds)
+    if chunk_iterations is not None and chunk_iterations < 1:
+        raise ValueError(f"chunk_iterations must be >= 1, got {chunk_iterations}.")
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}.")
+    if max_chunks is not None and max_chunks < 0:
+        raise ValueError(f"max_chunks must be >= 0, got {max_chunks}.")
+    config_dict = config_to_dict(config)
+    env_id = config_dict["env_id"]
+
+    resume_from: str | None = None
+    if resume is not False and resume is not None:
+        if resume is True:
+            if out_dir is None:
+                raise ValueError("run_experiment(resume=True) needs out_dir (the run directory to continue).")
+            resume_path = os.fspath(out_dir)
+        else:
+            resume_path = os.fspath(resume)
+        if os.path.isfile(resume_path):
+            resume_from = resume_path
+            out_dir = os.path.dirname(os.path.dirname(os.path.abspath(resume_path)))
+        else:
+            out_dir = resume_path
+            resume_from = ckpt.latest_checkpoint(os.path.join(resume_path, "checkpoints"))
+            if resume_from is None:
+                raise FileNotFoundError(
+                    f"Nothing to resume in {resume_path!r}: no checkpoints/checkpoint_*.msgpack there."
+                )
+    out_dir = os.fspath(out_dir) if out_dir is not None else default_out_dir(algorithm, env_id)
+    checkpoint_dir = os.path.join(out_dir, "checkpoints")
+    runs = [f"seed_{s}" for s in seed_list]
+
+    metadata: dict[str, Any] = {}
+    if resume_from is not None:
+        metadata = ckpt.read_metadata(resume_from)
+        differences = config_diff(metadata["config"], config_dict)
+        if differences:
+            listed = "; ".join(
+                f"{k}: checkpoint {old!r}, now {new!r}" for k, (old, new) in differences.items()
+            )
+            raise ConfigError(
+                f"Cannot resume {resume_from}: the config differs in {', '.join(differences)} ({listed}). "
+                "Resume with the original config, or start a new run in another --out-dir."
+            )
+        if metadata["algorithm"] != algorithm:
+            raise ConfigError(
+                f"Cannot resume: the checkpoint is from {metadata['algorithm']!r}, not {algorithm!r}."
+            )
+        if list(metadata["seeds"]) != seed_list:
+            raise ConfigError(
+                f"Cannot resume: the checkpoint has seeds {metadata['seeds']}, not {seed_list}."
+            )
+        if chunk_iterations is not None and chunk_iterations != metadata["chunk_iterations"]:
+            raise ConfigError(
+                f"Cannot resume with chunk_iterations={chunk_iterations}: the run used {metadata['chunk_iterations']} "
+                "(evaluations happen between chunks, so the run log would differ)."
+            )
+        chunk_iterations = int(metadata["chunk_iterations"])
+    elif os.path.exists(os.path.join(out_dir, "metrics.json")) or ckpt.list_checkpoints(checkpoint_dir):
+        raise FileExistsError(
+            f"{out_dir!r} already holds a run; continue it with resume (--resume {out_dir}) or pick another out_dir."
+        )
+
+    compiled = _compiled(make_runner, config)
+    runner = compiled.runner
+    num_iterations = int(runner.num_iterations)
+    steps_per_iteration = int(runner.steps_per_iteration)
+    if num_iterations < 1:
+        raise ConfigError(
+            f"The config gives {num_iterations} training iterations (total_timesteps={config_dict['total_timesteps']}, "
+            f"{steps_per_iteration} steps per iteration); raise total_timesteps."
+        )
+    if chunk_iterations is None:
+        chunk_iterations = default_chunk_iterations(num_iterations)
+    chunk_iterations = min(chunk_iterations, num_iterations)
+
+    keys = jax.vmap(jax.random.key)(jnp.asarray(seed_list, dtype=jnp.uint32))
+    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, _EVAL_STREAM))(keys)
+    log = RunLog(out_dir, env_family(env_id), env_id, algorithm, runs, tensorboard=tensorboard)
+    config_path = os.path.join(out_dir, "config.json")
+
+    def evaluate(state: Any, index: int) -> dict[str, Any]:
+        step_keys = jax.vmap(lambda k: jax.random.fold_in(k, index))(eval_keys)
+        return _eval_metrics(compiled.evaluate(state, step_keys))
+
+    def save(state: Any, iteration: int) -> str:
+        meta = {
+            "algorithm": algorithm,
+            "config": config_dict,
+            "seeds": seed_list,
+            "iteration": iteration,
+            "num_iterations": num_iterations,
+            "steps_per_iteration": steps_per_iteration,
+            "chunk_iterations": chunk_iterations,
+            "num_evaluations": len(log.steps),
+            "versions": ckpt.versions(),
+        }
+        return ckpt.save_checkpoint(checkpoint_dir, state, meta, step=iteration, keep=keep_checkpoints)
+
+    if resume_from is not None:
+        target = jax.eval_shape(jax.vmap(runner.init), keys)
+        state, metadata = ckpt.load_checkpoint(resume_from, target)
+        iteration = int(metadata["iteration"])
+        log.load()
+        if len(log.steps) < metadata["num_evaluations"]:
+            raise ValueError(
+                f"{log.json_path} has {len(log.steps)} evaluations, the checkpoint expects {metadata['num_evaluations']}."
+            )
+        # A run killed after logging an evaluation but before its checkpoint logged more than the
+        # checkpoint has seen; those entries are recomputed identically below.
+        log.truncate(int(metadata["num_evaluations"]))
+        checkpoint_path: str | None = resume_from
+    else:
+        os.makedirs(out_dir, exist_ok=True)
+        run_info = {
+            "algorithm": algorithm,
+            "config": config_dict,
+            "config_class": f"{type(config).__module__}.{type(config).__qualname__}",
+            "seeds": seed_list,
+            "chunk_iterations": chunk_iterations,
+            "num_iterations": num_iterations,
+            "steps_per_iteration": steps_per_iteration,
+            "environment": log.environment,
+            "versions": ckpt.versions(),
+            **dict(extra_metadata or {}),
+        }
+        atomic_write_text(config_path, json.dumps(run_info, indent=1) + "\n")
+        state = compiled.init(keys)
+        iteration = 0
+        first = evaluate(state, 0)
+        log.add(0, _per_run(first, runs))
+        log.write()
+        checkpoint_path = None
+
+    bar = Progress(
+        num_iterations * steps_per_iteration,
+        f"{algorithm} {env_id} x{len(seed_list)} seeds",
+        stream=progress_stream,
+        enabled=progress,
+        initial_steps=iteration * steps_per_iteration,
+        seeds=len(seed_list),
+    )
+    chunks_done = 0
+    try:
+        while iteration < num_iterations and (max_chunks is None or chunks_done < max_chunks):
+            length = min(chunk_iterations, num_iterations - iteration)
+            state, step_metrics = compiled.chunk(length)(state)
+            iteration += length
+            chunks_done += 1
+            evaluation = evaluate(state, len(log.steps))
+            entry = _per_run({**evaluation, **_train_metrics(step_metrics)}, runs)
+            log.add(iteration * steps_per_iteration, entry)
+            log.write()
+            last_return = float(np.mean(np.asarray(evaluation["mean_episode_return"])))
+            if iteration >= num_iterations or (iteration // chunk_iterations) % checkpoint_every == 0:
+                checkpoint_path = save(state, iteration)
+            bar.update(iteration * steps_per_iteration, last_return)
+    finally:
+        bar.close()
+        log.close()
+
+    finished = iteration >= num_iterations
+    plot_path = None
+    if finished:
+        final = log.steps[-1]["metrics"]
+        log.set_absolute(
+            {run: {k: v for k, v in final[run].items() if not k.startswith("train_")} for run in runs}
+        )
+        log.write()
+        if checkpoint_path is None or ckpt.read_metadata(checkpoint_path)["iteration"] != iteration:
+            checkpoint_path = save(state, iteration)
+        if plot:
+            from lamella.agents.plotting import plot_learning_curve
+
+            plot_path = plot_learning_curve(log.json_path, os.path.join(out_dir, "learning_curve.png"))
+    final_return = np.array(
+        [np.mean(log.steps[-1]["metrics"][run].get("mean_episode_return", [np.nan])) for run in runs]
+    )
+    return RunResult(
+        out_dir=out_dir,
+        state=state,
+        iteration=iteration,
+        num_iterations=num_iterations,
+        step_count=iteration * steps_per_iteration,
+        finished=finished,
+        metrics_path=log.json_path,
+        csv_path=log.csv_path,
+        config_path=config_path,
+        checkpoint_path=checkpoint_path,
+        plot_path=plot_path,
+        final_return=final_return,
+    )

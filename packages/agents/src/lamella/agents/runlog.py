@@ -1,0 +1,305 @@
+"""The run log: ``metrics.json`` (marl-eval layout) and ``metrics.csv``, optionally TensorBoard.
+
+The file contract is ``docs/run-log-format.md`` at the repository root::
+
+    {environment: {task: {algorithm: {run: {"step_<i>": {"step_count": int, metric: [numbers]},
+                                             "absolute_metrics": {metric: [numbers]}}}}}}
+
+:class:`RunLog` keeps the evaluations of one experiment (one environment, task and algorithm,
+one run per seed) and rewrites both files atomically after each evaluation, so a reader, or a
+run that dies, never sees half a file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lamella.agents._files import atomic_write_text
+
+__all__ = ["CSV_HEADER", "RunLog", "env_family", "read_metrics"]
+
+CSV_HEADER = (
+    "environment",
+    "task",
+    "algorithm",
+    "run",
+    "step",
+    "step_count",
+    "metric",
+    "value_index",
+    "value",
+)
+ABSOLUTE = "absolute_metrics"
+
+# Families of env ids that do not come from a lamella.envs sub-package (or are not registered
+# in this process): matched on the id, case-insensitively, first match wins.
+_FAMILY_BY_ID = (
+    ("minatar", "minatar"),
+    ("bsuite", "bsuite"),
+    ("misc", "misc"),
+    ("cartpole", "classic_control"),
+    ("acrobot", "classic_control"),
+    ("pendulum", "classic_control"),
+    ("mountaincar", "classic_control"),
+    ("brax", "brax"),
+)
+_NOT_FAMILIES = {"adapters", "wrappers", "environment", "registry", "testing"}
+
+
+def env_family(env_id: str) -> str:
+    """The ``environment`` level of the run log for ``env_id`` (``classic_control``, ``minatar``, ...).
+
+    A registered lamella env is named after the ``lamella.envs`` sub-package that defines it
+    (``lamella.envs.classic_control.cartpole.CartPole`` -> ``classic_control``). Otherwise (not
+    registered, or an adapter around another library) the id is matched against known names
+    (``*-MinAtar`` -> ``minatar``, ``*-bsuite`` -> ``bsuite``, ``CartPole``/``Acrobot``/
+    ``Pendulum``/``MountainCar`` -> ``classic_control``); anything else is ``custom``.
+    """
+    try:
+        import lamella.envs as le
+
+        if env_id in le.registered():
+            env, _ = le.make(env_id, autoreset=False)
+            env = getattr(env, "unwrapped", env)
+            parts = type(env).__module__.split(".")
+            if parts[:2] == ["lamella", "envs"] and len(parts) > 3 and parts[2] not in _NOT_FAMILIES:
+                return parts[2]
+    except Exception:  # a broken env must not stop the run log; fall back to the id
+        pass
+    lowered = env_id.lower()
+    for needle, family in _FAMILY_BY_ID:
+        if needle in lowered:
+            return family
+    return "custom"
+
+
+def _finite_list(values: Any) -> list[float] | None:
+    """Values as a list of Python numbers, or None if any is not finite."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    if not isinstance(values, list | tuple):
+        values = [values]
+    flat: list[float] = []
+    for value in values:
+        if isinstance(value, list | tuple):
+            nested = _finite_list(value)
+            if nested is None:
+                return None
+            flat.extend(nested)
+            continue
+        number = float(value) if not isinstance(value, bool | int) else int(value)
+        if not math.isfinite(number):
+            return None
+        flat.append(number)
+    return flat
+
+
+class RunLog:
+    """The evaluations of one experiment, written as ``metrics.json`` + ``metrics.csv``.
+
+    Args:
+        directory: the run directory (created if missing).
+        environment: env family (see :func:`env_family`).
+        task: env id.
+        algorithm: runner name (``ppo``).
+        runs: run names, one per seed (``seed_0``, ...).
+        tensorboard: also write scalars (the mean over episodes of each metric) with
+            tensorboardX to ``directory/tensorboard/<run>`` (needs the ``tensorboard`` extra).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        environment: str,
+        task: str,
+        algorithm: str,
+        runs: Sequence[str],
+        *,
+        tensorboard: bool = False,
+    ) -> None:
+        self.directory = os.fspath(directory)
+        self.environment = environment
+        self.task = task
+        self.algorithm = algorithm
+        self.runs = list(runs)
+        self.steps: list[dict[str, Any]] = []  # {"step_count": int, "metrics": {run: {name: [..]}}}
+        self.absolute: dict[str, dict[str, list[float]]] | None = None
+        self._warned: set[str] = set()
+        self._writers: dict[str, Any] | None = None
+        self._tensorboard = tensorboard
+        self._tensorboard_done = 0
+        if tensorboard:
+            try:
+                import tensorboardX  # noqa: F401
+            except ImportError:
+                raise ImportError(
+                    "TensorBoard logging needs tensorboardX: pip install 'lamella-agents[tensorboard]'."
+                ) from None
+
+    @property
+    def json_path(self) -> str:
+        return os.path.join(self.directory, "metrics.json")
+
+    @property
+    def csv_path(self) -> str:
+        return os.path.join(self.directory, "metrics.csv")
+
+    def _clean(self, metrics_by_run: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, list[float]]]:
+        unknown = sorted(set(metrics_by_run) - set(self.runs))
+        if unknown:
+            raise KeyError(f"RunLog: unknown run(s) {unknown}; this log has {self.runs}.")
+        cleaned: dict[str, dict[str, list[float]]] = {}
+        for run, metrics in metrics_by_run.items():
+            cleaned[run] = {}
+            for name, values in metrics.items():
+                if name == "step_count":
+                    raise ValueError("RunLog: 'step_count' is reserved; pass it as the step_count argument.")
+                as_list = _finite_list(values)
+                if as_list is None:
+                    if name not in self._warned:
+                        self._warned.add(name)
+                        warnings.warn(
+                            f"RunLog: metric {name!r} has a non-finite value; it is left out of the run log "
+                            "wherever that happens (the format allows finite numbers only).",
+                            stacklevel=3,
+                        )
+                    continue
+                cleaned[run][name] = as_list
+        return cleaned
+
+    def add(self, step_count: int, metrics_by_run: Mapping[str, Mapping[str, Any]]) -> int:
+        """Append one evaluation (``{run: {metric: values}}``) at ``step_count``; return its index."""
+        if self.steps and step_count < self.steps[-1]["step_count"]:
+            raise ValueError(
+                f"RunLog: step_count {step_count} is before the last one ({self.steps[-1]['step_count']})."
+            )
+        self.steps.append({"step_count": int(step_count), "metrics": self._clean(metrics_by_run)})
+        return len(self.steps) - 1
+
+    def set_absolute(self, metrics_by_run: Mapping[str, Mapping[str, Any]]) -> None:
+        """Set ``absolute_metrics`` (the final policy's evaluation) of each run."""
+        self.absolute = self._clean(metrics_by_run)
+
+    def truncate(self, num_steps: int) -> None:
+        """Keep the first ``num_steps`` evaluations (used on resume) and drop ``absolute_metrics``."""
+        if num_steps > len(self.steps):
+            raise ValueError(f"RunLog: cannot keep {num_steps} evaluations, the log has {len(self.steps)}.")
+        del self.steps[num_steps:]
+        self.absolute = None
+        self._tensorboard_done = min(self._tensorboard_done, num_steps)
+
+    def to_json(self) -> dict[str, Any]:
+        """The marl-eval nested dict."""
+        runs: dict[str, Any] = {}
+        for run in self.runs:
+            entries: dict[str, Any] = {}
+            for index, step in enumerate(self.steps):
+                entries[f"step_{index}"] = {"step_count": step["step_count"], **step["metrics"].get(run, {})}
+            if self.absolute is not None and run in self.absolute:
+                entries[ABSOLUTE] = dict(self.absolute[run])
+            runs[run] = entries
+        return {self.environment: {self.task: {self.algorithm: runs}}}
+
+    def csv_rows(self) -> list[tuple[Any, ...]]:
+        """Rows of ``metrics.csv`` (without the header); ``step`` is the evaluation index,
+        or ``absolute_metrics`` for the final evaluation (with the last ``step_count``)."""
+        rows: list[tuple[Any, ...]] = []
+        prefix = (self.environment, self.task, self.algorithm)
+        for run in self.runs:
+            for index, step in enumerate(self.steps):
+                for name, values in step["metrics"].get(run, {}).items():
+                    for value_index, value in enumerate(values):
+                        rows.append((*prefix, run, index, step["step_count"], name, value_index, value))
+            if self.absolute is not None and run in self.absolute:
+                last = self.steps[-1]["step_count"] if self.steps else 0
+                for name, values in self.absolute[run].items():
+                    for value_index, value in enumerate(values):
+                        rows.append((*prefix, run, ABSOLUTE, last, name, value_index, value))
+        return rows
+
+    def write(self) -> None:
+        """Rewrite ``metrics.json`` and ``metrics.csv`` atomically (and flush TensorBoard)."""
+        atomic_write_text(
+            self.json_path, json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
+        )
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(CSV_HEADER)
+        writer.writerows(self.csv_rows())
+        atomic_write_text(self.csv_path, buffer.getvalue())
+        if self._tensorboard:
+            self._write_tensorboard()
+
+    def _write_tensorboard(self) -> None:
+        from tensorboardX import SummaryWriter
+
+        new = self.steps[self._tensorboard_done :]
+        if not new:
+            return
+        if self._writers is None:
+            # purge_step drops events a killed run wrote after its last checkpoint.
+            self._writers = {
+                run: SummaryWriter(
+                    logdir=os.path.join(self.directory, "tensorboard", run), purge_step=new[0]["step_count"]
+                )
+                for run in self.runs
+            }
+        for step in new:
+            for run, metrics in step["metrics"].items():
+                for name, values in metrics.items():
+                    if values:
+                        self._writers[run].add_scalar(name, sum(values) / len(values), step["step_count"])
+        for writer in self._writers.values():
+            writer.flush()
+        self._tensorboard_done = len(self.steps)
+
+    def close(self) -> None:
+        """Close TensorBoard writers (the JSON and CSV files are complete after every write)."""
+        if self._writers:
+            for writer in self._writers.values():
+                writer.close()
+        self._writers = None
+
+    def load(self) -> None:
+        """Read this experiment's evaluations back from ``metrics.json`` (for resume)."""
+        data = read_metrics(self.json_path)
+        try:
+            runs = data[self.environment][self.task][self.algorithm]
+        except KeyError:
+            raise ValueError(
+                f"{self.json_path} has no entry for {self.environment}/{self.task}/{self.algorithm}."
+            ) from None
+        missing = [run for run in self.runs if run not in runs]
+        if missing:
+            raise ValueError(f"{self.json_path} has no entries for run(s) {missing}.")
+        count = min(sum(1 for k in runs[run] if k.startswith("step_")) for run in self.runs)
+        self.steps = []
+        for index in range(count):
+            step_count = int(runs[self.runs[0]][f"step_{index}"]["step_count"])
+            metrics = {
+                run: {k: v for k, v in runs[run][f"step_{index}"].items() if k != "step_count"}
+                for run in self.runs
+            }
+            self.steps.append({"step_count": step_count, "metrics": metrics})
+        self.absolute = (
+            {run: dict(runs[run][ABSOLUTE]) for run in self.runs if ABSOLUTE in runs[run]}
+            if all(ABSOLUTE in runs[run] for run in self.runs)
+            else None
+        )
+        self._tensorboard_done = len(self.steps)
+
+
+def read_metrics(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a ``metrics.json`` file (the nested marl-eval dict)."""
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, dict):
+        raise ValueError(f"{os.fspath(path)}: expected a JSON object at the top level.")
+    return data
