@@ -422,10 +422,20 @@ class Validate(Wrapper):
     action outside the action space, a NaN or out-of-space observation) are
     checked with ``jax.experimental.checkify``; run the step through
     :func:`checked` (or ``checkify.checkify``) to raise them.
+
+    Spaces hold concrete bounds, so they are built once, here, from ``params``
+    (the env's default params when None): inside ``jit`` the params are traced
+    and a space that depends on them (CartPole's observation bounds) could not
+    be built from them.
     """
 
+    def __init__(self, env: Environment[Any, Any], params: Any = None):
+        super().__init__(env)
+        self._action_space = env.action_space(params)
+        self._observation_space = env.observation_space(params)
+
     def _check_action_static(self, action: Any, params: Any) -> None:
-        space = self.env.action_space(params)
+        space = self._action_space
         if isinstance(space, (spaces.Tuple, spaces.Dict)):
             return
         action = jnp.asarray(action)
@@ -446,7 +456,7 @@ class Validate(Wrapper):
             if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating):
                 checkify.check(~jnp.any(jnp.isnan(leaf)), f"{self.name}.{where} returned a NaN observation")
         checkify.check(
-            self.env.observation_space(params).contains(obs),
+            self._observation_space.contains(obs),
             f"{self.name}.{where} returned an observation outside its observation space",
         )
 
@@ -457,7 +467,7 @@ class Validate(Wrapper):
 
     def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
         self._check_action_static(action, params)
-        space = self.env.action_space(params)
+        space = self._action_space
         checkify.check(
             space.contains(jnp.asarray(action).astype(space.dtype)),
             f"{self.name}.step got an action outside its action space {space!r}: {{action}}",
