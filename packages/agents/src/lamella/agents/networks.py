@@ -1,0 +1,155 @@
+"""Networks: MLP and MinAtar-sized CNN torsos, GRU/LSTM cores that reset at episode starts.
+
+All modules are ``flax.linen`` modules; their parameters are plain pytrees
+(``{"params": {...}}``) that optax, evosax and flashbax handle directly.
+
+Recurrent cores take ``(carry, (x, reset))`` with a leading time axis on ``x``
+``(T, batch, features)`` and ``reset`` ``(T, batch)``, and zero the carry of a
+batch entry *before* processing step ``t`` where ``reset[t]`` is True (the first
+step of a new episode). A rollout that crosses an episode boundary therefore
+computes exactly what two separate episodes would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "ACTIVATIONS",
+    "MLP",
+    "MinAtarCNN",
+    "RecurrentCore",
+    "activation_by_name",
+    "zero_carry",
+]
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "tanh": jnp.tanh,
+    "relu": jax.nn.relu,
+    "gelu": jax.nn.gelu,
+    "silu": jax.nn.silu,
+    "elu": jax.nn.elu,
+}
+
+
+def activation_by_name(name: str) -> Callable[[jax.Array], jax.Array]:
+    """The activation function called ``name`` (one of :data:`ACTIVATIONS`)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"Unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}.")
+    return ACTIVATIONS[name]
+
+
+class MLP(nn.Module):
+    """Dense layers with an activation after each (orthogonal init, gain sqrt(2)).
+
+    Attributes:
+        hidden_sizes: width of each layer.
+        activation: name of the activation (see :data:`ACTIVATIONS`).
+    """
+
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = activation_by_name(self.activation)
+        for size in self.hidden_sizes:
+            x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        return x
+
+
+class MinAtarCNN(nn.Module):
+    """The MinAtar network: one 3x3 convolution, then a dense layer.
+
+    Input ``(..., height, width, channels)`` (10 x 10 x C for MinAtar); leading
+    axes are kept.
+
+    Attributes:
+        features: convolution channels (16 in the MinAtar paper).
+        hidden_size: width of the dense layer (128).
+    """
+
+    features: int = 16
+    hidden_size: int = 128
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        batch_shape = x.shape[:-3]
+        x = x.reshape((-1, *x.shape[-3:])).astype(jnp.float32)
+        x = jax.nn.relu(nn.Conv(self.features, (3, 3), padding="VALID")(x))
+        x = x.reshape((x.shape[0], -1))
+        x = jax.nn.relu(nn.Dense(self.hidden_size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        return x.reshape((*batch_shape, self.hidden_size))
+
+
+def zero_carry(cell: str, batch_size: int, hidden_size: int) -> Any:
+    """The all-zero carry of a ``cell`` (``"gru"``: an array, ``"lstm"``: a (c, h) pair)."""
+    zeros = jnp.zeros((batch_size, hidden_size), jnp.float32)
+    if cell == "gru":
+        return zeros
+    if cell == "lstm":
+        return (zeros, zeros)
+    raise ValueError(f"Unknown recurrent cell {cell!r}; choose 'gru' or 'lstm'.")
+
+
+class _ResetStep(nn.Module):
+    cell: str
+    hidden_size: int
+
+    @nn.compact
+    def __call__(self, carry: Any, inputs: tuple[jax.Array, jax.Array]) -> tuple[Any, jax.Array]:
+        x, reset = inputs
+        carry = jax.tree.map(lambda c: jnp.where(reset[:, None], jnp.zeros_like(c), c), carry)
+        if self.cell == "gru":
+            core: nn.RNNCellBase = nn.GRUCell(self.hidden_size)
+        else:
+            core = nn.OptimizedLSTMCell(self.hidden_size)
+        carry, y = core(carry, x)
+        return carry, y
+
+
+class RecurrentCore(nn.Module):
+    """A GRU or LSTM core over a sequence, resetting its carry where an episode starts.
+
+    ``__call__(carry, (x, reset)) -> (carry, y)`` with ``x`` float32
+    ``(T, batch, features)``, ``reset`` bool ``(T, batch)``, ``y`` float32
+    ``(T, batch, hidden_size)``. The carry is zeroed where ``reset[t]`` before
+    step ``t`` is processed. One step is a sequence of length 1.
+
+    Attributes:
+        cell: ``"gru"`` or ``"lstm"``.
+        hidden_size: width of the carry.
+    """
+
+    cell: str = "gru"
+    hidden_size: int = 128
+
+    def setup(self) -> None:
+        if self.cell not in ("gru", "lstm"):
+            raise ValueError(f"Unknown recurrent cell {self.cell!r}; choose 'gru' or 'lstm'.")
+        scan = nn.scan(
+            _ResetStep,
+            variable_broadcast="params",
+            split_rngs={"params": False},
+            in_axes=0,
+            out_axes=0,
+        )
+        self.step = scan(self.cell, self.hidden_size)
+
+    def __call__(self, carry: Any, inputs: tuple[jax.Array, jax.Array]) -> tuple[Any, jax.Array]:
+        x, reset = inputs
+        if x.ndim != 3 or reset.shape != x.shape[:2]:
+            raise ValueError(
+                f"RecurrentCore expects x of shape (time, batch, features) and reset of shape "
+                f"(time, batch); got x {x.shape} and reset {reset.shape}."
+            )
+        return self.step(carry, (x, reset.astype(bool)))
+
+    def initialize_carry(self, batch_size: int) -> Any:
+        return zero_carry(self.cell, batch_size, self.hidden_size)
