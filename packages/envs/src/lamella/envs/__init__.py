@@ -30,9 +30,10 @@ __all__ = [
 
 
 def _register_builtin() -> None:
-    from lamella.envs import bsuite, classic_control
+    from lamella.envs import bsuite, classic_control, goal
 
     bsuite.register_all(register)
+    goal.register_all(register)
 
     register("CartPole-v1", classic_control.CartPole)
     register("Pendulum-v1", classic_control.Pendulum)

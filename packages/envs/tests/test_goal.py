@@ -1,0 +1,167 @@
+"""Goal-conditioned envs: the Dubins mazes, the point robot, the GoalConditioned wrapper."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.envs as le
+from lamella.envs.classic_control import CartPole
+from lamella.envs.goal import DEFAULT_WALLS, GMazeGoalDubins, GMazeParams, GoalConditioned, dubins_move
+from lamella.envs.testing import check_env
+
+GOAL_IDS = ["GMazeDubins-v0", "GMazeGoalDubins-v0", "PointRobotGoal-v0"]
+
+
+@pytest.mark.parametrize("env_id", GOAL_IDS)
+@pytest.mark.parametrize("autoreset", [False, True])
+def test_check_env(env_id, autoreset):
+    env, params = le.make(env_id, autoreset=autoreset)
+    check_env(env, params, num_steps=80)
+
+
+def _reference_move(position, steer, walls, frame_skip=2):
+    """gym-gmazes' Dubins step in float64 NumPy (transcribed from its documented dynamics)."""
+
+    def crosses(a, b, c, d):
+        x1, y1, x2, y2, x3, y3, x4, y4 = a[0], a[1], b[0], b[1], c[0], c[1], d[0], d[1]
+        denom = (x4 - x3) * (y1 - y2) - (x1 - x2) * (y4 - y3)
+        if denom == 0:
+            return False, 1.0
+        t1 = ((y3 - y4) * (x1 - x3) + (x4 - x3) * (y1 - y3)) / denom
+        t2 = ((y1 - y2) * (x1 - x3) + (x2 - x1) * (y1 - y3)) / denom
+        margin = min(abs(t1), abs(t1 - 1), abs(t2), abs(t2 - 1))
+        return (0 < t1 < 1) and (0 < t2 < 1), margin
+
+    position = np.asarray(position, np.float64)
+    min_margin = np.inf
+    for _ in range(frame_skip):
+        xy = np.clip(
+            position[:2] + (1 / 20) * np.array([np.cos(np.pi * position[2]), np.sin(np.pi * position[2])]),
+            -1,
+            1,
+        )
+        heading = (position[2] + steer / 10 + 1.0) % 2.0 - 1.0
+        moved = np.array([xy[0], xy[1], heading])
+        hit = False
+        for w in walls:
+            crossed, margin = crosses(position, moved, w[0], w[1])
+            hit |= crossed
+            min_margin = min(min_margin, margin)
+        position = position if hit else moved
+    return position, min_margin
+
+
+def test_dubins_dynamics_match_reference():
+    """2000 random transitions (random positions, headings, steering; many hit walls).
+
+    Tolerance 1e-5: lamella computes in float32, the reference in float64. Transitions where
+    a crossing parameter lies within 1e-4 of 0 or 1 (the wall test is then decided by
+    rounding) are excluded and counted; there are only a few.
+    """
+    rng = np.random.default_rng(0)
+    n = 2000
+    positions = np.concatenate([rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (n, 1))], axis=1).astype(
+        np.float32
+    )
+    steers = rng.uniform(-1.2, 1.2, n).astype(np.float32)
+    params = GMazeParams()
+    ours = np.asarray(jax.jit(jax.vmap(lambda p, a: dubins_move(p, a, params)))(positions, steers))
+    blocked = compared = ambiguous = 0
+    for i in range(n):
+        expected, margin = _reference_move(
+            positions[i], np.clip(steers[i], -1, 1), DEFAULT_WALLS.astype(np.float64)
+        )
+        if margin < 1e-4:
+            ambiguous += 1
+            continue
+        compared += 1
+        blocked += int(np.allclose(expected[:2], positions[i, :2]))
+        heading_error = (ours[i, 2] - expected[2] + 1.0) % 2.0 - 1.0  # headings wrap at +-1
+        np.testing.assert_allclose(ours[i, :2], expected[:2], atol=1e-5)
+        assert abs(heading_error) < 1e-5
+    assert ambiguous < 20, ambiguous
+    assert blocked > 50, "the sample must include moves blocked by walls"
+
+
+def test_wall_blocks_the_car():
+    params = GMazeParams()
+    # Just left of the wall x = -0.5 (which spans y in [-0.5, 1.01]), heading east (0).
+    start = jnp.array([-0.52, 0.2, 0.0])
+    moved = dubins_move(start, jnp.array([0.0]), params)
+    np.testing.assert_allclose(moved, start)
+    # Far from walls the car advances 2 * 0.05 along its heading.
+    free = dubins_move(jnp.array([-0.9, -0.8, 0.5]), jnp.array([0.0]), params)
+    np.testing.assert_allclose(free, [-0.9, -0.7, 0.5], atol=1e-6)
+
+
+def test_goal_reward_success_and_invariant():
+    env = GMazeGoalDubins()
+    params = env.default_params
+    achieved = jnp.array([[0.0, 0.0], [0.0, 0.0], [0.3, 0.4]])
+    desired = jnp.array([[0.05, 0.0], [0.0, 0.2], [0.0, 0.0]])
+    np.testing.assert_array_equal(env.compute_reward(achieved, desired, params), [0.0, -1.0, -1.0])
+    np.testing.assert_array_equal(env.is_success(achieved, desired, params), [True, False, False])
+
+    # On every step, reward == compute_reward(obs achieved, obs desired) (the goal-env invariant),
+    # and success terminates the episode.
+    key = jax.random.key(3)
+    obs, state = env.reset(key, params)
+    step = jax.jit(env.step)
+    for _ in range(70):
+        key, k1, k2 = jax.random.split(key, 3)
+        action = env.action_space(params).sample(k1)
+        obs, state, reward, terminated, truncated, info = step(k2, state, action, params)
+        assert float(reward) == float(env.compute_reward(obs["achieved_goal"], obs["desired_goal"], params))
+        assert bool(terminated) == bool(info["is_success"])
+        if terminated or truncated:
+            break
+    assert bool(truncated) or bool(terminated)
+
+
+def test_reaching_the_goal_terminates():
+    env = GMazeGoalDubins()
+    params = env.default_params
+    _, state = env.reset(jax.random.key(0), params)
+    state = state.replace(goal=jnp.array([-0.9, 0.0]))  # 0.1 ahead of the start (-1, 0) heading east
+    obs, state, reward, terminated, truncated, info = env.step(jax.random.key(1), state, jnp.zeros(1), params)
+    assert bool(terminated) and bool(info["is_success"]) and float(reward) == 0.0 and not bool(truncated)
+
+
+def test_vmap_over_mazes():
+    walls = jnp.stack(
+        [jnp.asarray(DEFAULT_WALLS), jnp.asarray(DEFAULT_WALLS) * 0.0 + 5.0]
+    )  # second: walls far away
+    params = jax.vmap(lambda w: GMazeParams(walls=w))(walls)
+    start = jnp.array([-0.52, 0.2, 0.0])
+    moved = jax.vmap(lambda p: dubins_move(start, jnp.zeros(1), p))(params)
+    np.testing.assert_allclose(moved[0], start)  # blocked by the wall
+    np.testing.assert_allclose(moved[1], [-0.42, 0.2, 0.0], atol=1e-6)  # no walls in the way
+
+
+def test_reset_done_without_autoreset():
+    env, params = le.make("PointRobotGoal-v0", autoreset=False)
+    keys = jax.random.split(jax.random.key(0), 4)
+    obs, state = jax.vmap(env.reset, (0, None))(keys, params)
+    done = jnp.array([True, False, True, False])
+    new_obs, new_state = jax.vmap(env.reset_done, (0, 0, 0, 0, None))(
+        jax.random.split(keys[0], 4), done, state, obs, params
+    )
+    assert not np.allclose(new_state.goal[0], state.goal[0])
+    np.testing.assert_array_equal(new_state.goal[1], state.goal[1])
+
+
+def test_goal_conditioned_wrapper_on_cartpole():
+    env = GoalConditioned(CartPole(), lambda s: s.x[None], [-1.0], [1.0], distance_threshold=0.05)
+    check_env(env, num_steps=40)
+    obs, state = env.reset(jax.random.key(0))
+    assert set(obs) == {"observation", "achieved_goal", "desired_goal"}
+    assert obs["observation"].shape == (4,) and obs["desired_goal"].shape == (1,)
+    state = state.replace(goal=jnp.array([float(obs["achieved_goal"][0])]))
+    obs, state, reward, terminated, _, info = env.step(jax.random.key(1), state, 1)
+    # One push moves the cart by tau * x_dot (< 0.05): still within the threshold.
+    assert bool(info["is_success"]) and float(reward) == 0.0 and bool(terminated)
+    with pytest.raises(ValueError, match="same shape"):
+        GoalConditioned(CartPole(), lambda s: s.x[None], [-1.0, 0.0], [1.0], 0.1)
