@@ -1,0 +1,379 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental.checkify import JaxRuntimeError
+
+import lamella.envs as le
+from lamella.envs import random as fast_random
+from lamella.envs import spaces, struct
+from lamella.envs.environment import Environment
+from lamella.envs.wrappers import (
+    AutoReset,
+    ClipAction,
+    EpisodeStatistics,
+    FlattenObservation,
+    NormalizeObservation,
+    NormalizeReward,
+    OptimisticReset,
+    TimeLimit,
+    Validate,
+    checked,
+)
+
+
+@struct.dataclass
+class CountState:
+    start: jax.Array  # float32 (): random value drawn at reset
+    t: jax.Array  # int32 (): steps taken
+
+
+@struct.dataclass
+class CountParams:
+    length: int = 3
+
+
+class CountEnv(Environment[CountState, CountParams]):
+    """obs = [start, t]; action Box(-1, 1, (1,)); reward = action; ends at t == length or action > 0.5."""
+
+    stochastic_step = False
+
+    @property
+    def default_params(self) -> CountParams:
+        return CountParams()
+
+    def reset_env(self, key, params):
+        state = CountState(fast_random.uniform(key), jnp.zeros((), jnp.int32))
+        return self._obs(state), state
+
+    def step_env(self, key, state, action, params):
+        state = CountState(state.start, state.t + 1)
+        terminated = (state.t >= params.length) | (action[0] > 0.5)
+        return self._obs(state), state, action[0].astype(jnp.float32), terminated, jnp.asarray(False), {}
+
+    def _obs(self, state):
+        return jnp.stack([state.start, state.t.astype(jnp.float32)])
+
+    def observation_space(self, params=None):
+        return spaces.Box(-jnp.inf, jnp.inf, (2,))
+
+    def action_space(self, params=None):
+        return spaces.Box(-1.0, 1.0, (1,))
+
+
+ENV = CountEnv()
+PARAMS = ENV.default_params
+KEY = jax.random.key(0)
+
+
+def act(*values):
+    return jnp.asarray(values, jnp.float32)
+
+
+def test_auto_reset_final_observation_and_resume():
+    env = AutoReset(ENV)
+    step = jax.jit(env.step)
+    obs, state = env.reset(KEY, PARAMS)
+    keys = jax.random.split(jax.random.key(1), 4)
+    for t in (1, 2):
+        obs, state, _, terminated, _, info = step(keys[t - 1], state, act(0.0), PARAMS)
+        assert not terminated
+        np.testing.assert_array_equal(info["final_observation"], obs)
+        assert float(obs[1]) == t
+    start = float(obs[0])
+    obs, state, _, terminated, _, info = step(keys[2], state, act(0.0), PARAMS)
+    assert terminated
+    np.testing.assert_array_equal(info["final_observation"], [start, 3.0])
+    # The bare step ignores its key, so the reset gets the whole step key.
+    reset_obs, _ = ENV.reset(keys[2], PARAMS)
+    np.testing.assert_array_equal(obs, reset_obs)
+    assert int(state.t) == 0
+    obs, state, _, terminated, _, _ = step(keys[3], state, act(0.0), PARAMS)
+    assert not terminated and float(obs[1]) == 1.0 and float(obs[0]) == float(reset_obs[0])
+
+
+def test_auto_reset_splits_the_key_for_stochastic_envs():
+    class Stochastic(CountEnv):
+        stochastic_step = True
+
+    env = AutoReset(Stochastic())
+    _, state = env.reset(KEY, PARAMS)
+    key = jax.random.key(5)
+    obs, *_ = env.step(key, state, act(0.9), PARAMS)
+    _, key_reset = jax.random.split(key)
+    np.testing.assert_array_equal(obs, Stochastic().reset(key_reset, PARAMS)[0])
+
+
+def test_optimistic_reset_batch_semantics():
+    num_envs, ratio = 8, 4
+    env = OptimisticReset(ENV, num_envs=num_envs, reset_ratio=ratio)
+    obs, state = env.reset(KEY, PARAMS)
+    assert obs.shape == (num_envs, 2) and state.t.shape == (num_envs,)
+    # Envs 0, 3 and 5 end now (action > 0.5); the others go on.
+    ending = np.zeros(num_envs, bool)
+    ending[[0, 3, 5]] = True
+    actions = jnp.where(ending[:, None], 0.9, 0.0).astype(jnp.float32)
+    step_key = jax.random.key(9)
+    new_obs, new_state, reward, terminated, truncated, info = jax.jit(env.step)(
+        step_key, state, actions, PARAMS
+    )
+    assert new_obs.shape == (num_envs, 2) and reward.shape == (num_envs,) and terminated.shape == (num_envs,)
+    np.testing.assert_array_equal(terminated, ending)
+    np.testing.assert_array_equal(info["final_observation"][:, 0], obs[:, 0])
+    np.testing.assert_array_equal(info["final_observation"][:, 1], 1.0)
+    # Envs that go on keep their episode.
+    np.testing.assert_array_equal(new_obs[~ending], info["final_observation"][~ending])
+    # Done envs start over from one of the num_envs / ratio pool states drawn with the reset key.
+    _, key_reset, _ = jax.random.split(step_key, 3)
+    pool_obs, _ = jax.vmap(ENV.reset, in_axes=(0, None))(
+        jax.random.split(key_reset, num_envs // ratio), PARAMS
+    )
+    for i in np.flatnonzero(ending):
+        assert any(np.array_equal(new_obs[i], p) for p in np.asarray(pool_obs)), i
+        assert int(new_state.t[i]) == 0
+    with pytest.raises(ValueError, match="multiple of reset_ratio"):
+        OptimisticReset(ENV, num_envs=10, reset_ratio=4)
+
+
+def _rollout(env, params, actions, key):
+    """Scan env.step over a fixed action sequence: outputs with a leading time axis."""
+
+    def body(carry, inputs):
+        state = carry
+        action, step_key = inputs
+        obs, state, reward, terminated, truncated, info = env.step(step_key, state, action, params)
+        return state, (obs, reward, terminated, truncated, info)
+
+    key_reset, key_steps = jax.random.split(key)
+    _, state = env.reset(key_reset, params)
+    keys = jax.random.split(key_steps, len(actions))
+    return jax.lax.scan(body, state, (actions, keys))[1]
+
+
+def _check_episode_statistics(done, info, rewards):
+    """Returned returns/lengths at each episode end equal the sums since the previous end."""
+    episode_return, episode_length, seen = 0.0, 0, 0
+    for t in range(len(done)):
+        episode_return += float(rewards[t])
+        episode_length += 1
+        assert bool(info["returned_episode"][t]) == bool(done[t])
+        if done[t]:
+            assert int(info["returned_episode_lengths"][t]) == episode_length
+            np.testing.assert_allclose(info["returned_episode_returns"][t], episode_return, rtol=1e-6)
+            episode_return, episode_length, seen = 0.0, 0, seen + 1
+    return seen
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return le.make("CartPole-v1", autoreset=False)
+
+
+def test_episode_statistics_cartpole_fixed_actions(cartpole):
+    bare, params = cartpole
+    env = EpisodeStatistics(AutoReset(bare))
+    bare_step = jax.jit(bare.step)
+    actions = jnp.ones((40,), jnp.int32)  # always push right: episodes of ~10 steps
+    keys = jax.random.split(jax.random.key(3), 3)
+    rollout = jax.jit(jax.vmap(lambda k: _rollout(env, params, actions, k)))
+    _, rewards, terminated, truncated, info = rollout(keys)
+    for i in range(3):
+        done = np.asarray(terminated[i] | truncated[i])
+        assert _check_episode_statistics(done, jax.tree.map(lambda x: x[i], info), rewards[i]) >= 3
+        # The first episode's length, counted by hand on the bare env with the same keys.
+        key_reset, key_steps = jax.random.split(keys[i])
+        _, state = bare.reset(key_reset, params)
+        length = 0
+        for step_key in jax.random.split(key_steps, len(actions)):
+            _, state, _, term, trunc, _ = bare_step(step_key, state, 1, params)
+            length += 1
+            if term or trunc:
+                break
+        first_end = int(np.flatnonzero(done)[0])
+        assert first_end + 1 == length
+        assert float(info["returned_episode_returns"][i, first_end]) == float(length)
+
+
+def test_episode_statistics_with_reset_done():
+    env = EpisodeStatistics(ENV)
+    step = jax.jit(env.step)
+    obs, state = env.reset(KEY, PARAMS)
+    for a in (0.25, -0.5, 0.125):  # ends on the third step (length 3): return -0.125
+        obs, state, _, terminated, _, info = step(KEY, state, act(a), PARAMS)
+    assert terminated and bool(info["returned_episode"])
+    assert float(info["returned_episode_returns"]) == -0.125
+    assert int(info["returned_episode_lengths"]) == 3
+    obs, state = env.reset_done(jax.random.key(2), terminated, state, obs, PARAMS)
+    assert float(obs[1]) == 0.0 and int(state.episode_length) == 0
+    obs, state, _, _, _, info = step(KEY, state, act(0.5), PARAMS)
+    assert not bool(info["returned_episode"])
+    assert float(state.episode_return) == 0.5 and int(state.episode_length) == 1
+    assert float(info["returned_episode_returns"]) == -0.125  # last finished episode is kept
+
+
+class DictObs(le.Wrapper):
+    """Observations as a dict whose keys are not in sorted order: {"z": start, "a": [t]}."""
+
+    def _split(self, obs):
+        return {"z": obs[0], "a": obs[1:]}
+
+    def reset_env(self, key, params):
+        obs, state = self.env.reset_env(key, params)
+        return self._split(obs), state
+
+    def step_env(self, key, state, action, params):
+        obs, *rest = self.env.step_env(key, state, action, params)
+        return (self._split(obs), *rest)
+
+    def observation_space(self, params=None):
+        return spaces.Dict({"z": spaces.Box(0.0, 1.0, ()), "a": spaces.Box(0.0, 100.0, (1,))})
+
+
+def test_flatten_observation():
+    env = FlattenObservation(AutoReset(DictObs(ENV)))
+    obs, state = env.reset(KEY, PARAMS)
+    raw, _ = ENV.reset(KEY, PARAMS)
+    assert obs.shape == (2,) and obs.dtype == jnp.float32
+    space = env.observation_space(PARAMS)
+    assert space.shape == (2,)
+    # Entries and bounds follow the same (pytree, sorted-key) order: "a" then "z".
+    np.testing.assert_array_equal(obs, [raw[1], raw[0]])
+    np.testing.assert_array_equal(space.low, [0.0, 0.0])
+    np.testing.assert_array_equal(space.high, [100.0, 1.0])
+    assert bool(space.contains(obs))
+    for _ in range(3):
+        obs, state, _, terminated, _, info = env.step(KEY, state, act(0.0), PARAMS)
+    assert terminated and info["final_observation"].shape == (2,)
+    np.testing.assert_array_equal(info["final_observation"], [3.0, raw[0]])
+
+
+def test_clip_action():
+    env = ClipAction(ENV)
+    _, state = env.reset(KEY, PARAMS)
+    _, _, reward, terminated, _, _ = env.step(KEY, state, act(-7.0), PARAMS)
+    assert float(reward) == -1.0 and not terminated
+    _, _, reward, terminated, _, _ = env.step(KEY, state, act(0.25), PARAMS)
+    assert float(reward) == 0.25
+    with pytest.raises(TypeError, match="Box action space"):
+        ClipAction(le.make("CartPole-v1", autoreset=False)[0])
+
+
+LONG = CountParams(length=100)
+STEPS = 6
+
+
+def _normalize_rollout(env, key, axis_name=None):
+    actions = jnp.zeros((STEPS, 1), jnp.float32)
+    _, state = env.reset(key, LONG)
+    step_keys = jax.random.split(key, STEPS)
+
+    def body(state, inputs):
+        obs, state, *_ = env.step(inputs[1], state, inputs[0], LONG)
+        return state, obs
+
+    state, obs = jax.lax.scan(body, state, (actions, step_keys))
+    return state, obs
+
+
+def test_normalize_observation_per_env_matches_numpy():
+    env = NormalizeObservation(ENV)
+    state, obs = jax.jit(lambda k: _normalize_rollout(env, k))(KEY)
+    start = float(ENV.reset(KEY, LONG)[0][0])
+    raw = np.array([[start, t] for t in range(STEPS + 1)], np.float64)  # reset obs + STEPS steps
+    np.testing.assert_allclose(state.stats.mean, raw.mean(0), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(state.stats.var, raw.var(0), rtol=1e-3, atol=1e-4)
+    expected_last = (raw[-1] - state.stats.mean) / np.sqrt(state.stats.var + 1e-8)
+    np.testing.assert_allclose(obs[-1], np.clip(expected_last, -10, 10), rtol=1e-5, atol=1e-5)
+
+
+def test_normalize_observation_pooled_over_vmap_axis():
+    env = NormalizeObservation(ENV, axis_name="envs")
+    keys = jax.random.split(KEY, 5)
+    state, _ = jax.jit(jax.vmap(lambda k: _normalize_rollout(env, k), axis_name="envs"))(keys)
+    starts = np.array([float(ENV.reset(k, LONG)[0][0]) for k in keys])
+    raw = np.array([[s, t] for s in starts for t in range(STEPS + 1)], np.float64)
+    for i in range(5):  # every env holds the same pooled statistics
+        np.testing.assert_allclose(state.stats.mean[i], raw.mean(0), rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(state.stats.var[i], raw.var(0), rtol=1e-3, atol=1e-4)
+    per_env, _ = jax.jit(jax.vmap(lambda k: _normalize_rollout(NormalizeObservation(ENV), k)))(keys)
+    assert not np.allclose(per_env.stats.mean[:, 0], raw.mean(0)[0])
+
+
+def test_normalize_reward_by_running_std_of_discounted_return():
+    gamma = 0.9
+    env = NormalizeReward(ENV, gamma=gamma)
+    rewards = np.array([0.5, -0.25, 0.375, 0.125, -0.5, 0.25], np.float32)
+    _, state = env.reset(KEY, LONG)
+    returns, scaled = [], []
+    discounted = 0.0
+    for r in rewards:
+        _, state, reward, _, _, info = env.step(KEY, state, act(float(r)), LONG)
+        assert float(info["raw_reward"]) == r
+        discounted = gamma * discounted + float(r)
+        returns.append(discounted)
+        scaled.append(float(reward))
+    # From the third step on the initial pseudo-count (1e-4) is negligible.
+    for t in range(2, len(rewards)):
+        expected = rewards[t] / np.sqrt(np.var(returns[: t + 1]) + 1e-8)
+        np.testing.assert_allclose(scaled[t], expected, rtol=1e-3)
+
+
+def test_time_limit_truncates_and_reset_done_resets_counter():
+    env = TimeLimit(ENV, max_steps=4)
+    step = jax.jit(env.step)
+    obs, state = env.reset(KEY, LONG)
+    for t in range(1, 5):
+        obs, state, _, terminated, truncated, _ = step(KEY, state, act(0.0), LONG)
+        assert not terminated and bool(truncated) == (t == 4)
+    assert int(state.steps) == 0  # counter restarts at the truncation
+    obs, state = env.reset_done(KEY, truncated, state, obs, LONG)
+    assert float(obs[1]) == 0.0
+    for _ in range(2):
+        obs, state, *_ = step(KEY, state, act(0.0), LONG)
+    assert int(state.steps) == 2
+    kept = env.reset_done(KEY, jnp.asarray(False), state, obs, LONG)[1]
+    assert int(kept.steps) == 2 and int(kept.env_state.t) == 2
+    fresh = env.reset_done(KEY, jnp.asarray(True), state, obs, LONG)[1]
+    assert int(fresh.steps) == 0 and int(fresh.env_state.t) == 0
+    with pytest.raises(ValueError, match="max_steps"):
+        TimeLimit(ENV, max_steps=0)
+
+
+def test_validate_out_of_range_action_raises(cartpole):
+    env = Validate(ENV)
+    _, state = env.reset(KEY, PARAMS)
+    step = checked(lambda s, a: env.step(KEY, s, a, PARAMS))
+    step(state, act(0.5))  # in range: no error
+    with pytest.raises(JaxRuntimeError, match="outside its action space"):
+        step(state, act(1.5))
+    bare, params = cartpole
+    discrete = Validate(bare)
+    _, cart_state = discrete.reset(KEY, params)
+    cart_step = checked(lambda s, a: discrete.step(KEY, s, a, params))
+    with pytest.raises(JaxRuntimeError, match="outside its action space"):
+        cart_step(cart_state, jnp.int32(2))
+
+
+def test_validate_bad_action_shape_or_dtype_raises_at_trace_time(cartpole):
+    bare, params = cartpole
+    env = Validate(bare)
+    _, state = env.reset(KEY, params)
+    step = jax.jit(lambda s, a: env.step(KEY, s, a, params))
+    with pytest.raises(TypeError, match=r"dtype float32.*astype\(int32\)"):
+        step(state, jnp.float32(1.0))
+    with pytest.raises(ValueError, match=r"shape \(2,\)"):
+        step(state, jnp.array([0, 1]))
+
+
+def test_validate_nan_observation_raises():
+    class Broken(CountEnv):
+        def _obs(self, state):
+            obs = super()._obs(state)
+            return jnp.where(state.t == 2, jnp.nan, obs)
+
+    env = Validate(Broken())
+    _, state = env.reset(KEY, LONG)
+    step = checked(lambda s: env.step(KEY, s, act(0.0), LONG))
+    state = step(state)[1]
+    with pytest.raises(JaxRuntimeError, match="NaN observation"):
+        step(state)
