@@ -105,16 +105,28 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
         return spaces.Discrete(2)
 
     def render(self, state: CartPoleState, params: CartPoleParams | None = None) -> jax.Array:
+        """A 200 x 300 frame: gymnasium's picture at half its size (track, cart, pole, axle)."""
         params = self.default_params if params is None else params
         height, width = 200, 300
         scale = width / (params.x_threshold * 2)
+        cart_width, cart_height, pole_width = 25.0, 15.0, 5.0
         cart_x = state.x * scale + width / 2.0
-        cart_y = 140.0
+        cart_y = height - 50.0  # the track, and the cart's centre line
         frame = rendering.canvas(height, width)
-        frame = rendering.fill_rect(frame, 0, cart_y + 10, width, cart_y + 11, (0, 0, 0))
-        frame = rendering.fill_rect(frame, cart_x - 25, cart_y - 15, cart_x + 25, cart_y + 10, (0, 0, 0))
-        pole_length = scale * 2 * params.length
-        tip_x = cart_x + pole_length * jnp.sin(state.theta)
-        tip_y = cart_y - 15 - pole_length * jnp.cos(state.theta)
-        frame = rendering.draw_segment(frame, cart_x, cart_y - 15, tip_x, tip_y, 8.0, (202, 152, 101))
-        return rendering.fill_circle(frame, cart_x, cart_y - 15, 4.0, (129, 132, 203))
+        frame = rendering.fill_rect(frame, 0, cart_y - 0.5, width, cart_y + 0.5, (0, 0, 0))
+        frame = rendering.fill_rect(
+            frame,
+            cart_x - cart_width / 2,
+            cart_y - cart_height / 2,
+            cart_x + cart_width / 2,
+            cart_y + cart_height / 2,
+            (0, 0, 0),
+        )
+        axle_y = cart_y - cart_height / 4
+        # A segment with rounded ends spanning [-pole_width/2, pole_length - pole_width/2] along
+        # the pole, like gymnasium's rectangle.
+        reach = scale * 2 * params.length - pole_width
+        tip_x = cart_x + reach * jnp.sin(state.theta)
+        tip_y = axle_y - reach * jnp.cos(state.theta)
+        frame = rendering.draw_segment(frame, cart_x, axle_y, tip_x, tip_y, pole_width, (202, 152, 101))
+        return rendering.fill_circle(frame, cart_x, axle_y, pole_width / 2, (129, 132, 203))

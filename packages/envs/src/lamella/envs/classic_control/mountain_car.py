@@ -118,10 +118,10 @@ def render_mountain_car(
     def to_screen(x: Any, y: Any) -> jax.Array:  # world-scaled pixels, y up -> screen, y down
         return jnp.stack([x, height - y], axis=-1)
 
-    # The track: a band one pixel either side of the curve, as a polygon.
+    # The track: a band 1.5 pixels high around the curve, as a polygon.
     xs = jnp.linspace(min_position, max_position, 100)
     curve = to_screen((xs - min_position) * scale, _height(xs) * scale)
-    band = jnp.concatenate([curve - jnp.array([0.0, 1.0]), (curve + jnp.array([0.0, 1.0]))[::-1]])
+    band = jnp.concatenate([curve - jnp.array([0.0, 0.75]), (curve + jnp.array([0.0, 0.75]))[::-1]])
     frame = rendering.fill_polygon(frame, band, (0, 0, 0))
 
     clearance = 5.0
