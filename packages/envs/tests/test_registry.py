@@ -1,6 +1,10 @@
+import jax
+import jax.numpy as jnp
 import pytest
 
 import lamella.envs as le
+import lamella.envs.testing  # noqa: F401  (le.testing)
+from lamella.envs import spaces, struct
 
 
 def test_unknown_id_lists_close_matches():
@@ -11,3 +15,112 @@ def test_unknown_id_lists_close_matches():
 def test_unknown_override_lists_params():
     with pytest.raises(TypeError, match="gravity"):
         le.make("CartPole-v1", gravty=3.0)
+
+
+# A tiny custom env (the worked example of docs/custom-env.md) --------------------------
+
+
+@struct.dataclass
+class WalkState:
+    position: jax.Array  # int32 (): where the walker is
+    time: jax.Array  # int32 (): steps taken
+
+
+@struct.dataclass
+class WalkParams:
+    step_reward: float = -1.0  # reward of every step that does not reach the goal
+    max_steps: int = 20
+
+
+class Walk(le.Environment):
+    """Walk on a line of ``size`` cells from cell 0 to the last one.
+
+    Observation: int32 ``()``, the position. Action: Discrete(2), 0 left, 1 right.
+    Reward: 0.0 on reaching the goal, ``step_reward`` otherwise.
+    Terminated: at the goal. Truncated: after ``max_steps`` steps.
+    """
+
+    stochastic_step = False
+
+    def __init__(self, size: int = 5):
+        self.size = size
+
+    @property
+    def default_params(self):
+        return WalkParams()
+
+    def reset_env(self, key, params):
+        state = WalkState(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+        return state.position, state
+
+    def step_env(self, key, state, action, params):
+        position = jnp.clip(state.position + 2 * action - 1, 0, self.size - 1).astype(jnp.int32)
+        state = WalkState(position, state.time + 1)
+        terminated = position == self.size - 1
+        reward = jnp.where(terminated, 0.0, params.step_reward).astype(jnp.float32)
+        return position, state, reward, terminated, state.time >= params.max_steps, {}
+
+    def observation_space(self, params=None):
+        return spaces.Discrete(self.size)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+
+@pytest.fixture
+def walk_id():
+    env_id = "Walk-v0"
+    le.register(env_id, Walk)
+    yield env_id
+    le.registry._REGISTRY.pop(env_id)  # keep the global registry as other tests expect it
+
+
+def test_register_and_make_custom_env(walk_id):
+    assert walk_id in le.registered()
+    env, params = le.make(walk_id)
+    assert isinstance(env, le.wrappers.AutoReset) and isinstance(env.unwrapped, Walk)
+    assert env.unwrapped.env_id == walk_id
+    obs, state = env.reset(jax.random.key(0), params)
+    for _ in range(3):
+        obs, state, reward, terminated, truncated, _ = env.step(jax.random.key(0), state, 1, params)
+        assert float(reward) == -1.0
+    # The fourth step right reaches cell 4 (the goal): terminated, reward 0, auto-reset to 0.
+    obs, state, reward, terminated, truncated, info = env.step(jax.random.key(0), state, 1, params)
+    assert bool(terminated) and float(reward) == 0.0 and int(obs) == 0
+    assert int(info["final_observation"]) == 4
+    le.testing.check_env(le.make(walk_id, autoreset=False)[0], num_steps=8, num_envs=2)
+
+
+def test_overrides_go_to_params_or_constructor(walk_id):
+    env, params = le.make(walk_id, autoreset=False, size=3, step_reward=-0.5)
+    assert env.size == 3  # constructor argument (static: changes the observation space)
+    assert env.observation_space(params).n == 3
+    assert params == WalkParams(step_reward=-0.5)  # params field (traced: vmappable)
+    _, state = env.reset(jax.random.key(0), params)
+    _, _, reward, terminated, _, _ = env.step(jax.random.key(0), state, 1, params)
+    assert float(reward) == -0.5 and not terminated
+    with pytest.raises(TypeError, match=r"constructor arguments: \['size'\]"):
+        le.make(walk_id, sise=3)
+
+
+def test_duplicate_registration_is_an_error(walk_id):
+    le.register(walk_id, Walk)  # the same factory again is harmless (module re-imports)
+    with pytest.raises(ValueError, match=r"already registered.*overwrite=True"):
+        le.register(walk_id, lambda: Walk(7))
+    le.register(walk_id, lambda: Walk(7), overwrite=True)
+    assert le.make(walk_id)[0].size == 7
+
+
+def test_bad_registrations():
+    with pytest.raises(ValueError, match="non-empty string"):
+        le.register("", Walk)
+    with pytest.raises(TypeError, match="callable"):
+        le.register("Thing-v0", 3)
+
+
+def test_unknown_id_suggests_the_closest_ids(walk_id):
+    with pytest.raises(KeyError, match=r"Did you mean 'Walk-v0'"):
+        le.make("walk-v0")
+    with pytest.raises(KeyError, match=r"registered\(\)") as error:
+        le.make("Zzzzzzzz")
+    assert "Did you mean" not in str(error.value)
