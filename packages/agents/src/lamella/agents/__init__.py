@@ -1,7 +1,41 @@
-"""lamella.agents: the Agent protocol, networks, PPO, evolution strategies and runners."""
+"""lamella.agents: the Agent protocol, networks, PPO, evolution strategies and runners.
 
+>>> import jax
+>>> from lamella.agents import PPOConfig, make_ppo_runner, make_train
+>>> runner = make_ppo_runner(PPOConfig(env_id="CartPole-v1"))
+>>> state, metrics = jax.jit(jax.vmap(make_train(runner)))(jax.random.split(jax.random.key(0), 3))
+"""
+
+from lamella.agents import distributions, losses, networks
 from lamella.agents.__about__ import __version__
+from lamella.agents.algorithms import ALGORITHMS, make_runner
+from lamella.agents.es import ESConfig, make_es, make_es_runner
+from lamella.agents.fixed import make_constant_agent, make_random_agent, make_scripted_agent
+from lamella.agents.ppo import PPOConfig, make_ppo, make_ppo_runner
+from lamella.agents.presets import PRESETS
 from lamella.agents.protocol import Agent, reset_memory_where
 from lamella.agents.runner import Runner, evaluate_agent, make_train
 
-__all__ = ["Agent", "Runner", "__version__", "evaluate_agent", "make_train", "reset_memory_where"]
+__all__ = [
+    "ALGORITHMS",
+    "PRESETS",
+    "Agent",
+    "ESConfig",
+    "PPOConfig",
+    "Runner",
+    "__version__",
+    "distributions",
+    "evaluate_agent",
+    "losses",
+    "make_constant_agent",
+    "make_es",
+    "make_es_runner",
+    "make_ppo",
+    "make_ppo_runner",
+    "make_random_agent",
+    "make_runner",
+    "make_scripted_agent",
+    "make_train",
+    "networks",
+    "reset_memory_where",
+]

@@ -1,0 +1,311 @@
+"""Evolution strategies on policy parameters, through evosax.
+
+Any distribution-based evosax strategy works by name (``"Open_ES"``,
+``"CMA_ES"``, ``"SNES"``, ``"PGPE"``, ``"xNES"``, ...; spelling is forgiving:
+``"OpenES"``, ``"cma-es"`` and ``"snes"`` are found too). One iteration is one
+generation: ``ask`` for a population of policy parameters, play
+``num_rollouts`` greedy episodes with each member (one ``jax.vmap`` over the
+population's parameters), ``tell`` the strategy the returns. evosax minimises,
+so it is told the negated returns; fitness shaping (centred ranks,
+standardisation, ...) is evosax's, chosen by name.
+
+    runner = make_es_runner(ESConfig(env_id="CartPole-v1", strategy="SNES"))
+    state, metrics = jax.jit(make_train(runner))(jax.random.key(0))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from evosax.algorithms import algorithms as _EVOSAX_ALGORITHMS
+from evosax.algorithms import distribution_based_algorithms as _DISTRIBUTION_BASED
+from evosax.core import fitness_shaping as _shaping
+from flax import struct
+
+import lamella.envs
+from lamella.agents.distributions import ActionHead, check_action_space
+from lamella.agents.networks import MLP, activation_by_name
+from lamella.agents.protocol import Agent
+from lamella.agents.runner import Runner, evaluate_agent
+from lamella.envs import spaces
+
+__all__ = [
+    "FITNESS_SHAPING",
+    "ESConfig",
+    "ESRunnerState",
+    "ESTrainState",
+    "PolicyNetwork",
+    "make_es",
+    "make_es_runner",
+    "make_strategy",
+    "strategy_names",
+]
+
+FITNESS_SHAPING = {
+    "centered_rank": _shaping.centered_rank_fitness_shaping_fn,
+    "standardize": _shaping.standardize_fitness_shaping_fn,
+    "normalize": _shaping.normalize_fitness_shaping_fn,
+    "identity": _shaping.identity_fitness_shaping_fn,
+}
+
+
+def strategy_names() -> list[str]:
+    """The evosax strategies :func:`make_strategy` accepts (distribution-based ones)."""
+    return sorted(_DISTRIBUTION_BASED)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _resolve(name: str) -> str:
+    by_canonical = {_canonical(n): n for n in _DISTRIBUTION_BASED}
+    found = by_canonical.get(_canonical(name))
+    if found is not None:
+        return found
+    if _canonical(name) in {_canonical(n) for n in _EVOSAX_ALGORITHMS}:
+        raise ValueError(
+            f"evosax strategy {name!r} is population-based (its init takes a population); lamella's ES "
+            f"runner drives distribution-based strategies: {strategy_names()}."
+        )
+    raise ValueError(f"Unknown evosax strategy {name!r}; choose one of {strategy_names()}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ESConfig:
+    """Settings of an evolution strategy on a feed-forward policy.
+
+    Attributes:
+        env_id: registered environment id.
+        total_timesteps: budget in env steps, counted as the most a generation
+            can use (``population_size * num_rollouts * max_episode_steps``).
+        eval_episodes: episodes of each greedy evaluation of the strategy's mean.
+        eval_max_steps: step cap of an evaluation (0: the env's limit, else 1000).
+        strategy: an evosax strategy name (see :func:`strategy_names`).
+        population_size: members per generation (even for antithetic strategies).
+        num_rollouts: episodes per member per generation (fitness = mean return).
+        sigma_init: initial standard deviation of the search distribution.
+        learning_rate: Adam step size, for strategies that take an optimiser
+            (Open_ES, PGPE, SNES, ...).
+        fitness_shaping: ``"default"`` (the strategy's own), ``"centered_rank"``,
+            ``"standardize"``, ``"normalize"`` or ``"identity"``.
+        weight_decay: L2 penalty on parameters added to the fitness (0: none).
+        max_episode_steps: step cap of a fitness episode (0: the env's limit, else 1000).
+        hidden_sizes: MLP widths of the policy.
+        activation: activation name.
+        continuous_action: ``"tanh"`` or ``"clip"`` for Box actions (the mean is played).
+    """
+
+    env_id: str = "CartPole-v1"
+    total_timesteps: int = 1_600_000
+    eval_episodes: int = 16
+    eval_max_steps: int = 0
+    strategy: str = "SNES"
+    population_size: int = 32
+    num_rollouts: int = 2
+    sigma_init: float = 0.1
+    learning_rate: float = 0.05
+    fitness_shaping: str = "default"
+    weight_decay: float = 0.0
+    max_episode_steps: int = 0
+    hidden_sizes: tuple[int, ...] = (16,)
+    activation: str = "tanh"
+    continuous_action: str = "tanh"
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad setting."""
+        _resolve(self.strategy)
+        for name in ("population_size", "num_rollouts", "eval_episodes"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"ESConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if self.fitness_shaping != "default" and self.fitness_shaping not in FITNESS_SHAPING:
+            raise ValueError(
+                f"ESConfig.fitness_shaping must be 'default' or one of {sorted(FITNESS_SHAPING)}, "
+                f"got {self.fitness_shaping!r}."
+            )
+        activation_by_name(self.activation)
+
+
+class PolicyNetwork(nn.Module):
+    """MLP torso and an action head; ``__call__(obs) -> distribution``."""
+
+    hidden_sizes: tuple[int, ...]
+    activation: str
+    action_space: Any
+    squash: str = "tanh"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> Any:
+        x = MLP(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
+        return ActionHead(self.action_space, self.squash)(x)
+
+
+def make_strategy(config: ESConfig, solution: Any) -> tuple[Any, Any]:
+    """The evosax strategy and its params for ``config``, searching over pytrees like ``solution``."""
+    config.validate()
+    cls = _EVOSAX_ALGORITHMS[_resolve(config.strategy)]
+    accepted = inspect.signature(cls.__init__).parameters
+    kwargs: dict[str, Any] = {}
+    if "optimizer" in accepted:
+        kwargs["optimizer"] = optax.adam(config.learning_rate)
+    if "std_schedule" in accepted:
+        kwargs["std_schedule"] = optax.constant_schedule(config.sigma_init)
+    if config.fitness_shaping != "default" or config.weight_decay > 0:
+        shaping = (
+            FITNESS_SHAPING[config.fitness_shaping]
+            if config.fitness_shaping != "default"
+            else accepted["fitness_shaping_fn"].default
+        )
+        if config.weight_decay > 0:
+            shaping = _shaping.add_weight_decay(shaping, config.weight_decay)
+        kwargs["fitness_shaping_fn"] = shaping
+    strategy = cls(population_size=config.population_size, solution=solution, **kwargs)
+    es_params = strategy.default_params
+    if any(f.name == "std_init" for f in dataclasses.fields(es_params)):
+        es_params = es_params.replace(std_init=config.sigma_init)
+    return strategy, es_params
+
+
+@struct.dataclass
+class ESTrainState:
+    """The strategy's state (search distribution, optimiser, best so far)."""
+
+    es_state: Any
+
+
+@struct.dataclass
+class ESRunnerState:
+    train_state: ESTrainState
+    key: jax.Array
+    iteration: jax.Array  # int32 ()
+
+
+def _limit(value: int, env_params: Any) -> int:
+    if value > 0:
+        return int(value)
+    limit = getattr(env_params, "max_steps_in_episode", None)
+    return int(limit) if limit is not None else 1000
+
+
+def make_es(
+    config: ESConfig, observation_space: spaces.Space, action_space: spaces.Space
+) -> tuple[Agent, Agent, Any, Any]:
+    """ES as Agents: ``(agent, member_agent, strategy, es_params)``.
+
+    ``agent`` acts with the strategy's mean and its ``update`` takes
+    ``(population, returns, key)`` (returns: float32 ``(population_size,)``,
+    higher is better) and tells the strategy. ``member_agent`` acts with one
+    member's network parameters as its train state; the runner vmaps it over the
+    population.
+    """
+    config.validate()
+    check_action_space(action_space, config.continuous_action)
+    network = PolicyNetwork(
+        tuple(config.hidden_sizes), config.activation, action_space, config.continuous_action
+    )
+    obs_zero = jnp.zeros((1, *observation_space.shape), jnp.float32)
+    solution = network.init(jax.random.key(0), obs_zero)
+    strategy, es_params = make_strategy(config, solution)
+
+    def act(params: Any, obs: jax.Array) -> jax.Array:
+        dist = network.apply(params, obs.astype(jnp.float32))
+        return dist.to_action(dist.mode())
+
+    def member_policy(key: jax.Array, params: Any, obs: jax.Array, memory: Any, eval: bool = False) -> Any:
+        return act(params, obs), params, memory
+
+    def no_update(trajectory: Any, train_state: Any, memory: Any) -> tuple[Any, Any, dict[str, jax.Array]]:
+        return train_state, memory, {}
+
+    def reset_memory(memory: Any, eval: bool = False) -> tuple[()]:
+        return ()
+
+    def member_init(key: jax.Array, obs_example: Any = None) -> tuple[Any, tuple[()]]:
+        return network.init(key, obs_zero), ()
+
+    member_agent = Agent(init=member_init, policy=member_policy, update=no_update, reset_memory=reset_memory)
+
+    def init(key: jax.Array, obs_example: Any = None) -> tuple[ESTrainState, tuple[()]]:
+        key_net, key_es = jax.random.split(key)
+        mean = network.init(key_net, obs_zero)
+        return ESTrainState(strategy.init(key_es, mean, es_params)), ()
+
+    def policy(
+        key: jax.Array, train_state: ESTrainState, obs: jax.Array, memory: Any, eval: bool = False
+    ) -> Any:
+        return act(strategy.get_mean(train_state.es_state), obs), train_state, memory
+
+    def update(
+        trajectory: Any, train_state: ESTrainState, memory: Any
+    ) -> tuple[Any, Any, dict[str, jax.Array]]:
+        population, returns, key = trajectory
+        es_state, es_metrics = strategy.tell(key, population, -returns, train_state.es_state, es_params)
+        metrics = {"best_return": -es_metrics["best_fitness"].astype(jnp.float32)}
+        return ESTrainState(es_state), memory, metrics
+
+    agent = Agent(init=init, policy=policy, update=update, reset_memory=reset_memory)
+    return agent, member_agent, strategy, es_params
+
+
+def make_es_runner(config: ESConfig) -> Runner:
+    """A :class:`~lamella.agents.runner.Runner`: one generation per iteration."""
+    config.validate()
+    env, env_params = lamella.envs.make(config.env_id)
+    agent, member_agent, strategy, es_params = make_es(
+        config, env.observation_space(env_params), env.action_space(env_params)
+    )
+    episode_steps = _limit(config.max_episode_steps, env_params)
+    eval_steps = _limit(config.eval_max_steps, env_params)
+    steps_per_iteration = config.population_size * config.num_rollouts * episode_steps
+    num_iterations = config.total_timesteps // steps_per_iteration
+    if num_iterations < 1:
+        raise ValueError(
+            f"ESConfig.total_timesteps ({config.total_timesteps}) is less than one generation "
+            f"(population_size * num_rollouts * max_episode_steps = {steps_per_iteration}); raise it."
+        )
+
+    def fitness(params: Any, key: jax.Array) -> dict[str, jax.Array]:
+        return evaluate_agent(
+            member_agent, params, env, env_params, key, config.num_rollouts, episode_steps, (), greedy=True
+        )
+
+    def init(key: jax.Array) -> ESRunnerState:
+        key, key_init = jax.random.split(key)
+        train_state, _ = agent.init(key_init)
+        return ESRunnerState(train_state, key, jnp.zeros((), jnp.int32))
+
+    def step(state: ESRunnerState) -> tuple[ESRunnerState, dict[str, jax.Array]]:
+        key, key_ask, key_eval, key_tell = jax.random.split(state.key, 4)
+        population, es_state = strategy.ask(key_ask, state.train_state.es_state, es_params)
+        # Every member plays the same episodes (common random numbers).
+        results = jax.vmap(fitness, in_axes=(0, None))(population, key_eval)
+        returns = results["episode_return"].mean(-1)
+        train_state, _, metrics = agent.update((population, returns, key_tell), ESTrainState(es_state), ())
+        metrics = {
+            **metrics,
+            "episode_return": returns.mean(),
+            "max_return": returns.max(),
+            "loss": -returns.mean(),
+            "env_steps": results["episode_length"].sum().astype(jnp.float32),
+        }
+        return ESRunnerState(train_state, key, state.iteration + 1), metrics
+
+    def evaluate(state: ESRunnerState, key: jax.Array) -> dict[str, jax.Array]:
+        return evaluate_agent(
+            agent, state.train_state, env, env_params, key, config.eval_episodes, eval_steps, (), greedy=True
+        )
+
+    return Runner(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        steps_per_iteration=steps_per_iteration,
+        num_iterations=num_iterations,
+    )

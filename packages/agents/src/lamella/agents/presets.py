@@ -1,0 +1,89 @@
+"""Tuned configurations per algorithm and environment.
+
+``PRESETS[algorithm][env_id]`` is a config instance; override fields with
+``dataclasses.replace(PRESETS["ppo"]["CartPole-v1"], learning_rate=1e-3)``.
+Presets for environments that are not registered yet are plain configs too:
+they work as soon as the environment id exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lamella.agents.es import ESConfig
+from lamella.agents.ppo import PPOConfig
+
+__all__ = ["PRESETS"]
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "ppo": {
+        # Reaches greedy return 500 in about 1e5 steps for most seeds.
+        "CartPole-v1": PPOConfig(env_id="CartPole-v1", total_timesteps=200_000),
+        "Acrobot-v1": PPOConfig(env_id="Acrobot-v1", total_timesteps=500_000, normalize_observations=True),
+        "Pendulum-v1": PPOConfig(
+            env_id="Pendulum-v1",
+            total_timesteps=1_000_000,
+            num_envs=16,
+            num_steps=256,
+            num_epochs=10,
+            num_minibatches=16,
+            learning_rate=1e-3,
+            gamma=0.95,
+            gae_lambda=0.95,
+            ent_coef=0.0,
+            normalize_observations=True,
+            normalize_rewards=True,
+            continuous_action="clip",
+            log_std_init=-0.5,
+        ),
+        "Breakout-MinAtar": PPOConfig(
+            env_id="Breakout-MinAtar",
+            total_timesteps=10_000_000,
+            num_envs=64,
+            num_steps=128,
+            num_epochs=4,
+            num_minibatches=8,
+            learning_rate=5e-4,
+            torso="cnn",
+            activation="relu",
+            eval_max_steps=1000,
+        ),
+        "MemoryChain-bsuite": PPOConfig(
+            env_id="MemoryChain-bsuite",
+            total_timesteps=500_000,
+            num_envs=32,
+            num_steps=64,
+            num_epochs=4,
+            num_minibatches=4,
+            learning_rate=1e-3,
+            recurrent=True,
+            cell="gru",
+            rnn_hidden_size=64,
+            ent_coef=0.01,
+        ),
+    },
+    "es": {
+        "CartPole-v1": ESConfig(env_id="CartPole-v1", strategy="SNES"),
+        "Acrobot-v1": ESConfig(env_id="Acrobot-v1", strategy="SNES", total_timesteps=3_200_000),
+        "Pendulum-v1": ESConfig(
+            env_id="Pendulum-v1",
+            strategy="Open_ES",
+            population_size=64,
+            num_rollouts=4,
+            sigma_init=0.05,
+            learning_rate=0.02,
+            hidden_sizes=(32, 32),
+            total_timesteps=20_000_000,
+        ),
+        "Breakout-MinAtar": ESConfig(
+            env_id="Breakout-MinAtar",
+            strategy="Open_ES",
+            population_size=128,
+            sigma_init=0.03,
+            learning_rate=0.01,
+            hidden_sizes=(64,),
+            max_episode_steps=1000,
+            total_timesteps=50_000_000,
+        ),
+    },
+}
