@@ -4,9 +4,10 @@ Environments draw most of their randomness once per step (a reset state, a
 spawn, a sticky action). Under ``vmap`` the auto-reset draws a reset state for
 every env on every step, and with ``jax.random`` each draw is a Threefry
 evaluation that costs more than a whole CartPole step on CPU (gymnax spends
-four of them per step). These functions instead hash the 64 bits of the key
-the caller passed in with a 32-bit integer finaliser (the one from
-MurmurHash3), a dozen integer operations per value.
+four of them per step). These functions instead use the 64 bits of the key the
+caller passed in: its own two words first, then words hashed from it with a
+32-bit integer finaliser (the one from MurmurHash3), a few integer operations
+per value. :func:`uniform16` takes two values from each word.
 
 The key must be fresh (split by the caller, as the step/reset contract already
 requires); different ``stream`` numbers give independent values from one key.
@@ -22,10 +23,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["bernoulli", "bits", "normal", "randint", "uniform"]
+__all__ = ["bernoulli", "bits", "normal", "randint", "uniform", "uniform16"]
 
 _GOLDEN = np.uint32(0x9E3779B9)
 _STREAM = np.uint32(0x85EBCA6B)
+_SCALAR_LIMIT = 64  # up to this many values, each is computed as a separate scalar
 
 
 def _fmix32(z: jax.Array) -> jax.Array:
@@ -49,15 +51,65 @@ def _key_words(key: Any) -> tuple[jax.Array, jax.Array]:
     return data[..., 0] ^ data[..., 2:].sum(-1, dtype=jnp.uint32), data[..., 1]
 
 
+def _words(key: Any, count: int, stream: int) -> list[jax.Array]:
+    """``count`` uint32 words of one key, each computed as its own scalar.
+
+    Stream 0 starts with the key's own two words: a fresh key's bits are already uniform
+    (Threefry output), and reading them is the cheapest randomness there is. Every further
+    word is ``fmix32((k0 + c) ^ k1)`` for a distinct constant ``c``, which depends on all
+    64 key bits. Scalars (not one vector op over a short minor axis) keep the work
+    vectorised over the batch axis when the caller is vmapped.
+    """
+    k0, k1 = _key_words(key)
+    words = []
+    for j in range(count):
+        if stream == 0 and j < 2:
+            words.append((k0, k1)[j])
+        else:
+            # Wrap-around in uint32 is intended; Python ints avoid NumPy's scalar-overflow warning.
+            c = np.uint32((int(stream) * int(_STREAM) + j * int(_GOLDEN)) & 0xFFFFFFFF)
+            words.append(_fmix32((k0 + c) ^ k1))
+    return words
+
+
 def bits(key: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
     """Uniform uint32 words of ``shape`` derived from ``key`` (one key, not a batch)."""
-    k0, k1 = _key_words(key)
     n = int(np.prod(shape)) if len(shape) else 1
-    # Wrap-around in uint32 is intended; Python ints avoid NumPy's scalar-overflow warning.
-    stream_offset = np.uint32((int(stream) * int(_STREAM)) & 0xFFFFFFFF)
-    counter = np.arange(n, dtype=np.uint32) * _GOLDEN + stream_offset
-    words = _fmix32(_fmix32(k0 + counter) ^ k1)
+    if n <= _SCALAR_LIMIT:
+        words = _words(key, n, stream)
+        return jnp.stack(words).reshape(tuple(shape)) if len(shape) else words[0]
+    k0, k1 = _key_words(key)
+    offsets = (int(stream) * int(_STREAM) + np.arange(n, dtype=np.int64) * int(_GOLDEN)) & 0xFFFFFFFF
+    words = _fmix32((k0 + offsets.astype(np.uint32)) ^ k1)
+    if stream == 0:
+        words = words.at[0].set(k0).at[1].set(k1)
     return words.reshape(tuple(shape))
+
+
+def _unit(words: jax.Array, mantissa_bits: int = 23) -> jax.Array:
+    """Float32 in [0, 1) from the top ``mantissa_bits`` bits of uint32 words."""
+    top = (words >> (32 - mantissa_bits)) << (23 - mantissa_bits)
+    return jax.lax.bitcast_convert_type(top | np.uint32(0x3F800000), jnp.float32) - 1.0
+
+
+def uniform16(
+    key: Any,
+    shape: Sequence[int] = (),
+    minval: Any = 0.0,
+    maxval: Any = 1.0,
+    stream: int = 0,
+) -> jax.Array:
+    """Float32 uniform in ``[minval, maxval)`` with 16 random bits per value.
+
+    Two values per word, so a fresh key's own 64 bits give four values with no hashing at all:
+    the cheapest way to draw a small reset state (CartPole's four values in [-0.05, 0.05] get
+    a resolution of 1.5e-6). Use :func:`uniform` where 16 bits of resolution are too few.
+    """
+    n = int(np.prod(shape)) if len(shape) else 1
+    words = _words(key, (n + 1) // 2, stream)
+    halves = [half for word in words for half in (word, word << 16)][:n]
+    values = [minval + _unit(h, 16) * (jnp.asarray(maxval, jnp.float32) - minval) for h in halves]
+    return jnp.stack(values).reshape(tuple(shape)) if len(shape) else values[0]
 
 
 def uniform(
@@ -68,9 +120,7 @@ def uniform(
     stream: int = 0,
 ) -> jax.Array:
     """Float32 uniform in ``[minval, maxval)`` (23 random mantissa bits)."""
-    words = bits(key, shape, stream)
-    unit = jax.lax.bitcast_convert_type((words >> 9) | np.uint32(0x3F800000), jnp.float32) - 1.0
-    return minval + unit * (jnp.asarray(maxval, jnp.float32) - minval)
+    return minval + _unit(bits(key, shape, stream)) * (jnp.asarray(maxval, jnp.float32) - minval)
 
 
 def bernoulli(key: Any, p: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
