@@ -1,0 +1,126 @@
+"""Network shapes, recurrent resets at episode boundaries, and action distributions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lamella.agents import distributions, networks
+from lamella.envs import spaces
+
+
+def test_mlp_and_cnn_shapes():
+    mlp = networks.MLP((8, 4), "relu")
+    params = mlp.init(jax.random.key(0), jnp.zeros((3, 5)))
+    assert mlp.apply(params, jnp.ones((3, 5))).shape == (3, 4)
+    cnn = networks.MinAtarCNN(features=4, hidden_size=16)
+    obs = jnp.ones((2, 6, 10, 10, 4))
+    params = cnn.init(jax.random.key(0), obs)
+    assert cnn.apply(params, obs).shape == (2, 6, 16)
+
+
+def test_unknown_activation_and_cell_raise():
+    with pytest.raises(ValueError, match="activation"):
+        networks.MLP((4,), "swoosh").init(jax.random.key(0), jnp.zeros((1, 2)))
+    with pytest.raises(ValueError, match="cell"):
+        networks.zero_carry("rnn", 2, 3)
+
+
+@pytest.fixture(scope="module", params=["gru", "lstm"])
+def core(request):
+    module = networks.RecurrentCore(request.param, hidden_size=6)
+    x = jnp.zeros((1, 2, 3))
+    params = module.init(jax.random.key(0), module.initialize_carry(2), (x, jnp.zeros((1, 2), bool)))
+    return module, params, jax.jit(module.apply)
+
+
+def test_recurrent_core_resets_exactly_at_episode_boundary(core):
+    module, params, apply = core
+    batch, first_len, second_len = 2, 3, 4
+    x = jax.random.normal(jax.random.key(1), (first_len + second_len, batch, 3))
+    reset = jnp.zeros((first_len + second_len, batch), bool).at[first_len].set(True)
+    # A non-zero carry from some earlier episode: the reset at step 0 must discard it too.
+    stale = jax.tree.map(lambda c: c + 0.7, module.initialize_carry(batch))
+    reset = reset.at[0].set(True)
+    _, together = apply(params, stale, (x, reset))
+    no_reset = lambda n: jnp.zeros((n, batch), bool)  # noqa: E731
+    _, first = apply(params, module.initialize_carry(batch), (x[:first_len], no_reset(first_len)))
+    _, second = apply(params, module.initialize_carry(batch), (x[first_len:], no_reset(second_len)))
+    np.testing.assert_allclose(together, jnp.concatenate([first, second]), rtol=1e-6, atol=1e-6)
+    # Without the reset flag the second episode would see the first one's carry.
+    _, leaked = apply(params, stale, (x, jnp.zeros_like(reset)))
+    assert not np.allclose(leaked[first_len:], second, atol=1e-4)
+
+
+def test_recurrent_core_resets_per_batch_entry(core):
+    module, params, apply = core
+    x = jax.random.normal(jax.random.key(2), (4, 2, 3))
+    reset = jnp.zeros((4, 2), bool).at[2, 1].set(True)  # only env 1 starts an episode at t=2
+    carry0 = module.initialize_carry(2)
+    _, ys = apply(params, carry0, (x, reset))
+    _, ys_env0 = apply(params, carry0, (x, jnp.zeros_like(reset)))
+    np.testing.assert_allclose(ys[:, 0], ys_env0[:, 0], rtol=1e-6, atol=1e-6)
+    _, ys_env1_fresh = apply(params, carry0, (x[2:], jnp.zeros((2, 2), bool)))
+    np.testing.assert_allclose(ys[2:, 1], ys_env1_fresh[:, 1], rtol=1e-6, atol=1e-6)
+
+
+def test_recurrent_core_rejects_bad_shapes(core):
+    module, params, _ = core
+    with pytest.raises(ValueError, match="time, batch"):
+        module.apply(params, module.initialize_carry(2), (jnp.zeros((2, 3)), jnp.zeros((2,), bool)))
+
+
+def test_categorical():
+    dist = distributions.Categorical(jnp.log(jnp.array([[0.2, 0.8], [0.5, 0.5]])))
+    np.testing.assert_allclose(dist.log_prob(jnp.array([1, 0])), np.log([0.8, 0.5]), rtol=1e-6)
+    np.testing.assert_allclose(dist.entropy()[1], np.log(2), rtol=1e-6)
+    np.testing.assert_array_equal(dist.mode(), [1, 0])
+    samples = jax.vmap(dist.sample)(jax.random.split(jax.random.key(0), 4000))
+    np.testing.assert_allclose(samples[:, 0].mean(), 0.8, atol=0.03)
+
+
+def head_for(space, squash="tanh"):
+    head = distributions.ActionHead(space, squash)
+    params = head.init(jax.random.key(0), jnp.zeros((5, 3)))
+    return head.apply(params, jax.random.normal(jax.random.key(1), (5, 3)))
+
+
+def test_multidiscrete_head_masks_invalid_choices():
+    space = spaces.MultiDiscrete([2, 4])
+    dist = head_for(space)
+    actions = jax.vmap(dist.sample)(jax.random.split(jax.random.key(2), 500))
+    assert actions.shape == (500, 5, 2)
+    assert bool(jnp.all(jax.vmap(jax.vmap(space.contains))(actions)))
+    # Probabilities of each sub-action sum to one over its valid choices only.
+    probs = jnp.exp(jax.nn.log_softmax(dist.logits))
+    np.testing.assert_allclose(probs[:, 0, :2].sum(-1), 1.0, rtol=1e-5)
+    assert np.isfinite(np.asarray(dist.entropy())).all()
+
+
+@pytest.mark.parametrize("squash", ["tanh", "clip"])
+def test_gaussian_actions_in_bounds_and_log_prob_is_a_density(squash):
+    space = spaces.Box(-2.0, 2.0, (1,))
+    dist = head_for(space, squash)
+    raw = dist.sample(jax.random.key(3))
+    action = dist.to_action(raw)
+    assert action.shape == (5, 1) and bool(jnp.all((action >= -2) & (action <= 2)))
+    # Integrate the density of the action over [-2, 2] for the first batch entry.
+    one = jax.tree.map(lambda x: x[:1] if jnp.ndim(x) == 2 else x, dist)
+    if squash == "tanh":
+        # Density of the squashed action: exp(log_prob(u)) with a = f(u); integrate over a.
+        a = jnp.linspace(-2 + 1e-4, 2 - 1e-4, 20001)[:, None]
+        u = jnp.arctanh(a / 2)
+        density = jnp.exp(jax.vmap(lambda ui: one.log_prob(ui[None])[0])(u))
+        np.testing.assert_allclose(jnp.trapezoid(density, a[:, 0]), 1.0, atol=2e-3)
+    else:
+        u = jnp.linspace(-12, 12, 20001)[:, None]
+        density = jnp.exp(jax.vmap(lambda ui: one.log_prob(ui[None])[0])(u))
+        np.testing.assert_allclose(jnp.trapezoid(density, u[:, 0]), 1.0, atol=2e-3)
+
+
+def test_unsupported_action_spaces_raise():
+    with pytest.raises(TypeError, match="Unsupported action space"):
+        distributions.check_action_space(spaces.Tuple([spaces.Discrete(2)]))
+    with pytest.raises(ValueError, match="bounded"):
+        distributions.check_action_space(spaces.Box(-np.inf, np.inf, (2,)), "tanh")
+    distributions.check_action_space(spaces.Box(-np.inf, np.inf, (2,)), "clip")
