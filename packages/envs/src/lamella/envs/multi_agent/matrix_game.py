@@ -98,6 +98,7 @@ def check_payoff(payoff: Any, where: str = "payoff") -> jax.Array:
         f"expected a real-valued array of shape {PAYOFF_SHAPE} laid out as "
         "payoff[action_0, action_1] = (reward_0, reward_1)"
     )
+    array: Any
     if isinstance(payoff, jax.Array):
         array = payoff
     else:
@@ -105,8 +106,9 @@ def check_payoff(payoff: Any, where: str = "payoff") -> jax.Array:
             array = np.asarray(payoff)
         except Exception as error:
             raise ValueError(f"{where}: {expected}, got {_describe(payoff)}.") from error
-    dtype = np.dtype(array.dtype)
-    real = np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
+    dtype = array.dtype
+    # jnp.issubdtype also knows bfloat16 and friends; bool is not an integer type here.
+    real = jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating)
     if tuple(array.shape) != PAYOFF_SHAPE or not real:
         hint = ""
         if tuple(array.shape) == (4, 2):
@@ -265,7 +267,8 @@ class IteratedMatrixGame(Environment[IteratedMatrixGameState, IteratedMatrixGame
                 border = jnp.where(chosen, margin + 2.0, 1.0)
                 frame = rendering.fill_rect(frame, x0, y0, x0 + cell, y0 + cell, (0, 0, 0))
                 for player in range(2):
-                    color = light + level[row, col, player] * (dark[player] - light)
+                    # A traced colour: rendering paints with any uint8 (3,) array.
+                    color: Any = light + level[row, col, player] * (dark[player] - light)
                     left = x0 + border + player * (cell / 2.0 - border)
                     frame = rendering.fill_rect(
                         frame,
