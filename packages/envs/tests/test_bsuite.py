@@ -14,7 +14,14 @@ import lamella.envs as le
 from lamella.envs import bsuite as lb
 from lamella.envs.testing import check_env
 
-BSUITE_IDS = ["MemoryChain-bsuite"]
+BSUITE_IDS = [
+    "Catch-bsuite",
+    "DeepSea-bsuite",
+    "MemoryChain-bsuite",
+    "UmbrellaChain-bsuite",
+    "DiscountingChain-bsuite",
+    "SimpleBandit-bsuite",
+]
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +50,12 @@ def test_registered() -> None:
 
 @pytest.mark.parametrize("env_id", BSUITE_IDS)
 def test_render_vmaps(env_id: str) -> None:
+    """A batch of states renders in one jitted vmap; frames are RGB uint8 and show the state."""
     env, params = le.make(env_id, autoreset=False)
     _, states = jax.vmap(lambda k: env.reset(k, params))(jax.random.split(jax.random.key(0), 3))
-    frames = jax.jit(jax.vmap(lambda s: env.render(s, params)))(states)
-    single = env.render(jax.tree.map(lambda x: x[0], states), params)
-    assert frames.dtype == jnp.uint8 and frames.shape == (3, *single.shape) and single.shape[-1] == 3
-    np.testing.assert_array_equal(frames[0], single)
+    frames = np.asarray(jax.jit(jax.vmap(lambda s: env.render(s, params)))(states))
+    assert frames.dtype == np.uint8 and frames.ndim == 4 and frames.shape[0] == 3 and frames.shape[-1] == 3
+    assert all(len(np.unique(frame.reshape(-1, 3), axis=0)) >= 3 for frame in frames)
 
 
 # Parity harness ---------------------------------------------------------------------------
@@ -59,52 +66,66 @@ def run_parity(
     env: Any,
     params: Any,
     copy_state: Callable[[Any, Any], Any],
-    reset_fn: Any,
-    step_fn: Any,
+    jitted_fns: tuple[Any, Any],
     num_episodes: int,
-    rng: np.random.Generator,
-    num_actions: int,
+    policy: Callable[[Any], int],
+    noisy_reward: bool = False,
+    obs_columns: int | None = None,
+    check_state: Callable[[Any, Any], None] | None = None,
 ) -> int:
     """Step bsuite and lamella side by side from bsuite's state; returns the number of steps compared.
 
     After each bsuite reset its internal state is copied into a lamella state
-    (``copy_state(bs_env, lamella_state)``); then both take the same random
-    actions and must return the same observation, reward and episode end
+    (``copy_state(bs_env, lamella_state)``); then both take the same actions
+    (``policy(bs_env)``) and must return the same observation (its first
+    ``obs_columns`` entries when given: the rest is random), reward (only
+    within {-1, +1} on non-final steps when ``noisy_reward``) and episode end
     (bsuite's last step with discount 0 == lamella's terminated).
     """
-    key = jax.random.key(int(rng.integers(2**31)))
+    reset_fn, step_fn = jitted_fns
+    key = jax.random.key(num_episodes)
     compared = 0
+    cut = slice(None, obs_columns)
     for _ in range(num_episodes):
         ts = bs_env.reset()
         key, k_reset = jax.random.split(key)
         _, state = reset_fn(k_reset, params)
         state = copy_state(bs_env, state)
-        obs = env.get_obs(state, params) if hasattr(env, "get_obs") else None
-        if obs is not None:
-            np.testing.assert_array_equal(np.asarray(obs).ravel(), ts.observation.ravel())
         while True:
-            action = int(rng.integers(num_actions))
+            action = policy(bs_env)
             ts = bs_env.step(action)
             key, k_step = jax.random.split(key)
             obs, state, reward, terminated, truncated, _ = step_fn(k_step, state, jnp.int32(action), params)
-            np.testing.assert_array_equal(np.asarray(obs).ravel(), ts.observation.ravel())
-            np.testing.assert_allclose(float(reward), ts.reward, rtol=1e-6, atol=1e-7)
+            np.testing.assert_array_equal(np.asarray(obs).ravel()[cut], ts.observation.ravel()[cut])
+            if noisy_reward and not ts.last():
+                assert float(reward) in (-1.0, 1.0) and ts.reward in (-1.0, 1.0)
+            else:
+                np.testing.assert_allclose(float(reward), ts.reward, rtol=1e-6, atol=1e-7)
             assert bool(terminated) == (ts.last() and ts.discount == 0.0)
             assert not bool(truncated)
+            if check_state is not None:
+                check_state(bs_env, state)
             compared += 1
             if ts.last():
                 break
     return compared
 
 
+def random_policy(num_actions: int, seed: int = 0) -> Callable[[Any], int]:
+    rng = np.random.default_rng(seed)
+    return lambda _: int(rng.integers(num_actions))
+
+
 # MemoryChain ------------------------------------------------------------------------------
+
+MEMORY_CHAINS = {1: lb.MemoryChain(num_bits=1), 4: lb.MemoryChain(num_bits=4)}
 
 
 @pytest.mark.parametrize(("memory_length", "num_bits"), [(1, 1), (5, 1), (3, 4)])
 def test_memory_chain_parity(memory_length: int, num_bits: int, jitted: Any) -> None:
-    from bsuite.environments import memory_chain
+    memory_chain = pytest.importorskip("bsuite.environments.memory_chain")
 
-    env = lb.MemoryChain(num_bits=num_bits)
+    env = MEMORY_CHAINS[num_bits]
     params = lb.MemoryChainParams(memory_length=memory_length)
     reset_fn, step_fn = jitted(env)
     bs_env = memory_chain.MemoryChain(memory_length=memory_length, num_bits=num_bits, seed=3)
@@ -116,8 +137,7 @@ def test_memory_chain_parity(memory_length: int, num_bits: int, jitted: Any) -> 
             time=jnp.int32(bs._timestep),
         )
 
-    rng = np.random.default_rng(0)
-    steps = run_parity(bs_env, env, params, copy_state, reset_fn, step_fn, 60, rng, 2)
+    steps = run_parity(bs_env, env, params, copy_state, (reset_fn, step_fn), 60, random_policy(2))
     assert steps == 60 * (memory_length + 1)
 
 
@@ -150,3 +170,295 @@ def test_memory_chain_reset_distribution() -> None:
 def test_memory_chain_rejects_zero_bits() -> None:
     with pytest.raises(ValueError, match="num_bits"):
         lb.MemoryChain(num_bits=0)
+
+
+# Catch ------------------------------------------------------------------------------------
+
+CATCH = lb.Catch()
+
+
+def copy_catch(bs: Any, state: Any) -> Any:
+    return lb.CatchState(
+        ball_x=jnp.int32(bs._ball_x), ball_y=jnp.int32(bs._ball_y), paddle_x=jnp.int32(bs._paddle_x)
+    )
+
+
+def test_catch_parity(jitted: Any) -> None:
+    catch = pytest.importorskip("bsuite.environments.catch")
+    bs_env = catch.Catch(rows=10, columns=5, seed=1)
+    # A policy that tracks the ball half the time, so both +1 and -1 endings occur.
+    rng = np.random.default_rng(1)
+
+    def policy(bs: Any) -> int:
+        if rng.random() < 0.5:
+            return int(np.sign(bs._ball_x - bs._paddle_x)) + 1
+        return int(rng.integers(3))
+
+    params = CATCH.default_params
+    steps = run_parity(bs_env, CATCH, params, copy_catch, jitted(CATCH), 60, policy)
+    assert steps == 60 * 9
+
+
+def test_catch_hand_computed() -> None:
+    env = lb.Catch(rows=3, columns=5)
+    state = lb.CatchState(ball_x=jnp.int32(0), ball_y=jnp.int32(0), paddle_x=jnp.int32(2))
+    obs, state, reward, terminated, _, _ = env.step(jax.random.key(0), state, 0, env.default_params)
+    expected = np.zeros((3, 5), np.float32)
+    expected[1, 0] = expected[2, 1] = 1.0
+    np.testing.assert_array_equal(obs, expected)
+    assert float(reward) == 0.0 and not bool(terminated)
+    caught = env.step(jax.random.key(0), state, 0, env.default_params)
+    assert float(caught[2]) == 1.0 and bool(caught[3]) and int(caught[1].paddle_x) == 0
+    missed = env.step(jax.random.key(0), state, 2, env.default_params)
+    assert float(missed[2]) == -1.0 and bool(missed[3]) and int(missed[1].paddle_x) == 2
+
+
+def test_catch_reset_distribution() -> None:
+    keys = jax.random.split(jax.random.key(2), 5000)
+    _, states = jax.jit(jax.vmap(lambda k: CATCH.reset(k, CATCH.default_params)))(keys)
+    np.testing.assert_allclose(np.bincount(np.asarray(states.ball_x), minlength=5) / 5000, 0.2, atol=0.03)
+    assert np.all(np.asarray(states.paddle_x) == 2) and np.all(np.asarray(states.ball_y) == 0)
+
+
+# DeepSea ----------------------------------------------------------------------------------
+
+DEEP_SEA = lb.DeepSea(size=8)
+
+
+def copy_deep_sea(bs: Any, state: Any) -> Any:
+    return lb.DeepSeaState(
+        row=jnp.int32(bs._row), column=jnp.int32(bs._column), bad_episode=jnp.asarray(bs._bad_episode)
+    )
+
+
+@pytest.mark.parametrize("mapping_seed", [0, 7])
+def test_deep_sea_parity(mapping_seed: int, jitted: Any) -> None:
+    deep_sea = pytest.importorskip("bsuite.environments.deep_sea")
+    bs_env = deep_sea.DeepSea(size=8, deterministic=True, mapping_seed=mapping_seed)
+    # The default params draw bsuite's mapping for the same seed; copying it in makes the test explicit.
+    np.testing.assert_array_equal(
+        lb.DeepSea(size=8, mapping_seed=mapping_seed).default_params.action_mapping, bs_env._action_mapping
+    )
+    params = lb.DeepSeaParams(
+        action_mapping=jnp.asarray(bs_env._action_mapping, jnp.int32), unscaled_move_cost=0.01
+    )
+    rng = np.random.default_rng(mapping_seed)
+
+    def policy(bs: Any) -> int:  # mostly "right", so the treasure is reached in some episodes
+        right = int(bs._action_mapping[bs._row, bs._column])
+        return right if rng.random() < 0.9 else int(rng.integers(2))
+
+    def check_state(bs: Any, state: Any) -> None:
+        assert bool(state.bad_episode) == bs._bad_episode
+
+    bs_env._denoised_return = 0
+    steps = run_parity(
+        bs_env, DEEP_SEA, params, copy_deep_sea, jitted(DEEP_SEA), 60, policy, check_state=check_state
+    )
+    assert steps == 60 * 8
+    assert bs_env._denoised_return > 0, "no episode reached the treasure: the +1 reward went untested"
+
+
+def test_deep_sea_unrandomised_mapping_and_hand_computed() -> None:
+    env = lb.DeepSea(size=2, randomize_actions=False)
+    params = env.default_params
+    np.testing.assert_array_equal(params.action_mapping, np.ones((2, 2)))
+    obs, state = env.reset(jax.random.key(0), params)
+    np.testing.assert_array_equal(obs, [[1.0, 0.0], [0.0, 0.0]])
+    obs, state, reward, terminated, _, _ = env.step(jax.random.key(0), state, 1, params)
+    np.testing.assert_array_equal(obs, [[0.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_allclose(float(reward), -0.005, rtol=1e-6)  # move cost 0.01 / size
+    assert not bool(terminated)
+    obs, state, reward, terminated, _, _ = env.step(jax.random.key(0), state, 1, params)
+    np.testing.assert_array_equal(obs, np.zeros((2, 2)))  # the agent has left the grid
+    np.testing.assert_allclose(float(reward), 1.0 - 0.005, rtol=1e-6)
+    assert bool(terminated) and not bool(state.bad_episode)
+    # Going left on the diagonal marks a bad episode and costs nothing.
+    _, state = env.reset(jax.random.key(0), params)
+    _, state, reward, _, _, _ = env.step(jax.random.key(0), state, 0, params)
+    assert float(reward) == 0.0 and bool(state.bad_episode) and int(state.column) == 0
+
+
+def test_deep_sea_mapping_is_per_params() -> None:
+    """Two envs in one vmap with different mappings take the same action to different cells."""
+    env = DEEP_SEA
+    mappings = jnp.stack([jnp.zeros((8, 8), jnp.int32), jnp.ones((8, 8), jnp.int32)])
+    params = jax.vmap(lambda m: lb.DeepSeaParams(action_mapping=m))(mappings)
+    _, states = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 2), params)
+    _, states, *_ = jax.vmap(env.step, in_axes=(0, 0, None, 0))(
+        jax.random.split(jax.random.key(1), 2), states, jnp.int32(1), params
+    )
+    np.testing.assert_array_equal(states.column, [0, 1])
+    sampled = env.sample_action_mapping(jax.random.key(3))
+    assert sampled.shape == (8, 8) and sampled.dtype == jnp.int32 and 10 < int(sampled.sum()) < 54
+
+
+def test_deep_sea_stochastic_statistics() -> None:
+    """Windy variant: "right" fails with probability 1/N; N(0, 1) noise on the bottom corners only."""
+    env = lb.DeepSea(size=4, deterministic=False, randomize_actions=False)
+    assert env.stochastic_step
+    params = env.default_params
+    keys = jax.random.split(jax.random.key(4), 8000)
+
+    def one(key: jax.Array, row: int, column: int) -> tuple[jax.Array, jax.Array]:
+        state = lb.DeepSeaState(row=jnp.int32(row), column=jnp.int32(column), bad_episode=jnp.bool_(False))
+        _, state, reward, *_ = env.step(key, state, 1, params)
+        return state.column, reward
+
+    batch = jax.jit(jax.vmap(one, in_axes=(0, None, None)), static_argnums=(1, 2))
+    columns, rewards = batch(keys, 0, 0)
+    np.testing.assert_allclose(np.mean(np.asarray(columns) == 0), 0.25, atol=0.025)
+    np.testing.assert_allclose(np.asarray(rewards), -0.0025, rtol=1e-5)  # no noise off the corners
+    _, rewards = batch(keys, 3, 3)
+    rewards = np.asarray(rewards)
+    assert abs(rewards.mean() - (1.0 - 0.0025)) < 0.05 and abs(rewards.std() - 1.0) < 0.05
+    _, rewards = batch(keys, 3, 1)
+    np.testing.assert_allclose(np.asarray(rewards), -0.0025, rtol=1e-5)
+
+
+# UmbrellaChain ----------------------------------------------------------------------------
+
+UMBRELLA = lb.UmbrellaChain(n_distractor=3)
+
+
+def test_umbrella_chain_parity(jitted: Any) -> None:
+    umbrella_chain = pytest.importorskip("bsuite.environments.umbrella_chain")
+    bs_env = umbrella_chain.UmbrellaChain(chain_length=6, n_distractor=3, seed=2)
+
+    def copy_state(bs: Any, state: Any) -> Any:
+        return lb.UmbrellaChainState(
+            need_umbrella=jnp.int32(bs._need_umbrella),
+            has_umbrella=jnp.int32(bs._has_umbrella),
+            time=jnp.int32(bs._timestep),
+        )
+
+    params = lb.UmbrellaChainParams(chain_length=6)
+    steps = run_parity(
+        bs_env,
+        UMBRELLA,
+        params,
+        copy_state,
+        jitted(UMBRELLA),
+        80,
+        random_policy(2),
+        noisy_reward=True,
+        obs_columns=3,
+    )
+    assert steps == 80 * 6
+
+
+def test_umbrella_chain_random_parts() -> None:
+    """Reset coins, noise rewards and distractors are fair coins (bsuite's are)."""
+    params = lb.UmbrellaChainParams(chain_length=10)
+    keys = jax.random.split(jax.random.key(5), 5000)
+    obs, states = jax.jit(jax.vmap(lambda k: UMBRELLA.reset(k, params)))(keys)
+    np.testing.assert_allclose(np.asarray(states.need_umbrella).mean(), 0.5, atol=0.03)
+    np.testing.assert_allclose(np.asarray(states.has_umbrella).mean(), 0.5, atol=0.03)
+    np.testing.assert_allclose(np.asarray(obs[:, 3:]).mean(0), 0.5, atol=0.03)
+    obs, _, rewards, terminated, *_ = jax.jit(jax.vmap(lambda k, s: UMBRELLA.step(k, s, 0, params)))(
+        keys, states
+    )
+    np.testing.assert_allclose(np.asarray(rewards).mean(), 0.0, atol=0.06)
+    assert set(np.unique(np.asarray(rewards))) == {-1.0, 1.0} and not np.any(terminated)
+    np.testing.assert_allclose(np.asarray(obs[:, 3:]).mean(0), 0.5, atol=0.03)
+    # Need and has are independent at reset (bsuite draws them separately).
+    joint = np.asarray(states.need_umbrella) * np.asarray(states.has_umbrella)
+    np.testing.assert_allclose(joint.mean(), 0.25, atol=0.03)
+
+
+def test_umbrella_chain_hand_computed() -> None:
+    env = lb.UmbrellaChain()
+    params = lb.UmbrellaChainParams(chain_length=2)
+    state = lb.UmbrellaChainState(need_umbrella=jnp.int32(1), has_umbrella=jnp.int32(0), time=jnp.int32(0))
+    obs, state, _, terminated, _, _ = env.step(jax.random.key(0), state, 1, params)
+    np.testing.assert_array_equal(obs, [1.0, 1.0, 0.5])
+    assert not bool(terminated)
+    obs, final, reward, terminated, _, _ = env.step(
+        jax.random.key(0), state, 0, params
+    )  # later actions ignored
+    np.testing.assert_array_equal(obs, [1.0, 1.0, 0.0])
+    assert float(reward) == 1.0 and bool(terminated)
+    wet = state.replace(has_umbrella=jnp.int32(0))
+    assert float(env.step(jax.random.key(0), wet, 1, params)[2]) == -1.0
+
+
+# DiscountingChain -------------------------------------------------------------------------
+
+DISCOUNTING = lb.DiscountingChain()
+
+
+@pytest.mark.parametrize("mapping_seed", [0, 13])
+def test_discounting_chain_parity(mapping_seed: int, jitted: Any) -> None:
+    discounting_chain = pytest.importorskip("bsuite.environments.discounting_chain")
+    bs_env = discounting_chain.DiscountingChain(mapping_seed=mapping_seed)
+
+    def copy_state(bs: Any, state: Any) -> Any:
+        return lb.DiscountingChainState(context=jnp.int32(bs._context), time=jnp.int32(bs._timestep))
+
+    params = lb.DiscountingChainParams(mapping_seed=mapping_seed)
+    steps = run_parity(
+        bs_env, DISCOUNTING, params, copy_state, jitted(DISCOUNTING), 10, random_policy(5, mapping_seed)
+    )
+    assert steps == 10 * 100
+
+
+@pytest.mark.parametrize("chain", range(5))
+def test_discounting_chain_returns(chain: int) -> None:
+    """Each chain pays once, on step 1, 3, 10, 30 or 100; chain 2 (= 7 % 5) pays 1.1."""
+    params = lb.DiscountingChainParams(mapping_seed=7)
+    _, state = DISCOUNTING.reset(jax.random.key(0), params)
+
+    def body(state: Any, t: jax.Array) -> tuple[Any, tuple[jax.Array, jax.Array]]:
+        _, state, reward, terminated, _, _ = DISCOUNTING.step(
+            jax.random.key(0), state, jnp.where(t == 0, chain, 4), params
+        )
+        return state, (reward, terminated)
+
+    _, (rewards, terminated) = jax.lax.scan(body, state, jnp.arange(100))
+    rewards = np.asarray(rewards)
+    expected = np.zeros(100, np.float32)
+    expected[lb.REWARD_TIMESTEPS[chain] - 1] = 1.1 if chain == 2 else 1.0
+    np.testing.assert_allclose(rewards, expected, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(terminated), np.arange(100) == 99)
+
+
+# SimpleBandit -----------------------------------------------------------------------------
+
+BANDIT = lb.SimpleBandit()
+
+
+@pytest.mark.parametrize("mapping_seed", [0, 5])
+def test_simple_bandit_parity(mapping_seed: int, jitted: Any) -> None:
+    bandit = pytest.importorskip("bsuite.environments.bandit")
+    bs_env = bandit.SimpleBandit(mapping_seed=mapping_seed)
+    params = lb.SimpleBandit(mapping_seed=mapping_seed).default_params
+    np.testing.assert_allclose(params.rewards, bs_env._rewards, rtol=1e-6)
+    steps = run_parity(bs_env, BANDIT, params, lambda bs, s: s, jitted(BANDIT), 100, random_policy(11))
+    assert steps == 100
+
+
+def test_simple_bandit_hand_computed() -> None:
+    params = lb.SimpleBanditParams(rewards=jnp.array([0.0, 0.5, 1.0]))
+    env = lb.SimpleBandit(num_actions=3)
+    obs, state = env.reset(jax.random.key(0), params)
+    obs, state, reward, terminated, truncated, _ = env.step(jax.random.key(0), state, 1, params)
+    np.testing.assert_array_equal(obs, [1.0])
+    assert float(reward) == 0.5 and bool(terminated) and not bool(truncated) and int(state.last_action) == 1
+    np.testing.assert_allclose(np.sort(BANDIT.default_params.rewards), np.linspace(0, 1, 11), rtol=1e-6)
+
+
+# Construction errors ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("factory", "match"),
+    [
+        (lambda: lb.Catch(rows=1), "rows"),
+        (lambda: lb.DeepSea(size=0), "size"),
+        (lambda: lb.UmbrellaChain(n_distractor=-1), "n_distractor"),
+        (lambda: lb.SimpleBandit(num_actions=0), "num_actions"),
+    ],
+)
+def test_bad_construction_is_rejected(factory: Callable[[], Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        factory()

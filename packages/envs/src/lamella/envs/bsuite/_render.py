@@ -19,6 +19,7 @@ TARGET = (250, 200, 40)
 GOOD = (60, 190, 90)
 BAD = (220, 60, 60)
 NEUTRAL = (200, 200, 200)
+PATH = (44, 44, 60)
 
 
 def palette(colors: Sequence[Sequence[int]]) -> jax.Array:
