@@ -75,6 +75,8 @@ def _words(key: Any, count: int, stream: int) -> list[jax.Array]:
 def bits(key: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
     """Uniform uint32 words of ``shape`` derived from ``key`` (one key, not a batch)."""
     n = int(np.prod(shape)) if len(shape) else 1
+    if n == 0:  # an empty shape such as (0,): nothing to draw (jnp.stack needs one word)
+        return jnp.zeros(tuple(shape), jnp.uint32)
     if n <= _SCALAR_LIMIT:
         words = _words(key, n, stream)
         return jnp.stack(words).reshape(tuple(shape)) if len(shape) else words[0]
