@@ -143,3 +143,9 @@ def test_large_stream_numbers_wrap_without_warnings(recwarn):
     b = fr.uniform(KEY, (4,), stream=3 + 2**32)  # the offset wraps modulo 2**32
     np.testing.assert_array_equal(a, b)
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_empty_shapes():
+    assert fr.bits(KEY, (0,)).shape == (0,)
+    assert fr.bernoulli(KEY, 0.5, (0, 3)).shape == (0, 3)
+    assert jax.jit(lambda k: fr.uniform(k, (2, 0)))(KEY).shape == (2, 0)
