@@ -60,7 +60,7 @@ def _encode_leaf(path: str, leaf: Any) -> dict[str, Any]:
     if _is_key(leaf):
         prng_impl = str(jax.random.key_impl(leaf))
         leaf = jax.random.key_data(leaf)
-    array = np.ascontiguousarray(np.asarray(leaf))
+    array = np.asarray(leaf)  # tobytes() below is C order whatever the layout
     if sys.byteorder != "little":  # files are little-endian everywhere
         array = array.byteswap()
     return {

@@ -1,0 +1,180 @@
+"""``lamella train`` end to end: parsing, errors before compiling, a tiny run, resume, PPO."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from importlib.metadata import entry_points
+
+import jax
+import pytest
+
+from lamella.agents import cli, driver, train
+from lamella.agents.config import register_algorithm, unregister_algorithm
+from lamella.agents.testing import BanditConfig, make_bandit_runner
+
+make_runner_calls: list[object] = []
+
+
+def counted_make_runner(config):
+    make_runner_calls.append(config)
+    return make_bandit_runner(config)
+
+
+@pytest.fixture(autouse=True)
+def bandit():
+    presets = {
+        "Bandit-v0": BanditConfig(),
+        "Bandit-long": BanditConfig(total_timesteps=3200, learning_rate=0.05),
+    }
+    register_algorithm("bandit", BanditConfig, counted_make_runner, presets, overwrite=True)
+    make_runner_calls.clear()
+    yield
+    unregister_algorithm("bandit")
+
+
+def lamella(argv):
+    """What ``lamella`` does with its entry points, for this package's command only."""
+    parser = argparse.ArgumentParser(prog="lamella")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    cli.register(subparsers)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_entry_point_is_declared():
+    (entry,) = [e for e in entry_points(group="lamella.commands") if e.name == "train"]
+    assert entry.value == "lamella.agents.cli:register"
+    assert entry.load() is cli.register
+
+
+def test_print_config_with_overrides_anywhere(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "train",
+        "bandit",
+        "num_envs=2",
+        "--env",
+        "Bandit-long",
+        "--seeds",
+        "3",
+        "learning_rate=0.5",
+        "label=a=b",
+    ]
+    argv.append("--print-config")
+    assert lamella(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["seeds"] == [0, 1, 2]
+    config = printed["config"]
+    assert (config["env_id"], config["total_timesteps"]) == (
+        "Bandit-long",
+        3200,
+    )  # the preset named like --env
+    assert (config["num_envs"], config["learning_rate"], config["label"]) == (2, 0.5, "a=b")
+    assert not make_runner_calls
+
+
+def test_preset_flag_and_eval_episodes(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert (
+        lamella(["train", "bandit", "--preset", "Bandit-long", "--eval-episodes", "7", "--print-config"]) == 0
+    )
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert (config["learning_rate"], config["eval_episodes"], config["env_id"]) == (0.05, 7, "Bandit-v0")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["train", "bandit", "--env", "Bandit-v0", "lr=3e-4"],
+            ["Unknown config key", "'lr'", "learning_rate: float"],
+        ),
+        (["train", "bandit", "total_timesteps=lots"], ["total_timesteps='lots'", "expected int"]),
+        (["train", "bandit", "param_shape=2,x"], ["param_shape='2,x'", "tuple[int, ...]"]),
+        (["train", "bandit", "greedy_eval=maybe"], ["greedy_eval='maybe'", "bool"]),
+        (["train", "nope"], ["Unknown algorithm 'nope'", "bandit"]),
+        (["train", "bandit", "--preset", "Nope-v0"], ["Unknown preset 'Nope-v0'", "Bandit-long"]),
+        (["train", "bandit", "--eval-episodes", "3", "eval_episodes=4"], ["given twice"]),
+        (["train", "bandit", "--seeds", "0"], ["--seeds must be >= 1"]),
+    ],
+)
+def test_mistakes_are_reported_before_anything_compiles(argv, expected, capsys, monkeypatch, tmp_path):
+    jitted = []
+    monkeypatch.setattr(jax, "jit", lambda *a, **k: jitted.append(a))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        lamella(argv)
+    assert info.value.code == 2
+    message = capsys.readouterr().err
+    for text in expected:
+        assert text in message
+    assert "usage: lamella train" in message
+    assert not jitted and not make_runner_calls
+    assert not os.listdir(tmp_path)  # no run directory was made
+
+
+def test_train_resume_and_refusal(tmp_path, capsys):
+    out_dir = str(tmp_path / "run")
+    common = ["--no-progress", "--chunk-iterations", "4", "learning_rate=0.5"]
+    assert (
+        lamella(["train", "bandit", "--seeds", "2", "--out-dir", out_dir, "--max-chunks", "2", *common]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "stopped at iteration 8/20" in out and f"--resume {out_dir}" in out
+    # Same config on resume: fine without repeating it (it comes from the checkpoint).
+    assert lamella(["train", "bandit", "--resume", out_dir, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "finished in" in out and "640 steps per seed" in out and "2 seed(s)" in out
+    for name in ["metrics.json", "metrics.csv", "config.json", "learning_curve.png"]:
+        assert os.path.join(out_dir, name) in out
+    assert "checkpoint_000000020.msgpack" in out
+    runs = json.load(open(os.path.join(out_dir, "metrics.json")))["custom"]["Bandit-v0"]["bandit"]
+    assert sorted(runs) == ["seed_0", "seed_1"] and len(runs["seed_0"]) == 1 + 5 + 1  # step_0..5 + absolute
+    # A different value on resume is refused, naming the key.
+    with pytest.raises(SystemExit):
+        lamella(["train", "bandit", "--resume", out_dir, "learning_rate=0.1"])
+    assert "differs in learning_rate" in capsys.readouterr().err
+    # A fresh run into the same directory is refused.
+    with pytest.raises(SystemExit):
+        lamella(["train", "bandit", "--out-dir", out_dir, *common])
+    assert "already holds a run" in capsys.readouterr().err
+
+
+def test_default_out_dir_and_module_entry(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert train.main(["bandit", "--no-progress", "--no-plot", "total_timesteps=64"]) == 0
+    (run_dir,) = os.listdir(tmp_path / "runs")
+    assert run_dir.startswith("bandit-Bandit-v0-")
+    out = capsys.readouterr().out
+    assert os.path.join("runs", run_dir, "metrics.json") in out and "plot" not in out
+
+
+def test_interrupt_prints_how_to_resume(tmp_path, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver, "run_experiment", interrupted)
+    assert lamella(["train", "bandit", "--out-dir", str(tmp_path / "r")]) == 130
+    assert f"--resume {tmp_path / 'r'}" in capsys.readouterr().err
+
+
+def test_tiny_ppo_run(tmp_path, capsys):
+    """PPO on CartPole-v1 through the command line, a few iterations (once the algorithm table exists)."""
+    algorithms = pytest.importorskip("lamella.agents.algorithms")
+    if "ppo" not in algorithms.ALGORITHMS:
+        pytest.skip("no ppo in ALGORITHMS yet")
+    out_dir = str(tmp_path / "ppo")
+    argv = [
+        "train", "ppo", "--env", "CartPole-v1", "--seeds", "2", "--out-dir", out_dir, "--no-progress",
+        "--eval-episodes", "2", "total_timesteps=512", "num_envs=4", "num_steps=32", "num_epochs=1",
+        "num_minibatches=2", "hidden_sizes=8,8", "eval_max_steps=50",
+    ]  # fmt: skip
+    assert lamella(argv) == 0
+    assert "finished" in capsys.readouterr().out
+    runs = json.load(open(os.path.join(out_dir, "metrics.json")))["classic_control"]["CartPole-v1"]["ppo"]
+    assert sorted(runs) == ["seed_0", "seed_1"]
+    last = runs["seed_0"]["absolute_metrics"]["mean_episode_return"]
+    assert len(last) == 2 and all(1 <= value <= 50 for value in last)
+    assert os.path.exists(os.path.join(out_dir, "learning_curve.png"))

@@ -1,0 +1,198 @@
+"""Config parsing: types, overrides, presets, and errors raised before anything compiles."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lamella.agents import config as config_lib
+from lamella.agents.config import (
+    ConfigError,
+    apply_overrides,
+    config_diff,
+    config_from_dict,
+    config_to_dict,
+    field_types,
+    parse_overrides,
+    parse_value,
+    register_algorithm,
+    resolve_config,
+    unregister_algorithm,
+)
+from lamella.agents.testing import BanditConfig, make_bandit_runner
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionalConfig:
+    env_id: str = "X"
+    total_timesteps: int = 10
+    eval_episodes: int = 1
+    clip: float | None = None
+    widths: tuple[float, ...] = (0.5,)
+    pair: tuple[int, str] = (1, "a")
+
+
+@pytest.fixture
+def bandit_registered():
+    presets = {
+        "Bandit-v0": BanditConfig(),
+        "Bandit-slow": BanditConfig(env_id="Bandit-v0", learning_rate=0.01),
+        "Bandit-v1": BanditConfig(env_id="Bandit-v1", total_timesteps=1280),
+    }
+    register_algorithm("bandit_cfg", BanditConfig, make_bandit_runner, presets)
+    yield presets
+    unregister_algorithm("bandit_cfg")
+
+
+@pytest.mark.parametrize(
+    ("text", "tp", "expected"),
+    [
+        ("12", int, 12),
+        ("1_000", int, 1000),
+        ("1e6", int, 1_000_000),
+        ("-3", int, -3),
+        ("3e-4", float, 3e-4),
+        ("2", float, 2.0),
+        ("true", bool, True),
+        ("False", bool, False),
+        ("yes", bool, True),
+        ("0", bool, False),
+        ("hello world", str, "hello world"),
+        ("", str, ""),
+        ("64,64", tuple[int, ...], (64, 64)),
+        ("(32, 16, 8)", tuple[int, ...], (32, 16, 8)),
+        ("[7]", tuple[int, ...], (7,)),
+        ("()", tuple[int, ...], ()),
+        ("0.5, 1e-2", tuple[float, ...], (0.5, 0.01)),
+        ("none", float | None, None),
+        ("0.25", float | None, 0.25),
+        ("3,b", tuple[int, str], (3, "b")),
+    ],
+)
+def test_parse_value(text, tp, expected):
+    value = parse_value("key", text, tp)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "tp", "expected_name"),
+    [
+        ("3.5", int, "int"),
+        ("ten", int, "int"),
+        ("fast", float, "float"),
+        ("maybe", bool, "bool"),
+        ("64,x", tuple[int, ...], "tuple[int, ...]"),
+        ("1,2,3", tuple[int, str], "tuple[int, str]"),
+        ("big", float | None, "float | None"),
+    ],
+)
+def test_parse_value_errors_name_key_type_and_value(text, tp, expected_name):
+    with pytest.raises(ConfigError) as info:
+        parse_value("the_key", text, tp)
+    message = str(info.value)
+    assert "the_key" in message
+    assert expected_name in message
+    assert repr(text) in message
+
+
+def test_field_types_resolve_string_annotations():
+    types = field_types(BanditConfig)
+    assert types["total_timesteps"] is int
+    assert types["learning_rate"] is float
+    assert types["greedy_eval"] is bool
+    assert types["label"] is str
+    assert types["param_shape"] == tuple[int, ...]
+    with pytest.raises(ConfigError, match="not a dataclass"):
+        field_types(dict)
+
+
+def test_apply_overrides_from_strings_and_values():
+    config = apply_overrides(BanditConfig(), ["learning_rate=0.5", "param_shape=2,2", "greedy_eval=false"])
+    assert config.learning_rate == 0.5
+    assert config.param_shape == (2, 2)
+    assert config.greedy_eval is False
+    config = apply_overrides(BanditConfig(), {"learning_rate": 1, "param_shape": [4], "label": "x"})
+    assert config.learning_rate == 1.0 and isinstance(config.learning_rate, float)
+    assert config.param_shape == (4,)
+    assert apply_overrides(config, {}) is config
+
+
+def test_unknown_key_lists_every_valid_key_and_suggests():
+    with pytest.raises(ConfigError) as info:
+        apply_overrides(BanditConfig(), ["learning_rat=0.1", "zzz=1"])
+    message = str(info.value)
+    assert "'learning_rat'" in message and "'zzz'" in message
+    assert "did you mean 'learning_rate'" in message
+    for field in dataclasses.fields(BanditConfig):
+        assert field.name in message
+    assert "param_shape: tuple[int, ...]" in message
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"total_timesteps": 1.5},
+        {"total_timesteps": True},
+        {"greedy_eval": 1},
+        {"label": 3},
+        {"param_shape": 3},
+    ],
+)
+def test_programmatic_values_are_type_checked(overrides):
+    key = next(iter(overrides))
+    with pytest.raises(ConfigError, match=key):
+        apply_overrides(BanditConfig(), overrides)
+
+
+@pytest.mark.parametrize("item", ["noequals", "=3", "a=1 a=2"])
+def test_malformed_overrides(item):
+    with pytest.raises(ConfigError):
+        parse_overrides(item.split(" "))
+
+
+def test_optional_and_heterogeneous_tuple_fields():
+    config = apply_overrides(OptionalConfig(), ["clip=0.1", "widths=1,2", "pair=(5, z)"])
+    assert config.clip == 0.1 and config.widths == (1.0, 2.0) and config.pair == (5, "z")
+    assert apply_overrides(config, ["clip=None"]).clip is None
+
+
+def test_dict_round_trip_and_diff():
+    config = BanditConfig(param_shape=(2, 3), label="run")
+    as_dict = config_to_dict(config)
+    assert as_dict["param_shape"] == [2, 3]
+    assert config_from_dict(BanditConfig, as_dict) == config
+    other = dataclasses.replace(config, learning_rate=0.3, num_envs=2)
+    assert config_diff(as_dict, config_to_dict(other)) == {"learning_rate": (0.2, 0.3), "num_envs": (4, 2)}
+    with pytest.raises(ConfigError, match="bogus"):
+        config_from_dict(BanditConfig, {**as_dict, "bogus": 1})
+
+
+def test_resolve_config_presets(bandit_registered):
+    assert resolve_config("bandit_cfg") == bandit_registered["Bandit-v0"]
+    assert resolve_config("bandit_cfg", env_id="Bandit-v1") == bandit_registered["Bandit-v1"]
+    assert resolve_config("bandit_cfg", preset="Bandit-slow").learning_rate == 0.01
+    # --preset with a different --env: the preset's settings on that env.
+    config = resolve_config("bandit_cfg", env_id="Bandit-v7", preset="Bandit-slow")
+    assert (config.env_id, config.learning_rate) == ("Bandit-v7", 0.01)
+    # No preset for the env: the config class defaults on that env.
+    assert resolve_config("bandit_cfg", env_id="Other-v0") == BanditConfig(env_id="Other-v0")
+    config = resolve_config("bandit_cfg", env_id="Bandit-v1", overrides=["num_envs=2"])
+    assert (config.total_timesteps, config.num_envs) == (1280, 2)
+
+
+def test_resolve_config_errors(bandit_registered):
+    with pytest.raises(ConfigError, match=r"Unknown algorithm 'nope'.*bandit_cfg"):
+        resolve_config("nope")
+    with pytest.raises(ConfigError, match=r"Unknown preset 'Bandit-v9'.*Bandit-slow"):
+        resolve_config("bandit_cfg", preset="Bandit-v9")
+    with pytest.raises(ConfigError, match="Valid keys"):
+        resolve_config("bandit_cfg", overrides=["nope=1"])
+
+
+def test_register_algorithm_twice_is_refused(bandit_registered):
+    with pytest.raises(ValueError, match="already registered"):
+        register_algorithm("bandit_cfg", BanditConfig, make_bandit_runner)
+    register_algorithm("bandit_cfg", BanditConfig, make_bandit_runner, overwrite=True)
+    assert config_lib.algorithm_table()["bandit_cfg"] == (BanditConfig, make_bandit_runner)

@@ -1,0 +1,296 @@
+"""The training driver: chunks, evaluation, run log, checkpoints, resume, progress.
+
+Uses the bandit runner of :mod:`lamella.agents.testing` (compiles in well under a second).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from lamella.agents import checkpoint as ckpt
+from lamella.agents import driver
+from lamella.agents.config import ConfigError
+from lamella.agents.driver import default_chunk_iterations, run_experiment
+from lamella.agents.progress import Progress, format_duration
+from lamella.agents.testing import BanditConfig, make_bandit_runner
+
+CONFIG = BanditConfig(total_timesteps=32 * 10)  # 10 iterations of 32 steps
+CHUNK = 3  # chunks of 3, 3, 3 and 1 iterations: two compiled shapes
+SEEDS = [0, 5]
+
+
+def run(out_dir, config=CONFIG, **kwargs):
+    kwargs.setdefault("seeds", SEEDS)
+    kwargs.setdefault("chunk_iterations", CHUNK)
+    kwargs.setdefault("progress", False)
+    return run_experiment(
+        config, algorithm="bandit", make_runner=make_bandit_runner, out_dir=out_dir, **kwargs
+    )
+
+
+def leaves(state):
+    out = []
+    for leaf in jax.tree_util.tree_leaves(state):
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        out.append(np.asarray(leaf))
+    return out
+
+
+def assert_bit_identical(a, b):
+    for x, y in zip(leaves(a), leaves(b), strict=True):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+
+
+def read(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    """An uninterrupted run."""
+    return run(str(tmp_path_factory.mktemp("full") / "run"), keep_checkpoints=2)
+
+
+def test_uninterrupted_run_writes_everything(full):
+    assert full.finished and full.iteration == full.num_iterations == 10
+    assert full.step_count == 320
+    assert sorted(os.listdir(full.out_dir)) == [
+        "checkpoints",
+        "config.json",
+        "learning_curve.png",
+        "metrics.csv",
+        "metrics.json",
+    ]
+    runs = json.loads(read(full.metrics_path))["custom"]["Bandit-v0"]["bandit"]
+    assert sorted(runs) == ["seed_0", "seed_5"]
+    steps = [k for k in runs["seed_0"] if k.startswith("step_")]
+    assert steps == [f"step_{i}" for i in range(5)]  # before training, then after each of 4 chunks
+    assert [runs["seed_0"][s]["step_count"] for s in steps] == [0, 96, 192, 288, 320]
+    assert len(runs["seed_0"]["step_1"]["mean_episode_return"]) == CONFIG.eval_episodes
+    assert runs["seed_0"]["step_1"]["episode_length"] == [10] * CONFIG.eval_episodes
+    assert set(runs["seed_0"]["step_1"]) >= {"train_episode_return", "train_loss"}
+    assert "train_loss" not in runs["seed_0"]["step_0"]
+    assert (
+        runs["seed_0"]["absolute_metrics"]["mean_episode_return"]
+        == runs["seed_0"]["step_4"]["mean_episode_return"]
+    )
+    # The seeds are independent runs, and the bandit improves.
+    assert runs["seed_0"]["step_4"] != runs["seed_5"]["step_4"]
+    first = np.mean(runs["seed_0"]["step_0"]["mean_episode_return"])
+    assert full.final_return[0] > first
+    info = json.loads(read(full.config_path))
+    assert (
+        info["config"]["param_shape"] == [3] and info["seeds"] == SEEDS and info["chunk_iterations"] == CHUNK
+    )
+    assert info["environment"] == "custom"
+    names = [os.path.basename(p) for p in ckpt.list_checkpoints(os.path.join(full.out_dir, "checkpoints"))]
+    assert names == ["checkpoint_000000009.msgpack", "checkpoint_000000010.msgpack"]  # keep_checkpoints=2
+    assert full.checkpoint_path.endswith("checkpoint_000000010.msgpack")
+    assert read(full.plot_path)[:4] == b"\x89PNG"
+
+
+def test_final_state_equals_make_train(full):
+    """The chunked, vmapped driver computes what one scan over all iterations computes."""
+    from lamella.agents.runner import make_train
+
+    runner = make_bandit_runner(CONFIG)
+    keys = jax.vmap(jax.random.key)(np.asarray(SEEDS, np.uint32))
+    state, metrics = jax.jit(jax.vmap(make_train(runner)))(keys)
+    np.testing.assert_allclose(leaves(state)[0], leaves(full.state)[0], rtol=1e-6)
+    for mine, theirs in zip(leaves(state)[1:], leaves(full.state)[1:], strict=True):
+        np.testing.assert_array_equal(mine, theirs)  # counter and keys exactly
+    assert metrics["episode_return"].shape == (2, 10)
+
+
+def test_checkpoint_holds_the_final_state(full):
+    target = jax.eval_shape(jax.vmap(make_bandit_runner(CONFIG).init), jax.vmap(jax.random.key)(np.arange(2)))
+    state, meta = ckpt.load_checkpoint(full.checkpoint_path, target)
+    assert_bit_identical(state, full.state)
+    assert meta["iteration"] == 10 and meta["seeds"] == SEEDS and meta["algorithm"] == "bandit"
+    assert meta["num_evaluations"] == 5 and meta["config"]["learning_rate"] == CONFIG.learning_rate
+    assert "jax" in meta["versions"]
+
+
+def test_resume_equals_uninterrupted(full, tmp_path):
+    out_dir = str(tmp_path / "run")
+    part = run(out_dir, max_chunks=2, keep_checkpoints=2)
+    assert not part.finished and part.iteration == 6 and part.plot_path is None
+    rest = run(out_dir, resume=True, keep_checkpoints=2)
+    assert rest.finished and rest.iteration == 10
+    assert_bit_identical(rest.state, full.state)
+    assert read(rest.metrics_path) == read(full.metrics_path)
+    assert read(rest.csv_path) == read(full.csv_path)
+    assert os.path.exists(rest.plot_path)
+
+
+def test_resume_after_a_crash_between_log_and_checkpoint(full, tmp_path, monkeypatch):
+    """A run killed after logging chunk 3 but before checkpointing it resumes to the same result."""
+    out_dir = str(tmp_path / "run")
+    run(out_dir, max_chunks=2)
+    real_save = ckpt.save_checkpoint
+
+    def die(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", die)
+    with pytest.raises(KeyboardInterrupt):
+        run(out_dir, resume=True)
+    monkeypatch.setattr(ckpt, "save_checkpoint", real_save)
+    logged = json.loads(read(os.path.join(out_dir, "metrics.json")))["custom"]["Bandit-v0"]["bandit"][
+        "seed_0"
+    ]
+    assert "step_3" in logged  # the log got ahead of the newest checkpoint (iteration 6)
+    # Resuming from an explicit checkpoint file works like resuming a directory.
+    latest = ckpt.latest_checkpoint(os.path.join(out_dir, "checkpoints"))
+    assert latest.endswith("checkpoint_000000006.msgpack")
+    rest = run(None, resume=latest)
+    assert os.path.samefile(rest.out_dir, out_dir)
+    assert_bit_identical(rest.state, full.state)
+    assert read(rest.metrics_path) == read(full.metrics_path)
+
+
+def test_resume_of_a_finished_run_changes_nothing(full, tmp_path):
+    out_dir = str(tmp_path / "run")
+    done = run(out_dir)
+    again = run(out_dir, resume=True)
+    assert again.finished and again.iteration == 10
+    assert_bit_identical(again.state, done.state)
+    assert read(again.metrics_path) == read(full.metrics_path)
+
+
+def test_resume_refuses_a_different_config(full, tmp_path):
+    out_dir = str(tmp_path / "run")
+    run(out_dir, max_chunks=1)
+    changed = dataclasses.replace(CONFIG, learning_rate=0.3, num_envs=2)
+    with pytest.raises(ConfigError) as info:
+        run(out_dir, config=changed, resume=True)
+    message = str(info.value)
+    assert "learning_rate, num_envs" in message and "checkpoint 0.2, now 0.3" in message
+    with pytest.raises(ConfigError, match="seeds"):
+        run(out_dir, resume=True, seeds=3)
+    with pytest.raises(ConfigError, match="chunk_iterations"):
+        run(out_dir, resume=True, chunk_iterations=2)
+    with pytest.raises(ConfigError, match="from 'bandit'"):
+        run_experiment(
+            CONFIG, algorithm="other", make_runner=make_bandit_runner, out_dir=out_dir, resume=True
+        )
+
+
+def test_fresh_run_refuses_an_existing_run_and_resume_needs_one(full, tmp_path):
+    with pytest.raises(FileExistsError, match="--resume"):
+        run(full.out_dir)
+    with pytest.raises(FileNotFoundError, match="Nothing to resume"):
+        run(str(tmp_path / "empty"), resume=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"seeds": 0}, "seeds"),
+        ({"seeds": [1, 1]}, "distinct"),
+        ({"chunk_iterations": 0}, "chunk_iterations"),
+        ({"checkpoint_every": 0}, "checkpoint_every"),
+    ],
+)
+def test_bad_arguments_fail_before_compiling(tmp_path, monkeypatch, kwargs, match):
+    calls = []
+    monkeypatch.setattr(driver, "_compiled", lambda *a: calls.append(a))
+    with pytest.raises(ValueError, match=match):
+        run(str(tmp_path / "run"), **kwargs)
+    assert not calls and not os.path.exists(tmp_path / "run")
+
+
+def test_too_small_budget_is_reported(tmp_path):
+    with pytest.raises(ConfigError, match="raise total_timesteps"):
+        run(str(tmp_path / "run"), config=BanditConfig(total_timesteps=16))
+
+
+def test_chunk_step_is_traced_once_per_chunk_length(tmp_path):
+    traces = []
+
+    def counting_runner(config):
+        runner = make_bandit_runner(config)
+
+        def step(state):
+            traces.append(1)
+            return runner.step(state)
+
+        return runner._replace(step=step)
+
+    config = dataclasses.replace(CONFIG, label="trace-count")
+    kwargs = {
+        "algorithm": "bandit",
+        "make_runner": counting_runner,
+        "seeds": 2,
+        "progress": False,
+        "plot": False,
+    }
+    run_experiment(config, out_dir=str(tmp_path / "a"), chunk_iterations=4, **kwargs)  # chunks 4, 4, 2
+    assert len(traces) == 2
+    run_experiment(config, out_dir=str(tmp_path / "b"), chunk_iterations=4, **kwargs)  # same config: reused
+    assert len(traces) == 2
+
+
+def test_checkpoint_every(tmp_path):
+    result = run(str(tmp_path / "run"), checkpoint_every=2, keep_checkpoints=None, plot=False)
+    names = [os.path.basename(p) for p in ckpt.list_checkpoints(os.path.join(result.out_dir, "checkpoints"))]
+    assert names == ["checkpoint_000000006.msgpack", "checkpoint_000000010.msgpack"]
+
+
+@pytest.mark.parametrize(("iterations", "chunk"), [(100, 5), (10, 1), (97, 5), (1000, 50), (7, 1)])
+def test_default_chunk_iterations(iterations, chunk):
+    assert default_chunk_iterations(iterations) == chunk
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_on_a_terminal_redraws_one_line():
+    stream = FakeTerminal()
+    bar = Progress(1000, "ppo CartPole-v1", stream=stream, seeds=2)
+    bar.update(500, 123.4)
+    bar.update(1000, 200.0)
+    text = stream.getvalue()
+    assert text.startswith("\rppo CartPole-v1 [##########----------]  50% 500/1,000 steps")
+    assert "return 123.4" in text and "ETA" in text
+    assert text.count("\r") == 2 and text.endswith("\n") and "done" in text
+
+
+def test_progress_in_a_log_prints_lines():
+    stream = io.StringIO()
+    bar = Progress(1000, stream=stream, min_interval=3600)
+    bar.update(100, float("nan"))
+    bar.update(200, 1.0)  # within min_interval: not printed
+    bar.update(1000, 2.0)  # the last one always is
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in stream.getvalue()
+    assert "return" not in lines[0] and "return 2" in lines[1]
+    silent = io.StringIO()
+    Progress(10, stream=silent, enabled=False).update(10, 1.0)
+    assert silent.getvalue() == ""
+
+
+def test_driver_progress_output(tmp_path):
+    stream = io.StringIO()
+    run(str(tmp_path / "run"), progress=True, progress_stream=stream, plot=False)
+    last = stream.getvalue().splitlines()[-1]
+    assert "bandit Bandit-v0 x2 seeds" in last and "320/320 steps" in last and "done" in last
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(5, "0:05"), (75, "1:15"), (3725, "1:02:05"), (float("inf"), "?")]
+)
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
