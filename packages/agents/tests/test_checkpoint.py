@@ -84,7 +84,7 @@ def test_structure_mismatches_are_reported(tmp_path):
     with pytest.raises(CheckpointError, match=r"\['half'\]"):
         load_checkpoint(path, wrong_dtype)
     missing = dict(state, extra=jnp.zeros(()))
-    with pytest.raises(CheckpointError, match="missing.*extra"):
+    with pytest.raises(CheckpointError, match=r"missing.*extra"):
         load_checkpoint(path, missing)
     key_as_numbers = dict(state, key=jnp.zeros((3, 2), jnp.uint32))
     with pytest.raises(CheckpointError, match="holds PRNG keys"):

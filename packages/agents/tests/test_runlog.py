@@ -91,6 +91,7 @@ def test_csv_matches_the_json(tmp_path):
     ] in body
     data = read_metrics(tmp_path / "metrics.json")["classic_control"]["CartPole-v1"]["ppo"]
     for environment, task, algorithm, run, step, step_count, metric, index, value in body:
+        assert (environment, task, algorithm) == ("classic_control", "CartPole-v1", "ppo")
         entry = data[run][step if step == "absolute_metrics" else f"step_{step}"]
         assert entry[metric][int(index)] == float(value)
         if step != "absolute_metrics":
