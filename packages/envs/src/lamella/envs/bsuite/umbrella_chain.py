@@ -96,6 +96,8 @@ class UmbrellaChain(Environment[UmbrellaChainState, UmbrellaChainParams]):
         return jnp.concatenate([head, jnp.asarray(distractors, jnp.float32)])
 
     def _observe(self, key: jax.Array, state: UmbrellaChainState, params: UmbrellaChainParams) -> jax.Array:
+        if self.n_distractor == 0:
+            return self.get_obs(state, params)
         distractors = fast_random.bernoulli(key, 0.5, (self.n_distractor,), stream=1)
         return self.get_obs(state, params, distractors)
 
