@@ -377,3 +377,34 @@ def test_validate_nan_observation_raises():
     state = step(state)[1]
     with pytest.raises(JaxRuntimeError, match="NaN observation"):
         step(state)
+
+
+def test_normalize_wrappers_keep_statistics_across_reset_done():
+    from lamella.envs import wrappers as w
+
+    env, params = le.make("CartPole-v1", autoreset=False)
+    for wrapper in (w.NormalizeObservation(env), w.NormalizeReward(env)):
+        obs, state = wrapper.reset(jax.random.key(0), params)
+        for i in range(5):
+            obs, state, *_ = wrapper.step(jax.random.key(i), state, 1, params)
+        new_obs, new_state = wrapper.reset_done(jax.random.key(9), jnp.asarray(True), state, obs, params)
+        np.testing.assert_array_equal(new_state.stats.count, state.stats.count)
+        fresh_obs, _ = env.reset(jax.random.key(9), params)
+        if isinstance(wrapper, w.NormalizeObservation):
+            expected = jnp.clip((fresh_obs - state.stats.mean) / jnp.sqrt(state.stats.var + 1e-8), -10, 10)
+            np.testing.assert_allclose(new_obs, expected, rtol=1e-6)
+        else:
+            np.testing.assert_array_equal(new_state.discounted_return, 0.0)
+        kept_obs, kept_state = wrapper.reset_done(jax.random.key(9), jnp.asarray(False), state, obs, params)
+        np.testing.assert_array_equal(kept_obs, obs)
+
+
+def test_clip_action_uses_concrete_bounds_under_jit():
+    from lamella.envs import wrappers as w
+
+    env, params = le.make("Pendulum-v1", autoreset=False)
+    clipped = w.ClipAction(env, params)
+    _, state = clipped.reset(jax.random.key(0), params)
+    out_clipped = jax.jit(clipped.step)(jax.random.key(1), state, jnp.array([5.0]), params)
+    out_bound = jax.jit(env.step)(jax.random.key(1), state, jnp.array([2.0]), params)
+    np.testing.assert_allclose(out_clipped[0], out_bound[0])

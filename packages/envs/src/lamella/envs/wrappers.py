@@ -219,17 +219,21 @@ class FlattenObservation(Wrapper):
 
 
 class ClipAction(Wrapper):
-    """Clip continuous actions into the action space's bounds before stepping."""
+    """Clip continuous actions into the action space's bounds before stepping.
 
-    def __init__(self, env: Environment[Any, Any]):
+    The bounds are those of ``env.action_space(params)`` at construction (default params when
+    omitted): spaces are built from concrete numbers, never from traced params.
+    """
+
+    def __init__(self, env: Environment[Any, Any], params: Any = None):
         super().__init__(env)
-        space = env.action_space()
+        space = env.action_space(params)
         if not isinstance(space, spaces.Box):
             raise TypeError(f"ClipAction needs a Box action space, got {space!r}.")
+        self.low, self.high = np.asarray(space.low), np.asarray(space.high)
 
     def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
-        space = self.env.action_space(params)
-        return self.env.step_env(key, state, jnp.clip(action, space.low, space.high), params)
+        return self.env.step_env(key, state, jnp.clip(action, self.low, self.high), params)
 
 
 @struct.dataclass
@@ -319,6 +323,16 @@ class NormalizeObservation(Wrapper):
             info,
         )
 
+    def reset_done(
+        self, key: PRNGKey, done: jax.Array, state: NormalizeObservationState, obs: Any, params: Any = None
+    ) -> tuple[Any, NormalizeObservationState]:
+        # Statistics persist across episodes; only the inner env resets. Where done, the inner
+        # reset_done returns the fresh raw observation, which is normalised here.
+        inner_obs, env_state = self.env.reset_done(key, done, state.env_state, obs, params)
+        done = jnp.all(done) if jnp.ndim(done) else done
+        normalized = jnp.where(done, self._normalize(inner_obs, state.stats), obs)
+        return normalized, state.replace(env_state=env_state)
+
     def observation_space(self, params: Any = None) -> spaces.Box:
         shape = self.env.observation_space(params).shape
         return spaces.Box(-self.clip, self.clip, shape, jnp.float32)
@@ -367,6 +381,16 @@ class NormalizeReward(Wrapper):
         new_state = NormalizeRewardState(env_state, discounted_return * (1 - done), stats)
         info = {**info, "raw_reward": reward}
         return obs, new_state, reward / jnp.sqrt(stats.var + self.epsilon), terminated, truncated, info
+
+    def reset_done(
+        self, key: PRNGKey, done: jax.Array, state: NormalizeRewardState, obs: Any, params: Any = None
+    ) -> tuple[Any, NormalizeRewardState]:
+        # Statistics persist across episodes; the discounted return restarts with the episode.
+        obs, env_state = self.env.reset_done(key, done, state.env_state, obs, params)
+        done = jnp.all(done) if jnp.ndim(done) else done
+        return obs, state.replace(
+            env_state=env_state, discounted_return=jnp.where(done, 0.0, state.discounted_return)
+        )
 
 
 @struct.dataclass
