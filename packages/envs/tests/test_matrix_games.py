@@ -265,6 +265,7 @@ def test_wrong_payoff_is_rejected_with_expected_shape(bad, given):
         lambda: ma.IteratedMatrixGame(payoff=bad),
         lambda: le.make("IteratedMatrixGame-v0", payoff=bad),
         lambda: le.make("InfiniteMatrixGame-v0", payoff=bad),
+        lambda: le.make("IteratedChicken-v0", payoff=bad),
     ):
         with pytest.raises(ValueError, match=r"\(2, 2, 2\)") as error:
             build()

@@ -19,7 +19,9 @@ id                                  env
 The payoff values of the presets are in :data:`PAYOFFS` and
 :mod:`lamella.envs.multi_agent.matrix_game`. ``num_inner_steps`` (iterated
 games), ``gamma`` and ``num_steps`` (infinite game) are params fields that
-``make`` accepts as overrides.
+``make`` accepts as overrides. Every id also takes ``payoff=`` (a preset's
+factory uses it in place of the preset's payoff), which is validated when the
+env is built, so a wrongly shaped payoff fails inside ``make``.
 """
 
 from __future__ import annotations
@@ -62,29 +64,33 @@ __all__ = [
 ]
 
 
-def iterated_prisoners_dilemma(num_inner_steps: int = 100) -> IteratedMatrixGame:
+def _payoff_or_preset(payoff: Any, preset: str) -> Any:
+    return PAYOFFS[preset] if payoff is None else payoff
+
+
+def iterated_prisoners_dilemma(num_inner_steps: int = 100, payoff: Any = None) -> IteratedMatrixGame:
     """The iterated prisoner's dilemma: CC=(-1,-1), CD=(-3,0), DC=(0,-3), DD=(-2,-2)."""
-    return IteratedMatrixGame(PAYOFFS["prisoners_dilemma"], num_inner_steps)
+    return IteratedMatrixGame(_payoff_or_preset(payoff, "prisoners_dilemma"), num_inner_steps)
 
 
-def iterated_matching_pennies(num_inner_steps: int = 100) -> IteratedMatrixGame:
+def iterated_matching_pennies(num_inner_steps: int = 100, payoff: Any = None) -> IteratedMatrixGame:
     """Iterated matching pennies: player 0 wins (+1, -1) on a match, player 1 on a mismatch."""
-    return IteratedMatrixGame(PAYOFFS["matching_pennies"], num_inner_steps)
+    return IteratedMatrixGame(_payoff_or_preset(payoff, "matching_pennies"), num_inner_steps)
 
 
-def iterated_stag_hunt(num_inner_steps: int = 100) -> IteratedMatrixGame:
+def iterated_stag_hunt(num_inner_steps: int = 100, payoff: Any = None) -> IteratedMatrixGame:
     """Iterated stag hunt (0 = stag): SS=(4,4), SH=(1,3), HS=(3,1), HH=(2,2)."""
-    return IteratedMatrixGame(PAYOFFS["stag_hunt"], num_inner_steps)
+    return IteratedMatrixGame(_payoff_or_preset(payoff, "stag_hunt"), num_inner_steps)
 
 
-def iterated_chicken(num_inner_steps: int = 100) -> IteratedMatrixGame:
+def iterated_chicken(num_inner_steps: int = 100, payoff: Any = None) -> IteratedMatrixGame:
     """Iterated chicken (0 = swerve): CC=(0,0), CD=(-1,1), DC=(1,-1), DD=(-10,-10)."""
-    return IteratedMatrixGame(PAYOFFS["chicken"], num_inner_steps)
+    return IteratedMatrixGame(_payoff_or_preset(payoff, "chicken"), num_inner_steps)
 
 
-def iterated_battle_of_the_sexes(num_inner_steps: int = 100) -> IteratedMatrixGame:
+def iterated_battle_of_the_sexes(num_inner_steps: int = 100, payoff: Any = None) -> IteratedMatrixGame:
     """Iterated battle of the sexes: (0,0)=(3,2), (1,1)=(2,3), miscoordination (0,0)."""
-    return IteratedMatrixGame(PAYOFFS["battle_of_the_sexes"], num_inner_steps)
+    return IteratedMatrixGame(_payoff_or_preset(payoff, "battle_of_the_sexes"), num_inner_steps)
 
 
 def register_all(register: Callable[..., Any]) -> None:
