@@ -30,10 +30,11 @@ __all__ = [
 
 
 def _register_builtin() -> None:
-    from lamella.envs import bsuite, classic_control, goal
+    from lamella.envs import bsuite, classic_control, goal, multi_agent
 
     bsuite.register_all(register)
     goal.register_all(register)
+    multi_agent.register_all(register)
 
     register("CartPole-v1", classic_control.CartPole)
     register("Pendulum-v1", classic_control.Pendulum)

@@ -82,10 +82,10 @@ def bits(key: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
         return jnp.stack(words).reshape(tuple(shape)) if len(shape) else words[0]
     k0, k1 = _key_words(key)
     offsets = (int(stream) * int(_STREAM) + np.arange(n, dtype=np.int64) * int(_GOLDEN)) & 0xFFFFFFFF
-    words = _fmix32((k0 + offsets.astype(np.uint32)) ^ k1)
+    hashed = _fmix32((k0 + offsets.astype(np.uint32)) ^ k1)
     if stream == 0:
-        words = words.at[0].set(k0).at[1].set(k1)
-    return words.reshape(tuple(shape))
+        hashed = hashed.at[0].set(k0).at[1].set(k1)
+    return hashed.reshape(tuple(shape))
 
 
 def _unit(words: jax.Array, mantissa_bits: int = 23) -> jax.Array:

@@ -9,7 +9,7 @@ part of the tree structure (hashable, never traced).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 
 import jax
 
@@ -29,12 +29,14 @@ def _replace(self: T, **changes: Any) -> T:
     return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(field, dataclasses.field))
 def dataclass(cls: type[T] | None = None) -> Any:
     """Make ``cls`` a frozen dataclass registered as a pytree, with ``.replace(**changes)``."""
 
     def wrap(cls: type[T]) -> type[T]:
         cls = dataclasses.dataclass(frozen=True)(cls)
-        data_fields, meta_fields = [], []
+        data_fields: list[str] = []
+        meta_fields: list[str] = []
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             (meta_fields if f.metadata.get("static", False) else data_fields).append(f.name)
         if not hasattr(cls, "replace"):

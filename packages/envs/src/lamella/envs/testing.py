@@ -70,9 +70,10 @@ def check_env(
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), obs, eager_obs)
 
     info_structure = None
+    sample = jax.jit(act_space.sample)  # eager sampling compiles dozens of small ops
     for t in range(num_steps):
         key, k_act, k_step = jax.random.split(key, 3)
-        action = act_space.sample(k_act)
+        action = sample(k_act)
         _assert_in_space(act_space, action, "action_space.sample()")
         obs, state, reward, terminated, truncated, info = step_jit(k_step, state, action)
         _assert_in_space(obs_space, obs, f"step {t} observation")
