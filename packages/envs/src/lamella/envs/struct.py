@@ -13,7 +13,7 @@ from typing import Any, TypeVar, dataclass_transform
 
 import jax
 
-__all__ = ["dataclass", "field"]
+__all__ = ["PyTreeNode", "dataclass", "field"]
 
 T = TypeVar("T")
 
@@ -46,3 +46,19 @@ def dataclass(cls: type[T] | None = None) -> Any:
     if cls is None:
         return wrap
     return wrap(cls)
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field, dataclasses.field))
+class PyTreeNode:
+    """Base class form of :func:`dataclass`: ``class EnvState(struct.PyTreeNode): ...``.
+
+    Subclasses are frozen dataclasses registered as pytrees, with a typed ``replace``.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclass(cls)
+
+    def replace(self: T, **changes: Any) -> T:
+        """A copy with ``changes`` applied (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
