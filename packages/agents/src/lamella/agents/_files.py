@@ -8,6 +8,11 @@ import tempfile
 
 __all__ = ["atomic_write_bytes", "atomic_write_text"]
 
+# mkstemp creates files readable by the owner only; give the result the mode a plain open()
+# would (0o666 minus the umask). Read once: os.umask can only be read by setting it.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` so that ``path`` holds either the old or the new content.
@@ -21,6 +26,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     os.makedirs(directory, exist_ok=True)
     fd, tmp_path = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
+        os.chmod(tmp_path, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

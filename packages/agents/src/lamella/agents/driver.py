@@ -2,8 +2,9 @@
 
 :func:`run_experiment` trains one config for several seeds at once. The seeds are a ``vmap``
 axis: ``runner.init`` is vmapped over one key per seed, and training runs in *chunks* of
-iterations, each chunk one compiled call of ``vmap(lambda s: lax.scan(runner.step, s,
-length=chunk))``. Between chunks, on the host, the driver
+iterations, each chunk one call of a compiled ``vmap`` over seeds of a loop of
+``runner.step`` (a ``lax.while_loop`` whose trip count is an argument, so every chunk length,
+the shorter last one included, runs the same compiled program). Between chunks, on the host, the driver
 
 * evaluates the greedy policy of every seed (``vmap(runner.evaluate)``),
 * appends to the run log (``metrics.json`` in the marl-eval layout, ``metrics.csv``,
@@ -11,9 +12,8 @@ length=chunk))``. Between chunks, on the host, the driver
 * writes a checkpoint (msgpack, no code on load, atomic, the newest few kept),
 * updates the progress display,
 
-and at the end it plots ``learning_curve.png``. At most two chunk lengths are compiled (the
-chunk and a shorter last one), and the compiled functions are reused across calls with an
-equal config in one process.
+and at the end it plots ``learning_curve.png``. The compiled functions are reused across
+calls with an equal config in one process.
 
 Resume: ``run_experiment(config, out_dir=..., resume=True)`` restores the newest checkpoint
 into the structure of ``runner.init``, cuts the run log back to the evaluations that
@@ -29,6 +29,7 @@ import datetime
 import functools
 import json
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
@@ -140,25 +141,47 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
 
 @dataclasses.dataclass
 class _Compiled:
+    """A runner with its vmapped, jitted functions (built once per config and process)."""
+
     runner: Any
     init: Callable[[jax.Array], Any]
     evaluate: Callable[[Any, jax.Array], dict[str, jax.Array]]
-    chunks: dict[int, Callable[[Any], tuple[Any, dict[str, jax.Array]]]]
+    chunk: Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]
 
-    def chunk(self, length: int) -> Callable[[Any], tuple[Any, dict[str, jax.Array]]]:
-        if length not in self.chunks:
-            step = self.runner.step
 
-            def run_chunk(state: Any) -> tuple[Any, dict[str, jax.Array]]:
-                return jax.lax.scan(lambda carry, _: step(carry), state, None, length=length)
+def _make_chunk(runner: Any) -> Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]:
+    """``chunk(states, length) -> (states, mean step metrics)`` for every seed at once.
 
-            self.chunks[length] = jax.jit(jax.vmap(run_chunk))
-        return self.chunks[length]
+    The number of iterations is a traced argument of a ``while_loop``, so one compiled
+    program serves every chunk length (the last, shorter chunk of a run included).
+    """
+    # The structure of the step metrics, found without compiling (and without tracing
+    # runner.step again at each call).
+    abstract_state = jax.eval_shape(runner.init, jax.random.key(0))
+    metric_shapes = jax.eval_shape(lambda s: runner.step(s)[1], abstract_state)
+
+    def run_chunk(state: Any, length: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+        sums = jax.tree.map(lambda m: jnp.zeros(m.shape, jnp.float32), metric_shapes)
+
+        def body(carry: tuple[jax.Array, Any, Any]) -> tuple[jax.Array, Any, Any]:
+            i, state, sums = carry
+            state, metrics = runner.step(state)
+            sums = jax.tree.map(lambda total, m: total + jnp.asarray(m, jnp.float32), sums, metrics)
+            return i + 1, state, sums
+
+        _, state, sums = jax.lax.while_loop(
+            lambda c: c[0] < length, body, (jnp.zeros((), jnp.int32), state, sums)
+        )
+        return state, jax.tree.map(lambda total: total / length, sums)
+
+    return jax.jit(jax.vmap(run_chunk, in_axes=(0, None)))
 
 
 def _compile(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
     runner = make_runner(config)
-    return _Compiled(runner, jax.jit(jax.vmap(runner.init)), jax.jit(jax.vmap(runner.evaluate)), {})
+    return _Compiled(
+        runner, jax.jit(jax.vmap(runner.init)), jax.jit(jax.vmap(runner.evaluate)), _make_chunk(runner)
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -191,13 +214,8 @@ def _eval_metrics(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _train_metrics(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Chunk means of the step metrics (arrays (seeds, chunk)), named ``train_<name>``."""
-    out = {}
-    for name, value in raw.items():
-        value = np.asarray(value)
-        if value.ndim == 2 and np.issubdtype(value.dtype, np.number):
-            out[f"train_{name}"] = value.astype(np.float64).mean(axis=1)
-    return out
+    """Chunk means of the scalar step metrics (arrays (seeds,)), named ``train_<name>``."""
+    return {f"train_{name}": np.asarray(value) for name, value in raw.items() if np.ndim(value) == 1}
 
 
 def run_experiment(
@@ -253,6 +271,7 @@ def run_experiment(
         FileExistsError: a fresh run into a directory that holds a previous run.
         FileNotFoundError: nothing to resume from.
     """
+    started = time.perf_counter()
     # Everything that can be wrong with the arguments is checked before anything compiles.
     if make_runner is None:
         algorithm, make_runner = find_algorithm(config, algorithm)
@@ -399,12 +418,13 @@ def run_experiment(
         enabled=progress,
         initial_steps=iteration * steps_per_iteration,
         seeds=len(seed_list),
+        start_time=started,
     )
     chunks_done = 0
     try:
         while iteration < num_iterations and (max_chunks is None or chunks_done < max_chunks):
             length = min(chunk_iterations, num_iterations - iteration)
-            state, step_metrics = compiled.chunk(length)(state)
+            state, step_metrics = compiled.chunk(state, jnp.asarray(length, jnp.int32))
             iteration += length
             chunks_done += 1
             evaluation = evaluate(state, len(log.steps))

@@ -69,13 +69,16 @@ def plot_learning_curve(
         length = min(len(x) for x, _ in runs.values())
         x = next(iter(runs.values()))[0][:length]
         ys = np.stack([y[:length] for _, y in runs.values()])
-        for _, y in runs.values():
-            axis.plot(x, y[:length], color="tab:blue", alpha=0.25, linewidth=0.8)
-        axis.fill_between(
-            x, ys.min(0), ys.max(0), color="tab:blue", alpha=0.18, linewidth=0, label="min–max over seeds"
-        )
-        axis.plot(x, ys.mean(0), color="tab:blue", linewidth=2.0, label=f"mean of {len(runs)} seed(s)")
-        axis.set_title(f"{algorithm} on {task}")
+        if len(runs) > 1:
+            for _, y in runs.values():
+                axis.plot(x, y[:length], color="tab:blue", alpha=0.25, linewidth=0.8)
+            axis.fill_between(
+                x, ys.min(0), ys.max(0), color="tab:blue", alpha=0.18, linewidth=0, label="min–max over seeds"
+            )
+            axis.plot(x, ys.mean(0), color="tab:blue", linewidth=2.0, label=f"mean of {len(runs)} seeds")
+        else:
+            axis.plot(x, ys[0], color="tab:blue", linewidth=2.0, label=next(iter(runs)))
+        axis.set_title(f"{algorithm} on {task} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")
         axis.set_xlabel("environment steps")
         axis.set_ylabel(f"{metric.replace('_', ' ')} (greedy evaluation)")
         axis.grid(True, alpha=0.3)

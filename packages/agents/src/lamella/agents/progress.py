@@ -41,6 +41,8 @@ class Progress:
         initial_steps: steps already done when this display starts (a resumed run).
         seeds: runs trained side by side; ``steps`` count one run's steps, the speed
             counts the steps of all of them (what the machine does).
+        start_time: ``time.perf_counter()`` when the work began (default: now), so the
+            elapsed time includes set-up and compilation done before the display existed.
 
     The speed leaves out the first update, which carries the compile time, once a second
     update has arrived.
@@ -57,6 +59,7 @@ class Progress:
         width: int = 20,
         initial_steps: int = 0,
         seeds: int = 1,
+        start_time: float | None = None,
     ) -> None:
         self.total_steps = max(int(total_steps), 1)
         self.label = label
@@ -65,7 +68,7 @@ class Progress:
         self.min_interval = min_interval
         self.width = width
         self.is_tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self._start = time.perf_counter()
+        self._start = time.perf_counter() if start_time is None else start_time
         self._initial_steps = int(initial_steps)
         self.seeds = max(int(seeds), 1)
         self._first: tuple[float, int] | None = None
