@@ -1,0 +1,67 @@
+"""lamella-eval: read run logs, aggregate with bootstrap confidence intervals, plot, tabulate.
+
+The metric definitions and the bootstrap follow rliable 1.2 (same point estimates,
+bit for bit; confidence bounds within Monte-Carlo error), computed with JAX.
+"""
+
+from lamella.eval.__about__ import __version__
+from lamella.eval._src.bootstrap import (
+    STATISTICS,
+    Estimates,
+    ImprovementEstimates,
+    interval_estimates,
+    performance_profiles,
+    probability_of_improvement_estimates,
+    sample_efficiency,
+)
+from lamella.eval._src.metrics import (
+    iqm,
+    mean,
+    median,
+    optimality_gap,
+    performance_profile,
+    probability_of_improvement,
+)
+from lamella.eval._src.runlog import (
+    CSV_HEADER,
+    Evaluation,
+    Run,
+    RunLogError,
+    read_csv,
+    read_run_log,
+    read_run_logs,
+    runs_from_dict,
+    write_csv,
+)
+from lamella.eval._src.scores import Curves, Scores, curve_scores, final_scores, normalize
+
+__all__ = [
+    "CSV_HEADER",
+    "STATISTICS",
+    "Curves",
+    "Estimates",
+    "Evaluation",
+    "ImprovementEstimates",
+    "Run",
+    "RunLogError",
+    "Scores",
+    "__version__",
+    "curve_scores",
+    "final_scores",
+    "interval_estimates",
+    "iqm",
+    "mean",
+    "median",
+    "normalize",
+    "optimality_gap",
+    "performance_profile",
+    "performance_profiles",
+    "probability_of_improvement",
+    "probability_of_improvement_estimates",
+    "read_csv",
+    "read_run_log",
+    "read_run_logs",
+    "runs_from_dict",
+    "sample_efficiency",
+    "write_csv",
+]

@@ -1,0 +1,147 @@
+"""Plots of bootstrap estimates (matplotlib, no pyplot state: safe in scripts and threads)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from lamella.eval._src.bootstrap import Estimates, ImprovementEstimates
+
+__all__ = [
+    "plot_interval_estimates",
+    "plot_performance_profiles",
+    "plot_probability_of_improvement",
+    "plot_sample_efficiency",
+]
+
+_LABELS = {"iqm": "IQM", "mean": "Mean", "median": "Median", "optimality_gap": "Optimality gap"}
+
+
+def _save(figure: Figure, path: str | os.PathLike[str], dpi: int) -> str:
+    path = os.fspath(path)
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=dpi)
+    return path
+
+
+def _colors(names: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {name: cmap(i % 10) for i, name in enumerate(names)}
+
+
+def plot_interval_estimates(
+    estimates: Estimates,
+    path: str | os.PathLike[str],
+    *,
+    xlabel: str = "score",
+    figsize: tuple[float, float] | None = None,
+    dpi: int = 100,
+) -> str:
+    """One panel per statistic: each algorithm's confidence interval as a bar, the point
+    estimate as a tick. Returns the path written (PNG, or any format matplotlib infers)."""
+    algorithms = list(estimates.point)
+    panels = len(estimates.labels)
+    figsize = figsize or (3.2 * panels, 0.45 * len(algorithms) + 1.2)
+    figure = Figure(figsize=figsize, layout="constrained")
+    axes = figure.subplots(1, panels, sharey=True, squeeze=False)[0]
+    colors = _colors(algorithms)
+    for k, (axis, label) in enumerate(zip(axes, estimates.labels)):
+        for row, algorithm in enumerate(algorithms):
+            low, high = estimates.lower[algorithm][k], estimates.upper[algorithm][k]
+            axis.barh(row, high - low, left=low, height=0.6, color=colors[algorithm], alpha=0.75)
+            axis.vlines(estimates.point[algorithm][k], row - 0.3, row + 0.3, color="k", linewidth=1.5)
+        axis.set_title(_LABELS.get(str(label), str(label)))
+        axis.set_xlabel(xlabel)
+        axis.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(algorithms)), algorithms)
+    axes[0].invert_yaxis()
+    return _save(figure, path, dpi)
+
+
+def plot_performance_profiles(
+    profiles: Estimates,
+    path: str | os.PathLike[str],
+    *,
+    xlabel: str = r"score $\tau$",
+    figsize: tuple[float, float] = (6.0, 4.0),
+    dpi: int = 100,
+) -> str:
+    """Fraction of runs with score above tau, per algorithm, with confidence bands."""
+    figure = Figure(figsize=figsize, layout="constrained")
+    axis = figure.subplots()
+    colors = _colors(list(profiles.point))
+    for algorithm, point in profiles.point.items():
+        taus = profiles.x[algorithm]
+        axis.plot(taus, point, color=colors[algorithm], label=algorithm)
+        axis.fill_between(
+            taus, profiles.lower[algorithm], profiles.upper[algorithm], color=colors[algorithm], alpha=0.2
+        )
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(r"fraction of runs with score $> \tau$")
+    axis.set_ylim(0.0, 1.0)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    return _save(figure, path, dpi)
+
+
+def plot_probability_of_improvement(
+    improvement: ImprovementEstimates,
+    path: str | os.PathLike[str],
+    *,
+    figsize: tuple[float, float] | None = None,
+    dpi: int = 100,
+) -> str:
+    """P(X > Y) per pair with its confidence interval; 0.5 marked."""
+    pairs = improvement.pairs
+    figsize = figsize or (6.0, 0.45 * len(pairs) + 1.2)
+    figure = Figure(figsize=figsize, layout="constrained")
+    axis = figure.subplots()
+    for row in range(len(pairs)):
+        low, high = improvement.lower[row], improvement.upper[row]
+        axis.barh(row, high - low, left=low, height=0.6, color="tab:blue", alpha=0.7)
+        axis.vlines(improvement.point[row], row - 0.3, row + 0.3, color="k", linewidth=1.5)
+    axis.axvline(0.5, color="grey", linestyle="--", linewidth=1)
+    axis.set_yticks(range(len(pairs)), [f"P({x} > {y})" for x, y in pairs])
+    axis.invert_yaxis()
+    axis.set_xlim(0.0, 1.0)
+    axis.set_xlabel("probability of improvement")
+    axis.grid(axis="x", alpha=0.3)
+    return _save(figure, path, dpi)
+
+
+def plot_sample_efficiency(
+    curves: Estimates,
+    path: str | os.PathLike[str],
+    *,
+    statistic: str | int = 0,
+    xlabel: str = "environment steps",
+    ylabel: str | None = None,
+    figsize: tuple[float, float] = (6.0, 4.0),
+    dpi: int = 100,
+) -> str:
+    """An aggregate (``statistic``, a label or an index) against environment steps, with
+    confidence bands."""
+    k = statistic if isinstance(statistic, int) else list(curves.labels).index(statistic)
+    figure = Figure(figsize=figsize, layout="constrained")
+    axis = figure.subplots()
+    colors = _colors(list(curves.point))
+    for algorithm, point in curves.point.items():
+        x = curves.x[algorithm]
+        axis.plot(x, point[k], color=colors[algorithm], label=algorithm, marker="o", markersize=3)
+        axis.fill_between(
+            x, curves.lower[algorithm][k], curves.upper[algorithm][k], color=colors[algorithm], alpha=0.2
+        )
+    axis.set_xlabel(xlabel)
+    label = str(curves.labels[k])
+    axis.set_ylabel(ylabel or _LABELS.get(label, label))
+    axis.grid(alpha=0.3)
+    axis.legend()
+    return _save(figure, path, dpi)

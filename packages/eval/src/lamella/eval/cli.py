@@ -1,0 +1,196 @@
+"""``lamella eval``: sub-commands of the ``lamella`` command (entry point ``lamella.commands``).
+
+``lamella eval aggregate RUN_DIR... --metric mean_episode_return`` reads run logs,
+computes the aggregates with stratified-bootstrap confidence intervals, and writes
+plots (PNG) and tables (Markdown, CSV, LaTeX) to ``--out-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+__all__ = ["aggregate", "register"]
+
+
+def _write(path: str, text: str) -> str:
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
+    return path
+
+
+def _write_tables(out_dir: str, stem: str, table: Any, caption: str) -> list[str]:
+    from lamella.eval._src import tables
+
+    return [
+        _write(os.path.join(out_dir, f"{stem}.md"), tables.to_markdown(table)),
+        _write(os.path.join(out_dir, f"{stem}.csv"), tables.to_csv(table)),
+        _write(os.path.join(out_dir, f"{stem}.tex"), tables.to_latex(table, caption)),
+    ]
+
+
+def _curves_csv(estimates: Any) -> str:
+    lines = ["algorithm,evaluation,step_count,statistic,point,lower,upper"]
+    for algorithm, point in estimates.point.items():
+        for k, label in enumerate(estimates.labels):
+            for s in range(point.shape[1]):
+                lines.append(
+                    f"{algorithm},{s},{estimates.x[algorithm][s]:g},{label},{point[k, s]!r},"
+                    f"{estimates.lower[algorithm][k, s]!r},{estimates.upper[algorithm][k, s]!r}"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def aggregate(
+    paths: list[str],
+    metric: str = "mean_episode_return",
+    out_dir: str = "eval",
+    *,
+    normalize: str = "minmax",
+    source: str = "auto",
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    truncate: bool = False,
+) -> list[str]:
+    """Aggregate run logs into plots and tables; return the files written.
+
+    Args:
+        paths: run directories, ``metrics.json``/``metrics.csv`` files, or folders holding them.
+        metric: the metric to aggregate.
+        out_dir: where the plots and tables go.
+        normalize: ``minmax`` (per task, over all algorithms and runs), ``none``, or a JSON
+            file ``{"task": [low, high], ...}`` of reference scores.
+        source: ``auto``, ``absolute`` or ``last`` (see :func:`lamella.eval.final_scores`).
+        reps: bootstrap replicates.
+        confidence: interval coverage.
+        seed: bootstrap seed.
+        truncate: cut learning curves to the shortest run instead of raising.
+    """
+    import lamella.eval as le
+    from lamella.eval._src import plots, tables
+
+    runs = le.read_run_logs(paths)
+    scores = le.final_scores(runs, metric, source)  # type: ignore[arg-type]
+    if normalize == "minmax":
+        reference: Any = "minmax"
+    elif normalize == "none":
+        reference = None
+    else:
+        with open(normalize, encoding="utf-8") as file:
+            reference = {task: tuple(pair) for task, pair in json.load(file).items()}
+    if reference is not None:
+        scores = le.normalize(scores, reference)  # type: ignore[assignment]
+    label = f"{'normalised ' if reference is not None else ''}{metric}"
+    os.makedirs(out_dir, exist_ok=True)
+    written: list[str] = []
+    key = np.random.SeedSequence(seed).generate_state(1)[0].item()
+
+    estimates = le.interval_estimates(scores.values, reps=reps, confidence=confidence, key=key)
+    written.append(
+        plots.plot_interval_estimates(estimates, os.path.join(out_dir, "aggregates.png"), xlabel=label)
+    )
+    caption = (
+        f"{label} ({scores.source}); {len(scores.tasks)} tasks; point estimate "
+        f"[{confidence:.0%} stratified-bootstrap percentile interval, {reps} replicates]"
+    )
+    aggregate_table = tables.estimates_table(estimates)
+    written += _write_tables(out_dir, "aggregates", aggregate_table, caption)
+
+    values = np.concatenate([v.reshape(-1) for v in scores.values.values()])
+    taus = np.linspace(values.min(), values.max(), 101)
+    profiles = le.performance_profiles(scores.values, taus, reps=reps, confidence=confidence, key=key + 1)
+    written.append(
+        plots.plot_performance_profiles(
+            profiles, os.path.join(out_dir, "performance_profiles.png"), xlabel=label
+        )
+    )
+
+    if len(scores.values) > 1:
+        improvement = le.probability_of_improvement_estimates(
+            scores.values, reps=reps, confidence=confidence, key=key + 2
+        )
+        written.append(
+            plots.plot_probability_of_improvement(
+                improvement, os.path.join(out_dir, "probability_of_improvement.png")
+            )
+        )
+        written += _write_tables(
+            out_dir,
+            "probability_of_improvement",
+            tables.improvement_table(improvement),
+            f"P(x > y) on {label}",
+        )
+
+    if all(run.evaluations for run in runs):
+        curves = le.curve_scores(runs, metric, truncate=truncate)
+        if reference is not None:
+            curves = le.normalize(curves, reference)  # type: ignore[assignment]
+        efficiency = le.sample_efficiency(
+            curves.values, curves.step_counts, ("iqm", "mean"), reps=reps, confidence=confidence, key=key + 3
+        )
+        written.append(
+            plots.plot_sample_efficiency(
+                efficiency,
+                os.path.join(out_dir, "sample_efficiency.png"),
+                statistic="iqm",
+                ylabel=f"IQM {label}",
+            )
+        )
+        written.append(_write(os.path.join(out_dir, "sample_efficiency.csv"), _curves_csv(efficiency)))
+
+    print(
+        f"{len(runs)} runs, {len(scores.values)} algorithms, {len(scores.tasks)} tasks; scores from {scores.source}"
+    )
+    print(tables.to_markdown(aggregate_table), end="")
+    for path in written:
+        print(f"wrote {path}")
+    return written
+
+
+def _aggregate_command(args: argparse.Namespace) -> int:
+    aggregate(
+        args.run_dirs,
+        args.metric,
+        args.out_dir,
+        normalize=args.normalize,
+        source=args.source,
+        reps=args.reps,
+        confidence=args.confidence,
+        seed=args.seed,
+        truncate=args.truncate,
+    )
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``eval`` (with ``aggregate``) to the ``lamella`` command's sub-parsers."""
+    parser = subparsers.add_parser("eval", help="aggregate run logs: bootstrap CIs, plots, tables")
+    commands = parser.add_subparsers(dest="eval_command", required=True)
+    agg = commands.add_parser(
+        "aggregate",
+        help="IQM/mean/median/optimality gap with CIs, probability of improvement, profiles, curves",
+        description="Read run logs (marl-eval JSON or the CSV view) and write plots and tables.",
+    )
+    agg.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="run directories or metrics.json/.csv files"
+    )
+    agg.add_argument("--metric", default="mean_episode_return")
+    agg.add_argument("--out-dir", default="eval", help="where plots and tables are written (default: eval)")
+    agg.add_argument(
+        "--normalize",
+        default="minmax",
+        help="minmax (per task, default), none, or a JSON file {task: [low, high]} of reference scores",
+    )
+    agg.add_argument(
+        "--source", choices=("auto", "absolute", "last"), default="auto", help="which evaluation is final"
+    )
+    agg.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    agg.add_argument("--confidence", type=float, default=0.95)
+    agg.add_argument("--seed", type=int, default=0)
+    agg.add_argument("--truncate", action="store_true", help="cut learning curves to the shortest run")
+    agg.set_defaults(func=_aggregate_command)
