@@ -30,10 +30,12 @@ __all__ = [
 
 
 def _register_builtin() -> None:
-    from lamella.envs import bsuite, classic_control, goal, multi_agent
+    from lamella.envs import bsuite, classic_control, goal, minatar, misc, multi_agent
 
     bsuite.register_all(register)
     goal.register_all(register)
+    minatar.register_all(register)
+    misc.register_all(register)
     multi_agent.register_all(register)
 
     register("CartPole-v1", classic_control.CartPole)

@@ -1,0 +1,114 @@
+"""GaussianBandit-misc: a two-armed bandit with one safe and one Gaussian arm (Lange & Sprekeler 2022)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.envs import random as fast_random
+from lamella.envs import spaces, struct
+from lamella.envs.environment import Environment, StepOutput
+from lamella.envs.misc import _common
+from lamella.envs.misc.bernoulli_bandit import _bars
+
+__all__ = ["GaussianBandit", "GaussianBanditParams", "GaussianBanditState"]
+
+
+@struct.dataclass
+class GaussianBanditState:
+    mu: jax.Array  # float32 (): mean reward of arm 1 in this episode
+    last_action: jax.Array  # int32 (): arm pulled on the last step (0 after a reset)
+    last_reward: jax.Array  # float32 (): reward of the last step (0 after a reset)
+    time: jax.Array  # int32 (): steps taken in this episode
+
+
+@struct.dataclass
+class GaussianBanditParams:
+    mean_mu: float = -1.0  # mean of arm 1's episode mean
+    sigma_p: float = 1.0  # standard deviation of arm 1's episode mean (between episodes)
+    sigma_l: float = 0.1  # standard deviation of arm 1's reward around its mean (between pulls)
+    normalize_time: bool = True  # time entry as 2 * t / 100 - 1 instead of t
+    max_steps_in_episode: int = 100
+
+
+class GaussianBandit(Environment[GaussianBanditState, GaussianBanditParams]):
+    """Arm 0 pays 0 for sure; arm 1 pays ``N(mu, sigma_l^2)`` with ``mu ~ N(mean_mu, sigma_p^2)`` per episode.
+
+    Follows gymnax's ``GaussianBandit-misc``: whether exploring arm 1 pays off
+    depends on the horizon and on the prior, which is what a meta-learner has to
+    find out.
+
+    Observation: float32 ``(4,)`` = last reward, one-hot last action (2), time
+    (``2 * t / 100 - 1``, or ``t`` without ``params.normalize_time``).
+    Action: Discrete(2), int32 ``()``: the arm.
+    Reward: 0.0 for arm 0; ``mu + sigma_l * N(0, 1)`` for arm 1 (drawn from the
+    step key).
+    Terminated: never.
+    Truncated: after ``max_steps_in_episode`` (100) steps.
+    Reset: ``mu = mean_mu + sigma_p * N(0, 1)`` (from the reset key).
+    State: :class:`GaussianBanditState`.
+    """
+
+    @property
+    def default_params(self) -> GaussianBanditParams:
+        return GaussianBanditParams()
+
+    def reset_env(
+        self, key: jax.Array, params: GaussianBanditParams
+    ) -> tuple[jax.Array, GaussianBanditState]:
+        state = GaussianBanditState(
+            mu=jnp.asarray(params.mean_mu + params.sigma_p * fast_random.normal(key), jnp.float32),
+            last_action=jnp.zeros((), jnp.int32),
+            last_reward=jnp.zeros((), jnp.float32),
+            time=jnp.zeros((), jnp.int32),
+        )
+        return self.get_obs(state, params), state
+
+    def step_env(
+        self, key: jax.Array, state: GaussianBanditState, action: Any, params: GaussianBanditParams
+    ) -> StepOutput:
+        action = jnp.asarray(action, jnp.int32)
+        pull = state.mu + params.sigma_l * fast_random.normal(key)
+        reward = jnp.where(action == 0, 0.0, pull).astype(jnp.float32)
+        time = state.time + 1
+        state = state.replace(last_action=action, last_reward=reward, time=time)
+        truncated = time >= params.max_steps_in_episode
+        return self.get_obs(state, params), state, reward, jnp.zeros((), jnp.bool_), truncated, {}
+
+    def get_obs(self, state: GaussianBanditState, params: GaussianBanditParams) -> jax.Array:
+        time = _common.time_feature(state.time, params.normalize_time)
+        return jnp.stack(
+            [
+                state.last_reward,
+                (state.last_action == 0).astype(jnp.float32),
+                (state.last_action == 1).astype(jnp.float32),
+                time,
+            ]
+        ).astype(jnp.float32)
+
+    def observation_space(self, params: GaussianBanditParams | None = None) -> spaces.Box:
+        params = self.default_params if params is None else params
+        max_steps = float(params.max_steps_in_episode)
+        if bool(params.normalize_time):
+            time_low, time_high = -1.0, max(1.0, 2.0 * max_steps / 100 - 1.0)
+        else:
+            time_low, time_high = 0.0, max_steps
+        big = float(np.finfo(np.float32).max)
+        return spaces.Box(
+            np.array([-big, 0.0, 0.0, time_low], np.float32), np.array([big, 1.0, 1.0, time_high], np.float32)
+        )
+
+    def action_space(self, params: GaussianBanditParams | None = None) -> spaces.Discrete:
+        return spaces.Discrete(2)
+
+    def render(self, state: GaussianBanditState, params: GaussianBanditParams | None = None) -> jax.Array:
+        """Bars of the two arms' means mapped from [-3, 3] to [0, 1] (arm 0 at the middle); the
+        last pulled arm blue; under it green for a reward above 0, red otherwise.
+
+        Shape ``(11 * 20, 2 * 40, 3)`` uint8.
+        """
+        levels = (jnp.stack([jnp.zeros((), jnp.float32), state.mu]) + 3.0) / 6.0
+        return _bars(levels, state.last_action, state.last_reward > 0.0, state.time > 0)
