@@ -90,7 +90,7 @@ class DeepSea(Environment[DeepSeaState, DeepSeaParams]):
         if self.randomize_actions:
             mapping = np.random.RandomState(self.mapping_seed).binomial(1, 0.5, (self.size, self.size))
         else:
-            mapping = np.ones((self.size, self.size))
+            mapping = np.ones((self.size, self.size), np.int64)
         return DeepSeaParams(action_mapping=jnp.asarray(mapping, jnp.int32))
 
     def sample_action_mapping(self, key: jax.Array) -> jax.Array:

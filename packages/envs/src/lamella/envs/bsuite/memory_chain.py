@@ -84,7 +84,7 @@ class MemoryChain(Environment[MemoryChainState, MemoryChainParams]):
         terminated = time > params.memory_length
         correct = jnp.asarray(action) == state.context[state.query]
         reward = jnp.where(terminated, jnp.where(correct, 1.0, -1.0), 0.0).astype(jnp.float32)
-        state = state.replace(time=time)
+        state = MemoryChainState(context=state.context, query=state.query, time=time)
         return obs, state, reward, terminated, jnp.zeros((), jnp.bool_), {}
 
     def get_obs(self, state: MemoryChainState, params: MemoryChainParams) -> jax.Array:
