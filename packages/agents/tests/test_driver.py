@@ -121,6 +121,21 @@ def test_checkpoint_holds_the_final_state(full):
     assert "jax" in meta["versions"]
 
 
+def test_load_run(full):
+    from lamella.agents.config import register_algorithm, unregister_algorithm
+
+    register_algorithm("bandit", BanditConfig, make_bandit_runner, overwrite=True)
+    try:
+        loaded = driver.load_run(full.out_dir)
+    finally:
+        unregister_algorithm("bandit")
+    assert loaded.algorithm == "bandit" and loaded.config == CONFIG
+    assert loaded.metadata["iteration"] == 10
+    assert_bit_identical(loaded.state, full.state)
+    with pytest.raises(FileNotFoundError):
+        driver.load_run(os.path.dirname(full.out_dir))
+
+
 def test_resume_equals_uninterrupted(full, tmp_path):
     out_dir = str(tmp_path / "run")
     part = run(out_dir, max_chunks=2, keep_checkpoints=2)

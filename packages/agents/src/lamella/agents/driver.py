@@ -31,7 +31,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import jax
 import jax.numpy as jnp
@@ -44,7 +44,15 @@ from lamella.agents.config import ConfigError, config_diff, config_to_dict
 from lamella.agents.progress import Progress
 from lamella.agents.runlog import RunLog, env_family
 
-__all__ = ["RunResult", "default_chunk_iterations", "default_out_dir", "find_algorithm", "run_experiment"]
+__all__ = [
+    "LoadedRun",
+    "RunResult",
+    "default_chunk_iterations",
+    "default_out_dir",
+    "find_algorithm",
+    "load_run",
+    "run_experiment",
+]
 
 # Evaluation keys are fold_in(key(seed), _EVAL_STREAM) folded with the evaluation index, so they
 # never coincide with the keys a runner derives from key(seed) by splitting, and a resumed run
@@ -470,3 +478,40 @@ def run_experiment(
         plot_path=plot_path,
         final_return=final_return,
     )
+
+
+class LoadedRun(NamedTuple):
+    """A checkpoint brought back to life by :func:`load_run`."""
+
+    algorithm: str
+    config: Any
+    runner: Any
+    state: Any
+    metadata: dict[str, Any]
+
+
+def load_run(path: str | os.PathLike[str]) -> LoadedRun:
+    """Load a run's newest checkpoint (``path`` is a run directory) or a given checkpoint file.
+
+    The config is rebuilt from the checkpoint, the runner from the algorithm table, and the
+    state restored into the structure of ``vmap(runner.init)`` (seed axis leading). Evaluate
+    it with ``jax.vmap(loaded.runner.evaluate)(loaded.state, keys)``.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        found = ckpt.latest_checkpoint(os.path.join(path, "checkpoints"))
+        if found is None:
+            raise FileNotFoundError(f"No checkpoints/checkpoint_*.msgpack in {path!r}.")
+        path = found
+    metadata = ckpt.read_metadata(path)
+    table = config_lib.algorithm_table()
+    if metadata["algorithm"] not in table:
+        raise ConfigError(
+            f"{path} is a {metadata['algorithm']!r} checkpoint; known algorithms: {', '.join(sorted(table))}."
+        )
+    config_cls, make_runner = table[metadata["algorithm"]]
+    config = config_lib.config_from_dict(config_cls, metadata["config"])
+    runner = make_runner(config)
+    keys = jax.vmap(jax.random.key)(jnp.asarray(metadata["seeds"], dtype=jnp.uint32))
+    state, metadata = ckpt.load_checkpoint(path, jax.eval_shape(jax.vmap(runner.init), keys))
+    return LoadedRun(metadata["algorithm"], config, runner, state, metadata)
