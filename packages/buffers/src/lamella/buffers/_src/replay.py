@@ -66,6 +66,11 @@ def make_item_buffer(
     owner = "make_item_buffer"
     _positive("max_length", max_length, owner)
     _positive("sample_batch_size", sample_batch_size, owner)
+    if sample_batch_size > max_length:
+        raise ValueError(
+            f"{owner}: sample_batch_size ({sample_batch_size}) must be <= max_length ({max_length}) "
+            "(flashbax requires it)."
+        )
     min_length = sample_batch_size if min_length is None else min_length
     _positive("min_length", min_length, owner)
     if min_length > max_length:
@@ -120,6 +125,11 @@ def make_flat_buffer(
     _positive("sample_batch_size", sample_batch_size, owner)
     min_length = sample_batch_size if min_length is None else min_length
     _positive("min_length", min_length, owner)
+    if sample_batch_size > max_length:
+        raise ValueError(
+            f"{owner}: sample_batch_size ({sample_batch_size}) must be <= max_length ({max_length}) "
+            "(flashbax requires it)."
+        )
     envs = 1 if add_batch_size is None else add_batch_size
     _positive("add_batch_size", envs, owner)
     if max_length // envs < 2:

@@ -78,7 +78,8 @@ def record(vault: Vault, buffer_state: Any) -> int:
 
     Host-side (it reads ``current_index``): call it between compiled chunks.
     """
-    return int(vault.write(jax.device_get(_trajectory_state(buffer_state))))
+    trajectory = jax.device_get(_trajectory_state(buffer_state))
+    return int(vault.write(trajectory))
 
 
 def read_vault(vault: Vault, timesteps: int | None = None) -> Any:

@@ -1,0 +1,125 @@
+"""The flashbax buffer factories: argument checks, round trips, prioritised replay, donation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.buffers as lb
+
+EXAMPLE = lb.transition_like(jnp.zeros(3), jnp.zeros((), jnp.int32))
+
+
+def steps(num_envs, length, offset=0):
+    """Transitions whose obs[..., 0] encodes 100 * env + time."""
+    code = offset + np.arange(length, dtype=np.float32) + 100 * np.arange(num_envs, dtype=np.float32)[:, None]
+    obs = jnp.asarray(code)[..., None] * jnp.ones(3)
+    return lb.Transition(
+        obs=obs,
+        action=jnp.zeros((num_envs, length), jnp.int32),
+        reward=jnp.asarray(code),
+        terminated=jnp.zeros((num_envs, length), bool),
+        truncated=jnp.zeros((num_envs, length), bool),
+        next_obs=obs + 0.5,
+    )
+
+
+def test_item_buffer_batches_of_envs():
+    buffer = lb.make_item_buffer(max_length=64, sample_batch_size=32, add_batches=True)
+    state = buffer.init(EXAMPLE)
+    add = jax.jit(buffer.add, donate_argnums=0)
+    for t in range(3):
+        state = add(state, jax.tree.map(lambda x: x[:, 0], steps(4, 1, offset=t)))
+    assert bool(buffer.can_sample(jax.tree.map(jnp.asarray, state))) is False  # 12 < 32 items
+    sample = jax.device_get(jax.jit(buffer.sample)(state, jax.random.key(0)).experience)
+    env, time = np.divmod(sample.reward.astype(int), 100)
+    assert set(time) <= {0, 1, 2} and set(env) <= {0, 1, 2, 3}
+    np.testing.assert_array_equal(sample.next_obs, sample.obs + 0.5)
+
+
+def test_donated_add_updates_in_place():
+    buffer = lb.make_item_buffer(max_length=16, sample_batch_size=4, add_batches=True)
+    state = buffer.init(EXAMPLE)
+    old_obs = state.experience.obs
+    new = jax.jit(buffer.add, donate_argnums=0)(state, jax.tree.map(lambda x: x[:, 0], steps(2, 1)))
+    assert old_obs.is_deleted()  # the buffer was reused, not copied
+    assert int(new.current_index) == 2
+
+
+def test_flat_buffer_pairs_are_consecutive_steps():
+    buffer = lb.make_flat_buffer(max_length=32, sample_batch_size=16, add_batch_size=2, add_sequences=True)
+    state = jax.jit(buffer.add)(buffer.init(EXAMPLE), steps(2, 8))
+    pair = jax.jit(buffer.sample)(state, jax.random.key(0)).experience
+    np.testing.assert_array_equal(pair.second.reward, pair.first.reward + 1)
+
+
+def test_trajectory_buffer_windows():
+    buffer = lb.make_trajectory_buffer(
+        num_envs=2, max_length_time_axis=8, sample_batch_size=16, sample_sequence_length=3
+    )
+    state = jax.jit(buffer.add)(buffer.init(EXAMPLE), steps(2, 5))
+    window = jax.jit(buffer.sample)(state, jax.random.key(0)).experience.reward
+    np.testing.assert_array_equal(np.diff(window, axis=1), 1)
+
+
+def test_prioritised_item_buffer_follows_priorities():
+    buffer = lb.make_item_buffer(
+        max_length=64, sample_batch_size=64, min_length=1, add_sequences=True, prioritised=True
+    )
+    state = jax.jit(buffer.add)(buffer.init(EXAMPLE), jax.tree.map(lambda x: x[0], steps(1, 8)))
+    sample = jax.jit(buffer.sample)
+    first = sample(state, jax.random.key(0))
+    assert first.indices.shape == (64,) and first.probabilities.shape == (64,)
+    assert set(np.asarray(first.experience.reward).astype(int)) <= set(range(8))
+    # All priority on item 5: every sample is item 5.
+    state = jax.jit(buffer.set_priorities)(state, jnp.arange(8), jnp.where(jnp.arange(8) == 5, 1.0, 0.0))
+    again = sample(state, jax.random.key(1))
+    assert (np.asarray(again.experience.reward) == 5).all()
+
+
+def test_prioritised_trajectory_buffer_builds():
+    buffer = lb.make_trajectory_buffer(
+        num_envs=2, max_length_time_axis=8, sample_batch_size=4, sample_sequence_length=2, prioritised=True
+    )
+    assert hasattr(buffer, "set_priorities")
+
+
+@pytest.mark.parametrize(
+    ("factory", "kwargs", "match"),
+    [
+        (lb.make_item_buffer, dict(max_length=0, sample_batch_size=1), "max_length"),
+        (lb.make_item_buffer, dict(max_length=4, sample_batch_size=8), "sample_batch_size"),
+        (lb.make_item_buffer, dict(max_length=4, sample_batch_size=2, min_length=5), "min_length"),
+        (
+            lb.make_item_buffer,
+            dict(max_length=4, sample_batch_size=2, prioritised=True, priority_exponent=2.0),
+            "priority_exponent",
+        ),
+        (lb.make_flat_buffer, dict(max_length=4, sample_batch_size=2, add_batch_size=4), "must be >= 2"),
+        (
+            lb.make_trajectory_buffer,
+            dict(num_envs=2, max_length_time_axis=4, sample_batch_size=2, sample_sequence_length=5),
+            "sample_sequence_length",
+        ),
+        (
+            lb.make_trajectory_buffer,
+            dict(num_envs=2, max_length_time_axis=8, sample_batch_size=2, sample_sequence_length=2, period=3),
+            "period",
+        ),
+        (
+            lb.make_trajectory_buffer,
+            dict(
+                num_envs=2,
+                max_length_time_axis=9,
+                sample_batch_size=2,
+                sample_sequence_length=2,
+                period=2,
+                prioritised=True,
+            ),
+            "divisible",
+        ),
+    ],
+)
+def test_bad_arguments_fail_early(factory, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        factory(**kwargs)
