@@ -100,6 +100,15 @@ class ImprovementEstimates:
     reps: int
 
 
+def _x64() -> Any:
+    """float64 inside these functions only (the caller's setting is left alone)."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64  # older jax
+
+    return enable_x64()
+
+
 def _key(key: jax.Array | int) -> jax.Array:
     if isinstance(key, int):
         return jax.random.key(key)
@@ -275,7 +284,7 @@ def _aggregates(
         point[algorithm] = np.array(columns, dtype=np.float64).T  # (statistics, evaluations)
     keys = jax.random.split(_key(key), len(arrays))
     key_of = dict(zip(arrays, keys))
-    with jax.enable_x64(True):
+    with _x64():
         for names in _by_shape(arrays).values():
             stacked = jnp.asarray(np.stack([arrays[a] for a in names]))
             bounds = _aggregate_bootstrap(
@@ -412,7 +421,7 @@ def probability_of_improvement_estimates(
     groups: dict[tuple[int, int], list[int]] = {}
     for i, (x, y) in enumerate(pairs):
         groups.setdefault((arrays[x].shape[0], arrays[y].shape[0]), []).append(i)
-    with jax.enable_x64(True):
+    with _x64():
         for members in groups.values():
             wins = np.stack(
                 [metrics._improvement_matrix(arrays[pairs[i][0]], arrays[pairs[i][1]], np) for i in members]
@@ -476,7 +485,7 @@ def performance_profiles(
     keys = jax.random.split(_key(key), len(arrays))
     key_of = dict(zip(arrays, keys))
     lower, upper = {}, {}
-    with jax.enable_x64(True):
+    with _x64():
         for names in _by_shape(arrays).values():
             bounds = np.asarray(
                 _profile_bootstrap(

@@ -1,0 +1,198 @@
+"""Aggregates by hand, JAX against NumPy, and agreement with rliable."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.eval as le
+from lamella.eval._src import bootstrap
+
+rliable_library = pytest.importorskip("rliable.library")
+rliable_metrics = pytest.importorskip("rliable.metrics")
+
+# 2 runs x 4 tasks: 8 values, IQM keeps the sorted positions 2..5.
+TINY = np.array([[0.0, 1.0, 2.0, 9.0], [3.0, 4.0, 5.0, -7.0]])
+
+
+def test_by_hand():
+    assert le.iqm(TINY) == pytest.approx((1 + 2 + 3 + 4) / 4)
+    # Task means 1.5, 2.5, 3.5, 1.0.
+    assert le.mean(TINY) == pytest.approx((1.5 + 2.5 + 3.5 + 1.0) / 4)
+    assert le.median(TINY) == pytest.approx((1.5 + 2.5) / 2)
+    # min(score, 1): 0, 1, 1, 1, 1, 1, 1, -7 -> mean -1/8.
+    assert le.optimality_gap(TINY) == pytest.approx(1 + 1 / 8)
+    assert le.optimality_gap(TINY, gamma=3.0) == pytest.approx(3 - (0 + 1 + 2 + 3 + 3 + 3 + 3 - 7) / 8)
+
+
+def test_probability_of_improvement_by_hand():
+    x = np.array([[1.0, 0.0], [3.0, 0.0]])
+    y = np.array([[2.0, 0.0], [2.0, 1.0], [0.0, 0.0]])
+    # Task 0: x=1 beats 0; x=3 beats 2, 2, 0 -> 4 of 6. Task 1: x=0 ties 0 twice, loses to 1,
+    # for both x -> (0.5 + 0.5 + 0) * 2 = 2 of 6.
+    assert le.probability_of_improvement(x, y) == pytest.approx((4 / 6 + 2 / 6) / 2)
+    assert le.probability_of_improvement(x, x) == 0.5
+
+
+def test_performance_profile_by_hand():
+    taus = np.array([-8.0, 0.0, 4.5, 9.0])
+    np.testing.assert_array_equal(le.performance_profile(TINY, taus), [1.0, 6 / 8, 2 / 8, 0.0])
+    np.testing.assert_array_equal(le.performance_profile(TINY, taus, per_run=False), [1.0, 1.0, 0.0, 0.0])
+
+
+def test_jax_input_matches_numpy_under_jit():
+    with jax.enable_x64(True):
+        scores = jnp.asarray(TINY)
+        for fn in (le.iqm, le.mean, le.median, le.optimality_gap):
+            assert float(jax.jit(fn)(scores)) == pytest.approx(float(fn(TINY)), abs=1e-12)
+        got = jax.jit(le.probability_of_improvement)(scores, scores[::-1] + 0.5)
+        assert float(got) == pytest.approx(le.probability_of_improvement(TINY, TINY[::-1] + 0.5))
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    rng = np.random.default_rng(7)
+    # Two algorithms, 3 tasks, 5 runs; a tie on purpose for probability of improvement.
+    a = rng.normal(0.5, 0.3, size=(5, 3))
+    b = rng.normal(0.6, 0.3, size=(5, 3))
+    b[:, 2] = a[:, 2]
+    return {"a": a, "b": b}
+
+
+def _rliable_aggregates(x):
+    return np.array(
+        [
+            rliable_metrics.aggregate_iqm(x),
+            rliable_metrics.aggregate_mean(x),
+            rliable_metrics.aggregate_median(x),
+            rliable_metrics.aggregate_optimality_gap(x),
+        ]
+    )
+
+
+def test_point_estimates_identical_to_rliable():
+    rng = np.random.default_rng(0)
+    for shape in [(3, 1), (5, 4), (10, 10), (7, 57), (32, 5)]:
+        x, y = rng.normal(size=shape) * 40, rng.normal(size=(shape[0] + 2, shape[1])) * 40
+        assert np.array_equal(
+            [le.iqm(x), le.mean(x), le.median(x), le.optimality_gap(x)], _rliable_aggregates(x)
+        ), shape
+        assert le.probability_of_improvement(x, y) == rliable_metrics.probability_of_improvement(x, y)
+        taus = np.linspace(-50, 50, 7)
+        expected = rliable_library.score_distributions(x, taus)
+        assert np.array_equal(le.performance_profile(x, taus), expected)
+
+
+REPS = 4000
+
+
+@pytest.fixture(scope="module")
+def rliable_intervals(dataset):
+    np.random.seed(0)  # rliable 1.2 ignores random_state and draws from np.random.
+    return rliable_library.get_interval_estimates(dataset, _rliable_aggregates, reps=REPS)
+
+
+def _tolerance(lower, upper):
+    # Each percentile bound from R replicates has a Monte-Carlo standard error of about
+    # sqrt(0.025 * 0.975 / R) / phi(1.96) * sd = 2.67 sd / sqrt(R), sd ~ (upper - lower) / 3.92.
+    # Two independent sides: sqrt(2) times that; allow 6 standard errors.
+    sd = (upper - lower) / 3.92
+    return 6 * np.sqrt(2) * 2.67 * sd / np.sqrt(REPS) + 1e-12
+
+
+def test_interval_estimates_agree_with_rliable(dataset, rliable_intervals):
+    points, intervals = rliable_intervals
+    ours = le.interval_estimates(dataset, reps=REPS, key=1)
+    assert ours.labels == ("iqm", "mean", "median", "optimality_gap")
+    for algorithm in dataset:
+        assert np.array_equal(ours.point[algorithm], points[algorithm])
+        low, high = intervals[algorithm]
+        tol = _tolerance(low, high)
+        np.testing.assert_array_less(np.abs(ours.lower[algorithm] - low), tol)
+        np.testing.assert_array_less(np.abs(ours.upper[algorithm] - high), tol)
+        assert np.all(ours.lower[algorithm] <= ours.point[algorithm] + 1e-12)
+
+
+def test_counts_replicates_equal_resampled_statistics(dataset):
+    # The fast path (weighted sums over run counts) and the plain statistic of the
+    # resampled matrix see the same draws, so their intervals must agree to rounding.
+    statistics = {
+        "iqm": "iqm",
+        "mean": "mean",
+        "median": "median",
+        "optimality_gap": "optimality_gap",
+        "iqm_direct": le.iqm,
+        "mean_direct": le.mean,
+        "median_direct": le.median,
+        "optimality_gap_direct": le.optimality_gap,
+    }
+    ours = le.interval_estimates(dataset, statistics, reps=300, key=3)
+    for algorithm in dataset:
+        np.testing.assert_allclose(ours.lower[algorithm][:4], ours.lower[algorithm][4:], atol=1e-12)
+        np.testing.assert_allclose(ours.upper[algorithm][:4], ours.upper[algorithm][4:], atol=1e-12)
+        np.testing.assert_array_equal(ours.point[algorithm][:4], ours.point[algorithm][4:])
+
+
+def test_probability_of_improvement_agrees_with_rliable(dataset):
+    np.random.seed(0)
+    reps = 2000
+    points, intervals = rliable_library.get_interval_estimates(
+        {"b,a": [dataset["b"], dataset["a"]]}, rliable_metrics.probability_of_improvement, reps=reps
+    )
+    ours = le.probability_of_improvement_estimates(dataset, [("b", "a")], reps=reps, key=2)
+    assert ours.point[0] == points["b,a"]
+    low, high = intervals["b,a"][:, 0]
+    tol = 6 * np.sqrt(2) * 2.67 * (high - low) / 3.92 / np.sqrt(reps)
+    assert abs(ours.lower[0] - low) < tol and abs(ours.upper[0] - high) < tol
+    # Default pairs: every unordered pair once.
+    assert le.probability_of_improvement_estimates(dataset, reps=10).pairs == (("a", "b"),)
+
+
+def test_performance_profiles_agree_with_rliable(dataset):
+    taus = np.linspace(0.0, 1.0, 6)
+    np.random.seed(0)
+    points, intervals = rliable_library.create_performance_profile(dataset, taus, reps=2000)
+    ours = le.performance_profiles(dataset, taus, reps=2000, key=4)
+    for algorithm in dataset:
+        assert np.array_equal(ours.point[algorithm], points[algorithm])
+        # Profile bounds are multiples of 1/15 here: allow one step of that grid.
+        np.testing.assert_array_less(np.abs(ours.lower[algorithm] - intervals[algorithm][0]), 1 / 15 + 1e-9)
+        np.testing.assert_array_less(np.abs(ours.upper[algorithm] - intervals[algorithm][1]), 1 / 15 + 1e-9)
+
+
+def test_sample_efficiency_per_evaluation(dataset):
+    curves = {a: np.stack([v, v + 1.0, 2 * v], axis=-1) for a, v in dataset.items()}
+    ours = le.sample_efficiency(curves, {a: np.array([0, 10, 20]) for a in curves}, ("iqm", "mean"), reps=500)
+    for algorithm, values in curves.items():
+        assert ours.point[algorithm].shape == (2, 3)
+        for s in range(3):
+            assert ours.point[algorithm][0, s] == le.iqm(values[:, :, s])
+        # The same draws at every evaluation: shifting scores by 1 shifts the bounds by 1.
+        np.testing.assert_allclose(ours.lower[algorithm][:, 1], ours.lower[algorithm][:, 0] + 1.0, atol=1e-12)
+        np.testing.assert_allclose(ours.lower[algorithm][:, 2], 2 * ours.lower[algorithm][:, 0], atol=1e-12)
+        np.testing.assert_array_equal(ours.x[algorithm], [0.0, 10.0, 20.0])
+
+
+def test_draws_are_uniform():
+    with jax.enable_x64(True):
+        draws = jax.vmap(lambda k: bootstrap._draws(k, 7, 3))(jax.random.split(jax.random.key(0), 4000))
+    frequencies = np.bincount(np.asarray(draws).ravel(), minlength=7) / draws.size
+    # 84000 draws: the standard error of each frequency is about 0.0012.
+    np.testing.assert_allclose(frequencies, 1 / 7, atol=0.006)
+    assert np.asarray(draws).max() == 6
+
+
+def test_second_call_compiles_nothing(dataset):
+    le.interval_estimates(dataset, reps=64, key=0)
+    before = bootstrap._aggregate_bootstrap._cache_size()
+    le.interval_estimates({k: v + 1 for k, v in dataset.items()}, reps=64, key=5)
+    assert bootstrap._aggregate_bootstrap._cache_size() == before
+
+
+def test_bad_arguments_raise(dataset):
+    with pytest.raises(ValueError, match="unknown statistic"):
+        le.interval_estimates(dataset, ("iqm", "max"))
+    with pytest.raises(ValueError, match="confidence"):
+        le.interval_estimates(dataset, confidence=95)
+    with pytest.raises(ValueError, match="no scores for algorithm 'c'"):
+        le.probability_of_improvement_estimates(dataset, [("a", "c")])

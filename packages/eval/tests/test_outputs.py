@@ -1,0 +1,144 @@
+"""Plots, tables and the ``lamella eval aggregate`` command end to end."""
+
+import json
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+import lamella.eval as le
+from lamella.eval import cli
+from lamella.eval._src import plots, tables
+
+
+@pytest.fixture(scope="module")
+def estimates():
+    rng = np.random.default_rng(1)
+    scores = {"ppo": rng.uniform(size=(4, 3)), "dqn_v2": rng.uniform(size=(4, 3)) * 0.8}
+    aggregates = le.interval_estimates(scores, reps=50)
+    improvement = le.probability_of_improvement_estimates(scores, reps=50)
+    profiles = le.performance_profiles(scores, np.linspace(0, 1, 11), reps=50)
+    curves = le.sample_efficiency({a: np.stack([v * 0.5, v], -1) for a, v in scores.items()}, reps=50)
+    return aggregates, improvement, profiles, curves
+
+
+def _png_size(path):
+    image = matplotlib.image.imread(path)
+    return image.shape[1], image.shape[0]
+
+
+def test_plots_are_pngs_of_the_requested_size(tmp_path, estimates):
+    aggregates, improvement, profiles, curves = estimates
+    written = [
+        plots.plot_interval_estimates(aggregates, tmp_path / "a.png", figsize=(8, 3), dpi=50),
+        plots.plot_probability_of_improvement(improvement, tmp_path / "p.png", figsize=(5, 2), dpi=50),
+        plots.plot_performance_profiles(profiles, tmp_path / "sub" / "f.png", figsize=(6, 4), dpi=50),
+        plots.plot_sample_efficiency(curves, tmp_path / "s.png", statistic="iqm", figsize=(6, 4), dpi=50),
+    ]
+    sizes = [(400, 150), (250, 100), (300, 200), (300, 200)]
+    for path, size in zip(written, sizes):
+        with open(path, "rb") as file:
+            assert file.read(8) == b"\x89PNG\r\n\x1a\n"
+        assert _png_size(path) == size
+        # Something is drawn: not a blank canvas.
+        assert np.ptp(matplotlib.image.imread(path)) > 0
+
+
+def test_tables(estimates):
+    aggregates, improvement, _, _ = estimates
+    table = tables.estimates_table(aggregates, digits=2)
+    header, rows = table
+    assert header == ["algorithm", "iqm", "mean", "median", "optimality_gap"]
+    p, lo, hi = aggregates.point["ppo"][0], aggregates.lower["ppo"][0], aggregates.upper["ppo"][0]
+    assert rows[0][:2] == ["ppo", f"{p:.2f} [{lo:.2f}, {hi:.2f}]"]
+
+    markdown = tables.to_markdown(table).splitlines()
+    assert markdown[0] == "| algorithm | iqm | mean | median | optimality_gap |"
+    assert markdown[1] == "| --- | --- | --- | --- | --- |"
+    assert markdown[2].startswith(f"| ppo | {p:.2f} [")
+
+    csv_lines = tables.to_csv(table).splitlines()
+    assert csv_lines[0] == "algorithm,iqm,mean,median,optimality_gap"
+    assert csv_lines[1].startswith(f'ppo,"{p:.2f} [{lo:.2f}, {hi:.2f}]"')
+
+    latex = tables.to_latex(table, caption="IQM & friends")
+    assert r"algorithm & iqm & mean & median & optimality\_gap \\" in latex
+    assert r"dqn\_v2 & " in latex and r"\caption{IQM \& friends}" in latex
+    assert latex.count(r"\\") == 3 and r"\begin{tabular}{lcccc}" in latex
+
+    header, rows = tables.improvement_table(improvement)
+    assert header == ["x", "y", "P(x > y)"] and rows[0][:2] == ["ppo", "dqn_v2"]
+
+
+def _write_run_dir(root, algorithm, offset):
+    data = {"classic_control": {}}
+    for t, task in enumerate(["CartPole-v1", "Acrobot-v1"]):
+        runs = {}
+        for seed in range(3):
+            final = 100.0 * t + offset + seed
+            runs[f"seed_{seed}"] = {
+                "step_0": {"step_count": 0, "mean_episode_return": [final / 4, final / 5]},
+                "step_1": {"step_count": 1000, "mean_episode_return": [final / 2]},
+                "step_2": {"step_count": 2000, "mean_episode_return": [final - 1, final + 1]},
+                "absolute_metrics": {"mean_episode_return": [final] * 4},
+            }
+        data["classic_control"][task] = {algorithm: runs}
+    run_dir = root / algorithm
+    run_dir.mkdir()
+    (run_dir / "metrics.json").write_text(json.dumps(data))
+    return run_dir
+
+
+def test_cli_aggregate_end_to_end(tmp_path, capsys):
+    from lamella.envs.cli import main
+
+    dirs = [_write_run_dir(tmp_path, "ppo", 10.0), _write_run_dir(tmp_path, "dqn", 0.0)]
+    out = tmp_path / "out"
+    code = main(
+        [
+            "eval",
+            "aggregate",
+            *map(str, dirs),
+            "--metric",
+            "mean_episode_return",
+            "--out-dir",
+            str(out),
+            "--reps",
+            "100",
+        ]
+    )
+    assert code == 0
+    expected = {
+        "aggregates.png",
+        "aggregates.md",
+        "aggregates.csv",
+        "aggregates.tex",
+        "performance_profiles.png",
+        "probability_of_improvement.png",
+        "probability_of_improvement.md",
+        "probability_of_improvement.csv",
+        "probability_of_improvement.tex",
+        "sample_efficiency.png",
+        "sample_efficiency.csv",
+    }
+    assert {p.name for p in out.iterdir()} == expected
+    for name in expected:
+        assert (out / name).stat().st_size > 0
+    printed = capsys.readouterr().out
+    assert "12 runs, 2 algorithms, 2 tasks; scores from absolute_metrics" in printed
+    # ppo beats dqn by 10 on every run of every task: P(ppo > dqn) = 1 after normalisation.
+    rows = (out / "probability_of_improvement.csv").read_text().splitlines()
+    assert rows[1] == 'ppo,dqn,"1.000 [1.000, 1.000]"'
+    curve_rows = (out / "sample_efficiency.csv").read_text().splitlines()
+    assert curve_rows[0] == "algorithm,evaluation,step_count,statistic,point,lower,upper"
+    assert len(curve_rows) == 1 + 2 * 2 * 3
+
+
+def test_cli_reports_bad_file(tmp_path):
+    (tmp_path / "metrics.json").write_text(
+        json.dumps({"env": {"task": {"ppo": {"seed_0": {"step_0": {"x": [1]}}}}}})
+    )
+    with pytest.raises(
+        le.RunLogError, match=r"run env/task/ppo/seed_0, step_0: field 'step_count' is missing"
+    ):
+        cli.aggregate([str(tmp_path)], "x", str(tmp_path / "out"))
