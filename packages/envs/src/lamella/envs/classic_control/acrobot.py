@@ -95,7 +95,9 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
         gravity_1 = (m1 * lc1 + m2 * l1) * g
         gravity_2 = m2 * lc2 * g
 
-        def accelerations(theta1, theta2, dtheta1, dtheta2):  # type: ignore[no-untyped-def]
+        def accelerations(
+            theta1: jax.Array, theta2: jax.Array, dtheta1: jax.Array, dtheta2: jax.Array
+        ) -> tuple[jax.Array, jax.Array]:
             cos2, sin2 = jnp.cos(theta2), jnp.sin(theta2)
             d1 = d1_const + 2.0 * coupling * cos2
             d2 = d2_const + coupling * cos2
@@ -116,10 +118,10 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
         half = 0.5 * dt
         y = (state.theta1, state.theta2, state.theta1_dot, state.theta2_dot)
 
-        def derivative(y):  # type: ignore[no-untyped-def]
-            return (y[2], y[3], *accelerations(*y))
+        def derivative(y: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+            return (y[2], y[3], *accelerations(y[0], y[1], y[2], y[3]))
 
-        def advance(y, k, h):  # type: ignore[no-untyped-def]
+        def advance(y: tuple[jax.Array, ...], k: tuple[jax.Array, ...], h: Any) -> tuple[jax.Array, ...]:
             return tuple(yi + h * ki for yi, ki in zip(y, k))
 
         k1 = derivative(y)
