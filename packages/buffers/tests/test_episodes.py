@@ -57,6 +57,15 @@ def test_episode_table_by_hand(state):
     np.testing.assert_array_equal(state.trajectory.experience.obs[0], [6, 7, 2, 3, 4, 5])
 
 
+def test_donated_add_from_a_fresh_state(buffer):
+    data = stream(DONE)
+    fresh = buffer.init(jax.tree.map(lambda x: x[0, 0], data))
+    old_leaves = jax.tree.leaves(fresh)
+    new = jax.jit(buffer.add, donate_argnums=0)(fresh, jax.tree.map(lambda x: x[:, :4], data))
+    assert all(x.is_deleted() for x in old_leaves)  # updated in place, nothing copied
+    assert int(new.steps_added) == 4
+
+
 def test_chunking_does_not_matter(buffer, state):
     one_by_one = fill(buffer, stream(DONE), chunk=1)
     jax.tree.map(np.testing.assert_array_equal, one_by_one, state)

@@ -178,11 +178,11 @@ def make_episode_buffer(
                 f"{owner}: init needs one unbatched lamella.buffers.Transition, got {type(example).__name__}; "
                 "build one with lamella.buffers.transition_like(obs, action)."
             )
-        table = jnp.zeros((num_envs, T), jnp.int32)
+        # Separate arrays: aliased leaves could not be donated to a jitted add.
         return EpisodeBufferState(
             trajectory=core.init(example),
-            episode_id=table,
-            episode_start=table,
+            episode_id=jnp.zeros((num_envs, T), jnp.int32),
+            episode_start=jnp.zeros((num_envs, T), jnp.int32),
             episode_end=jnp.full((num_envs, T), _RUNNING, jnp.int32),
             current_episode=jnp.full((num_envs,), -1, jnp.int32),
             episode_over=jnp.ones((num_envs,), jnp.bool_),
