@@ -22,6 +22,12 @@ from lamella.eval._src.metrics import (
     performance_profile,
     probability_of_improvement,
 )
+from lamella.eval._src.plots import (
+    plot_interval_estimates,
+    plot_performance_profiles,
+    plot_probability_of_improvement,
+    plot_sample_efficiency,
+)
 from lamella.eval._src.runlog import (
     CSV_HEADER,
     Evaluation,
@@ -34,6 +40,7 @@ from lamella.eval._src.runlog import (
     write_csv,
 )
 from lamella.eval._src.scores import Curves, Scores, curve_scores, final_scores, normalize
+from lamella.eval._src.tables import estimates_table, improvement_table, to_csv, to_latex, to_markdown
 
 __all__ = [
     "CSV_HEADER",
@@ -47,6 +54,8 @@ __all__ = [
     "Scores",
     "__version__",
     "curve_scores",
+    "estimates_table",
+    "improvement_table",
     "final_scores",
     "interval_estimates",
     "iqm",
@@ -56,6 +65,10 @@ __all__ = [
     "optimality_gap",
     "performance_profile",
     "performance_profiles",
+    "plot_interval_estimates",
+    "plot_performance_profiles",
+    "plot_probability_of_improvement",
+    "plot_sample_efficiency",
     "probability_of_improvement",
     "probability_of_improvement_estimates",
     "read_csv",
@@ -63,5 +76,8 @@ __all__ = [
     "read_run_logs",
     "runs_from_dict",
     "sample_efficiency",
+    "to_csv",
+    "to_latex",
+    "to_markdown",
     "write_csv",
 ]
