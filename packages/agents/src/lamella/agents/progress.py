@@ -88,7 +88,9 @@ class Progress:
         fraction = min(max(steps / self.total_steps, 0.0), 1.0)
         filled = round(fraction * self.width)
         rate = self.rate(steps, now)
-        eta = self.seeds * (self.total_steps - steps) / rate if rate > 0 else math.inf
+        # Until a second update gives a speed without compilation in it, no ETA is better than a wrong one.
+        compiled = self._first is not None and steps > self._first[1]
+        eta = self.seeds * (self.total_steps - steps) / rate if rate > 0 and compiled else math.inf
         parts = [
             f"{self.label} " if self.label else "",
             f"[{'#' * filled}{'-' * (self.width - filled)}] {fraction:4.0%} ",
