@@ -257,10 +257,10 @@ def make_es(
 def make_es_runner(config: ESConfig) -> Runner:
     """A :class:`~lamella.agents.runner.Runner`: one generation per iteration."""
     config.validate()
-    env, env_params = lamella.envs.make(config.env_id)
-    agent, member_agent, strategy, es_params = make_es(
-        config, env.observation_space(env_params), env.action_space(env_params)
-    )
+    with jax.ensure_compile_time_eval():
+        env, env_params = lamella.envs.make(config.env_id)
+        observation_space, action_space = env.observation_space(env_params), env.action_space(env_params)
+    agent, member_agent, strategy, es_params = make_es(config, observation_space, action_space)
     episode_steps = _limit(config.max_episode_steps, env_params)
     eval_steps = _limit(config.eval_max_steps, env_params)
     steps_per_iteration = config.population_size * config.num_rollouts * episode_steps

@@ -494,12 +494,16 @@ def _eval_max_steps(config: PPOConfig | Any, env_params: Any) -> int:
 def make_ppo_runner(config: PPOConfig) -> Runner:
     """A :class:`~lamella.agents.runner.Runner` training PPO on ``config.env_id``."""
     config.validate()
-    env, env_params = lamella.envs.make(config.env_id)
+    # Spaces and env params are static facts of the env: evaluate them eagerly even when the
+    # runner is built inside a trace (a vmap over hyper-parameters).
+    with jax.ensure_compile_time_eval():
+        env, env_params = lamella.envs.make(config.env_id)
+        observation_space, action_space = env.observation_space(env_params), env.action_space(env_params)
     eval_env = env
     train_env: Any = wrappers.EpisodeStatistics(env)
     if config.normalize_rewards:
         train_env = wrappers.NormalizeReward(train_env, gamma=config.gamma, axis_name=_AXIS)
-    parts = _make_ppo_parts(config, env.observation_space(env_params), env.action_space(env_params))
+    parts = _make_ppo_parts(config, observation_space, action_space)
     agent, network, apply, normalize = parts
     num_envs, num_steps = config.num_envs, config.num_steps
     max_eval_steps = _eval_max_steps(config, env_params)

@@ -1,0 +1,85 @@
+"""Evolution strategies through evosax: strategy lookup, population evaluation, learning."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lamella.agents import PRESETS, ESConfig, make_es, make_es_runner, make_train
+from lamella.agents.es import make_strategy, strategy_names
+from lamella.envs import spaces
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("OpenES", "Open_ES"), ("cma-es", "CMA_ES"), ("snes", "SNES"), ("PGPE", "PGPE"), ("xNES", "xNES")],
+)
+def test_strategy_names_are_forgiving(name, expected):
+    strategy, _ = make_strategy(ESConfig(strategy=name), {"w": jnp.zeros(3)})
+    assert type(strategy).__name__ == expected
+
+
+def test_bad_strategy_names_raise():
+    with pytest.raises(ValueError, match="Unknown evosax strategy"):
+        ESConfig(strategy="NotAnES").validate()
+    with pytest.raises(ValueError, match="population-based"):
+        ESConfig(strategy="SimpleGA").validate()
+    with pytest.raises(ValueError, match="fitness_shaping"):
+        ESConfig(fitness_shaping="ranks").validate()
+    assert "CMA_ES" in strategy_names()
+
+
+def test_sigma_and_fitness_shaping_reach_evosax():
+    strategy, params = make_strategy(ESConfig(strategy="SNES", sigma_init=0.3), {"w": jnp.zeros(3)})
+    np.testing.assert_allclose(params.std_init, 0.3)
+    config = ESConfig(strategy="Open_ES", fitness_shaping="standardize", population_size=4)
+    strategy, params = make_strategy(config, {"w": jnp.zeros(3)})
+    fitness = jnp.array([1.0, 2.0, 3.0, 4.0])
+    shaped = strategy.fitness_shaping_fn(None, fitness, None, params)
+    np.testing.assert_allclose(shaped, (fitness - 2.5) / np.std([1, 2, 3, 4]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("strategy", ["Open_ES", "CMA_ES", "PGPE"])
+def test_one_generation_of_several_strategies(strategy):
+    config = ESConfig(
+        strategy=strategy, population_size=8, num_rollouts=1, total_timesteps=8 * 500, eval_episodes=2
+    )
+    runner = make_es_runner(config)
+    state, metrics = jax.jit(make_train(runner))(jax.random.key(0))
+    assert metrics["episode_return"].shape == (1,)
+    assert np.isfinite(np.asarray(metrics["episode_return"])).all()
+    np.testing.assert_array_equal(state.iteration, 1)
+
+
+def test_population_is_evaluated_by_vmap_over_parameters():
+    config = ESConfig(population_size=4, hidden_sizes=(4,))
+    agent, member, strategy, es_params = make_es(config, spaces.Box(-1, 1, (3,)), spaces.Discrete(2))
+    train_state, memory = agent.init(jax.random.key(0))
+    population, _ = strategy.ask(jax.random.key(1), train_state.es_state, es_params)
+    obs = jax.random.normal(jax.random.key(2), (5, 3))
+    actions = jax.vmap(lambda p: member.policy(jax.random.key(3), p, obs, ())[0])(population)
+    assert actions.shape == (4, 5)
+    # Members differ, so their actions differ somewhere.
+    assert len({tuple(a) for a in np.asarray(actions)}) > 1
+    action, _, _ = agent.policy(jax.random.key(3), train_state, obs, memory)
+    assert action.shape == (5,)
+
+
+def test_es_solves_cartpole_for_three_seeds():
+    runner = make_es_runner(PRESETS["es"]["CartPole-v1"])
+
+    def run(key):
+        state, metrics = make_train(runner)(key)
+        return metrics, runner.evaluate(state, jax.random.key(99))
+
+    metrics, evaluation = jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(0), 3))
+    per_seed = np.asarray(evaluation["episode_return"]).mean(1)
+    assert np.all(per_seed >= 475), f"greedy returns of the strategy mean per seed: {per_seed}"
+    assert np.all(np.asarray(metrics["max_return"])[:, -1] >= 475)
+
+
+def test_es_budget_too_small_raises():
+    with pytest.raises(ValueError, match="less than one generation"):
+        make_es_runner(dataclasses.replace(ESConfig(), total_timesteps=100))
