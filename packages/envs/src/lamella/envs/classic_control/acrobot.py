@@ -57,7 +57,8 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
     Terminated: the tip is higher than one link length above the pivot,
     ``-cos(theta1) - cos(theta1 + theta2) > 1``.
     Truncated: after ``max_steps_in_episode`` (500) steps.
-    Reset: all four state variables uniform in [-0.1, 0.1].
+    Reset: all four state variables uniform in [-0.1, 0.1] (16 random bits each, see
+    :func:`lamella.envs.random.uniform16`).
     State: :class:`AcrobotState`:
 
     * ``theta1``: float32 ``()``, first joint angle (0 = hanging down), in [-pi, pi].
@@ -79,7 +80,7 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
         return AcrobotParams()
 
     def reset_env(self, key: jax.Array, params: AcrobotParams) -> tuple[jax.Array, AcrobotState]:
-        theta1, theta2, theta1_dot, theta2_dot = fast_random.uniform(key, (4,), -0.1, 0.1)
+        theta1, theta2, theta1_dot, theta2_dot = fast_random.uniform16(key, (4,), -0.1, 0.1)
         state = AcrobotState(theta1, theta2, theta1_dot, theta2_dot, jnp.zeros((), jnp.int32))
         return self.get_obs(state), state
 

@@ -45,7 +45,8 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
     Reward: 1.0 on every step, including the one that terminates.
     Terminated: |x| > ``x_threshold`` (2.4) or |theta| > ``theta_threshold_radians`` (12 degrees).
     Truncated: after ``max_steps_in_episode`` (500) steps.
-    Reset: all four state variables uniform in [-0.05, 0.05].
+    Reset: all four state variables uniform in [-0.05, 0.05] (16 random bits each, see
+    :func:`lamella.envs.random.uniform16`).
     State: :class:`CartPoleState`, the four variables plus the step count.
     Dynamics: Euler integration of the frictionless cart-pole, as gymnasium's CartPole-v1.
     """
@@ -57,7 +58,7 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
         return CartPoleParams()
 
     def reset_env(self, key: jax.Array, params: CartPoleParams) -> tuple[jax.Array, CartPoleState]:
-        x, x_dot, theta, theta_dot = fast_random.uniform(key, (4,), -0.05, 0.05)
+        x, x_dot, theta, theta_dot = fast_random.uniform16(key, (4,), -0.05, 0.05)
         state = CartPoleState(x, x_dot, theta, theta_dot, jnp.zeros((), jnp.int32))
         return self.get_obs(state), state
 
