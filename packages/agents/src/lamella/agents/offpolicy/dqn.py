@@ -1,0 +1,149 @@
+"""DQN (Mnih et al. 2015) with the usual improvements: double Q-learning (van Hasselt et al.
+2016), a dueling head (Wang et al. 2016) and n-step targets (through the batch's discount).
+
+Exploration is epsilon-greedy with a linear schedule over the env steps the policy has acted
+(counted in the train state, so the schedule is part of the checkpointed state).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from lamella.agents.offpolicy import targets
+from lamella.agents.offpolicy.common import Batch, QNetwork, flatten_observation, obs_example_input, polyak
+from lamella.agents.protocol import Agent
+from lamella.envs import spaces
+
+__all__ = ["DQNConfig", "DQNTrainState", "make_dqn"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """DQN's learning settings.
+
+    Attributes:
+        gamma: discount (an n-step batch's discount is ``gamma ** n``).
+        learning_rate: Adam step size.
+        hidden_sizes: MLP widths.
+        activation: activation name.
+        double: double Q-learning targets.
+        dueling: dueling value/advantage head.
+        huber: Huber loss (else squared error).
+        max_grad_norm: global gradient-norm clip.
+        target_update_period: hard copy to the target network every this many updates
+            (used when ``tau`` is 1).
+        tau: Polyak rate of the target network at every update (< 1 replaces hard copies).
+        epsilon_start, epsilon_end: exploration rate at the first and after
+            ``exploration_steps`` acted env steps (linear in between).
+        exploration_steps: env steps of the epsilon decay (over all parallel envs).
+    """
+
+    gamma: float = 0.99
+    learning_rate: float = 1e-3
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    double: bool = True
+    dueling: bool = False
+    huber: bool = True
+    max_grad_norm: float = 10.0
+    target_update_period: int = 500
+    tau: float = 1.0
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    exploration_steps: int = 10_000
+
+
+@struct.dataclass
+class DQNTrainState:
+    """What DQN's learning changes (all arrays)."""
+
+    params: Any
+    target_params: Any
+    opt_state: Any
+    updates: jax.Array  # int32 (): gradient steps taken
+    acted_steps: jax.Array  # int32 (): env steps acted by the (non-greedy) policy
+
+
+def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
+    """DQN as an Agent for a Discrete action space."""
+    if not isinstance(action_space, spaces.Discrete):
+        raise TypeError(
+            f"DQN needs a Discrete action space, got {action_space!r}; use SAC/TD3/TQC for Box actions."
+        )
+    if config.target_update_period < 1 or config.exploration_steps < 1:
+        raise ValueError("DQN: target_update_period and exploration_steps must be >= 1.")
+    if not 0.0 < config.tau <= 1.0:
+        raise ValueError(f"DQN: tau must be in (0, 1], got {config.tau}.")
+    num_actions = int(action_space.n)
+    network = QNetwork(num_actions, tuple(config.hidden_sizes), config.activation, config.dueling)
+    optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate))
+    example = obs_example_input(observation_space)
+
+    def init(key: jax.Array, obs_example: Any = None) -> tuple[DQNTrainState, tuple[()]]:
+        params = network.init(key, example)
+        zero = jnp.zeros((), jnp.int32)
+        return DQNTrainState(params, params, optimizer.init(params), zero, zero), ()
+
+    def epsilon(acted_steps: jax.Array) -> jax.Array:
+        fraction = jnp.minimum(acted_steps.astype(jnp.float32) / config.exploration_steps, 1.0)
+        return config.epsilon_start + fraction * (config.epsilon_end - config.epsilon_start)
+
+    def policy(
+        key: jax.Array, train_state: DQNTrainState, obs: Any, memory: Any, eval: bool = False
+    ) -> tuple[jax.Array, DQNTrainState, Any]:
+        q = network.apply(train_state.params, flatten_observation(obs))
+        greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
+        if eval:
+            return greedy, train_state, memory
+        key_explore, key_action = jax.random.split(key)
+        batch = q.shape[0]
+        explore = jax.random.uniform(key_explore, (batch,)) < epsilon(train_state.acted_steps)
+        random_action = jax.random.randint(key_action, (batch,), 0, num_actions, jnp.int32)
+        action = jnp.where(explore, random_action, greedy)
+        return action, train_state.replace(acted_steps=train_state.acted_steps + batch), memory
+
+    def loss_fn(params: Any, obs: jax.Array, action: jax.Array, target: jax.Array) -> jax.Array:
+        q = network.apply(params, obs)
+        q_taken = jnp.take_along_axis(q, action[:, None], axis=-1)[:, 0]
+        error = q_taken - target
+        return jnp.mean(targets.huber_loss(error) if config.huber else 0.5 * jnp.square(error))
+
+    def update(
+        batch: Batch, train_state: DQNTrainState, memory: Any
+    ) -> tuple[DQNTrainState, Any, dict[str, jax.Array]]:
+        obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
+        reward, discount = batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32)
+        q_next_target = network.apply(train_state.target_params, next_obs)
+        if config.double:
+            q_next_online = network.apply(train_state.params, next_obs)
+            target = jax.vmap(targets.double_q_learning_target)(
+                reward, discount, q_next_target, q_next_online
+            )
+        else:
+            target = jax.vmap(targets.q_learning_target)(reward, discount, q_next_target)
+        target = jax.lax.stop_gradient(target)
+        action = batch.action.astype(jnp.int32).reshape(-1)
+        loss, grads = jax.value_and_grad(loss_fn)(train_state.params, obs, action, target)
+        updates, opt_state = optimizer.update(grads, train_state.opt_state, train_state.params)
+        params = optax.apply_updates(train_state.params, updates)
+        count = train_state.updates + 1
+        if config.tau < 1.0:
+            target_params = polyak(train_state.target_params, params, config.tau)
+        else:
+            copy = count % config.target_update_period == 0
+            target_params = jax.tree.map(
+                lambda p, t: jnp.where(copy, p, t), params, train_state.target_params
+            )
+        state = train_state.replace(
+            params=params, target_params=target_params, opt_state=opt_state, updates=count
+        )
+        metrics = {"loss": loss, "q_target": jnp.mean(target), "epsilon": epsilon(train_state.acted_steps)}
+        return state, memory, metrics
+
+    return Agent(init=init, policy=policy, update=update, reset_memory=lambda memory, eval=False: ())

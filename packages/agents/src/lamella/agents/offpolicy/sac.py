@@ -1,0 +1,329 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning, continuous and discrete.
+
+``make_sac(config, observation_space, action_space)`` returns an
+:class:`~lamella.agents.protocol.Agent` whose ``update`` does one gradient step of the twin
+critics, the actor and the temperature on a :class:`~lamella.agents.offpolicy.common.Batch`,
+then Polyak-averages the target critics. A Discrete action space gives discrete SAC
+(Christodoulou 2019): exact expectations over actions instead of sampled ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from lamella.agents.offpolicy import targets
+from lamella.agents.offpolicy.common import (
+    ActionScaler,
+    Batch,
+    ContinuousCritic,
+    DiscreteActor,
+    DiscreteCritic,
+    SquashedGaussianActor,
+    flatten_observation,
+    obs_example_input,
+    polyak,
+    squashed_gaussian_sample,
+)
+from lamella.agents.protocol import Agent
+from lamella.envs import spaces
+
+__all__ = ["SACConfig", "SACTrainState", "make_sac"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SACConfig:
+    """SAC's learning settings (the loop's settings live with the runner).
+
+    Attributes:
+        gamma: discount (the runner builds each batch's ``discount`` from it).
+        actor_learning_rate, critic_learning_rate, alpha_learning_rate: Adam step sizes.
+        tau: Polyak rate of the target critics.
+        hidden_sizes: widths of the actor's and each critic's MLP.
+        activation: activation name.
+        num_critics: critics in the ensemble (2: clipped double Q).
+        init_alpha: initial entropy temperature.
+        autotune_alpha: learn the temperature towards the target entropy.
+        target_entropy_scale: continuous: target entropy ``-scale * action_dim``; discrete:
+            ``scale * log(num_actions)``.
+        policy_frequency: actor and temperature update every this many critic updates.
+    """
+
+    gamma: float = 0.99
+    actor_learning_rate: float = 3e-4
+    critic_learning_rate: float = 3e-4
+    alpha_learning_rate: float = 3e-4
+    tau: float = 0.005
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+    num_critics: int = 2
+    init_alpha: float = 1.0
+    autotune_alpha: bool = True
+    target_entropy_scale: float = 1.0
+    policy_frequency: int = 1
+
+
+@struct.dataclass
+class SACTrainState:
+    """What SAC's learning changes (all arrays)."""
+
+    actor_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    log_alpha: jax.Array  # float32 ()
+    actor_opt_state: Any
+    critic_opt_state: Any
+    alpha_opt_state: Any
+    updates: jax.Array  # int32 (): gradient steps taken
+
+
+def _check(config: Any) -> None:
+    if config.num_critics < 1:
+        raise ValueError(f"num_critics must be >= 1, got {config.num_critics}.")
+    if not 0.0 < config.tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1], got {config.tau}.")
+    if not 0.0 <= config.gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {config.gamma}.")
+    if config.init_alpha <= 0:
+        raise ValueError(f"init_alpha must be > 0, got {config.init_alpha}.")
+    if config.policy_frequency < 1:
+        raise ValueError(f"policy_frequency must be >= 1, got {config.policy_frequency}.")
+
+
+def make_sac(config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
+    """SAC as an Agent: continuous for a 1-D Box action space, discrete SAC for a Discrete one.
+
+    ``policy(key, train_state, obs, memory, eval)`` samples (``eval=True``: the mean action, or
+    the most likely discrete action); ``update(batch, train_state, memory)`` does one step.
+    """
+    _check(config)
+    if isinstance(action_space, spaces.Discrete):
+        return _make_discrete_sac(config, observation_space, action_space)
+    return _make_continuous_sac(config, observation_space, action_space)
+
+
+def _optimizers(config: Any) -> tuple[Any, Any, Any]:
+    return (
+        optax.adam(config.actor_learning_rate),
+        optax.adam(config.critic_learning_rate),
+        optax.adam(config.alpha_learning_rate),
+    )
+
+
+def _make_continuous_sac(
+    config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space
+) -> Agent:
+    scaler = ActionScaler(action_space)
+    actor = SquashedGaussianActor(scaler.dim, tuple(config.hidden_sizes), config.activation)
+    critic = ContinuousCritic(tuple(config.hidden_sizes), config.activation, config.num_critics)
+    actor_opt, critic_opt, alpha_opt = _optimizers(config)
+    target_entropy = -float(config.target_entropy_scale) * scaler.dim
+    example = obs_example_input(observation_space)
+
+    def init(key: jax.Array, obs_example: Any = None) -> tuple[SACTrainState, tuple[()]]:
+        key_actor, key_critic = jax.random.split(key)
+        actor_params = actor.init(key_actor, example)
+        critic_params = critic.init(key_critic, example, jnp.zeros((1, scaler.dim), jnp.float32))
+        log_alpha = jnp.asarray(np.log(config.init_alpha), jnp.float32)
+        state = SACTrainState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=critic_params,
+            log_alpha=log_alpha,
+            actor_opt_state=actor_opt.init(actor_params),
+            critic_opt_state=critic_opt.init(critic_params),
+            alpha_opt_state=alpha_opt.init(log_alpha),
+            updates=jnp.zeros((), jnp.int32),
+        )
+        return state, ()
+
+    def policy(
+        key: jax.Array, train_state: SACTrainState, obs: Any, memory: Any, eval: bool = False
+    ) -> tuple[jax.Array, SACTrainState, Any]:
+        mean, log_std = actor.apply(train_state.actor_params, flatten_observation(obs))
+        unit = jnp.tanh(mean) if eval else squashed_gaussian_sample(key, mean, log_std)[0]
+        return scaler.to_env(unit), train_state, memory
+
+    def critic_loss(critic_params: Any, batch: Batch, target: jax.Array) -> jax.Array:
+        obs = flatten_observation(batch.obs)
+        q = critic.apply(critic_params, obs, scaler.to_unit(batch.action))[..., 0]  # (critics, B)
+        return 0.5 * jnp.sum(jnp.mean(jnp.square(q - target[None]), axis=1))
+
+    def actor_loss(
+        actor_params: Any, critic_params: Any, obs: jax.Array, alpha: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        mean, log_std = actor.apply(actor_params, obs)
+        action, log_prob = squashed_gaussian_sample(key, mean, log_std)
+        q = critic.apply(critic_params, obs, action)[..., 0]
+        return jnp.mean(alpha * log_prob - jnp.min(q, axis=0)), log_prob
+
+    def update(
+        batch: Batch, train_state: SACTrainState, memory: Any
+    ) -> tuple[SACTrainState, Any, dict[str, jax.Array]]:
+        key_next, key_actor = jax.random.split(batch.key)
+        alpha = jnp.exp(train_state.log_alpha)
+        next_obs = flatten_observation(batch.next_obs)
+        mean, log_std = actor.apply(train_state.actor_params, next_obs)
+        next_action, next_log_prob = squashed_gaussian_sample(key_next, mean, log_std)
+        q_next = critic.apply(train_state.target_critic_params, next_obs, next_action)[..., 0]
+        target = jax.vmap(targets.soft_q_target, in_axes=(0, 0, 1, 0, None))(
+            batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32), q_next, next_log_prob, alpha
+        )
+        target = jax.lax.stop_gradient(target)
+        c_loss, c_grads = jax.value_and_grad(critic_loss)(train_state.critic_params, batch, target)
+        c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
+        critic_params = optax.apply_updates(train_state.critic_params, c_updates)
+
+        def actor_and_alpha(state: SACTrainState) -> tuple[SACTrainState, jax.Array, jax.Array]:
+            obs = flatten_observation(batch.obs)
+            (a_loss, log_prob), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
+                state.actor_params, critic_params, obs, alpha, key_actor
+            )
+            a_updates, actor_opt_state = actor_opt.update(a_grads, state.actor_opt_state)
+            actor_params = optax.apply_updates(state.actor_params, a_updates)
+            log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+            if config.autotune_alpha:
+                entropy_gap = jax.lax.stop_gradient(log_prob + target_entropy)
+                alpha_grad = -jnp.mean(entropy_gap)  # d/d log_alpha of -log_alpha * mean(gap)
+                al_updates, alpha_opt_state = alpha_opt.update(alpha_grad, state.alpha_opt_state)
+                log_alpha = optax.apply_updates(state.log_alpha, al_updates)
+            new = state.replace(
+                actor_params=actor_params,
+                actor_opt_state=actor_opt_state,
+                log_alpha=log_alpha,
+                alpha_opt_state=alpha_opt_state,
+            )
+            return new, a_loss, -jnp.mean(log_prob)
+
+        state = train_state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state)
+        if config.policy_frequency == 1:
+            state, a_loss, entropy = actor_and_alpha(state)
+        else:
+            state, a_loss, entropy = jax.lax.cond(
+                train_state.updates % config.policy_frequency == 0,
+                actor_and_alpha,
+                lambda s: (s, jnp.zeros(()), jnp.zeros(())),
+                state,
+            )
+        state = state.replace(
+            target_critic_params=polyak(state.target_critic_params, critic_params, config.tau),
+            updates=train_state.updates + 1,
+        )
+        metrics = {
+            "loss": c_loss + a_loss,
+            "critic_loss": c_loss,
+            "actor_loss": a_loss,
+            "alpha": jnp.exp(state.log_alpha),
+            "entropy": entropy,
+            "q_target": jnp.mean(target),
+        }
+        return state, memory, metrics
+
+    return Agent(init=init, policy=policy, update=update, reset_memory=lambda memory, eval=False: ())
+
+
+def _make_discrete_sac(
+    config: SACConfig, observation_space: spaces.Space, action_space: spaces.Discrete
+) -> Agent:
+    num_actions = int(action_space.n)
+    actor = DiscreteActor(num_actions, tuple(config.hidden_sizes), config.activation)
+    critic = DiscreteCritic(num_actions, tuple(config.hidden_sizes), config.activation, config.num_critics)
+    actor_opt, critic_opt, alpha_opt = _optimizers(config)
+    target_entropy = float(config.target_entropy_scale) * float(np.log(num_actions))
+    example = obs_example_input(observation_space)
+
+    def init(key: jax.Array, obs_example: Any = None) -> tuple[SACTrainState, tuple[()]]:
+        key_actor, key_critic = jax.random.split(key)
+        actor_params = actor.init(key_actor, example)
+        critic_params = critic.init(key_critic, example)
+        log_alpha = jnp.asarray(np.log(config.init_alpha), jnp.float32)
+        state = SACTrainState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=critic_params,
+            log_alpha=log_alpha,
+            actor_opt_state=actor_opt.init(actor_params),
+            critic_opt_state=critic_opt.init(critic_params),
+            alpha_opt_state=alpha_opt.init(log_alpha),
+            updates=jnp.zeros((), jnp.int32),
+        )
+        return state, ()
+
+    def policy(
+        key: jax.Array, train_state: SACTrainState, obs: Any, memory: Any, eval: bool = False
+    ) -> tuple[jax.Array, SACTrainState, Any]:
+        logits = actor.apply(train_state.actor_params, flatten_observation(obs))
+        action = jnp.argmax(logits, -1) if eval else jax.random.categorical(key, logits)
+        return action.astype(jnp.int32), train_state, memory
+
+    def critic_loss(critic_params: Any, batch: Batch, target: jax.Array) -> jax.Array:
+        q = critic.apply(critic_params, flatten_observation(batch.obs))  # (critics, B, A)
+        action = batch.action.astype(jnp.int32).reshape(-1)
+        q_taken = jnp.take_along_axis(q, action[None, :, None], axis=-1)[..., 0]
+        return 0.5 * jnp.sum(jnp.mean(jnp.square(q_taken - target[None]), axis=1))
+
+    def actor_loss(
+        actor_params: Any, q: jax.Array, obs: jax.Array, alpha: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        log_probs = jax.nn.log_softmax(actor.apply(actor_params, obs))
+        probs = jnp.exp(log_probs)
+        loss = jnp.mean(jnp.sum(probs * (alpha * log_probs - jnp.min(q, axis=0)), axis=-1))
+        return loss, -jnp.sum(probs * log_probs, axis=-1)
+
+    def update(
+        batch: Batch, train_state: SACTrainState, memory: Any
+    ) -> tuple[SACTrainState, Any, dict[str, jax.Array]]:
+        alpha = jnp.exp(train_state.log_alpha)
+        next_obs = flatten_observation(batch.next_obs)
+        next_log_probs = jax.nn.log_softmax(actor.apply(train_state.actor_params, next_obs))
+        q_next = critic.apply(train_state.target_critic_params, next_obs)
+        target = jax.vmap(targets.discrete_soft_q_target, in_axes=(0, 0, 1, 0, None))(
+            batch.reward.astype(jnp.float32),
+            batch.discount.astype(jnp.float32),
+            q_next,
+            next_log_probs,
+            alpha,
+        )
+        target = jax.lax.stop_gradient(target)
+        c_loss, c_grads = jax.value_and_grad(critic_loss)(train_state.critic_params, batch, target)
+        c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
+        critic_params = optax.apply_updates(train_state.critic_params, c_updates)
+        obs = flatten_observation(batch.obs)
+        q = jax.lax.stop_gradient(critic.apply(critic_params, obs))
+        (a_loss, entropy), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
+            train_state.actor_params, q, obs, alpha
+        )
+        a_updates, actor_opt_state = actor_opt.update(a_grads, train_state.actor_opt_state)
+        actor_params = optax.apply_updates(train_state.actor_params, a_updates)
+        log_alpha, alpha_opt_state = train_state.log_alpha, train_state.alpha_opt_state
+        if config.autotune_alpha:
+            alpha_grad = jnp.mean(jax.lax.stop_gradient(entropy) - target_entropy)
+            al_updates, alpha_opt_state = alpha_opt.update(alpha_grad, alpha_opt_state)
+            log_alpha = optax.apply_updates(log_alpha, al_updates)
+        state = SACTrainState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=polyak(train_state.target_critic_params, critic_params, config.tau),
+            log_alpha=log_alpha,
+            actor_opt_state=actor_opt_state,
+            critic_opt_state=critic_opt_state,
+            alpha_opt_state=alpha_opt_state,
+            updates=train_state.updates + 1,
+        )
+        metrics = {
+            "loss": c_loss + a_loss,
+            "critic_loss": c_loss,
+            "actor_loss": a_loss,
+            "alpha": jnp.exp(log_alpha),
+            "entropy": jnp.mean(entropy),
+            "q_target": jnp.mean(target),
+        }
+        return state, memory, metrics
+
+    return Agent(init=init, policy=policy, update=update, reset_memory=lambda memory, eval=False: ())
