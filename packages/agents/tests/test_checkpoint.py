@@ -151,6 +151,9 @@ def test_crash_mid_write_leaves_the_old_file(tmp_path, monkeypatch, failing):
         save_checkpoint(tmp_path, {"x": jnp.asarray(2.0)}, {"v": 2}, step=3)
     monkeypatch.undo()
     assert open(path, "rb").read() == before
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask  # the mode a plain open() gives
     assert sorted(os.listdir(tmp_path)) == ["checkpoint_000000003.msgpack"]  # no temporary file left
     restored, meta = load_checkpoint(path, {"x": jnp.zeros(())})
     assert float(restored["x"]) == 1.0 and meta == {"v": 1}

@@ -281,7 +281,7 @@ def test_progress_on_a_terminal_redraws_one_line():
     bar.update(1000, 200.0)
     text = stream.getvalue()
     assert text.startswith("\rppo CartPole-v1 [##########----------]  50% 500/1,000 steps")
-    assert "return 123.4" in text and "ETA" in text
+    assert "return 123.4" in text and "ETA ?" in text  # no speed without compilation in it yet
     assert text.count("\r") == 2 and text.endswith("\n") and "done" in text
 
 

@@ -110,13 +110,13 @@ def save_checkpoint(
         raise ValueError(f"save_checkpoint: keep must be >= 1 or None, got {keep}.")
     leaves_with_paths, _ = jax.tree_util.tree_flatten_with_path(state)
     leaves = []
-    for path, leaf in leaves_with_paths:
+    for key_path, leaf in leaves_with_paths:
         if not hasattr(leaf, "dtype"):
             raise TypeError(
-                f"save_checkpoint: leaf {jax.tree_util.keystr(path)} is {type(leaf).__name__}, not an array; "
+                f"save_checkpoint: leaf {jax.tree_util.keystr(key_path)} is {type(leaf).__name__}, not an array; "
                 "the state must be a pytree of arrays."
             )
-        leaves.append(_encode_leaf(jax.tree_util.keystr(path), leaf))
+        leaves.append(_encode_leaf(jax.tree_util.keystr(key_path), leaf))
     payload = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

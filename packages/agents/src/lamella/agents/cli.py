@@ -49,7 +49,7 @@ class _TrainParser(argparse.ArgumentParser):
     leave ``a=1`` unrecognised; the leftovers that look like overrides are collected here.
     """
 
-    def parse_known_args(
+    def parse_known_args(  # type: ignore[override]
         self, args: Any = None, namespace: Any = None
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)

@@ -305,6 +305,7 @@ def resolve_config(
         )
     config_cls, _ = table[algorithm]
     presets = preset_table().get(algorithm, {})
+    config: Any
     if preset is not None:
         if preset not in presets:
             raise ConfigError(
@@ -321,9 +322,10 @@ def resolve_config(
         raise ConfigError(
             f"Preset for {algorithm} is a {type(config).__name__}, not a {config_cls.__name__}."
         )
-    if env_id is not None and env_id != config.env_id:
-        config = dataclasses.replace(config, env_id=env_id)
-    return apply_overrides(config, overrides)
+    resolved: Any = config  # isinstance against a runtime class narrows to object for mypy
+    if env_id is not None and env_id != resolved.env_id:
+        resolved = dataclasses.replace(resolved, env_id=env_id)
+    return apply_overrides(resolved, overrides)
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

@@ -137,7 +137,9 @@ def default_out_dir(algorithm: str, env_id: str, root: str = "runs") -> str:
 
 
 def _seed_list(seeds: int | Sequence[int]) -> list[int]:
-    if isinstance(seeds, int | np.integer) and not isinstance(seeds, bool):
+    if isinstance(seeds, bool):
+        raise ValueError(f"seeds must be a count or a list of seeds, got {seeds}.")
+    if isinstance(seeds, int | np.integer):
         if seeds < 1:
             raise ValueError(f"seeds must be >= 1 (a count) or a list of seeds, got {seeds}.")
         return list(range(int(seeds)))
