@@ -312,3 +312,131 @@ def test_parity_frozen_lake(map_name: str) -> None:
     kwargs = {"map_name": map_name, "is_slippery": False}
     out = run_parity("FrozenLake-misc", copy_frozen_lake, _discrete(4), make_kwargs=kwargs)
     assert out["terminated"].any()
+
+
+# Statistics of the random parts -----------------------------------------------------------
+
+NUM_DRAWS = 8192
+COPY = {
+    "FourRooms-misc": copy_four_rooms,
+    "MetaMaze-misc": copy_meta_maze,
+    "PointRobot-misc": copy_point_robot,
+    "BernoulliBandit-misc": copy_bernoulli,
+    "GaussianBandit-misc": copy_gaussian,
+    "Reacher-misc": copy_reacher,
+    "Swimmer-misc": copy_swimmer,
+    "Pong-misc": copy_pong,
+    "FrozenLake-misc": copy_frozen_lake,
+}
+
+
+def assert_same_distribution(lamella: Any, gymnax_side: Any, what: str) -> None:
+    """Per-entry means within 6 standard errors and standard deviations within 10% (+0.01)."""
+    for i, (a, b) in enumerate(zip(jax.tree.leaves(lamella), jax.tree.leaves(gymnax_side))):
+        a = np.asarray(a, np.float64).reshape(NUM_DRAWS, -1)
+        b = np.asarray(b, np.float64).reshape(NUM_DRAWS, -1)
+        tolerance = 6 * np.sqrt((a.var(0) + b.var(0)) / NUM_DRAWS) + 1e-6
+        np.testing.assert_array_less(
+            np.abs(a.mean(0) - b.mean(0)), tolerance, err_msg=f"{what} leaf {i}: mean"
+        )
+        np.testing.assert_allclose(a.std(0), b.std(0), rtol=0.1, atol=0.01, err_msg=f"{what} leaf {i}: std")
+
+
+RESET_CASES = [(env_id, {}) for env_id in MISC_IDS] + [
+    ("FourRooms-misc", {"resample_init_pos": True, "resample_goal_pos": True}),
+    ("PointRobot-misc", {"center_init": True}),
+]
+
+
+@pytest.mark.parametrize(("env_id", "params"), RESET_CASES)
+def test_reset_distribution(env_id: str, params: dict[str, Any]) -> None:
+    """Reset observations and states (gymnax's copied into lamella's form) have the same distribution."""
+    genv, gparams = gymnax.make(env_id)
+    env, lparams = le.make(env_id, autoreset=False)
+    gparams, lparams = gparams.replace(**params), lparams.replace(**params)
+    keys = jax.random.split(jax.random.key(11), NUM_DRAWS)
+    g_obs, g_state = jax.jit(jax.vmap(lambda k: genv.reset_env(k, gparams)))(keys)
+    l_obs, l_state = jax.jit(jax.vmap(lambda k: env.reset(k, lparams)))(keys)
+    assert_same_distribution(l_obs, g_obs, f"{env_id} reset obs")
+    assert_same_distribution(l_state, jax.vmap(COPY[env_id])(g_state), f"{env_id} reset state")
+    if params.get("resample_goal_pos"):
+        # Every free cell can be the goal, and the start is never on the goal.
+        goals = set(zip(np.asarray(l_state.goal_row).tolist(), np.asarray(l_state.goal_col).tolist()))
+        assert len(goals) == int(env.unwrapped.walkable.sum())
+        assert not np.any((l_state.row == l_state.goal_row) & (l_state.col == l_state.goal_col))
+
+
+def _step_from(
+    env_id: str, edit: Callable[[Any], Any], action: Any, make_kwargs: dict[str, Any] | None = None
+):
+    """``NUM_DRAWS`` steps of both libraries from one state (gymnax's reset state edited by ``edit``)."""
+    make_kwargs = make_kwargs or {}
+    genv, gparams = gymnax.make(env_id, **make_kwargs)
+    env, lparams = le.make(env_id, autoreset=False, **make_kwargs)
+    _, g_state = genv.reset_env(jax.random.key(0), gparams)
+    g_state = edit(g_state)
+    l_state = COPY[env_id](g_state)
+    keys = jax.random.split(jax.random.key(12), NUM_DRAWS)
+    g_out = jax.jit(jax.vmap(lambda k: genv.step_env(k, g_state, action, gparams)))(keys)
+    l_out = jax.jit(jax.vmap(lambda k: env.step(k, l_state, action, lparams)))(keys)
+    g_next = jax.vmap(COPY[env_id])(g_out[1])
+    assert_same_distribution(
+        (l_out[0], l_out[1], l_out[2], l_out[3]), (g_out[0], g_next, g_out[2], g_out[3]), env_id
+    )
+    return l_out
+
+
+def test_four_rooms_slip_frequencies() -> None:
+    """From an open cell, "up" goes up with probability 1 - fail_prob and each other way with fail_prob / 3."""
+    l_out = _step_from("FourRooms-misc", lambda s: s.replace(pos=jnp.array([2, 2])), 0)
+    rows, cols = np.asarray(l_out[1].row), np.asarray(l_out[1].col)
+    outcomes = {"up": (1, 2), "right": (2, 3), "down": (3, 2), "left": (2, 1)}
+    freq = {name: np.mean((rows == r) & (cols == c)) for name, (r, c) in outcomes.items()}
+    assert abs(freq["up"] - 2 / 3) < 0.02 and all(
+        abs(freq[k] - 1 / 9) < 0.015 for k in ("right", "down", "left")
+    )
+
+
+def test_meta_maze_teleport_uniform() -> None:
+    """Reaching the goal pays 10 and teleports uniformly over the free cells (ending the episode on the goal)."""
+    env, _ = le.make("MetaMaze-misc", autoreset=False)
+    # Agent at (1, 1) moving right onto the goal at (1, 2).
+    l_out = _step_from("MetaMaze-misc", lambda s: s.replace(pos=jnp.array([1, 1]), goal=jnp.array([1, 2])), 1)
+    assert np.all(np.asarray(l_out[2]) == 10.0)
+    cells = np.asarray(l_out[1].row) * env.side + np.asarray(l_out[1].col)
+    free = env.free_cells
+    assert set(cells.tolist()) == set(free.tolist())
+    assert abs(np.mean(l_out[3]) - 1 / len(free)) < 0.01
+
+
+def test_point_robot_restart_distribution() -> None:
+    """On the goal, the reward is 1 and the robot restarts at a random point of the half disc."""
+    l_out = _step_from("PointRobot-misc", lambda s: s.replace(pos=s.goal), jnp.array([0.05, -0.05]))
+    assert np.all(np.asarray(l_out[2]) == 1.0)
+    x, y = np.asarray(l_out[1].x), np.asarray(l_out[1].y)
+    assert np.all(y >= 0) and np.all(np.hypot(x, y) <= 1.0)
+    assert abs(np.mean(np.hypot(x, y)) - 0.5) < 0.02
+
+
+@pytest.mark.parametrize("arm", [0, 1])
+def test_bernoulli_bandit_reward_rate(arm: int) -> None:
+    l_out = _step_from("BernoulliBandit-misc", lambda s: s.replace(reward_probs=jnp.array([0.1, 0.9])), arm)
+    assert abs(np.mean(l_out[2]) - (0.1, 0.9)[arm]) < 0.02
+
+
+def test_gaussian_bandit_rewards() -> None:
+    l_out = _step_from("GaussianBandit-misc", lambda s: s.replace(mu=jnp.float32(-0.5)), 1)
+    reward = np.asarray(l_out[2])
+    assert abs(reward.mean() + 0.5) < 0.01 and abs(reward.std() - 0.1) < 0.01
+    safe = _step_from("GaussianBandit-misc", lambda s: s.replace(mu=jnp.float32(-0.5)), 0)
+    assert np.all(np.asarray(safe[2]) == 0.0)
+
+
+def test_frozen_lake_slip_frequencies() -> None:
+    """Slippery ice: from cell 6 "down" lands on 10 (frozen), or slips onto the holes 5 and 7, 1/3 each."""
+    l_out = _step_from("FrozenLake-misc", lambda s: s.replace(position=jnp.int32(6)), 1)
+    cells = np.asarray(l_out[0])
+    for cell in (5, 7, 10):
+        assert abs(np.mean(cells == cell) - 1 / 3) < 0.02
+    np.testing.assert_array_equal(np.asarray(l_out[3]), cells != 10)
+    np.testing.assert_allclose(np.asarray(l_out[5]["p"]), 1 / 3, rtol=1e-6)
