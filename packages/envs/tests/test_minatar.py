@@ -1,0 +1,311 @@
+"""MinAtar games: conformance, exact parity with the ``minatar`` package, statistics of the random parts.
+
+Parity: the ``minatar`` package plays real episodes (a random policy, from
+start states perturbed to reach rare situations: few bricks, late ramping,
+crowded boards). Before every step its internal state is copied into a
+lamella state; both then take the same action with the same random draws
+(minatar's ``RandomState`` is replaced by a stub that returns, in minatar's
+order of calls, the values lamella's ``draw`` produced from a key), and
+the next observation (every channel), reward, terminal flag and the next
+state are compared exactly. All transitions of a game run as one jitted vmap.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.envs as le
+from lamella.envs import minatar as lm
+from lamella.envs.testing import check_env
+
+minatar = pytest.importorskip("minatar")
+
+MINATAR_IDS = ["Breakout-MinAtar"]
+
+
+@pytest.mark.parametrize("env_id", MINATAR_IDS)
+@pytest.mark.parametrize("autoreset", [False, True])
+def test_check_env(env_id: str, autoreset: bool) -> None:
+    env, params = le.make(env_id, autoreset=autoreset)
+    check_env(env, params, num_steps=16, num_envs=2)
+
+
+@pytest.mark.parametrize("env_id", MINATAR_IDS)
+def test_spaces_and_action_sets(env_id: str) -> None:
+    env, params = le.make(env_id, autoreset=False)
+    game = env.name.lower()
+    reference = minatar.Environment(game)
+    assert env.observation_space(params).shape == tuple(reference.state_shape())
+    assert env.observation_space(params).dtype == jnp.bool_
+    assert env.action_set == tuple(reference.minimal_action_set())
+    assert env.action_space(params).n == len(reference.minimal_action_set())
+    full, _ = le.make(env_id, autoreset=False, use_minimal_action_set=False)
+    assert full.action_space(params).n == 6 and full.action_set == tuple(range(6))
+
+
+@pytest.mark.parametrize("env_id", MINATAR_IDS)
+def test_render_vmaps(env_id: str) -> None:
+    """A batch of states renders in one jitted vmap; each frame shows the observation's objects."""
+    env, params = le.make(env_id, autoreset=False)
+    obs, states = jax.vmap(lambda k: env.reset(k, params))(jax.random.split(jax.random.key(0), 3))
+    frames = np.asarray(jax.jit(jax.vmap(lambda s: env.render(s, params)))(states))
+    assert frames.shape == (3, 160, 160, 3) and frames.dtype == np.uint8
+    for frame, grid in zip(frames, np.asarray(obs)):
+        centres = frame[8::16, 8::16]  # one pixel in the middle of each cell
+        np.testing.assert_array_equal(centres.any(-1), grid.any(-1))
+
+
+# Parity harness ---------------------------------------------------------------------------
+
+
+class StubRandom:
+    """Stands in for minatar's ``np.random.RandomState``: returns queued values in call order."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[str, Any]] = []
+
+    def _pop(self, kind: str) -> Any:
+        assert self.queue, f"minatar asked for an unexpected {kind}"
+        got, value = self.queue.pop(0)
+        assert got == kind, f"minatar asked for {kind}, the stub expected {got}"
+        return value
+
+    def rand(self, *size: int) -> Any:
+        return self._pop(f"rand{size}")
+
+    def randint(self, low: int, high: int | None = None, size: Any = None) -> Any:
+        return self._pop(f"randint{(low, high, size)}")
+
+
+def uniform_int(u: Any, low: int, high: int) -> int:
+    """``lamella.envs.random.randint``'s map of a float32 uniform to [low, high), in NumPy."""
+    value = low + int(np.floor(np.float32(u) * np.float32(high - low)))
+    return min(value, high - 1)
+
+
+class Game:
+    """How one game's minatar state maps to lamella's, and the draws to minatar's calls."""
+
+    env_id: str
+    name: str
+
+    def to_lamella(self, env: Any, last_action: int, time: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def queue(self, env: Any, draws: dict[str, np.ndarray]) -> list[tuple[str, Any]]:
+        """What minatar's game will draw this step, given lamella's draws (after the sticky draw)."""
+        return []
+
+    def perturb(self, env: Any, rng: np.random.Generator) -> None:
+        """Change a fresh start state to reach rare situations sooner (a valid game state)."""
+
+
+def collect(game: Game, num_transitions: int, seed: int, full_actions: bool = False) -> dict[str, Any]:
+    """Play minatar with stubbed draws; record lamella-format states before/after, actions, draws, results."""
+    env_l, params = le.make(game.env_id, autoreset=False, use_minimal_action_set=not full_actions)
+    draw = jax.jit(jax.vmap(lambda k: env_l.unwrapped.draw(k, params)))
+    all_draws = jax.tree.map(np.asarray, draw(jax.random.split(jax.random.key(seed), num_transitions)))
+    all_draws = {k: v for k, v in vars(all_draws).items()}
+    rng = np.random.default_rng(seed)
+    reference = minatar.Environment(game.name, sticky_action_prob=0.1)
+    inner = reference.env
+    stub = StubRandom()
+    real = np.random.RandomState(seed)
+    records: dict[str, list[Any]] = {
+        "before": [],
+        "after": [],
+        "action": [],
+        "obs": [],
+        "reward": [],
+        "terminal": [],
+    }
+
+    def new_episode() -> None:
+        inner.random = real
+        reference.reset()
+        game.perturb(inner, rng)
+        reference.last_action = 0
+
+    new_episode()
+    time = 0
+    num_actions = len(env_l.action_set)
+    for t in range(num_transitions):
+        draws = {k: v[t] for k, v in all_draws.items()}
+        action = int(rng.integers(num_actions))
+        records["before"].append(game.to_lamella(inner, reference.last_action, time))
+        stub.queue = [("rand()", float(draws["sticky"]))]
+        inner.random = stub
+        reference.random = stub
+        # The game's own draws depend on its state after the action; queue them lazily.
+        act = inner.act
+
+        def act_with_queue(a: int, act: Callable[[int], Any] = act) -> Any:
+            stub.queue.extend(game.queue(inner, draws))
+            return act(a)
+
+        inner.act = act_with_queue
+        reward, terminal = reference.act(env_l.action_set[action])
+        del inner.act
+        assert not stub.queue, f"minatar did not use the draws {stub.queue}"
+        time += 1
+        records["action"].append(action)
+        records["obs"].append(reference.state())
+        records["reward"].append(float(reward))
+        records["terminal"].append(bool(terminal))
+        records["after"].append(game.to_lamella(inner, reference.last_action, time))
+        if terminal:
+            new_episode()
+            time = 0
+    records["draws"] = all_draws
+    return records
+
+
+def check_parity(game: Game, records: dict[str, Any], full_actions: bool = False) -> None:
+    env, params = le.make(game.env_id, autoreset=False, use_minimal_action_set=not full_actions)
+    env = env.unwrapped
+    state_type = type(env.reset(jax.random.key(0), params)[1])
+    draw_type = type(env.draw(jax.random.key(0), params))
+    stack = lambda rows: {k: np.stack([r[k] for r in rows]) for k in rows[0]}  # noqa: E731
+    before = state_type(**stack(records["before"]))
+    draws = draw_type(**records["draws"])
+    actions = jnp.asarray(records["action"], jnp.int32)
+    transition = jax.jit(jax.vmap(lambda s, a, d: env.transition(s, a, d, params)))
+    obs, after, reward, terminated, truncated, _ = transition(before, actions, draws)
+    expected_obs = np.stack(records["obs"])
+    for i in range(len(actions)):
+        ok_obs = np.array_equal(np.asarray(obs[i]), expected_obs[i])
+        ok = ok_obs and float(reward[i]) == records["reward"][i]
+        ok = ok and bool(terminated[i]) == records["terminal"][i]
+        if not ok:
+            one_before = {k: v[i] for k, v in stack(records["before"]).items()}
+            raise AssertionError(
+                f"transition {i} differs: before {one_before}, action {int(actions[i])}, "
+                f"draws { {k: v[i] for k, v in records['draws'].items()} }; reward {float(reward[i])} vs "
+                f"{records['reward'][i]}, terminal {bool(terminated[i])} vs {records['terminal'][i]}, "
+                f"obs differs in channels {np.nonzero((np.asarray(obs[i]) != expected_obs[i]).any((0, 1)))[0]}"
+            )
+    expected_after = stack(records["after"])
+    for name, value in expected_after.items():
+        np.testing.assert_array_equal(
+            np.asarray(getattr(after, name)), value, err_msg=f"next state field {name}"
+        )
+    assert not np.any(np.asarray(truncated))
+
+
+def coverage(records: dict[str, Any]) -> dict[str, int]:
+    return {
+        "transitions": len(records["action"]),
+        "terminal": int(np.sum(records["terminal"])),
+        "rewarded": int(np.sum(np.asarray(records["reward"]) > 0)),
+    }
+
+
+# Breakout ---------------------------------------------------------------------------------
+
+
+class BreakoutGame(Game):
+    env_id = "Breakout-MinAtar"
+    name = "breakout"
+
+    def to_lamella(self, env: Any, last_action: int, time: int) -> dict[str, Any]:
+        mask = 0
+        for y in range(1, 4):
+            for x in range(10):
+                if env.brick_map[y, x]:
+                    mask |= 1 << ((y - 1) * 10 + x)
+        assert env.brick_map[[0, *range(4, 10)]].sum() == 0
+        return {
+            "ball_x": np.int32(env.ball_x),
+            "ball_y": np.int32(env.ball_y),
+            "ball_dir": np.int32(env.ball_dir),
+            "pos": np.int32(env.pos),
+            "bricks": np.uint32(mask),
+            "strike": np.bool_(env.strike),
+            "last_x": np.int32(env.last_x),
+            "last_y": np.int32(env.last_y),
+            "last_action": np.int32(last_action),
+            "time": np.int32(time),
+        }
+
+    def perturb(self, env: Any, rng: np.random.Generator) -> None:
+        # Clear most bricks in some episodes, so clearing the board and the refill happen.
+        if rng.random() < 0.5:
+            keep = rng.random((3, 10)) < rng.choice([0.0, 0.05, 0.3])
+            env.brick_map[1:4] = keep
+        env.pos = int(rng.integers(10))
+
+
+GAMES: dict[str, Game] = {"Breakout-MinAtar": BreakoutGame()}
+PARITY_TRANSITIONS = {"Breakout-MinAtar": 1500}
+
+
+@functools.cache
+def parity_records(env_id: str) -> dict[str, Any]:
+    """The parity transitions of one game (collected once per test process)."""
+    return collect(GAMES[env_id], PARITY_TRANSITIONS[env_id], seed=1)
+
+
+@pytest.mark.parametrize("env_id", MINATAR_IDS)
+def test_parity(env_id: str) -> None:
+    game = GAMES[env_id]
+    records = parity_records(env_id)
+    check_parity(game, records)
+    counts = coverage(records)
+    assert counts["terminal"] >= 10 and counts["rewarded"] >= 10, counts
+
+
+@pytest.mark.parametrize("env_id", MINATAR_IDS)
+def test_parity_full_action_set(env_id: str) -> None:
+    game = GAMES[env_id]
+    records = collect(game, 300, seed=2, full_actions=True)
+    check_parity(game, records, full_actions=True)
+
+
+def test_breakout_refill_covered() -> None:
+    """The rare branch (board cleared, refilled when the ball reaches the bottom) is in the parity data."""
+    records = parity_records("Breakout-MinAtar")
+    refills = sum(
+        b["bricks"] == 0 and a["bricks"] == lm.breakout.FULL_BRICKS
+        for b, a in zip(records["before"], records["after"])
+    )
+    assert refills >= 1
+
+
+# Statistics of the random parts ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env_id", MINATAR_IDS)
+@pytest.mark.parametrize("prob", [0.1, 0.5])
+def test_sticky_action_frequency(env_id: str, prob: float) -> None:
+    """The previous action repeats with probability ``sticky_action_prob`` (4 standard errors)."""
+    env, params = le.make(env_id, autoreset=False, sticky_action_prob=prob)
+    env = env.unwrapped
+    n = 20_000
+    _, state = env.reset(jax.random.key(0), params)
+    noop = env.action_set.index(0)
+    other = 1  # the second action of every set is never the no-op
+    state = state.replace(last_action=jnp.int32(env.action_set[other]))
+
+    def one(key: jax.Array) -> jax.Array:
+        _, next_state, *_ = env.step(key, state, noop, params)
+        return next_state.last_action
+
+    taken = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(1), n)))
+    frequency = np.mean(taken == env.action_set[other])
+    assert abs(frequency - prob) < 4 * np.sqrt(prob * (1 - prob) / n)
+
+
+def test_breakout_start_side() -> None:
+    env, params = le.make("Breakout-MinAtar", autoreset=False)
+    n = 20_000
+    _, states = jax.jit(jax.vmap(lambda k: env.reset(k, params)))(jax.random.split(jax.random.key(2), n))
+    right = np.asarray(states.ball_x) == 9
+    assert abs(right.mean() - 0.5) < 4 * np.sqrt(0.25 / n)
+    np.testing.assert_array_equal(np.asarray(states.ball_dir), np.where(right, 3, 2))
