@@ -84,7 +84,7 @@ def test_csv_matches_the_json(tmp_path):
         "ppo",
         "seed_1",
         "absolute_metrics",
-        "100",
+        "",
         "mean_episode_return",
         "0",
         "41.0",

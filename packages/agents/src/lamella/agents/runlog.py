@@ -208,20 +208,22 @@ class RunLog:
         return {self.environment: {self.task: {self.algorithm: runs}}}
 
     def csv_rows(self) -> list[tuple[Any, ...]]:
-        """Rows of ``metrics.csv`` (without the header); ``step`` is the evaluation index,
-        or ``absolute_metrics`` for the final evaluation (with the last ``step_count``)."""
+        """Rows of ``metrics.csv`` (without the header); ``step`` is the evaluation index, or
+        ``absolute_metrics`` (with an empty ``step_count``) for the final evaluation; values
+        are written as floats (``repr``, so they read back exactly)."""
         rows: list[tuple[Any, ...]] = []
         prefix = (self.environment, self.task, self.algorithm)
         for run in self.runs:
             for index, step in enumerate(self.steps):
                 for name, values in step["metrics"].get(run, {}).items():
                     for value_index, value in enumerate(values):
-                        rows.append((*prefix, run, index, step["step_count"], name, value_index, value))
+                        rows.append(
+                            (*prefix, run, index, step["step_count"], name, value_index, repr(float(value)))
+                        )
             if self.absolute is not None and run in self.absolute:
-                last = self.steps[-1]["step_count"] if self.steps else 0
                 for name, values in self.absolute[run].items():
                     for value_index, value in enumerate(values):
-                        rows.append((*prefix, run, ABSOLUTE, last, name, value_index, value))
+                        rows.append((*prefix, run, ABSOLUTE, "", name, value_index, repr(float(value))))
         return rows
 
     def write(self) -> None:
