@@ -269,16 +269,18 @@ def _sample_steps(
 def _gather(tree: Any, env: jax.Array, time: jax.Array, T: int) -> Any:
     """``tree[env, time % T]`` for leaves ``(num_envs, T, ...)``; ``time`` may have extra axes."""
     env = env.reshape(env.shape + (1,) * (time.ndim - env.ndim))
-    return jax.tree.map(lambda x: x[env, time % T], tree)
+    # One index into the flattened (num_envs * T) axis: a 1-D gather, measured faster on CPU than a 2-D one.
+    flat = env * T + time % T
+    return jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:]))[flat], tree)
 
 
 def _episode_bounds(
     state: EpisodeBufferState, env: jax.Array, time: jax.Array, T: int
 ) -> tuple[jax.Array, jax.Array]:
     """First and last stored absolute time of the episode containing step (env, time)."""
-    slot = state.episode_id[env, time % T] % T
-    start = jnp.maximum(state.episode_start[env, slot], _oldest(state, T))
-    end = jnp.minimum(state.episode_end[env, slot], state.steps_added - 1)
+    slot = _gather(state.episode_id, env, time, T) % T
+    start = jnp.maximum(_gather(state.episode_start, env, slot, T), _oldest(state, T))
+    end = jnp.minimum(_gather(state.episode_end, env, slot, T), state.steps_added - 1)
     return start, end
 
 
