@@ -145,6 +145,7 @@ def test_resume_equals_uninterrupted(full, tmp_path):
     assert_bit_identical(rest.state, full.state)
     assert read(rest.metrics_path) == read(full.metrics_path)
     assert read(rest.csv_path) == read(full.csv_path)
+    assert read(rest.checkpoint_path) == read(full.checkpoint_path)
     assert os.path.exists(rest.plot_path)
 
 
@@ -223,6 +224,15 @@ def test_bad_arguments_fail_before_compiling(tmp_path, monkeypatch, kwargs, matc
     with pytest.raises(ValueError, match=match):
         run(str(tmp_path / "run"), **kwargs)
     assert not calls and not os.path.exists(tmp_path / "run")
+
+
+def test_runner_construction_errors_are_config_errors(tmp_path):
+    def picky(config):
+        raise KeyError(f"Unknown environment id {config.env_id!r}.")
+
+    with pytest.raises(ConfigError, match="BanditConfig: Unknown environment id 'Bandit-v0'"):
+        run_experiment(CONFIG, algorithm="picky", make_runner=picky, out_dir=str(tmp_path / "run"))
+    assert not os.path.exists(tmp_path / "run")
 
 
 def test_too_small_budget_is_reported(tmp_path):

@@ -188,7 +188,13 @@ def _make_chunk(runner: Any) -> Callable[[Any, jax.Array], tuple[Any, dict[str, 
 
 
 def _compile(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
-    runner = make_runner(config)
+    try:
+        runner = make_runner(config)
+    except (KeyError, TypeError, ValueError) as error:
+        # Building a runner validates the config against the env (unknown env id, sizes that
+        # do not divide, ...): a config mistake, reported as one, before anything compiles.
+        detail = error.args[0] if isinstance(error, KeyError) and error.args else error
+        raise ConfigError(f"Cannot build the runner for {type(config).__name__}: {detail}") from error
     return _Compiled(
         runner, jax.jit(jax.vmap(runner.init)), jax.jit(jax.vmap(runner.evaluate)), _make_chunk(runner)
     )
