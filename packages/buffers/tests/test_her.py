@@ -167,3 +167,10 @@ def test_bad_arguments_fail_early(buffer):
     sample = lb.make_her_sampler(plain, compute_reward)
     with pytest.raises(TypeError, match="achieved_goal"):
         jax.eval_shape(functools.partial(sample, plain_state), jax.random.key(0))
+
+
+def test_second_call_compiles_nothing(samplers, hand_state, random_episodes):
+    sample = samplers["episode"]
+    sample(hand_state, jax.random.key(5))
+    sample(random_episodes[0], jax.random.key(6))  # another state of the same shapes
+    assert sample._cache_size() == 1
