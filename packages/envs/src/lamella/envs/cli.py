@@ -126,7 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     _register_demo(subparsers)
     for entry in sorted(entry_points(group="lamella.commands"), key=lambda e: e.name):
-        entry.load()(subparsers)
+        try:
+            register_command = entry.load()
+        except Exception as error:  # a broken plug-in must not take the other commands down
+            print(f"lamella: skipping the '{entry.name}' command ({entry.value}): {error}", file=sys.stderr)
+            continue
+        register_command(subparsers)
     return parser
 
 
