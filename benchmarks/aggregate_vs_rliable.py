@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import platform
 import time
 from importlib.metadata import version
@@ -112,7 +113,8 @@ def main() -> None:
     widths = min(float(np.min(ours.upper[a] - ours.lower[a])) for a in algorithms)
 
     print(
-        f"machine: {platform.processor() or platform.machine()}, {len(jax.devices())} JAX device(s) "
+        f"machine: {_cpu_model()}, {len(os.sched_getaffinity(0))} usable cores, load average "
+        f"{os.getloadavg()[0]:.1f}; {len(jax.devices())} JAX device(s) "
         f"{jax.devices()[0].platform}; jax {jax.__version__}, rliable {version('rliable')}, numpy {np.__version__}"
     )
     print(f"5 algorithms x 10 tasks x 10 runs, {args.reps} bootstrap replicates, 95% percentile CIs")
@@ -131,6 +133,17 @@ def main() -> None:
     )
     print()
     print(f"(narrowest aggregate CI is {widths:.3f} wide: CI bounds differ only by Monte-Carlo error)")
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _time(fn, seed: int) -> float:

@@ -14,11 +14,14 @@ from lamella.eval._src import plots, tables
 @pytest.fixture(scope="module")
 def estimates():
     rng = np.random.default_rng(1)
-    scores = {"ppo": rng.uniform(size=(4, 3)), "dqn_v2": rng.uniform(size=(4, 3)) * 0.8}
-    aggregates = le.interval_estimates(scores, reps=50)
-    improvement = le.probability_of_improvement_estimates(scores, reps=50)
-    profiles = le.performance_profiles(scores, np.linspace(0, 1, 11), reps=50)
-    curves = le.sample_efficiency({a: np.stack([v * 0.5, v], -1) for a, v in scores.items()}, reps=50)
+    # The shapes of the CLI test below (3 runs, 2 tasks, 3 evaluations, 100 replicates), so
+    # a worker running both compiles once.
+    scores = {"ppo": rng.uniform(size=(3, 2)), "dqn_v2": rng.uniform(size=(3, 2)) * 0.8}
+    aggregates = le.interval_estimates(scores, reps=100)
+    improvement = le.probability_of_improvement_estimates(scores, reps=100)
+    profiles = le.performance_profiles(scores, np.linspace(0, 1, 101), reps=100)
+    curves = {a: np.stack([v * 0.5, v * 0.7, v], -1) for a, v in scores.items()}
+    curves = le.sample_efficiency(curves, None, ("iqm", "mean"), reps=100)
     return aggregates, improvement, profiles, curves
 
 

@@ -157,6 +157,13 @@ def _batch_size(reps: int, per_replicate: int) -> int:
     return max(1, min(reps, _BATCH_ELEMENTS // max(per_replicate, 1)))
 
 
+def _replicates(replicate: Callable[[jax.Array], jax.Array], keys: jax.Array, batch: int) -> jax.Array:
+    """``replicate`` over ``keys``: one vmap, or a loop over batches where that would not fit."""
+    if batch >= keys.shape[0]:
+        return jax.vmap(replicate)(keys)
+    return jax.lax.map(replicate, keys, batch_size=batch)
+
+
 def _interval(replicates: jax.Array, confidence: float) -> jax.Array:
     """``(2, ...)`` percentile bounds over the leading replicate axis."""
     alpha = (1.0 - confidence) / 2.0
@@ -227,7 +234,7 @@ def _aggregate_bootstrap(
 
         rep_keys = jax.random.split(key, reps)
         batch = _batch_size(reps, num_runs * num_runs * num_tasks * num_steps)
-        return _interval(jax.lax.map(replicate, rep_keys, batch_size=batch), confidence)
+        return _interval(_replicates(replicate, rep_keys, batch), confidence)
 
     return jax.vmap(one_algorithm)(keys, scores, orders, below)
 
@@ -386,7 +393,7 @@ def _improvement_bootstrap(keys: jax.Array, wins: jax.Array, *, reps: int, confi
             return jnp.mean(u / (runs_x * runs_y))
 
         batch = _batch_size(reps, num_tasks * runs_x * runs_y)
-        return _interval(jax.lax.map(replicate, jax.random.split(key, reps), batch_size=batch), confidence)
+        return _interval(_replicates(replicate, jax.random.split(key, reps), batch), confidence)
 
     return jax.vmap(one_pair)(keys, wins)
 
@@ -452,7 +459,7 @@ def _profile_bootstrap(
             return jnp.mean(task_means[:, None] > taus, axis=0)
 
         batch = _batch_size(reps, num_runs * num_tasks * max(num_runs, taus.shape[0]))
-        return _interval(jax.lax.map(replicate, jax.random.split(key, reps), batch_size=batch), confidence)
+        return _interval(_replicates(replicate, jax.random.split(key, reps), batch), confidence)
 
     return jax.vmap(one_algorithm)(keys, scores)
 
