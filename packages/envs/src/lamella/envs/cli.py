@@ -21,16 +21,20 @@ __all__ = ["demo", "main"]
 
 
 def demo(
-    num_envs: int = 256, num_steps: int = 200, gif_env: str = "CartPole-v1", out_dir: str = "runs/demo"
+    num_envs: int = 256,
+    num_steps: int = 200,
+    gif_env: str = "CartPole-v1",
+    out_dir: str = "runs/demo",
+    env_ids: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Roll out every registered env; return one row per env and write a GIF of ``gif_env``."""
+    """Roll out every registered env (or ``env_ids``); return one row per env and write a GIF of ``gif_env``."""
     import jax
     import numpy as np
 
     import lamella.envs as le
 
     rows = []
-    for env_id in le.registered():
+    for env_id in env_ids or le.registered():
         env, params = le.make(env_id)
         action_space = env.action_space(params)
 
@@ -110,6 +114,57 @@ def episode_states(env: Any, params: Any, key: Any, max_steps: int = 500) -> Any
     return jax.tree.map(lambda x: x[:length], states)
 
 
+def env_family(env: Any) -> str:
+    """The lamella.envs sub-package that defines ``env`` (``classic_control``, ``bsuite``, ...)."""
+    module = type(env.unwrapped).__module__
+    parts = module.split(".")
+    if parts[:2] == ["lamella", "envs"] and len(parts) > 2:
+        return parts[2]
+    return "custom"
+
+
+def animate_envs(env_ids: list[str] | None = None, out_dir: str = "runs/gifs", seed: int = 0) -> list[str]:
+    """Write a GIF of one random-action episode per env; with no ids, one env of each family."""
+    import jax
+
+    import lamella.envs as le
+
+    if not env_ids:
+        first_of_family: dict[str, str] = {}
+        for env_id in le.registered():
+            env, _ = le.make(env_id, autoreset=False)
+            first_of_family.setdefault(env_family(env), env_id)
+        env_ids = sorted(first_of_family.values())
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for env_id in env_ids:
+        env, params = le.make(env_id, autoreset=False)
+        states = episode_states(env, params, jax.random.key(seed))
+        path = le.animate(env, params, states, os.path.join(out_dir, f"{env_id}.gif"), fps=15)
+        print(f"{env_family(env):<16} {env_id:<34} -> {path}", flush=True)
+        paths.append(path)
+    return paths
+
+
+def _register_animate(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "animate", help="write a GIF of one random-action episode per env (default: one env per family)"
+    )
+    parser.add_argument(
+        "env_ids", nargs="*", help="registered ids (default: the first id of every env family)"
+    )
+    parser.add_argument("--all", action="store_true", help="every registered env")
+    parser.add_argument("--out-dir", default="runs/gifs")
+    parser.add_argument("--seed", type=int, default=0)
+
+    def run(args: Any) -> None:
+        import lamella.envs as le
+
+        animate_envs(le.registered() if args.all else args.env_ids, args.out_dir, args.seed)
+
+    parser.set_defaults(func=run)
+
+
 def _register_demo(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "demo", help="roll out every registered env, print throughput, write a GIF"
@@ -118,13 +173,15 @@ def _register_demo(subparsers: Any) -> None:
     parser.add_argument("--num-steps", type=int, default=200)
     parser.add_argument("--gif-env", default="CartPole-v1")
     parser.add_argument("--out-dir", default="runs/demo")
-    parser.set_defaults(func=lambda a: demo(a.num_envs, a.num_steps, a.gif_env, a.out_dir) and None)
+    parser.add_argument("--envs", nargs="*", help="only these ids (default: every registered env)")
+    parser.set_defaults(func=lambda a: demo(a.num_envs, a.num_steps, a.gif_env, a.out_dir, a.envs) and None)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lamella", description="lamella: reinforcement learning in JAX")
     subparsers = parser.add_subparsers(dest="command", required=True)
     _register_demo(subparsers)
+    _register_animate(subparsers)
     for entry in sorted(entry_points(group="lamella.commands"), key=lambda e: e.name):
         try:
             register_command = entry.load()

@@ -1,0 +1,39 @@
+"""The ``lamella`` command of lamella-envs: ``demo`` and ``animate``."""
+
+from __future__ import annotations
+
+import imageio.v3 as iio
+import pytest
+
+from lamella.envs import cli
+
+
+def test_animate_writes_one_gif_per_env(tmp_path):
+    cli.main(["animate", "CartPole-v1", "Catch-bsuite", "--out-dir", str(tmp_path)])
+    for env_id in ("CartPole-v1", "Catch-bsuite"):
+        frames = iio.imread(tmp_path / f"{env_id}.gif")
+        assert frames.ndim == 4 and frames.shape[0] >= 2 and frames.shape[-1] in (3, 4)
+
+
+def test_demo_prints_a_row_per_env_and_writes_the_gif(tmp_path, capsys):
+    rows = cli.demo(
+        num_envs=8, num_steps=20, out_dir=str(tmp_path), env_ids=["CartPole-v1", "MountainCar-v0"]
+    )
+    assert [row["env"] for row in rows] == ["CartPole-v1", "MountainCar-v0"]
+    assert all(row["steps_per_s"] > 0 for row in rows)
+    assert rows[0]["mean_reward"] == pytest.approx(1.0)  # CartPole pays 1 per step
+    assert rows[1]["mean_reward"] == pytest.approx(-1.0)  # MountainCar pays -1 per step
+    assert (tmp_path / "CartPole-v1.gif").stat().st_size > 0
+    assert "CartPole-v1" in capsys.readouterr().out
+
+
+def test_env_family():
+    import lamella.envs as le
+
+    assert cli.env_family(le.make("CartPole-v1")[0]) == "classic_control"
+    assert cli.env_family(le.make("Catch-bsuite", autoreset=False)[0]) == "bsuite"
+
+
+def test_unknown_command_exits():
+    with pytest.raises(SystemExit):
+        cli.main(["no-such-command"])
