@@ -1,0 +1,372 @@
+"""The compiled off-policy loop, plain or goal-conditioned, as a lamella Runner.
+
+One ``runner.step`` is one ``lax.scan`` over ``rollout_steps`` vector env steps; each scan step
+
+1. acts (uniform random actions for the first ``learning_starts`` env steps),
+2. steps the bare envs, lets the goal setter rewrite goals and rewards,
+3. stores the transition with the *true* next observation (at a time limit that is the final
+   observation, so targets bootstrap from it: truncation is not termination),
+4. resets the envs that are done (``env.reset_done``; no auto-reset),
+5. runs ``updates_per_step`` gradient steps on batches sampled from the replay (uniform,
+   n-step, or HER-relabelled).
+
+Everything (env, buffer, agent, setter) is in the runner state, a pytree of arrays, so
+``jax.vmap(make_train(runner))`` trains many seeds in one compiled program and the shared
+driver (``lamella.agents.driver.run_experiment``) chunks, evaluates, logs, checkpoints and
+resumes it unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+import lamella.envs
+from lamella.agents.offpolicy import AGENTS, Batch
+from lamella.agents.runner import Runner
+from lamella.buffers import (
+    EpisodeBufferState,
+    HerSample,
+    NStepTransition,
+    Transition,
+    make_episode_buffer,
+    make_her_sampler,
+    make_n_step_sampler,
+    transition_like,
+)
+from lamella.envs import spaces
+from lamella.envs.environment import episode_done
+from lamella.gcrl.config import LoopConfig, agent_config
+from lamella.gcrl.setters import GoalSetter, passthrough
+
+__all__ = [
+    "OffPolicyRunnerState",
+    "is_goal_space",
+    "make_batch_sampler",
+    "make_evaluate",
+    "make_offpolicy_runner",
+]
+
+
+@struct.dataclass
+class OffPolicyRunnerState:
+    """Everything one off-policy run carries between iterations (arrays only).
+
+    Attributes:
+        train_state: the agent's train state.
+        buffer_state: :class:`lamella.buffers.EpisodeBufferState`.
+        env_state: the training envs' states, leading axis ``num_envs``.
+        obs: the observations the agent acts on next.
+        setter_state: the goal setter's state.
+        key: PRNG key.
+        iteration: int32 ().
+        env_steps: int32 (): env steps taken over all envs.
+        episode_return: float32 (num_envs,): return of each running episode so far.
+        last_return: float32 (): mean return of the episodes that ended in the last iteration
+            that had any.
+        last_success: float32 (): their success rate (goal-conditioned envs; else 0).
+    """
+
+    train_state: Any
+    buffer_state: EpisodeBufferState
+    env_state: Any
+    obs: Any
+    setter_state: Any
+    key: jax.Array
+    iteration: jax.Array
+    env_steps: jax.Array
+    episode_return: jax.Array
+    last_return: jax.Array
+    last_success: jax.Array
+
+
+def is_goal_space(space: spaces.Space) -> bool:
+    """Whether ``space`` is a goal-conditioned observation space (a Dict with the three keys)."""
+    return isinstance(space, spaces.Dict) and {"observation", "achieved_goal", "desired_goal"} <= set(
+        space.spaces
+    )
+
+
+def _eval_max_steps(config: LoopConfig, env_params: Any) -> int:
+    if config.eval_max_steps > 0:
+        return int(config.eval_max_steps)
+    limit = getattr(env_params, "max_steps_in_episode", None)
+    return int(limit) if limit is not None else 1000
+
+
+def make_batch_sampler(config: Any, env: Any, env_params: Any, buffer: Any) -> Any:
+    """``sample(buffer_state, key) -> Batch`` for the config: uniform, n-step or HER.
+
+    HER relabels with the env's pure ``compute_reward``. A relabelled transition's
+    ``terminated`` is recomputed for its new goal (``is_success`` and the env's
+    ``terminate_on_success``) when the env has them: the stored flag belongs to the original goal.
+    """
+    gamma = float(config.gamma)
+    if config.her:
+        bare = env.unwrapped
+        if not hasattr(bare, "compute_reward"):
+            raise ValueError(
+                f"her=True needs a goal-conditioned env with compute_reward; {config.env_id} has none."
+            )
+        compute_reward = functools.partial(bare.compute_reward, params=env_params)
+        her_sample = make_her_sampler(
+            buffer, compute_reward, config.her_strategy, config.her_relabel_probability, config.batch_size
+        )
+        is_success = getattr(bare, "is_success", None)
+        terminates = bool(getattr(env_params, "terminate_on_success", False))
+
+        def sample(buffer_state: EpisodeBufferState, key: jax.Array) -> Batch:
+            key_sample, key_update = jax.random.split(key)
+            her: HerSample = her_sample(buffer_state, key_sample)
+            t = her.transition
+            terminated = t.terminated
+            if is_success is not None:
+                new_done = jnp.logical_and(
+                    is_success(t.next_obs["achieved_goal"], t.next_obs["desired_goal"], env_params),
+                    terminates,
+                )
+                terminated = jnp.where(her.relabelled, new_done, terminated)
+            discount = gamma * (1.0 - terminated.astype(jnp.float32))
+            return Batch(t.obs, t.action, t.reward, discount, t.next_obs, key_update)
+
+        return sample
+    if config.n_step > 1:
+        n_step_sample = make_n_step_sampler(buffer, config.n_step, gamma, config.batch_size)
+
+        def sample(buffer_state: EpisodeBufferState, key: jax.Array) -> Batch:
+            key_sample, key_update = jax.random.split(key)
+            t: NStepTransition = n_step_sample(buffer_state, key_sample)
+            return Batch(t.obs, t.action, t.reward, t.discount, t.next_obs, key_update)
+
+        return sample
+
+    def sample(buffer_state: EpisodeBufferState, key: jax.Array) -> Batch:
+        key_sample, key_update = jax.random.split(key)
+        t: Transition = buffer.sample(buffer_state, key_sample)
+        discount = gamma * (1.0 - t.terminated.astype(jnp.float32))
+        return Batch(t.obs, t.action, t.reward, discount, t.next_obs, key_update)
+
+    return sample
+
+
+def make_evaluate(
+    agent: Any, env: Any, env_params: Any, num_episodes: int, max_steps: int, goal: bool
+) -> Any:
+    """``evaluate(train_state, key) -> metrics``: ``num_episodes`` greedy episodes in parallel.
+
+    Returns ``episode_return`` float32 ``(num_episodes,)``, ``episode_length`` int32, and for
+    goal-conditioned envs ``success`` float32 ``(num_episodes,)`` (``is_success`` on the last
+    step of the episode, or any step if the env does not end on success) and ``success_rate`` ().
+    """
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def evaluate(train_state: Any, key: jax.Array) -> dict[str, jax.Array]:
+        key_reset, key_loop = jax.random.split(key)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(key_reset, num_episodes), env_params
+        )
+        zeros = jnp.zeros((num_episodes,), jnp.float32)
+        finished = jnp.zeros((num_episodes,), bool)
+        carry = (
+            obs,
+            env_state,
+            train_state,
+            zeros,
+            jnp.zeros((num_episodes,), jnp.int32),
+            zeros,
+            finished,
+            jnp.zeros((), jnp.int32),
+            key_loop,
+        )
+
+        def cond(c: tuple[Any, ...]) -> jax.Array:
+            return jnp.logical_and(~jnp.all(c[6]), c[7] < max_steps)
+
+        def body(c: tuple[Any, ...]) -> tuple[Any, ...]:
+            obs, env_state, ts, returns, lengths, success, finished, t, key = c
+            key, key_act, key_step = jax.random.split(key, 3)
+            action, ts, _ = agent.policy(key_act, ts, obs, (), eval=True)
+            obs, env_state, reward, terminated, truncated, info = step(
+                jax.random.split(key_step, num_episodes), env_state, action, env_params
+            )
+            done = jax.vmap(episode_done)(terminated, truncated)
+            live = ~finished
+            returns = returns + jnp.where(live, jnp.reshape(reward, (num_episodes, -1)).sum(-1), 0.0)
+            lengths = lengths + live.astype(jnp.int32)
+            if goal and "is_success" in info:
+                success = jnp.where(live & info["is_success"], 1.0, success)
+            return obs, env_state, ts, returns, lengths, success, finished | done, t + 1, key
+
+        out = jax.lax.while_loop(cond, body, carry)
+        metrics = {"episode_return": out[3], "episode_length": out[4]}
+        if goal:
+            metrics["success"] = out[5]
+            metrics["success_rate"] = jnp.mean(out[5])
+        return metrics
+
+    return evaluate
+
+
+def make_offpolicy_runner(config: LoopConfig, goal_setter: GoalSetter | None = None) -> Runner:
+    """The compiled off-policy :class:`~lamella.agents.runner.Runner` of a train config.
+
+    Args:
+        config: a ``<Algo>TrainConfig`` (:mod:`lamella.gcrl.config`).
+        goal_setter: goal setter of the training envs (default :func:`passthrough`); evaluation
+            always uses the env's own goals.
+
+    Returns:
+        A Runner: ``init``, ``step`` (``rollout_steps`` vector env steps with their updates),
+        ``evaluate`` (greedy, on a separate env instance), ``steps_per_iteration``,
+        ``num_iterations``. Step metrics: ``episode_return``, ``success_rate`` (goal envs),
+        ``episodes`` and the agent's update metrics (``loss``, ...), averaged over the iteration.
+    """
+    config.validate()
+    name, agent_cfg = agent_config(config)
+    env, env_params = lamella.envs.make(config.env_id, autoreset=False)
+    eval_env, _ = lamella.envs.make(config.env_id, autoreset=False)
+    observation_space, action_space = env.observation_space(env_params), env.action_space(env_params)
+    goal = is_goal_space(observation_space)
+    if config.her and not goal:
+        raise ValueError(
+            f"her=True needs a goal-conditioned env (dict observations with observation/achieved_goal/"
+            f"desired_goal); {config.env_id} is not one. Use a goal env such as GMazeGoalDubins-v0."
+        )
+    agent = AGENTS[name][1](agent_cfg, observation_space, action_space)
+    setter = passthrough() if goal_setter is None else goal_setter
+    num_envs, rollout_steps = config.num_envs, config.rollout_steps
+    buffer = make_episode_buffer(num_envs, config.buffer_size // num_envs, config.batch_size)
+    sample_batch = make_batch_sampler(config, env, env_params, buffer)
+    evaluate_fn = make_evaluate(
+        agent, eval_env, env_params, config.eval_episodes, _eval_max_steps(config, env_params), goal
+    )
+    env_reset = jax.vmap(env.reset, in_axes=(0, None))
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    env_reset_done = jax.vmap(env.reset_done, in_axes=(0, 0, 0, 0, None))
+    sample_actions = jax.vmap(action_space.sample)
+
+    def init(key: jax.Array) -> OffPolicyRunnerState:
+        key, key_agent, key_env, key_setter, key_example = jax.random.split(key, 5)
+        obs, env_state = env_reset(jax.random.split(key_env, num_envs), env_params)
+        setter_state = setter.init(key_setter, obs)
+        obs, setter_state = setter.reset(key_setter, setter_state, obs, jnp.ones((num_envs,), bool))
+        train_state, _ = agent.init(key_agent, obs)
+        one_obs = jax.tree.map(lambda x: x[0], obs)
+        example = transition_like(one_obs, action_space.sample(key_example))
+        zero = jnp.zeros((), jnp.float32)
+        return OffPolicyRunnerState(
+            train_state=train_state,
+            buffer_state=buffer.init(example),
+            env_state=env_state,
+            obs=obs,
+            setter_state=setter_state,
+            key=key,
+            iteration=jnp.zeros((), jnp.int32),
+            env_steps=jnp.zeros((), jnp.int32),
+            episode_return=jnp.zeros((num_envs,), jnp.float32),
+            last_return=zero,
+            last_success=zero,
+        )
+
+    def learn(
+        train_state: Any, buffer_state: EpisodeBufferState, key: jax.Array
+    ) -> tuple[Any, dict[str, jax.Array]]:
+        def one(ts: Any, k: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+            ts, _, metrics = agent.update(sample_batch(buffer_state, k), ts, ())
+            return ts, metrics
+
+        if config.updates_per_step == 1:
+            return one(train_state, key)
+        train_state, metrics = jax.lax.scan(one, train_state, jax.random.split(key, config.updates_per_step))
+        return train_state, jax.tree.map(jnp.mean, metrics)
+
+    def env_step_and_learn(carry: tuple[Any, ...], _: None) -> tuple[tuple[Any, ...], dict[str, jax.Array]]:
+        state, sums = carry
+        key, k_act, k_random, k_step, k_reset, k_setter, k_update = jax.random.split(state.key, 7)
+        action, train_state, _ = agent.policy(k_act, state.train_state, state.obs, (), eval=False)
+        warming_up = state.env_steps < config.learning_starts
+        random_action = sample_actions(jax.random.split(k_random, num_envs))
+        action = jnp.where(warming_up, random_action.astype(action.dtype), action)
+        next_obs, env_state, reward, terminated, truncated, info = env_step(
+            jax.random.split(k_step, num_envs), state.env_state, action, env_params
+        )
+        k_setter_step, k_setter_reset = jax.random.split(k_setter)
+        next_obs, reward, terminated, truncated, info, setter_state = setter.step(
+            k_setter_step, state.setter_state, next_obs, reward, terminated, truncated, info
+        )
+        reward = reward.astype(jnp.float32)
+        transition = Transition(state.obs, action, reward, terminated, truncated, next_obs)
+        buffer_state = buffer.add(state.buffer_state, jax.tree.map(lambda x: x[:, None], transition))
+        done = jax.vmap(episode_done)(terminated, truncated)
+        episode_return = state.episode_return + reward
+        success = info.get("is_success", jnp.zeros_like(done)).astype(jnp.float32)
+        sums = {
+            "returns": sums["returns"] + jnp.sum(jnp.where(done, episode_return, 0.0)),
+            "successes": sums["successes"] + jnp.sum(jnp.where(done, success, 0.0)),
+            "episodes": sums["episodes"] + jnp.sum(done.astype(jnp.float32)),
+        }
+        obs, env_state = env_reset_done(
+            jax.random.split(k_reset, num_envs), done, env_state, next_obs, env_params
+        )
+        obs, setter_state = setter.reset(k_setter_reset, setter_state, obs, done)
+        env_steps = state.env_steps + num_envs
+        # Under vmap over seeds this cond runs both branches (a select); alone it skips the updates.
+        train_state, metrics = jax.lax.cond(
+            env_steps >= config.learning_starts,
+            lambda ts: learn(ts, buffer_state, k_update),
+            lambda ts: (ts, jax.tree.map(jnp.zeros_like, update_metrics_shape)),
+            train_state,
+        )
+        new_state = state.replace(
+            train_state=train_state,
+            buffer_state=buffer_state,
+            env_state=env_state,
+            obs=obs,
+            setter_state=setter_state,
+            key=key,
+            env_steps=env_steps,
+            episode_return=jnp.where(done, 0.0, episode_return),
+        )
+        return (new_state, sums), metrics
+
+    def step(state: OffPolicyRunnerState) -> tuple[OffPolicyRunnerState, dict[str, jax.Array]]:
+        zero = jnp.zeros((), jnp.float32)
+        sums0 = {"returns": zero, "successes": zero, "episodes": zero}
+        (state, sums), metrics = jax.lax.scan(env_step_and_learn, (state, sums0), None, length=rollout_steps)
+        ended = sums["episodes"] > 0
+        count = jnp.maximum(sums["episodes"], 1.0)
+        last_return = jnp.where(ended, sums["returns"] / count, state.last_return)
+        last_success = jnp.where(ended, sums["successes"] / count, state.last_success)
+        out = {k: jnp.mean(v).astype(jnp.float32) for k, v in metrics.items()}
+        out.update(episode_return=last_return, episodes=sums["episodes"])
+        if goal:
+            out["success_rate"] = last_success
+        state = state.replace(
+            iteration=state.iteration + 1, last_return=last_return, last_success=last_success
+        )
+        return state, out
+
+    def evaluate(state: OffPolicyRunnerState, key: jax.Array) -> dict[str, jax.Array]:
+        return evaluate_fn(state.train_state, key)
+
+    # The structure of the agent's update metrics (zeros before learning starts), found
+    # abstractly, without compiling anything.
+    def _update_metrics(key: jax.Array) -> dict[str, jax.Array]:
+        state = init(key)
+        return learn(state.train_state, state.buffer_state, key)[1]
+
+    update_metrics_shape = jax.tree.map(
+        lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(_update_metrics, jax.random.key(0))
+    )
+
+    return Runner(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        steps_per_iteration=config.steps_per_iteration,
+        num_iterations=config.num_iterations,
+    )
