@@ -12,7 +12,10 @@ policy gradient needs, and maps it to the env's action with ``to_action``:
   and ``log_prob`` is the Gaussian's (the clip belongs to the env).
 
 Learners store raw samples, so no ``atanh`` of a saturated action is ever taken.
-Randomness for a whole batch comes from one key.
+Randomness for a whole batch comes from one key, hashed into uniform bits by
+:mod:`lamella.envs.random` (a dozen integer operations per number instead of a
+Threefry evaluation: on CPU, Threefry in the rollout loop costs more than the
+policy network, and its code is a large part of the compile time).
 """
 
 from __future__ import annotations
@@ -25,11 +28,18 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from lamella.envs import random as fast_random
 from lamella.envs import spaces
 
 __all__ = ["ActionHead", "Categorical", "Gaussian", "MultiCategorical", "check_action_space"]
 
 _LOG_2PI = float(np.log(2 * np.pi))
+
+
+def _sample_categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """Gumbel-max sampling over the last axis with hashed uniforms."""
+    u = jnp.maximum(fast_random.uniform(key, logits.shape), np.float32(1e-20))
+    return jnp.argmax(logits - jnp.log(-jnp.log(u)), axis=-1).astype(jnp.int32)
 
 
 @struct.dataclass
@@ -39,7 +49,7 @@ class Categorical:
     logits: jax.Array
 
     def sample(self, key: jax.Array) -> jax.Array:
-        return jax.random.categorical(key, self.logits).astype(jnp.int32)
+        return _sample_categorical(key, self.logits)
 
     def log_prob(self, raw: jax.Array) -> jax.Array:
         log_p = jax.nn.log_softmax(self.logits)
@@ -67,7 +77,7 @@ class MultiCategorical:
     logits: jax.Array
 
     def sample(self, key: jax.Array) -> jax.Array:
-        return jax.random.categorical(key, self.logits).astype(jnp.int32)
+        return _sample_categorical(key, self.logits)
 
     def log_prob(self, raw: jax.Array) -> jax.Array:
         log_p = jax.nn.log_softmax(self.logits)
@@ -96,7 +106,7 @@ class Gaussian:
     squash: str = struct.field(pytree_node=False, default="tanh")
 
     def sample(self, key: jax.Array) -> jax.Array:
-        noise = jax.random.normal(key, jnp.shape(self.mean))
+        noise = fast_random.normal(key, jnp.shape(self.mean))
         return self.mean + jnp.exp(self.log_std) * noise
 
     def _base_log_prob(self, raw: jax.Array) -> jax.Array:

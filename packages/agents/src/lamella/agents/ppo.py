@@ -70,7 +70,7 @@ _SEQUENCE_FIELDS = (
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
-    """PPO's settings. Defaults solve CartPole-v1 in about 2e5 steps.
+    """PPO's settings. Defaults are for CartPole-v1 (see ``PRESETS["ppo"]`` for tuned ones).
 
     Attributes:
         env_id: registered environment id.
@@ -320,8 +320,10 @@ def _make_ppo_parts(
         learning_rate: Any = optax.linear_schedule(config.learning_rate, 0.0, num_updates)
     else:
         learning_rate = config.learning_rate
-    optimizer = optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=1e-5)
+    # One flat vector for the optimiser: a dozen small leaves cost a dozen copies of every
+    # Adam operation, in run time and in compile time.
+    optimizer = optax.flatten(
+        optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
     )
 
     def normalize(train_state: PPOTrainState, obs: jax.Array) -> jax.Array:

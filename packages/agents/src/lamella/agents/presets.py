@@ -17,8 +17,9 @@ __all__ = ["PRESETS"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "ppo": {
-        # Reaches greedy return 500 in about 1e5 steps for most seeds.
-        "CartPole-v1": PPOConfig(env_id="CartPole-v1", total_timesteps=200_000),
+        # Greedy return 500 after 2e5 steps for 6 of 6 seeds in a sweep (lr 1e-3 / 2.5e-3,
+        # entropy 0 / 0.01); an entropy bonus made one seed in six unlearn late.
+        "CartPole-v1": PPOConfig(env_id="CartPole-v1", total_timesteps=200_000, ent_coef=0.0),
         "Acrobot-v1": PPOConfig(env_id="Acrobot-v1", total_timesteps=500_000, normalize_observations=True),
         "Pendulum-v1": PPOConfig(
             env_id="Pendulum-v1",
