@@ -170,3 +170,37 @@ def test_recurrent_ppo_solves_memory_chain_where_feedforward_cannot():
     # bsuite MemoryChain pays +1 for the remembered action and -1 otherwise: chance level is 0.
     assert np.all(recurrent_returns >= 0.9), recurrent_returns
     assert np.all(feedforward_returns <= 0.5), feedforward_returns
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"recurrent": True, "cell": "gru"},
+        {"recurrent": True, "cell": "lstm", "env_id": "MemoryChain-bsuite"},
+    ],
+    ids=["feedforward", "gru", "lstm-memorychain"],
+)
+def test_update_recomputes_the_rollout_distributions_exactly(change):
+    """Before the first gradient step the update's log-probs equal the rollout's.
+
+    For recurrent PPO this checks that minibatches start from the right carries and reset at the
+    same steps as the rollout did (episodes end inside the rollout on both envs).
+    """
+    if "env_id" in change:
+        _require(change["env_id"])
+    config = dataclasses.replace(
+        PPOConfig(),
+        total_timesteps=2 * 8 * 64,
+        num_envs=8,
+        num_steps=64,
+        num_minibatches=2,
+        rnn_hidden_size=16,
+        hidden_sizes=(16,),
+        **change,
+    )
+    runner = make_ppo_runner(config)
+    state, metrics = jax.jit(make_train(runner))(jax.random.key(3))
+    kl = np.asarray(metrics["first_minibatch_kl"])
+    np.testing.assert_allclose(kl, 0.0, atol=1e-5)
+    assert np.all(np.asarray(metrics["episodes"]) > 0)

@@ -384,7 +384,10 @@ def _make_ppo_parts(
         )
         entropy = dist.entropy().mean()
         total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
-        return total, (policy_loss, value_loss, entropy, clip_fraction)
+        # KL(old || new) estimate; exactly 0 before the first update if the update recomputes the
+        # rollout's distributions (same observations, same recurrent carries and resets).
+        approx_kl = jnp.mean(flat(batch.log_prob) - flat(log_prob))
+        return total, (policy_loss, value_loss, entropy, clip_fraction, approx_kl)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
@@ -450,13 +453,16 @@ def _make_ppo_parts(
 
         keys = jax.random.split(trajectory.key, config.num_epochs)
         train_state, stats = jax.lax.scan(epoch, train_state, keys)
-        loss, policy_loss, value_loss, entropy, clip_fraction = (jnp.mean(s) for s in stats)
+        loss, policy_loss, value_loss, entropy, clip_fraction, approx_kl = (jnp.mean(s) for s in stats)
         metrics = {
             "loss": loss,
             "policy_loss": policy_loss,
             "value_loss": value_loss,
             "entropy": entropy,
             "clip_fraction": clip_fraction,
+            "approx_kl": approx_kl,
+            # Minibatch 0 of epoch 0 sees the parameters that collected the rollout.
+            "first_minibatch_kl": stats[5][0, 0],
         }
         return train_state, memory, metrics
 
