@@ -1,0 +1,168 @@
+"""The off-policy algorithms in lamella's algorithm table, and their presets.
+
+How ``lamella train sac`` reaches this package: lamella-agents (layer 1) may not import
+lamella-gcrl (layer 2), so this package adds itself to the agents' table with
+:func:`lamella.agents.config.register_algorithm`. That happens
+
+* on ``import lamella.gcrl`` (Python use: ``run_experiment(SACTrainConfig(...))`` then finds it),
+* when the ``lamella`` command starts: lamella-gcrl declares the ``lamella.commands`` entry point
+  ``train_offpolicy = "lamella.gcrl.algorithms:register"``, which registers the algorithms and
+  adds ``--her`` (shorthand for ``her=true``) to ``lamella train``. Its name sorts after
+  lamella-agents' ``train`` entry point, which the ``lamella`` script loads first.
+
+``python -m lamella.gcrl.train`` is the same command without the ``lamella`` script.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from lamella.gcrl.config import (
+    DDPGTrainConfig,
+    DQNTrainConfig,
+    SACTrainConfig,
+    TD3TrainConfig,
+    TQCTrainConfig,
+)
+
+__all__ = ["ALGORITHMS", "PRESETS", "register", "register_algorithms"]
+
+
+def _make_runner(config: Any) -> Any:
+    from lamella.gcrl.runner import make_offpolicy_runner
+
+    return make_offpolicy_runner(config)
+
+
+#: name -> (train config class, runner factory)
+ALGORITHMS: dict[str, tuple[type, Callable[[Any], Any]]] = {
+    "sac": (SACTrainConfig, _make_runner),
+    "td3": (TD3TrainConfig, _make_runner),
+    "ddpg": (DDPGTrainConfig, _make_runner),
+    "tqc": (TQCTrainConfig, _make_runner),
+    "dqn": (DQNTrainConfig, _make_runner),
+}
+
+# Pendulum: small networks and Adam at 1e-3 reach about -150 within 10k steps (the CI learning
+# test uses these settings with 8k steps).
+_PENDULUM = dict(
+    env_id="Pendulum-v1",
+    total_timesteps=20_000,
+    hidden_sizes=(64, 64),
+    learning_starts=500,
+    rollout_steps=1000,
+    buffer_size=20_000,
+    actor_learning_rate=1e-3,
+    critic_learning_rate=1e-3,
+)
+# Goal mazes: HER ("future", k=4), sparse rewards, gamma 0.98 as in HER's robotics settings.
+_GOAL = dict(
+    her=True,
+    gamma=0.98,
+    hidden_sizes=(256, 256),
+    num_envs=8,
+    rollout_steps=250,
+    batch_size=256,
+    buffer_size=200_000,
+    learning_starts=2_000,
+    actor_learning_rate=1e-3,
+    critic_learning_rate=1e-3,
+    eval_episodes=50,
+)
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "sac": {
+        "Pendulum-v1": SACTrainConfig(**_PENDULUM, alpha_learning_rate=1e-3),
+        "GMazeGoalDubins-v0": SACTrainConfig(
+            env_id="GMazeGoalDubins-v0", total_timesteps=200_000, **_GOAL, alpha_learning_rate=1e-3
+        ),
+        "PointRobotGoal-v0": SACTrainConfig(
+            env_id="PointRobotGoal-v0", total_timesteps=40_000, **_GOAL, alpha_learning_rate=1e-3
+        ),
+        "CartPole-v1": SACTrainConfig(
+            env_id="CartPole-v1",
+            total_timesteps=50_000,
+            hidden_sizes=(64, 64),
+            num_envs=4,
+            rollout_steps=500,
+            target_entropy_scale=0.5,
+        ),
+    },
+    "td3": {
+        "Pendulum-v1": TD3TrainConfig(**_PENDULUM),
+        "GMazeGoalDubins-v0": TD3TrainConfig(env_id="GMazeGoalDubins-v0", total_timesteps=200_000, **_GOAL),
+        "PointRobotGoal-v0": TD3TrainConfig(env_id="PointRobotGoal-v0", total_timesteps=40_000, **_GOAL),
+    },
+    "ddpg": {
+        "Pendulum-v1": DDPGTrainConfig(**_PENDULUM),
+        "GMazeGoalDubins-v0": DDPGTrainConfig(env_id="GMazeGoalDubins-v0", total_timesteps=200_000, **_GOAL),
+    },
+    "tqc": {
+        "Pendulum-v1": TQCTrainConfig(**_PENDULUM, alpha_learning_rate=1e-3),
+        "GMazeGoalDubins-v0": TQCTrainConfig(
+            env_id="GMazeGoalDubins-v0", total_timesteps=200_000, **_GOAL, alpha_learning_rate=1e-3
+        ),
+    },
+    "dqn": {
+        "CartPole-v1": DQNTrainConfig(
+            env_id="CartPole-v1",
+            total_timesteps=40_000,
+            num_envs=4,
+            rollout_steps=1000,
+            learning_rate=1e-3,
+            target_update_period=250,
+            exploration_steps=10_000,
+            epsilon_end=0.02,
+            learning_starts=1000,
+            batch_size=64,
+            buffer_size=40_000,
+        ),
+        "Acrobot-v1": DQNTrainConfig(
+            env_id="Acrobot-v1",
+            total_timesteps=100_000,
+            num_envs=4,
+            rollout_steps=1000,
+            learning_rate=1e-3,
+            target_update_period=250,
+            exploration_steps=20_000,
+            n_step=3,
+            buffer_size=100_000,
+        ),
+    },
+}
+
+
+def register_algorithms() -> None:
+    """Add sac, td3, ddpg, tqc and dqn (with presets) to lamella-agents' algorithm table."""
+    from lamella.agents.config import register_algorithm
+
+    for name, (config_cls, make_runner) in ALGORITHMS.items():
+        register_algorithm(name, config_cls, make_runner, PRESETS.get(name, {}), overwrite=True)
+
+
+def _add_her_flag(train: argparse.ArgumentParser) -> None:
+    if "--her" in getattr(train, "_option_string_actions", {}):
+        return
+    train.add_argument(
+        "--her",
+        action="store_true",
+        help="hindsight experience replay for off-policy algorithms on goal envs (same as her=true)",
+    )
+    command = train.get_default("func")
+
+    def run(args: argparse.Namespace) -> Any:
+        if getattr(args, "her", False):
+            args.overrides = [*(args.overrides or []), "her=true"]
+        return command(args)
+
+    train.set_defaults(func=run)
+
+
+def register(subparsers: Any) -> None:
+    """``lamella.commands`` entry point: register the algorithms and add ``--her`` to ``lamella train``."""
+    register_algorithms()
+    choices = getattr(subparsers, "choices", {}) or {}
+    if "train" in choices:
+        _add_her_flag(choices["train"])

@@ -1,0 +1,252 @@
+"""The off-policy loop on the host, for environments that are not JAX (gymnasium vector envs).
+
+The env steps in Python (numpy); acting, storing and learning are the same compiled functions
+as in the compiled runner (the agents of ``lamella.agents.offpolicy``, the episode buffer and
+samplers of ``lamella.buffers``), and the run log is lamella-agents' ``RunLog``
+(``metrics.json`` / ``metrics.csv``, docs/run-log-format.md)::
+
+    result = train_host(SACTrainConfig(env_id="Pendulum-v1", total_timesteps=10_000), "Pendulum-v1")
+
+A gymnasium id is made with ``gymnasium.make_vec(id, num_envs=config.num_envs)`` in
+``SAME_STEP`` auto-reset mode, whose ``info["final_obs"]`` gives the true final observation
+that the stored transition needs (a time limit bootstraps from it). A vector env passed in must
+use that mode too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.agents.offpolicy import AGENTS, Batch
+from lamella.agents.runlog import RunLog
+from lamella.buffers import (
+    Transition,
+    make_episode_buffer,
+    make_her_sampler,
+    make_n_step_sampler,
+    transition_like,
+)
+from lamella.envs import spaces
+from lamella.gcrl.config import LoopConfig, agent_config
+
+__all__ = ["HostLoopResult", "from_gymnasium_space", "train_host"]
+
+
+@dataclasses.dataclass
+class HostLoopResult:
+    """What :func:`train_host` did: the final train state, evaluations and the run-log paths."""
+
+    train_state: Any
+    env_steps: int
+    eval_steps: list[int]
+    eval_returns: list[float]
+    metrics_path: str | None
+    seconds: float
+
+
+def from_gymnasium_space(space: Any) -> spaces.Space:
+    """The lamella space of a gymnasium ``Box``, ``Discrete`` or ``Dict`` space."""
+    import gymnasium
+
+    if isinstance(space, gymnasium.spaces.Box):
+        return spaces.Box(np.asarray(space.low), np.asarray(space.high), space.shape, jnp.float32)
+    if isinstance(space, gymnasium.spaces.Discrete):
+        if int(space.start) != 0:
+            raise ValueError(f"Discrete spaces must start at 0, got start={space.start}.")
+        return spaces.Discrete(int(space.n))
+    if isinstance(space, gymnasium.spaces.Dict):
+        return spaces.Dict({k: from_gymnasium_space(v) for k, v in space.spaces.items()})
+    raise TypeError(f"Unsupported gymnasium space {space!r}: Box, Discrete and Dict are supported.")
+
+
+def _make_vec(env_id: str, num_envs: int, seed: int) -> Any:
+    import gymnasium
+
+    return gymnasium.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP},
+    )
+
+
+def _as_jax(obs: Any) -> Any:
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), obs)
+
+
+def _final_obs(next_obs: Any, info: dict[str, Any], done: np.ndarray) -> Any:
+    """The true next observation of every env (SAME_STEP mode keeps it in info["final_obs"])."""
+    if not done.any():
+        return next_obs
+    final = info["final_obs"]
+
+    def pick(current: np.ndarray, key: Any = None) -> np.ndarray:
+        out = np.array(current, copy=True)
+        for i in np.flatnonzero(done):
+            out[i] = final[i][key] if key is not None else final[i]
+        return out
+
+    if isinstance(next_obs, dict):
+        return {k: pick(v, k) for k, v in next_obs.items()}
+    return pick(next_obs)
+
+
+def train_host(
+    config: LoopConfig,
+    env: Any,
+    *,
+    seed: int = 0,
+    eval_env: Any = None,
+    eval_every: int | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    compute_reward: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+) -> HostLoopResult:
+    """Train ``config``'s agent on a host-side vector env.
+
+    Args:
+        config: a ``<Algo>TrainConfig``; ``num_envs`` must match the vector env.
+        env: a gymnasium id (made with ``num_envs`` envs, ``SAME_STEP`` auto-reset) or a
+            gymnasium vector env in ``SAME_STEP`` mode.
+        seed: seeds the envs and the agent.
+        eval_env: vector env of greedy evaluation episodes (default: one made like ``env`` with
+            ``config.eval_episodes`` envs; each plays one episode per evaluation).
+        eval_every: env steps between evaluations (default about 10 per run).
+        out_dir: write ``metrics.json`` / ``metrics.csv`` there (None: no files).
+        compute_reward: a JAX ``compute_reward(achieved_goal, desired_goal)`` for ``her=True``.
+
+    Returns:
+        A :class:`HostLoopResult`.
+    """
+    config.validate()
+    name, agent_cfg = agent_config(config)
+    if isinstance(env, str):
+        env = _make_vec(env, config.num_envs, seed)
+    mode = getattr(env, "metadata", {}).get("autoreset_mode")
+    if mode is not None and getattr(mode, "name", str(mode)) != "SAME_STEP":
+        raise ValueError(
+            f"train_host needs a vector env in SAME_STEP auto-reset mode (got {mode}); make it with "
+            "vector_kwargs={'autoreset_mode': gymnasium.vector.AutoresetMode.SAME_STEP}."
+        )
+    if env.num_envs != config.num_envs:
+        raise ValueError(f"The vector env has {env.num_envs} envs, config.num_envs is {config.num_envs}.")
+    observation_space = from_gymnasium_space(env.single_observation_space)
+    action_space = from_gymnasium_space(env.single_action_space)
+    agent = AGENTS[name][1](agent_cfg, observation_space, action_space)
+    buffer = make_episode_buffer(config.num_envs, config.buffer_size // config.num_envs, config.batch_size)
+    gamma = float(config.gamma)
+    if config.her:
+        if compute_reward is None:
+            raise ValueError("her=True in train_host needs compute_reward (a JAX function of two goals).")
+        her_sample = make_her_sampler(
+            buffer, compute_reward, config.her_strategy, config.her_relabel_probability, config.batch_size
+        )
+
+        def sample(state: Any, key: jax.Array) -> Batch:
+            t = her_sample(state, key).transition
+            return Batch(t.obs, t.action, t.reward, gamma * (1.0 - t.terminated), t.next_obs, key)
+    elif config.n_step > 1:
+        n_step_sample = make_n_step_sampler(buffer, config.n_step, gamma, config.batch_size)
+
+        def sample(state: Any, key: jax.Array) -> Batch:
+            t = n_step_sample(state, key)
+            return Batch(t.obs, t.action, t.reward, t.discount, t.next_obs, key)
+    else:
+
+        def sample(state: Any, key: jax.Array) -> Batch:
+            t = buffer.sample(state, key)
+            return Batch(t.obs, t.action, t.reward, gamma * (1.0 - t.terminated), t.next_obs, key)
+
+    @functools.partial(jax.jit, donate_argnums=(0,))
+    def learn(train_state: Any, buffer_state: Any, key: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+        def one(ts: Any, k: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+            ts, _, metrics = agent.update(sample(buffer_state, k), ts, ())
+            return ts, metrics
+
+        train_state, metrics = jax.lax.scan(one, train_state, jax.random.split(key, config.updates_per_step))
+        return train_state, jax.tree.map(jnp.mean, metrics)
+
+    act = jax.jit(lambda key, ts, obs: agent.policy(key, ts, obs, (), eval=False)[:2])
+    act_greedy = jax.jit(lambda ts, obs: agent.policy(jax.random.key(0), ts, obs, (), eval=True)[0])
+    add = jax.jit(buffer.add, donate_argnums=(0,))
+
+    key = jax.random.key(seed)
+    key, key_agent = jax.random.split(key)
+    obs, _ = env.reset(seed=seed)
+    env.action_space.seed(seed)
+    train_state, _ = agent.init(key_agent, _as_jax(obs))
+    one_obs = jax.tree.map(lambda x: np.asarray(x[0], np.float32), obs)
+    example = transition_like(one_obs, np.asarray(env.single_action_space.sample()))
+    buffer_state = buffer.init(jax.tree.map(jnp.asarray, example))
+
+    if eval_env is None:
+        eval_env = _make_vec(config.env_id, config.eval_episodes, seed + 1)
+    eval_every = eval_every or max(config.total_timesteps // 10, config.num_envs)
+    log = None
+    if out_dir is not None:
+        log = RunLog(out_dir, "gymnasium", config.env_id, name, [f"seed_{seed}"])
+
+    def evaluate(index: int) -> np.ndarray:
+        observation, _ = eval_env.reset(seed=10_000 * (seed + 1) + index)
+        n = eval_env.num_envs
+        returns, finished = np.zeros(n), np.zeros(n, bool)
+        while not finished.all():
+            action = np.asarray(act_greedy(train_state, _as_jax(observation)))
+            observation, reward, terminated, truncated, _ = eval_env.step(action)
+            returns += np.where(finished, 0.0, reward)
+            finished |= np.logical_or(terminated, truncated)
+        return returns
+
+    start = time.perf_counter()
+    eval_steps, eval_returns = [], []
+    steps = 0
+    next_eval = eval_every
+    while steps < config.total_timesteps:
+        key, key_act, key_learn = jax.random.split(key, 3)
+        if steps < config.learning_starts:
+            action = np.asarray(env.action_space.sample())
+        else:
+            action, train_state = act(key_act, train_state, _as_jax(obs))
+            action = np.asarray(action)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        done = np.logical_or(terminated, truncated)
+        true_next = _final_obs(next_obs, info, done)
+        transition = Transition(
+            _as_jax(obs),
+            jnp.asarray(action),
+            jnp.asarray(reward, jnp.float32),
+            jnp.asarray(terminated),
+            jnp.asarray(truncated),
+            _as_jax(true_next),
+        )
+        buffer_state = add(buffer_state, jax.tree.map(lambda x: x[:, None], transition))
+        obs = next_obs
+        steps += config.num_envs
+        if steps >= config.learning_starts:
+            train_state, _ = learn(train_state, buffer_state, key_learn)
+        if steps >= next_eval or steps >= config.total_timesteps:
+            next_eval += eval_every
+            returns = evaluate(len(eval_steps))
+            eval_steps.append(steps)
+            eval_returns.append(float(returns.mean()))
+            if log is not None:
+                log.add(steps, {f"seed_{seed}": {"mean_episode_return": returns.tolist()}})
+                log.write()
+    if log is not None:
+        log.close()
+    return HostLoopResult(
+        train_state=train_state,
+        env_steps=steps,
+        eval_steps=eval_steps,
+        eval_returns=eval_returns,
+        metrics_path=log.json_path if log is not None else None,
+        seconds=time.perf_counter() - start,
+    )

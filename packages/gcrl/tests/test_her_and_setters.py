@@ -1,0 +1,182 @@
+"""HER batches of the runner against hand-built episodes, and the goal setters."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.envs
+from lamella.buffers import Transition, make_episode_buffer, transition_like
+from lamella.gcrl import SACTrainConfig, chain, goal_override, passthrough
+from lamella.gcrl.runner import make_batch_sampler
+
+
+def _goal_obs(achieved, desired):
+    achieved = jnp.asarray(achieved, jnp.float32)
+    heading = jnp.zeros(achieved.shape[:-1] + (1,), jnp.float32)
+    return {
+        "observation": jnp.concatenate([achieved, heading], -1),
+        "achieved_goal": achieved,
+        "desired_goal": jnp.broadcast_to(jnp.asarray(desired, jnp.float32), achieved.shape),
+    }
+
+
+def _hand_built_buffer(env):
+    """One env, one episode of 3 steps in the Dubins maze, desired goal (1, 1) never reached.
+
+    Achieved goals after each step: (0, 0), (0.5, 0), (0.55, 0); the episode is truncated.
+    """
+    buffer = make_episode_buffer(num_envs=1, max_length_time_axis=8, sample_batch_size=64)
+    start = _goal_obs([-1.0, 0.0], [1.0, 1.0])
+    example = transition_like(start, jnp.zeros((1,), jnp.float32))
+    state = buffer.init(example)
+    before = jnp.array([[-1.0, 0.0], [0.0, 0.0], [0.5, 0.0]])
+    after = jnp.array([[0.0, 0.0], [0.5, 0.0], [0.55, 0.0]])
+    episode = Transition(
+        obs=_goal_obs(before, [1.0, 1.0]),
+        action=jnp.zeros((3, 1), jnp.float32),
+        reward=jnp.array([-1.0, -1.0, -1.0]),
+        terminated=jnp.array([False, False, False]),
+        truncated=jnp.array([False, False, True]),
+        next_obs=_goal_obs(after, [1.0, 1.0]),
+    )
+    return buffer, buffer.add(state, jax.tree.map(lambda x: x[None], episode))
+
+
+@pytest.fixture(scope="module")
+def maze():
+    return lamella.envs.make("GMazeGoalDubins-v0", autoreset=False)
+
+
+def test_her_final_relabels_rewards_and_terminations_by_hand(maze):
+    env, params = maze
+    buffer, state = _hand_built_buffer(env)
+    config = SACTrainConfig(
+        env_id="GMazeGoalDubins-v0",
+        her=True,
+        her_strategy="final",
+        her_relabel_probability=1.0,
+        batch_size=64,
+    )
+    batch = jax.jit(make_batch_sampler(config, env, params, buffer))(state, jax.random.key(0))
+    # Every goal is the final achieved goal (0.55, 0). By hand, with threshold 0.1:
+    # step 0 reaches (0, 0): distance 0.55 -> reward -1, not terminal, discount gamma;
+    # step 1 reaches (0.5, 0): distance 0.05 -> reward 0, success ends the episode -> discount 0;
+    # step 2 reaches (0.55, 0): distance 0 -> reward 0, discount 0.
+    step = np.asarray(
+        jnp.argmin(jnp.abs(batch.obs["achieved_goal"][:, 0][:, None] - jnp.array([-1.0, 0.0, 0.5])), 1)
+    )
+    np.testing.assert_allclose(batch.obs["desired_goal"], np.tile([0.55, 0.0], (64, 1)), rtol=1e-6)
+    np.testing.assert_allclose(batch.next_obs["desired_goal"], np.tile([0.55, 0.0], (64, 1)), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(batch.reward), np.array([-1.0, 0.0, 0.0])[step])
+    np.testing.assert_allclose(np.asarray(batch.discount), np.array([0.99, 0.0, 0.0])[step], rtol=1e-6)
+    assert set(step.tolist()) == {0, 1, 2}
+    # The same numbers from the env's compute_reward.
+    expected = env.unwrapped.compute_reward(
+        batch.next_obs["achieved_goal"], batch.next_obs["desired_goal"], params
+    )
+    np.testing.assert_array_equal(batch.reward, expected)
+
+
+def test_her_future_goals_come_from_the_same_or_later_steps(maze):
+    env, params = maze
+    buffer, state = _hand_built_buffer(env)
+    config = SACTrainConfig(env_id="GMazeGoalDubins-v0", her=True, her_relabel_probability=1.0, batch_size=64)
+    batch = jax.jit(make_batch_sampler(config, env, params, buffer))(state, jax.random.key(1))
+    achieved_x = np.asarray(batch.next_obs["achieved_goal"][:, 0])
+    goal_x = np.asarray(batch.obs["desired_goal"][:, 0])
+    assert np.all(goal_x >= achieved_x - 1e-6)  # achieved x grows along the episode
+    expected = env.unwrapped.compute_reward(
+        batch.next_obs["achieved_goal"], batch.obs["desired_goal"], params
+    )
+    np.testing.assert_array_equal(batch.reward, expected)
+
+
+def test_without_relabelling_the_stored_transition_is_kept(maze):
+    env, params = maze
+    buffer, state = _hand_built_buffer(env)
+    config = SACTrainConfig(env_id="GMazeGoalDubins-v0", her=True, her_relabel_probability=0.0, batch_size=16)
+    batch = make_batch_sampler(config, env, params, buffer)(state, jax.random.key(2))
+    np.testing.assert_allclose(batch.obs["desired_goal"], np.ones((16, 2)))
+    np.testing.assert_array_equal(batch.reward, -np.ones(16))
+    # Truncation is not termination: the truncated last step still bootstraps.
+    np.testing.assert_allclose(batch.discount, np.full(16, 0.99), rtol=1e-6)
+
+
+def _obs(num_envs):
+    return {
+        "observation": jnp.zeros((num_envs, 2)),
+        "achieved_goal": jnp.zeros((num_envs, 2)),
+        "desired_goal": jnp.ones((num_envs, 2)),
+    }
+
+
+def test_passthrough_changes_nothing():
+    setter = passthrough()
+    obs = _obs(3)
+    state = setter.init(jax.random.key(0), obs)
+    out, state = setter.reset(jax.random.key(1), state, obs, jnp.ones(3, bool))
+    np.testing.assert_array_equal(out["desired_goal"], obs["desired_goal"])
+    reward, flag = -jnp.ones(3), jnp.zeros(3, bool)
+    stepped = setter.step(jax.random.key(2), state, obs, reward, flag, flag, {})
+    np.testing.assert_array_equal(stepped[1], reward)
+
+
+def _override(change_every=0, value=0.25):
+    env, params = lamella.envs.make("PointRobotGoal-v0", autoreset=False)
+    bare = env.unwrapped
+    return goal_override(
+        lambda key, obs: jnp.full((2,), value) + 0.0 * jax.random.uniform(key, (2,)),
+        lambda a, d: bare.compute_reward(a, d, params),
+        lambda a, d: bare.is_success(a, d, params),
+        change_every=change_every,
+    )
+
+
+def test_goal_override_scores_steps_against_its_goal():
+    setter = _override()
+    obs = _obs(2)
+    state = setter.init(jax.random.key(0), obs)
+    obs, state = setter.reset(jax.random.key(1), state, obs, jnp.ones(2, bool))
+    np.testing.assert_allclose(obs["desired_goal"], np.full((2, 2), 0.25))
+    # Env 0 reaches (0.25, 0.2) (distance 0.05: success), env 1 stays at (0, 0).
+    next_obs = {**_obs(2), "achieved_goal": jnp.array([[0.25, 0.2], [0.0, 0.0]])}
+    flags = jnp.zeros(2, bool)
+    next_obs, reward, terminated, truncated, info, state = setter.step(
+        jax.random.key(2), state, next_obs, -jnp.ones(2), flags, flags, {}
+    )
+    np.testing.assert_array_equal(reward, [0.0, -1.0])
+    np.testing.assert_array_equal(terminated, [True, False])
+    np.testing.assert_array_equal(info["is_success"], [True, False])
+    np.testing.assert_allclose(next_obs["desired_goal"], np.full((2, 2), 0.25))
+
+
+def test_goal_override_changes_goals_during_an_episode_and_chains():
+    # The first setter changes its goal every 2 steps (always to 0.25 here); the second one,
+    # applied after it, overrides with 0.75 at episode starts: the chain's goal is the last one's.
+    moving = _override(change_every=2, value=0.25)
+    setter = chain(passthrough(), moving)
+    obs = _obs(1)
+    state = setter.init(jax.random.key(0), obs)
+    obs, state = setter.reset(jax.random.key(1), state, obs, jnp.ones(1, bool))
+    ages = []
+    for t in range(4):
+        out = setter.step(
+            jax.random.key(t), state, _obs(1), -jnp.ones(1), jnp.zeros(1, bool), jnp.zeros(1, bool), {}
+        )
+        state = out[-1]
+        ages.append(int(state[1]["age"][0]))
+    assert ages == [1, 0, 1, 0]  # a new goal every 2 steps
+    last = chain(moving, _override(value=0.75))
+    s = last.init(jax.random.key(0), _obs(1))
+    out, _ = last.reset(jax.random.key(1), s, _obs(1), jnp.ones(1, bool))
+    np.testing.assert_allclose(out["desired_goal"], [[0.75, 0.75]])
+
+
+def test_chain_of_nothing_is_passthrough():
+    setter = chain()
+    obs = _obs(1)
+    out, _ = setter.reset(jax.random.key(0), setter.init(jax.random.key(0), obs), obs, jnp.ones(1, bool))
+    np.testing.assert_array_equal(out["desired_goal"], obs["desired_goal"])
