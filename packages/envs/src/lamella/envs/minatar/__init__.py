@@ -12,19 +12,42 @@ from collections.abc import Callable
 from typing import Any
 
 from lamella.envs.minatar._common import FULL_ACTION_SET, MinAtarEnv
+from lamella.envs.minatar.asterix import Asterix, AsterixDraws, AsterixParams, AsterixState
 from lamella.envs.minatar.breakout import Breakout, BreakoutDraws, BreakoutParams, BreakoutState
+from lamella.envs.minatar.freeway import Freeway, FreewayDraws, FreewayParams, FreewayState
+from lamella.envs.minatar.space_invaders import (
+    SpaceInvaders,
+    SpaceInvadersDraws,
+    SpaceInvadersParams,
+    SpaceInvadersState,
+)
 
 __all__ = [
     "FULL_ACTION_SET",
+    "Asterix",
+    "AsterixDraws",
+    "AsterixParams",
+    "AsterixState",
     "Breakout",
     "BreakoutDraws",
     "BreakoutParams",
     "BreakoutState",
+    "Freeway",
+    "FreewayDraws",
+    "FreewayParams",
+    "FreewayState",
     "MinAtarEnv",
+    "SpaceInvaders",
+    "SpaceInvadersDraws",
+    "SpaceInvadersParams",
+    "SpaceInvadersState",
     "register_all",
 ]
 
 
 def register_all(register: Callable[..., Any]) -> None:
     """Register every MinAtar game with ``register(env_id, factory)``."""
+    register("Asterix-MinAtar", Asterix)
     register("Breakout-MinAtar", Breakout)
+    register("Freeway-MinAtar", Freeway)
+    register("SpaceInvaders-MinAtar", SpaceInvaders)

@@ -78,6 +78,19 @@ def one_hot(y: jax.Array, x: jax.Array) -> jax.Array:
     return CELLS == index
 
 
+def column_per_row(columns: jax.Array, first_row: int = 1) -> jax.Array:
+    """Flat ``(100,)`` bool: True at ``(first_row + i, columns[i])`` for each entry (-1 = none)."""
+    after = GRID - first_row - columns.shape[0]
+    none = lambda n: jnp.full((n,), -1, jnp.int32)  # noqa: E731
+    rows = jnp.concatenate([none(first_row), columns.astype(jnp.int32), none(after)])
+    return CELL_COLUMN == jnp.repeat(rows, GRID)
+
+
+def row_masks_to_cells(rows: jax.Array) -> jax.Array:
+    """Flat ``(100,)`` bool from ``(10,)`` int32 row masks (bit ``c`` = column ``c``)."""
+    return ((jnp.repeat(rows, GRID) >> CELL_COLUMN) & 1) != 0
+
+
 def pack(channels: Sequence[jax.Array]) -> jax.Array:
     """Flat ``(100,)`` bool channels -> the ``(10, 10, C)`` bool observation.
 
@@ -135,7 +148,7 @@ class MinAtarEnv(Environment[Any, Any]):
     """Base class of the MinAtar games: action sets, spaces, sticky actions and rendering.
 
     Subclasses set ``channels`` (channel names in order), ``minimal_actions``
-    (full-set action indices) and implement ``reset_env``, ``draw``,
+    (full-set action indices) and implement ``start`` (the reset), ``draw``,
     ``transition`` and ``get_obs``.
 
     Args:
@@ -149,6 +162,12 @@ class MinAtarEnv(Environment[Any, Any]):
     def __init__(self, use_minimal_action_set: bool = True):
         self.use_minimal_action_set = bool(use_minimal_action_set)
         self.action_set = self.minimal_actions if self.use_minimal_action_set else FULL_ACTION_SET
+        # One compiled unit each: called eagerly (tests, notebooks) they compile once instead of
+        # once per primitive; inside a caller's jit/vmap/scan they are inlined.
+        self._reset_compiled = jax.jit(self.start)
+        self._step_compiled = jax.jit(
+            lambda key, state, action, params: self.transition(state, action, self.draw(key, params), params)
+        )
 
     @property
     def obs_shape(self) -> tuple[int, int, int]:
@@ -171,8 +190,15 @@ class MinAtarEnv(Environment[Any, Any]):
     def get_obs(self, state: Any) -> jax.Array:
         raise NotImplementedError
 
+    def start(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+        """The first observation and state of an episode (``reset_env`` without the jit)."""
+        raise NotImplementedError
+
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+        return self._reset_compiled(key, params)
+
     def step_env(self, key: jax.Array, state: Any, action: Any, params: Any) -> StepOutput:
-        return self.transition(state, action, self.draw(key, params), params)
+        return self._step_compiled(key, state, action, params)
 
     def render(self, state: Any, params: Any = None) -> jax.Array:
         """A ``(160, 160, 3)`` uint8 frame of the observation grid, 16 pixels per cell.

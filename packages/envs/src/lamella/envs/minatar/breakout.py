@@ -91,7 +91,7 @@ class Breakout(MinAtarEnv):
     def default_params(self) -> BreakoutParams:
         return BreakoutParams()
 
-    def reset_env(self, key: jax.Array, params: BreakoutParams) -> tuple[jax.Array, BreakoutState]:
+    def start(self, key: jax.Array, params: BreakoutParams) -> tuple[jax.Array, BreakoutState]:
         right = (fast_random.bits(key) & 1) != 0
         state = self._start_state(right)
         # The two possible first observations are constants: a select is cheaper than drawing.
