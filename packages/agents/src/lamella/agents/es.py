@@ -173,15 +173,13 @@ def make_strategy(config: ESConfig, solution: Any) -> tuple[Any, Any]:
     return strategy, es_params
 
 
-@struct.dataclass
-class ESTrainState:
+class ESTrainState(struct.PyTreeNode):
     """The strategy's state (search distribution, optimiser, best so far)."""
 
     es_state: Any
 
 
-@struct.dataclass
-class ESRunnerState:
+class ESRunnerState(struct.PyTreeNode):
     train_state: ESTrainState
     key: jax.Array
     iteration: jax.Array  # int32 ()
@@ -207,7 +205,7 @@ def make_es(
     """
     config.validate()
     check_action_space(action_space, config.continuous_action)
-    network = PolicyNetwork(
+    network: Any = PolicyNetwork(
         tuple(config.hidden_sizes), config.activation, action_space, config.continuous_action
     )
     obs_zero = jnp.zeros((1, *observation_space.shape), jnp.float32)

@@ -229,8 +229,7 @@ class RecurrentActorCritic(nn.Module):
 # State ---------------------------------------------------------------------------------------
 
 
-@struct.dataclass
-class ObsStats:
+class ObsStats(struct.PyTreeNode):
     """Running observation mean/variance (parallel Welford)."""
 
     mean: jax.Array  # float32, observation shape
@@ -255,8 +254,7 @@ class ObsStats:
         return ObsStats(mean, m2 / total, total)
 
 
-@struct.dataclass
-class PPOTrainState:
+class PPOTrainState(struct.PyTreeNode):
     """What learning changes: ``params`` (network), ``opt_state`` (optax), ``obs_stats``."""
 
     params: Any
@@ -264,8 +262,7 @@ class PPOTrainState:
     obs_stats: ObsStats
 
 
-@struct.dataclass
-class Trajectory:
+class Trajectory(struct.PyTreeNode):
     """One rollout, time-major: leading axes ``(num_steps, num_envs)``.
 
     ``raw_action`` is the distribution's raw sample (see
@@ -289,8 +286,7 @@ class Trajectory:
     key: jax.Array
 
 
-@struct.dataclass
-class PPORunnerState:
+class PPORunnerState(struct.PyTreeNode):
     """Everything one PPO run carries between iterations (arrays only)."""
 
     train_state: PPOTrainState
@@ -312,7 +308,7 @@ def _make_ppo_parts(
     config.validate()
     check_action_space(action_space, config.continuous_action)
     obs_shape = tuple(observation_space.shape)
-    network: nn.Module = (
+    network: Any = (
         RecurrentActorCritic(config, action_space) if config.recurrent else ActorCritic(config, action_space)
     )
     num_updates = config.num_iterations * config.num_epochs * config.num_minibatches
@@ -472,7 +468,7 @@ def _make_ppo_parts(
 
 class _PPOParts(NamedTuple):
     agent: Agent
-    network: nn.Module
+    network: Any
     apply: Any  # (params, memory, obs, reset) -> (memory, distribution, value)
     normalize: Any  # (train_state, obs) -> network input
 
