@@ -17,6 +17,16 @@ from lamella.envs.misc.bernoulli_bandit import _bars
 __all__ = ["GaussianBandit", "GaussianBanditParams", "GaussianBanditState"]
 
 
+def _standard_normal(key: jax.Array) -> jax.Array:
+    """N(0, 1) float32 by inverting the CDF at a 24-bit uniform in (0, 1).
+
+    One ``erf_inv`` costs about half of the ``log`` + ``cos`` of Box-Muller, and this
+    env draws a normal on every step and every (auto-)reset. Tails reach about 5.3 sigma.
+    """
+    u = ((fast_random.bits(key) >> 8).astype(jnp.float32) + 0.5) * (1.0 / (1 << 24))
+    return np.float32(np.sqrt(2.0)) * jax.lax.erf_inv(2.0 * u - 1.0)
+
+
 @struct.dataclass
 class GaussianBanditState:
     mu: jax.Array  # float32 (): mean reward of arm 1 in this episode
@@ -60,7 +70,7 @@ class GaussianBandit(Environment[GaussianBanditState, GaussianBanditParams]):
         self, key: jax.Array, params: GaussianBanditParams
     ) -> tuple[jax.Array, GaussianBanditState]:
         state = GaussianBanditState(
-            mu=jnp.asarray(params.mean_mu + params.sigma_p * fast_random.normal(key), jnp.float32),
+            mu=jnp.asarray(params.mean_mu + params.sigma_p * _standard_normal(key), jnp.float32),
             last_action=jnp.zeros((), jnp.int32),
             last_reward=jnp.zeros((), jnp.float32),
             time=jnp.zeros((), jnp.int32),
@@ -71,7 +81,7 @@ class GaussianBandit(Environment[GaussianBanditState, GaussianBanditParams]):
         self, key: jax.Array, state: GaussianBanditState, action: Any, params: GaussianBanditParams
     ) -> StepOutput:
         action = jnp.asarray(action, jnp.int32)
-        pull = state.mu + params.sigma_l * fast_random.normal(key)
+        pull = state.mu + params.sigma_l * _standard_normal(key)
         reward = jnp.where(action == 0, 0.0, pull).astype(jnp.float32)
         time = state.time + 1
         state = state.replace(last_action=action, last_reward=reward, time=time)

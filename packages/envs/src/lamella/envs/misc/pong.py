@@ -183,7 +183,22 @@ class Pong(Environment[PongState, PongParams]):
         return paddles, ball, last_ball
 
     def get_obs(self, state: PongState, params: PongParams | None = None) -> jax.Array:
-        return jnp.stack(self._layers(state), axis=-1).astype(jnp.float32)
+        # One scatter of the few lit pixels into zeros: several times faster under vmap than
+        # comparing every pixel against the ball and paddles.
+        height, width = self.height, self.width
+        r, c = self._cell(state.ball_row, state.ball_col)
+        r_last, c_last = self._cell(state.last_ball_row, state.last_ball_col)
+        span = jnp.arange(-self.paddle_half_height, self.paddle_half_height + 1, dtype=jnp.int32)
+        left = jnp.clip(jnp.floor(state.left_paddle).astype(jnp.int32) + span, 0, height - 1)
+        right = jnp.clip(jnp.floor(state.right_paddle).astype(jnp.int32) + span, 0, height - 1)
+        lit = jnp.concatenate(
+            [
+                jnp.stack([(r * width + c) * 3 + 1, (r_last * width + c_last) * 3 + 2]),
+                left * (width * 3),
+                (right * width + width - 1) * 3,
+            ]
+        )
+        return jnp.zeros(height * width * 3, jnp.float32).at[lit].set(1.0).reshape(height, width, 3)
 
     def observation_space(self, params: PongParams | None = None) -> spaces.Box:
         return spaces.Box(0.0, 1.0, (self.height, self.width, 3), jnp.float32)
