@@ -342,7 +342,7 @@ def assert_same_distribution(lamella: Any, gymnax_side: Any, what: str) -> None:
         np.testing.assert_allclose(a.std(0), b.std(0), rtol=0.1, atol=0.01, err_msg=f"{what} leaf {i}: std")
 
 
-RESET_CASES = [(env_id, {}) for env_id in MISC_IDS] + [
+RESET_CASES: list[tuple[str, dict[str, Any]]] = [(env_id, {}) for env_id in MISC_IDS] + [
     ("FourRooms-misc", {"resample_init_pos": True, "resample_goal_pos": True}),
     ("PointRobot-misc", {"center_init": True}),
 ]
@@ -362,7 +362,7 @@ def test_reset_distribution(env_id: str, params: dict[str, Any]) -> None:
     if params.get("resample_goal_pos"):
         # Every free cell can be the goal, and the start is never on the goal.
         goals = set(zip(np.asarray(l_state.goal_row).tolist(), np.asarray(l_state.goal_col).tolist()))
-        assert len(goals) == int(env.unwrapped.walkable.sum())
+        assert len(goals) == int(misc.FourRooms().walkable.sum())
         assert not np.any((l_state.row == l_state.goal_row) & (l_state.col == l_state.goal_col))
 
 
@@ -399,7 +399,7 @@ def test_four_rooms_slip_frequencies() -> None:
 
 def test_meta_maze_teleport_uniform() -> None:
     """Reaching the goal pays 10 and teleports uniformly over the free cells (ending the episode on the goal)."""
-    env, _ = le.make("MetaMaze-misc", autoreset=False)
+    env = misc.MetaMaze()
     # Agent at (1, 1) moving right onto the goal at (1, 2).
     l_out = _step_from("MetaMaze-misc", lambda s: s.replace(pos=jnp.array([1, 1]), goal=jnp.array([1, 2])), 1)
     assert np.all(np.asarray(l_out[2]) == 10.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -78,7 +79,7 @@ class BernoulliBandit(Environment[BernoulliBanditState, BernoulliBanditParams]):
         prob = jnp.where(action == 0, state.arm0_prob, 1.0 - state.arm0_prob)
         reward = (fast_random.uniform(key) < prob).astype(jnp.float32)
         time = state.time + 1
-        state = state.replace(last_action=action, last_reward=reward, time=time)
+        state = dataclasses.replace(state, last_action=action, last_reward=reward, time=time)
         truncated = time >= params.max_steps_in_episode
         return self.get_obs(state, params), state, reward, jnp.zeros((), jnp.bool_), truncated, {}
 

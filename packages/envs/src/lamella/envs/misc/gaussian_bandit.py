@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -84,7 +85,7 @@ class GaussianBandit(Environment[GaussianBanditState, GaussianBanditParams]):
         pull = state.mu + params.sigma_l * _standard_normal(key)
         reward = jnp.where(action == 0, 0.0, pull).astype(jnp.float32)
         time = state.time + 1
-        state = state.replace(last_action=action, last_reward=reward, time=time)
+        state = dataclasses.replace(state, last_action=action, last_reward=reward, time=time)
         truncated = time >= params.max_steps_in_episode
         return self.get_obs(state, params), state, reward, jnp.zeros((), jnp.bool_), truncated, {}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -143,7 +144,9 @@ class MetaMaze(Environment[MetaMazeState, MetaMazeParams]):
         row = jnp.where(goal_reached, teleport // self.side, row)
         col = jnp.where(goal_reached, teleport % self.side, col)
         time = state.time + 1
-        state = state.replace(row=row, col=col, last_action=action, last_reward=reward, time=time)
+        state = dataclasses.replace(
+            state, row=row, col=col, last_action=action, last_reward=reward, time=time
+        )
         terminated = (row == state.goal_row) & (col == state.goal_col)
         truncated = time >= params.max_steps_in_episode
         return self.get_obs(state, params), state, reward, terminated, truncated, {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -104,7 +105,8 @@ class PointRobot(Environment[PointRobotState, PointRobotParams]):
         u_radius, u_angle = fast_random.uniform16(key, (2,))
         restart_x, restart_y = self._sample_position(u_radius, u_angle, params)
         time = state.time + 1
-        state = state.replace(
+        state = dataclasses.replace(
+            state,
             x=jnp.where(goal_reached, restart_x, state.x + dx),
             y=jnp.where(goal_reached, restart_y, state.y + dy),
             last_action=action,

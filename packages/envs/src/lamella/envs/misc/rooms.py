@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -135,7 +136,7 @@ class FourRooms(Environment[FourRoomsState, FourRoomsParams]):
         col = jnp.where(free, col, state.col)
         at_goal = (row == state.goal_row) & (col == state.goal_col)
         time = state.time + 1
-        state = state.replace(row=row, col=col, time=time)
+        state = dataclasses.replace(state, row=row, col=col, time=time)
         truncated = time >= params.max_steps_in_episode
         return self.get_obs(state), state, at_goal.astype(jnp.float32), at_goal, truncated, {}
 

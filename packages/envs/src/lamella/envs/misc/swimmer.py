@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -92,7 +93,7 @@ class Swimmer(Environment[SwimmerState, SwimmerParams]):
         for u in range(self.num_urchins):
             d2 = jnp.square(x - state.urchin_xys[u, 0]) + jnp.square(y - state.urchin_xys[u, 1])
             reward = reward * (1.0 - jnp.exp(-30.0 * d2))
-        state = state.replace(x=x, y=y, vel_x=vel_x, vel_y=vel_y, time=state.time + 1)
+        state = dataclasses.replace(state, x=x, y=y, vel_x=vel_x, vel_y=vel_y, time=state.time + 1)
         truncated = state.time >= params.max_steps_in_episode
         return self.get_obs(state), state, reward.astype(jnp.float32), jnp.zeros((), jnp.bool_), truncated, {}
 
