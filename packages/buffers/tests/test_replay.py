@@ -77,11 +77,13 @@ def test_prioritised_item_buffer_follows_priorities():
     assert (np.asarray(again.experience.reward) == 5).all()
 
 
-def test_prioritised_trajectory_buffer_builds():
+def test_prioritised_trajectory_and_flat_buffers_build():
     buffer = lb.make_trajectory_buffer(
         num_envs=2, max_length_time_axis=8, sample_batch_size=4, sample_sequence_length=2, prioritised=True
     )
     assert hasattr(buffer, "set_priorities")
+    flat = lb.make_flat_buffer(max_length=16, sample_batch_size=4, add_batch_size=2, prioritised=True)
+    assert hasattr(flat, "set_priorities")
 
 
 @pytest.mark.parametrize(
