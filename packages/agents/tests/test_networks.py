@@ -124,3 +124,18 @@ def test_unsupported_action_spaces_raise():
     with pytest.raises(ValueError, match="bounded"):
         distributions.check_action_space(spaces.Box(-np.inf, np.inf, (2,)), "tanh")
     distributions.check_action_space(spaces.Box(-np.inf, np.inf, (2,)), "clip")
+
+
+def test_hashed_keys_are_fresh_and_chain_from_the_zero_key():
+    from lamella.agents.runner import hashed_keys
+
+    key = jax.random.key(0)
+    seen = set()
+    for _ in range(20):
+        keys = hashed_keys(key, (4,))
+        seen.update(tuple(np.asarray(jax.random.key_data(k))) for k in keys)
+        key = keys[0]
+    assert len(seen) == 80
+    uniforms = jax.vmap(jax.random.uniform)(hashed_keys(jax.random.key(1), (20000,)))
+    np.testing.assert_allclose(uniforms.mean(), 0.5, atol=0.01)
+    np.testing.assert_allclose(uniforms.std(), np.sqrt(1 / 12), atol=0.01)

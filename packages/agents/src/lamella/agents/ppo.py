@@ -40,7 +40,7 @@ from lamella.agents import losses
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, MinAtarCNN, RecurrentCore, activation_by_name, zero_carry
 from lamella.agents.protocol import Agent
-from lamella.agents.runner import Runner, evaluate_agent
+from lamella.agents.runner import Runner, evaluate_agent, hashed_keys
 from lamella.envs import spaces, wrappers
 
 __all__ = [
@@ -534,8 +534,8 @@ def make_ppo_runner(config: PPOConfig) -> Runner:
         key, key_act, key_env, key_update = jax.random.split(state.key, 4)
         train_state = state.train_state
         params = train_state.params
-        env_keys = jax.random.split(key_env, (num_steps, num_envs))
-        act_keys = jax.random.split(key_act, num_steps)
+        env_keys = hashed_keys(key_env, (num_steps, num_envs))
+        act_keys = hashed_keys(key_act, (num_steps,))
 
         def rollout_step(carry: Any, keys: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
             env_state, obs, memory, reset = carry

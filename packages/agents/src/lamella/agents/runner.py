@@ -22,9 +22,10 @@ import jax
 import jax.numpy as jnp
 
 from lamella.agents.protocol import Agent, PRNGKey, TrainState
+from lamella.envs import random as fast_random
 from lamella.envs.environment import Environment, episode_done
 
-__all__ = ["Runner", "RunnerState", "evaluate_agent", "make_train"]
+__all__ = ["Runner", "RunnerState", "evaluate_agent", "hashed_keys", "make_train"]
 
 RunnerState = Any
 
@@ -69,6 +70,23 @@ def make_train(runner: Runner) -> Callable[[PRNGKey], tuple[RunnerState, dict[st
         return jax.lax.scan(body, state, None, length=runner.num_iterations)
 
     return train
+
+
+def hashed_keys(key: PRNGKey, shape: tuple[int, ...]) -> jax.Array:
+    """Fresh keys of ``shape`` derived from ``key`` by :mod:`lamella.envs.random`'s hash.
+
+    A drop-in for ``jax.random.split(key, shape)`` where the keys feed env steps and
+    action sampling: a dozen integer operations per key instead of a Threefry
+    evaluation, which inside a rollout loop costs more than a CartPole step and
+    adds much of the compile time. Works for typed keys of any implementation and
+    for raw ``uint32`` key data.
+    """
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    data = jax.random.key_data(key) if typed else key
+    # stream=1: with stream 0 the first word of the all-zero key (``jax.random.key(0)``) hashes
+    # to zero again, and a chain of keys derived this way would never move.
+    words = fast_random.bits(data, (*shape, data.shape[-1]), stream=1)
+    return jax.random.wrap_key_data(words, impl=jax.random.key_impl(key)) if typed else words
 
 
 def evaluate_agent(
@@ -127,10 +145,11 @@ def evaluate_agent(
 
     def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
         obs, env_state, memory, train_state, returns, lengths, finished, t, key = carry
-        key, key_act, key_step = jax.random.split(key, 3)
+        keys = hashed_keys(key, (num_episodes + 2,))
+        key, key_act = keys[0], keys[1]
         action, train_state, memory = agent.policy(key_act, train_state, obs, memory, eval=greedy)
         obs, env_state, reward, terminated, truncated, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-            jax.random.split(key_step, num_episodes), env_state, action, env_params
+            keys[2:], env_state, action, env_params
         )
         done = jax.vmap(episode_done)(terminated, truncated)
         reward = jnp.reshape(reward, (num_episodes, -1)).sum(-1)
