@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 
 import jax
 
@@ -21,10 +21,12 @@ def _replace(self: T, **changes: Any) -> T:
     return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
 def dataclass(cls: type[T]) -> type[T]:
     """Make ``cls`` a frozen dataclass registered as a pytree, with ``.replace(**changes)``."""
     cls = dataclasses.dataclass(frozen=True)(cls)
-    data_fields, meta_fields = [], []
+    data_fields: list[str] = []
+    meta_fields: list[str] = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         (meta_fields if f.metadata.get("static", False) else data_fields).append(f.name)
     if not hasattr(cls, "replace"):
