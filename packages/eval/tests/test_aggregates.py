@@ -138,6 +138,18 @@ def test_counts_replicates_equal_resampled_statistics(dataset):
         np.testing.assert_array_equal(ours.point[algorithm][:4], ours.point[algorithm][4:])
 
 
+def test_iqm_without_the_rank_matrix_gives_the_same_intervals(dataset, monkeypatch):
+    # Large runs x tasks take the gather-and-cumsum path; same draws, same intervals.
+    with_matrix = le.interval_estimates(dataset, ("iqm",), reps=300, key=3)
+    monkeypatch.setattr(bootstrap, "_MAX_BELOW", 0)
+    bootstrap._aggregate_bootstrap.clear_cache()
+    without = le.interval_estimates(dataset, ("iqm",), reps=300, key=3)
+    bootstrap._aggregate_bootstrap.clear_cache()
+    for algorithm in dataset:
+        np.testing.assert_allclose(without.lower[algorithm], with_matrix.lower[algorithm], atol=1e-12)
+        np.testing.assert_allclose(without.upper[algorithm], with_matrix.upper[algorithm], atol=1e-12)
+
+
 def test_probability_of_improvement_agrees_with_rliable(dataset):
     np.random.seed(0)
     reps = 1000

@@ -1,6 +1,8 @@
 """Plots, tables and the ``lamella eval aggregate`` command end to end."""
 
+import argparse
 import json
+from importlib.metadata import entry_points
 
 import matplotlib.image
 import numpy as np
@@ -92,12 +94,19 @@ def _write_run_dir(root, algorithm, offset):
     return run_dir
 
 
-def test_cli_aggregate_end_to_end(tmp_path, capsys):
-    from lamella.envs.cli import main
+def test_entry_point_is_registered():
+    (entry,) = [e for e in entry_points(group="lamella.commands") if e.name == "eval"]
+    assert entry.value == "lamella.eval.cli:register"
+    assert entry.load() is cli.register
 
+
+def test_cli_aggregate_end_to_end(tmp_path, capsys):
+    # The parser the `lamella` command builds: a sub-parser per entry point.
+    parser = argparse.ArgumentParser(prog="lamella")
+    cli.register(parser.add_subparsers(dest="command", required=True))
     dirs = [_write_run_dir(tmp_path, "ppo", 10.0), _write_run_dir(tmp_path, "dqn", 0.0)]
     out = tmp_path / "out"
-    code = main(
+    args = parser.parse_args(
         [
             "eval",
             "aggregate",
@@ -110,7 +119,7 @@ def test_cli_aggregate_end_to_end(tmp_path, capsys):
             "100",
         ]
     )
-    assert code == 0
+    assert args.func(args) == 0
     expected = {
         "aggregates.png",
         "aggregates.md",

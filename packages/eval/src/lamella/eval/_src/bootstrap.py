@@ -52,6 +52,8 @@ _POINT = {
 }
 # Elements of one batch of replicates (batch x runs x runs x tasks), to bound memory.
 _BATCH_ELEMENTS = 1 << 22
+# Largest runs x tasks for which the IQM uses a (values, values) matrix (8 MiB at 1024).
+_MAX_BELOW = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,9 +195,12 @@ def _statistic_from_counts(
     # [cum_r - c_r, cum_r); keep the part of that range inside [low, high).
     low = int(0.25 * num_runs * num_tasks)
     high = num_runs * num_tasks - low
-    # The cumulative counts come from one matrix product with a matrix built once, which
-    # is cheaper on CPU than a gather into sorted order and a scan per replicate.
-    cumulative = counts.reshape(-1) @ below
+    if below.ndim == 2:
+        # Cumulative counts in sorted order from one matrix product with a matrix built
+        # once: cheaper on CPU than a gather into sorted order and a scan per replicate.
+        cumulative = counts.reshape(-1) @ below
+    else:  # too many values for a (values, values) matrix
+        cumulative = jnp.cumsum(counts.reshape(-1)[order])
     kept = jnp.clip(cumulative, low, high)
     weight = kept - jnp.concatenate([jnp.full(1, low, kept.dtype), kept[:-1]])
     return jnp.sum(weight * scores.reshape(-1)[order]) / (high - low)
@@ -216,7 +221,8 @@ def _aggregate_bootstrap(
     _, num_runs, num_tasks, num_steps = scores.shape
     # Sorted once per algorithm and evaluation: replicates reuse the order.
     orders = jnp.argsort(scores.reshape(scores.shape[0], num_runs * num_tasks, num_steps), axis=1)
-    below = jax.vmap(jax.vmap(_below, in_axes=1, out_axes=2))(orders) if "iqm" in names else orders
+    use_matrix = "iqm" in names and num_runs * num_tasks <= _MAX_BELOW
+    below = jax.vmap(jax.vmap(_below, in_axes=1, out_axes=2))(orders) if use_matrix else orders
 
     def one_algorithm(key: jax.Array, scores: jax.Array, order: jax.Array, below: jax.Array) -> jax.Array:
         def replicate(rep_key: jax.Array) -> jax.Array:
@@ -229,7 +235,7 @@ def _aggregate_bootstrap(
                 values += [jnp.asarray(fn(resampled), scores.dtype) for fn in customs]
                 return jnp.stack(values)
 
-            below_axis = 2 if "iqm" in names else 1
+            below_axis = 2 if use_matrix else 1
             return jax.vmap(one_step, in_axes=(2, 1, below_axis), out_axes=1)(scores, order, below)
 
         rep_keys = jax.random.split(key, reps)
