@@ -44,7 +44,7 @@ __all__ = [
 STATISTICS = ("iqm", "mean", "median", "optimality_gap")
 """Built-in statistics, by name."""
 
-_POINT = {
+_POINT: dict[str, Callable[..., Any]] = {
     "iqm": metrics.iqm,
     "mean": metrics.mean,
     "median": metrics.median,
@@ -106,7 +106,7 @@ def _x64() -> Any:
     """float64 inside these functions only (the caller's setting is left alone)."""
     if hasattr(jax, "enable_x64"):
         return jax.enable_x64(True)
-    from jax.experimental import enable_x64  # older jax
+    from jax.experimental import enable_x64  # type: ignore[attr-defined]  # older jax
 
     return enable_x64()
 
@@ -231,8 +231,9 @@ def _aggregate_bootstrap(
 
             def one_step(scores: jax.Array, order: jax.Array, below: jax.Array) -> jax.Array:
                 values = [_statistic_from_counts(n, counts, scores, order, below, gamma) for n in names]
-                resampled = jnp.take_along_axis(scores, draws, axis=0) if customs else None
-                values += [jnp.asarray(fn(resampled), scores.dtype) for fn in customs]
+                if customs:
+                    resampled = jnp.take_along_axis(scores, draws, axis=0)
+                    values += [jnp.asarray(fn(resampled), scores.dtype) for fn in customs]
                 return jnp.stack(values)
 
             below_axis = 2 if use_matrix else 1
@@ -245,21 +246,31 @@ def _aggregate_bootstrap(
     return jax.vmap(one_algorithm)(keys, scores, orders, below)
 
 
+Statistics = Sequence[str] | Mapping[str, "str | Callable[..., Any]"]
+
+
 def _resolve(
-    statistics: Sequence[str] | Mapping[str, Callable[..., Any]],
+    statistics: Statistics,
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Callable[..., Any], ...]]:
-    if isinstance(statistics, Mapping):
-        names = tuple(n for n, f in statistics.items() if f is None or isinstance(f, str))
-        custom = {n: f for n, f in statistics.items() if callable(f)}
-        builtin = tuple(statistics[n] or n for n in names)
-    else:
-        builtin, custom, names = tuple(statistics), {}, tuple(statistics)
+    """(labels, built-in statistic names, custom functions); labels list built-ins first."""
+    names: list[str] = []
+    builtin: list[str] = []
+    custom: dict[str, Callable[..., Any]] = {}
+    items = statistics.items() if isinstance(statistics, Mapping) else ((n, n) for n in statistics)
+    for name, statistic in items:
+        if isinstance(statistic, str):
+            names.append(name)
+            builtin.append(statistic)
+        elif callable(statistic):
+            custom[name] = statistic
+        else:
+            raise ValueError(f"statistic {name!r} is {statistic!r}; give a built-in name or a function")
     unknown = [n for n in builtin if n not in STATISTICS]
     if unknown:
         raise ValueError(
             f"unknown statistic(s) {unknown}; use {list(STATISTICS)} or pass a mapping name -> function"
         )
-    return (*names, *custom), builtin, tuple(custom.values())
+    return (*names, *custom), tuple(builtin), tuple(custom.values())
 
 
 def _by_shape(values: Mapping[str, np.ndarray]) -> dict[tuple[int, ...], list[str]]:
@@ -271,7 +282,7 @@ def _by_shape(values: Mapping[str, np.ndarray]) -> dict[tuple[int, ...], list[st
 
 def _aggregates(
     values: Mapping[str, np.ndarray],
-    statistics: Sequence[str] | Mapping[str, Callable[..., Any]],
+    statistics: Statistics,
     reps: int,
     confidence: float,
     key: jax.Array | int,
@@ -317,7 +328,7 @@ def _aggregates(
 
 def interval_estimates(
     scores: Mapping[str, Any],
-    statistics: Sequence[str] | Mapping[str, Callable[..., Any]] = STATISTICS,
+    statistics: Statistics = STATISTICS,
     *,
     reps: int = 2000,
     confidence: float = 0.95,
@@ -351,7 +362,7 @@ def interval_estimates(
 def sample_efficiency(
     curves: Mapping[str, Any],
     step_counts: Mapping[str, Any] | None = None,
-    statistics: Sequence[str] | Mapping[str, Callable[..., Any]] = ("iqm",),
+    statistics: Statistics = ("iqm",),
     *,
     reps: int = 2000,
     confidence: float = 0.95,
@@ -423,7 +434,7 @@ def probability_of_improvement_estimates(
     """
     _check(reps, confidence)
     arrays = {a: np.asarray(v, dtype=np.float64) for a, v in scores.items()}
-    pairs = tuple(itertools.combinations(arrays, 2)) if pairs is None else tuple(map(tuple, pairs))
+    pairs = tuple(itertools.combinations(arrays, 2)) if pairs is None else tuple((x, y) for x, y in pairs)
     for pair in pairs:
         for name in pair:
             if name not in arrays:

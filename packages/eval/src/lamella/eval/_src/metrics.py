@@ -85,6 +85,7 @@ def iqm(scores: Any) -> Any:
     xp = _namespace(scores)
     flat = _matrix(scores, xp).reshape(-1)
     low, high = _cuts(flat.shape[0])
+    kept: Any
     if xp is np:
         # Partition at the same positions as scipy.stats.trim_mean so the mean sums the
         # same values in the same order.
