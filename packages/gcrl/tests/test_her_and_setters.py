@@ -15,7 +15,7 @@ from lamella.gcrl.runner import make_batch_sampler
 
 def _goal_obs(achieved, desired):
     achieved = jnp.asarray(achieved, jnp.float32)
-    heading = jnp.zeros(achieved.shape[:-1] + (1,), jnp.float32)
+    heading = jnp.zeros((*achieved.shape[:-1], 1), jnp.float32)
     return {
         "observation": jnp.concatenate([achieved, heading], -1),
         "achieved_goal": achieved,

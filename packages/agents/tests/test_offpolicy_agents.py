@@ -1,0 +1,162 @@
+"""Unit tests of the off-policy agents: protocol shapes, schedules, update rules, errors."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.envs
+from lamella.agents.offpolicy import (
+    AGENTS,
+    Batch,
+    DDPGConfig,
+    DQNConfig,
+    SACConfig,
+    TD3Config,
+    make_ddpg,
+    make_dqn,
+    make_sac,
+    make_td3,
+    make_tqc,
+)
+from lamella.agents.offpolicy.common import ActionScaler, flatten_observation, polyak
+from lamella.envs import spaces
+
+SMALL = (16,)
+
+
+def _spaces(env_id):
+    env, params = lamella.envs.make(env_id)
+    return env.observation_space(params), env.action_space(params)
+
+
+def _batch(obs_space, action, size=8, key=0):
+    obs = jnp.ones((size, *obs_space.shape), jnp.float32)
+    return Batch(obs, action, jnp.ones(size), jnp.full(size, 0.9), obs, jax.random.key(key))
+
+
+@pytest.mark.parametrize("name", ["sac", "td3", "ddpg", "tqc"])
+def test_continuous_agents_follow_the_protocol(name):
+    config_cls, make = AGENTS[name]
+    obs_space, act_space = _spaces("Pendulum-v1")
+    agent = make(config_cls(hidden_sizes=SMALL), obs_space, act_space)
+    train_state, memory = agent.init(jax.random.key(0), jnp.zeros((8, 3)))
+    obs = jax.random.normal(jax.random.key(1), (8, 3))
+    action, train_state, memory = jax.jit(agent.policy, static_argnames="eval")(
+        jax.random.key(2), train_state, obs, memory
+    )
+    assert action.shape == (8, 1) and action.dtype == jnp.float32
+    assert np.all(np.abs(np.asarray(action)) <= 2.0)  # Pendulum's torque bound
+    greedy = [agent.policy(jax.random.key(k), train_state, obs, memory, eval=True)[0] for k in (3, 4)]
+    np.testing.assert_array_equal(greedy[0], greedy[1])  # greedy actions ignore the key
+    new_state, _, metrics = jax.jit(agent.update)(_batch(obs_space, action), train_state, memory)
+    assert {"loss", "critic_loss", "actor_loss"} <= set(metrics)
+    assert all(np.isfinite(np.asarray(v)) for v in metrics.values())
+    assert int(new_state.updates) == 1
+    assert agent.reset_memory(memory) == ()
+
+
+def test_dqn_and_discrete_sac_follow_the_protocol():
+    obs_space, act_space = _spaces("CartPole-v1")
+    for agent in (
+        make_dqn(DQNConfig(hidden_sizes=SMALL, dueling=True), obs_space, act_space),
+        make_sac(SACConfig(hidden_sizes=SMALL), obs_space, act_space),
+    ):
+        state, memory = agent.init(jax.random.key(0))
+        obs = jax.random.normal(jax.random.key(1), (8, 4))
+        action, state, memory = agent.policy(jax.random.key(2), state, obs, memory)
+        assert action.shape == (8,) and action.dtype == jnp.int32
+        assert np.all((np.asarray(action) >= 0) & (np.asarray(action) < 2))
+        state, _, metrics = jax.jit(agent.update)(_batch(obs_space, action), state, memory)
+        assert np.isfinite(float(metrics["loss"]))
+
+
+def test_dqn_epsilon_decays_linearly_with_acted_steps():
+    obs_space, act_space = _spaces("CartPole-v1")
+    config = DQNConfig(hidden_sizes=SMALL, epsilon_start=1.0, epsilon_end=0.1, exploration_steps=100)
+    agent = make_dqn(config, obs_space, act_space)
+    state, _ = agent.init(jax.random.key(0))
+    obs = jnp.zeros((10, 4))
+    for _ in range(5):  # 50 acted steps: epsilon 1 - 0.5 * 0.9 = 0.55
+        _, state, _ = agent.policy(jax.random.key(1), state, obs, ())
+    assert int(state.acted_steps) == 50
+    _, _, metrics = agent.update(_batch(obs_space, jnp.zeros(8, jnp.int32)), state, ())
+    np.testing.assert_allclose(metrics["epsilon"], 0.55, rtol=1e-6)
+    # Greedy acting does not count.
+    _, state2, _ = agent.policy(jax.random.key(1), state, obs, (), eval=True)
+    assert int(state2.acted_steps) == 50
+
+
+def test_dqn_hard_target_copy_period():
+    obs_space, act_space = _spaces("CartPole-v1")
+    agent = make_dqn(DQNConfig(hidden_sizes=SMALL, target_update_period=3), obs_space, act_space)
+    state, _ = agent.init(jax.random.key(0))
+    update = jax.jit(agent.update)
+    batch = _batch(obs_space, jnp.zeros(8, jnp.int32))
+    initial_target = state.target_params
+    for i in range(3):
+        state, _, _ = update(batch, state, ())
+        same = jax.tree.all(
+            jax.tree.map(lambda a, b: bool(jnp.all(a == b)), state.target_params, initial_target)
+        )
+        assert same == (i < 2)  # copied at the 3rd update
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), state.target_params, state.params))
+
+
+def test_td3_delays_actor_updates():
+    obs_space, act_space = _spaces("Pendulum-v1")
+    agent = make_td3(TD3Config(hidden_sizes=SMALL, policy_frequency=2), obs_space, act_space)
+    state, _ = agent.init(jax.random.key(0))
+    update = jax.jit(agent.update)
+    batch = _batch(obs_space, jnp.zeros((8, 1)))
+    changed = []
+    for _ in range(4):
+        before = state.actor_params
+        state, _, _ = update(batch, state, ())
+        changed.append(
+            not jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), before, state.actor_params))
+        )
+    assert changed == [True, False, True, False]
+
+
+def test_ddpg_is_the_core_with_one_critic_and_no_smoothing():
+    obs_space, act_space = _spaces("Pendulum-v1")
+    config = DDPGConfig(hidden_sizes=SMALL)
+    assert (config.num_critics, config.policy_noise, config.policy_frequency) == (1, 0.0, 1)
+    state, _ = make_ddpg(config, obs_space, act_space).init(jax.random.key(0))
+    kernel = jax.tree.leaves(state.critic_params)[0]
+    assert kernel.shape[0] == 1  # one critic in the ensemble axis
+
+
+def test_polyak_and_action_scaling():
+    out = polyak({"w": jnp.array(1.0)}, {"w": jnp.array(3.0)}, 0.25)
+    np.testing.assert_allclose(out["w"], 1.5)
+    scaler = ActionScaler(spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 1.0]), (2,), jnp.float32))
+    np.testing.assert_allclose(scaler.to_env(jnp.array([[1.0, -1.0]])), [[2.0, 0.0]])
+    np.testing.assert_allclose(scaler.to_unit(jnp.array([[1.0, 0.75]])), [[0.5, 0.5]])
+
+
+def test_flatten_goal_observation_uses_observation_and_desired_goal():
+    obs = {
+        "observation": jnp.ones((2, 3)),
+        "achieved_goal": jnp.full((2, 2), 5.0),
+        "desired_goal": jnp.full((2, 2), 7.0),
+    }
+    np.testing.assert_array_equal(flatten_observation(obs), [[1, 1, 1, 7, 7]] * 2)
+
+
+def test_bad_inputs_raise_clear_errors():
+    obs_space, box = _spaces("Pendulum-v1")
+    _, discrete = _spaces("CartPole-v1")
+    with pytest.raises(TypeError, match="Discrete action space"):
+        make_dqn(DQNConfig(), obs_space, box)
+    with pytest.raises(TypeError, match="1-D Box"):
+        make_td3(TD3Config(), obs_space, discrete)
+    with pytest.raises(ValueError, match="tau"):
+        make_sac(SACConfig(tau=0.0), obs_space, box)
+    from lamella.agents.offpolicy import TQCConfig
+
+    with pytest.raises(ValueError, match="drop_per_critic"):
+        make_tqc(TQCConfig(num_quantiles=2, drop_per_critic=2), obs_space, box)
