@@ -10,6 +10,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces, struct
+from lamella.envs.classic_control._once import computed_once
 from lamella.envs.classic_control.mountain_car import render_mountain_car
 from lamella.envs.environment import Environment, StepOutput
 
@@ -82,9 +83,11 @@ class MountainCarContinuous(Environment[MountainCarContinuousState, MountainCarC
         action = jnp.reshape(action, ()).astype(jnp.float32)
         force = jnp.clip(action, params.min_action, params.max_action)
         velocity = state.velocity + force * params.power - params.gravity * jnp.cos(3.0 * state.position)
-        velocity = jnp.clip(velocity, -params.max_speed, params.max_speed)
+        # The cosine runs once per step instead of once per reader of the new state (_once.py).
+        (velocity,) = computed_once(state.time, jnp.clip(velocity, -params.max_speed, params.max_speed))
         position = jnp.clip(state.position + velocity, params.min_position, params.max_position)
         velocity = jnp.where((position == params.min_position) & (velocity < 0.0), 0.0, velocity)
+        position, velocity = computed_once(state.time, position, velocity)
         state = MountainCarContinuousState(position, velocity, state.time + 1)
         terminated = (position >= params.goal_position) & (velocity >= params.goal_velocity)
         reward = jnp.where(terminated, 100.0, 0.0) - 0.1 * jnp.square(action)

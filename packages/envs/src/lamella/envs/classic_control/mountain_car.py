@@ -10,6 +10,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
+from lamella.envs.classic_control._once import computed_once
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = ["MountainCar", "MountainCarParams", "MountainCarState", "render_mountain_car"]
@@ -70,9 +71,11 @@ class MountainCar(Environment[MountainCarState, MountainCarParams]):
     ) -> StepOutput:
         push = (jnp.asarray(action) - 1).astype(jnp.float32)
         velocity = state.velocity + push * params.force - jnp.cos(3.0 * state.position) * params.gravity
-        velocity = jnp.clip(velocity, -params.max_speed, params.max_speed)
+        # The cosine runs once per step instead of once per reader of the new state (_once.py).
+        (velocity,) = computed_once(state.time, jnp.clip(velocity, -params.max_speed, params.max_speed))
         position = jnp.clip(state.position + velocity, params.min_position, params.max_position)
         velocity = jnp.where((position == params.min_position) & (velocity < 0.0), 0.0, velocity)
+        position, velocity = computed_once(state.time, position, velocity)
         state = MountainCarState(position, velocity, state.time + 1)
         terminated = (position >= params.goal_position) & (velocity >= params.goal_velocity)
         truncated = state.time >= params.max_steps_in_episode
