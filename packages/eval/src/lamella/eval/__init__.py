@@ -2,6 +2,8 @@
 
 The metric definitions and the bootstrap follow rliable 1.2 (same point estimates,
 bit for bit; confidence bounds within Monte-Carlo error), computed with JAX.
+``evaluate_checkpoints`` evaluates lamella-agents checkpoints on test envs (it imports
+lamella-agents when called, so the rest works without it).
 """
 
 from lamella.eval.__about__ import __version__
@@ -13,6 +15,14 @@ from lamella.eval._src.bootstrap import (
     performance_profiles,
     probability_of_improvement_estimates,
     sample_efficiency,
+)
+from lamella.eval._src.checkpoints import (
+    CheckpointResult,
+    EnvSpec,
+    evaluate_checkpoints,
+    parse_env_spec,
+    write_results_csv,
+    write_results_run_log,
 )
 from lamella.eval._src.metrics import (
     iqm,
@@ -45,7 +55,9 @@ from lamella.eval._src.tables import estimates_table, improvement_table, to_csv,
 __all__ = [
     "CSV_HEADER",
     "STATISTICS",
+    "CheckpointResult",
     "Curves",
+    "EnvSpec",
     "Estimates",
     "Evaluation",
     "ImprovementEstimates",
@@ -55,6 +67,7 @@ __all__ = [
     "__version__",
     "curve_scores",
     "estimates_table",
+    "evaluate_checkpoints",
     "final_scores",
     "improvement_table",
     "interval_estimates",
@@ -63,6 +76,7 @@ __all__ = [
     "median",
     "normalize",
     "optimality_gap",
+    "parse_env_spec",
     "performance_profile",
     "performance_profiles",
     "plot_interval_estimates",
@@ -80,4 +94,6 @@ __all__ = [
     "to_latex",
     "to_markdown",
     "write_csv",
+    "write_results_csv",
+    "write_results_run_log",
 ]

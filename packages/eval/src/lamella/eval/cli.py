@@ -3,6 +3,10 @@
 ``lamella eval aggregate RUN_DIR... --metric mean_episode_return`` reads run logs,
 computes the aggregates with stratified-bootstrap confidence intervals, and writes
 plots (PNG) and tables (Markdown, CSV, LaTeX) to ``--out-dir``.
+
+``lamella eval checkpoints RUN_DIR_OR_CHECKPOINT... --envs CartPole-v1 CartPole-v1:length=1.0
+--episodes 100 --out results.csv`` evaluates saved checkpoints on test envs (needs
+lamella-agents, imported only by this command).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["aggregate", "register"]
+__all__ = ["aggregate", "checkpoints", "register"]
 
 
 def _write(path: str, text: str) -> str:
@@ -152,6 +156,54 @@ def aggregate(
     return written
 
 
+def checkpoints(
+    paths: list[str],
+    envs: list[str] | None = None,
+    *,
+    episodes: int = 100,
+    out: str = "checkpoint_results.csv",
+    seed: int = 0,
+    run_log: str | None = None,
+) -> list[str]:
+    """Evaluate checkpoints on test envs, write the CSV (and the run log); return the files written.
+
+    See :func:`lamella.eval.evaluate_checkpoints` for ``paths``, ``envs``, ``episodes`` and
+    ``seed``; ``out`` is the results CSV, ``run_log`` a directory for ``metrics.json`` /
+    ``metrics.csv`` in the run-log format.
+    """
+    from lamella.eval._src import checkpoints as lib
+
+    results = lib.evaluate_checkpoints(paths, envs, episodes=episodes, seed=seed)
+    written = [lib.write_results_csv(results, out)]
+    if run_log is not None:
+        written += lib.write_results_run_log(results, run_log)
+    width = max(len(r.test_env + r.overrides) for r in results) + 2
+    for r in results:
+        if r.seed != "mean":
+            continue
+        env = r.test_env + (f":{r.overrides.replace(';', ',')}" if r.overrides else "")
+        success = "" if r.success_rate is None else f"  success {r.success_rate:.3f}"
+        print(
+            f"{r.algorithm} {r.checkpoint}  on {env:<{width}} return {r.mean_return:.2f} "
+            f"+- {r.std_return:.2f} over seeds ({r.episodes} episodes){success}"
+        )
+    for path in written:
+        print(f"wrote {path}")
+    return written
+
+
+def _checkpoints_command(args: argparse.Namespace) -> int:
+    checkpoints(
+        args.paths,
+        args.envs,
+        episodes=args.episodes,
+        out=args.out,
+        seed=args.seed,
+        run_log=args.run_log,
+    )
+    return 0
+
+
 def _aggregate_command(args: argparse.Namespace) -> int:
     aggregate(
         args.run_dirs,
@@ -168,8 +220,10 @@ def _aggregate_command(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``eval`` (with ``aggregate``) to the ``lamella`` command's sub-parsers."""
-    parser = subparsers.add_parser("eval", help="aggregate run logs: bootstrap CIs, plots, tables")
+    """Add ``eval`` (with ``aggregate`` and ``checkpoints``) to the ``lamella`` command's sub-parsers."""
+    parser = subparsers.add_parser(
+        "eval", help="aggregate run logs (bootstrap CIs, plots, tables); evaluate checkpoints"
+    )
     commands = parser.add_subparsers(dest="eval_command", required=True)
     agg = commands.add_parser(
         "aggregate",
@@ -194,3 +248,40 @@ def register(subparsers: Any) -> None:
     agg.add_argument("--seed", type=int, default=0)
     agg.add_argument("--truncate", action="store_true", help="cut learning curves to the shortest run")
     agg.set_defaults(func=_aggregate_command)
+
+    chk = commands.add_parser(
+        "checkpoints",
+        help="evaluate saved checkpoints on test envs, per seed and averaged over seeds, to CSV",
+        description=(
+            "Evaluate checkpoints (lamella train run directories or checkpoint files) with the "
+            "runner's greedy evaluation on each test env, all seeds of a run in one vmapped call. "
+            "A test env is ENV_ID or ENV_ID:key=value,key=value (params fields or constructor "
+            "arguments, e.g. CartPole-v1:length=1.0,gravity=9.0); its observation and action "
+            "spaces must match the checkpoint's."
+        ),
+    )
+    chk.add_argument(
+        "paths",
+        nargs="+",
+        metavar="RUN_DIR_OR_CHECKPOINT",
+        help="run directories (newest checkpoint) or files",
+    )
+    chk.add_argument(
+        "--envs",
+        nargs="+",
+        metavar="ENV[:key=value,...]",
+        help="test envs (default: each checkpoint's training env)",
+    )
+    chk.add_argument(
+        "--episodes", type=int, default=100, help="greedy episodes per seed and env (default 100)"
+    )
+    chk.add_argument(
+        "--out", default="checkpoint_results.csv", help="results CSV (default: checkpoint_results.csv)"
+    )
+    chk.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0)")
+    chk.add_argument(
+        "--run-log",
+        metavar="DIR",
+        help="also write DIR/metrics.json and metrics.csv (run-log format, absolute_metrics per seed)",
+    )
+    chk.set_defaults(func=_checkpoints_command)

@@ -1,0 +1,590 @@
+"""Evaluation of saved checkpoints on test environments (``lamella eval checkpoints``).
+
+A checkpoint written by ``lamella.agents.driver.run_experiment`` holds the runner state of every
+seed of a run. :func:`evaluate_checkpoints` rebuilds the run's runner on each *test* env (the
+config's ``env_id`` replaced, env params overridden), moves the trained policy into it, and runs
+the runner's greedy ``evaluate`` for ``episodes`` episodes per seed, all seeds in one vmapped
+call. Results come back as rows (one per seed and one ``"mean"`` row per checkpoint and test env)
+and are written to a CSV file and, optionally, to the run-log format.
+
+This is the only module of lamella-eval that imports lamella-agents (and lamella-envs), and it
+does so inside functions, so ``import lamella.eval`` and the aggregation work without them.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import json
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CSV_COLUMNS",
+    "CheckpointResult",
+    "EnvSpec",
+    "evaluate_checkpoints",
+    "parse_env_spec",
+    "write_results_csv",
+    "write_results_run_log",
+]
+
+CSV_COLUMNS = (
+    "checkpoint",
+    "algorithm",
+    "train_env",
+    "test_env",
+    "overrides",
+    "seed",
+    "episodes",
+    "mean_return",
+    "std_return",
+)
+"""The columns of the results CSV; ``success_rate`` follows when any evaluation reports one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """A test environment: a registered id and overrides of its params or constructor arguments.
+
+    Attributes:
+        env_id: the registered id, e.g. ``CartPole-v1``.
+        overrides: ``((name, value), ...)`` in the order given; values are ``bool``, ``int``,
+            ``float`` or ``str``.
+    """
+
+    env_id: str
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def overrides_text(self) -> str:
+        """``length=1.0;gravity=9.0`` (empty without overrides), as in the CSV's ``overrides``."""
+        return ";".join(f"{k}={_format_value(v)}" for k, v in self.overrides)
+
+    @property
+    def name(self) -> str:
+        """``CartPole-v1:length=1.0,gravity=9.0``: the spec's canonical text (the run-log task)."""
+        if not self.overrides:
+            return self.env_id
+        return f"{self.env_id}:" + ",".join(f"{k}={_format_value(v)}" for k, v in self.overrides)
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _parse_literal(text: str) -> Any:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_env_spec(text: str) -> EnvSpec:
+    """Parse ``ENV_ID`` or ``ENV_ID:key=value[,key=value...]``.
+
+    Values read as ``true``/``false``, an int, a float, or else a string; a value for an env
+    params field is then converted to the type of that field's default (so ``length=1`` is the
+    float ``1.0`` for CartPole).
+
+    Raises:
+        ValueError: an empty id, an item that is not ``key=value``, or a key given twice.
+    """
+    env_id, sep, rest = text.partition(":")
+    env_id = env_id.strip()
+    if not env_id:
+        raise ValueError(f"Test env {text!r} has no env id; write ENV_ID or ENV_ID:key=value,key=value.")
+    overrides: list[tuple[str, Any]] = []
+    if sep:
+        for item in rest.split(","):
+            key, eq, value = item.partition("=")
+            key = key.strip()
+            if not eq or not key or not value.strip():
+                raise ValueError(
+                    f"Test env {text!r}: override {item!r} is not key=value "
+                    "(write for example CartPole-v1:length=1.0,gravity=9.0)."
+                )
+            if key in dict(overrides):
+                raise ValueError(f"Test env {text!r}: override {key!r} is given twice.")
+            overrides.append((key, _parse_literal(value)))
+    return EnvSpec(env_id, tuple(overrides))
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointResult:
+    """One row of the results: one seed (or the mean over seeds) of a checkpoint on a test env.
+
+    Attributes:
+        checkpoint: the checkpoint file.
+        algorithm: the runner's name (``ppo``).
+        train_env: the env id the checkpoint was trained on.
+        test_env: the test env id; ``overrides`` its overrides (``length=1.0;gravity=9.0``).
+        seed: the run's seed (``"0"``), or ``"mean"`` for the mean over the run's seeds.
+        episodes: episodes behind the row (per seed; seeds x episodes for ``"mean"``).
+        mean_return: mean undiscounted return of the greedy episodes; for ``"mean"`` the mean of
+            the per-seed values.
+        std_return: standard deviation (ddof 0) of the episode returns of the seed; for ``"mean"``
+            the standard deviation over seeds of the per-seed mean returns.
+        success_rate: fraction of successful episodes when the runner's ``evaluate`` reports
+            success (goal-conditioned runners), else None; for ``"mean"`` the mean over seeds.
+        returns: the episode returns behind the row, float64 ``(episodes,)`` (``(seeds,
+            episodes)`` for ``"mean"``).
+        lengths: the episode lengths when ``evaluate`` reports them (same shape), else None.
+    """
+
+    checkpoint: str
+    algorithm: str
+    train_env: str
+    test_env: str
+    overrides: str
+    seed: str
+    episodes: int
+    mean_return: float
+    std_return: float
+    success_rate: float | None
+    returns: np.ndarray = dataclasses.field(repr=False, compare=False)
+    lengths: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+
+
+# Spaces ----------------------------------------------------------------------------------------
+
+
+def _space_signature(space: Any) -> Any:
+    """What a policy depends on: the kind, shape, dtype and number of actions (not Box bounds)."""
+    kind = type(space).__name__
+    if hasattr(space, "spaces"):
+        inner = space.spaces
+        if isinstance(inner, Mapping):
+            return (kind, tuple((k, _space_signature(v)) for k, v in inner.items()))
+        return (kind, tuple(_space_signature(v) for v in inner))
+    extra: Any = None
+    if hasattr(space, "n"):
+        extra = int(space.n)
+    elif hasattr(space, "nvec"):
+        extra = tuple(np.asarray(space.nvec).tolist())
+    return (kind, tuple(space.shape), str(space.dtype), extra)
+
+
+def _env_spaces(env_id: str, overrides: Mapping[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """``(env, params, observation_space, action_space)`` of a bare env with overrides."""
+    import lamella.envs
+
+    env, params = lamella.envs.make(env_id, autoreset=False, **overrides)
+    return env, params, env.observation_space(params), env.action_space(params)
+
+
+def _typed_overrides(spec: EnvSpec) -> dict[str, Any]:
+    """The spec's overrides, params fields converted to the type of their default."""
+    import lamella.envs
+
+    try:
+        env, _ = lamella.envs.make(spec.env_id, autoreset=False)
+    except KeyError as error:
+        raise ValueError(f"Test env {spec.name!r}: {error.args[0]}") from None
+    defaults = env.default_params
+    fields = {f.name for f in dataclasses.fields(defaults)} if dataclasses.is_dataclass(defaults) else set()
+    typed: dict[str, Any] = {}
+    for key, value in spec.overrides:
+        if key in fields:
+            default = getattr(defaults, key)
+            try:
+                if isinstance(default, bool):
+                    if not isinstance(value, bool):
+                        raise ValueError
+                elif isinstance(default, int):
+                    if isinstance(value, bool) or not float(value).is_integer():
+                        raise ValueError
+                    value = int(value)
+                elif isinstance(default, float):
+                    if isinstance(value, bool | str):
+                        raise ValueError
+                    value = float(value)
+                else:
+                    import jax.numpy as jnp
+
+                    value = jnp.asarray(value, dtype=jnp.asarray(default).dtype)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"Test env {spec.name!r}: {key}={_format_value(value)} does not fit the params "
+                    f"field {key} (default {default!r})."
+                ) from None
+        typed[key] = value
+    return typed
+
+
+class _Variant:
+    """Factories of the env registered under a spec's name: the bare env with its params replaced."""
+
+    def __init__(self, env_id: str, overrides: Mapping[str, Any]):
+        self.env_id = env_id
+        self.overrides = dict(overrides)
+
+    def __call__(self) -> Any:
+        import lamella.envs
+
+        env, params = lamella.envs.make(self.env_id, autoreset=False, **self.overrides)
+
+        class WithParams(lamella.envs.Wrapper):
+            @property
+            def default_params(self) -> Any:
+                return params
+
+        return WithParams(env)
+
+
+def _register_variant(spec: EnvSpec, overrides: Mapping[str, Any]) -> str:
+    """The env id a runner should ``make`` for ``spec`` (registered here for overrides)."""
+    if not spec.overrides:
+        return spec.env_id
+    import lamella.envs
+
+    lamella.envs.register(spec.name, _Variant(spec.env_id, overrides), overwrite=True)
+    return spec.name
+
+
+# Checkpoints -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Plan:
+    """One checkpoint and the test envs it is evaluated on, checked before anything compiles."""
+
+    path: str
+    metadata: dict[str, Any]
+    specs: list[tuple[EnvSpec, dict[str, Any]]]
+
+
+def _resolve_checkpoint(path: str) -> str:
+    from lamella.agents import checkpoint as ckpt
+
+    if os.path.isfile(path):
+        return path
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path!r}: no such run directory or checkpoint file.")
+    found = ckpt.latest_checkpoint(os.path.join(path, "checkpoints"))
+    if found is None:
+        raise FileNotFoundError(
+            f"{path!r} holds no checkpoints/checkpoint_*.msgpack; pass a run directory written by "
+            "lamella train (run_experiment) or a checkpoint file."
+        )
+    return found
+
+
+def _check_config(path: str, metadata: Mapping[str, Any]) -> None:
+    config = metadata.get("config", {})
+    for field in ("env_id", "eval_episodes"):
+        if field not in config:
+            raise ValueError(
+                f"{path}: the {metadata.get('algorithm')!r} config has no {field!r} field, which "
+                "evaluation replaces (the test env and the number of episodes)."
+            )
+
+
+def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
+    from lamella.agents import checkpoint as ckpt
+    from lamella.agents.config import algorithm_table
+
+    table = algorithm_table()
+    typed = {spec: _typed_overrides(spec) for spec in specs or ()}
+    plans = []
+    for given in paths:
+        path = _resolve_checkpoint(os.fspath(given))
+        metadata = ckpt.read_metadata(path)
+        if metadata.get("algorithm") not in table:
+            raise ValueError(
+                f"{path} is a {metadata.get('algorithm')!r} checkpoint; known algorithms: "
+                f"{', '.join(sorted(table))}. An algorithm from another package is known once that "
+                "package has registered it (the lamella command loads every plug-in)."
+            )
+        _check_config(path, metadata)
+        train_id = metadata["config"]["env_id"]
+        _, _, train_obs, train_act = _env_spaces(train_id, {})
+        chosen = list(specs) if specs else [EnvSpec(train_id)]
+        planned = []
+        for spec in chosen:
+            overrides = typed[spec] if spec in typed else _typed_overrides(spec)
+            try:
+                _, _, obs, act = _env_spaces(spec.env_id, overrides)
+            except TypeError as error:  # an override that is neither a params field nor an argument
+                raise ValueError(f"Test env {spec.name!r}: {error}") from None
+            if _space_signature(obs) != _space_signature(train_obs) or _space_signature(
+                act
+            ) != _space_signature(train_act):
+                raise ValueError(
+                    f"Test env {spec.name!r} does not fit the checkpoint {path}: it was trained on "
+                    f"{train_id} (observation space {train_obs!r}, action space {train_act!r}), and "
+                    f"{spec.name} has observation space {obs!r} and action space {act!r}. A policy "
+                    "can be evaluated only where the spaces have the same kind, shape, dtype and "
+                    "number of actions."
+                )
+            planned.append((spec, overrides))
+        plans.append(_Plan(path, metadata, planned))
+    return plans
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(make_runner: Callable[[Any], Any], config: Any) -> tuple[Any, Any, Any]:
+    """``(runner, jit(vmap(init)), jit(vmap(evaluate)))``, built once per config and process."""
+    import jax
+
+    runner = make_runner(config)
+    return runner, jax.jit(jax.vmap(runner.init)), jax.jit(jax.vmap(runner.evaluate))
+
+
+def _replace(state: Any, **fields: Any) -> Any:
+    if hasattr(state, "_replace"):  # NamedTuple
+        return state._replace(**fields)
+    return dataclasses.replace(state, **fields)
+
+
+def _state_for(path: str, loaded: Any, init: Any, keys: Any) -> Any:
+    """The trained state in the structure of the test runner.
+
+    Same structure (the same env, params overridden): the checkpoint's state as it is.
+    Otherwise (another env with the same spaces, whose env state differs): the test runner's
+    fresh state with the checkpoint's ``train_state`` (the Agent protocol's learned part).
+    """
+    import jax
+
+    target = jax.eval_shape(init, keys)
+
+    def layout(tree: Any) -> Any:
+        leaves, treedef = jax.tree.flatten(tree)
+        return treedef, [(tuple(x.shape), str(x.dtype)) for x in leaves]
+
+    if layout(target) == layout(loaded):
+        return loaded
+    if not (hasattr(target, "train_state") and hasattr(loaded, "train_state")):
+        raise ValueError(
+            f"{path}: the test env's runner state differs from the checkpoint's and the runner "
+            "state has no train_state field to carry the policy over; evaluate on an env with the "
+            "same state structure (the training env with params overrides)."
+        )
+    if layout(target.train_state) != layout(loaded.train_state):
+        raise ValueError(
+            f"{path}: the policy of the checkpoint (its train_state) does not fit the runner built "
+            "for the test env; the networks differ although the spaces match."
+        )
+    return _replace(init(keys), train_state=loaded.train_state)
+
+
+def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResult]:
+    import jax
+    import jax.numpy as jnp
+
+    from lamella.agents import checkpoint as ckpt
+    from lamella.agents.config import algorithm_table, config_from_dict
+
+    metadata = plan.metadata
+    algorithm = metadata["algorithm"]
+    config_cls, make_runner = algorithm_table()[algorithm]
+    train_config = config_from_dict(config_cls, metadata["config"])
+    train_id = train_config.env_id
+    seeds = [int(s) for s in metadata["seeds"]]
+    init_keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
+    _, train_init, _ = _compiled(make_runner, train_config)
+    loaded, _ = ckpt.load_checkpoint(plan.path, jax.eval_shape(train_init, init_keys))
+    # One key per seed of the run, the same for every test env and checkpoint (common random
+    # numbers make the comparison between test envs and checkpoints less noisy).
+    base = jax.random.key(seed)
+    eval_keys = jax.vmap(lambda s: jax.random.fold_in(base, s))(jnp.asarray(seeds, dtype=jnp.uint32))
+
+    rows: list[CheckpointResult] = []
+    for spec, overrides in plan.specs:
+        env_id = _register_variant(spec, overrides)
+        config = dataclasses.replace(train_config, env_id=env_id, eval_episodes=episodes)
+        _, init, evaluate = _compiled(make_runner, config)
+        state = _state_for(plan.path, loaded, init, init_keys)
+        metrics = jax.device_get(evaluate(state, eval_keys))
+        if "episode_return" not in metrics:
+            raise KeyError(f"{algorithm}'s evaluate returned {sorted(metrics)}, without 'episode_return'.")
+        returns = np.asarray(metrics["episode_return"], np.float64).reshape(len(seeds), -1)
+        lengths = metrics.get("episode_length")
+        lengths = None if lengths is None else np.asarray(lengths, np.float64).reshape(len(seeds), -1)
+        if "success" in metrics:
+            success = np.asarray(metrics["success"], np.float64).reshape(len(seeds), -1).mean(-1)
+        elif "success_rate" in metrics:
+            success = np.asarray(metrics["success_rate"], np.float64).reshape(len(seeds), -1).mean(-1)
+        else:
+            success = None
+        common = {
+            "checkpoint": plan.path,
+            "algorithm": algorithm,
+            "train_env": train_id,
+            "test_env": spec.env_id,
+            "overrides": spec.overrides_text,
+        }
+        per_seed = returns.mean(-1)
+        for i, s in enumerate(seeds):
+            rows.append(
+                CheckpointResult(
+                    **common,
+                    seed=str(s),
+                    episodes=returns.shape[1],
+                    mean_return=float(per_seed[i]),
+                    std_return=float(returns[i].std()),
+                    success_rate=None if success is None else float(success[i]),
+                    returns=returns[i],
+                    lengths=None if lengths is None else lengths[i],
+                )
+            )
+        rows.append(
+            CheckpointResult(
+                **common,
+                seed="mean",
+                episodes=returns.size,
+                mean_return=float(per_seed.mean()),
+                std_return=float(per_seed.std()),
+                success_rate=None if success is None else float(success.mean()),
+                returns=returns,
+                lengths=lengths,
+            )
+        )
+    return rows
+
+
+def evaluate_checkpoints(
+    paths: Sequence[str | os.PathLike[str]],
+    envs: Sequence[str | EnvSpec] | None = None,
+    *,
+    episodes: int = 100,
+    seed: int = 0,
+) -> list[CheckpointResult]:
+    """Evaluate checkpoints on test envs: greedy episodes per seed, seeds vmapped.
+
+    Args:
+        paths: run directories (their newest checkpoint) or checkpoint files.
+        envs: test envs as :class:`EnvSpec` or text (``CartPole-v1``,
+            ``CartPole-v1:length=1.0,gravity=9.0``, see :func:`parse_env_spec`); None evaluates
+            each checkpoint on the env it was trained on.
+        episodes: greedy episodes per seed and test env.
+        seed: the evaluation seed (episode ``k`` of the run's seed ``s`` gets the same key for
+            every checkpoint and test env, so results are deterministic for a given seed).
+
+    Returns:
+        For each checkpoint and test env, one :class:`CheckpointResult` per seed of the run,
+        then one with ``seed="mean"``.
+
+    Raises:
+        ValueError: a malformed spec, an unknown env id or override, a test env whose
+            observation or action space differs from the checkpoint's (the message names both),
+            or a checkpoint of an unknown algorithm; all checked before anything compiles.
+        FileNotFoundError: a path that is neither a checkpoint nor a run directory with one.
+    """
+    if isinstance(episodes, bool) or int(episodes) != episodes or episodes < 1:
+        raise ValueError(f"episodes must be a whole number >= 1, got {episodes!r}.")
+    if not paths:
+        raise ValueError("evaluate_checkpoints: give at least one run directory or checkpoint file.")
+    specs = None if envs is None else [e if isinstance(e, EnvSpec) else parse_env_spec(e) for e in envs]
+    plans = _plan([os.fspath(p) for p in paths], specs or None)
+    rows: list[CheckpointResult] = []
+    for plan in plans:
+        rows += _evaluate_plan(plan, int(episodes), int(seed))
+    return rows
+
+
+# Output ----------------------------------------------------------------------------------------
+
+
+def write_results_csv(results: Sequence[CheckpointResult], path: str | os.PathLike[str]) -> str:
+    """Write the results table (columns :data:`CSV_COLUMNS`, plus ``success_rate`` when any row
+    has one; an empty cell for rows without). Floats are written with ``repr``; atomic."""
+    path = os.fspath(path)
+    with_success = any(r.success_rate is not None for r in results)
+    header = list(CSV_COLUMNS) + (["success_rate"] if with_success else [])
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(header)
+        for r in results:
+            row = [
+                r.checkpoint,
+                r.algorithm,
+                r.train_env,
+                r.test_env,
+                r.overrides,
+                r.seed,
+                r.episodes,
+                repr(r.mean_return),
+                repr(r.std_return),
+            ]
+            if with_success:
+                row.append("" if r.success_rate is None else repr(r.success_rate))
+            writer.writerow(row)
+    os.replace(tmp, path)
+    return path
+
+
+def _labels(results: Sequence[CheckpointResult]) -> dict[str, str]:
+    """The run-log ``algorithm`` of each checkpoint: the algorithm name, made unique with the
+    run directory and checkpoint file when two checkpoints share it."""
+    by_algorithm: dict[str, list[str]] = {}
+    for r in results:
+        names = by_algorithm.setdefault(r.algorithm, [])
+        if r.checkpoint not in names:
+            names.append(r.checkpoint)
+    labels = {}
+    for algorithm, checkpoints in by_algorithm.items():
+        for checkpoint in checkpoints:
+            if len(checkpoints) == 1:
+                labels[checkpoint] = algorithm
+            else:
+                run_dir = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(checkpoint))))
+                stem = os.path.splitext(os.path.basename(checkpoint))[0]
+                labels[checkpoint] = f"{algorithm}@{run_dir}/{stem}"
+    return labels
+
+
+def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os.PathLike[str]) -> list[str]:
+    """Write the per-seed results as a run log (``metrics.json`` and ``metrics.csv`` in ``out_dir``).
+
+    ``environment`` is the test env's family, ``task`` the test env spec
+    (``CartPole-v1:length=1.0``), ``algorithm`` the checkpoint's algorithm (with its run
+    directory and file when two checkpoints share an algorithm), ``run`` ``seed_<n>``, and each
+    run holds only ``absolute_metrics``: ``mean_episode_return`` (one value per episode),
+    ``episode_length`` and ``success_rate`` when reported. ``lamella eval aggregate out_dir``
+    then aggregates over test envs as tasks.
+    """
+    from lamella.agents.runlog import env_family
+    from lamella.eval._src.runlog import runs_from_dict, write_csv
+
+    out_dir = os.fspath(out_dir)
+    labels = _labels(results)
+    data: dict[str, Any] = {}
+    for r in results:
+        if r.seed == "mean":
+            continue
+        task = r.test_env + (":" + r.overrides.replace(";", ",") if r.overrides else "")
+        metrics: dict[str, list[float]] = {"mean_episode_return": r.returns.tolist()}
+        if r.lengths is not None:
+            metrics["episode_length"] = r.lengths.tolist()
+        if r.success_rate is not None:
+            metrics["success_rate"] = [r.success_rate]
+        bad = [k for k, v in metrics.items() if not all(math.isfinite(x) for x in v)]
+        if bad:
+            raise ValueError(f"{r.checkpoint} on {task}, seed {r.seed}: non-finite {', '.join(bad)}.")
+        runs = data.setdefault(env_family(r.test_env), {}).setdefault(task, {})
+        runs.setdefault(labels[r.checkpoint], {})[f"seed_{r.seed}"] = {"absolute_metrics": metrics}
+    os.makedirs(out_dir, exist_ok=True)
+    json_path = os.path.join(out_dir, "metrics.json")
+    tmp = f"{json_path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as file:
+        json.dump(data, file, indent=1)
+        file.write("\n")
+    os.replace(tmp, json_path)
+    csv_path = os.path.join(out_dir, "metrics.csv")
+    write_csv(runs_from_dict(data, json_path), csv_path)
+    return [json_path, csv_path]
