@@ -53,7 +53,8 @@ class EpisodeBufferState:
             ``id % T``; int32 max while the episode runs.
         current_episode: int32 ``(num_envs,)``: id of the latest step's episode (-1 at first).
         episode_over: bool ``(num_envs,)``: the latest step ended its episode.
-        steps_added: int32 ``()``: steps added per env so far (absolute time of the next step).
+        steps_added: int32 ``()``: steps added per env so far (absolute time of the next step);
+            absolute times are int32, so one buffer holds up to 2**31 - 1 steps per env over its life.
     """
 
     trajectory: TrajectoryBufferState
