@@ -11,6 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
+from lamella.envs.classic_control._once import computed_once
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = ["Acrobot", "AcrobotParams", "AcrobotState"]
@@ -95,17 +96,21 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
         coupling = m2 * l1 * lc2
         gravity_1 = (m1 * lc1 + m2 * l1) * g
         gravity_2 = m2 * lc2 * g
+        time = state.time
 
         def accelerations(
             theta1: jax.Array, theta2: jax.Array, dtheta1: jax.Array, dtheta2: jax.Array
         ) -> tuple[jax.Array, jax.Array]:
-            cos2, sin2 = jnp.cos(theta2), jnp.sin(theta2)
+            # Every later value of the stage reads these; computed once, not once per reader (_once.py).
+            cos2, sin2, sin12, sin1 = computed_once(
+                time, jnp.cos(theta2), jnp.sin(theta2), jnp.sin(theta1 + theta2), jnp.sin(theta1)
+            )
             d1 = d1_const + 2.0 * coupling * cos2
             d2 = d2_const + coupling * cos2
-            phi2 = gravity_2 * jnp.sin(theta1 + theta2)  # cos(theta1 + theta2 - pi/2)
+            phi2 = gravity_2 * sin12  # cos(theta1 + theta2 - pi/2)
             phi1 = (
                 -coupling * sin2 * dtheta2 * (dtheta2 + 2.0 * dtheta1)
-                + gravity_1 * jnp.sin(theta1)  # cos(theta1 - pi/2)
+                + gravity_1 * sin1  # cos(theta1 - pi/2)
                 + phi2
             )
             inv_d1 = 1.0 / d1
@@ -139,8 +144,9 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
             theta2_dot=jnp.clip(theta2_dot, -params.max_vel_2, params.max_vel_2),
             time=state.time + 1,
         )
-        cos1, sin1 = jnp.cos(state.theta1), jnp.sin(state.theta1)
-        cos2, sin2 = jnp.cos(state.theta2), jnp.sin(state.theta2)
+        cos1, sin1, cos2, sin2 = computed_once(
+            time, jnp.cos(state.theta1), jnp.sin(state.theta1), jnp.cos(state.theta2), jnp.sin(state.theta2)
+        )
         terminated = -cos1 - (cos1 * cos2 - sin1 * sin2) > 1.0  # -cos(t1) - cos(t1 + t2) > 1
         reward = terminated.astype(jnp.float32) - 1.0
         truncated = state.time >= params.max_steps_in_episode
