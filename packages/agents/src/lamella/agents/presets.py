@@ -21,9 +21,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         # entropy 0 / 0.01); an entropy bonus made one seed in six unlearn late.
         "CartPole-v1": PPOConfig(env_id="CartPole-v1", total_timesteps=200_000, ent_coef=0.0),
         "Acrobot-v1": PPOConfig(env_id="Acrobot-v1", total_timesteps=500_000, normalize_observations=True),
+        # Greedy return -138 .. -157 for 8 of 8 seeds (gamma 0.9 and 0.95) after 6e5 steps; a
+        # clipped Gaussian with log_std -0.5 left some seeds at -690 (never swinging up).
         "Pendulum-v1": PPOConfig(
             env_id="Pendulum-v1",
-            total_timesteps=1_000_000,
+            total_timesteps=600_000,
             num_envs=16,
             num_steps=256,
             num_epochs=10,
@@ -34,8 +36,8 @@ PRESETS: dict[str, dict[str, Any]] = {
             ent_coef=0.0,
             normalize_observations=True,
             normalize_rewards=True,
-            continuous_action="clip",
-            log_std_init=-0.5,
+            continuous_action="tanh",
+            log_std_init=0.0,
         ),
         "Breakout-MinAtar": PPOConfig(
             env_id="Breakout-MinAtar",
