@@ -16,7 +16,6 @@ use that mode too.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
 from collections.abc import Callable
@@ -165,7 +164,8 @@ def train_host(
             t = buffer.sample(state, key)
             return Batch(t.obs, t.action, t.reward, gamma * (1.0 - t.terminated), t.next_obs, key)
 
-    @functools.partial(jax.jit, donate_argnums=(0,))
+    # The train state is not donated: its target networks start as the very same arrays.
+    @jax.jit
     def learn(train_state: Any, buffer_state: Any, key: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
         def one(ts: Any, k: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
             ts, _, metrics = agent.update(sample(buffer_state, k), ts, ())

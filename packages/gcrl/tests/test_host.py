@@ -1,0 +1,50 @@
+"""The host-side loop around gymnasium vector envs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lamella.envs import spaces
+from lamella.gcrl import SACTrainConfig, train_host
+from lamella.gcrl.host import _final_obs, from_gymnasium_space
+
+gymnasium = pytest.importorskip("gymnasium")
+
+
+def test_train_host_runs_and_writes_the_run_log(tmp_path):
+    config = SACTrainConfig(
+        env_id="Pendulum-v1",
+        total_timesteps=400,
+        num_envs=2,
+        hidden_sizes=(8,),
+        learning_starts=200,
+        batch_size=16,
+        buffer_size=1000,
+        eval_episodes=2,
+    )
+    result = train_host(config, "Pendulum-v1", seed=3, eval_every=200, out_dir=str(tmp_path))
+    assert result.env_steps == 400 and result.eval_steps == [200, 400]
+    assert all(-2000 < r <= 0 for r in result.eval_returns)
+    with open(result.metrics_path) as f:
+        log = json.load(f)
+    run = log["gymnasium"]["Pendulum-v1"]["sac"]["seed_3"]
+    assert len(run["step_1"]["mean_episode_return"]) == 2
+
+
+def test_final_observation_replaces_the_reset_one_where_done():
+    next_obs = np.zeros((3, 2))
+    info = {"final_obs": np.array([None, np.ones(2), None], dtype=object)}
+    out = _final_obs(next_obs, info, np.array([False, True, False]))
+    np.testing.assert_array_equal(out, [[0, 0], [1, 1], [0, 0]])
+
+
+def test_spaces_convert_and_bad_vector_envs_are_refused():
+    box = from_gymnasium_space(gymnasium.spaces.Box(-1.0, 1.0, (2,)))
+    assert isinstance(box, spaces.Box) and box.shape == (2,)
+    assert from_gymnasium_space(gymnasium.spaces.Discrete(3)).n == 3
+    env = gymnasium.make_vec("Pendulum-v1", num_envs=1, vectorization_mode="sync")  # NEXT_STEP mode
+    with pytest.raises(ValueError, match="SAME_STEP"):
+        train_host(SACTrainConfig(total_timesteps=200, rollout_steps=200), env)
