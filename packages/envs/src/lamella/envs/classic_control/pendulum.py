@@ -11,6 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
+from lamella.envs.classic_control._once import computed_once
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = ["Pendulum", "PendulumParams", "PendulumState"]
@@ -87,10 +88,16 @@ class Pendulum(Environment[PendulumState, PendulumParams]):
             3.0 * params.g / (2.0 * params.l) * jnp.sin(theta) + 3.0 / (params.m * params.l * params.l) * u
         )
         theta_dot = jnp.clip(theta_dot + theta_ddot * params.dt, -params.max_speed, params.max_speed)
-        state = PendulumState(theta + theta_dot * params.dt, theta_dot, state.time + 1)
+        # The sine, and the observation's cosine and sine, run once per step instead of once per
+        # reader of the new state and observation (_once.py).
+        (theta_dot,) = computed_once(state.time, theta_dot)
+        theta = theta + theta_dot * params.dt
+        cos, sin = computed_once(state.time, jnp.cos(theta), jnp.sin(theta))
+        state = PendulumState(theta, theta_dot, state.time + 1)
         truncated = state.time >= params.max_steps_in_episode
         reward = (-cost).astype(jnp.float32)
-        return self.get_obs(state), state, reward, jnp.zeros((), jnp.bool_), truncated, {}
+        obs = jnp.stack([cos, sin, theta_dot]).astype(jnp.float32)
+        return obs, state, reward, jnp.zeros((), jnp.bool_), truncated, {}
 
     def get_obs(self, state: PendulumState) -> jax.Array:
         return jnp.stack([jnp.cos(state.theta), jnp.sin(state.theta), state.theta_dot]).astype(jnp.float32)
