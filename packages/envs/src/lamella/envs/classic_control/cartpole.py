@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
+from lamella.envs.classic_control._once import computed_once
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = ["CartPole", "CartPoleParams", "CartPoleState"]
@@ -66,7 +67,8 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
         self, key: jax.Array, state: CartPoleState, action: Any, params: CartPoleParams
     ) -> StepOutput:
         force = jnp.where(action == 1, params.force_mag, -params.force_mag)
-        costheta, sintheta = jnp.cos(state.theta), jnp.sin(state.theta)
+        # Computed once per step instead of once per reader of the new state (_once.py).
+        costheta, sintheta = computed_once(state.time, jnp.cos(state.theta), jnp.sin(state.theta))
         total_mass = params.masscart + params.masspole
         polemass_length = params.masspole * params.length
         temp = (force + polemass_length * state.theta_dot**2 * sintheta) / total_mass
