@@ -17,15 +17,16 @@ import os
 import platform
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-import lamella.envs as le  # noqa: E402
+import lamella.envs as le
 
 # lamella id -> gymnax id, for every env both libraries have.
 SHARED = {
@@ -73,7 +74,9 @@ def make_rollout(step: Callable[..., Any], state0: Any, params: Any) -> Callable
             obs, state, reward, terminated, truncated, info = jax.vmap(step, in_axes=(0, 0, 0, None))(
                 step_keys, state, step_actions, params
             )
-            total = total + _checksum((obs, reward, terminated, truncated, info.get("final_observation", 0.0)))
+            total = total + _checksum(
+                (obs, reward, terminated, truncated, info.get("final_observation", 0.0))
+            )
             return (state, total), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
@@ -152,8 +155,12 @@ def bench_env(env_id: str, num_envs: int, num_steps: int, repeats: int) -> dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", nargs="*", help="lamella ids (default: every registered id gymnax also has)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--envs", nargs="*", help="lamella ids (default: every registered id gymnax also has)"
+    )
     parser.add_argument("--sizes", nargs="*", type=int, default=[1, 1024, 8192])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps-scale", type=float, default=1.0, help="multiply the steps per timed call")
@@ -186,7 +193,9 @@ def main() -> None:
             )
     ratios = [r["ratio"] for r in rows if r["num_envs"] == 1024]
     if ratios:
-        print(f"\nmedian lamella/gymnax ratio at 1024 envs: {np.median(ratios):.2f}x (min {min(ratios):.2f}x)")
+        print(
+            f"\nmedian lamella/gymnax ratio at 1024 envs: {np.median(ratios):.2f}x (min {min(ratios):.2f}x)"
+        )
 
 
 if __name__ == "__main__":
