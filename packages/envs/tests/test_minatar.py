@@ -27,7 +27,13 @@ from lamella.envs.testing import check_env
 
 minatar = pytest.importorskip("minatar")
 
-MINATAR_IDS = ["Breakout-MinAtar", "Freeway-MinAtar", "Asterix-MinAtar", "SpaceInvaders-MinAtar"]
+MINATAR_IDS = [
+    "Breakout-MinAtar",
+    "Freeway-MinAtar",
+    "Asterix-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Seaquest-MinAtar",
+]
 
 
 @pytest.mark.parametrize("env_id", MINATAR_IDS)
@@ -111,7 +117,7 @@ class Game:
         """The state with fields that mean nothing (an empty slot's contents) zeroed, for comparison."""
         return state
 
-    def policy(self, rng: np.random.Generator, num_actions: int) -> int:
+    def policy(self, rng: np.random.Generator, num_actions: int, env: Any) -> int:
         """The action index to take (uniform; games override it to reach rewards)."""
         return int(rng.integers(num_actions))
 
@@ -150,7 +156,7 @@ def collect(game: Game, num_transitions: int, seed: int, full_actions: bool = Fa
     num_actions = len(env_l.action_set)
     for t in range(num_transitions):
         draws = {k: v[t] for k, v in all_draws.items()}
-        action = game.policy(rng, num_actions)
+        action = game.policy(rng, num_actions, inner)
         records["before"].append(game.to_lamella(inner, reference.last_action, time))
         stub.queue = [("rand()", float(draws["sticky"]))]
         inner.random = stub
@@ -204,7 +210,7 @@ def check_parity(game: Game, records: dict[str, Any], full_actions: bool = False
                 f"obs differs in channels {np.nonzero((np.asarray(obs[i]) != expected_obs[i]).any((0, 1)))[0]}"
             )
     expected_after = game.canonical(stack(records["after"]))
-    got_after = game.canonical({k: np.asarray(getattr(after, k)) for k in expected_after})
+    got_after = game.canonical({k: np.asarray(getattr(after, k)) for k in records["after"][0]})
     for name, value in expected_after.items():
         np.testing.assert_array_equal(got_after[name], value, err_msg=f"next state field {name}")
     assert not np.any(np.asarray(truncated))
@@ -281,7 +287,7 @@ class FreewayGame(Game):
         directions = np.where(draws["right"], 0.75, 0.25)  # sign(u - 0.5) is the direction
         return [("randint(1, 6, 8)", draws["speeds"].astype(np.int64)), ("rand(8,)", directions)]
 
-    def policy(self, rng: np.random.Generator, num_actions: int) -> int:
+    def policy(self, rng: np.random.Generator, num_actions: int, env: Any) -> int:
         up = 1 if num_actions == 3 else 2
         return up if rng.random() < 0.7 else int(rng.integers(num_actions))
 
@@ -400,17 +406,177 @@ class SpaceInvadersGame(Game):
         env.pos = int(rng.integers(10))
 
 
+# Seaquest ---------------------------------------------------------------------------------
+
+
+class SeaquestGame(Game):
+    env_id = "Seaquest-MinAtar"
+    name = "seaquest"
+    capacity = 32
+
+    def to_lamella(self, env: Any, last_action: int, time: int) -> dict[str, Any]:
+        e, d, b = self.capacity, 4, 4
+        enemies = [(*f[:4], 0, False) for f in env.e_fish] + [(*u[:5], True) for u in env.e_subs]
+        assert len(enemies) <= e and len(env.divers) <= d and len(env.f_bullets) <= b
+
+        def column(rows: list[Any], i: int, n: int, dtype: Any) -> np.ndarray:
+            out = np.zeros(n, dtype)
+            out[: len(rows)] = [r[i] for r in rows]
+            return out
+
+        def masks(right: bool) -> np.ndarray:
+            out = np.zeros(10, np.int32)
+            for x, y, r in env.e_bullets:
+                if bool(r) == right:
+                    out[y] |= 1 << x
+            return out
+
+        return {
+            "sub_x": np.int32(env.sub_x),
+            "sub_y": np.int32(env.sub_y),
+            "sub_right": np.bool_(env.sub_or),
+            "oxygen": np.int32(env.oxygen),
+            "diver_count": np.int32(env.diver_count),
+            "bullet_x": column(env.f_bullets, 0, b, np.int32),
+            "bullet_y": column(env.f_bullets, 1, b, np.int32),
+            "bullet_right": column(env.f_bullets, 2, b, bool),
+            "bullet_alive": np.arange(b) < len(env.f_bullets),
+            "enemy_bullets_right": masks(True),
+            "enemy_bullets_left": masks(False),
+            "enemy_x": column(enemies, 0, e, np.int32),
+            "enemy_y": column(enemies, 1, e, np.int32),
+            "enemy_right": column(enemies, 2, e, bool),
+            "enemy_is_sub": column(enemies, 5, e, bool),
+            "enemy_alive": np.arange(e) < len(enemies),
+            "enemy_move_timer": column(enemies, 3, e, np.int32),
+            "enemy_shot_timer": column(enemies, 4, e, np.int32),
+            "enemy_order": np.arange(e, dtype=np.int32),
+            "diver_x": column(env.divers, 0, d, np.int32),
+            "diver_y": column(env.divers, 1, d, np.int32),
+            "diver_right": column(env.divers, 2, d, bool),
+            "diver_alive": np.arange(d) < len(env.divers),
+            "diver_timer": column(env.divers, 3, d, np.int32),
+            "diver_order": np.arange(d, dtype=np.int32),
+            "spawned": np.int32(e),
+            "enemy_spawn_speed": np.int32(env.e_spawn_speed),
+            "enemy_spawn_timer": np.int32(env.e_spawn_timer),
+            "diver_spawn_timer": np.int32(env.d_spawn_timer),
+            "move_speed": np.int32(env.move_speed),
+            "ramp_index": np.int32(env.ramp_index),
+            "shot_timer": np.int32(env.shot_timer),
+            "surface": np.bool_(env.surface),
+            "last_action": np.int32(last_action),
+            "time": np.int32(time),
+        }
+
+    def canonical(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Entities as lists in spawn order (fish, subs, divers) and bullets as sorted sets."""
+        state = dict(state)
+        n = len(state["time"])
+        fish, subs, divers, bullets = [], [], [], []
+        for i in range(n):
+            alive = state["enemy_alive"][i]
+            order = np.argsort(np.where(alive, state["enemy_order"][i], 1 << 30), kind="stable")
+            f, u = [], []
+            for j in order:
+                if not alive[j]:
+                    continue
+                row = [state[k][i][j] for k in ("enemy_x", "enemy_y", "enemy_right", "enemy_move_timer")]
+                if state["enemy_is_sub"][i][j]:
+                    u.append((*row, state["enemy_shot_timer"][i][j]))
+                else:
+                    f.append((*row, 0))
+            fish.append(f + [(0,) * 5] * (self.capacity - len(f)))
+            subs.append(u + [(0,) * 5] * (self.capacity - len(u)))
+            d_alive = state["diver_alive"][i]
+            d = [
+                tuple(state[k][i][j] for k in ("diver_x", "diver_y", "diver_right", "diver_timer"))
+                for j in np.argsort(np.where(d_alive, state["diver_order"][i], 1 << 30), kind="stable")
+                if d_alive[j]
+            ]
+            divers.append(d + [(0,) * 4] * (4 - len(d)))
+            b = sorted(
+                (
+                    int(state["bullet_x"][i][j]),
+                    int(state["bullet_y"][i][j]),
+                    bool(state["bullet_right"][i][j]),
+                )
+                for j in range(4)
+                if state["bullet_alive"][i][j]
+            )
+            bullets.append(b + [(0, 0, False)] * (4 - len(b)))
+        for prefix in ("enemy_", "diver_", "bullet_"):
+            for k in [k for k in state if k.startswith(prefix)]:
+                del state[k]
+        del state["spawned"]
+        state.update(
+            fish=np.array(fish, np.int64),
+            subs=np.array(subs, np.int64),
+            divers=np.array(divers, np.int64),
+            bullets=np.array(bullets, np.int64),
+        )
+        return state
+
+    def queue(self, env: Any, draws: dict[str, np.ndarray], action: int) -> list[tuple[str, Any]]:
+        calls: list[tuple[str, Any]] = []
+        if env.e_spawn_timer == 0:
+            calls += [("rand()", float(draws["enemy_right"])), ("rand()", float(draws["enemy_sub"]))]
+            calls.append(("randint(1, 9, None)", uniform_int(draws["enemy_row"], 1, 9)))
+        if env.d_spawn_timer == 0:
+            calls.append(("rand()", float(draws["diver_right"])))
+            calls.append(("randint(1, 9, None)", uniform_int(draws["diver_row"], 1, 9)))
+        return calls
+
+    def policy(self, rng: np.random.Generator, num_actions: int, env: Any) -> int:
+        # Mostly stay under water (surfacing without divers ends the game) and shoot.
+        if env.sub_y <= 1 and env.diver_count == 0:
+            return int(rng.choice([0, 1, 3, 4, 5]))
+        return int(rng.choice([0, 1, 2, 3, 4, 5], p=[0.1, 0.2, 0.1, 0.2, 0.15, 0.25]))
+
+    def perturb(self, env: Any, rng: np.random.Generator) -> None:
+        # Crowded boards late in the ramp, divers aboard, low oxygen.
+        if rng.random() < 0.8:
+            env.ramp_index = int(rng.integers(0, 25))
+            env.e_spawn_speed = int(rng.integers(1, 21))
+            env.move_speed = int(rng.integers(2, 6))
+            env.e_spawn_timer = int(rng.integers(0, env.e_spawn_speed + 1))
+            env.d_spawn_timer = int(rng.integers(0, 31))
+            env.diver_count = int(rng.choice([-1, 0, 1, 3, 5, 6]))
+            env.oxygen = int(rng.integers(1, 201))
+            env.sub_y = int(rng.integers(0, 9))
+            env.sub_x = int(rng.integers(1, 9))
+            env.surface = env.sub_y == 0
+            for y in range(1, 9):
+                if rng.random() < 0.5:
+                    right = bool(rng.random() < 0.5)
+                    for _ in range(int(rng.integers(1, 4))):
+                        x = int(rng.integers(10))
+                        timer = int(rng.integers(0, env.move_speed + 1))
+                        if rng.random() < 0.4:
+                            env.e_subs.append([x, y, right, timer, int(rng.integers(0, 11))])
+                        else:
+                            env.e_fish.append([x, y, right, timer])
+            for _ in range(int(rng.integers(0, 3))):
+                y, x = int(rng.integers(1, 9)), int(rng.integers(10))
+                env.divers.append([x, y, bool(rng.random() < 0.5), int(rng.integers(0, 6))])
+            for _ in range(int(rng.integers(0, 4))):
+                y, x = int(rng.integers(1, 9)), int(rng.integers(10))
+                env.e_bullets.append([x, y, bool(rng.random() < 0.5)])
+
+
 GAMES: dict[str, Game] = {
     "Breakout-MinAtar": BreakoutGame(),
     "Freeway-MinAtar": FreewayGame(),
     "Asterix-MinAtar": AsterixGame(),
     "SpaceInvaders-MinAtar": SpaceInvadersGame(),
+    "Seaquest-MinAtar": SeaquestGame(),
 }
 PARITY_TRANSITIONS = {
     "Breakout-MinAtar": 1500,
     "Freeway-MinAtar": 1500,
     "Asterix-MinAtar": 1500,
     "SpaceInvaders-MinAtar": 1500,
+    "Seaquest-MinAtar": 2000,
 }
 
 

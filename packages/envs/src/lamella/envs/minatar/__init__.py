@@ -15,6 +15,7 @@ from lamella.envs.minatar._common import FULL_ACTION_SET, MinAtarEnv
 from lamella.envs.minatar.asterix import Asterix, AsterixDraws, AsterixParams, AsterixState
 from lamella.envs.minatar.breakout import Breakout, BreakoutDraws, BreakoutParams, BreakoutState
 from lamella.envs.minatar.freeway import Freeway, FreewayDraws, FreewayParams, FreewayState
+from lamella.envs.minatar.seaquest import Seaquest, SeaquestDraws, SeaquestParams, SeaquestState
 from lamella.envs.minatar.space_invaders import (
     SpaceInvaders,
     SpaceInvadersDraws,
@@ -37,6 +38,10 @@ __all__ = [
     "FreewayParams",
     "FreewayState",
     "MinAtarEnv",
+    "Seaquest",
+    "SeaquestDraws",
+    "SeaquestParams",
+    "SeaquestState",
     "SpaceInvaders",
     "SpaceInvadersDraws",
     "SpaceInvadersParams",
@@ -50,4 +55,5 @@ def register_all(register: Callable[..., Any]) -> None:
     register("Asterix-MinAtar", Asterix)
     register("Breakout-MinAtar", Breakout)
     register("Freeway-MinAtar", Freeway)
+    register("Seaquest-MinAtar", Seaquest)
     register("SpaceInvaders-MinAtar", SpaceInvaders)

@@ -19,9 +19,9 @@ from lamella.envs.minatar._common import (
     RIGHT,
     UP,
     MinAtarEnv,
+    cell_row,
     column_per_row,
-    one_hot,
-    pack,
+    grid,
     sticky_action,
 )
 
@@ -206,9 +206,9 @@ class Asterix(MinAtarEnv):
         x = state.entity_x
         back = x + jnp.where(state.entity_right, -1, 1)
         back = jnp.where(state.entity_alive & (back >= 0) & (back <= 9), back, -1)
-        return pack(
+        return grid(
             [
-                one_hot(state.player_y, state.player_x),
+                cell_row(state.player_y, state.player_x),
                 column_per_row(jnp.where(state.entity_alive & ~state.entity_gold, x, -1)),
                 column_per_row(back),
                 column_per_row(jnp.where(state.entity_alive & state.entity_gold, x, -1)),

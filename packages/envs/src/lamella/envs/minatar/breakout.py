@@ -13,13 +13,12 @@ from lamella.envs import random as fast_random
 from lamella.envs import struct
 from lamella.envs.environment import StepOutput
 from lamella.envs.minatar._common import (
-    CELLS,
     LEFT,
     NOOP,
     RIGHT,
     MinAtarEnv,
-    one_hot,
-    pack,
+    cell_row,
+    grid,
     step_uniform,
     sticky_action,
 )
@@ -28,8 +27,6 @@ __all__ = ["Breakout", "BreakoutDraws", "BreakoutParams", "BreakoutState"]
 
 # Bricks live in rows 1-3 only, so the brick map is a 30-bit mask: bit (row - 1) * 10 + column.
 FULL_BRICKS = (1 << 30) - 1
-_BRICK_SHIFT = np.clip(CELLS - 10, 0, 29).astype(np.uint32)  # cell -> its bit (rows 1-3)
-_BRICK_ROWS = ((CELLS >= 10) & (CELLS < 40)).astype(np.uint32)
 
 
 @struct.dataclass
@@ -174,12 +171,14 @@ class Breakout(MinAtarEnv):
         return self.get_obs(state), state, breaks.astype(jnp.float32), terminated, truncated, {}
 
     def get_obs(self, state: BreakoutState) -> jax.Array:
-        bricks = ((state.bricks >> _BRICK_SHIFT) & _BRICK_ROWS) != 0
-        return pack(
+        bricks = state.bricks.astype(jnp.int32)
+        brick_rows = [(bricks >> (10 * r)) & 0x3FF for r in range(3)]
+        none = jnp.zeros((), jnp.int32)
+        return grid(
             [
-                one_hot(9, state.pos),
-                one_hot(state.ball_y, state.ball_x),
-                one_hot(state.last_y, state.last_x),
-                bricks,
+                cell_row(9, state.pos),
+                cell_row(state.ball_y, state.ball_x),
+                cell_row(state.last_y, state.last_x),
+                jnp.stack([none, *brick_rows, *([none] * 6)]),
             ]
         )

@@ -15,9 +15,9 @@ from lamella.envs.minatar._common import (
     NOOP,
     UP,
     MinAtarEnv,
+    cell_row,
     column_per_row,
-    one_hot,
-    pack,
+    grid,
     sticky_action,
 )
 
@@ -55,7 +55,7 @@ class FreewayDraws:
 
 def _random_cars(key: jax.Array, words: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Eight (speed 1-5, direction) pairs from four uint32 words: 16 bits per car."""
-    halves = jnp.stack([words, words << 16], axis=-1).reshape(-1)  # the top 16 bits matter
+    halves = jnp.concatenate([words, words << 16])  # the top 16 bits of each matter
     right = (halves >> 31) != 0
     fifteen = ((halves << 1) >> 17).astype(jnp.float32) / 32768.0
     speeds = 1 + jnp.minimum(jnp.floor(fifteen * 5.0).astype(jnp.int32), 4)
@@ -160,4 +160,4 @@ class Freeway(MinAtarEnv):
         trail_x = (state.car_x - jnp.sign(state.car_speed)) % 10
         size = jnp.abs(state.car_speed)
         trails = [column_per_row(jnp.where(size == k, trail_x, -1)) for k in range(1, 6)]
-        return pack([one_hot(state.pos, 4), column_per_row(state.car_x), *trails])
+        return grid([cell_row(state.pos, 4), column_per_row(state.car_x), *trails])

@@ -17,9 +17,8 @@ from lamella.envs.minatar._common import (
     NOOP,
     RIGHT,
     MinAtarEnv,
-    one_hot,
-    pack,
-    row_masks_to_cells,
+    cell_row,
+    grid,
     step_uniform,
     sticky_action,
 )
@@ -211,15 +210,14 @@ class SpaceInvaders(MinAtarEnv):
         return self.get_obs(state), state, reward.astype(jnp.float32), terminated, truncated, {}
 
     def get_obs(self, state: SpaceInvadersState) -> jax.Array:
-        aliens = row_masks_to_cells(state.aliens)
         left = state.alien_dir < 0
-        return pack(
+        return grid(
             [
-                one_hot(9, state.pos),
-                aliens,
-                aliens & left,
-                aliens & ~left,
-                row_masks_to_cells(state.friendly_bullets),
-                row_masks_to_cells(state.enemy_bullets),
+                cell_row(9, state.pos),
+                state.aliens,
+                jnp.where(left, state.aliens, 0),
+                jnp.where(left, 0, state.aliens),
+                state.friendly_bullets,
+                state.enemy_bullets,
             ]
         )
