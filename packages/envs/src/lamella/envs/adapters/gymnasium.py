@@ -149,11 +149,11 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         self.observation_space = to_gymnasium_space(self._lamella_observation_space)
         self.action_space = to_gymnasium_space(self._lamella_action_space)
         renders = _can_render(env, params)
-        self.metadata = {"render_modes": ["rgb_array"] if renders else [], "render_fps": 50}
-        if render_mode not in (None, *self.metadata["render_modes"]):
+        render_modes: list[str] = ["rgb_array"] if renders else []
+        self.metadata = {"render_modes": render_modes, "render_fps": 50}
+        if render_mode is not None and render_mode not in render_modes:
             raise ValueError(
-                f"render_mode={render_mode!r} is not supported by {env.name}; "
-                f"supported: {self.metadata['render_modes'] + [None]}."
+                f"render_mode={render_mode!r} is not supported by {env.name}; supported: {[*render_modes, None]}."
             )
         self.render_mode = render_mode
         self._initial_seed = seed
