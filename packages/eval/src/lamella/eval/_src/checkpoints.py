@@ -329,7 +329,8 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
                     "can be evaluated only where the spaces have the same kind, shape, dtype and "
                     "number of actions."
                 )
-            planned.append((spec, overrides))
+            # The spec as evaluated (values converted to the params' types) names the results.
+            planned.append((EnvSpec(spec.env_id, tuple(overrides.items())), overrides))
         plans.append(_Plan(path, metadata, planned))
     return plans
 

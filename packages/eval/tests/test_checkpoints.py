@@ -1,0 +1,212 @@
+"""``lamella eval checkpoints``: a tiny PPO run evaluated on test envs, end to end."""
+
+import argparse
+import csv
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import lamella.eval as le
+from lamella.eval import cli
+from lamella.eval._src import checkpoints as lib
+
+SEEDS = 2
+EPISODES = 6
+ENVS = ["CartPole-v1", "CartPole-v1:length=1.0,gravity=9"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from lamella.agents.config import resolve_config
+    from lamella.agents.driver import run_experiment
+
+    config = resolve_config(
+        "ppo",
+        env_id="CartPole-v1",
+        overrides=[
+            "num_envs=4",
+            "num_steps=16",
+            "total_timesteps=192",  # 3 iterations
+            "num_minibatches=2",
+            "num_epochs=1",
+            "hidden_sizes=16",
+            "eval_episodes=2",
+        ],
+    )
+    out = tmp_path_factory.mktemp("ppo_run")
+    run_experiment(config, seeds=SEEDS, out_dir=out, progress=False, plot=False, chunk_iterations=3)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def cli_output(run_dir, tmp_path_factory):
+    """``lamella eval checkpoints`` through its argparse parser, as the lamella command runs it."""
+    out = tmp_path_factory.mktemp("eval_out")
+    parser = argparse.ArgumentParser(prog="lamella")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(
+        [
+            "eval",
+            "checkpoints",
+            run_dir,
+            "--envs",
+            *ENVS,
+            "--episodes",
+            str(EPISODES),
+            "--seed",
+            "3",
+            "--out",
+            str(out / "results.csv"),
+            "--run-log",
+            str(out / "runlog"),
+        ]
+    )
+    assert args.func(args) == 0
+    with open(out / "results.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    return out, rows
+
+
+def test_parse_env_spec():
+    spec = le.parse_env_spec("CartPole-v1:length=1.0, gravity=9,flag=true,mode=easy")
+    assert spec.env_id == "CartPole-v1"
+    assert spec.overrides == (("length", 1.0), ("gravity", 9), ("flag", True), ("mode", "easy"))
+    assert spec.name == "CartPole-v1:length=1.0,gravity=9,flag=true,mode=easy"
+    assert spec.overrides_text == "length=1.0;gravity=9;flag=true;mode=easy"
+    assert le.parse_env_spec("Acrobot-v1") == le.EnvSpec("Acrobot-v1")
+    for bad, message in [
+        (":length=1", "no env id"),
+        ("CartPole-v1:length", "not key=value"),
+        ("CartPole-v1:length=", "not key=value"),
+        ("CartPole-v1:length=1,length=2", "given twice"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            le.parse_env_spec(bad)
+
+
+def test_csv_rows_columns_and_means(cli_output, run_dir):
+    _, rows = cli_output
+    assert list(rows[0]) == list(lib.CSV_COLUMNS)  # PPO reports no success
+    assert len(rows) == len(ENVS) * (SEEDS + 1)
+    for env_index, (test_env, overrides) in enumerate(
+        [("CartPole-v1", ""), ("CartPole-v1", "length=1.0;gravity=9.0")]
+    ):
+        block = rows[env_index * (SEEDS + 1) : (env_index + 1) * (SEEDS + 1)]
+        assert [r["seed"] for r in block] == [*map(str, range(SEEDS)), "mean"]
+        for r in block:
+            assert r["checkpoint"].startswith(run_dir) and r["checkpoint"].endswith(".msgpack")
+            assert (r["algorithm"], r["train_env"], r["test_env"]) == ("ppo", "CartPole-v1", test_env)
+            assert r["overrides"] == overrides  # gravity=9 is read as the float params field
+        per_seed = np.array([float(r["mean_return"]) for r in block[:SEEDS]])
+        assert [int(r["episodes"]) for r in block] == [EPISODES] * SEEDS + [EPISODES * SEEDS]
+        assert float(block[-1]["mean_return"]) == pytest.approx(per_seed.mean(), rel=1e-12)
+        assert float(block[-1]["std_return"]) == pytest.approx(per_seed.std(), rel=1e-12, abs=1e-12)
+        # A CartPole episode earns 1 per step: returns are whole numbers of at least 1.
+        assert np.all(per_seed >= 1)
+
+
+def test_override_reaches_the_env(cli_output):
+    import lamella.envs
+
+    _, params = lamella.envs.make("CartPole-v1:length=1.0,gravity=9.0")
+    assert (params.length, params.gravity, params.masspole) == (1.0, 9.0, 0.1)
+
+
+def test_run_log_holds_the_per_episode_values(cli_output):
+    out, rows = cli_output
+    runs = le.read_run_logs([out / "runlog"])
+    assert sorted((r.environment, r.task, r.algorithm, r.run) for r in runs) == sorted(
+        ("classic_control", task, "ppo", f"seed_{s}")
+        for task in ["CartPole-v1", "CartPole-v1:length=1.0,gravity=9.0"]
+        for s in range(SEEDS)
+    )
+    scores = le.final_scores(runs, "mean_episode_return")
+    assert scores.source == "absolute_metrics"
+    csv_means = {
+        (r["overrides"], int(r["seed"])): float(r["mean_return"]) for r in rows if r["seed"] != "mean"
+    }
+    for t, task in enumerate(scores.tasks):
+        # Task names are environment/task.
+        overrides = "" if task == "classic_control/CartPole-v1" else "length=1.0;gravity=9.0"
+        for s in range(SEEDS):
+            assert scores.values["ppo"][s, t] == pytest.approx(csv_means[(overrides, s)], rel=1e-12)
+    for run in runs:
+        assert run.absolute_metrics["mean_episode_return"].shape == (EPISODES,)
+        assert run.absolute_metrics["episode_length"].shape == (EPISODES,)
+    # The CSV view reads back to the same runs.
+    assert {r.name for r in le.read_csv(out / "runlog" / "metrics.csv")} == {r.name for r in runs}
+
+
+def test_deterministic_for_a_seed(cli_output, run_dir):
+    _, rows = cli_output
+    again = le.evaluate_checkpoints([run_dir], ENVS, episodes=EPISODES, seed=3)
+    assert [repr(r.mean_return) for r in again] == [r["mean_return"] for r in rows]
+    assert [repr(r.std_return) for r in again] == [r["std_return"] for r in rows]
+    other = le.evaluate_checkpoints([run_dir], ENVS, episodes=EPISODES, seed=4)
+    returns = np.stack([r.returns for r in again if r.seed == "mean"])
+    other_returns = np.stack([r.returns for r in other if r.seed == "mean"])
+    assert returns.shape == other_returns.shape == (len(ENVS), SEEDS, EPISODES)
+    assert not np.array_equal(returns, other_returns)
+
+
+def test_mismatched_spaces_are_rejected(run_dir):
+    with pytest.raises(ValueError) as info:
+        le.evaluate_checkpoints([run_dir], ["CartPole-v1", "Acrobot-v1"], episodes=2)
+    message = str(info.value)
+    assert "'Acrobot-v1' does not fit the checkpoint" in message
+    assert "shape=(4,)" in message and "Discrete(2)" in message  # the checkpoint's spaces
+    assert "shape=(6,)" in message and "Discrete(3)" in message  # the test env's
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("CartPole-v1:size=3", "unknown override"),
+        ("CartPole-v1:max_steps_in_episode=2.5", "does not fit the params field max_steps_in_episode"),
+        ("CartPol-v1", "Unknown environment id"),
+    ],
+)
+def test_bad_test_envs_are_rejected(run_dir, spec, message):
+    with pytest.raises(ValueError, match=message):
+        le.evaluate_checkpoints([run_dir], [spec], episodes=2)
+
+
+def test_bad_paths_and_episodes(tmp_path, run_dir):
+    with pytest.raises(FileNotFoundError, match="no checkpoints"):
+        le.evaluate_checkpoints([tmp_path], ["CartPole-v1"])
+    with pytest.raises(ValueError, match="episodes"):
+        le.evaluate_checkpoints([run_dir], ["CartPole-v1"], episodes=0)
+
+
+def test_other_env_with_the_same_spaces_gets_the_trained_policy(run_dir):
+    """GaussianBandit-misc has CartPole's spaces but another env state: the policy is moved over."""
+    from lamella.agents.driver import load_run
+
+    (spec,) = [le.parse_env_spec("GaussianBandit-misc")]
+    rows = le.evaluate_checkpoints([run_dir], [spec], episodes=3)
+    assert [r.seed for r in rows] == ["0", "1", "mean"]
+    assert all(np.isfinite(r.mean_return) for r in rows)
+
+    loaded = load_run(run_dir)
+    config = lib.dataclasses.replace(loaded.config, env_id="GaussianBandit-misc", eval_episodes=3)
+    from lamella.agents.config import algorithm_table
+
+    _, init, _ = lib._compiled(algorithm_table()["ppo"][1], config)
+    keys = jax.vmap(jax.random.key)(np.arange(SEEDS, dtype=np.uint32))
+    state = lib._state_for("x", loaded.state, init, keys)
+    assert jax.tree.structure(state.env_state) != jax.tree.structure(loaded.state.env_state)
+    for moved, trained in zip(jax.tree.leaves(state.train_state), jax.tree.leaves(loaded.state.train_state)):
+        np.testing.assert_array_equal(moved, trained)
+
+
+def test_aggregation_imports_without_agents():
+    code = (
+        "import sys; sys.modules['lamella.agents'] = None\n"
+        "import lamella.eval as le\n"
+        "print(le.iqm(__import__('numpy').ones((4, 2))), le.parse_env_spec('CartPole-v1:length=2').name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1.0", "CartPole-v1:length=2"]
