@@ -46,8 +46,8 @@ ALGORITHMS: dict[str, tuple[type, Callable[[Any], Any]]] = {
 }
 
 # Pendulum: small networks and Adam at 1e-3 reach about -150 within 10k steps (the CI learning
-# test uses these settings with 8k steps).
-_PENDULUM = dict(
+# test uses these settings with 8k steps and a 10k buffer).
+_PENDULUM: dict[str, Any] = dict(
     env_id="Pendulum-v1",
     total_timesteps=20_000,
     hidden_sizes=(64, 64),
@@ -58,7 +58,7 @@ _PENDULUM = dict(
     critic_learning_rate=1e-3,
 )
 # Goal mazes: HER ("future", k=4), sparse rewards, gamma 0.98 as in HER's robotics settings.
-_GOAL = dict(
+_GOAL: dict[str, Any] = dict(
     her=True,
     gamma=0.98,
     hidden_sizes=(256, 256),
@@ -81,14 +81,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "PointRobotGoal-v0": SACTrainConfig(
             env_id="PointRobotGoal-v0", total_timesteps=40_000, **_GOAL, alpha_learning_rate=1e-3
         ),
-        "CartPole-v1": SACTrainConfig(
-            env_id="CartPole-v1",
-            total_timesteps=50_000,
-            hidden_sizes=(64, 64),
-            num_envs=4,
-            rollout_steps=500,
-            target_entropy_scale=0.5,
-        ),
     },
     "td3": {
         "Pendulum-v1": TD3TrainConfig(**_PENDULUM),
@@ -106,18 +98,21 @@ PRESETS: dict[str, dict[str, Any]] = {
         ),
     },
     "dqn": {
+        # The CI learning test's settings (both seeds reach greedy 500).
         "CartPole-v1": DQNTrainConfig(
             env_id="CartPole-v1",
-            total_timesteps=40_000,
+            total_timesteps=50_000,
             num_envs=4,
-            rollout_steps=1000,
-            learning_rate=1e-3,
-            target_update_period=250,
-            exploration_steps=10_000,
-            epsilon_end=0.02,
+            rollout_steps=500,
+            hidden_sizes=(256, 256),
+            learning_rate=2.3e-3,
+            target_update_period=128,
+            exploration_steps=8000,
+            epsilon_end=0.04,
             learning_starts=1000,
             batch_size=64,
-            buffer_size=40_000,
+            buffer_size=50_000,
+            updates_per_step=2,
         ),
         "Acrobot-v1": DQNTrainConfig(
             env_id="Acrobot-v1",
