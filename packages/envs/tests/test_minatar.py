@@ -648,3 +648,95 @@ def test_breakout_start_side() -> None:
     right = np.asarray(states.ball_x) == 9
     assert abs(right.mean() - 0.5) < 4 * np.sqrt(0.25 / n)
     np.testing.assert_array_equal(np.asarray(states.ball_dir), np.where(right, 3, 2))
+
+
+def _proportion_ok(hits: np.ndarray, p: float) -> bool:
+    """The frequency of ``hits`` is within 4 standard errors of ``p``."""
+    n = hits.size
+    return abs(float(np.mean(hits)) - p) < 4 * np.sqrt(p * (1 - p) / n)
+
+
+def _step_many(env_id: str, prepare: Callable[[Any], Any], action: int, n: int = 16_000) -> Any:
+    env, params = le.make(env_id, autoreset=False)
+    env = env.unwrapped
+    _, state = env.reset(jax.random.key(0), params)
+    state = prepare(state)
+    step = jax.jit(jax.vmap(lambda k: env.step(k, state, action, params)[1]))
+    return jax.tree.map(np.asarray, step(jax.random.split(jax.random.key(5), n)))
+
+
+def test_asterix_spawn_statistics() -> None:
+    """Side 1/2, gold 1/3, row uniform over the free rows (as minatar's spawn)."""
+    alive = jnp.array([True, False, True, False, False, False, False, False])
+    states = _step_many(
+        "Asterix-MinAtar",
+        lambda s: s.replace(
+            spawn_timer=jnp.int32(0), entity_alive=alive, entity_x=jnp.zeros(8, jnp.int32) + 5
+        ),
+        action=0,
+    )
+    new = states.entity_alive & ~np.asarray(alive)
+    assert np.all(new.sum(1) == 1)
+    slot = new.argmax(1)
+    for row in (1, 3, 4, 5, 6, 7):
+        assert _proportion_ok(slot == row, 1 / 6), row
+    right = states.entity_right[np.arange(len(slot)), slot]
+    gold = states.entity_gold[np.arange(len(slot)), slot]
+    assert _proportion_ok(right, 0.5) and _proportion_ok(gold, 1 / 3)
+    np.testing.assert_array_equal(states.entity_x[np.arange(len(slot)), slot], np.where(right, 0, 9))
+
+
+def test_seaquest_spawn_statistics() -> None:
+    """Enemies: side 1/2, sub 1/3, row uniform 1-8; divers: side 1/2, row uniform 1-8."""
+    states = _step_many(
+        "Seaquest-MinAtar",
+        lambda s: s.replace(enemy_spawn_timer=jnp.int32(0), diver_spawn_timer=jnp.int32(0)),
+        action=0,
+    )
+    assert np.all(states.enemy_alive[:, 0]) and np.all(states.diver_alive[:, 0])
+    for row in range(1, 9):
+        assert _proportion_ok(states.enemy_y[:, 0] == row, 1 / 8), row
+        assert _proportion_ok(states.diver_y[:, 0] == row, 1 / 8), row
+    assert _proportion_ok(states.enemy_right[:, 0], 0.5) and _proportion_ok(states.enemy_is_sub[:, 0], 1 / 3)
+    assert _proportion_ok(states.diver_right[:, 0], 0.5)
+    # Enemies and divers move only after their timers run out: still at the edge they entered from.
+    np.testing.assert_array_equal(states.enemy_x[:, 0], np.where(states.enemy_right[:, 0], 0, 9))
+
+
+def test_seaquest_spawn_blocked_by_opposite_direction() -> None:
+    """No spawn into a row where an enemy moves the other way (minatar's rule)."""
+    env, params = le.make("Seaquest-MinAtar", autoreset=False)
+    env = env.unwrapped
+    _, state = env.reset(jax.random.key(0), params)
+    state = state.replace(
+        enemy_spawn_timer=jnp.int32(0),
+        enemy_alive=state.enemy_alive.at[0].set(True),
+        enemy_y=state.enemy_y.at[0].set(3),
+        enemy_x=state.enemy_x.at[0].set(5),
+        enemy_right=state.enemy_right.at[0].set(True),
+        enemy_move_timer=state.enemy_move_timer.at[0].set(4),
+    )
+    draws = env.draw(jax.random.key(0), params)
+    blocked = draws.replace(enemy_right=jnp.float32(0.9), enemy_row=jnp.float32(2.5 / 8))  # left, row 3
+    allowed = draws.replace(enemy_right=jnp.float32(0.1), enemy_row=jnp.float32(2.5 / 8))  # right, row 3
+    _, after_blocked, *_ = env.transition(state, 0, blocked, params)
+    _, after_allowed, *_ = env.transition(state, 0, allowed, params)
+    assert int(after_blocked.enemy_alive.sum()) == 1 and int(after_allowed.enemy_alive.sum()) == 2
+
+
+def test_freeway_new_car_statistics() -> None:
+    """Crossing redraws every car: speeds uniform 1-5, directions fair (reset draws the same way)."""
+    states = _step_many(
+        "Freeway-MinAtar",
+        lambda s: s.replace(pos=jnp.int32(1), move_timer=jnp.int32(0), last_action=jnp.int32(2)),
+        action=1,  # up
+        n=8000,
+    )
+    assert np.all(states.pos == 9)
+    speeds = np.abs(states.car_speed)
+    for speed in range(1, 6):
+        assert _proportion_ok(speeds == speed, 0.2), speed
+    assert _proportion_ok(states.car_speed > 0, 0.5)
+    # The new timers start at the new speeds and count down once this step; no car moves yet.
+    np.testing.assert_array_equal(states.car_timer, speeds - 1)
+    np.testing.assert_array_equal(states.car_x, 0)
