@@ -137,13 +137,14 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
         theta1, theta2, theta1_dot, theta2_dot = (
             yi + (dt / 6.0) * (a + 2.0 * (b + c) + d) for yi, a, b, c, d in zip(y, k1, k2, k3, k4)
         )
-        state = AcrobotState(
-            theta1=_wrap(theta1),
-            theta2=_wrap(theta2),
-            theta1_dot=jnp.clip(theta1_dot, -params.max_vel_1, params.max_vel_1),
-            theta2_dot=jnp.clip(theta2_dot, -params.max_vel_2, params.max_vel_2),
-            time=state.time + 1,
+        theta1, theta2, theta1_dot, theta2_dot = computed_once(
+            time,
+            _wrap(theta1),
+            _wrap(theta2),
+            jnp.clip(theta1_dot, -params.max_vel_1, params.max_vel_1),
+            jnp.clip(theta2_dot, -params.max_vel_2, params.max_vel_2),
         )
+        state = AcrobotState(theta1, theta2, theta1_dot, theta2_dot, time + 1)
         cos1, sin1, cos2, sin2 = computed_once(
             time, jnp.cos(state.theta1), jnp.sin(state.theta1), jnp.cos(state.theta2), jnp.sin(state.theta2)
         )
