@@ -53,6 +53,11 @@ class FreewayDraws:
     right: jax.Array  # bool (8,): new car directions if the chicken crosses this step
 
 
+def _wrap(x: jax.Array) -> jax.Array:
+    """Columns -1 and 10 wrap around to 9 and 0 (selects, cheaper than an integer remainder)."""
+    return jnp.where(x < 0, 9, jnp.where(x > 9, 0, x))
+
+
 def _random_cars(key: jax.Array, words: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Eight (speed 1-5, direction) pairs from four uint32 words: 16 bits per car."""
     halves = jnp.concatenate([words, words << 16])  # the top 16 bits of each matter
@@ -134,7 +139,7 @@ class Freeway(MinAtarEnv):
         # The chicken is in at most one car's row and only ever goes back to row 9 (no car), so
         # minatar's car-by-car loop is the same as testing every car at once.
         moves = car_timer == 0
-        car_x = jnp.where(moves, (state.car_x + jnp.sign(car_speed)) % 10, state.car_x)
+        car_x = jnp.where(moves, _wrap(state.car_x + jnp.where(car_speed > 0, 1, -1)), state.car_x)
         in_row = jnp.arange(1, NUM_CARS + 1) == pos
         hit = in_row & ((state.car_x == 4) | (moves & (car_x == 4)))
         pos = jnp.where(jnp.any(hit), 9, pos)
@@ -157,7 +162,7 @@ class Freeway(MinAtarEnv):
         return self.get_obs(state), state, crossed.astype(jnp.float32), terminated, truncated, {}
 
     def get_obs(self, state: FreewayState) -> jax.Array:
-        trail_x = (state.car_x - jnp.sign(state.car_speed)) % 10
+        trail_x = _wrap(state.car_x + jnp.where(state.car_speed > 0, -1, 1))
         size = jnp.abs(state.car_speed)
         trails = [column_per_row(jnp.where(size == k, trail_x, -1)) for k in range(1, 6)]
         return grid([cell_row(state.pos, 4), column_per_row(state.car_x), *trails])

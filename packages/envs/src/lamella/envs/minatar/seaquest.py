@@ -452,7 +452,7 @@ class Seaquest(MinAtarEnv):
         trail = _row_masks(_step(s.enemy_x, ~s.enemy_right), s.enemy_y, s.enemy_alive) | _row_masks(
             _step(s.diver_x, ~s.diver_right), s.diver_y, s.diver_alive
         )
-        oxygen_cells = jnp.maximum(s.oxygen, 0) * 10 // MAX_OXYGEN
+        oxygen_cells = jnp.maximum(s.oxygen, 0) // (MAX_OXYGEN // 10)  # = max(0, oxygen) * 10 // 200
         bottom = ROW_IDS == 9
         oxygen = jnp.where(bottom, (jnp.int32(1) << jnp.minimum(oxygen_cells, 10)) - 1, 0)
         # Columns 9 - count .. 8 (none when the count is negative, as minatar's empty slice).
