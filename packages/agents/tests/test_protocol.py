@@ -1,4 +1,4 @@
-"""The minimal custom agent of docs/algorithms.md runs under jit, vmap and scan, and learns."""
+"""The minimal custom agent of docs/architecture.md (and the agents README) runs under jit, vmap and scan, and learns."""
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +9,7 @@ import lamella.envs
 from lamella.agents import Agent, evaluate_agent, reset_memory_where
 
 
-# --- the example from packages/agents/docs/algorithms.md, verbatim ---
+# --- the example from docs/architecture.md, verbatim ---
 def make_linear_reinforce(num_obs: int, num_actions: int, learning_rate: float = 0.05) -> Agent:
     optimizer = optax.adam(learning_rate)
 
