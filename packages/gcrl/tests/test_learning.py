@@ -13,6 +13,8 @@ import jax
 import numpy as np
 import pytest
 
+import dataclasses
+
 from lamella.gcrl import DQNTrainConfig, SACTrainConfig, TD3TrainConfig, make_offpolicy_runner
 
 
@@ -133,18 +135,18 @@ def test_td3_pendulum():
 
 @pytest.mark.slow
 def test_her_dubins_maze():
-    """HER + SAC on the Dubins goal maze (GMazeGoalDubins-v0, 70 steps, walls), with the
-    ``lamella train sac --env GMazeGoalDubins-v0`` preset budget shortened to 100 000 steps.
+    """HER + SAC on the Dubins goal maze (GMazeGoalDubins-v0, 70 steps, walls): the
+    ``lamella train sac --env GMazeGoalDubins-v0`` preset (200 000 steps, 8 envs).
 
-    Threshold: greedy success over 50 episodes after the last iteration >= 0.9 with HER
-    for both seeds, and the agent without HER far below (<= 0.5).
+    Threshold: greedy success over 50 episodes after the last iteration >= 0.9 with HER for
+    both seeds, and the agent without HER far below (<= 0.5). Not yet seen to pass: a shorter
+    probe (40 000 steps, 4 envs, 2 updates per vector step, (128, 128) nets) reached success
+    0.36 and 0.46 and was still rising slowly; the far side of the maze is 50-60 steps away.
     """
+
     from lamella.gcrl import PRESETS
 
-    preset = PRESETS["sac"]["GMazeGoalDubins-v0"]
-    import dataclasses
-
-    config = dataclasses.replace(preset, total_timesteps=100_000)
+    config = PRESETS["sac"]["GMazeGoalDubins-v0"]
     with_her = train_with_evaluations(config, "success")
     without = train_with_evaluations(dataclasses.replace(config, her=False), "success")
     assert np.all(with_her[:, -1] >= 0.9), with_her
