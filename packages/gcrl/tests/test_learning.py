@@ -9,11 +9,11 @@ docstring. Measured on a 2-core CPU (jax 0.10.2), see the package README.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
-
-import dataclasses
 
 from lamella.gcrl import DQNTrainConfig, SACTrainConfig, TD3TrainConfig, make_offpolicy_runner
 
