@@ -15,13 +15,11 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["SimpleBandit", "SimpleBanditParams", "SimpleBanditState"]
 
 
-@struct.dataclass
-class SimpleBanditState:
+class SimpleBanditState(struct.PyTreeNode):
     last_action: jax.Array  # int32 (): the arm pulled on the last step, -1 after a reset (for render)
 
 
-@struct.dataclass
-class SimpleBanditParams:
+class SimpleBanditParams(struct.PyTreeNode):
     rewards: jax.Array  # float32 (num_actions,): the deterministic reward of each arm
 
 

@@ -15,15 +15,13 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["Catch", "CatchParams", "CatchState"]
 
 
-@struct.dataclass
-class CatchState:
+class CatchState(struct.PyTreeNode):
     ball_x: jax.Array  # int32 (): ball column
     ball_y: jax.Array  # int32 (): ball row, 0 at the top
     paddle_x: jax.Array  # int32 (): paddle column; the paddle is always on the last row
 
 
-@struct.dataclass
-class CatchParams:
+class CatchParams(struct.PyTreeNode):
     """Catch has no numeric parameters (the board size is static, set on the env)."""
 
 

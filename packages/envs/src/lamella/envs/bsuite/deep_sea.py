@@ -16,15 +16,13 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["DeepSea", "DeepSeaParams", "DeepSeaState"]
 
 
-@struct.dataclass
-class DeepSeaState:
+class DeepSeaState(struct.PyTreeNode):
     row: jax.Array  # int32 (): depth, 0 at the top; equals size once the episode is over
     column: jax.Array  # int32 (): 0 at the left
     bad_episode: jax.Array  # bool (): left the optimal (diagonal) path this episode (bsuite's logging flag)
 
 
-@struct.dataclass
-class DeepSeaParams:
+class DeepSeaParams(struct.PyTreeNode):
     action_mapping: jax.Array  # int32 (size, size): the action that moves right in each cell
     unscaled_move_cost: float = 0.01  # cost of moving right, times size
 

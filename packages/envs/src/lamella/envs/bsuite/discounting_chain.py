@@ -21,14 +21,12 @@ EPISODE_LENGTH = 100
 _TIME_FRACTION = np.arange(EPISODE_LENGTH + 1, dtype=np.float32) / np.float32(EPISODE_LENGTH)
 
 
-@struct.dataclass
-class DiscountingChainState:
+class DiscountingChainState(struct.PyTreeNode):
     context: jax.Array  # int32 (): the chosen chain (the first action), -1 before the first step
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class DiscountingChainParams:
+class DiscountingChainParams(struct.PyTreeNode):
     mapping_seed: int = 0  # chain ``mapping_seed % 5`` pays 1.1 instead of 1.0
 
 

@@ -16,15 +16,13 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["MemoryChain", "MemoryChainParams", "MemoryChainState"]
 
 
-@struct.dataclass
-class MemoryChainState:
+class MemoryChainState(struct.PyTreeNode):
     context: jax.Array  # int32 (num_bits,): the bits to remember, each 0 or 1
     query: jax.Array  # int32 (): index of the bit asked for at the end
     time: jax.Array  # int32 (): steps taken in this episode (bsuite's ``_timestep``)
 
 
-@struct.dataclass
-class MemoryChainParams:
+class MemoryChainParams(struct.PyTreeNode):
     memory_length: int = 5  # steps between seeing the context and being asked; >= 1
 
 

@@ -15,15 +15,13 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["UmbrellaChain", "UmbrellaChainParams", "UmbrellaChainState"]
 
 
-@struct.dataclass
-class UmbrellaChainState:
+class UmbrellaChainState(struct.PyTreeNode):
     need_umbrella: jax.Array  # int32 (): 1 if it will rain at the end of the chain
     has_umbrella: jax.Array  # int32 (): 1 if the agent holds an umbrella (set by the first action)
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class UmbrellaChainParams:
+class UmbrellaChainParams(struct.PyTreeNode):
     chain_length: int = 10  # steps per episode; >= 1
 
 

@@ -33,15 +33,13 @@ DEFAULT_WALLS = np.array(
 )
 
 
-@struct.dataclass
-class GMazeState:
+class GMazeState(struct.PyTreeNode):
     position: jax.Array  # float32 (3,): x, y in [-1, 1], heading in [-1, 1) (times pi radians)
     goal: jax.Array  # float32 (2,): desired (x, y); unused by GMazeDubins
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class GMazeParams:
+class GMazeParams(struct.PyTreeNode):
     walls: Any = struct.field(default_factory=lambda: jnp.asarray(DEFAULT_WALLS))  # float32 (num_walls, 2, 2)
     start: Any = struct.field(default_factory=lambda: jnp.asarray([-1.0, 0.0, 0.0], jnp.float32))  # (3,)
     speed: float = 1.0 / 20.0  # distance per sub-step

@@ -14,15 +14,13 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["PointRobotGoal", "PointRobotGoalParams", "PointRobotGoalState"]
 
 
-@struct.dataclass
-class PointRobotGoalState:
+class PointRobotGoalState(struct.PyTreeNode):
     position: jax.Array  # float32 (2,)
     goal: jax.Array  # float32 (2,)
     time: jax.Array  # int32 ()
 
 
-@struct.dataclass
-class PointRobotGoalParams:
+class PointRobotGoalParams(struct.PyTreeNode):
     step_size: float = 0.1  # displacement per step at |action| = 1 on an axis
     distance_threshold: float = 0.1
     terminate_on_success: bool = True

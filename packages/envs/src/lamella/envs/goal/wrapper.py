@@ -16,8 +16,7 @@ from lamella.envs.environment import Environment, StepOutput, Wrapper
 __all__ = ["GoalConditioned", "GoalConditionedState"]
 
 
-@struct.dataclass
-class GoalConditionedState:
+class GoalConditionedState(struct.PyTreeNode):
     env_state: Any
     goal: jax.Array  # float32 (goal_dim,)
 

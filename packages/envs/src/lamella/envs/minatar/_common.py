@@ -60,7 +60,7 @@ ROW_IDS = np.arange(GRID, dtype=np.int32)
 _COLUMN_BITS = np.arange(GRID, dtype=np.int32)[None, :, None]
 
 
-def cell_row(y: jax.Array, x: jax.Array) -> jax.Array:
+def cell_row(y: Any, x: Any) -> jax.Array:
     """``(10,)`` int32 row masks (bit ``c`` = column ``c``) with the single cell ``(y, x)`` set.
 
     Nothing is set when ``x`` is off the grid.

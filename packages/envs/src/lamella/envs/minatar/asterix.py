@@ -33,8 +33,7 @@ INIT_MOVE_INTERVAL = 5
 NUM_SLOTS = 8  # one entity per row 1-8
 
 
-@struct.dataclass
-class AsterixState:
+class AsterixState(struct.PyTreeNode):
     player_x: jax.Array  # int32 (): player column, 0-9
     player_y: jax.Array  # int32 (): player row, 1-8
     entity_x: jax.Array  # int32 (8,): column of the entity in row i + 1
@@ -51,15 +50,13 @@ class AsterixState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class AsterixParams:
+class AsterixParams(struct.PyTreeNode):
     sticky_action_prob: float = 0.1
     difficulty_ramping: bool = True
     max_steps_in_episode: int = 1000
 
 
-@struct.dataclass
-class AsterixDraws:
+class AsterixDraws(struct.PyTreeNode):
     sticky: jax.Array  # float32 (): the action sticks when below sticky_action_prob
     right: jax.Array  # float32 (): a spawned entity moves right when below 1/2
     gold: jax.Array  # float32 (): a spawned entity is gold when below 1/3

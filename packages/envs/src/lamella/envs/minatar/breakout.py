@@ -29,8 +29,7 @@ __all__ = ["Breakout", "BreakoutDraws", "BreakoutParams", "BreakoutState"]
 FULL_BRICKS = (1 << 30) - 1
 
 
-@struct.dataclass
-class BreakoutState:
+class BreakoutState(struct.PyTreeNode):
     ball_x: jax.Array  # int32 (): ball column, 0-9
     ball_y: jax.Array  # int32 (): ball row, 0-9
     ball_dir: jax.Array  # int32 (): 0 up-left, 1 up-right, 2 down-right, 3 down-left
@@ -43,14 +42,12 @@ class BreakoutState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class BreakoutParams:
+class BreakoutParams(struct.PyTreeNode):
     sticky_action_prob: float = 0.1
     max_steps_in_episode: int = 1000
 
 
-@struct.dataclass
-class BreakoutDraws:
+class BreakoutDraws(struct.PyTreeNode):
     sticky: jax.Array  # float32 (): uniform in [0, 1); the action sticks when below sticky_action_prob
 
 

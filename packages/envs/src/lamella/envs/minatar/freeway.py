@@ -28,8 +28,7 @@ TIME_LIMIT = 2500
 NUM_CARS = 8
 
 
-@struct.dataclass
-class FreewayState:
+class FreewayState(struct.PyTreeNode):
     pos: jax.Array  # int32 (): chicken row, 0-9 (column 4); 9 is the start
     car_x: jax.Array  # int32 (8,): column of the car in row i + 1
     car_timer: jax.Array  # int32 (8,): steps until the car moves (it moves when 0)
@@ -40,14 +39,12 @@ class FreewayState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class FreewayParams:
+class FreewayParams(struct.PyTreeNode):
     sticky_action_prob: float = 0.1
     max_steps_in_episode: int = 2500
 
 
-@struct.dataclass
-class FreewayDraws:
+class FreewayDraws(struct.PyTreeNode):
     sticky: jax.Array  # float32 (): the action sticks when below sticky_action_prob
     speeds: jax.Array  # int32 (8,): new car speeds 1-5 if the chicken crosses this step
     right: jax.Array  # bool (8,): new car directions if the chicken crosses this step

@@ -40,8 +40,7 @@ MAX_BULLETS = 4  # one shot every 5 steps, each lives at most 10: never more tha
 FULL_ROW = (1 << 10) - 1
 
 
-@struct.dataclass
-class SeaquestState:
+class SeaquestState(struct.PyTreeNode):
     sub_x: jax.Array  # int32 (): the player's sub, front cell column
     sub_y: jax.Array  # int32 (): its row, 0 (surface) - 8
     sub_right: jax.Array  # bool (): facing right (the back cell is on the left)
@@ -79,15 +78,13 @@ class SeaquestState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class SeaquestParams:
+class SeaquestParams(struct.PyTreeNode):
     sticky_action_prob: float = 0.1
     difficulty_ramping: bool = True
     max_steps_in_episode: int = 1000
 
 
-@struct.dataclass
-class SeaquestDraws:
+class SeaquestDraws(struct.PyTreeNode):
     sticky: jax.Array  # float32 (): the action sticks when below sticky_action_prob
     enemy_right: jax.Array  # float32 (): a spawned enemy moves right when below 1/2
     enemy_sub: jax.Array  # float32 (): it is a sub when below 1/3

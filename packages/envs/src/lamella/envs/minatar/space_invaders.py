@@ -34,8 +34,7 @@ WAVE = np.array([0b0011111100] * 4 + [0] * 6, np.int32)
 _COLUMNS = np.arange(10, dtype=np.int32)
 
 
-@struct.dataclass
-class SpaceInvadersState:
+class SpaceInvadersState(struct.PyTreeNode):
     pos: jax.Array  # int32 (): cannon column (the cannon is in row 9)
     aliens: jax.Array  # int32 (10,): alien rows as 10-bit masks, bit c = column c
     friendly_bullets: jax.Array  # int32 (10,): the cannon's bullets, row masks
@@ -50,15 +49,13 @@ class SpaceInvadersState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class SpaceInvadersParams:
+class SpaceInvadersParams(struct.PyTreeNode):
     sticky_action_prob: float = 0.1
     difficulty_ramping: bool = True
     max_steps_in_episode: int = 1000
 
 
-@struct.dataclass
-class SpaceInvadersDraws:
+class SpaceInvadersDraws(struct.PyTreeNode):
     sticky: jax.Array  # float32 (): the action sticks when below sticky_action_prob
 
 

@@ -17,8 +17,7 @@ from lamella.envs.misc import _common
 __all__ = ["BernoulliBandit", "BernoulliBanditParams", "BernoulliBanditState"]
 
 
-@struct.dataclass
-class BernoulliBanditState:
+class BernoulliBanditState(struct.PyTreeNode):
     arm0_prob: jax.Array  # float32 (): P(reward 1) of arm 0; arm 1 pays with 1 - arm0_prob
     exp_reward_best: jax.Array  # float32 (): max(arm0_prob, 1 - arm0_prob), the best arm's mean
     last_action: jax.Array  # int32 (): arm pulled on the last step (0 after a reset)
@@ -26,8 +25,7 @@ class BernoulliBanditState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class BernoulliBanditParams:
+class BernoulliBanditParams(struct.PyTreeNode):
     reward_prob: float = 0.1  # one arm pays with this probability, the other with 1 - reward_prob
     normalize_time: bool = True  # time entry normalised into [min_lim, max_lim] over t_max steps
     max_steps_in_episode: int = 100

@@ -33,14 +33,12 @@ FROZEN_LAKE_MAPS = {
 }
 
 
-@struct.dataclass
-class FrozenLakeState:
+class FrozenLakeState(struct.PyTreeNode):
     position: jax.Array  # int32 (): agent cell, row * ncol + col
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class FrozenLakeParams:
+class FrozenLakeParams(struct.PyTreeNode):
     max_steps_in_episode: int = 100  # 100 for 4x4 maps, 200 for 8x8 (gymnasium's limits)
 
 

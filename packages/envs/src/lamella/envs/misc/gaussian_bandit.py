@@ -28,16 +28,14 @@ def _standard_normal(key: jax.Array) -> jax.Array:
     return np.float32(np.sqrt(2.0)) * jax.lax.erf_inv(2.0 * u - 1.0)
 
 
-@struct.dataclass
-class GaussianBanditState:
+class GaussianBanditState(struct.PyTreeNode):
     mu: jax.Array  # float32 (): mean reward of arm 1 in this episode
     last_action: jax.Array  # int32 (): arm pulled on the last step (0 after a reset)
     last_reward: jax.Array  # float32 (): reward of the last step (0 after a reset)
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class GaussianBanditParams:
+class GaussianBanditParams(struct.PyTreeNode):
     mean_mu: float = -1.0  # mean of arm 1's episode mean
     sigma_p: float = 1.0  # standard deviation of arm 1's episode mean (between episodes)
     sigma_l: float = 0.1  # standard deviation of arm 1's reward around its mean (between pulls)

@@ -17,8 +17,7 @@ from lamella.envs.misc import _common
 __all__ = ["MetaMaze", "MetaMazeParams", "MetaMazeState", "maze_layout"]
 
 
-@struct.dataclass
-class MetaMazeState:
+class MetaMazeState(struct.PyTreeNode):
     row: jax.Array  # int32 (): agent row (0 at the top)
     col: jax.Array  # int32 (): agent column
     goal_row: jax.Array  # int32 (): goal row
@@ -28,8 +27,7 @@ class MetaMazeState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class MetaMazeParams:
+class MetaMazeParams(struct.PyTreeNode):
     reward: float = 10.0  # reward for reaching the goal
     punishment: float = 0.0  # reward added for bumping into a wall
     normalize_time: bool = False  # time entry as 2 * t / 100 - 1 instead of t

@@ -17,8 +17,7 @@ from lamella.envs.misc import _common
 __all__ = ["PointRobot", "PointRobotParams", "PointRobotState"]
 
 
-@struct.dataclass
-class PointRobotState:
+class PointRobotState(struct.PyTreeNode):
     x: jax.Array  # float32 (): robot position, x
     y: jax.Array  # float32 (): robot position, y
     goal_x: jax.Array  # float32 (): goal position, x (on the semicircle)
@@ -29,8 +28,7 @@ class PointRobotState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class PointRobotParams:
+class PointRobotParams(struct.PyTreeNode):
     max_force: float = 0.1  # actions are clipped to [-max_force, max_force] per axis
     circle_radius: float = 1.0  # radius of the goal semicircle
     dense_reward: bool = False  # reward -distance on every step instead of the sparse 0/1

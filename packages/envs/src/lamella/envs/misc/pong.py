@@ -13,8 +13,7 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["Pong", "PongParams", "PongState"]
 
 
-@struct.dataclass
-class PongState:
+class PongState(struct.PyTreeNode):
     left_paddle: jax.Array  # float32 (): row of the agent's paddle centre (column 0)
     right_paddle: jax.Array  # float32 (): row of the opponent's paddle centre (column width - 1)
     ball_row: jax.Array  # float32 (): ball row (0 at the top; may leave the grid at the top)
@@ -26,8 +25,7 @@ class PongState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class PongParams:
+class PongParams(struct.PyTreeNode):
     ball_max_y_speed: int = 3  # bound on |vel_row| after a paddle hit
     paddle_y_speed: int = 1  # rows a paddle moves per step
     ball_x_speed: int = 1  # the ball's initial column speed

@@ -16,8 +16,7 @@ from lamella.envs.misc import _common
 __all__ = ["Reacher", "ReacherParams", "ReacherState"]
 
 
-@struct.dataclass
-class ReacherState:
+class ReacherState(struct.PyTreeNode):
     angles: jax.Array  # float32 (num_joints,): absolute angle of each link, radians
     angle_vels: jax.Array  # float32 (num_joints,): angular velocities
     goal_x: jax.Array  # float32 (): goal position, x
@@ -25,8 +24,7 @@ class ReacherState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class ReacherParams:
+class ReacherParams(struct.PyTreeNode):
     torque_scale: float = 1.0  # angular acceleration per unit of action
     dt: float = 0.05  # seconds per step
     max_steps_in_episode: int = 100

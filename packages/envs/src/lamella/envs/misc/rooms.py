@@ -35,8 +35,7 @@ FOUR_ROOMS_MAP = (
 )
 
 
-@struct.dataclass
-class FourRoomsState:
+class FourRoomsState(struct.PyTreeNode):
     row: jax.Array  # int32 (): agent row (0 at the top)
     col: jax.Array  # int32 (): agent column
     goal_row: jax.Array  # int32 (): goal row
@@ -44,8 +43,7 @@ class FourRoomsState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class FourRoomsParams:
+class FourRoomsParams(struct.PyTreeNode):
     fail_prob: float = 1.0 / 3  # probability that the move goes in a uniformly random direction
     resample_init_pos: bool = False  # start cell uniform over free cells (else the fixed start)
     resample_goal_pos: bool = False  # goal uniform over free cells (else the fixed goal)

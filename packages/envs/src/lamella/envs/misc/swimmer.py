@@ -17,8 +17,7 @@ from lamella.envs.misc import _common
 __all__ = ["Swimmer", "SwimmerParams", "SwimmerState"]
 
 
-@struct.dataclass
-class SwimmerState:
+class SwimmerState(struct.PyTreeNode):
     urchin_xys: jax.Array  # float32 (num_urchins, 2): urchin positions
     x: jax.Array  # float32 (): swimmer position, x
     y: jax.Array  # float32 (): swimmer position, y
@@ -29,8 +28,7 @@ class SwimmerState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class SwimmerParams:
+class SwimmerParams(struct.PyTreeNode):
     dt: float = 0.05  # seconds per step
     max_steps_in_episode: int = 500
 

@@ -130,8 +130,7 @@ def memory_one_values(
     return ((1 - gamma) * occupancy @ rewards).astype(jnp.float32)
 
 
-@struct.dataclass
-class InfiniteMatrixGameState:
+class InfiniteMatrixGameState(struct.PyTreeNode):
     """State of :class:`InfiniteMatrixGame`.
 
     Attributes:
@@ -146,8 +145,7 @@ class InfiniteMatrixGameState:
     time: jax.Array
 
 
-@struct.dataclass
-class InfiniteMatrixGameParams:
+class InfiniteMatrixGameParams(struct.PyTreeNode):
     """Parameters of :class:`InfiniteMatrixGame` (all traced, all vmappable).
 
     Attributes:

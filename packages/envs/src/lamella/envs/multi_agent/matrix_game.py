@@ -122,8 +122,7 @@ def joint_state(action_self: jax.Array, action_other: jax.Array) -> jax.Array:
     return (2 * action_self + action_other).astype(jnp.int32)
 
 
-@struct.dataclass
-class IteratedMatrixGameState:
+class IteratedMatrixGameState(struct.PyTreeNode):
     """State of :class:`IteratedMatrixGame`.
 
     Attributes:
@@ -136,8 +135,7 @@ class IteratedMatrixGameState:
     time: jax.Array
 
 
-@struct.dataclass
-class IteratedMatrixGameParams:
+class IteratedMatrixGameParams(struct.PyTreeNode):
     """Parameters of :class:`IteratedMatrixGame` (all traced, all vmappable).
 
     Attributes:
