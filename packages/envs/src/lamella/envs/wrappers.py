@@ -126,8 +126,7 @@ class OptimisticReset:
         )
 
 
-@struct.dataclass
-class EpisodeStatisticsState:
+class EpisodeStatisticsState(struct.PyTreeNode):
     env_state: Any
     episode_return: jax.Array  # float32, () or (num_agents,): return so far
     episode_length: jax.Array  # int32 (): steps so far
@@ -236,8 +235,7 @@ class ClipAction(Wrapper):
         return self.env.step_env(key, state, jnp.clip(action, self.low, self.high), params)
 
 
-@struct.dataclass
-class RunningMeanStd:
+class RunningMeanStd(struct.PyTreeNode):
     """Running mean and variance (parallel Welford); ``count`` starts at a small epsilon."""
 
     mean: jax.Array
@@ -268,8 +266,7 @@ class RunningMeanStd:
         return RunningMeanStd(mean, m2 / total, total)
 
 
-@struct.dataclass
-class NormalizeObservationState:
+class NormalizeObservationState(struct.PyTreeNode):
     env_state: Any
     stats: RunningMeanStd
 
@@ -338,8 +335,7 @@ class NormalizeObservation(Wrapper):
         return spaces.Box(-self.clip, self.clip, shape, jnp.float32)
 
 
-@struct.dataclass
-class NormalizeRewardState:
+class NormalizeRewardState(struct.PyTreeNode):
     env_state: Any
     discounted_return: jax.Array
     stats: RunningMeanStd
@@ -393,8 +389,7 @@ class NormalizeReward(Wrapper):
         )
 
 
-@struct.dataclass
-class TimeLimitState:
+class TimeLimitState(struct.PyTreeNode):
     env_state: Any
     steps: jax.Array  # int32 (): steps taken in this episode
 

@@ -19,8 +19,7 @@ __all__ = ["Acrobot", "AcrobotParams", "AcrobotState"]
 _TWO_PI = 2.0 * math.pi
 
 
-@struct.dataclass
-class AcrobotState:
+class AcrobotState(struct.PyTreeNode):
     theta1: jax.Array  # float32 (): first joint angle, 0 = hanging down, wrapped to [-pi, pi]
     theta2: jax.Array  # float32 (): second joint angle relative to the first link, wrapped to [-pi, pi]
     theta1_dot: jax.Array  # float32 (): in [-max_vel_1, max_vel_1]
@@ -28,8 +27,7 @@ class AcrobotState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class AcrobotParams:
+class AcrobotParams(struct.PyTreeNode):
     dt: float = 0.2  # seconds per step (one RK4 step)
     link_length_1: float = 1.0
     link_length_2: float = 1.0  # only used for rendering, as in gymnasium

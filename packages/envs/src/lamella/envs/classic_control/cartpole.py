@@ -15,8 +15,7 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["CartPole", "CartPoleParams", "CartPoleState"]
 
 
-@struct.dataclass
-class CartPoleState:
+class CartPoleState(struct.PyTreeNode):
     x: jax.Array  # float32 (): cart position
     x_dot: jax.Array  # float32 (): cart velocity
     theta: jax.Array  # float32 (): pole angle from vertical, radians
@@ -24,8 +23,7 @@ class CartPoleState:
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class CartPoleParams:
+class CartPoleParams(struct.PyTreeNode):
     gravity: float = 9.8
     masscart: float = 1.0
     masspole: float = 0.1

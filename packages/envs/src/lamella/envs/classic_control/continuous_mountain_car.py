@@ -17,15 +17,13 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["MountainCarContinuous", "MountainCarContinuousParams", "MountainCarContinuousState"]
 
 
-@struct.dataclass
-class MountainCarContinuousState:
+class MountainCarContinuousState(struct.PyTreeNode):
     position: jax.Array  # float32 (): in [min_position, max_position]
     velocity: jax.Array  # float32 (): in [-max_speed, max_speed]
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class MountainCarContinuousParams:
+class MountainCarContinuousParams(struct.PyTreeNode):
     min_action: float = -1.0
     max_action: float = 1.0
     min_position: float = -1.2

@@ -16,15 +16,13 @@ from lamella.envs.environment import Environment, StepOutput
 __all__ = ["MountainCar", "MountainCarParams", "MountainCarState", "render_mountain_car"]
 
 
-@struct.dataclass
-class MountainCarState:
+class MountainCarState(struct.PyTreeNode):
     position: jax.Array  # float32 (): in [min_position, max_position]
     velocity: jax.Array  # float32 (): in [-max_speed, max_speed]
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class MountainCarParams:
+class MountainCarParams(struct.PyTreeNode):
     min_position: float = -1.2
     max_position: float = 0.6
     max_speed: float = 0.07

@@ -19,15 +19,13 @@ __all__ = ["Pendulum", "PendulumParams", "PendulumState"]
 _TWO_PI = 2.0 * math.pi
 
 
-@struct.dataclass
-class PendulumState:
+class PendulumState(struct.PyTreeNode):
     theta: jax.Array  # float32 (): angle from upright, radians, counter-clockwise, not wrapped
     theta_dot: jax.Array  # float32 (): angular velocity, radians per second
     time: jax.Array  # int32 (): steps taken in this episode
 
 
-@struct.dataclass
-class PendulumParams:
+class PendulumParams(struct.PyTreeNode):
     max_speed: float = 8.0  # angular velocity is clipped to [-max_speed, max_speed]
     max_torque: float = 2.0  # torque is clipped to [-max_torque, max_torque]
     dt: float = 0.05  # seconds per step
