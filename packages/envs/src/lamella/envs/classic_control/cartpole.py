@@ -6,6 +6,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
@@ -92,14 +93,13 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
 
     def observation_space(self, params: CartPoleParams | None = None) -> spaces.Box:
         params = self.default_params if params is None else params
-        high = jnp.array(
-            [
-                params.x_threshold * 2,
-                jnp.finfo(jnp.float32).max,
-                params.theta_threshold_radians * 2,
-                jnp.finfo(jnp.float32).max,
-            ]
-        )
+        try:
+            x_bound, theta_bound = float(params.x_threshold) * 2, float(params.theta_threshold_radians) * 2
+        except (TypeError, jax.errors.ConcretizationTypeError):
+            # Traced params (the space is built inside jit/vmap): bounds of the default params.
+            x_bound, theta_bound = 2.4 * 2, CartPoleParams().theta_threshold_radians * 2
+        big = float(np.finfo(np.float32).max)
+        high = np.array([x_bound, big, theta_bound, big], np.float32)
         return spaces.Box(-high, high, (4,), jnp.float32)
 
     def action_space(self, params: CartPoleParams | None = None) -> spaces.Discrete:
