@@ -97,7 +97,8 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
             x_bound, theta_bound = float(params.x_threshold) * 2, float(params.theta_threshold_radians) * 2
         except (TypeError, jax.errors.ConcretizationTypeError):
             # Traced params (the space is built inside jit/vmap): bounds of the default params.
-            x_bound, theta_bound = 2.4 * 2, CartPoleParams().theta_threshold_radians * 2
+            defaults = CartPoleParams()
+            x_bound, theta_bound = defaults.x_threshold * 2, defaults.theta_threshold_radians * 2
         big = float(np.finfo(np.float32).max)
         high = np.array([x_bound, big, theta_bound, big], np.float32)
         return spaces.Box(-high, high, (4,), jnp.float32)
