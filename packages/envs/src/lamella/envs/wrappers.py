@@ -56,6 +56,11 @@ class AutoReset(Wrapper):
             key_step, state, action, params
         )
         done = episode_done(terminated, truncated)
+        # Every select below reads `done`; XLA on CPU would recompute it (and the part of the step
+        # it depends on) in each of them. A division by a 1 it cannot see through makes it compute
+        # `done` once (see lamella.envs.classic_control._once); the value is unchanged.
+        done_float = done.astype(jnp.float32)
+        done = done_float / (1.0 + 0.0 * done_float) != 0.0
         reset_obs, reset_state = self.env.reset_env(key_reset, params)
         info = {**info, "final_observation": obs}
         return (
