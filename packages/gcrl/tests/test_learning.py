@@ -133,7 +133,7 @@ def test_td3_pendulum():
     assert np.all(evaluations[:, -1] >= -200), evaluations
 
 
-@pytest.mark.slow
+@pytest.mark.research
 def test_her_dubins_maze():
     """HER + SAC on the Dubins goal maze (GMazeGoalDubins-v0, 70 steps, walls): the
     ``lamella train sac --env GMazeGoalDubins-v0`` preset (200 000 steps, 8 envs).
