@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument("--fast", action="store_true", help="skip tests marked slow")
     args = parser.parse_args()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    marker = ["--", "-m", "not slow"] if args.fast else []
+    marker = ["--", "-m", "not slow and not research"] if args.fast else []
     results: list[tuple[str, int, int, int, float]] = []
     run("lint", ["hatch", "run", "lint:check"], results)
     run("types (lamella-envs)", ["hatch", "run", "types:check"], results)
@@ -71,7 +71,7 @@ def main() -> int:
         )
     run(
         "tests integration",
-        ["hatch", "run", "integration:test", *(["-m", "not slow"] if args.fast else [])],
+        ["hatch", "run", "integration:test", *(["-m", "not slow and not research"] if args.fast else [])],
         results,
     )
     for package in WHEEL_ALONE:
