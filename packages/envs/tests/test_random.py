@@ -149,3 +149,24 @@ def test_empty_shapes():
     assert fr.bits(KEY, (0,)).shape == (0,)
     assert fr.bernoulli(KEY, 0.5, (0, 3)).shape == (0, 3)
     assert jax.jit(lambda k: fr.uniform(k, (2, 0)))(KEY).shape == (2, 0)
+
+
+def test_fork_gives_an_independent_key_of_the_same_kind():
+    from lamella.envs import random as fast_random
+
+    for key in (jax.random.key(3), jax.random.key(3, impl="rbg"), jax.random.PRNGKey(3)):
+        forked = fast_random.fork(key)
+        assert forked.dtype == key.dtype and forked.shape == key.shape
+        assert not np.array_equal(
+            np.asarray(jax.random.key_data(forked) if forked.dtype != np.uint32 else forked),
+            np.asarray(jax.random.key_data(key) if key.dtype != np.uint32 else key),
+        )
+    # Values drawn from the fork are uncorrelated with values drawn from the key itself
+    # (n = 200 000: the sample correlation's standard error is 0.0022; 5 of them allowed).
+    keys = jax.random.split(jax.random.key(11), 200_000)
+    own = np.asarray(jax.vmap(lambda k: fast_random.uniform(k))(keys))
+    forked_own = np.asarray(jax.vmap(lambda k: fast_random.uniform(fast_random.fork(k)))(keys))
+    forked_threefry = np.asarray(jax.vmap(lambda k: jax.random.uniform(fast_random.fork(k)))(keys))
+    assert abs(np.corrcoef(own, forked_own)[0, 1]) < 0.011
+    assert abs(np.corrcoef(own, forked_threefry)[0, 1]) < 0.011
+    assert abs(forked_own.mean() - 0.5) < 0.005 and abs(forked_own.var() - 1 / 12) < 0.002

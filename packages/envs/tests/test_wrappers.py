@@ -92,16 +92,25 @@ def test_auto_reset_final_observation_and_resume():
     assert not terminated and float(obs[1]) == 1.0 and float(obs[0]) == float(reset_obs[0])
 
 
-def test_auto_reset_splits_the_key_for_stochastic_envs():
+def test_auto_reset_gives_stochastic_steps_a_forked_key():
+    seen = {}
+
     class Stochastic(CountEnv):
         stochastic_step = True
+
+        def step_env(self, key, state, action, params):
+            seen["step_key"] = key
+            return super().step_env(key, state, action, params)
 
     env = AutoReset(Stochastic())
     _, state = env.reset(KEY, PARAMS)
     key = jax.random.key(5)
     obs, *_ = env.step(key, state, act(0.9), PARAMS)
-    _, key_reset = jax.random.split(key)
-    np.testing.assert_array_equal(obs, Stochastic().reset(key_reset, PARAMS)[0])
+    # The reset gets the step's key itself; the random step gets its fork.
+    np.testing.assert_array_equal(obs, Stochastic().reset(key, PARAMS)[0])
+    np.testing.assert_array_equal(
+        jax.random.key_data(seen["step_key"]), jax.random.key_data(fast_random.fork(key))
+    )
 
 
 def test_optimistic_reset_batch_semantics():

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["bernoulli", "bits", "normal", "randint", "uniform", "uniform16"]
+__all__ = ["bernoulli", "bits", "fork", "normal", "randint", "uniform", "uniform16"]
 
 _GOLDEN = np.uint32(0x9E3779B9)
 _STREAM = np.uint32(0x85EBCA6B)
@@ -143,3 +143,24 @@ def normal(key: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
     u2 = uniform(key, shape, stream=2 * stream + 1)
     radius = jnp.sqrt(-2.0 * jnp.log1p(-u1))
     return radius * jnp.cos(2.0 * jnp.pi * u2)
+
+
+def fork(key: Any) -> Any:
+    """A second key from ``key``, for a few integer operations instead of a Threefry split.
+
+    Each word of the new key is a hash of all of ``key``'s words, so values drawn from it (with
+    this module or with ``jax.random``) are statistically independent of values drawn from
+    ``key`` itself. The auto-reset uses it to give a random step and the reset their own keys.
+    Works for typed keys of any implementation and for legacy uint32 keys.
+    """
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    data = jax.random.key_data(key) if typed else key
+    words = data.astype(jnp.uint32)
+    size = words.shape[-1]
+    mixed = []
+    for i in range(size):
+        salt = np.uint32((0x632BE5AB * (i + 1)) & 0xFFFFFFFF)
+        neighbour = words[..., (i + 1) % size]
+        mixed.append(_fmix32((words[..., i] ^ salt) + _fmix32(neighbour ^ _GOLDEN)))
+    new = jnp.stack(mixed, axis=-1).astype(data.dtype)
+    return jax.random.wrap_key_data(new, impl=jax.random.key_impl(key)) if typed else new
