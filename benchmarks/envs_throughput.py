@@ -15,6 +15,7 @@ bare env's flags in several places, which XLA on CPU recomputes, while AutoReset
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import platform
 import statistics
@@ -172,7 +173,7 @@ def main() -> None:
     env_ids = args.envs or [i for i in SHARED if i in le.registered()]
     print(
         f"machine: {platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
-        f"jax {jax.__version__} on {jax.devices()[0].platform}, gymnax {gymnax.__version__ if hasattr(gymnax, '__version__') else '?'}, "
+        f"jax {jax.__version__} on {jax.devices()[0].platform}, gymnax {importlib.metadata.version('gymnax')}, "
         f"lamella-envs {le.__version__}"
     )
     header = (
