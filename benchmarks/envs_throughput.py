@@ -168,7 +168,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps-scale", type=float, default=1.0, help="multiply the steps per timed call")
     args = parser.parse_args()
-    import gymnax
 
     env_ids = args.envs or [i for i in SHARED if i in le.registered()]
     print(
