@@ -74,6 +74,21 @@ def fill_polygon(frame: jax.Array, points: jax.Array, color: Color) -> jax.Array
     return _paint(frame, inside, color)
 
 
+def cells_to_frame(cell_colors: jax.Array, cell_size: int, grid_color: Color | None = None) -> jax.Array:
+    """Scale ``(rows, columns, 3)`` uint8 cell colours to a ``(rows * s, columns * s, 3)`` frame.
+
+    Grid worlds render at cell resolution and scale up with ``jnp.repeat``: a few array
+    operations whatever the pixel size. With ``grid_color`` the first pixel row and column of
+    every cell is drawn in it, so neighbouring cells of one colour stay apart.
+    """
+    frame = jnp.repeat(jnp.repeat(cell_colors, cell_size, axis=0), cell_size, axis=1)
+    if grid_color is None:
+        return frame
+    height, width = frame.shape[:2]
+    on_line = (np.arange(height)[:, None] % cell_size == 0) | (np.arange(width)[None, :] % cell_size == 0)
+    return jnp.where(on_line[..., None], jnp.asarray(grid_color, jnp.uint8), frame)
+
+
 def render_episode(env: Any, params: Any, states: Any) -> np.ndarray:
     """Frames ``(T, H, W, 3)`` uint8 for a pytree of states with a leading time axis."""
     frames = jax.jit(jax.vmap(lambda s: env.render(s, params)))(states)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
+from lamella.envs import rendering
+
 BACKGROUND = (24, 24, 32)
 GRID_LINE = (64, 64, 80)
 AGENT = (66, 135, 245)
@@ -28,17 +30,9 @@ def palette(colors: Sequence[Sequence[int]]) -> jax.Array:
 
 
 def cells_to_frame(cell_colors: jax.Array, cell_size: int, grid_lines: bool = True) -> jax.Array:
-    """Scale ``(rows, columns, 3)`` uint8 cell colours to a ``(rows * s, columns * s, 3)`` frame.
-
-    With ``grid_lines`` the first pixel row and column of every cell is drawn
-    in :data:`GRID_LINE`, so neighbouring cells of one colour stay apart.
-    """
-    frame = jnp.repeat(jnp.repeat(cell_colors, cell_size, axis=0), cell_size, axis=1)
-    if not grid_lines:
-        return frame
-    height, width = frame.shape[:2]
-    on_line = (jnp.arange(height)[:, None] % cell_size == 0) | (jnp.arange(width)[None, :] % cell_size == 0)
-    return jnp.where(on_line[..., None], jnp.asarray(GRID_LINE, jnp.uint8), frame)
+    """Scale cell colours to a frame (:func:`lamella.envs.rendering.cells_to_frame`), grid lines in
+    :data:`GRID_LINE`."""
+    return rendering.cells_to_frame(cell_colors, cell_size, GRID_LINE if grid_lines else None)
 
 
 def progress_row(fraction: jax.Array, columns: int) -> jax.Array:

@@ -7,7 +7,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from lamella.envs import rendering
 
 BACKGROUND = (245, 245, 245)
 WALL = (40, 40, 48)
@@ -39,11 +40,7 @@ def palette(colors: Sequence[Sequence[int]]) -> jax.Array:
 
 def grid_frame(labels: jax.Array, colors: Sequence[Sequence[int]], cell: int) -> jax.Array:
     """``(rows, columns)`` int labels -> ``(rows * cell, columns * cell, 3)`` uint8, with grid lines."""
-    cells = palette(colors)[labels]
-    frame = jnp.repeat(jnp.repeat(cells, cell, axis=0), cell, axis=1)
-    height, width = frame.shape[:2]
-    line = (np.arange(height)[:, None] % cell == 0) | (np.arange(width)[None, :] % cell == 0)
-    return jnp.where(line[..., None], jnp.asarray(GRID_LINE, jnp.uint8), frame)
+    return rendering.cells_to_frame(palette(colors)[labels], cell, GRID_LINE)
 
 
 def int_state(x: Any) -> jax.Array:
