@@ -303,6 +303,11 @@ def main() -> None:
         for name, side in sides.items():
             to_target[name].append(time_to_target(side, seed, args.chunk))
 
+    # Report what is measured so far before the (long) 64-seed part.
+    print(f"\nenv steps/s (1 seed, training): lamella {steps['lamella']:.3g}, reference {steps['reference']:.3g}")
+    for name, rows in to_target.items():
+        print(f"{name} to 475 (wall s, compile s, iterations, final eval return): {rows}", flush=True)
+
     # Seeds/s with 64 seeds at once.
     small = dataclasses.replace(config, total_timesteps=args.seeds64_steps)
     small_sides = {"lamella": make_lamella(small), "reference": make_reference(small)}
