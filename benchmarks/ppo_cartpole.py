@@ -304,7 +304,9 @@ def main() -> None:
             to_target[name].append(time_to_target(side, seed, args.chunk))
 
     # Report what is measured so far before the (long) 64-seed part.
-    print(f"\nenv steps/s (1 seed, training): lamella {steps['lamella']:.3g}, reference {steps['reference']:.3g}")
+    print(
+        f"\nenv steps/s (1 seed, training): lamella {steps['lamella']:.3g}, reference {steps['reference']:.3g}"
+    )
     for name, rows in to_target.items():
         print(f"{name} to 475 (wall s, compile s, iterations, final eval return): {rows}", flush=True)
 
