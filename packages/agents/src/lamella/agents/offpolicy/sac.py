@@ -83,6 +83,30 @@ class SACTrainState:
     updates: jax.Array  # int32 (): gradient steps taken
 
 
+def step_actor_and_temperature(
+    state: SACTrainState,
+    actor_grads: Any,
+    alpha_grad: jax.Array | None,
+    actor_opt: optax.GradientTransformation,
+    alpha_opt: optax.GradientTransformation,
+) -> SACTrainState:
+    """One optimiser step of the actor and (when ``alpha_grad`` is given) of ``log_alpha``.
+
+    Shared by continuous SAC, discrete SAC and TQC: they differ in their losses, not here.
+    """
+    actor_updates, actor_opt_state = actor_opt.update(actor_grads, state.actor_opt_state)
+    log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+    if alpha_grad is not None:
+        alpha_updates, alpha_opt_state = alpha_opt.update(alpha_grad, state.alpha_opt_state)
+        log_alpha = optax.apply_updates(state.log_alpha, alpha_updates)
+    return state.replace(
+        actor_params=optax.apply_updates(state.actor_params, actor_updates),
+        actor_opt_state=actor_opt_state,
+        log_alpha=log_alpha,
+        alpha_opt_state=alpha_opt_state,
+    )
+
+
 def _check(config: Any) -> None:
     if config.num_critics < 1:
         raise ValueError(f"num_critics must be >= 1, got {config.num_critics}.")
@@ -185,19 +209,10 @@ def _make_continuous_sac(
             (a_loss, log_prob), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
                 state.actor_params, critic_params, obs, alpha, key_actor
             )
-            a_updates, actor_opt_state = actor_opt.update(a_grads, state.actor_opt_state)
-            actor_params = optax.apply_updates(state.actor_params, a_updates)
-            log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
-            if config.autotune_alpha:
-                entropy_gap = jax.lax.stop_gradient(log_prob + target_entropy)
-                alpha_grad = -jnp.mean(entropy_gap)  # d/d log_alpha of -log_alpha * mean(gap)
-                al_updates, alpha_opt_state = alpha_opt.update(alpha_grad, state.alpha_opt_state)
-                log_alpha = optax.apply_updates(state.log_alpha, al_updates)
-            new = state.replace(
-                actor_params=actor_params,
-                actor_opt_state=actor_opt_state,
-                log_alpha=log_alpha,
-                alpha_opt_state=alpha_opt_state,
+            # d/d log_alpha of -log_alpha * mean(log_prob + target_entropy)
+            alpha_grad = -jnp.mean(jax.lax.stop_gradient(log_prob + target_entropy))
+            new = step_actor_and_temperature(
+                state, a_grads, alpha_grad if config.autotune_alpha else None, actor_opt, alpha_opt
             )
             return new, a_loss, -jnp.mean(log_prob)
 
@@ -299,23 +314,16 @@ def _make_discrete_sac(
         (a_loss, entropy), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
             train_state.actor_params, q, obs, alpha
         )
-        a_updates, actor_opt_state = actor_opt.update(a_grads, train_state.actor_opt_state)
-        actor_params = optax.apply_updates(train_state.actor_params, a_updates)
-        log_alpha, alpha_opt_state = train_state.log_alpha, train_state.alpha_opt_state
-        if config.autotune_alpha:
-            alpha_grad = jnp.mean(jax.lax.stop_gradient(entropy) - target_entropy)
-            al_updates, alpha_opt_state = alpha_opt.update(alpha_grad, alpha_opt_state)
-            log_alpha = optax.apply_updates(log_alpha, al_updates)
-        state = SACTrainState(
-            actor_params=actor_params,
+        alpha_grad = jnp.mean(jax.lax.stop_gradient(entropy) - target_entropy)
+        state = step_actor_and_temperature(
+            train_state, a_grads, alpha_grad if config.autotune_alpha else None, actor_opt, alpha_opt
+        ).replace(
             critic_params=critic_params,
             target_critic_params=polyak(train_state.target_critic_params, critic_params, config.tau),
-            log_alpha=log_alpha,
-            actor_opt_state=actor_opt_state,
             critic_opt_state=critic_opt_state,
-            alpha_opt_state=alpha_opt_state,
             updates=train_state.updates + 1,
         )
+        log_alpha = state.log_alpha
         metrics = {
             "loss": c_loss + a_loss,
             "critic_loss": c_loss,

@@ -27,7 +27,7 @@ from lamella.agents.offpolicy.common import (
     polyak,
     squashed_gaussian_sample,
 )
-from lamella.agents.offpolicy.sac import SACTrainState
+from lamella.agents.offpolicy.sac import SACTrainState, step_actor_and_temperature
 from lamella.agents.protocol import Agent
 from lamella.envs import spaces
 
@@ -143,23 +143,16 @@ def make_tqc(config: TQCConfig, observation_space: spaces.Space, action_space: s
         (a_loss, log_prob), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
             train_state.actor_params, critic_params, obs, alpha, key_actor
         )
-        a_updates, actor_opt_state = actor_opt.update(a_grads, train_state.actor_opt_state)
-        actor_params = optax.apply_updates(train_state.actor_params, a_updates)
-        log_alpha, alpha_opt_state = train_state.log_alpha, train_state.alpha_opt_state
-        if config.autotune_alpha:
-            alpha_grad = -jnp.mean(jax.lax.stop_gradient(log_prob + target_entropy))
-            al_updates, alpha_opt_state = alpha_opt.update(alpha_grad, alpha_opt_state)
-            log_alpha = optax.apply_updates(log_alpha, al_updates)
-        state = SACTrainState(
-            actor_params=actor_params,
+        alpha_grad = -jnp.mean(jax.lax.stop_gradient(log_prob + target_entropy))
+        state = step_actor_and_temperature(
+            train_state, a_grads, alpha_grad if config.autotune_alpha else None, actor_opt, alpha_opt
+        ).replace(
             critic_params=critic_params,
             target_critic_params=polyak(train_state.target_critic_params, critic_params, config.tau),
-            log_alpha=log_alpha,
-            actor_opt_state=actor_opt_state,
             critic_opt_state=critic_opt_state,
-            alpha_opt_state=alpha_opt_state,
             updates=train_state.updates + 1,
         )
+        log_alpha = state.log_alpha
         metrics = {
             "loss": c_loss + a_loss,
             "critic_loss": c_loss,
