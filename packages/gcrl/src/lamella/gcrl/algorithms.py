@@ -57,7 +57,7 @@ _PENDULUM: dict[str, Any] = dict(
     actor_learning_rate=1e-3,
     critic_learning_rate=1e-3,
 )
-# Goal mazes: HER ("future", k=4), sparse rewards, gamma 0.98 as in HER's robotics settings.
+# Goal tasks: HER ("future", k=4), sparse rewards, gamma 0.98 as in HER's robotics settings.
 _GOAL: dict[str, Any] = dict(
     her=True,
     gamma=0.98,
@@ -71,31 +71,50 @@ _GOAL: dict[str, Any] = dict(
     critic_learning_rate=1e-3,
     eval_episodes=50,
 )
+# The Dubins maze: xpag's SAC + HER settings (tau 0.05, Adam 1e-3, batch 256), gamma 0.98,
+# (128, 128) nets and 2 updates per vector step of 8 envs, the best success per CPU second
+# among the settings measured (wider nets, more updates per env step, batch 1024, gamma 0.99,
+# a higher target entropy, TD3: no better per update). SAC measured greedy success 0.66 and
+# 0.52 (2 seeds, 50 episodes) after 200 000 steps, about 3 min for both on one CPU core, still
+# rising slowly; HER's usual 0.9 is not reached at this budget (see the package README).
+_DUBINS: dict[str, Any] = dict(
+    env_id="GMazeGoalDubins-v0",
+    total_timesteps=200_000,
+    her=True,
+    gamma=0.98,
+    tau=0.05,
+    hidden_sizes=(128, 128),
+    num_envs=8,
+    rollout_steps=250,
+    updates_per_step=2,
+    batch_size=256,
+    buffer_size=200_000,
+    learning_starts=2_000,
+    actor_learning_rate=1e-3,
+    critic_learning_rate=1e-3,
+    eval_episodes=50,
+)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "sac": {
         "Pendulum-v1": SACTrainConfig(**_PENDULUM, alpha_learning_rate=1e-3),
-        "GMazeGoalDubins-v0": SACTrainConfig(
-            env_id="GMazeGoalDubins-v0", total_timesteps=200_000, **_GOAL, alpha_learning_rate=1e-3
-        ),
+        "GMazeGoalDubins-v0": SACTrainConfig(**_DUBINS, alpha_learning_rate=1e-3),
         "PointRobotGoal-v0": SACTrainConfig(
             env_id="PointRobotGoal-v0", total_timesteps=40_000, **_GOAL, alpha_learning_rate=1e-3
         ),
     },
     "td3": {
         "Pendulum-v1": TD3TrainConfig(**_PENDULUM),
-        "GMazeGoalDubins-v0": TD3TrainConfig(env_id="GMazeGoalDubins-v0", total_timesteps=200_000, **_GOAL),
+        "GMazeGoalDubins-v0": TD3TrainConfig(**_DUBINS),
         "PointRobotGoal-v0": TD3TrainConfig(env_id="PointRobotGoal-v0", total_timesteps=40_000, **_GOAL),
     },
     "ddpg": {
         "Pendulum-v1": DDPGTrainConfig(**_PENDULUM),
-        "GMazeGoalDubins-v0": DDPGTrainConfig(env_id="GMazeGoalDubins-v0", total_timesteps=200_000, **_GOAL),
+        "GMazeGoalDubins-v0": DDPGTrainConfig(**_DUBINS),
     },
     "tqc": {
         "Pendulum-v1": TQCTrainConfig(**_PENDULUM, alpha_learning_rate=1e-3),
-        "GMazeGoalDubins-v0": TQCTrainConfig(
-            env_id="GMazeGoalDubins-v0", total_timesteps=200_000, **_GOAL, alpha_learning_rate=1e-3
-        ),
+        "GMazeGoalDubins-v0": TQCTrainConfig(**_DUBINS, alpha_learning_rate=1e-3),
     },
     "dqn": {
         # The CI learning test's settings (both seeds reach greedy 500).
