@@ -72,12 +72,17 @@ def _words(key: Any, count: int, stream: int) -> list[jax.Array]:
     return words
 
 
-def bits(key: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
-    """Uniform uint32 words of ``shape`` derived from ``key`` (one key, not a batch)."""
+def bits(key: Any, shape: Sequence[int] = (), stream: int = 0, *, vector: bool = False) -> jax.Array:
+    """Uniform uint32 words of ``shape`` derived from ``key`` (one key, not a batch).
+
+    Up to 64 words are computed as separate scalars, which stays vectorised over a batch
+    axis when the caller is vmapped; ``vector=True`` computes them as one vector operation
+    instead (the same values), one kernel rather than one per word outside ``vmap``.
+    """
     n = int(np.prod(shape)) if len(shape) else 1
     if n == 0:  # an empty shape such as (0,): nothing to draw (jnp.stack needs one word)
         return jnp.zeros(tuple(shape), jnp.uint32)
-    if n <= _SCALAR_LIMIT:
+    if n <= _SCALAR_LIMIT and not vector:
         words = _words(key, n, stream)
         return jnp.stack(words).reshape(tuple(shape)) if len(shape) else words[0]
     k0, k1 = _key_words(key)
@@ -120,9 +125,12 @@ def uniform(
     minval: Any = 0.0,
     maxval: Any = 1.0,
     stream: int = 0,
+    *,
+    vector: bool = False,
 ) -> jax.Array:
-    """Float32 uniform in ``[minval, maxval)`` (23 random mantissa bits)."""
-    return minval + _unit(bits(key, shape, stream)) * (jnp.asarray(maxval, jnp.float32) - minval)
+    """Float32 uniform in ``[minval, maxval)`` (23 random mantissa bits); ``vector``: see :func:`bits`."""
+    words = bits(key, shape, stream, vector=vector)
+    return minval + _unit(words) * (jnp.asarray(maxval, jnp.float32) - minval)
 
 
 def bernoulli(key: Any, p: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
@@ -137,10 +145,10 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, stream: in
     return jnp.minimum(minval + jnp.floor(u * span).astype(jnp.int32), jnp.asarray(maxval) - 1)
 
 
-def normal(key: Any, shape: Sequence[int] = (), stream: int = 0) -> jax.Array:
-    """Standard normal float32 (Box-Muller on two uniforms)."""
-    u1 = uniform(key, shape, stream=2 * stream)
-    u2 = uniform(key, shape, stream=2 * stream + 1)
+def normal(key: Any, shape: Sequence[int] = (), stream: int = 0, *, vector: bool = False) -> jax.Array:
+    """Standard normal float32 (Box-Muller on two uniforms); ``vector``: see :func:`bits`."""
+    u1 = uniform(key, shape, stream=2 * stream, vector=vector)
+    u2 = uniform(key, shape, stream=2 * stream + 1, vector=vector)
     radius = jnp.sqrt(-2.0 * jnp.log1p(-u1))
     return radius * jnp.cos(2.0 * jnp.pi * u2)
 
