@@ -37,8 +37,8 @@ _LOG_2PI = float(np.log(2 * np.pi))
 
 
 def _sample_categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
-    """Gumbel-max sampling over the last axis with hashed uniforms."""
-    u = jnp.maximum(fast_random.uniform(key, logits.shape), np.float32(1e-20))
+    """Gumbel-max sampling over the last axis with hashed uniforms (one key for the batch)."""
+    u = jnp.maximum(fast_random.uniform(key, logits.shape, vector=True), np.float32(1e-20))
     return jnp.argmax(logits - jnp.log(-jnp.log(u)), axis=-1).astype(jnp.int32)
 
 
@@ -106,7 +106,7 @@ class Gaussian:
     squash: str = struct.field(pytree_node=False, default="tanh")
 
     def sample(self, key: jax.Array) -> jax.Array:
-        noise = fast_random.normal(key, jnp.shape(self.mean))
+        noise = fast_random.normal(key, jnp.shape(self.mean), vector=True)
         return self.mean + jnp.exp(self.log_std) * noise
 
     def _base_log_prob(self, raw: jax.Array) -> jax.Array:

@@ -45,8 +45,11 @@ from lamella.agents.progress import Progress
 from lamella.agents.runlog import RunLog, env_family
 
 __all__ = [
+    "CompiledRunner",
     "LoadedRun",
     "RunResult",
+    "compile_options",
+    "compile_runner",
     "default_chunk_iterations",
     "default_out_dir",
     "find_algorithm",
@@ -149,9 +152,62 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     return values
 
 
-@dataclasses.dataclass
-class _Compiled:
-    """A runner with its vmapped, jitted functions (built once per config and process)."""
+# XLA's CPU back end spends most of a compile generating code for each fused kernel (tens of
+# milliseconds apiece with its default emitters). Measured on PPO CartPole-v1 (2-core x86,
+# jax 0.10.2, benchmarks/ppo_cartpole.py):
+# * init and evaluate run once or once per chunk: unoptimised code from the older emitters
+#   compiles in about a third of the time, and the slower run costs less than that.
+# * the training chunk of a single seed: the older emitters at optimisation level 1 compile in
+#   about half the time and run as fast; vmapped over several seeds they run about 1.7x slower,
+#   so several seeds keep XLA's defaults.
+_RUN_ONCE_CPU = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+_ONE_SEED_CHUNK_CPU = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def _cpu_options_supported(options: tuple[tuple[str, Any], ...]) -> bool:
+    """Whether the installed XLA accepts ``options`` (a flag can disappear in a later jaxlib)."""
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=dict(options)).lower(jnp.zeros(())).compile()
+    except Exception:  # any rejection of an option: use XLA's defaults
+        return False
+    return True
+
+
+def compile_options(program: str, num_seeds: int = 1) -> dict[str, Any] | None:
+    """The ``compiler_options`` the driver jits ``program`` with (``None``: XLA's defaults).
+
+    Args:
+        program: ``"init"``, ``"evaluate"`` or ``"chunk"``.
+        num_seeds: seeds vmapped in one program.
+
+    Only the CPU back end gets options (see the measurements above); they change
+    floating-point results in the last bits (as any change of compiler does), the same
+    way on every run, so runs stay reproducible and resume exactly.
+    """
+    if program not in ("init", "evaluate", "chunk"):
+        raise ValueError(f"program must be 'init', 'evaluate' or 'chunk', got {program!r}.")
+    if jax.default_backend() != "cpu":
+        return None
+    if program == "chunk":
+        options = _ONE_SEED_CHUNK_CPU if num_seeds == 1 else None
+    else:
+        options = _RUN_ONCE_CPU
+    if options is None or not _cpu_options_supported(tuple(sorted(options.items()))):
+        return None
+    return dict(options)
+
+
+class CompiledRunner(NamedTuple):
+    """A runner with the driver's vmapped, jitted functions (seeds on the leading axis).
+
+    Attributes:
+        runner: the :class:`~lamella.agents.runner.Runner`.
+        init: ``init(keys) -> states``.
+        evaluate: ``evaluate(states, keys) -> metrics``.
+        chunk: ``chunk(states, length) -> (states, mean step metrics)``: ``length``
+            iterations of ``runner.step``.
+    """
 
     runner: Any
     init: Callable[[jax.Array], Any]
@@ -159,18 +215,52 @@ class _Compiled:
     chunk: Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]
 
 
-def _make_chunk(runner: Any) -> Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]:
+def over_seeds(fn: Callable[..., Any], num_seeds: int, in_axes: Any = 0) -> Callable[..., Any]:
+    """``jax.vmap(fn, in_axes)``, or for one seed ``fn`` on the only entry of the seed axis.
+
+    The result has the seed axis either way. A single seed is not vmapped so that a
+    ``lax.cond`` in the runner (an off-policy warm-up, for example) stays a branch instead of
+    becoming a select that computes both sides.
+    """
+    if num_seeds != 1:
+        return jax.vmap(fn, in_axes=in_axes)
+    axes = in_axes if isinstance(in_axes, (tuple, list)) else None
+
+    def single(*args: Any) -> Any:
+        taken = [
+            jax.tree.map(lambda x: x[0], a) if (axes is None or axes[i] == 0) else a
+            for i, a in enumerate(args)
+        ]
+        return jax.tree.map(lambda x: jnp.expand_dims(x, 0), fn(*taken))
+
+    return single
+
+
+def compile_runner(runner: Any, num_seeds: int = 1) -> CompiledRunner:
+    """The functions :func:`run_experiment` calls for ``num_seeds`` seeds, jitted with
+    :func:`compile_options` (each compiles at its first call)."""
+    return CompiledRunner(
+        runner,
+        jax.jit(over_seeds(runner.init, num_seeds), compiler_options=compile_options("init", num_seeds)),
+        jax.jit(
+            over_seeds(runner.evaluate, num_seeds), compiler_options=compile_options("evaluate", num_seeds)
+        ),
+        _make_chunk(runner, num_seeds, compile_options("chunk", num_seeds)),
+    )
+
+
+def _make_chunk(
+    runner: Any, num_seeds: int, options: dict[str, Any] | None
+) -> Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]:
     """``chunk(states, length) -> (states, mean step metrics)`` for every seed at once.
 
     The number of iterations is a traced argument of a ``while_loop``, so one compiled
     program serves every chunk length (the last, shorter chunk of a run included).
     """
-    # The structure of the step metrics, found without compiling (and without tracing
-    # runner.step again at each call).
-    abstract_state = jax.eval_shape(runner.init, jax.random.key(0))
-    metric_shapes = jax.eval_shape(lambda s: runner.step(s)[1], abstract_state)
 
     def run_chunk(state: Any, length: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+        # The structure of the step metrics (for the loop carry), from an abstract trace.
+        metric_shapes = jax.eval_shape(lambda s: runner.step(s)[1], state)
         sums = jax.tree.map(lambda m: jnp.zeros(m.shape, jnp.float32), metric_shapes)
 
         def body(carry: tuple[jax.Array, Any, Any]) -> tuple[jax.Array, Any, Any]:
@@ -184,10 +274,10 @@ def _make_chunk(runner: Any) -> Callable[[Any, jax.Array], tuple[Any, dict[str, 
         )
         return state, jax.tree.map(lambda total: total / length, sums)
 
-    return jax.jit(jax.vmap(run_chunk, in_axes=(0, None)))
+    return jax.jit(over_seeds(run_chunk, num_seeds, in_axes=(0, None)), compiler_options=options)
 
 
-def _compile(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
+def _compile(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> CompiledRunner:
     try:
         runner = make_runner(config)
     except (KeyError, TypeError, ValueError) as error:
@@ -195,21 +285,19 @@ def _compile(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
         # do not divide, ...): a config mistake, reported as one, before anything compiles.
         detail = error.args[0] if isinstance(error, KeyError) and error.args else error
         raise ConfigError(f"Cannot build the runner for {type(config).__name__}: {detail}") from error
-    return _Compiled(
-        runner, jax.jit(jax.vmap(runner.init)), jax.jit(jax.vmap(runner.evaluate)), _make_chunk(runner)
-    )
+    return compile_runner(runner, num_seeds)
 
 
 @functools.lru_cache(maxsize=8)
-def _compile_cached(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
-    return _compile(make_runner, config)
+def _compile_cached(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> CompiledRunner:
+    return _compile(make_runner, config, num_seeds)
 
 
-def _compiled(make_runner: Callable[[Any], Any], config: Any) -> _Compiled:
+def _compiled(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> CompiledRunner:
     try:
-        return _compile_cached(make_runner, config)
+        return _compile_cached(make_runner, config, num_seeds)
     except TypeError:  # an unhashable config: build afresh
-        return _compile(make_runner, config)
+        return _compile(make_runner, config, num_seeds)
 
 
 def _per_run(metrics: Mapping[str, Any], runs: Sequence[str]) -> dict[str, dict[str, list[float]]]:
@@ -356,7 +444,7 @@ def run_experiment(
             f"{out_dir!r} already holds a run; continue it with resume (--resume {out_dir}) or pick another out_dir."
         )
 
-    compiled = _compiled(make_runner, config)
+    compiled = _compiled(make_runner, config, len(seed_list))
     runner = compiled.runner
     num_iterations = int(runner.num_iterations)
     steps_per_iteration = int(runner.steps_per_iteration)

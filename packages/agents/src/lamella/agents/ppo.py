@@ -40,7 +40,7 @@ from lamella.agents import losses
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, MinAtarCNN, RecurrentCore, activation_by_name, zero_carry
 from lamella.agents.protocol import Agent
-from lamella.agents.runner import Runner, evaluate_agent, hashed_keys
+from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, hashed_permutation
 from lamella.envs import spaces, wrappers
 
 __all__ = [
@@ -406,7 +406,7 @@ def _make_ppo_parts(
         def split_minibatches(key: jax.Array) -> Any:
             if config.recurrent:
                 # Whole sequences: shuffle envs, keep time; initial memory has envs first.
-                order = jax.random.permutation(key, num_envs)
+                order = hashed_permutation(key, num_envs)
                 size = num_envs // config.num_minibatches
 
                 def take(x: jax.Array, env_axis: int) -> jax.Array:
@@ -422,7 +422,7 @@ def _make_ppo_parts(
                 )
                 return moved, take(adv, 1), take(tgt, 1)
             total = num_steps * num_envs
-            order = jax.random.permutation(key, total)
+            order = hashed_permutation(key, total)
             size = total // config.num_minibatches
 
             def shuffle(x: jax.Array) -> jax.Array:
@@ -447,7 +447,7 @@ def _make_ppo_parts(
         def epoch(train_state: PPOTrainState, key: jax.Array) -> tuple[PPOTrainState, Any]:
             return jax.lax.scan(minibatch_step, train_state, split_minibatches(key))
 
-        keys = jax.random.split(trajectory.key, config.num_epochs)
+        keys = hashed_keys(trajectory.key, (config.num_epochs,))
         train_state, stats = jax.lax.scan(epoch, train_state, keys)
         loss, policy_loss, value_loss, entropy, clip_fraction, approx_kl = (jnp.mean(s) for s in stats)
         metrics = {
@@ -531,7 +531,7 @@ def make_ppo_runner(config: PPOConfig) -> Runner:
         )
 
     def step(state: PPORunnerState) -> tuple[PPORunnerState, dict[str, jax.Array]]:
-        key, key_act, key_env, key_update = jax.random.split(state.key, 4)
+        key, key_act, key_env, key_update = hashed_keys(state.key, (4,))
         train_state = state.train_state
         params = train_state.params
         env_keys = hashed_keys(key_env, (num_steps, num_envs))

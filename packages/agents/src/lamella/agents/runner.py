@@ -25,7 +25,7 @@ from lamella.agents.protocol import Agent, PRNGKey, TrainState
 from lamella.envs import random as fast_random
 from lamella.envs.environment import Environment, episode_done
 
-__all__ = ["Runner", "RunnerState", "evaluate_agent", "hashed_keys", "make_train"]
+__all__ = ["Runner", "RunnerState", "evaluate_agent", "hashed_keys", "hashed_permutation", "make_train"]
 
 RunnerState = Any
 
@@ -85,8 +85,21 @@ def hashed_keys(key: PRNGKey, shape: tuple[int, ...]) -> jax.Array:
     data = jax.random.key_data(key) if typed else key
     # stream=1: with stream 0 the first word of the all-zero key (``jax.random.key(0)``) hashes
     # to zero again, and a chain of keys derived this way would never move.
-    words = fast_random.bits(data, (*shape, data.shape[-1]), stream=1)
+    words = fast_random.bits(data, (*shape, data.shape[-1]), stream=1, vector=True)
     return jax.random.wrap_key_data(words, impl=jax.random.key_impl(key)) if typed else words
+
+
+def hashed_permutation(key: PRNGKey, n: int) -> jax.Array:
+    """A random permutation of ``range(n)`` (int32): one sort of hashed words.
+
+    A drop-in for ``jax.random.permutation(key, n)`` where the order only has to look
+    random (minibatch shuffles): ``jax.random.permutation`` runs rounds of Threefry and
+    sorting, which on CPU cost a large share of a PPO iteration's compile time. Equal
+    words (about ``n**2 / 2**33`` pairs) keep their index order.
+    """
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    data = jax.random.key_data(key) if typed else key
+    return jnp.argsort(fast_random.bits(data, (n,), stream=2, vector=True)).astype(jnp.int32)
 
 
 def evaluate_agent(

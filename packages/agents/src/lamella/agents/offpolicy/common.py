@@ -13,6 +13,7 @@ import numpy as np
 from flax import struct
 
 from lamella.agents.networks import activation_by_name
+from lamella.envs import random as fast_random
 from lamella.envs import spaces
 
 __all__ = [
@@ -210,7 +211,7 @@ def squashed_gaussian_sample(
     key: jax.Array, mean: jax.Array, log_std: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
     """A reparameterised sample ``tanh(mean + std * noise)`` and its log-probability ``(...,)``."""
-    noise = jax.random.normal(key, mean.shape)
+    noise = fast_random.normal(key, mean.shape, vector=True)
     u = mean + jnp.exp(log_std) * noise
     log_prob = jnp.sum(-0.5 * jnp.square(noise) - log_std - 0.5 * np.log(2 * np.pi), axis=-1)
     # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.

@@ -18,6 +18,8 @@ from flax import struct
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import Batch, QNetwork, flatten_observation, obs_example_input, polyak
 from lamella.agents.protocol import Agent
+from lamella.agents.runner import hashed_keys
+from lamella.envs import random as fast_random
 from lamella.envs import spaces
 
 __all__ = ["DQNConfig", "DQNTrainState", "make_dqn"]
@@ -82,7 +84,9 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
         raise ValueError(f"DQN: tau must be in (0, 1], got {config.tau}.")
     num_actions = int(action_space.n)
     network = QNetwork(num_actions, tuple(config.hidden_sizes), config.activation, config.dueling)
-    optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate))
+    optimizer = optax.flatten(
+        optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate))
+    )
     example = obs_example_input(observation_space)
 
     def init(key: jax.Array, obs_example: Any = None) -> tuple[DQNTrainState, tuple[()]]:
@@ -101,10 +105,10 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
         greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
         if eval:
             return greedy, train_state, memory
-        key_explore, key_action = jax.random.split(key)
+        key_explore, key_action = hashed_keys(key, (2,))
         batch = q.shape[0]
-        explore = jax.random.uniform(key_explore, (batch,)) < epsilon(train_state.acted_steps)
-        random_action = jax.random.randint(key_action, (batch,), 0, num_actions, jnp.int32)
+        explore = fast_random.uniform(key_explore, (batch,), vector=True) < epsilon(train_state.acted_steps)
+        random_action = fast_random.randint(key_action, (batch,), 0, num_actions)
         action = jnp.where(explore, random_action, greedy)
         return action, train_state.replace(acted_steps=train_state.acted_steps + batch), memory
 

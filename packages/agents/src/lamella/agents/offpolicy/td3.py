@@ -91,8 +91,8 @@ def make_deterministic_actor_critic(
     scaler = ActionScaler(action_space)
     actor = DeterministicActor(scaler.dim, tuple(config.hidden_sizes), config.activation)
     critic = ContinuousCritic(tuple(config.hidden_sizes), config.activation, config.num_critics)
-    actor_opt = optax.adam(config.actor_learning_rate)
-    critic_opt = optax.adam(config.critic_learning_rate)
+    actor_opt = optax.flatten(optax.adam(config.actor_learning_rate))
+    critic_opt = optax.flatten(optax.adam(config.critic_learning_rate))
     example = obs_example_input(observation_space)
 
     def init(key: jax.Array, obs_example: Any = None) -> tuple[DeterministicTrainState, tuple[()]]:

@@ -29,6 +29,7 @@ from lamella.agents.offpolicy.common import (
 )
 from lamella.agents.offpolicy.sac import SACTrainState, step_actor_and_temperature
 from lamella.agents.protocol import Agent
+from lamella.agents.runner import hashed_keys
 from lamella.envs import spaces
 
 __all__ = ["TQCConfig", "make_tqc"]
@@ -75,8 +76,8 @@ def make_tqc(config: TQCConfig, observation_space: spaces.Space, action_space: s
     critic = ContinuousCritic(
         tuple(config.hidden_sizes), config.activation, config.num_critics, config.num_quantiles
     )
-    actor_opt = optax.adam(config.actor_learning_rate)
-    critic_opt = optax.adam(config.critic_learning_rate)
+    actor_opt = optax.flatten(optax.adam(config.actor_learning_rate))
+    critic_opt = optax.flatten(optax.adam(config.critic_learning_rate))
     alpha_opt = optax.adam(config.alpha_learning_rate)
     target_entropy = -float(config.target_entropy_scale) * scaler.dim
     example = obs_example_input(observation_space)
@@ -120,7 +121,7 @@ def make_tqc(config: TQCConfig, observation_space: spaces.Space, action_space: s
     def update(
         batch: Batch, train_state: SACTrainState, memory: Any
     ) -> tuple[SACTrainState, Any, dict[str, jax.Array]]:
-        key_next, key_actor = jax.random.split(batch.key)
+        key_next, key_actor = hashed_keys(batch.key, (2,))
         alpha = jnp.exp(train_state.log_alpha)
         obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
         mean, log_std = actor.apply(train_state.actor_params, next_obs)

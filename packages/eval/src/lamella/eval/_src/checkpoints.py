@@ -338,10 +338,10 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
 @functools.lru_cache(maxsize=16)
 def _compiled(make_runner: Callable[[Any], Any], config: Any) -> tuple[Any, Any, Any]:
     """``(runner, jit(vmap(init)), jit(vmap(evaluate)))``, built once per config and process."""
-    import jax
+    from lamella.agents.driver import compile_runner
 
-    runner = make_runner(config)
-    return runner, jax.jit(jax.vmap(runner.init)), jax.jit(jax.vmap(runner.evaluate))
+    compiled = compile_runner(make_runner(config))
+    return compiled.runner, compiled.init, compiled.evaluate
 
 
 def _replace(state: Any, **fields: Any) -> Any:
