@@ -30,6 +30,8 @@ from __future__ import annotations
 import argparse
 import platform
 import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -37,10 +39,20 @@ import numpy as np
 
 CHUNK = 1000
 THRESHOLD = -200.0
+
+
+class Side(NamedTuple):
+    init: Callable[[jax.Array], Any]  # key -> state
+    chunk: Callable[[Any], Any]  # state -> state after CHUNK env steps
+    evaluate: Callable[[Any, jax.Array], Any]  # (state, key) -> mean greedy return
+    lower_chunk: Callable[[Any], Any]  # state -> jax.stages.Lowered of the chunk
+
+
 HYPER = dict(hidden=(64, 64), lr=1e-3, gamma=0.99, tau=0.01, batch=256, warmup=1000, buffer=20_000)
 
 
 def make_lamella(seed: int):
+    from lamella.agents.driver import compile_runner
     from lamella.gcrl import SACTrainConfig, make_offpolicy_runner
 
     config = SACTrainConfig(
@@ -58,11 +70,15 @@ def make_lamella(seed: int):
         buffer_size=HYPER["buffer"],
         eval_episodes=10,
     )
-    runner = make_offpolicy_runner(config)
-    init = jax.jit(runner.init)
-    chunk = jax.jit(lambda s: runner.step(s)[0], donate_argnums=0)
-    evaluate = jax.jit(lambda s, k: runner.evaluate(s, k)["episode_return"].mean())
-    return init, chunk, evaluate
+    # The functions lamella's training driver (``lamella train sac``) runs, for one seed.
+    compiled = compile_runner(make_offpolicy_runner(config), num_seeds=1)
+    one = jnp.asarray(1, jnp.int32)
+    return Side(
+        init=lambda key: compiled.init(key[None]),
+        chunk=lambda state: compiled.chunk(state, one)[0],
+        evaluate=lambda state, key: compiled.evaluate(state, key[None])["episode_return"].mean(),
+        lower_chunk=lambda state: compiled.chunk.lower(state, one),
+    )
 
 
 def make_rejax():
@@ -85,7 +101,6 @@ def make_rejax():
         agent_kwargs={"hidden_layer_sizes": HYPER["hidden"], "activation": "relu"},
     )
     algo = algo.replace(eval_callback=lambda algo, ts, rng: jnp.zeros(()))
-    init = jax.jit(algo.init_state)
     chunk = jax.jit(lambda ts: algo.train(train_state=ts)[0])
 
     def evaluate(ts, key):
@@ -93,7 +108,7 @@ def make_rejax():
         _, returns = rejax_evaluate(act, key, algo.env, algo.env_params, 10, 200)
         return returns.mean()
 
-    return init, chunk, jax.jit(evaluate)
+    return Side(jax.jit(algo.init_state), chunk, jax.jit(evaluate), chunk.lower)
 
 
 def checksum(state) -> float:
@@ -107,7 +122,7 @@ def checksum(state) -> float:
 
 
 def run_to_threshold(side, seed: int, max_steps: int) -> dict:
-    init, chunk, evaluate = side
+    init, chunk, evaluate, _ = side
     state = init(jax.random.key(seed))
     jax.block_until_ready(state)
     seconds, steps, learn_seconds, learn_updates, returns = 0.0, 0, 0.0, 0, []
@@ -134,10 +149,9 @@ def run_to_threshold(side, seed: int, max_steps: int) -> dict:
 
 
 def compile_seconds(side, seed: int) -> float:
-    init, chunk, _ = side
-    state = init(jax.random.key(seed))
+    state = side.init(jax.random.key(seed))
     start = time.perf_counter()
-    chunk.lower(state).compile()
+    side.lower_chunk(state).compile()
     return time.perf_counter() - start
 
 
