@@ -196,6 +196,8 @@ def test_resume_refuses_a_different_config(full, tmp_path):
         run(out_dir, resume=True, seeds=3)
     with pytest.raises(ConfigError, match="chunk_iterations"):
         run(out_dir, resume=True, chunk_iterations=2)
+    with pytest.raises(ConfigError, match="compile_mode='optimized'"):
+        run(out_dir, resume=True, compile_mode="optimized")
     with pytest.raises(ConfigError, match="from 'bandit'"):
         run_experiment(
             CONFIG, algorithm="other", make_runner=make_bandit_runner, out_dir=out_dir, resume=True
@@ -216,6 +218,7 @@ def test_fresh_run_refuses_an_existing_run_and_resume_needs_one(full, tmp_path):
         ({"seeds": [1, 1]}, "distinct"),
         ({"chunk_iterations": 0}, "chunk_iterations"),
         ({"checkpoint_every": 0}, "checkpoint_every"),
+        ({"compile_mode": "quick"}, "compile_mode"),
     ],
 )
 def test_bad_arguments_fail_before_compiling(tmp_path, monkeypatch, kwargs, match):
@@ -260,12 +263,12 @@ def test_one_compiled_program_for_every_chunk_length(tmp_path):
         "progress": False,
         "plot": False,
     }
-    # One trace to find the shapes of the step metrics, one for the compiled chunk loop.
+    # One trace: finding the shapes of the step metrics and the compiled chunk loop share it.
     run_experiment(config, out_dir=str(tmp_path / "a"), chunk_iterations=4, **kwargs)  # chunks 4, 4, 2
-    assert len(traces) == 2
+    assert len(traces) == 1
     # The same config again, with other chunk lengths: nothing is traced or compiled again.
     run_experiment(config, out_dir=str(tmp_path / "b"), chunk_iterations=3, **kwargs)  # chunks 3, 3, 3, 1
-    assert len(traces) == 2
+    assert len(traces) == 1
 
 
 def test_checkpoint_every(tmp_path):
@@ -321,3 +324,33 @@ def test_driver_progress_output(tmp_path):
 )
 def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
+
+
+def test_compile_options_per_program_and_mode():
+    on_cpu = jax.default_backend() == "cpu"
+    fast_chunk = driver.compile_options("chunk", num_seeds=1)
+    assert (fast_chunk is not None) == on_cpu
+    assert driver.compile_options("chunk", num_seeds=4) is None  # several seeds: XLA's defaults
+    assert driver.compile_options("chunk", num_seeds=4, mode="fast") == fast_chunk
+    for program in ("init", "evaluate", "chunk"):
+        assert driver.compile_options(program, num_seeds=1, mode="optimized") is None
+    with pytest.raises(ValueError, match="program"):
+        driver.compile_options("update")
+    with pytest.raises(ValueError, match="compile mode"):
+        driver.compile_options("chunk", mode="quick")
+
+
+def test_one_seed_is_not_vmapped_so_a_cond_stays_a_branch():
+    """``over_seeds`` for one seed calls the function on the only entry: a ``lax.cond`` on a
+    state value then runs one branch (under ``vmap`` it would become a select of both)."""
+
+    def step(x):
+        return jax.lax.cond(x > 0, lambda v: v + 1.0, lambda v: jax.debug.callback(_fail) or v, x)
+
+    def _fail():
+        raise AssertionError("the branch not taken ran")
+
+    one = jax.jit(driver.over_seeds(step, 1))
+    np.testing.assert_allclose(one(np.ones((1,), np.float32)), [2.0])
+    several = jax.jit(driver.over_seeds(lambda x: x * 2.0, 3))
+    np.testing.assert_allclose(several(np.arange(3.0, dtype=np.float32)), [0.0, 2.0, 4.0])

@@ -94,6 +94,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tensorboard", action="store_true", help="also log to TensorBoard (needs tensorboardX)"
     )
+    parser.add_argument(
+        "--compile",
+        choices=("auto", "fast", "optimized"),
+        default=None,
+        help="XLA options on CPU: auto (fast compile for one seed), fast (short runs), optimized "
+        "(long runs of one seed); default auto, or the resumed run's",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     parser.add_argument("--no-plot", action="store_true", help="do not write learning_curve.png")
     parser.add_argument(
@@ -223,6 +230,7 @@ def train_command(args: argparse.Namespace) -> int:
             plot=not args.no_plot,
             max_chunks=args.max_chunks,
             extra_metadata={"preset": args.preset} if args.preset else None,
+            compile_mode=args.compile,
         )
     except ConfigError as error:
         parser.error(str(error))

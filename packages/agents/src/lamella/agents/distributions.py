@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from lamella.agents.networks import orthogonal
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
 
@@ -175,7 +176,7 @@ class ActionHead(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> Distribution:
         space = self.action_space
-        init = nn.initializers.orthogonal(0.01)
+        init = orthogonal(0.01)
         if isinstance(space, spaces.Discrete):
             return Categorical(nn.Dense(space.n, kernel_init=init)(x))
         if isinstance(space, spaces.MultiDiscrete):

@@ -174,12 +174,18 @@ def _cpu_options_supported(options: tuple[tuple[str, Any], ...]) -> bool:
     return True
 
 
-def compile_options(program: str, num_seeds: int = 1) -> dict[str, Any] | None:
+COMPILE_MODES = ("auto", "fast", "optimized")
+
+
+def compile_options(program: str, num_seeds: int = 1, mode: str = "auto") -> dict[str, Any] | None:
     """The ``compiler_options`` the driver jits ``program`` with (``None``: XLA's defaults).
 
     Args:
         program: ``"init"``, ``"evaluate"`` or ``"chunk"``.
         num_seeds: seeds vmapped in one program.
+        mode: ``"auto"`` (the measured choices above: the training chunk compiles fast for one
+            seed), ``"fast"`` (every program compiles fast, for short runs), ``"optimized"``
+            (XLA's defaults everywhere, for long runs of one seed).
 
     Only the CPU back end gets options (see the measurements above); they change
     floating-point results in the last bits (as any change of compiler does), the same
@@ -187,10 +193,12 @@ def compile_options(program: str, num_seeds: int = 1) -> dict[str, Any] | None:
     """
     if program not in ("init", "evaluate", "chunk"):
         raise ValueError(f"program must be 'init', 'evaluate' or 'chunk', got {program!r}.")
-    if jax.default_backend() != "cpu":
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compile mode must be one of {COMPILE_MODES}, got {mode!r}.")
+    if jax.default_backend() != "cpu" or mode == "optimized":
         return None
     if program == "chunk":
-        options = _ONE_SEED_CHUNK_CPU if num_seeds == 1 else None
+        options = _ONE_SEED_CHUNK_CPU if (num_seeds == 1 or mode == "fast") else None
     else:
         options = _RUN_ONCE_CPU
     if options is None or not _cpu_options_supported(tuple(sorted(options.items()))):
@@ -236,16 +244,19 @@ def over_seeds(fn: Callable[..., Any], num_seeds: int, in_axes: Any = 0) -> Call
     return single
 
 
-def compile_runner(runner: Any, num_seeds: int = 1) -> CompiledRunner:
+def compile_runner(runner: Any, num_seeds: int = 1, mode: str = "auto") -> CompiledRunner:
     """The functions :func:`run_experiment` calls for ``num_seeds`` seeds, jitted with
-    :func:`compile_options` (each compiles at its first call)."""
+    :func:`compile_options` for ``mode`` (each compiles at its first call)."""
     return CompiledRunner(
         runner,
-        jax.jit(over_seeds(runner.init, num_seeds), compiler_options=compile_options("init", num_seeds)),
         jax.jit(
-            over_seeds(runner.evaluate, num_seeds), compiler_options=compile_options("evaluate", num_seeds)
+            over_seeds(runner.init, num_seeds), compiler_options=compile_options("init", num_seeds, mode)
         ),
-        _make_chunk(runner, num_seeds, compile_options("chunk", num_seeds)),
+        jax.jit(
+            over_seeds(runner.evaluate, num_seeds),
+            compiler_options=compile_options("evaluate", num_seeds, mode),
+        ),
+        _make_chunk(runner, num_seeds, compile_options("chunk", num_seeds, mode)),
     )
 
 
@@ -258,14 +269,18 @@ def _make_chunk(
     program serves every chunk length (the last, shorter chunk of a run included).
     """
 
+    # Jitted so that its trace is cached: finding the metrics' structure traces the step once,
+    # and the loop body reuses that trace (tracing is a good part of a small program's compile).
+    step = jax.jit(runner.step)
+
     def run_chunk(state: Any, length: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
         # The structure of the step metrics (for the loop carry), from an abstract trace.
-        metric_shapes = jax.eval_shape(lambda s: runner.step(s)[1], state)
+        metric_shapes = jax.eval_shape(lambda s: step(s)[1], state)
         sums = jax.tree.map(lambda m: jnp.zeros(m.shape, jnp.float32), metric_shapes)
 
         def body(carry: tuple[jax.Array, Any, Any]) -> tuple[jax.Array, Any, Any]:
             i, state, sums = carry
-            state, metrics = runner.step(state)
+            state, metrics = step(state)
             sums = jax.tree.map(lambda total, m: total + jnp.asarray(m, jnp.float32), sums, metrics)
             return i + 1, state, sums
 
@@ -277,7 +292,7 @@ def _make_chunk(
     return jax.jit(over_seeds(run_chunk, num_seeds, in_axes=(0, None)), compiler_options=options)
 
 
-def _compile(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> CompiledRunner:
+def _compile(make_runner: Callable[[Any], Any], config: Any, num_seeds: int, mode: str) -> CompiledRunner:
     try:
         runner = make_runner(config)
     except (KeyError, TypeError, ValueError) as error:
@@ -285,19 +300,21 @@ def _compile(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> 
         # do not divide, ...): a config mistake, reported as one, before anything compiles.
         detail = error.args[0] if isinstance(error, KeyError) and error.args else error
         raise ConfigError(f"Cannot build the runner for {type(config).__name__}: {detail}") from error
-    return compile_runner(runner, num_seeds)
+    return compile_runner(runner, num_seeds, mode)
 
 
 @functools.lru_cache(maxsize=8)
-def _compile_cached(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> CompiledRunner:
-    return _compile(make_runner, config, num_seeds)
+def _compile_cached(
+    make_runner: Callable[[Any], Any], config: Any, num_seeds: int, mode: str
+) -> CompiledRunner:
+    return _compile(make_runner, config, num_seeds, mode)
 
 
-def _compiled(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> CompiledRunner:
+def _compiled(make_runner: Callable[[Any], Any], config: Any, num_seeds: int, mode: str) -> CompiledRunner:
     try:
-        return _compile_cached(make_runner, config, num_seeds)
+        return _compile_cached(make_runner, config, num_seeds, mode)
     except TypeError:  # an unhashable config: build afresh
-        return _compile(make_runner, config, num_seeds)
+        return _compile(make_runner, config, num_seeds, mode)
 
 
 def _per_run(metrics: Mapping[str, Any], runs: Sequence[str]) -> dict[str, dict[str, list[float]]]:
@@ -339,6 +356,7 @@ def run_experiment(
     plot: bool = True,
     max_chunks: int | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
+    compile_mode: str | None = None,
 ) -> RunResult:
     """Train ``config`` for every seed (one vmapped program), logging, checkpointing and plotting.
 
@@ -365,6 +383,9 @@ def run_experiment(
         max_chunks: stop after this many chunks in this call (a job with a time limit);
             the run continues later with ``resume=True``.
         extra_metadata: JSON-compatible data added to ``config.json`` (for example the preset).
+        compile_mode: ``"auto"`` (default), ``"fast"`` or ``"optimized"``: which XLA options
+            the programs compile with (:func:`compile_options`). A resumed run uses the stored
+            mode.
 
     Returns:
         A :class:`RunResult`.
@@ -388,6 +409,8 @@ def run_experiment(
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}.")
     if max_chunks is not None and max_chunks < 0:
         raise ValueError(f"max_chunks must be >= 0, got {max_chunks}.")
+    if compile_mode is not None and compile_mode not in COMPILE_MODES:
+        raise ValueError(f"compile_mode must be one of {COMPILE_MODES}, got {compile_mode!r}.")
     config_dict = config_to_dict(config)
     env_id = config_dict["env_id"]
 
@@ -439,12 +462,20 @@ def run_experiment(
                 "(evaluations happen between chunks, so the run log would differ)."
             )
         chunk_iterations = int(metadata["chunk_iterations"])
+        stored_mode = metadata.get("compile_mode", "auto")
+        if compile_mode is not None and compile_mode != stored_mode:
+            raise ConfigError(
+                f"Cannot resume with compile_mode={compile_mode!r}: the run used {stored_mode!r} "
+                "(the compiler options change results in the last bits)."
+            )
+        compile_mode = stored_mode
     elif os.path.exists(os.path.join(out_dir, "metrics.json")) or ckpt.list_checkpoints(checkpoint_dir):
         raise FileExistsError(
             f"{out_dir!r} already holds a run; continue it with resume (--resume {out_dir}) or pick another out_dir."
         )
 
-    compiled = _compiled(make_runner, config, len(seed_list))
+    compile_mode = compile_mode or "auto"
+    compiled = _compiled(make_runner, config, len(seed_list), compile_mode)
     runner = compiled.runner
     num_iterations = int(runner.num_iterations)
     steps_per_iteration = int(runner.steps_per_iteration)
@@ -475,6 +506,7 @@ def run_experiment(
             "num_iterations": num_iterations,
             "steps_per_iteration": steps_per_iteration,
             "chunk_iterations": chunk_iterations,
+            "compile_mode": compile_mode,
             "num_evaluations": len(log.steps),
             "versions": ckpt.versions(),
         }
@@ -501,6 +533,7 @@ def run_experiment(
             "config_class": f"{type(config).__module__}.{type(config).__qualname__}",
             "seeds": seed_list,
             "chunk_iterations": chunk_iterations,
+            "compile_mode": compile_mode,
             "num_iterations": num_iterations,
             "steps_per_iteration": steps_per_iteration,
             "environment": log.environment,

@@ -26,6 +26,7 @@ __all__ = [
     "MinAtarCNN",
     "RecurrentCore",
     "activation_by_name",
+    "orthogonal",
     "zero_carry",
 ]
 
@@ -45,6 +46,39 @@ def activation_by_name(name: str) -> Callable[[jax.Array], jax.Array]:
     return ACTIVATIONS[name]
 
 
+def orthogonal(scale: float = 1.0) -> Callable[..., jax.Array]:
+    """A flax initializer: ``scale`` times a random orthogonal matrix (last axis = columns).
+
+    The same distribution as ``flax.linen.initializers.orthogonal`` (the Q of the QR
+    decomposition of a standard normal matrix, with the signs that make R's diagonal
+    positive), computed by Gram-Schmidt with re-orthogonalisation in plain JAX operations
+    instead of LAPACK. jaxlib 0.10.2's batched CPU QR kernel (what ``vmap`` over seeds turns
+    the LAPACK call into) can deadlock on a machine with two cores: it blocks pool threads
+    while waiting for work queued behind them on the same pool.
+    """
+
+    def init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
+        shape = tuple(shape)
+        if len(shape) < 2:
+            raise ValueError(f"orthogonal initializer needs at least 2 dimensions, got shape {shape}.")
+        rows, cols = int(np.prod(shape[:-1])), shape[-1]
+        tall = rows >= cols
+        m, k = (rows, cols) if tall else (cols, rows)
+        a = jax.random.normal(key, (m, k), jnp.float32)
+
+        def column(j: jax.Array, q: jax.Array) -> jax.Array:
+            v = jax.lax.dynamic_index_in_dim(a, j, axis=1, keepdims=False)
+            for _ in range(2):  # classical Gram-Schmidt twice: orthogonal to float32 precision
+                v = v - q @ (q.T @ v)
+            return jax.lax.dynamic_update_index_in_dim(q, v / jnp.linalg.norm(v), j, axis=1)
+
+        q = jax.lax.fori_loop(0, k, column, jnp.zeros((m, k), jnp.float32))
+        q = q if tall else q.T
+        return (scale * q).reshape(shape).astype(dtype)
+
+    return init
+
+
 class MLP(nn.Module):
     """Dense layers with an activation after each (orthogonal init, gain sqrt(2)).
 
@@ -60,7 +94,7 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         act = activation_by_name(self.activation)
         for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+            x = act(nn.Dense(size, kernel_init=orthogonal(np.sqrt(2)))(x))
         return x
 
 
@@ -84,7 +118,7 @@ class MinAtarCNN(nn.Module):
         x = x.reshape((-1, *x.shape[-3:])).astype(jnp.float32)
         x = jax.nn.relu(nn.Conv(self.features, (3, 3), padding="VALID")(x))
         x = x.reshape((x.shape[0], -1))
-        x = jax.nn.relu(nn.Dense(self.hidden_size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        x = jax.nn.relu(nn.Dense(self.hidden_size, kernel_init=orthogonal(np.sqrt(2)))(x))
         return x.reshape((*batch_shape, self.hidden_size))
 
 

@@ -38,7 +38,14 @@ from flax import struct
 import lamella.envs
 from lamella.agents import losses
 from lamella.agents.distributions import ActionHead, check_action_space
-from lamella.agents.networks import MLP, MinAtarCNN, RecurrentCore, activation_by_name, zero_carry
+from lamella.agents.networks import (
+    MLP,
+    MinAtarCNN,
+    RecurrentCore,
+    activation_by_name,
+    orthogonal,
+    zero_carry,
+)
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, hashed_permutation
 from lamella.envs import spaces, wrappers
@@ -189,7 +196,7 @@ class ActorCritic(nn.Module):
         self.actor_torso = _torso(self.config, "actor_torso")
         self.critic_torso = _torso(self.config, "critic_torso")
         self.head = ActionHead(self.action_space, self.config.continuous_action, self.config.log_std_init)
-        self.critic_out = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+        self.critic_out = nn.Dense(1, kernel_init=orthogonal(1.0))
 
     def __call__(self, obs: jax.Array) -> tuple[Any, jax.Array]:
         return self.head(self.actor_torso(obs)), self.value(obs)
@@ -216,13 +223,13 @@ class RecurrentActorCritic(nn.Module):
         if config.torso == "cnn":
             x = MinAtarCNN(name="torso")(obs)
         else:
-            x = act(nn.Dense(config.rnn_hidden_size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(obs))
+            x = act(nn.Dense(config.rnn_hidden_size, kernel_init=orthogonal(np.sqrt(2)))(obs))
         carry, x = RecurrentCore(config.cell, config.rnn_hidden_size, name="core")(carry, (x, reset))
         width = config.hidden_sizes[-1] if config.hidden_sizes else config.rnn_hidden_size
-        actor = act(nn.Dense(width, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        actor = act(nn.Dense(width, kernel_init=orthogonal(np.sqrt(2)))(x))
         dist = ActionHead(self.action_space, config.continuous_action, config.log_std_init)(actor)
-        critic = act(nn.Dense(width, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
-        value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(critic)[..., 0]
+        critic = act(nn.Dense(width, kernel_init=orthogonal(np.sqrt(2)))(x))
+        value = nn.Dense(1, kernel_init=orthogonal(1.0))(critic)[..., 0]
         return carry, (dist, value)
 
 
