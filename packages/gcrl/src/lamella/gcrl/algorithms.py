@@ -78,21 +78,12 @@ _GOAL: dict[str, Any] = dict(
 # 0.52 (2 seeds, 50 episodes) after 200 000 steps, about 3 min for both on one CPU core, still
 # rising slowly; HER's usual 0.9 is not reached at this budget (see the package README).
 _DUBINS: dict[str, Any] = dict(
+    _GOAL,
     env_id="GMazeGoalDubins-v0",
     total_timesteps=200_000,
-    her=True,
-    gamma=0.98,
     tau=0.05,
     hidden_sizes=(128, 128),
-    num_envs=8,
-    rollout_steps=250,
     updates_per_step=2,
-    batch_size=256,
-    buffer_size=200_000,
-    learning_starts=2_000,
-    actor_learning_rate=1e-3,
-    critic_learning_rate=1e-3,
-    eval_episodes=50,
 )
 
 PRESETS: dict[str, dict[str, Any]] = {
