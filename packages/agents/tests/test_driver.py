@@ -354,3 +354,8 @@ def test_one_seed_is_not_vmapped_so_a_cond_stays_a_branch():
     np.testing.assert_allclose(one(np.ones((1,), np.float32)), [2.0])
     several = jax.jit(driver.over_seeds(lambda x: x * 2.0, 3))
     np.testing.assert_allclose(several(np.arange(3.0, dtype=np.float32)), [0.0, 2.0, 4.0])
+
+
+def test_over_seeds_for_one_seed_refuses_a_longer_seed_axis():
+    with pytest.raises(ValueError, match="num_seeds"):
+        jax.jit(driver.over_seeds(lambda x: x, 1))(np.zeros((3,), np.float32))
