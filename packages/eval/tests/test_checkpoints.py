@@ -194,7 +194,7 @@ def test_other_env_with_the_same_spaces_gets_the_trained_policy(run_dir):
     config = lib.dataclasses.replace(loaded.config, env_id="GaussianBandit-misc", eval_episodes=3)
     from lamella.agents.config import algorithm_table
 
-    _, init, _ = lib._compiled(algorithm_table()["ppo"][1], config)
+    _, init, _ = lib._compiled(algorithm_table()["ppo"][1], config, SEEDS)
     keys = jax.vmap(jax.random.key)(np.arange(SEEDS, dtype=np.uint32))
     state = lib._state_for("x", loaded.state, init, keys)
     assert jax.tree.structure(state.env_state) != jax.tree.structure(loaded.state.env_state)

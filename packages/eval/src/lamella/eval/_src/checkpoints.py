@@ -336,11 +336,12 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(make_runner: Callable[[Any], Any], config: Any) -> tuple[Any, Any, Any]:
-    """``(runner, jit(vmap(init)), jit(vmap(evaluate)))``, built once per config and process."""
+def _compiled(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> tuple[Any, Any, Any]:
+    """``(runner, init, evaluate)`` over ``num_seeds`` seeds as the training driver compiles them,
+    built once per config and process."""
     from lamella.agents.driver import compile_runner
 
-    compiled = compile_runner(make_runner(config))
+    compiled = compile_runner(make_runner(config), num_seeds)
     return compiled.runner, compiled.init, compiled.evaluate
 
 
@@ -395,7 +396,7 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
     train_id = train_config.env_id
     seeds = [int(s) for s in metadata["seeds"]]
     init_keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
-    _, train_init, _ = _compiled(make_runner, train_config)
+    _, train_init, _ = _compiled(make_runner, train_config, len(seeds))
     loaded, _ = ckpt.load_checkpoint(plan.path, jax.eval_shape(train_init, init_keys))
     # One key per seed of the run, the same for every test env and checkpoint (common random
     # numbers make the comparison between test envs and checkpoints less noisy).
@@ -406,7 +407,7 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
     for spec, overrides in plan.specs:
         env_id = _register_variant(spec, overrides)
         config = dataclasses.replace(train_config, env_id=env_id, eval_episodes=episodes)
-        _, init, evaluate = _compiled(make_runner, config)
+        _, init, evaluate = _compiled(make_runner, config, len(seeds))
         state = _state_for(plan.path, loaded, init, init_keys)
         metrics = jax.device_get(evaluate(state, eval_keys))
         if "episode_return" not in metrics:
