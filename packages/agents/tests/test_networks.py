@@ -156,3 +156,14 @@ def test_orthogonal_init_matches_flax_and_needs_no_lapack(shape):
     batched = jax.jit(jax.vmap(lambda k: networks.orthogonal()(k, shape)))
     hlo = batched.lower(jax.random.split(key, 3)).as_text()
     assert "custom_call" not in hlo, "the vmapped initializer calls a custom kernel (LAPACK?)"
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_recurrent_core_init_needs_no_lapack_under_vmap(cell):
+    """The GRU/LSTM recurrent kernels use lamella's orthogonal initializer (flax's default is the
+    LAPACK one whose batched CPU kernel can deadlock)."""
+    core = networks.RecurrentCore(cell, 8)
+    carry = networks.zero_carry(cell, 2, 8)
+    inputs = (jnp.zeros((3, 2, 4)), jnp.zeros((3, 2), bool))
+    init = jax.jit(jax.vmap(lambda k: core.init(k, carry, inputs)))
+    assert "custom_call" not in init.lower(jax.random.split(jax.random.key(0), 3)).as_text()

@@ -141,9 +141,9 @@ class _ResetStep(nn.Module):
         x, reset = inputs
         carry = jax.tree.map(lambda c: jnp.where(reset[:, None], jnp.zeros_like(c), c), carry)
         if self.cell == "gru":
-            core: nn.RNNCellBase = nn.GRUCell(self.hidden_size)
+            core: nn.RNNCellBase = nn.GRUCell(self.hidden_size, recurrent_kernel_init=orthogonal())
         else:
-            core = nn.OptimizedLSTMCell(self.hidden_size)
+            core = nn.OptimizedLSTMCell(self.hidden_size, recurrent_kernel_init=orthogonal())
         carry, y = core(carry, x)
         return carry, y
 
