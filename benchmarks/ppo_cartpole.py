@@ -42,7 +42,7 @@ import optax
 
 import lamella.agents
 from lamella.agents import PRESETS, PPOConfig, make_ppo_runner
-from lamella.agents.driver import compile_options, compile_runner
+from lamella.agents.driver import compile_ahead, compile_options, compile_runner
 
 TARGET = 475.0
 EVAL_EPISODES = 16
@@ -222,16 +222,16 @@ def make_lamella(config: PPOConfig) -> Side:
     runner = make_ppo_runner(config)
 
     def prepare(key, chunk):
-        # The functions lamella's training driver (``lamella train``) runs, for one seed.
+        # What lamella's training driver (``lamella train``) does for one seed: compile the
+        # three programs ahead (XLA compiling while Python traces), then call them.
         compiled = compile_runner(runner)
         keys, length = key[None], jnp.asarray(chunk, jnp.int32)
+        compile_ahead(compiled, keys)
         state = compiled.init(keys)
-        run_chunk = compiled.chunk.lower(state, length).compile()
-        evaluate = compiled.evaluate.lower(state, keys).compile()
         return (
             state,
-            lambda s: run_chunk(s, length)[0],
-            lambda s, k: evaluate(s, k[None])["episode_return"][0],
+            lambda s: compiled.chunk(s, length)[0],
+            lambda s, k: compiled.evaluate(s, k[None])["episode_return"][0],
         )
 
     return Side(

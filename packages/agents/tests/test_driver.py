@@ -271,6 +271,40 @@ def test_one_compiled_program_for_every_chunk_length(tmp_path):
     assert len(traces) == 1
 
 
+def test_compiled_ahead_and_reused_after_a_resume(tmp_path):
+    """The driver compiles init, chunk and evaluation ahead of their first call; the calls, and
+    a resumed run's chunks, reuse those programs, even with a weakly typed leaf in the state
+    (a Python scalar in ``init``, strong once restored from a checkpoint)."""
+    traces = {"init": 0, "step": 0, "evaluate": 0}
+
+    def weak_runner(config):
+        runner = make_bandit_runner(config)
+
+        def init(key):
+            traces["init"] += 1
+            return runner.init(key), 0.5 + 0.0 * runner.init(key).params["mean"].sum()
+
+        def step(state):
+            traces["step"] += 1
+            inner, scale = state
+            inner, metrics = runner.step(inner)
+            return (inner, scale * 1.0), metrics
+
+        def evaluate(state, key):
+            traces["evaluate"] += 1
+            return runner.evaluate(state[0], key)
+
+        return runner._replace(init=init, step=step, evaluate=evaluate)
+
+    out_dir = str(tmp_path / "run")
+    config = dataclasses.replace(CONFIG, label="weak-state")
+    kwargs = {"algorithm": "bandit", "make_runner": weak_runner, "seeds": 2, "progress": False, "plot": False}
+    run_experiment(config, out_dir=out_dir, chunk_iterations=3, max_chunks=2, **kwargs)
+    assert traces == {"init": 1, "step": 1, "evaluate": 1}
+    run_experiment(config, out_dir=out_dir, resume=True, **kwargs)
+    assert traces == {"init": 1, "step": 1, "evaluate": 1}
+
+
 def test_checkpoint_every(tmp_path):
     result = run(str(tmp_path / "run"), checkpoint_every=2, keep_checkpoints=None, plot=False)
     names = [os.path.basename(p) for p in ckpt.list_checkpoints(os.path.join(result.out_dir, "checkpoints"))]

@@ -24,6 +24,7 @@ differs from the checkpoint's is refused, naming the differing keys.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime
 import functools
@@ -48,6 +49,7 @@ __all__ = [
     "CompiledRunner",
     "LoadedRun",
     "RunResult",
+    "compile_ahead",
     "compile_options",
     "compile_runner",
     "default_chunk_iterations",
@@ -257,7 +259,8 @@ def compile_runner(runner: Any, num_seeds: int = 1, mode: str = "auto") -> Compi
     return CompiledRunner(
         runner,
         jax.jit(
-            over_seeds(runner.init, num_seeds), compiler_options=compile_options("init", num_seeds, mode)
+            over_seeds(_strongly_typed(runner.init), num_seeds),
+            compiler_options=compile_options("init", num_seeds, mode),
         ),
         jax.jit(
             over_seeds(runner.evaluate, num_seeds),
@@ -265,6 +268,43 @@ def compile_runner(runner: Any, num_seeds: int = 1, mode: str = "auto") -> Compi
         ),
         _make_chunk(runner, num_seeds, compile_options("chunk", num_seeds, mode)),
     )
+
+
+def _strongly_typed(init: Callable[[jax.Array], Any]) -> Callable[[jax.Array], Any]:
+    """``init`` with weak types (left by Python scalars in a state) made strong.
+
+    A state then has the same types whether it comes from ``init``, a chunk or a checkpoint,
+    so one compiled chunk serves all three (a weak/strong difference is a new compile).
+    """
+
+    def strong(x: Any) -> Any:
+        if isinstance(x, jax.Array) and not jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+            return jax.lax.convert_element_type(x, x.dtype)
+        return x
+
+    return lambda key: jax.tree.map(strong, init(key))
+
+
+def compile_ahead(compiled: CompiledRunner, keys: jax.Array) -> None:
+    """Compile ``compiled``'s three programs for ``keys`` (one key per seed) before their first
+    call, XLA compiling while Python traces.
+
+    Each program is traced and lowered in turn on this thread (Python work), then handed to a
+    worker thread for XLA's compilation, which runs without the interpreter lock: the training
+    chunk, the longest compile, overlaps the tracing of the evaluation and the compilation of
+    the others. The executables land in jax's cache, so the later calls with these shapes run
+    at once; a call with other shapes or types compiles at its first call, as without this.
+    """
+    length = jax.ShapeDtypeStruct((), jnp.int32)
+    workers = max(1, min(3, os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        init = compiled.init.trace(keys).lower()
+        jobs = [pool.submit(init.compile)]
+        states = init.out_info
+        jobs.append(pool.submit(compiled.chunk.trace(states, length).lower().compile))
+        jobs.append(pool.submit(compiled.evaluate.trace(states, keys).lower().compile))
+        for job in jobs:
+            job.result()
 
 
 def _make_chunk(
@@ -497,6 +537,7 @@ def run_experiment(
 
     keys = jax.vmap(jax.random.key)(jnp.asarray(seed_list, dtype=jnp.uint32))
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, _EVAL_STREAM))(keys)
+    compile_ahead(compiled, keys)
     log = RunLog(out_dir, env_family(env_id), env_id, algorithm, runs, tensorboard=tensorboard)
     config_path = os.path.join(out_dir, "config.json")
 
@@ -520,7 +561,7 @@ def run_experiment(
         return ckpt.save_checkpoint(checkpoint_dir, state, meta, step=iteration, keep=keep_checkpoints)
 
     if resume_from is not None:
-        target = jax.eval_shape(jax.vmap(runner.init), keys)
+        target = jax.eval_shape(compiled.init, keys)  # traced already by compile_ahead
         state, metadata = ckpt.load_checkpoint(resume_from, target)
         iteration = int(metadata["iteration"])
         log.load()
