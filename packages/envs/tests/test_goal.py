@@ -12,7 +12,14 @@ from lamella.envs.classic_control import CartPole
 from lamella.envs.goal import DEFAULT_WALLS, GMazeGoalDubins, GMazeParams, GoalConditioned, dubins_move
 from lamella.envs.testing import check_env
 
-GOAL_IDS = ["GMazeDubins-v0", "GMazeGoalDubins-v0", "PointRobotGoal-v0"]
+GOAL_IDS = [
+    "GMazeDubins-v0",
+    "GMazeGoalDubins-v0",
+    "GMazeDubinsWalls-v0",
+    "GMazeGoalDubinsWalls-v0",
+    "PointRobotGoal-v0",
+]
+MAZE = GMazeParams(walls=jnp.asarray(DEFAULT_WALLS))  # gym-gmazes after env.set_walls()
 
 
 @pytest.mark.parametrize("env_id", GOAL_IDS)
@@ -67,7 +74,7 @@ def test_dubins_dynamics_match_reference():
         np.float32
     )
     steers = rng.uniform(-1.2, 1.2, n).astype(np.float32)
-    params = GMazeParams()
+    params = MAZE
     ours = np.asarray(jax.jit(jax.vmap(lambda p, a: dubins_move(p, a, params)))(positions, steers))
     blocked = compared = ambiguous = 0
     for i in range(n):
@@ -86,8 +93,25 @@ def test_dubins_dynamics_match_reference():
     assert blocked > 50, "the sample must include moves blocked by walls"
 
 
+def test_walls_as_gym_gmazes_registers_them():
+    """gym-gmazes' envs start with ``walls = []`` (its ``set_walls()`` adds the maze); so do
+    lamella's ids, and the ``...Walls-v0`` ids start with that maze."""
+    for env_id in ("GMazeDubins-v0", "GMazeGoalDubins-v0"):
+        _, params = le.make(env_id)
+        assert params.walls.shape == (0, 2, 2)
+        _, walled = le.make(env_id.replace("-v0", "Walls-v0"))
+        np.testing.assert_array_equal(walled.walls, DEFAULT_WALLS)
+    _, params = le.make("GMazeGoalDubins-v0", walls=DEFAULT_WALLS[:1])
+    assert params.walls.shape == (1, 2, 2)
+    # Without walls the car drives through where the maze's wall x = -0.5 stands.
+    moved = dubins_move(jnp.array([-0.52, 0.2, 0.0]), jnp.array([0.0]), GMazeParams())
+    np.testing.assert_allclose(moved, [-0.42, 0.2, 0.0], atol=1e-6)
+    with pytest.raises(ValueError, match=r"walls must have shape \(num_walls, 2, 2\)"):
+        GMazeGoalDubins(walls=np.zeros((3, 4)))
+
+
 def test_wall_blocks_the_car():
-    params = GMazeParams()
+    params = MAZE
     # Just left of the wall x = -0.5 (which spans y in [-0.5, 1.01]), heading east (0).
     start = jnp.array([-0.52, 0.2, 0.0])
     moved = dubins_move(start, jnp.array([0.0]), params)

@@ -3,6 +3,7 @@ desired_goal``, a pure ``compute_reward(achieved_goal, desired_goal, params)`` a
 ``info["is_success"]``. Use them without auto-reset (``make(id, autoreset=False)`` and
 ``env.reset_done``), as goal-conditioned loops do."""
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -38,4 +39,7 @@ __all__ = [
 def register_all(register: Callable[..., Any]) -> None:
     register("GMazeDubins-v0", GMazeDubins)
     register("GMazeGoalDubins-v0", GMazeGoalDubins)
+    # gym-gmazes' envs after ``env.set_walls()`` (its three-wall maze).
+    register("GMazeDubinsWalls-v0", functools.partial(GMazeDubins, walls=DEFAULT_WALLS))
+    register("GMazeGoalDubinsWalls-v0", functools.partial(GMazeGoalDubins, walls=DEFAULT_WALLS))
     register("PointRobotGoal-v0", PointRobotGoal)

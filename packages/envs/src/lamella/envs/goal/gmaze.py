@@ -22,7 +22,9 @@ __all__ = [
     "goal_distance",
 ]
 
-# The three wall segments of gym-gmazes' default maze, ((x0, y0), (x1, y1)) each.
+# The three wall segments that gym-gmazes' ``set_walls()`` installs, ((x0, y0), (x1, y1)) each.
+# gym-gmazes' registered envs start with no walls (``env.walls = []``) until ``set_walls`` is
+# called, and so do lamella's: pass ``walls=DEFAULT_WALLS`` to ``make`` for this maze.
 DEFAULT_WALLS = np.array(
     [
         [[0.5, -0.5], [0.5, 1.01]],
@@ -40,7 +42,9 @@ class GMazeState(struct.PyTreeNode):
 
 
 class GMazeParams(struct.PyTreeNode):
-    walls: Any = struct.field(default_factory=lambda: jnp.asarray(DEFAULT_WALLS))  # float32 (num_walls, 2, 2)
+    walls: Any = struct.field(
+        default_factory=lambda: jnp.zeros((0, 2, 2), jnp.float32)
+    )  # float32 (num_walls, 2, 2)
     start: Any = struct.field(default_factory=lambda: jnp.asarray([-1.0, 0.0, 0.0], jnp.float32))  # (3,)
     speed: float = 1.0 / 20.0  # distance per sub-step
     turn_rate: float = 1.0 / 10.0  # heading change per sub-step at |action| = 1
@@ -106,14 +110,32 @@ def _render_maze(position: jax.Array, goal: jax.Array | None, params: GMazeParam
     return rendering.draw_segment(frame, cx, cy, hx, hy, 2.5, (220, 60, 40))
 
 
-class GMazeDubins(Environment[GMazeState, GMazeParams]):
-    """A Dubins car in a walled square (gym-gmazes' GMazeDubins-v0).
+class _WalledMaze:
+    """The walls a maze env starts with (its ``default_params.walls``)."""
+
+    def __init__(self, walls: Any = None) -> None:
+        self.walls = np.zeros((0, 2, 2), np.float32) if walls is None else np.asarray(walls, np.float32)
+        if self.walls.ndim != 3 or self.walls.shape[1:] != (2, 2):
+            raise ValueError(
+                f"walls must have shape (num_walls, 2, 2) (segments ((x0, y0), (x1, y1))), got {self.walls.shape}."
+            )
+
+    @property
+    def default_params(self) -> GMazeParams:
+        return GMazeParams(walls=jnp.asarray(self.walls))
+
+
+class GMazeDubins(_WalledMaze, Environment[GMazeState, GMazeParams]):
+    """A Dubins car in the square [-1, 1]^2 (gym-gmazes' GMazeDubins-v0).
 
     Observation: float32 ``(3,)`` = x, y in [-1, 1] and heading in [-1, 1) (radians / pi).
     Action: Box(-1, 1, (1,)) float32: steering; the heading changes by ``turn_rate * action``
     per sub-step (2 sub-steps per step), the car moves ``speed`` along its heading per
     sub-step, positions are clipped to the square, and a sub-step that would cross a wall is
-    cancelled.
+    cancelled (the car keeps its position and heading, so it stays against that wall).
+    Walls: none, as gym-gmazes registers the env; ``GMazeDubins(walls=DEFAULT_WALLS)`` (the id
+    ``GMazeDubinsWalls-v0``) is the maze gym-gmazes' ``set_walls()`` builds, and
+    ``params.walls`` holds any other segments.
     Reward: 1.0 when x > -0.5 and y > 0 (gym-gmazes' default reward), else 0.
     Terminated: never. Truncated: after ``max_steps_in_episode`` (70) steps.
     Reset: the car at ``params.start`` = (-1, 0, 0).
@@ -121,10 +143,6 @@ class GMazeDubins(Environment[GMazeState, GMazeParams]):
     """
 
     stochastic_step = False
-
-    @property
-    def default_params(self) -> GMazeParams:
-        return GMazeParams()
 
     def reset_env(self, key: jax.Array, params: GMazeParams) -> tuple[jax.Array, GMazeState]:
         state = GMazeState(
@@ -149,14 +167,15 @@ class GMazeDubins(Environment[GMazeState, GMazeParams]):
         return _render_maze(state.position, None, self.default_params if params is None else params)
 
 
-class GMazeGoalDubins(Environment[GMazeState, GMazeParams]):
-    """The goal-conditioned Dubins maze (gym-gmazes' GMazeGoalDubins-v0).
+class GMazeGoalDubins(_WalledMaze, Environment[GMazeState, GMazeParams]):
+    """The goal-conditioned Dubins car (gym-gmazes' GMazeGoalDubins-v0).
 
     Observation: dict of float32 arrays
       ``observation`` (3,): x, y, heading as in :class:`GMazeDubins`;
       ``achieved_goal`` (2,): x, y;
       ``desired_goal`` (2,): the goal, uniform in [-1, 1]^2 at reset.
-    Action: Box(-1, 1, (1,)) float32 steering, same dynamics as :class:`GMazeDubins`.
+    Action: Box(-1, 1, (1,)) float32 steering, same dynamics and walls as :class:`GMazeDubins`
+    (none by default; ``GMazeGoalDubinsWalls-v0`` has gym-gmazes' ``set_walls()`` maze).
     Reward: sparse, ``compute_reward(achieved_goal, desired_goal)`` = -1.0 while the distance
     to the goal is > ``distance_threshold`` (0.1), else 0.0.
     ``info["is_success"]``: distance < ``distance_threshold``.
@@ -166,10 +185,6 @@ class GMazeGoalDubins(Environment[GMazeState, GMazeParams]):
     """
 
     stochastic_step = False
-
-    @property
-    def default_params(self) -> GMazeParams:
-        return GMazeParams()
 
     def compute_reward(
         self, achieved_goal: jax.Array, desired_goal: jax.Array, params: GMazeParams | None = None
