@@ -366,6 +366,10 @@ def test_compile_options_per_program_and_mode():
     assert (fast_chunk is not None) == on_cpu
     assert driver.compile_options("chunk", num_seeds=4) is None  # several seeds: XLA's defaults
     assert driver.compile_options("chunk", num_seeds=4, mode="fast") == fast_chunk
+    # The evaluation loop runs once per chunk: compiled fast but optimised, for any seed count.
+    assert driver.compile_options("evaluate", num_seeds=4) == fast_chunk
+    if on_cpu:  # init runs once: unoptimised
+        assert driver.compile_options("init", num_seeds=1)["xla_backend_optimization_level"] == 0
     for program in ("init", "evaluate", "chunk"):
         assert driver.compile_options(program, num_seeds=1, mode="optimized") is None
     with pytest.raises(ValueError, match="program"):
