@@ -92,6 +92,19 @@ def test_dqn_cartpole():
     assert np.all(evaluations[:, -1] >= 195), evaluations
 
 
+# SAC settings shared by the goal-task tests (HER "future" with probability 0.8 is the default).
+GOAL_SAC = dict(
+    hidden_sizes=(64, 64),
+    num_envs=4,
+    updates_per_step=2,
+    batch_size=256,
+    learning_starts=1000,
+    actor_learning_rate=1e-3,
+    critic_learning_rate=1e-3,
+    alpha_learning_rate=1e-3,
+)
+
+
 def test_her_makes_sac_reach_goals():
     """HER + SAC on PointRobotGoal-v0 (sparse -1/0 reward, 50 steps, goals and starts uniform in
     [-1, 1]^2), 8000 env steps (4 envs, 2 updates per vector step, (64, 64) nets, gamma 0.95,
@@ -102,19 +115,12 @@ def test_her_makes_sac_reach_goals():
     The Dubins goal env follows below.
     """
     config = dict(
+        GOAL_SAC,
         env_id="PointRobotGoal-v0",
         total_timesteps=8000,
         gamma=0.95,
-        hidden_sizes=(64, 64),
-        num_envs=4,
         rollout_steps=125,
-        updates_per_step=2,
-        batch_size=256,
         buffer_size=8000,
-        learning_starts=1000,
-        actor_learning_rate=1e-3,
-        critic_learning_rate=1e-3,
-        alpha_learning_rate=1e-3,
         eval_episodes=50,
     )
     with_her = train_with_evaluations(SACTrainConfig(**config, her=True), "success")
@@ -134,20 +140,13 @@ def test_td3_pendulum():
 
 
 DUBINS = dict(
+    GOAL_SAC,
     env_id="GMazeGoalDubins-v0",
     total_timesteps=6000,
     gamma=0.98,
     tau=0.05,
-    hidden_sizes=(64, 64),
-    num_envs=4,
     rollout_steps=250,
-    updates_per_step=2,
-    batch_size=256,
     buffer_size=10_000,
-    learning_starts=1000,
-    actor_learning_rate=1e-3,
-    critic_learning_rate=1e-3,
-    alpha_learning_rate=1e-3,
     eval_episodes=100,
 )
 
