@@ -1,0 +1,52 @@
+"""The test command (scripts/test_all.py) fails a run whose checks were skipped."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _test_all():
+    spec = importlib.util.spec_from_file_location("test_all", ROOT / "scripts" / "test_all.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["test_all"] = module  # dataclasses resolves the module's annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+PYTEST = [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", "-p", "no:xdist"]
+
+
+def test_a_removed_reference_package_fails_the_run(tmp_path: Path) -> None:
+    # gymnax is the reference of test_misc.py's parity tests; shadow it with a package that
+    # cannot be imported, as if it had never been installed.
+    (tmp_path / "gymnax").mkdir()
+    (tmp_path / "gymnax" / "__init__.py").write_text("raise ImportError('gymnax removed by the test')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    test_all = _test_all()
+    result = test_all.run(
+        "envs without gymnax", [*PYTEST, "packages/envs/tests/test_misc.py", "-x", "-q"], [], env=env
+    )
+    assert not result.ok(), f"the run without gymnax passed: {result}"
+    assert result.passed == 0, f"parity tests ran without their reference package: {result}"
+
+
+def test_skips_fail_unless_allowed(tmp_path: Path) -> None:
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(
+        "import pytest\n\n"
+        "def test_runs():\n    assert True\n\n"
+        "def test_needs_a_gpu():\n    pytest.skip('needs a GPU')\n"
+    )
+    test_all = _test_all()
+    result = test_all.run("probe", [*PYTEST, str(probe)], [])
+    assert (result.code, result.passed, result.skipped) == (0, 1, 1), result
+    assert [reason for _, _, reason in result.skips] == ["needs a GPU"]
+    assert not result.ok(allowed={})
+    assert result.ok(allowed={("test_probe.py", "needs a GPU"): "no GPU on CI"})
+    assert not result.ok(allowed={("test_probe.py", "needs a TPU"): "wrong reason"})
