@@ -77,13 +77,41 @@ def test_prioritised_item_buffer_follows_priorities():
     assert (np.asarray(again.experience.reward) == 5).all()
 
 
-def test_prioritised_trajectory_and_flat_buffers_build():
+def test_prioritised_trajectory_buffer_follows_priorities():
     buffer = lb.make_trajectory_buffer(
-        num_envs=2, max_length_time_axis=8, sample_batch_size=4, sample_sequence_length=2, prioritised=True
+        num_envs=2, max_length_time_axis=8, sample_batch_size=32, sample_sequence_length=2, prioritised=True
     )
-    assert hasattr(buffer, "set_priorities")
-    flat = lb.make_flat_buffer(max_length=16, sample_batch_size=4, add_batch_size=2, prioritised=True)
-    assert hasattr(flat, "set_priorities")
+    state = jax.jit(buffer.add)(buffer.init(EXAMPLE), steps(2, 8))
+    sample = jax.jit(buffer.sample)
+    first = sample(state, jax.random.key(0))
+    chosen = first.indices[0]
+    window = np.asarray(first.experience.reward[0])  # the window that item index stands for
+    # All priority on one window: every sample is that window.
+    priorities = jnp.where(first.indices == chosen, 1.0, 0.0)
+    state = jax.jit(buffer.set_priorities)(state, first.indices, priorities)
+    again = sample(state, jax.random.key(1))
+    assert (np.asarray(again.indices) == int(chosen)).all()
+    np.testing.assert_array_equal(np.asarray(again.experience.reward), np.broadcast_to(window, (32, 2)))
+
+
+def test_prioritised_flat_buffer_follows_priorities():
+    buffer = lb.make_flat_buffer(
+        max_length=32,
+        sample_batch_size=32,
+        min_length=2,
+        add_batch_size=2,
+        add_sequences=True,
+        prioritised=True,
+    )
+    state = jax.jit(buffer.add)(buffer.init(EXAMPLE), steps(2, 8))
+    sample = jax.jit(buffer.sample)
+    first = sample(state, jax.random.key(0))
+    chosen = first.indices[0]
+    pair_first = float(first.experience.first.reward[0])
+    state = jax.jit(buffer.set_priorities)(state, first.indices, jnp.where(first.indices == chosen, 1.0, 0.0))
+    again = sample(state, jax.random.key(1)).experience
+    assert (np.asarray(again.first.reward) == pair_first).all()
+    np.testing.assert_array_equal(again.second.reward, again.first.reward + 1)
 
 
 @pytest.mark.parametrize(
