@@ -397,3 +397,196 @@ def test_one_seed_is_not_vmapped_so_a_cond_stays_a_branch():
 def test_over_seeds_for_one_seed_refuses_a_longer_seed_axis():
     with pytest.raises(ValueError, match="num_seeds"):
         jax.jit(driver.over_seeds(lambda x: x, 1))(np.zeros((3,), np.float32))
+
+
+# ------------------------------------------------------------------------------------------
+# Runs killed with SIGKILL at a file event (issue 21), then resumed.
+
+# The child trains the bandit and stops dead at the n-th rename onto a given file name
+# (before or after it), where the parent kills it: a real SIGKILL, no clean-up code runs.
+_CHILD = r"""
+import os, sys, time
+from lamella.agents.driver import run_experiment
+from lamella.agents.testing import BanditConfig, make_bandit_runner
+
+out_dir, name, count, when, marker, label, every = sys.argv[1:8]
+real_replace, seen = os.replace, []
+
+def replace(src, dst):
+    hit = os.path.basename(dst) == name and (seen.append(1) or len(seen) == int(count))
+    if hit and when == "before":
+        open(marker, "w").close(); time.sleep(600)
+    real_replace(src, dst)
+    if hit and when == "after":
+        open(marker, "w").close(); time.sleep(600)
+
+os.replace = replace
+run_experiment(
+    BanditConfig(total_timesteps=32 * 10, label=label), algorithm="bandit", make_runner=make_bandit_runner,
+    out_dir=out_dir, seeds=[0, 5], chunk_iterations=3, checkpoint_every=int(every), progress=False,
+)
+"""
+
+
+def kill_at(tmp_path, out_dir, name, *, when, count=1, label="bandit", checkpoint_every=1):
+    """Run the bandit in a subprocess and SIGKILL it at the ``count``-th rename onto ``name``."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = str(tmp_path / f"stopped-{name}-{count}-{when}")
+    argv = [
+        sys.executable,
+        "-c",
+        _CHILD,
+        out_dir,
+        name,
+        str(count),
+        when,
+        marker,
+        label,
+        str(checkpoint_every),
+    ]
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 180
+    try:
+        while not os.path.exists(marker):
+            if child.poll() is not None:
+                raise AssertionError(f"the child ended before the file event: {child.stderr.read().decode()}")
+            if time.monotonic() > deadline:
+                raise AssertionError("the child never reached the file event")
+            time.sleep(0.02)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    assert child.returncode == -signal.SIGKILL
+
+
+def checkpoint_names(out_dir):
+    return [os.path.basename(p) for p in ckpt.list_checkpoints(os.path.join(out_dir, "checkpoints"))]
+
+
+def temp_files(out_dir):
+    found = []
+    for directory, _, files in os.walk(out_dir):
+        found += [os.path.join(directory, f) for f in files if f.endswith(".tmp")]
+    return sorted(found)
+
+
+_compiles: list[str] = []
+_counting_compiles = [False]
+
+
+def _on_event(name, *args, **kwargs):
+    if _counting_compiles[0] and name == "/jax/core/compile/backend_compile_duration":
+        _compiles.append(name)
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event)
+
+
+def test_kill_after_the_final_checkpoint_then_resume_prunes_and_compiles_nothing(full, tmp_path, capsys):
+    """Killed between the final checkpoint's rename and its pruning: 4 checkpoints are left
+    (keep 3). Resuming prunes them to 3, says the run is finished, and compiles nothing."""
+    out_dir = str(tmp_path / "run")
+    kill_at(tmp_path, out_dir, "checkpoint_000000010.msgpack", when="after", label="killed-at-end")
+    assert checkpoint_names(out_dir) == [f"checkpoint_00000000{i}.msgpack" for i in (3, 6, 9)] + [
+        "checkpoint_000000010.msgpack"
+    ]
+    assert not os.path.exists(os.path.join(out_dir, "learning_curve.png"))
+    traces = []
+
+    def counting(config):
+        runner = make_bandit_runner(config)
+
+        def step(state):
+            traces.append("step")
+            return runner.step(state)
+
+        def evaluate(state, key):
+            traces.append("evaluate")
+            return runner.evaluate(state, key)
+
+        return runner._replace(step=step, evaluate=evaluate)
+
+    config = dataclasses.replace(CONFIG, label="killed-at-end")
+    # Loading a checkpoint runs a few eager conversions (typed keys), each compiled once per
+    # process and shape; load one first so that what is counted below is the run's programs.
+    keys = jax.vmap(jax.random.key)(np.asarray(SEEDS, np.uint32))
+    target = jax.eval_shape(jax.vmap(make_bandit_runner(config).init), keys)
+    ckpt.load_checkpoint(ckpt.latest_checkpoint(os.path.join(out_dir, "checkpoints")), target)
+    _counting_compiles[0] = True
+    try:
+        again = run_experiment(
+            config,
+            algorithm="bandit",
+            make_runner=counting,
+            out_dir=out_dir,
+            resume=True,
+            seeds=SEEDS,
+            progress=False,
+        )
+    finally:
+        _counting_compiles[0] = False
+    assert not _compiles and not traces  # nothing compiled, the step and evaluation never traced
+    assert again.already_finished and again.finished and again.iteration == 10
+    assert checkpoint_names(out_dir) == [f"checkpoint_00000000{i}.msgpack" for i in (6, 9)] + [
+        "checkpoint_000000010.msgpack"
+    ]
+    assert again.checkpoint_path.endswith("checkpoint_000000010.msgpack")
+    # The kill came before absolute_metrics and the plot; resuming wrote them, as a full run does.
+    assert read(again.metrics_path) == read(full.metrics_path)
+    assert read(again.plot_path)[:4] == b"\x89PNG"
+    np.testing.assert_array_equal(again.final_return, full.final_return)
+    assert_bit_identical(again.state, full.state)
+
+    # The command line says so and exits 0.
+    from lamella.agents import train
+    from lamella.agents.config import register_algorithm, unregister_algorithm
+
+    register_algorithm("bandit", BanditConfig, make_bandit_runner, overwrite=True)
+    try:
+        assert train.main(["bandit", "--resume", out_dir, "--no-progress"]) == 0
+    finally:
+        unregister_algorithm("bandit")
+    out = capsys.readouterr().out
+    assert "already finished" in out and "320 steps per seed" in out and "nothing was trained" in out
+    assert "finished in" not in out
+
+
+def test_kill_before_the_first_checkpoint_then_resume_starts_over(full, tmp_path):
+    """Killed while writing the first checkpoint (its temporary file written, not renamed): a
+    fresh run into the directory is refused with the way forward, and resuming starts the run
+    over from its config.json, removes the temporary file and ends as an uninterrupted run."""
+    out_dir = str(tmp_path / "run")
+    kill_at(tmp_path, out_dir, "checkpoint_000000003.msgpack", when="before")
+    assert checkpoint_names(out_dir) == []
+    (leftover,) = temp_files(out_dir)
+    assert os.path.basename(leftover).startswith(".checkpoint_000000003.msgpack.")
+    with pytest.raises(FileExistsError, match=f"stopped before its first checkpoint.*--resume {out_dir}"):
+        run(out_dir)
+    with pytest.raises(ConfigError, match="differs in learning_rate"):
+        run(out_dir, config=dataclasses.replace(CONFIG, learning_rate=0.3), resume=True)
+    assert temp_files(out_dir) == [leftover]  # a refused resume changes nothing
+    rest = run(out_dir, resume=True, keep_checkpoints=2)
+    assert rest.finished and not rest.already_finished
+    assert temp_files(out_dir) == []
+    assert_bit_identical(rest.state, full.state)
+    assert read(rest.metrics_path) == read(full.metrics_path)
+    assert read(rest.csv_path) == read(full.csv_path)
+    assert read(rest.checkpoint_path) == read(full.checkpoint_path)
+
+
+def test_kill_while_writing_the_run_log_then_resume_removes_the_temporary_file(full, tmp_path):
+    out_dir = str(tmp_path / "run")
+    # metrics.json is written before training and after each chunk: the 4th write is chunk 3's,
+    # after the checkpoints of iterations 3 and 6.
+    kill_at(tmp_path, out_dir, "metrics.json", count=4, when="before")
+    assert checkpoint_names(out_dir) == ["checkpoint_000000003.msgpack", "checkpoint_000000006.msgpack"]
+    (leftover,) = temp_files(out_dir)
+    assert os.path.basename(leftover).startswith(".metrics.json.")
+    rest = run(out_dir, resume=True, keep_checkpoints=2)
+    assert temp_files(out_dir) == []
+    assert_bit_identical(rest.state, full.state)
+    assert read(rest.metrics_path) == read(full.metrics_path)
