@@ -446,7 +446,7 @@ def compile_runner(
     try:  # building the runner from traced values: a static use of a value fails here
         jax.eval_shape(lambda v: (make(v), jnp.zeros(()))[1], {k: a[0] for k, a in values.items()})
     except _STATIC_USE_ERRORS as error:
-        raise _static_use_error(checked[0], error) from None
+        raise _static_use_error(checked[0], error) from error
 
     def init(key: jax.Array, v: dict[str, jax.Array]) -> Any:
         return _strongly_typed(make(v).init)(key)
@@ -1288,10 +1288,11 @@ def _run(
     chunk_iterations = min(chunk_iterations, num_iterations)
     try:
         shapes = compile_ahead(compiled, keys)
-    except _STATIC_USE_ERRORS as error:
-        if variants is None:
+    except TypeError as error:
+        # A swept value used where JAX needs a Python number (a shape, a loop length, a branch).
+        if variants is None or not (isinstance(error, _STATIC_USE_ERRORS) or "Tracer" in str(error)):
             raise
-        raise _static_use_error(variants[0], error) from None
+        raise _static_use_error(variants[0], error) from error
     session = _Session(
         compiled=compiled,
         layout=_MetricLayout(runner, shapes),
