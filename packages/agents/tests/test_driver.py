@@ -673,13 +673,15 @@ class ToyState(NamedTuple):
     key: jax.Array
 
 
-def make_toy_runner(steps_per_iteration=5, num_iterations=7):
+def make_toy_runner(steps_per_iteration=5, num_iterations=7, traces=None):
     """A runner written by user code: no config class, no env id, no episode_return."""
+    traces = [] if traces is None else traces
 
     def init(key):
         return ToyState(jnp.zeros((), jnp.float32), key)
 
     def step(state):
+        traces.append(1)
         key, noise = jax.random.split(state.key)
         weight = state.weight + 0.5 * (2.0 - state.weight) + 0.01 * jax.random.normal(noise)
         return ToyState(weight, key), {"error": jnp.abs(2.0 - weight)}
@@ -694,7 +696,8 @@ TOY_SPEC = RunSpec("toy", task="Target2", config={"target": 2.0}, score="score")
 
 
 def test_run_takes_any_runner_and_a_small_spec(tmp_path):
-    runner = make_toy_runner()
+    traces = []
+    runner = make_toy_runner(traces=traces)._replace(metric_axes={})
     stream = io.StringIO()
     whole = driver.run(
         runner, TOY_SPEC, seeds=2, out_dir=str(tmp_path / "whole"), chunk_iterations=2, progress_stream=stream
@@ -723,6 +726,7 @@ def test_run_takes_any_runner_and_a_small_spec(tmp_path):
     rest = driver.run(runner, TOY_SPEC, seeds=2, out_dir=part, resume=True, progress=False)
     assert_bit_identical(rest.state, whole.state)
     assert read(rest.metrics_path) == read(whole.metrics_path)
+    assert len(traces) == 1  # three runs of one runner (its metric_axes a dict): one compile
     with pytest.raises(TypeError, match="takes a Runner"):
         driver.run(make_toy_runner, TOY_SPEC, out_dir=str(tmp_path / "x"))
     with pytest.raises(ValueError, match=r"RunSpec\.algorithm"):

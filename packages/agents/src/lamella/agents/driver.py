@@ -673,7 +673,7 @@ class _MetricLayout:
     """
 
     def __init__(self, runner: Any, shapes: ProgramShapes) -> None:
-        declared = dict(getattr(runner, "metric_axes", None) or {})
+        declared = dict(getattr(runner, "metric_axes", None) or {})  # a mapping or its items
         for name, axes in declared.items():
             if (
                 not isinstance(axes, tuple)
@@ -860,14 +860,20 @@ def _check_stored(
     return int(stored["chunk_iterations"]), stored_mode
 
 
-def _clean_after_kill(out_dir: str, checkpoint_dir: str, keep: int | None) -> None:
+def _clean_after_kill(out_dir: str, checkpoint_dir: str, keep: int | None, resume_from: str | None) -> None:
     """Remove what a killed run can leave: temporary files of atomic writes that never got
-    renamed, and a checkpoint beyond ``keep`` (killed between a save and its pruning)."""
+    renamed, and a checkpoint beyond ``keep`` (killed between a save and its pruning).
+
+    Pruning waits for the next save when the run resumes from an older checkpoint than the
+    newest (a checkpoint file named by the user), so that file is never deleted first.
+    """
     for name in ("metrics.json", "metrics.csv", "config.json"):
         remove_temp_files(out_dir, name)
     if os.path.isdir(checkpoint_dir):
         ckpt.remove_stale_temp_files(checkpoint_dir)
-        ckpt.prune_checkpoints(checkpoint_dir, keep)
+        newest = ckpt.latest_checkpoint(checkpoint_dir)
+        if resume_from is None or (newest is not None and os.path.samefile(newest, resume_from)):
+            ckpt.prune_checkpoints(checkpoint_dir, keep)
 
 
 @dataclasses.dataclass
@@ -1033,6 +1039,11 @@ def run(
             "with variants=, a function values -> Runner."
         )
     checked = _variant_list(variants)
+    axes = getattr(runner, "metric_axes", None)
+    if isinstance(axes, Mapping) and hasattr(
+        runner, "_replace"
+    ):  # hashable, so an equal runner reuses its compiled programs
+        runner = runner._replace(metric_axes=tuple(axes.items()))
 
     def build(num_seeds: int, mode: str) -> CompiledRunner:
         return _compiled_runner(runner, num_seeds, mode, _variants_key(checked))
@@ -1206,9 +1217,7 @@ def _run(
         chunk_iterations, compile_mode = _check_stored(
             start.stored, where, spec, seed_list, variants, chunk_iterations, compile_mode
         )
-        _clean_after_kill(out_dir, checkpoint_dir, keep_checkpoints)
-        if start.checkpoint is not None and not os.path.exists(start.checkpoint):
-            start = start._replace(checkpoint=ckpt.latest_checkpoint(checkpoint_dir))  # pruned
+        _clean_after_kill(out_dir, checkpoint_dir, keep_checkpoints, start.checkpoint)
     compile_mode = compile_mode or "auto"
     members = [
         (variant_name(spec.algorithm, variant), f"seed_{s}") if variant is not None else f"seed_{s}"
