@@ -557,7 +557,7 @@ def test_kill_after_the_final_checkpoint_then_resume_prunes_and_compiles_nothing
     assert "finished in" not in out
 
 
-def test_kill_before_the_first_checkpoint_then_resume_starts_over(full, tmp_path):
+def test_kill_before_the_first_checkpoint_then_resume_starts_over(full, tmp_path, capsys):
     """Killed while writing the first checkpoint (its temporary file written, not renamed): a
     fresh run into the directory is refused with the way forward, and resuming starts the run
     over from its config.json, removes the temporary file and ends as an uninterrupted run."""
@@ -571,13 +571,22 @@ def test_kill_before_the_first_checkpoint_then_resume_starts_over(full, tmp_path
     with pytest.raises(ConfigError, match="differs in learning_rate"):
         run(out_dir, config=dataclasses.replace(CONFIG, learning_rate=0.3), resume=True)
     assert temp_files(out_dir) == [leftover]  # a refused resume changes nothing
-    rest = run(out_dir, resume=True, keep_checkpoints=2)
-    assert rest.finished and not rest.already_finished
+    # The command line resumes it too: with no checkpoint, the settings come from config.json.
+    from lamella.agents import train
+    from lamella.agents.config import register_algorithm, unregister_algorithm
+
+    register_algorithm("bandit", BanditConfig, make_bandit_runner, overwrite=True)
+    try:
+        argv = ["bandit", "--resume", out_dir, "--no-progress", "--no-plot", "--keep-checkpoints", "2"]
+        assert train.main(argv) == 0
+    finally:
+        unregister_algorithm("bandit")
+    assert "finished in" in capsys.readouterr().out
     assert temp_files(out_dir) == []
-    assert_bit_identical(rest.state, full.state)
-    assert read(rest.metrics_path) == read(full.metrics_path)
-    assert read(rest.csv_path) == read(full.csv_path)
-    assert read(rest.checkpoint_path) == read(full.checkpoint_path)
+    assert read(os.path.join(out_dir, "metrics.json")) == read(full.metrics_path)
+    assert read(os.path.join(out_dir, "metrics.csv")) == read(full.csv_path)
+    assert checkpoint_names(out_dir) == ["checkpoint_000000009.msgpack", "checkpoint_000000010.msgpack"]
+    assert read(ckpt.latest_checkpoint(os.path.join(out_dir, "checkpoints"))) == read(full.checkpoint_path)
 
 
 def test_kill_while_writing_the_run_log_then_resume_removes_the_temporary_file(full, tmp_path):
