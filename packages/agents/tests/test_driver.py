@@ -9,16 +9,19 @@ import dataclasses
 import io
 import json
 import os
+from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from lamella.agents import checkpoint as ckpt
 from lamella.agents import driver
 from lamella.agents.config import ConfigError
-from lamella.agents.driver import default_chunk_iterations, run_experiment
+from lamella.agents.driver import RunSpec, default_chunk_iterations, run_experiment
 from lamella.agents.progress import Progress, format_duration
+from lamella.agents.runner import Runner
 from lamella.agents.testing import BanditConfig, make_bandit_runner
 
 CONFIG = BanditConfig(total_timesteps=32 * 10)  # 10 iterations of 32 steps
@@ -30,9 +33,8 @@ def run(out_dir, config=CONFIG, **kwargs):
     kwargs.setdefault("seeds", SEEDS)
     kwargs.setdefault("chunk_iterations", CHUNK)
     kwargs.setdefault("progress", False)
-    return run_experiment(
-        config, algorithm="bandit", make_runner=make_bandit_runner, out_dir=out_dir, **kwargs
-    )
+    kwargs.setdefault("make_runner", make_bandit_runner)
+    return run_experiment(config, algorithm="bandit", out_dir=out_dir, **kwargs)
 
 
 def leaves(state):
@@ -397,3 +399,436 @@ def test_one_seed_is_not_vmapped_so_a_cond_stays_a_branch():
 def test_over_seeds_for_one_seed_refuses_a_longer_seed_axis():
     with pytest.raises(ValueError, match="num_seeds"):
         jax.jit(driver.over_seeds(lambda x: x, 1))(np.zeros((3,), np.float32))
+
+
+# ------------------------------------------------------------------------------------------
+# Runs killed with SIGKILL at a file event (issue 21), then resumed.
+
+# The child trains the bandit and stops dead at the n-th rename onto a given file name
+# (before or after it), where the parent kills it: a real SIGKILL, no clean-up code runs.
+_CHILD = r"""
+import os, sys, time
+from lamella.agents.driver import run_experiment
+from lamella.agents.testing import BanditConfig, make_bandit_runner
+
+out_dir, name, count, when, marker, label, every = sys.argv[1:8]
+real_replace, seen = os.replace, []
+
+def replace(src, dst):
+    hit = os.path.basename(dst) == name and (seen.append(1) or len(seen) == int(count))
+    if hit and when == "before":
+        open(marker, "w").close(); time.sleep(600)
+    real_replace(src, dst)
+    if hit and when == "after":
+        open(marker, "w").close(); time.sleep(600)
+
+os.replace = replace
+run_experiment(
+    BanditConfig(total_timesteps=32 * 10, label=label), algorithm="bandit", make_runner=make_bandit_runner,
+    out_dir=out_dir, seeds=[0, 5], chunk_iterations=3, checkpoint_every=int(every), progress=False,
+)
+"""
+
+
+def kill_at(tmp_path, out_dir, name, *, when, count=1, label="bandit", checkpoint_every=1):
+    """Run the bandit in a subprocess and SIGKILL it at the ``count``-th rename onto ``name``."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = str(tmp_path / f"stopped-{name}-{count}-{when}")
+    argv = [
+        sys.executable,
+        "-c",
+        _CHILD,
+        out_dir,
+        name,
+        str(count),
+        when,
+        marker,
+        label,
+        str(checkpoint_every),
+    ]
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 180
+    try:
+        while not os.path.exists(marker):
+            if child.poll() is not None:
+                raise AssertionError(f"the child ended before the file event: {child.stderr.read().decode()}")
+            if time.monotonic() > deadline:
+                raise AssertionError("the child never reached the file event")
+            time.sleep(0.02)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    assert child.returncode == -signal.SIGKILL
+
+
+def checkpoint_names(out_dir):
+    return [os.path.basename(p) for p in ckpt.list_checkpoints(os.path.join(out_dir, "checkpoints"))]
+
+
+def temp_files(out_dir):
+    found = []
+    for directory, _, files in os.walk(out_dir):
+        found += [os.path.join(directory, f) for f in files if f.endswith(".tmp")]
+    return sorted(found)
+
+
+_compiles: list[str] = []
+_counting_compiles = [False]
+
+
+def _on_event(name, *args, **kwargs):
+    if _counting_compiles[0] and name == "/jax/core/compile/backend_compile_duration":
+        _compiles.append(name)
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event)
+
+
+def test_kill_after_the_final_checkpoint_then_resume_prunes_and_compiles_nothing(full, tmp_path, capsys):
+    """Killed between the final checkpoint's rename and its pruning: 4 checkpoints are left
+    (keep 3). Resuming prunes them to 3, says the run is finished, and compiles nothing."""
+    out_dir = str(tmp_path / "run")
+    kill_at(tmp_path, out_dir, "checkpoint_000000010.msgpack", when="after", label="killed-at-end")
+    assert checkpoint_names(out_dir) == [f"checkpoint_00000000{i}.msgpack" for i in (3, 6, 9)] + [
+        "checkpoint_000000010.msgpack"
+    ]
+    assert not os.path.exists(os.path.join(out_dir, "learning_curve.png"))
+    traces = []
+
+    def counting(config):
+        runner = make_bandit_runner(config)
+
+        def step(state):
+            traces.append("step")
+            return runner.step(state)
+
+        def evaluate(state, key):
+            traces.append("evaluate")
+            return runner.evaluate(state, key)
+
+        return runner._replace(step=step, evaluate=evaluate)
+
+    config = dataclasses.replace(CONFIG, label="killed-at-end")
+    # Loading a checkpoint runs a few eager conversions (typed keys), each compiled once per
+    # process and shape; load one first so that what is counted below is the run's programs.
+    keys = jax.vmap(jax.random.key)(np.asarray(SEEDS, np.uint32))
+    target = jax.eval_shape(jax.vmap(make_bandit_runner(config).init), keys)
+    ckpt.load_checkpoint(ckpt.latest_checkpoint(os.path.join(out_dir, "checkpoints")), target)
+    _counting_compiles[0] = True
+    try:
+        again = run_experiment(
+            config,
+            algorithm="bandit",
+            make_runner=counting,
+            out_dir=out_dir,
+            resume=True,
+            seeds=SEEDS,
+            progress=False,
+        )
+    finally:
+        _counting_compiles[0] = False
+    assert not _compiles and not traces  # nothing compiled, the step and evaluation never traced
+    assert again.already_finished and again.finished and again.iteration == 10
+    assert checkpoint_names(out_dir) == [f"checkpoint_00000000{i}.msgpack" for i in (6, 9)] + [
+        "checkpoint_000000010.msgpack"
+    ]
+    assert again.checkpoint_path.endswith("checkpoint_000000010.msgpack")
+    # The kill came before absolute_metrics and the plot; resuming wrote them, as a full run does.
+    assert read(again.metrics_path) == read(full.metrics_path)
+    assert read(again.plot_path)[:4] == b"\x89PNG"
+    np.testing.assert_array_equal(again.final_return, full.final_return)
+    assert_bit_identical(again.state, full.state)
+
+    # The command line says so and exits 0.
+    from lamella.agents import train
+    from lamella.agents.config import register_algorithm, unregister_algorithm
+
+    register_algorithm("bandit", BanditConfig, make_bandit_runner, overwrite=True)
+    try:
+        assert train.main(["bandit", "--resume", out_dir, "--no-progress"]) == 0
+    finally:
+        unregister_algorithm("bandit")
+    out = capsys.readouterr().out
+    assert "already finished" in out and "320 steps per seed" in out and "nothing was trained" in out
+    assert "finished in" not in out
+
+
+def test_kill_before_the_first_checkpoint_then_resume_starts_over(full, tmp_path, capsys):
+    """Killed while writing the first checkpoint (its temporary file written, not renamed): a
+    fresh run into the directory is refused with the way forward, and resuming starts the run
+    over from its config.json, removes the temporary file and ends as an uninterrupted run."""
+    out_dir = str(tmp_path / "run")
+    kill_at(tmp_path, out_dir, "checkpoint_000000003.msgpack", when="before")
+    assert checkpoint_names(out_dir) == []
+    (leftover,) = temp_files(out_dir)
+    assert os.path.basename(leftover).startswith(".checkpoint_000000003.msgpack.")
+    with pytest.raises(FileExistsError, match=f"stopped before its first checkpoint.*--resume {out_dir}"):
+        run(out_dir)
+    with pytest.raises(ConfigError, match="differs in learning_rate"):
+        run(out_dir, config=dataclasses.replace(CONFIG, learning_rate=0.3), resume=True)
+    assert temp_files(out_dir) == [leftover]  # a refused resume changes nothing
+    # The command line resumes it too: with no checkpoint, the settings come from config.json.
+    from lamella.agents import train
+    from lamella.agents.config import register_algorithm, unregister_algorithm
+
+    register_algorithm("bandit", BanditConfig, make_bandit_runner, overwrite=True)
+    try:
+        argv = ["bandit", "--resume", out_dir, "--no-progress", "--no-plot", "--keep-checkpoints", "2"]
+        assert train.main(argv) == 0
+    finally:
+        unregister_algorithm("bandit")
+    assert "finished in" in capsys.readouterr().out
+    assert temp_files(out_dir) == []
+    assert read(os.path.join(out_dir, "metrics.json")) == read(full.metrics_path)
+    assert read(os.path.join(out_dir, "metrics.csv")) == read(full.csv_path)
+    assert checkpoint_names(out_dir) == ["checkpoint_000000009.msgpack", "checkpoint_000000010.msgpack"]
+    assert read(ckpt.latest_checkpoint(os.path.join(out_dir, "checkpoints"))) == read(full.checkpoint_path)
+
+
+def test_kill_while_writing_the_run_log_then_resume_removes_the_temporary_file(full, tmp_path):
+    out_dir = str(tmp_path / "run")
+    # metrics.json is written before training and after each chunk: the 4th write is chunk 3's,
+    # after the checkpoints of iterations 3 and 6.
+    kill_at(tmp_path, out_dir, "metrics.json", count=4, when="before")
+    assert checkpoint_names(out_dir) == ["checkpoint_000000003.msgpack", "checkpoint_000000006.msgpack"]
+    (leftover,) = temp_files(out_dir)
+    assert os.path.basename(leftover).startswith(".metrics.json.")
+    rest = run(out_dir, resume=True, keep_checkpoints=2)
+    assert temp_files(out_dir) == []
+    assert_bit_identical(rest.state, full.state)
+    assert read(rest.metrics_path) == read(full.metrics_path)
+
+
+# ------------------------------------------------------------------------------------------
+# Any runner (run + RunSpec), metrics with named axes, sweeps over config variants (issue 13).
+
+
+def make_two_agent_runner(config):
+    """The bandit with a per-agent step metric and a per-level evaluation metric, declared."""
+    runner = make_bandit_runner(config)
+
+    def step(state):
+        state, metrics = runner.step(state)
+        mean = state.params["mean"]
+        return state, {**metrics, "reward": mean[:2] * 1.0}  # (agent,): two agents
+
+    def evaluate(state, key):
+        metrics = runner.evaluate(state, key)
+        levels = metrics["episode_return"][:, None] + jnp.arange(3.0)  # (episodes, level)
+        return {**metrics, "solved": levels}
+
+    return runner._replace(
+        step=step, evaluate=evaluate, metric_axes={"reward": ("agent",), "solved": ("level",)}
+    )
+
+
+def test_metrics_with_named_axes_get_one_key_per_index(tmp_path):
+    result = run(str(tmp_path / "run"), make_runner=make_two_agent_runner, plot=False)
+    runs = json.loads(read(result.metrics_path))["custom"]["Bandit-v0"]["bandit"]
+    last = runs["seed_5"]["step_4"]
+    # Existing keys are unchanged; the declared ones add a key per agent / level.
+    assert {"mean_episode_return", "episode_length", "train_episode_return", "train_loss"} <= set(last)
+    assert {"train_reward_agent_0", "train_reward_agent_1", "solved_level_0", "solved_level_2"} <= set(last)
+    assert not any(
+        k.startswith(("train_reward_agent_2", "solved_level_3")) or k in ("reward", "solved") for k in last
+    )
+    assert len(last["train_reward_agent_1"]) == 1 and len(last["solved_level_2"]) == CONFIG.eval_episodes
+    np.testing.assert_allclose(
+        np.array(last["solved_level_2"]), np.array(last["mean_episode_return"]) + 2.0, rtol=1e-6
+    )
+    state_mean = np.asarray(result.state.params["mean"])  # (members, 3)
+    # The step metric is a chunk mean; the last chunk is one iteration, so it is the final parameter.
+    np.testing.assert_allclose(last["train_reward_agent_1"], [state_mean[1, 1]], rtol=1e-6)
+    assert "solved_level_1" in runs["seed_0"]["absolute_metrics"]
+    assert not any(k.startswith("train_") for k in runs["seed_0"]["absolute_metrics"])
+    with open(result.csv_path) as handle:
+        assert ",seed_0,4,320,train_reward_agent_0,0," in handle.read()
+
+
+def test_undeclared_or_wrong_metric_axes_are_refused_before_the_run(tmp_path):
+    def undeclared(config):
+        return make_two_agent_runner(config)._replace(metric_axes={"solved": ("level",)})
+
+    with pytest.raises(
+        ConfigError, match=r"metric 'reward' of shape \(2,\).*metric_axes=\{'reward': \('agent',\)\}"
+    ):
+        run(str(tmp_path / "a"), make_runner=undeclared)
+    assert not os.path.exists(tmp_path / "a")
+
+    def typo(config):
+        return make_two_agent_runner(config)._replace(metric_axes={"reward": ("agent",), "solve": ("level",)})
+
+    with pytest.raises(ConfigError, match=r"names \['solve'\], which neither step nor evaluate returns"):
+        run(str(tmp_path / "b"), make_runner=typo)
+
+    def too_many(config):
+        return make_two_agent_runner(config)._replace(metric_axes={"reward": ("agent", "level")})
+
+    with pytest.raises(ConfigError, match="need 2 dimension"):
+        run(str(tmp_path / "c"), make_runner=too_many)
+    with pytest.raises(ConfigError, match="tuple of distinct axis names"):
+        run(
+            str(tmp_path / "d"),
+            make_runner=lambda c: make_bandit_runner(c)._replace(metric_axes={"loss": "agent"}),
+        )
+
+
+class ToyState(NamedTuple):
+    weight: jax.Array
+    key: jax.Array
+
+
+def make_toy_runner(steps_per_iteration=5, num_iterations=7, traces=None):
+    """A runner written by user code: no config class, no env id, no episode_return."""
+    traces = [] if traces is None else traces
+
+    def init(key):
+        return ToyState(jnp.zeros((), jnp.float32), key)
+
+    def step(state):
+        traces.append(1)
+        key, noise = jax.random.split(state.key)
+        weight = state.weight + 0.5 * (2.0 - state.weight) + 0.01 * jax.random.normal(noise)
+        return ToyState(weight, key), {"error": jnp.abs(2.0 - weight)}
+
+    def evaluate(state, key):
+        return {"score": -jnp.abs(2.0 - state.weight) + jnp.zeros((2,))}
+
+    return Runner(init, step, evaluate, steps_per_iteration, num_iterations)
+
+
+TOY_SPEC = RunSpec("toy", task="Target2", config={"target": 2.0}, score="score")
+
+
+def test_run_takes_any_runner_and_a_small_spec(tmp_path):
+    traces = []
+    runner = make_toy_runner(traces=traces)._replace(metric_axes={})
+    stream = io.StringIO()
+    whole = driver.run(
+        runner, TOY_SPEC, seeds=2, out_dir=str(tmp_path / "whole"), chunk_iterations=2, progress_stream=stream
+    )
+    assert (
+        whole.finished and whole.step_count == 35 and whole.members == [("toy", "seed_0"), ("toy", "seed_1")]
+    )
+    data = json.loads(read(whole.metrics_path))
+    runs = data["custom"]["Target2"]["toy"]
+    assert [runs["seed_1"][f"step_{i}"]["step_count"] for i in range(5)] == [0, 10, 20, 30, 35]
+    assert set(runs["seed_1"]["step_4"]) == {"step_count", "score", "train_error"}
+    np.testing.assert_allclose(
+        whole.final_return, [np.mean(runs[s]["step_4"]["score"]) for s in ("seed_0", "seed_1")]
+    )
+    assert whole.final_return.max() > -0.1  # the toy learns
+    assert "toy Target2 x2 seeds" in stream.getvalue() and "return -" in stream.getvalue()
+    assert read(whole.plot_path)[:4] == b"\x89PNG"
+    assert json.loads(read(whole.config_path))["config"] == {"target": 2.0}
+    # Stopped and resumed, it ends as the uninterrupted run; another spec config is refused.
+    part = str(tmp_path / "part")
+    driver.run(runner, TOY_SPEC, seeds=2, out_dir=part, chunk_iterations=2, max_chunks=2, progress=False)
+    with pytest.raises(ConfigError, match="differs in target"):
+        driver.run(
+            runner, RunSpec("toy", task="Target2", config={"target": 3.0}), seeds=2, out_dir=part, resume=True
+        )
+    rest = driver.run(runner, TOY_SPEC, seeds=2, out_dir=part, resume=True, progress=False)
+    assert_bit_identical(rest.state, whole.state)
+    assert read(rest.metrics_path) == read(whole.metrics_path)
+    assert len(traces) == 1  # three runs of one runner (its metric_axes a dict): one compile
+    with pytest.raises(TypeError, match="takes a Runner"):
+        driver.run(make_toy_runner, TOY_SPEC, out_dir=str(tmp_path / "x"))
+    with pytest.raises(ValueError, match=r"RunSpec\.algorithm"):
+        RunSpec("")
+
+
+SWEEP = [{"learning_rate": 0.1}, {"learning_rate": 0.3}]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    traces = []
+
+    def counting(config):
+        runner = make_bandit_runner(config)
+
+        def step(state):
+            traces.append(1)
+            return runner.step(state)
+
+        return runner._replace(step=step)
+
+    config = dataclasses.replace(CONFIG, label="sweep")
+    result = run(
+        str(tmp_path_factory.mktemp("sweep") / "run"), config=config, variants=SWEEP, make_runner=counting
+    )
+    return result, traces
+
+
+def test_a_sweep_is_one_program_with_a_run_per_variant_and_seed(sweep, tmp_path):
+    result, traces = sweep
+    assert len(traces) == 1  # one trace of the step: every variant and seed in one program
+    names = ["bandit[learning_rate=0.1]", "bandit[learning_rate=0.3]"]
+    assert result.members == [(n, s) for n in names for s in ("seed_0", "seed_5")]
+    algorithms = json.loads(read(result.metrics_path))["custom"]["Bandit-v0"]
+    assert list(algorithms) == names
+    assert all(sorted(algorithms[n]) == ["seed_0", "seed_5"] for n in names)
+    assert np.asarray(result.state.params["mean"]).shape == (4, 3)
+    # Each member is the run of its variant alone (same seed, same keys).
+    alone = run(
+        str(tmp_path / "alone"),
+        config=dataclasses.replace(CONFIG, label="sweep", learning_rate=0.3),
+        plot=False,
+    )
+    np.testing.assert_allclose(
+        np.asarray(result.state.params["mean"])[2:],
+        np.asarray(alone.state.params["mean"]),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    info = json.loads(read(result.config_path))
+    assert info["variants"] == SWEEP and info["config"]["learning_rate"] == CONFIG.learning_rate
+    assert ckpt.read_metadata(result.checkpoint_path)["variants"] == SWEEP
+    # The higher learning rate gets closer to the target (the bandit's return is -distance^2).
+    assert result.final_return[2:].mean() > result.final_return[:2].mean()
+
+
+def test_a_sweep_resumes_exactly_and_refuses_other_variants(sweep, tmp_path):
+    result, _ = sweep
+    config = dataclasses.replace(CONFIG, label="sweep")
+    out_dir = str(tmp_path / "run")
+    run(out_dir, config=config, variants=SWEEP, max_chunks=2)
+    with pytest.raises(ConfigError, match="variants"):
+        run(out_dir, config=config, variants=SWEEP[:1], resume=True)
+    with pytest.raises(ConfigError, match="variants"):
+        run(out_dir, config=config, resume=True)
+    rest = run(out_dir, config=config, variants=SWEEP, resume=True)
+    assert_bit_identical(rest.state, result.state)
+    assert read(rest.metrics_path) == read(result.metrics_path)
+    assert read(rest.csv_path) == read(result.csv_path)
+    from lamella.agents.config import register_algorithm, unregister_algorithm
+
+    register_algorithm("bandit", BanditConfig, make_bandit_runner, overwrite=True)
+    try:
+        loaded = driver.load_run(out_dir)
+    finally:
+        unregister_algorithm("bandit")
+    assert_bit_identical(loaded.state, result.state)
+
+
+@pytest.mark.parametrize(
+    ("variants", "error", "match"),
+    [
+        ([{"learnin_rate": 0.1}], ConfigError, r"\['learnin_rate'\], which BanditConfig does not have"),
+        ([{"learning_rate": "fast"}], ValueError, "numbers only"),
+        ([{"learning_rate": 0.1}, {"noise_scale": 0.1}], ValueError, "same fields"),
+        ([{"learning_rate": 0.1}, {"learning_rate": 0.1}], ValueError, "distinct"),
+        ({"learning_rate": 0.1}, ValueError, "non-empty list"),
+        ([{"num_envs": 2}, {"num_envs": 4}], ConfigError, "same iterations"),
+        ([{"eval_episodes": 2}, {"eval_episodes": 3}], ConfigError, "eval_episodes.*as a Python value"),
+    ],
+)
+def test_bad_variants_are_refused_before_the_run(tmp_path, variants, error, match):
+    with pytest.raises(error, match=match):
+        run(str(tmp_path / "run"), variants=variants)
+    assert not os.path.exists(tmp_path / "run")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import tempfile
 
-__all__ = ["atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "remove_temp_files", "temp_file_pattern"]
 
 # mkstemp creates files readable by the owner only; give the result the mode a plain open()
 # would (0o666 minus the umask). Read once: os.umask can only be read by setting it.
@@ -37,6 +38,29 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             os.unlink(tmp_path)
         raise
     _fsync_directory(directory)
+
+
+def temp_file_pattern(name: str) -> str:
+    """The glob of the temporary files :func:`atomic_write_bytes` makes for a file named ``name``
+    (a glob itself, such as ``checkpoint_*.msgpack``): ``.<name>.<random>.tmp``."""
+    return f".{name}.*.tmp"
+
+
+def remove_temp_files(directory: str | os.PathLike[str], name: str) -> list[str]:
+    """Delete the leftover temporary files of atomic writes of ``name`` in ``directory``.
+
+    A process killed between writing the temporary file and renaming it leaves the temporary
+    file behind. Call this only when no other process may be writing ``name`` there (the
+    driver calls it when a run resumes: one process writes a run directory at a time).
+
+    Returns:
+        The paths deleted.
+    """
+    found = sorted(glob.glob(os.path.join(os.fspath(directory), temp_file_pattern(name))))
+    for path in found:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return found
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

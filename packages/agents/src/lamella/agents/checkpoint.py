@@ -31,14 +31,16 @@ import jax.numpy as jnp
 import msgpack
 import numpy as np
 
-from lamella.agents._files import atomic_write_bytes
+from lamella.agents._files import atomic_write_bytes, remove_temp_files
 
 __all__ = [
     "CheckpointError",
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "prune_checkpoints",
     "read_metadata",
+    "remove_stale_temp_files",
     "save_checkpoint",
 ]
 
@@ -127,10 +129,38 @@ def save_checkpoint(
     directory = os.fspath(directory)
     path = os.path.join(directory, f"checkpoint_{step:09d}.msgpack")
     atomic_write_bytes(path, data)
-    if keep is not None:
-        for old in list_checkpoints(directory)[:-keep]:
-            os.unlink(old)
+    prune_checkpoints(directory, keep)
     return path
+
+
+def prune_checkpoints(directory: str | os.PathLike[str], keep: int | None) -> list[str]:
+    """Delete all but the ``keep`` newest checkpoints in ``directory`` (None keeps all).
+
+    :func:`save_checkpoint` calls it after each write; the driver also calls it when a run
+    resumes, since a run killed between a checkpoint's rename and this pruning keeps one
+    file too many.
+
+    Returns:
+        The paths deleted.
+    """
+    if keep is not None and keep < 1:
+        raise ValueError(f"prune_checkpoints: keep must be >= 1 or None, got {keep}.")
+    if keep is None:
+        return []
+    old = list_checkpoints(directory)[:-keep]
+    for path in old:
+        os.unlink(path)
+    return old
+
+
+def remove_stale_temp_files(directory: str | os.PathLike[str]) -> list[str]:
+    """Delete the temporary files of checkpoint writes that never finished (a killed run).
+
+    :func:`save_checkpoint` writes ``.checkpoint_<step>.msgpack.<random>.tmp`` and renames it;
+    a process killed in between leaves the temporary file behind. Only one process writes a
+    run's checkpoints, so when a run resumes every such file is stale.
+    """
+    return remove_temp_files(directory, "checkpoint_*.msgpack")
 
 
 def list_checkpoints(directory: str | os.PathLike[str]) -> list[str]:

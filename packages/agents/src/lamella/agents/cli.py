@@ -164,11 +164,16 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
         path = args.resume
         if not os.path.isfile(path):
             path = ckpt.latest_checkpoint(os.path.join(path, "checkpoints")) or ""
-        if not path:
+        if path:
+            stored = ckpt.read_metadata(path)
+        elif os.path.isfile(os.path.join(args.resume, "config.json")):
+            # A run killed before its first checkpoint starts over with its config.json.
+            with open(os.path.join(args.resume, "config.json"), encoding="utf-8") as handle:
+                stored = json.load(handle)
+        else:
             raise config_lib.ConfigError(
-                f"Nothing to resume in {args.resume!r}: no checkpoints/checkpoint_*.msgpack."
+                f"Nothing to resume in {args.resume!r}: no checkpoints/checkpoint_*.msgpack and no config.json."
             )
-        stored = ckpt.read_metadata(path)
         if stored["algorithm"] != args.algorithm:
             raise config_lib.ConfigError(
                 f"{args.resume!r} is a {stored['algorithm']!r} run, not {args.algorithm!r}."
@@ -243,6 +248,14 @@ def train_command(args: argparse.Namespace) -> int:
         )
         return 130
     seconds = time.perf_counter() - start
+    if result.already_finished:
+        print(
+            f"already finished: {result.out_dir} holds a finished run ({result.step_count:,} steps per seed); "
+            "nothing was trained."
+        )
+        print(f"  run log     {result.metrics_path}")
+        print(f"  checkpoint  {result.checkpoint_path}")
+        return 0
     returns = result.final_return
     status = (
         "finished" if result.finished else f"stopped at iteration {result.iteration}/{result.num_iterations}"

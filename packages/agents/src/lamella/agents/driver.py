@@ -1,25 +1,38 @@
 """The host-side training driver shared by every runner.
 
-:func:`run_experiment` trains one config for several seeds at once. The seeds are a ``vmap``
-axis: ``runner.init`` is vmapped over one key per seed, and training runs in *chunks* of
-iterations, each chunk one call of a compiled ``vmap`` over seeds of a loop of
-``runner.step`` (a ``lax.while_loop`` whose trip count is an argument, so every chunk length,
-the shorter last one included, runs the same compiled program). Between chunks, on the host, the driver
+:func:`run` trains any :class:`~lamella.agents.runner.Runner` for a *population*: several seeds,
+optionally times several config variants (a sweep), all one ``vmap`` axis of one compiled
+program. :func:`run_experiment` is the convenience over it for an algorithm config
+(``run_experiment(PPOConfig(...), seeds=4)``). Training runs in *chunks* of iterations, each
+chunk one call of a compiled ``vmap`` over the population of a loop of ``runner.step`` (a
+``lax.while_loop`` whose trip count is an argument, so every chunk length, the shorter last
+one included, runs the same compiled program). Between chunks, on the host, the driver
 
-* evaluates the greedy policy of every seed (``vmap(runner.evaluate)``),
+* evaluates the greedy policy of every member (``vmap(runner.evaluate)``),
 * appends to the run log (``metrics.json`` in the marl-eval layout, ``metrics.csv``,
-  optionally TensorBoard), rewritten atomically,
+  optionally TensorBoard), rewritten atomically; metrics with named axes
+  (``Runner.metric_axes``: agent, level, ...) get one key per index,
 * writes a checkpoint (msgpack, no code on load, atomic, the newest few kept),
 * updates the progress display,
 
 and at the end it plots ``learning_curve.png``. The compiled functions are reused across
 calls with an equal config in one process.
 
+The steps of :func:`run`, each its own function: check the arguments; resolve where the run
+starts (:func:`_resolve_start`: fresh, a checkpoint, or a run that never checkpointed) and
+check it against what is stored (:func:`_check_stored`); compile (:func:`compile_runner`,
+:func:`compile_ahead`); then :class:`_Session` runs the chunk loop, logging and
+checkpointing, and finishes the run.
+
 Resume: ``run_experiment(config, out_dir=..., resume=True)`` restores the newest checkpoint
 into the structure of ``runner.init``, cuts the run log back to the evaluations that
 checkpoint had seen, and continues with the same chunks and evaluation keys, so the final
 parameters and the run log are bit-identical to a run that never stopped. A config that
-differs from the checkpoint's is refused, naming the differing keys.
+differs from the checkpoint's is refused, naming the differing keys. A run killed before its
+first checkpoint resumes from the beginning (its ``config.json`` says what it was); a run
+that had finished is reported as such and nothing is compiled. Resuming removes the
+temporary files of atomic writes a killed run left behind and prunes checkpoints to
+``keep_checkpoints``.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ import dataclasses
 import datetime
 import functools
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +54,7 @@ import numpy as np
 
 from lamella.agents import checkpoint as ckpt
 from lamella.agents import config as config_lib
-from lamella.agents._files import atomic_write_text
+from lamella.agents._files import atomic_write_text, remove_temp_files
 from lamella.agents.config import ConfigError, config_diff, config_to_dict
 from lamella.agents.progress import Progress
 from lamella.agents.runlog import RunLog, env_family
@@ -48,7 +62,9 @@ from lamella.agents.runlog import RunLog, env_family
 __all__ = [
     "CompiledRunner",
     "LoadedRun",
+    "ProgramShapes",
     "RunResult",
+    "RunSpec",
     "compile_ahead",
     "compile_options",
     "compile_runner",
@@ -56,7 +72,10 @@ __all__ = [
     "default_out_dir",
     "find_algorithm",
     "load_run",
+    "metric_key",
+    "run",
     "run_experiment",
+    "variant_name",
 ]
 
 # Evaluation keys are fold_in(key(seed), _EVAL_STREAM) folded with the evaluation index, so they
@@ -64,22 +83,72 @@ __all__ = [
 # evaluates with exactly the keys of an uninterrupted one.
 _EVAL_STREAM = 0x6576616C  # "eval"
 
+# What makes a swept field unusable in one program: the runner uses it as a Python value.
+_STATIC_USE_ERRORS = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
+
+Variant = Mapping[str, int | float]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """What a run is called in its run log and checks on resume (everything but the runner).
+
+    Attributes:
+        algorithm: the ``algorithm`` level of the run log (``ppo``, ``my-a2c``).
+        task: the ``task`` level (usually the env id; any name).
+        environment: the ``environment`` level; default ``env_family(task)``
+            (``classic_control`` for ``CartPole-v1``, ``custom`` for an unknown name).
+        config: JSON-compatible settings stored in ``config.json`` and the checkpoints; a
+            resume with different settings is refused, naming the keys. ``None`` stores
+            nothing (then nothing is checked).
+        score: the evaluation metric shown in the progress display, plotted and returned as
+            ``RunResult.final_return`` (mean over its values); absent from a runner's
+            evaluation, the display shows no return and ``final_return`` is NaN.
+    """
+
+    algorithm: str
+    task: str = "custom"
+    environment: str | None = None
+    config: Mapping[str, Any] | None = None
+    score: str = "episode_return"
+
+    def __post_init__(self) -> None:
+        for name in ("algorithm", "task", "score"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"RunSpec.{name} must be a non-empty string, got {value!r}.")
+        if self.config is not None:
+            try:
+                json.dumps(dict(self.config), allow_nan=False)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"RunSpec.config must be JSON-compatible: {error}") from None
+
 
 @dataclasses.dataclass
 class RunResult:
-    """What :func:`run_experiment` did.
+    """What :func:`run` / :func:`run_experiment` did.
 
     Attributes:
         out_dir: the run directory.
-        state: the runner state after the last chunk run, seed axis leading.
-        iteration: training iterations done (per seed).
+        state: the runner state after the last chunk run, population axis leading (the
+            members in the order of ``members``).
+        iteration: training iterations done (per member).
         num_iterations: iterations of the whole run.
-        step_count: environment steps done per seed.
+        step_count: environment steps done per member.
         finished: whether the run reached ``num_iterations``.
         metrics_path: ``metrics.json``; ``csv_path``: ``metrics.csv``; ``config_path``: ``config.json``.
         checkpoint_path: the newest checkpoint (None if none was written).
         plot_path: ``learning_curve.png`` (None until the run finishes or with ``plot=False``).
-        final_return: mean greedy return of the last evaluation, one per seed.
+        final_return: mean of the score metric (``RunSpec.score``, by default the greedy
+            return) at the last evaluation, one per member (NaN where it is not logged).
+        already_finished: the call resumed a run that had finished, and trained nothing.
+        members: ``(algorithm, run)`` of each member as in the run log: ``run`` is
+            ``seed_<n>``, ``algorithm`` the runner's name, with the variant for a sweep
+            (:func:`variant_name`).
     """
 
     out_dir: str
@@ -94,6 +163,8 @@ class RunResult:
     checkpoint_path: str | None
     plot_path: str | None
     final_return: np.ndarray
+    already_finished: bool = False
+    members: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 def find_algorithm(config: Any, algorithm: str | None = None) -> tuple[str, Callable[[Any], Any]]:
@@ -151,6 +222,61 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     values = [int(s) for s in seeds]
     if not values or len(set(values)) != len(values) or min(values) < 0:
         raise ValueError(f"seeds must be distinct non-negative integers, got {list(seeds)}.")
+    return values
+
+
+def _variant_list(variants: Sequence[Variant] | None) -> list[dict[str, int | float]] | None:
+    """``variants`` checked: a non-empty list of ``{name: number}`` with the same names."""
+    if variants is None:
+        return None
+    if isinstance(variants, Mapping) or not isinstance(variants, Sequence) or not variants:
+        raise ValueError(
+            "variants must be a non-empty list of {field: number} dicts, "
+            f"for example [{{'learning_rate': 1e-3}}, {{'learning_rate': 3e-3}}]; got {variants!r}."
+        )
+    checked = []
+    for index, variant in enumerate(variants):
+        if not isinstance(variant, Mapping) or not variant:
+            raise ValueError(
+                f"variants[{index}] must be a non-empty {{field: number}} dict, got {variant!r}."
+            )
+        for name, value in variant.items():
+            if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+                raise ValueError(
+                    f"variants[{index}][{name!r}] is {value!r}; a variant sets numbers only "
+                    "(they become traced values of one program). Sweep other settings with separate runs."
+                )
+            if not math.isfinite(float(value)):
+                raise ValueError(f"variants[{index}][{name!r}] is {value!r}; it must be finite.")
+        checked.append(
+            {str(k): (float(v) if isinstance(v, float | np.floating) else int(v)) for k, v in variant.items()}
+        )
+    names = list(checked[0])
+    for index, variant in enumerate(checked):
+        if sorted(variant) != sorted(names):
+            raise ValueError(
+                f"variants[{index}] sets {sorted(variant)}, variants[0] sets {sorted(names)}; every variant "
+                "must set the same fields."
+            )
+    if len({tuple(sorted(v.items())) for v in checked}) != len(checked):
+        raise ValueError(f"variants must be distinct, got {checked}.")
+    return checked
+
+
+def variant_name(algorithm: str, variant: Variant | None) -> str:
+    """The run log's ``algorithm`` for one variant of a sweep: ``ppo[learning_rate=0.001]``."""
+    if not variant:
+        return algorithm
+    return f"{algorithm}[{','.join(f'{k}={v}' for k, v in variant.items())}]"
+
+
+def _variant_values(variants: list[dict[str, int | float]], num_seeds: int) -> dict[str, np.ndarray]:
+    """``{field: (variants * seeds,)}``: each variant's value repeated for its seeds."""
+    values = {}
+    for name in variants[0]:
+        column = [v[name] for v in variants]
+        dtype = np.float32 if any(isinstance(x, float) for x in column) else np.int32
+        values[name] = np.repeat(np.asarray(column, dtype), num_seeds)
     return values
 
 
@@ -215,28 +341,32 @@ def compile_options(program: str, num_seeds: int = 1, mode: str = "auto") -> dic
 
 
 class CompiledRunner(NamedTuple):
-    """A runner with the driver's vmapped, jitted functions (seeds on the leading axis).
+    """A runner with the driver's vmapped, jitted functions (population axis leading).
 
     Attributes:
-        runner: the :class:`~lamella.agents.runner.Runner`.
+        runner: the :class:`~lamella.agents.runner.Runner` (of a sweep: the first
+            variant's, for its static settings and declared metrics).
         init: ``init(keys) -> states``.
         evaluate: ``evaluate(states, keys) -> metrics``.
         chunk: ``chunk(states, length) -> (states, mean step metrics)``: ``length``
             iterations of ``runner.step``.
+        num_members: the population: seeds, times variants for a sweep (each variant's
+            seeds together, in the order of the variants).
     """
 
     runner: Any
     init: Callable[[jax.Array], Any]
     evaluate: Callable[[Any, jax.Array], dict[str, jax.Array]]
     chunk: Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]
+    num_members: int = 1
 
 
 def over_seeds(fn: Callable[..., Any], num_seeds: int, in_axes: Any = 0) -> Callable[..., Any]:
-    """``jax.vmap(fn, in_axes)``, or for one seed ``fn`` on the only entry of the seed axis.
+    """``jax.vmap(fn, in_axes)``, or for one member ``fn`` on the only entry of the leading axis.
 
-    The result has the seed axis either way. A single seed is not vmapped so that a
-    ``lax.cond`` in the runner (an off-policy warm-up, for example) stays a branch instead of
-    becoming a select that computes both sides.
+    The result has the leading (seed, or population) axis either way. A single member is not
+    vmapped so that a ``lax.cond`` in the runner (an off-policy warm-up, for example) stays a
+    branch instead of becoming a select that computes both sides.
     """
     if num_seeds != 1:
         return jax.vmap(fn, in_axes=in_axes)
@@ -256,20 +386,100 @@ def over_seeds(fn: Callable[..., Any], num_seeds: int, in_axes: Any = 0) -> Call
     return single
 
 
-def compile_runner(runner: Any, num_seeds: int = 1, mode: str = "auto") -> CompiledRunner:
-    """The functions :func:`run_experiment` calls for ``num_seeds`` seeds, jitted with
-    :func:`compile_options` for ``mode`` (each compiles at its first call)."""
+def compile_runner(
+    runner: Any,
+    num_seeds: int = 1,
+    mode: str = "auto",
+    *,
+    variants: Sequence[Variant] | None = None,
+) -> CompiledRunner:
+    """The functions :func:`run` calls, jitted with :func:`compile_options` for ``mode`` (each
+    compiles at its first call, or ahead with :func:`compile_ahead`).
+
+    Args:
+        runner: a :class:`~lamella.agents.runner.Runner`; with ``variants``, a function
+            ``values -> Runner`` that builds the runner from ``{field: value}`` (called with
+            plain numbers once per variant to check it, then with traced scalars inside the
+            compiled programs).
+        num_seeds: seeds per variant (the population is ``num_seeds * len(variants)``).
+        mode: see :func:`compile_options`.
+        variants: ``[{field: number}, ...]``: a sweep over values the runner uses as traced
+            numbers (learning rates, coefficients), one compiled program for all of them.
+
+    Raises:
+        ConfigError: a variant changes the number of iterations or steps per iteration, or
+            ``runner`` uses a swept value as a Python number (a shape, a loop length, a branch).
+    """
+    checked = _variant_list(variants)
+    if checked is None:
+        return CompiledRunner(
+            runner,
+            jax.jit(
+                over_seeds(_strongly_typed(runner.init), num_seeds),
+                compiler_options=compile_options("init", num_seeds, mode),
+            ),
+            jax.jit(
+                over_seeds(runner.evaluate, num_seeds),
+                compiler_options=compile_options("evaluate", num_seeds, mode),
+            ),
+            _make_chunk(runner.step, num_seeds, compile_options("chunk", num_seeds, mode)),
+            num_seeds,
+        )
+    make = runner
+    if not callable(make) or hasattr(make, "step"):
+        raise TypeError(
+            "compile_runner(variants=...) takes a function values -> Runner (it builds one runner per "
+            f"variant), got {type(make).__name__}."
+        )
+    concrete = [make(dict(v)) for v in checked]
+    first = concrete[0]
+    for index, other in enumerate(concrete[1:], 1):
+        for name in ("num_iterations", "steps_per_iteration"):
+            if int(getattr(other, name)) != int(getattr(first, name)):
+                raise ConfigError(
+                    f"Variant {checked[index]} gives {name}={getattr(other, name)}, variant {checked[0]} "
+                    f"{getattr(first, name)}: the variants of one program must train for the same iterations "
+                    "and steps. Sweep such settings with separate runs."
+                )
+    values = _variant_values(checked, num_seeds)
+    members = len(checked) * num_seeds
+    try:  # building the runner from traced values: a static use of a value fails here
+        jax.eval_shape(lambda v: (make(v), jnp.zeros(()))[1], {k: a[0] for k, a in values.items()})
+    except _STATIC_USE_ERRORS as error:
+        raise _static_use_error(checked[0], error) from error
+
+    def init(key: jax.Array, v: dict[str, jax.Array]) -> Any:
+        return _strongly_typed(make(v).init)(key)
+
+    def evaluate(state: Any, key: jax.Array, v: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        return make(v).evaluate(state, key)
+
+    def step(state: Any, v: dict[str, jax.Array]) -> tuple[Any, dict[str, jax.Array]]:
+        return make(v).step(state)
+
+    init_members = over_seeds(init, members)
+    evaluate_members = over_seeds(evaluate, members)
     return CompiledRunner(
-        runner,
+        first,
         jax.jit(
-            over_seeds(_strongly_typed(runner.init), num_seeds),
-            compiler_options=compile_options("init", num_seeds, mode),
+            lambda keys: init_members(keys, values), compiler_options=compile_options("init", members, mode)
         ),
         jax.jit(
-            over_seeds(runner.evaluate, num_seeds),
-            compiler_options=compile_options("evaluate", num_seeds, mode),
+            lambda states, keys: evaluate_members(states, keys, values),
+            compiler_options=compile_options("evaluate", members, mode),
         ),
-        _make_chunk(runner, num_seeds, compile_options("chunk", num_seeds, mode)),
+        _make_chunk(step, members, compile_options("chunk", members, mode), values),
+        members,
+    )
+
+
+def _static_use_error(variant: Variant, error: Exception) -> ConfigError:
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return ConfigError(
+        f"The runner uses a swept field ({', '.join(variant)}) as a Python value (a shape, a loop "
+        "length or a branch), so its variants cannot share one compiled program. Sweep only "
+        f"numbers the runner computes with (learning rates, coefficients), or run the values "
+        f"separately. (JAX: {first_line})"
     )
 
 
@@ -288,15 +498,27 @@ def _strongly_typed(init: Callable[[jax.Array], Any]) -> Callable[[jax.Array], A
     return lambda key: jax.tree.map(strong, init(key))
 
 
-def compile_ahead(compiled: CompiledRunner, keys: jax.Array) -> None:
-    """Compile ``compiled``'s three programs for ``keys`` (one key per seed) before their first
-    call, XLA compiling while Python traces.
+class ProgramShapes(NamedTuple):
+    """What :func:`compile_ahead` found while tracing: shapes and dtypes (``jax.ShapeDtypeStruct``)
+    of the population's state, of a chunk's step metrics and of an evaluation's metrics."""
+
+    state: Any
+    step_metrics: dict[str, Any]
+    evaluation: dict[str, Any]
+
+
+def compile_ahead(compiled: CompiledRunner, keys: jax.Array) -> ProgramShapes:
+    """Compile ``compiled``'s three programs for ``keys`` (one key per member) before their
+    first call, XLA compiling while Python traces.
 
     Each program is traced and lowered in turn on this thread (Python work), then handed to a
     worker thread for XLA's compilation, which runs without the interpreter lock: the training
     chunk, the longest compile, overlaps the tracing of the evaluation and the compilation of
     the others. The executables land in jax's cache, so the later calls with these shapes run
     at once; a call with other shapes or types compiles at its first call, as without this.
+
+    Returns:
+        The shapes of the state and of the metrics (:class:`ProgramShapes`).
     """
     length = jax.ShapeDtypeStruct((), jnp.int32)
     workers = max(1, min(3, os.cpu_count() or 1))
@@ -304,33 +526,41 @@ def compile_ahead(compiled: CompiledRunner, keys: jax.Array) -> None:
         init = compiled.init.trace(keys).lower()
         jobs = [pool.submit(init.compile)]
         states = init.out_info
-        jobs.append(pool.submit(compiled.chunk.trace(states, length).lower().compile))
-        jobs.append(pool.submit(compiled.evaluate.trace(states, keys).lower().compile))
+        chunk = compiled.chunk.trace(states, length)
+        jobs.append(pool.submit(chunk.lower().compile))
+        evaluate = compiled.evaluate.trace(states, keys)
+        jobs.append(pool.submit(evaluate.lower().compile))
         for job in jobs:
             job.result()
+    return ProgramShapes(states, dict(chunk.out_info[1]), dict(evaluate.out_info))
 
 
 def _make_chunk(
-    runner: Any, num_seeds: int, options: dict[str, Any] | None
+    step: Callable[..., tuple[Any, dict[str, jax.Array]]],
+    num_members: int,
+    options: dict[str, Any] | None,
+    values: dict[str, np.ndarray] | None = None,
 ) -> Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]:
-    """``chunk(states, length) -> (states, mean step metrics)`` for every seed at once.
+    """``chunk(states, length) -> (states, mean step metrics)`` for every member at once.
 
     The number of iterations is a traced argument of a ``while_loop``, so one compiled
-    program serves every chunk length (the last, shorter chunk of a run included).
+    program serves every chunk length (the last, shorter chunk of a run included). With
+    ``values`` (a sweep), ``step(state, member_values)``; the values are constants of the
+    program, one per member.
     """
 
     # Jitted so that its trace is cached: finding the metrics' structure traces the step once,
     # and the loop body reuses that trace (tracing is a good part of a small program's compile).
-    step = jax.jit(runner.step)
+    step = jax.jit(step)
 
-    def run_chunk(state: Any, length: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+    def run_chunk(state: Any, length: jax.Array, *extra: Any) -> tuple[Any, dict[str, jax.Array]]:
         # The structure of the step metrics (for the loop carry), from an abstract trace.
-        metric_shapes = jax.eval_shape(lambda s: step(s)[1], state)
+        metric_shapes = jax.eval_shape(lambda s, *e: step(s, *e)[1], state, *extra)
         sums = jax.tree.map(lambda m: jnp.zeros(m.shape, jnp.float32), metric_shapes)
 
         def body(carry: tuple[jax.Array, Any, Any]) -> tuple[jax.Array, Any, Any]:
             i, state, sums = carry
-            state, metrics = step(state)
+            state, metrics = step(state, *extra)
             sums = jax.tree.map(lambda total, m: total + jnp.asarray(m, jnp.float32), sums, metrics)
             return i + 1, state, sums
 
@@ -339,60 +569,510 @@ def _make_chunk(
         )
         return state, jax.tree.map(lambda total: total / length, sums)
 
-    return jax.jit(over_seeds(run_chunk, num_seeds, in_axes=(0, None)), compiler_options=options)
+    if values is None:
+        return jax.jit(over_seeds(run_chunk, num_members, in_axes=(0, None)), compiler_options=options)
+    chunk = over_seeds(run_chunk, num_members, in_axes=(0, None, 0))
+    return jax.jit(lambda states, length: chunk(states, length, values), compiler_options=options)
 
 
-def _compile(make_runner: Callable[[Any], Any], config: Any, num_seeds: int, mode: str) -> CompiledRunner:
+def _build_runner(make_runner: Callable[[Any], Any], config: Any) -> Any:
     try:
-        runner = make_runner(config)
+        return make_runner(config)
+    except _STATIC_USE_ERRORS:
+        raise
     except (KeyError, TypeError, ValueError) as error:
         # Building a runner validates the config against the env (unknown env id, sizes that
         # do not divide, ...): a config mistake, reported as one, before anything compiles.
         detail = error.args[0] if isinstance(error, KeyError) and error.args else error
         raise ConfigError(f"Cannot build the runner for {type(config).__name__}: {detail}") from error
-    return compile_runner(runner, num_seeds, mode)
+
+
+def _compile(
+    make_runner: Callable[[Any], Any],
+    config: Any,
+    num_seeds: int,
+    mode: str,
+    variants: tuple[tuple[tuple[str, Any], ...], ...] | None = None,
+) -> CompiledRunner:
+    if variants is None:
+        return compile_runner(_build_runner(make_runner, config), num_seeds, mode)
+
+    def make(values: Mapping[str, Any]) -> Any:
+        return _build_runner(make_runner, dataclasses.replace(config, **values))
+
+    return compile_runner(make, num_seeds, mode, variants=[dict(v) for v in variants])
 
 
 @functools.lru_cache(maxsize=8)
 def _compile_cached(
-    make_runner: Callable[[Any], Any], config: Any, num_seeds: int, mode: str
+    make_runner: Callable[[Any], Any],
+    config: Any,
+    num_seeds: int,
+    mode: str,
+    variants: tuple[tuple[tuple[str, Any], ...], ...] | None = None,
 ) -> CompiledRunner:
-    return _compile(make_runner, config, num_seeds, mode)
+    return _compile(make_runner, config, num_seeds, mode, variants)
 
 
-def _compiled(make_runner: Callable[[Any], Any], config: Any, num_seeds: int, mode: str) -> CompiledRunner:
+def _compiled(
+    make_runner: Callable[[Any], Any],
+    config: Any,
+    num_seeds: int,
+    mode: str,
+    variants: tuple[tuple[tuple[str, Any], ...], ...] | None = None,
+) -> CompiledRunner:
     try:
-        return _compile_cached(make_runner, config, num_seeds, mode)
+        hash((make_runner, config, variants))
     except TypeError:  # an unhashable config: build afresh
-        return _compile(make_runner, config, num_seeds, mode)
+        return _compile(make_runner, config, num_seeds, mode, variants)
+    return _compile_cached(make_runner, config, num_seeds, mode, variants)
 
 
-def _per_run(metrics: Mapping[str, Any], runs: Sequence[str]) -> dict[str, dict[str, list[float]]]:
-    """``{name: array (seeds, ...)}`` -> ``{run: {name: list}}``."""
-    host = {name: np.asarray(value) for name, value in metrics.items()}
+@functools.lru_cache(maxsize=8)
+def _compile_runner_cached(
+    runner: Any, num_seeds: int, mode: str, variants: tuple[tuple[tuple[str, Any], ...], ...] | None
+) -> CompiledRunner:
+    return compile_runner(
+        runner, num_seeds, mode, variants=None if variants is None else [dict(v) for v in variants]
+    )
+
+
+def _compiled_runner(
+    runner: Any, num_seeds: int, mode: str, variants: tuple[tuple[tuple[str, Any], ...], ...] | None
+) -> CompiledRunner:
+    """:func:`compile_runner`, reused for an equal (hashable) runner in one process."""
+    try:
+        hash(runner)
+    except TypeError:  # a runner holding a dict (metric_axes): compile afresh
+        return compile_runner(
+            runner, num_seeds, mode, variants=None if variants is None else [dict(v) for v in variants]
+        )
+    return _compile_runner_cached(runner, num_seeds, mode, variants)
+
+
+def metric_key(name: str, axes: Sequence[str], index: Sequence[int]) -> str:
+    """The run-log key of one entry of a metric with named axes: ``episode_return_agent_0``,
+    ``score_level_2``, ``return_agent_1_level_0`` (axis name and index, in axis order)."""
+    return name + "".join(f"_{axis}_{i}" for axis, i in zip(axes, index, strict=True))
+
+
+def _log_name(name: str) -> str:
+    """The run-log name of an evaluation metric (``episode_return`` is ``mean_episode_return``,
+    the marl-eval name)."""
+    return "mean_episode_return" if name == "episode_return" else name
+
+
+class _MetricLayout:
+    """Which run-log keys a runner's metrics become, checked once against their shapes.
+
+    Step metrics (chunk means, one value per member): a scalar is ``train_<name>``; a metric
+    with named axes is one key per index, ``train_<name>_<axis>_<i>``. Evaluation metrics:
+    ``<name>`` (``mean_episode_return`` for ``episode_return``) with one number per episode;
+    with named axes (the last ones), one such key per index. Anything else is an error that
+    names the metric and the fix, raised before the run starts.
+    """
+
+    def __init__(self, runner: Any, shapes: ProgramShapes) -> None:
+        declared = dict(getattr(runner, "metric_axes", None) or {})  # a mapping or its items
+        for name, axes in declared.items():
+            if (
+                not isinstance(axes, tuple)
+                or not axes
+                or not all(isinstance(a, str) and a.isidentifier() for a in axes)
+                or len(set(axes)) != len(axes)
+            ):
+                raise ConfigError(
+                    f"Runner.metric_axes[{name!r}] is {axes!r}; give a tuple of distinct axis names, "
+                    "for example ('agent',) or ('agent', 'level')."
+                )
+        unknown = sorted(set(declared) - set(shapes.step_metrics) - set(shapes.evaluation))
+        if unknown:
+            raise ConfigError(
+                f"Runner.metric_axes names {unknown}, which neither step nor evaluate returns "
+                f"(step: {sorted(shapes.step_metrics)}; evaluate: {sorted(shapes.evaluation)})."
+            )
+        self.axes = declared
+        self.step_sizes: dict[str, tuple[int, ...]] = {}
+        for name, shape in shapes.step_metrics.items():
+            sizes = tuple(shape.shape[1:])
+            axes = declared.get(name, ())
+            if len(sizes) != len(axes):
+                fix = (
+                    f"declare its axes, for example Runner(metric_axes={{{name!r}: ('agent',)}})"
+                    if not axes
+                    else f"its declared axes {axes} need {len(axes)} dimension(s)"
+                )
+                raise ConfigError(
+                    f"runner.step returns metric {name!r} of shape {sizes} per member; a step metric is a "
+                    f"scalar or has the axes named in Runner.metric_axes: {fix}."
+                )
+            self.step_sizes[name] = sizes
+        self.eval_sizes: dict[str, tuple[int, ...]] = {}
+        for name, shape in shapes.evaluation.items():
+            sizes = tuple(shape.shape[1:])
+            axes = declared.get(name, ())
+            if len(sizes) < len(axes):
+                raise ConfigError(
+                    f"runner.evaluate returns metric {name!r} of shape {sizes} per member, fewer dimensions "
+                    f"than its declared axes {axes} (evaluation metrics are (episodes, *axes))."
+                )
+            self.eval_sizes[name] = sizes[len(sizes) - len(axes) :]
+
+    @staticmethod
+    def _expand(
+        name: str, value: np.ndarray, axes: tuple[str, ...], sizes: tuple[int, ...]
+    ) -> dict[str, np.ndarray]:
+        """``{key: (members, values)}`` for ``value`` ``(members, ..., *sizes)``."""
+        if not axes:
+            return {name: value.reshape(value.shape[0], -1)}
+        return {
+            metric_key(name, axes, index): value[(Ellipsis, *index)].reshape(value.shape[0], -1)
+            for index in np.ndindex(*sizes)
+        }
+
+    def evaluation(self, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for name, value in raw.items():
+            axes = self.axes.get(name, ())
+            out.update(self._expand(_log_name(name), np.asarray(value), axes, self.eval_sizes[name]))
+        return out
+
+    def step(self, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for name, value in raw.items():
+            axes = self.axes.get(name, ())
+            out.update(self._expand(f"train_{name}", np.asarray(value), axes, self.step_sizes[name]))
+        return out
+
+
+def _per_member(
+    metrics: Mapping[str, np.ndarray], members: Sequence[Any]
+) -> dict[Any, dict[str, list[float]]]:
+    """``{key: array (members, values)}`` -> ``{member: {key: list}}``."""
     return {
-        run: {name: value[i].reshape(-1).tolist() for name, value in host.items()}
-        for i, run in enumerate(runs)
+        member: {name: value[i].tolist() for name, value in metrics.items()}
+        for i, member in enumerate(members)
     }
 
 
-def _eval_metrics(raw: Mapping[str, Any]) -> dict[str, Any]:
-    if "episode_return" not in raw:
-        raise KeyError(f"runner.evaluate must return 'episode_return'; it returned {sorted(raw)}.")
-    return {
-        ("mean_episode_return" if name == "episode_return" else name): value for name, value in raw.items()
-    }
+class _Start(NamedTuple):
+    """Where a run starts: ``checkpoint`` to continue from (None: from the beginning), with
+    ``stored`` its metadata, or the ``config.json`` of a run that never wrote a checkpoint."""
+
+    out_dir: str
+    checkpoint: str | None
+    stored: dict[str, Any] | None
 
 
-def _train_metrics(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Chunk means of the scalar step metrics (arrays (seeds,)), named ``train_<name>``."""
-    return {f"train_{name}": np.asarray(value) for name, value in raw.items() if np.ndim(value) == 1}
+def _finished_log(out_dir: str) -> bool:
+    """Whether ``out_dir/metrics.json`` holds a final evaluation (``absolute_metrics``)."""
+    try:
+        with open(os.path.join(out_dir, "metrics.json"), encoding="utf-8") as handle:
+            return '"absolute_metrics"' in handle.read()
+    except OSError:
+        return False
+
+
+def _resolve_start(
+    out_dir: str | os.PathLike[str] | None,
+    resume: bool | str | os.PathLike[str] | None,
+    default_dir: Callable[[], str],
+) -> _Start:
+    """The run directory, and what to continue from; refuses to start over a run."""
+    if resume is False or resume is None:
+        out_dir = os.fspath(out_dir) if out_dir is not None else default_dir()
+        checkpoints = ckpt.list_checkpoints(os.path.join(out_dir, "checkpoints"))
+        if checkpoints:
+            raise FileExistsError(
+                f"{out_dir!r} already holds a run; continue it with resume (--resume {out_dir}) or pick "
+                "another out_dir."
+            )
+        if os.path.exists(os.path.join(out_dir, "metrics.json")):
+            raise FileExistsError(
+                f"{out_dir!r} already holds a run that stopped before its first checkpoint; start it over with "
+                f"resume (--resume {out_dir}: its config.json, from the beginning) or pick another out_dir."
+            )
+        return _Start(out_dir, None, None)
+    if resume is True:
+        if out_dir is None:
+            raise ValueError("resume=True needs out_dir (the run directory to continue).")
+        path = os.fspath(out_dir)
+    else:
+        path = os.fspath(resume)
+    if os.path.isfile(path):
+        return _Start(os.path.dirname(os.path.dirname(os.path.abspath(path))), path, ckpt.read_metadata(path))
+    found = ckpt.latest_checkpoint(os.path.join(path, "checkpoints"))
+    if found is not None:
+        return _Start(path, found, ckpt.read_metadata(found))
+    config_path = os.path.join(path, "config.json")
+    if os.path.isfile(config_path) and not _finished_log(path):
+        # Killed before its first checkpoint: continuing means starting over, with the same
+        # settings (checked against config.json like a checkpoint's).
+        with open(config_path, encoding="utf-8") as handle:
+            return _Start(path, None, json.load(handle))
+    why = (
+        "its run log is finished but the checkpoints are gone"
+        if os.path.isfile(config_path)
+        else "no checkpoints/checkpoint_*.msgpack and no config.json there"
+    )
+    raise FileNotFoundError(f"Nothing to resume in {path!r}: {why}.")
+
+
+def _check_stored(
+    stored: Mapping[str, Any],
+    where: str,
+    spec: RunSpec,
+    seed_list: list[int],
+    variants: list[dict[str, int | float]] | None,
+    chunk_iterations: int | None,
+    compile_mode: str | None,
+) -> tuple[int, str]:
+    """Refuse to continue ``stored`` (a checkpoint's metadata or a ``config.json``) with other
+    settings; return its ``(chunk_iterations, compile_mode)``."""
+    differences = config_diff(stored.get("config") or {}, dict(spec.config or {}))
+    if differences:
+        listed = "; ".join(f"{k}: checkpoint {old!r}, now {new!r}" for k, (old, new) in differences.items())
+        raise ConfigError(
+            f"Cannot resume {where}: the config differs in {', '.join(differences)} ({listed}). "
+            "Resume with the original config, or start a new run in another --out-dir."
+        )
+    if stored["algorithm"] != spec.algorithm:
+        raise ConfigError(
+            f"Cannot resume: the checkpoint is from {stored['algorithm']!r}, not {spec.algorithm!r}."
+        )
+    if list(stored["seeds"]) != seed_list:
+        raise ConfigError(f"Cannot resume: the checkpoint has seeds {stored['seeds']}, not {seed_list}.")
+    if stored.get("variants") != variants:
+        raise ConfigError(
+            f"Cannot resume: the checkpoint has variants {stored.get('variants')}, not {variants}."
+        )
+    if chunk_iterations is not None and chunk_iterations != stored["chunk_iterations"]:
+        raise ConfigError(
+            f"Cannot resume with chunk_iterations={chunk_iterations}: the run used {stored['chunk_iterations']} "
+            "(evaluations happen between chunks, so the run log would differ)."
+        )
+    stored_mode = stored.get("compile_mode", "auto")
+    if compile_mode is not None and compile_mode != stored_mode:
+        raise ConfigError(
+            f"Cannot resume with compile_mode={compile_mode!r}: the run used {stored_mode!r} "
+            "(the compiler options change results in the last bits)."
+        )
+    return int(stored["chunk_iterations"]), stored_mode
+
+
+def _clean_after_kill(out_dir: str, checkpoint_dir: str, keep: int | None, resume_from: str | None) -> None:
+    """Remove what a killed run can leave: temporary files of atomic writes that never got
+    renamed, and a checkpoint beyond ``keep`` (killed between a save and its pruning).
+
+    Pruning waits for the next save when the run resumes from an older checkpoint than the
+    newest (a checkpoint file named by the user), so that file is never deleted first.
+    """
+    for name in ("metrics.json", "metrics.csv", "config.json"):
+        remove_temp_files(out_dir, name)
+    if os.path.isdir(checkpoint_dir):
+        ckpt.remove_stale_temp_files(checkpoint_dir)
+        newest = ckpt.latest_checkpoint(checkpoint_dir)
+        if resume_from is None or (newest is not None and os.path.samefile(newest, resume_from)):
+            ckpt.prune_checkpoints(checkpoint_dir, keep)
+
+
+@dataclasses.dataclass
+class _Session:
+    """One call of :func:`run` once the programs are compiled: the chunk loop, the run log,
+    checkpoints and the end of the run."""
+
+    compiled: CompiledRunner
+    layout: _MetricLayout
+    log: RunLog
+    spec: RunSpec
+    seed_list: list[int]
+    variants: list[dict[str, int | float]] | None
+    eval_keys: jax.Array
+    chunk_iterations: int
+    compile_mode: str
+    checkpoint_dir: str
+    keep_checkpoints: int | None
+    checkpoint_every: int
+
+    @property
+    def num_iterations(self) -> int:
+        return int(self.compiled.runner.num_iterations)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return int(self.compiled.runner.steps_per_iteration)
+
+    def evaluate(self, state: Any, index: int) -> dict[str, np.ndarray]:
+        step_keys = jax.vmap(lambda k: jax.random.fold_in(k, index))(self.eval_keys)
+        return self.layout.evaluation(self.compiled.evaluate(state, step_keys))
+
+    def save(self, state: Any, iteration: int) -> str:
+        meta = {
+            "algorithm": self.spec.algorithm,
+            "config": dict(self.spec.config or {}),
+            "seeds": self.seed_list,
+            **({"variants": self.variants} if self.variants is not None else {}),
+            "iteration": iteration,
+            "num_iterations": self.num_iterations,
+            "steps_per_iteration": self.steps_per_iteration,
+            "chunk_iterations": self.chunk_iterations,
+            "compile_mode": self.compile_mode,
+            "num_evaluations": len(self.log.steps),
+            "versions": ckpt.versions(),
+        }
+        return ckpt.save_checkpoint(
+            self.checkpoint_dir, state, meta, step=iteration, keep=self.keep_checkpoints
+        )
+
+    def score(self, evaluation: Mapping[str, Any]) -> float:
+        values = evaluation.get(_log_name(self.spec.score))
+        return float(np.mean(values)) if values is not None else math.nan
+
+    def start(self, state: Any) -> None:
+        """Log the evaluation before training (``step_0``)."""
+        self.log.add(0, _per_member(self.evaluate(state, 0), self.log.runs))
+        self.log.write()
+
+    def train(
+        self, state: Any, iteration: int, checkpoint_path: str | None, max_chunks: int | None, bar: Progress
+    ) -> tuple[Any, int, str | None]:
+        """Chunks until the run ends or ``max_chunks`` ran: train, evaluate, log, checkpoint."""
+        chunks_done = 0
+        while iteration < self.num_iterations and (max_chunks is None or chunks_done < max_chunks):
+            length = min(self.chunk_iterations, self.num_iterations - iteration)
+            state, step_metrics = self.compiled.chunk(state, jnp.asarray(length, jnp.int32))
+            iteration += length
+            chunks_done += 1
+            evaluation = self.evaluate(state, len(self.log.steps))
+            entry = _per_member({**evaluation, **self.layout.step(step_metrics)}, self.log.runs)
+            self.log.add(iteration * self.steps_per_iteration, entry)
+            self.log.write()
+            if (
+                iteration >= self.num_iterations
+                or (iteration // self.chunk_iterations) % self.checkpoint_every == 0
+            ):
+                checkpoint_path = self.save(state, iteration)
+            bar.update(iteration * self.steps_per_iteration, self.score(evaluation))
+        return state, iteration, checkpoint_path
+
+    def finish(
+        self, state: Any, iteration: int, checkpoint_path: str | None, plot: bool
+    ) -> tuple[str, str | None]:
+        """The end of a run: ``absolute_metrics``, the final checkpoint, the plot."""
+        _complete_log(self.log)
+        if checkpoint_path is None or ckpt.read_metadata(checkpoint_path)["iteration"] != iteration:
+            checkpoint_path = self.save(state, iteration)
+        plot_path = _plot(self.log, self.spec) if plot else None
+        return checkpoint_path, plot_path
+
+
+def _complete_log(log: RunLog) -> None:
+    """Give the run log its ``absolute_metrics`` (the last evaluation, without training metrics)."""
+    final = log.steps[-1]["metrics"]
+    log.set_absolute(
+        {run: {k: v for k, v in final[run].items() if not k.startswith("train_")} for run in log.runs}
+    )
+    log.write()
+
+
+def _plot(log: RunLog, spec: RunSpec) -> str:
+    from lamella.agents.plotting import plot_learning_curve
+
+    out = os.path.join(log.directory, "learning_curve.png")
+    return plot_learning_curve(log.json_path, out, metric=_log_name(spec.score))
+
+
+def _final_scores(log: RunLog, spec: RunSpec) -> np.ndarray:
+    name = _log_name(spec.score)
+    last = log.steps[-1]["metrics"] if log.steps else {}
+    return np.array([np.mean(last.get(run, {}).get(name, [np.nan])) for run in log.runs])
+
+
+def _variants_key(
+    variants: list[dict[str, int | float]] | None,
+) -> tuple[tuple[tuple[str, Any], ...], ...] | None:
+    return None if variants is None else tuple(tuple(v.items()) for v in variants)
+
+
+def run(
+    runner: Any,
+    spec: RunSpec,
+    *,
+    seeds: int | Sequence[int] = 1,
+    variants: Sequence[Variant] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    resume: bool | str | os.PathLike[str] = False,
+    chunk_iterations: int | None = None,
+    checkpoint_every: int = 1,
+    keep_checkpoints: int | None = 3,
+    progress: bool = True,
+    progress_stream: TextIO | None = None,
+    tensorboard: bool = False,
+    plot: bool = True,
+    max_chunks: int | None = None,
+    extra_metadata: Mapping[str, Any] | None = None,
+    compile_mode: str | None = None,
+) -> RunResult:
+    """Train any runner for a population (seeds, times config variants) in one vmapped
+    program, logging, checkpointing and plotting.
+
+    Args:
+        runner: a :class:`~lamella.agents.runner.Runner` built by any code; with ``variants``,
+            a function ``values -> Runner`` (see :func:`compile_runner`).
+        spec: names for the run log and the settings checked on resume (:class:`RunSpec`).
+        seeds: number of seeds (``0..n-1``) or an explicit list; each becomes run ``seed_<n>``.
+        variants: ``[{field: number}, ...]``: a sweep; every variant trains every seed, all in
+            one compiled program. Each variant is its own ``algorithm`` in the run log
+            (``ppo[learning_rate=0.001]``, :func:`variant_name`), so lamella-eval compares them.
+        out_dir, resume, chunk_iterations, checkpoint_every, keep_checkpoints, progress,
+        progress_stream, tensorboard, plot, max_chunks, extra_metadata, compile_mode: as for
+            :func:`run_experiment`.
+
+    Returns:
+        A :class:`RunResult`.
+    """
+    if not isinstance(spec, RunSpec):
+        raise TypeError(f"run(runner, spec): spec must be a RunSpec, got {type(spec).__name__}.")
+    if variants is None and not all(hasattr(runner, name) for name in ("init", "step", "evaluate")):
+        raise TypeError(
+            f"run(runner, spec) takes a Runner (init, step, evaluate, ...), got {type(runner).__name__}; "
+            "with variants=, a function values -> Runner."
+        )
+    checked = _variant_list(variants)
+    axes = getattr(runner, "metric_axes", None)
+    if isinstance(axes, Mapping) and hasattr(
+        runner, "_replace"
+    ):  # hashable, so an equal runner reuses its compiled programs
+        runner = runner._replace(metric_axes=tuple(axes.items()))
+
+    def build(num_seeds: int, mode: str) -> CompiledRunner:
+        return _compiled_runner(runner, num_seeds, mode, _variants_key(checked))
+
+    return _run(
+        build,
+        spec,
+        seeds=seeds,
+        variants=checked,
+        out_dir=out_dir,
+        resume=resume,
+        chunk_iterations=chunk_iterations,
+        checkpoint_every=checkpoint_every,
+        keep_checkpoints=keep_checkpoints,
+        progress=progress,
+        progress_stream=progress_stream,
+        tensorboard=tensorboard,
+        plot=plot,
+        max_chunks=max_chunks,
+        extra_metadata=extra_metadata,
+        compile_mode=compile_mode,
+    )
 
 
 def run_experiment(
     config: Any,
     *,
     seeds: int | Sequence[int] = 1,
+    variants: Sequence[Variant] | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     resume: bool | str | os.PathLike[str] = False,
     chunk_iterations: int | None = None,
@@ -411,14 +1091,22 @@ def run_experiment(
     """Train ``config`` for every seed (one vmapped program), logging, checkpointing and plotting.
 
     Args:
-        config: an algorithm config (frozen dataclass with ``env_id``, ``total_timesteps``,
-            ``eval_episodes``).
+        config: an algorithm config (a frozen dataclass; ``env_id`` names the task in the run
+            log when it has one).
         seeds: number of seeds (``0..n-1``) or an explicit list; each becomes run ``seed_<n>``.
+        variants: ``[{field: number}, ...]``: config fields to sweep, for example
+            ``[{"learning_rate": 1e-3}, {"learning_rate": 3e-3}]``. Every variant trains every
+            seed in one compiled program (the fields are traced, so they must be numbers the
+            runner computes with, not shapes or loop lengths: that is refused with a
+            :class:`ConfigError`). Each variant is its own algorithm in the run log
+            (``ppo[learning_rate=0.001]``).
         out_dir: run directory; default ``runs/<algorithm>-<env_id>-<timestamp>``. A fresh run
             refuses a directory that already holds a run log or checkpoints.
         resume: True continues from the newest checkpoint in ``out_dir``; a path to a run
             directory or a checkpoint file continues from there (``out_dir`` is then the run
-            directory of that checkpoint).
+            directory of that checkpoint). A run killed before its first checkpoint starts
+            over (its ``config.json`` must match); a finished run is reported
+            (``RunResult.already_finished``) and nothing compiles.
         chunk_iterations: iterations per compiled call (default: about 20 evaluations per
             run, preferring a divisor of the number of iterations). A resumed run uses the
             stored value.
@@ -441,131 +1129,196 @@ def run_experiment(
         A :class:`RunResult`.
 
     Raises:
-        ConfigError: unknown algorithm, or resuming with a config, algorithm or seeds that
-            differ from the checkpoint's (the message names the differing keys).
+        ConfigError: unknown algorithm, a variant field that is not a number of the config, or
+            resuming with a config, algorithm, seeds or variants that differ from the
+            checkpoint's (the message names the differing keys).
         FileExistsError: a fresh run into a directory that holds a previous run.
         FileNotFoundError: nothing to resume from.
     """
-    started = time.perf_counter()
     # Everything that can be wrong with the arguments is checked before anything compiles.
     if make_runner is None:
         algorithm, make_runner = find_algorithm(config, algorithm)
     elif algorithm is None:
         raise ValueError("run_experiment: pass algorithm= (its name in the run log) with make_runner=.")
+    checked = _variant_list(variants)
+    for variant in checked or ():
+        fields = config_lib.field_types(type(config))
+        wrong = [name for name in variant if name not in fields]
+        if wrong:
+            raise ConfigError(
+                f"variants set {wrong}, which {type(config).__name__} does not have; its fields: {', '.join(fields)}."
+            )
+        config_lib.apply_overrides(config, variant)  # the values' types, as for key=value overrides
+    config_dict = config_to_dict(config)
+    task = str(config_dict.get("env_id") or "custom")
+    spec = RunSpec(algorithm, task=task, config=config_dict)
+    metadata = {"config_class": f"{type(config).__module__}.{type(config).__qualname__}"}
+
+    def build(num_seeds: int, mode: str) -> CompiledRunner:
+        return _compiled(make_runner, config, num_seeds, mode, _variants_key(checked))
+
+    return _run(
+        build,
+        spec,
+        seeds=seeds,
+        variants=checked,
+        out_dir=out_dir,
+        resume=resume,
+        chunk_iterations=chunk_iterations,
+        checkpoint_every=checkpoint_every,
+        keep_checkpoints=keep_checkpoints,
+        progress=progress,
+        progress_stream=progress_stream,
+        tensorboard=tensorboard,
+        plot=plot,
+        max_chunks=max_chunks,
+        extra_metadata={**metadata, **dict(extra_metadata or {})},
+        compile_mode=compile_mode,
+    )
+
+
+def _run(
+    build: Callable[[int, str], CompiledRunner],
+    spec: RunSpec,
+    *,
+    seeds: int | Sequence[int],
+    variants: list[dict[str, int | float]] | None,
+    out_dir: str | os.PathLike[str] | None,
+    resume: bool | str | os.PathLike[str],
+    chunk_iterations: int | None,
+    checkpoint_every: int,
+    keep_checkpoints: int | None,
+    progress: bool,
+    progress_stream: TextIO | None,
+    tensorboard: bool,
+    plot: bool,
+    max_chunks: int | None,
+    extra_metadata: Mapping[str, Any] | None,
+    compile_mode: str | None,
+) -> RunResult:
+    started = time.perf_counter()
     seed_list = _seed_list(seeds)
     if chunk_iterations is not None and chunk_iterations < 1:
         raise ValueError(f"chunk_iterations must be >= 1, got {chunk_iterations}.")
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}.")
+    if keep_checkpoints is not None and keep_checkpoints < 1:
+        raise ValueError(f"keep_checkpoints must be >= 1 or None, got {keep_checkpoints}.")
     if max_chunks is not None and max_chunks < 0:
         raise ValueError(f"max_chunks must be >= 0, got {max_chunks}.")
     if compile_mode is not None and compile_mode not in COMPILE_MODES:
         raise ValueError(f"compile_mode must be one of {COMPILE_MODES}, got {compile_mode!r}.")
-    config_dict = config_to_dict(config)
-    env_id = config_dict["env_id"]
 
-    resume_from: str | None = None
-    if resume is not False and resume is not None:
-        if resume is True:
-            if out_dir is None:
-                raise ValueError("run_experiment(resume=True) needs out_dir (the run directory to continue).")
-            resume_path = os.fspath(out_dir)
-        else:
-            resume_path = os.fspath(resume)
-        if os.path.isfile(resume_path):
-            resume_from = resume_path
-            out_dir = os.path.dirname(os.path.dirname(os.path.abspath(resume_path)))
-        else:
-            out_dir = resume_path
-            resume_from = ckpt.latest_checkpoint(os.path.join(resume_path, "checkpoints"))
-            if resume_from is None:
-                raise FileNotFoundError(
-                    f"Nothing to resume in {resume_path!r}: no checkpoints/checkpoint_*.msgpack there."
-                )
-    out_dir = os.fspath(out_dir) if out_dir is not None else default_out_dir(algorithm, env_id)
+    start = _resolve_start(out_dir, resume, lambda: default_out_dir(spec.algorithm, spec.task))
+    out_dir = start.out_dir
     checkpoint_dir = os.path.join(out_dir, "checkpoints")
-    runs = [f"seed_{s}" for s in seed_list]
+    if start.stored is not None:
+        where = start.checkpoint or os.path.join(out_dir, "config.json")
+        chunk_iterations, compile_mode = _check_stored(
+            start.stored, where, spec, seed_list, variants, chunk_iterations, compile_mode
+        )
+        _clean_after_kill(out_dir, checkpoint_dir, keep_checkpoints, start.checkpoint)
+    compile_mode = compile_mode or "auto"
+    members = [
+        (variant_name(spec.algorithm, variant), f"seed_{s}") if variant is not None else f"seed_{s}"
+        for variant in (variants or [None])
+        for s in seed_list
+    ]
+    log = RunLog(
+        out_dir,
+        spec.environment or env_family(spec.task),
+        spec.task,
+        spec.algorithm,
+        members,
+        tensorboard=tensorboard,
+    )
+    seed_keys = jax.vmap(jax.random.key)(jnp.asarray(seed_list, dtype=jnp.uint32))
+    # Every variant trains with the same seeds' keys (common random numbers across a sweep).
+    keys = jnp.concatenate([seed_keys] * len(variants or [None]))
+    config_path = os.path.join(out_dir, "config.json")
+    compiled = build(len(seed_list), compile_mode)
 
-    metadata: dict[str, Any] = {}
-    if resume_from is not None:
-        metadata = ckpt.read_metadata(resume_from)
-        differences = config_diff(metadata["config"], config_dict)
-        if differences:
-            listed = "; ".join(
-                f"{k}: checkpoint {old!r}, now {new!r}" for k, (old, new) in differences.items()
-            )
-            raise ConfigError(
-                f"Cannot resume {resume_from}: the config differs in {', '.join(differences)} ({listed}). "
-                "Resume with the original config, or start a new run in another --out-dir."
-            )
-        if metadata["algorithm"] != algorithm:
-            raise ConfigError(
-                f"Cannot resume: the checkpoint is from {metadata['algorithm']!r}, not {algorithm!r}."
-            )
-        if list(metadata["seeds"]) != seed_list:
-            raise ConfigError(
-                f"Cannot resume: the checkpoint has seeds {metadata['seeds']}, not {seed_list}."
-            )
-        if chunk_iterations is not None and chunk_iterations != metadata["chunk_iterations"]:
-            raise ConfigError(
-                f"Cannot resume with chunk_iterations={chunk_iterations}: the run used {metadata['chunk_iterations']} "
-                "(evaluations happen between chunks, so the run log would differ)."
-            )
-        chunk_iterations = int(metadata["chunk_iterations"])
-        stored_mode = metadata.get("compile_mode", "auto")
-        if compile_mode is not None and compile_mode != stored_mode:
-            raise ConfigError(
-                f"Cannot resume with compile_mode={compile_mode!r}: the run used {stored_mode!r} "
-                "(the compiler options change results in the last bits)."
-            )
-        compile_mode = stored_mode
-    elif os.path.exists(os.path.join(out_dir, "metrics.json")) or ckpt.list_checkpoints(checkpoint_dir):
-        raise FileExistsError(
-            f"{out_dir!r} already holds a run; continue it with resume (--resume {out_dir}) or pick another out_dir."
+    def result(
+        state: Any, iteration: int, checkpoint_path: str | None, plot_path: str | None, **kw: Any
+    ) -> RunResult:
+        steps = int(compiled.runner.steps_per_iteration)
+        num_iterations = int(compiled.runner.num_iterations)
+        return RunResult(
+            out_dir=out_dir,
+            state=state,
+            iteration=iteration,
+            num_iterations=num_iterations,
+            step_count=iteration * steps,
+            finished=iteration >= num_iterations,
+            metrics_path=log.json_path,
+            csv_path=log.csv_path,
+            config_path=config_path,
+            checkpoint_path=checkpoint_path,
+            plot_path=plot_path,
+            final_return=_final_scores(log, spec),
+            members=[m if isinstance(m, tuple) else (spec.algorithm, m) for m in members],
+            **kw,
         )
 
-    compile_mode = compile_mode or "auto"
-    compiled = _compiled(make_runner, config, len(seed_list), compile_mode)
+    if (
+        start.checkpoint is not None
+        and start.stored is not None
+        and (int(start.stored["iteration"]) >= int(start.stored["num_iterations"]))
+    ):
+        # A finished run: finish its bookkeeping if a kill cut it short, compile nothing.
+        state, stored = ckpt.load_checkpoint(start.checkpoint, jax.eval_shape(compiled.init, keys))
+        log.load()
+        log.truncate(int(stored["num_evaluations"]))
+        _complete_log(log)
+        plot_path = os.path.join(out_dir, "learning_curve.png")
+        if plot and not os.path.exists(plot_path):
+            plot_path = _plot(log, spec)
+        return result(
+            state,
+            int(stored["iteration"]),
+            start.checkpoint,
+            plot_path if os.path.exists(plot_path) else None,
+            already_finished=True,
+        )
+
     runner = compiled.runner
     num_iterations = int(runner.num_iterations)
     steps_per_iteration = int(runner.steps_per_iteration)
     if num_iterations < 1:
+        budget = (spec.config or {}).get("total_timesteps")
         raise ConfigError(
-            f"The config gives {num_iterations} training iterations (total_timesteps={config_dict['total_timesteps']}, "
-            f"{steps_per_iteration} steps per iteration); raise total_timesteps."
+            f"The runner has {num_iterations} training iterations ("
+            + (f"total_timesteps={budget}, " if budget is not None else "")
+            + f"{steps_per_iteration} steps per iteration); "
+            + ("raise total_timesteps." if budget is not None else "give it at least one.")
         )
     if chunk_iterations is None:
         chunk_iterations = default_chunk_iterations(num_iterations)
     chunk_iterations = min(chunk_iterations, num_iterations)
+    try:
+        shapes = compile_ahead(compiled, keys)
+    except TypeError as error:
+        # A swept value used where JAX needs a Python number (a shape, a loop length, a branch).
+        if variants is None or not (isinstance(error, _STATIC_USE_ERRORS) or "Tracer" in str(error)):
+            raise
+        raise _static_use_error(variants[0], error) from error
+    session = _Session(
+        compiled=compiled,
+        layout=_MetricLayout(runner, shapes),
+        log=log,
+        spec=spec,
+        seed_list=seed_list,
+        variants=variants,
+        eval_keys=jax.vmap(lambda k: jax.random.fold_in(k, _EVAL_STREAM))(keys),
+        chunk_iterations=chunk_iterations,
+        compile_mode=compile_mode,
+        checkpoint_dir=checkpoint_dir,
+        keep_checkpoints=keep_checkpoints,
+        checkpoint_every=checkpoint_every,
+    )
 
-    keys = jax.vmap(jax.random.key)(jnp.asarray(seed_list, dtype=jnp.uint32))
-    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, _EVAL_STREAM))(keys)
-    compile_ahead(compiled, keys)
-    log = RunLog(out_dir, env_family(env_id), env_id, algorithm, runs, tensorboard=tensorboard)
-    config_path = os.path.join(out_dir, "config.json")
-
-    def evaluate(state: Any, index: int) -> dict[str, Any]:
-        step_keys = jax.vmap(lambda k: jax.random.fold_in(k, index))(eval_keys)
-        return _eval_metrics(compiled.evaluate(state, step_keys))
-
-    def save(state: Any, iteration: int) -> str:
-        meta = {
-            "algorithm": algorithm,
-            "config": config_dict,
-            "seeds": seed_list,
-            "iteration": iteration,
-            "num_iterations": num_iterations,
-            "steps_per_iteration": steps_per_iteration,
-            "chunk_iterations": chunk_iterations,
-            "compile_mode": compile_mode,
-            "num_evaluations": len(log.steps),
-            "versions": ckpt.versions(),
-        }
-        return ckpt.save_checkpoint(checkpoint_dir, state, meta, step=iteration, keep=keep_checkpoints)
-
-    if resume_from is not None:
-        target = jax.eval_shape(compiled.init, keys)  # traced already by compile_ahead
-        state, metadata = ckpt.load_checkpoint(resume_from, target)
+    if start.checkpoint is not None:
+        state, metadata = ckpt.load_checkpoint(start.checkpoint, shapes.state)
         iteration = int(metadata["iteration"])
         log.load()
         if len(log.steps) < metadata["num_evaluations"]:
@@ -575,89 +1328,50 @@ def run_experiment(
         # A run killed after logging an evaluation but before its checkpoint logged more than the
         # checkpoint has seen; those entries are recomputed identically below.
         log.truncate(int(metadata["num_evaluations"]))
-        checkpoint_path: str | None = resume_from
+        checkpoint_path: str | None = start.checkpoint
     else:
         os.makedirs(out_dir, exist_ok=True)
         run_info = {
-            "algorithm": algorithm,
-            "config": config_dict,
-            "config_class": f"{type(config).__module__}.{type(config).__qualname__}",
+            "algorithm": spec.algorithm,
+            "config": dict(spec.config or {}),
+            **{k: v for k, v in dict(extra_metadata or {}).items() if k == "config_class"},
             "seeds": seed_list,
+            **({"variants": variants} if variants is not None else {}),
             "chunk_iterations": chunk_iterations,
             "compile_mode": compile_mode,
             "num_iterations": num_iterations,
             "steps_per_iteration": steps_per_iteration,
             "environment": log.environment,
             "versions": ckpt.versions(),
-            **dict(extra_metadata or {}),
+            **{k: v for k, v in dict(extra_metadata or {}).items() if k != "config_class"},
         }
         atomic_write_text(config_path, json.dumps(run_info, indent=1) + "\n")
         state = compiled.init(keys)
         iteration = 0
-        first = evaluate(state, 0)
-        log.add(0, _per_run(first, runs))
-        log.write()
+        session.start(state)
         checkpoint_path = None
 
+    label = f"{spec.algorithm} {spec.task} x{len(seed_list)} seeds"
+    if variants is not None:
+        label += f" x{len(variants)} variants"
     bar = Progress(
         num_iterations * steps_per_iteration,
-        f"{algorithm} {env_id} x{len(seed_list)} seeds",
+        label,
         stream=progress_stream,
         enabled=progress,
         initial_steps=iteration * steps_per_iteration,
-        seeds=len(seed_list),
+        seeds=len(members),
         start_time=started,
     )
-    chunks_done = 0
     try:
-        while iteration < num_iterations and (max_chunks is None or chunks_done < max_chunks):
-            length = min(chunk_iterations, num_iterations - iteration)
-            state, step_metrics = compiled.chunk(state, jnp.asarray(length, jnp.int32))
-            iteration += length
-            chunks_done += 1
-            evaluation = evaluate(state, len(log.steps))
-            entry = _per_run({**evaluation, **_train_metrics(step_metrics)}, runs)
-            log.add(iteration * steps_per_iteration, entry)
-            log.write()
-            last_return = float(np.mean(np.asarray(evaluation["mean_episode_return"])))
-            if iteration >= num_iterations or (iteration // chunk_iterations) % checkpoint_every == 0:
-                checkpoint_path = save(state, iteration)
-            bar.update(iteration * steps_per_iteration, last_return)
+        state, iteration, checkpoint_path = session.train(state, iteration, checkpoint_path, max_chunks, bar)
     finally:
         bar.close()
         log.close()
-
-    finished = iteration >= num_iterations
     plot_path = None
-    if finished:
-        final = log.steps[-1]["metrics"]
-        log.set_absolute(
-            {run: {k: v for k, v in final[run].items() if not k.startswith("train_")} for run in runs}
-        )
-        log.write()
-        if checkpoint_path is None or ckpt.read_metadata(checkpoint_path)["iteration"] != iteration:
-            checkpoint_path = save(state, iteration)
-        if plot:
-            from lamella.agents.plotting import plot_learning_curve
-
-            plot_path = plot_learning_curve(log.json_path, os.path.join(out_dir, "learning_curve.png"))
-    final_return = np.array(
-        [np.mean(log.steps[-1]["metrics"][run].get("mean_episode_return", [np.nan])) for run in runs]
-    )
-    return RunResult(
-        out_dir=out_dir,
-        state=state,
-        iteration=iteration,
-        num_iterations=num_iterations,
-        step_count=iteration * steps_per_iteration,
-        finished=finished,
-        metrics_path=log.json_path,
-        csv_path=log.csv_path,
-        config_path=config_path,
-        checkpoint_path=checkpoint_path,
-        plot_path=plot_path,
-        final_return=final_return,
-    )
+    if iteration >= num_iterations:
+        checkpoint_path, plot_path = session.finish(state, iteration, checkpoint_path, plot)
+    return result(state, iteration, checkpoint_path, plot_path)
 
 
 class LoadedRun(NamedTuple):
@@ -674,8 +1388,9 @@ def load_run(path: str | os.PathLike[str]) -> LoadedRun:
     """Load a run's newest checkpoint (``path`` is a run directory) or a given checkpoint file.
 
     The config is rebuilt from the checkpoint, the runner from the algorithm table, and the
-    state restored into the structure of ``vmap(runner.init)`` (seed axis leading). Evaluate
-    it with ``jax.vmap(loaded.runner.evaluate)(loaded.state, keys)``.
+    state restored into the structure of ``vmap(runner.init)`` (population axis leading: the
+    seeds, repeated for each variant of a sweep, ``metadata["variants"]``). Evaluate it with
+    ``jax.vmap(loaded.runner.evaluate)(loaded.state, keys)``.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -692,6 +1407,7 @@ def load_run(path: str | os.PathLike[str]) -> LoadedRun:
     config_cls, make_runner = table[metadata["algorithm"]]
     config = config_lib.config_from_dict(config_cls, metadata["config"])
     runner = make_runner(config)
-    keys = jax.vmap(jax.random.key)(jnp.asarray(metadata["seeds"], dtype=jnp.uint32))
+    seeds = list(metadata["seeds"]) * len(metadata.get("variants") or [None])
+    keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
     state, metadata = ckpt.load_checkpoint(path, jax.eval_shape(jax.vmap(runner.init), keys))
     return LoadedRun(metadata["algorithm"], config, runner, state, metadata)

@@ -109,7 +109,9 @@ class RunLog:
         environment: env family (see :func:`env_family`).
         task: env id.
         algorithm: runner name (``ppo``).
-        runs: run names, one per seed (``seed_0``, ...).
+        runs: run names, one per seed (``seed_0``, ...); or ``(algorithm, run)`` pairs for a
+            log that holds several algorithms (a sweep: one algorithm name per variant). The
+            entries of ``runs`` are the keys of the ``{run: metrics}`` mappings passed in.
         tensorboard: also write scalars (the mean over episodes of each metric) with
             tensorboardX to ``directory/tensorboard/<run>`` (needs the ``tensorboard`` extra).
     """
@@ -120,7 +122,7 @@ class RunLog:
         environment: str,
         task: str,
         algorithm: str,
-        runs: Sequence[str],
+        runs: Sequence[str | tuple[str, str]],
         *,
         tensorboard: bool = False,
     ) -> None:
@@ -129,6 +131,12 @@ class RunLog:
         self.task = task
         self.algorithm = algorithm
         self.runs = list(runs)
+        # (algorithm, run) of each entry of ``runs``: where it goes in the nested layout.
+        self._places = [
+            (algorithm, run) if isinstance(run, str) else (str(run[0]), str(run[1])) for run in self.runs
+        ]
+        if len(set(self._places)) != len(self._places):
+            raise ValueError(f"RunLog: runs must be distinct, got {self.runs}.")
         self.steps: list[dict[str, Any]] = []  # {"step_count": int, "metrics": {run: {name: [..]}}}
         self.absolute: dict[str, dict[str, list[float]]] | None = None
         self._warned: set[str] = set()
@@ -197,33 +205,33 @@ class RunLog:
 
     def to_json(self) -> dict[str, Any]:
         """The marl-eval nested dict."""
-        runs: dict[str, Any] = {}
-        for run in self.runs:
+        algorithms: dict[str, dict[str, Any]] = {}
+        for run, (algorithm, name) in zip(self.runs, self._places):
             entries: dict[str, Any] = {}
             for index, step in enumerate(self.steps):
                 entries[f"step_{index}"] = {"step_count": step["step_count"], **step["metrics"].get(run, {})}
             if self.absolute is not None and run in self.absolute:
                 entries[ABSOLUTE] = dict(self.absolute[run])
-            runs[run] = entries
-        return {self.environment: {self.task: {self.algorithm: runs}}}
+            algorithms.setdefault(algorithm, {})[name] = entries
+        return {self.environment: {self.task: algorithms}}
 
     def csv_rows(self) -> list[tuple[Any, ...]]:
         """Rows of ``metrics.csv`` (without the header); ``step`` is the evaluation index, or
         ``absolute_metrics`` (with an empty ``step_count``) for the final evaluation; values
         are written as floats (``repr``, so they read back exactly)."""
         rows: list[tuple[Any, ...]] = []
-        prefix = (self.environment, self.task, self.algorithm)
-        for run in self.runs:
+        for run, (algorithm, run_name) in zip(self.runs, self._places):
+            prefix = (self.environment, self.task, algorithm, run_name)
             for index, step in enumerate(self.steps):
                 for name, values in step["metrics"].get(run, {}).items():
                     for value_index, value in enumerate(values):
                         rows.append(
-                            (*prefix, run, index, step["step_count"], name, value_index, repr(float(value)))
+                            (*prefix, index, step["step_count"], name, value_index, repr(float(value)))
                         )
             if self.absolute is not None and run in self.absolute:
                 for name, values in self.absolute[run].items():
                     for value_index, value in enumerate(values):
-                        rows.append((*prefix, run, ABSOLUTE, "", name, value_index, repr(float(value))))
+                        rows.append((*prefix, ABSOLUTE, "", name, value_index, repr(float(value))))
         return rows
 
     def write(self) -> None:
@@ -249,9 +257,10 @@ class RunLog:
             # purge_step drops events a killed run wrote after its last checkpoint.
             self._writers = {
                 run: SummaryWriter(
-                    logdir=os.path.join(self.directory, "tensorboard", run), purge_step=new[0]["step_count"]
+                    logdir=os.path.join(self.directory, "tensorboard", *self._tensorboard_dir(run, place)),
+                    purge_step=new[0]["step_count"],
                 )
-                for run in self.runs
+                for run, place in zip(self.runs, self._places)
             }
         for step in new:
             for run, metrics in step["metrics"].items():
@@ -261,6 +270,12 @@ class RunLog:
         for writer in self._writers.values():
             writer.flush()
         self._tensorboard_done = len(self.steps)
+
+    def _tensorboard_dir(self, run: Any, place: tuple[str, str]) -> tuple[str, ...]:
+        if isinstance(run, str):
+            return (run,)
+        safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in place[0])
+        return (safe, place[1])
 
     def close(self) -> None:
         """Close TensorBoard writers (the JSON and CSV files are complete after every write)."""
@@ -272,27 +287,29 @@ class RunLog:
     def load(self) -> None:
         """Read this experiment's evaluations back from ``metrics.json`` (for resume)."""
         data = read_metrics(self.json_path)
-        try:
-            runs = data[self.environment][self.task][self.algorithm]
-        except KeyError:
-            raise ValueError(
-                f"{self.json_path} has no entry for {self.environment}/{self.task}/{self.algorithm}."
-            ) from None
-        missing = [run for run in self.runs if run not in runs]
-        if missing:
-            raise ValueError(f"{self.json_path} has no entries for run(s) {missing}.")
-        count = min(sum(1 for k in runs[run] if k.startswith("step_")) for run in self.runs)
+        entries: dict[Any, Any] = {}
+        for run, (algorithm, name) in zip(self.runs, self._places):
+            try:
+                runs = data[self.environment][self.task][algorithm]
+            except KeyError:
+                raise ValueError(
+                    f"{self.json_path} has no entry for {self.environment}/{self.task}/{algorithm}."
+                ) from None
+            if name not in runs:
+                raise ValueError(f"{self.json_path} has no entries for run {name!r} of {algorithm!r}.")
+            entries[run] = runs[name]
+        count = min(sum(1 for k in entries[run] if k.startswith("step_")) for run in self.runs)
         self.steps = []
         for index in range(count):
-            step_count = int(runs[self.runs[0]][f"step_{index}"]["step_count"])
+            step_count = int(entries[self.runs[0]][f"step_{index}"]["step_count"])
             metrics = {
-                run: {k: v for k, v in runs[run][f"step_{index}"].items() if k != "step_count"}
+                run: {k: v for k, v in entries[run][f"step_{index}"].items() if k != "step_count"}
                 for run in self.runs
             }
             self.steps.append({"step_count": step_count, "metrics": metrics})
         self.absolute = (
-            {run: dict(runs[run][ABSOLUTE]) for run in self.runs if ABSOLUTE in runs[run]}
-            if all(ABSOLUTE in runs[run] for run in self.runs)
+            {run: dict(entries[run][ABSOLUTE]) for run in self.runs}
+            if all(ABSOLUTE in entries[run] for run in self.runs)
             else None
         )
         self._tensorboard_done = len(self.steps)

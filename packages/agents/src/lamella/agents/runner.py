@@ -15,7 +15,7 @@ every RNG key it uses), so it vmaps over seeds and serialises to a checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -36,14 +36,25 @@ class Runner(NamedTuple):
     Attributes:
         init: ``init(key) -> runner_state``.
         step: ``step(runner_state) -> (runner_state, metrics)``: one training
-            iteration (collect a rollout, update). ``metrics`` are float32 scalars,
-            at least ``"episode_return"`` (mean return of the episodes that ended
-            in this iteration; the previous value when none ended) and ``"loss"``.
+            iteration (collect a rollout, update). ``metrics`` are float32 scalars
+            (or arrays with the axes named in ``metric_axes``); the built-in runners
+            report ``"episode_return"`` (mean return of the episodes that ended in this
+            iteration; the previous value when none ended) and ``"loss"``.
         evaluate: ``evaluate(runner_state, key) -> metrics``: greedy evaluation of
-            the current policy, at least ``"episode_return"``: float32
-            ``(eval_episodes,)`` undiscounted returns.
+            the current policy, each metric one value per episode (``(eval_episodes,)``,
+            plus the axes named in ``metric_axes``); the built-in runners report
+            ``"episode_return"``: float32 undiscounted returns.
         steps_per_iteration: env steps per iteration over all parallel envs.
         num_iterations: iterations for the configured ``total_timesteps``.
+        metric_axes: the named axes of the metrics that are not scalars, by metric name,
+            for example ``{"episode_return": ("agent",), "score": ("level",)}``. A step
+            metric so declared has exactly these axes (``(num_agents,)``); an evaluation
+            metric has them last, after its episode axis (``(eval_episodes, num_agents)``).
+            The driver logs one key per index (``train_episode_return_agent_0``,
+            ``mean_episode_return_agent_1``; ``docs/run-log-format.md``). Default: none
+            (every step metric a scalar; evaluation metrics one list each). The driver does
+            not require any particular metric; ``"episode_return"`` in ``evaluate`` is
+            shown in the progress display and plotted when present.
     """
 
     init: Callable[[PRNGKey], RunnerState]
@@ -51,6 +62,7 @@ class Runner(NamedTuple):
     evaluate: Callable[[RunnerState, PRNGKey], dict[str, jax.Array]]
     steps_per_iteration: int
     num_iterations: int
+    metric_axes: Mapping[str, tuple[str, ...]] | None = None
 
 
 def make_train(runner: Runner) -> Callable[[PRNGKey], tuple[RunnerState, dict[str, jax.Array]]]:
