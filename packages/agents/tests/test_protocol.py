@@ -109,3 +109,42 @@ def test_custom_agent_runs_under_jit_vmap_scan_and_learns():
     trained = jax.jit(jax.vmap(greedy_return))(train_states)
     untrained = greedy_return(agent.init(jax.random.key(0))[0])
     assert np.all(np.asarray(trained).mean(1) > max(100.0, 2 * float(untrained.mean())))
+
+
+def test_actor_critic_protocol_is_the_same_for_feedforward_and_recurrent_networks():
+    """``step`` one step at a time and ``evaluate_actions`` on the whole sequence agree, for both kinds."""
+    from lamella.agents import feedforward_actor_critic, recurrent_actor_critic
+    from lamella.agents.actor_critic import FeedForwardActorCriticNet, RecurrentActorCriticNet
+    from lamella.envs import spaces
+
+    space = spaces.Discrete(3)
+    recurrent_net = RecurrentActorCriticNet(space, hidden_sizes=(8,), rnn_hidden_size=8)
+    kinds = {
+        "feedforward": feedforward_actor_critic(FeedForwardActorCriticNet(space, hidden_sizes=(8,))),
+        "recurrent": recurrent_actor_critic(recurrent_net, recurrent_net.initial_memory),
+    }
+    time, batch = 5, 4
+    obs = jax.random.normal(jax.random.key(0), (time, batch, 6))
+    reset = jnp.zeros((time, batch), bool).at[0].set(True).at[3, 1].set(True)
+    raw_action = jax.random.randint(jax.random.key(1), (time, batch), 0, 3)
+    for name, actor_critic in kinds.items():
+        assert actor_critic.recurrent == (name == "recurrent")
+        params = actor_critic.init(jax.random.key(2), obs[0])
+        memory = first = actor_critic.initial_memory(batch)
+        step_log_probs, step_values = [], []
+        for t in range(time):
+            before = memory
+            memory, dist, value = actor_critic.step(params, memory, obs[t], reset[t])
+            step_log_probs.append(dist.log_prob(raw_action[t]))
+            step_values.append(value)
+            # The bootstrap value continues from the memory it is given, without a reset.
+            keep = ~np.asarray(reset[t])
+            bootstrap = actor_critic.value(params, before, obs[t])
+            np.testing.assert_allclose(np.asarray(bootstrap)[keep], np.asarray(value)[keep], atol=1e-5)
+        log_prob, value, entropy = jax.jit(actor_critic.evaluate_actions)(
+            params, first, obs, reset, raw_action
+        )
+        assert log_prob.shape == value.shape == entropy.shape == (time, batch)
+        np.testing.assert_allclose(log_prob, jnp.stack(step_log_probs), atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(value, jnp.stack(step_values), atol=1e-5, err_msg=name)
+        assert np.all(np.asarray(entropy) > 0) and np.all(np.asarray(entropy) <= np.log(3) + 1e-6)

@@ -9,11 +9,14 @@ not the next episode's first one, so a truncated episode bootstraps correctly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import chex
 import jax
 import jax.numpy as jnp
 
-__all__ = ["clipped_value_loss", "gae_advantages", "ppo_policy_loss"]
+__all__ = ["clipped_value_loss", "gae_advantages", "ppo_loss", "ppo_policy_loss"]
 
 
 def gae_advantages(
@@ -25,7 +28,7 @@ def gae_advantages(
     gamma: float | jax.Array,
     gae_lambda: float | jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
-    """Generalised advantage estimates of one stream of T steps, truncation-correct.
+    """Generalised advantage estimates of T steps, truncation-correct.
 
     ``delta_t = r_t + gamma * (1 - terminated_t) * v_next_t - v_t`` and
     ``A_t = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}`` with ``A_T = 0``:
@@ -33,21 +36,25 @@ def gae_advantages(
     its final observation but does not carry the next episode's advantages back;
     the last step of the stream bootstraps from ``v_next_{T-1}``.
 
+    Time is the leading axis; any trailing axes (envs, agents) are independent streams,
+    so a time-major rollout ``(T, num_envs)`` or ``(T, num_envs, num_agents)`` needs no vmap.
+
     Args:
-        r_t: float32 ``(T,)`` rewards.
-        v_t: float32 ``(T,)`` values of the observations acted in.
-        v_next_t: float32 ``(T,)`` values of the observations each step led to
+        r_t: float32 ``(T, ...)`` rewards.
+        v_t: float32 ``(T, ...)`` values of the observations acted in.
+        v_next_t: float32 ``(T, ...)`` values of the observations each step led to
             (the final observation where the episode ended).
-        terminated_t: bool ``(T,)``: the episode reached a terminal state.
-        done_t: bool ``(T,)``: the episode ended (terminated or truncated).
+        terminated_t: bool ``(T, ...)``: the episode reached a terminal state.
+        done_t: bool ``(T, ...)``: the episode ended (terminated or truncated).
         gamma: discount.
         gae_lambda: GAE lambda.
 
     Returns:
-        ``(advantages, returns)``, float32 ``(T,)`` each; ``returns = advantages + v_t``.
+        ``(advantages, returns)``, float32 ``(T, ...)`` each; ``returns = advantages + v_t``.
     """
-    chex.assert_rank([r_t, v_t, v_next_t, terminated_t, done_t], 1)
     chex.assert_equal_shape([r_t, v_t, v_next_t, terminated_t, done_t])
+    if jnp.ndim(r_t) < 1:
+        raise ValueError(f"gae_advantages: arrays need a leading time axis, got shape {jnp.shape(r_t)}.")
     not_terminal = 1.0 - terminated_t.astype(jnp.float32)
     continues = 1.0 - done_t.astype(jnp.float32)
     delta_t = r_t + gamma * not_terminal * v_next_t - v_t
@@ -57,7 +64,8 @@ def gae_advantages(
         advantage = delta + gamma * gae_lambda * cont * advantage
         return advantage, advantage
 
-    _, advantages = jax.lax.scan(backward, jnp.zeros((), delta_t.dtype), (delta_t, continues), reverse=True)
+    initial = jnp.zeros(delta_t.shape[1:], delta_t.dtype)
+    _, advantages = jax.lax.scan(backward, initial, (delta_t, continues), reverse=True)
     return advantages, advantages + v_t
 
 
@@ -103,3 +111,64 @@ def clipped_value_loss(
         clipped_value = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
         error = jnp.maximum(error, jnp.square(clipped_value - target))
     return 0.5 * jnp.mean(error)
+
+
+def ppo_loss(
+    evaluate_actions: Callable[..., tuple[jax.Array, jax.Array, jax.Array]],
+    params: Any,
+    memory: Any,
+    obs: Any,
+    reset: jax.Array,
+    raw_action: Any,
+    old_log_prob: jax.Array,
+    old_value: jax.Array,
+    advantage: jax.Array,
+    target: jax.Array,
+    *,
+    clip_eps: float | jax.Array,
+    vf_coef: float | jax.Array,
+    ent_coef: float | jax.Array,
+    clip_value: bool = True,
+    normalize_advantages: bool = True,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """PPO's loss on a time-major minibatch: clipped surrogate + ``vf_coef`` * value loss
+    - ``ent_coef`` * entropy.
+
+    Args:
+        evaluate_actions: an :class:`~lamella.agents.actor_critic.ActorCritic`'s
+            ``evaluate_actions`` (``(params, memory, obs, reset, raw_action) -> (log_prob,
+            value, entropy)``).
+        params: the parameters being optimised.
+        memory: the memory before the first step (``()`` for feed-forward networks).
+        obs, reset, raw_action: the minibatch, leading axes ``(T, B)``.
+        old_log_prob, old_value: float32 ``(T, B)`` from the policy that collected it.
+        advantage, target: float32 ``(T, B)`` GAE advantages and value targets.
+        clip_eps: ratio (and value) clipping range.
+        vf_coef: weight of the value loss.
+        ent_coef: weight of the entropy bonus.
+        clip_value: use the clipped value loss.
+        normalize_advantages: standardise ``advantage`` over the minibatch.
+
+    Returns:
+        ``(loss, metrics)`` with scalar metrics ``policy_loss``, ``value_loss``, ``entropy``,
+        ``clip_fraction`` and ``approx_kl`` (mean ``old_log_prob - log_prob``; exactly 0 when
+        ``params`` are the ones that collected the data).
+    """
+    log_prob, value, entropy = evaluate_actions(params, memory, obs, reset, raw_action)
+    if normalize_advantages:
+        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    flat = lambda x: x.reshape(-1)  # noqa: E731
+    policy_loss, clip_fraction = ppo_policy_loss(
+        flat(log_prob), flat(old_log_prob), flat(advantage), clip_eps
+    )
+    value_loss = clipped_value_loss(flat(value), flat(old_value), flat(target), clip_eps, clip_value)
+    entropy = entropy.mean()
+    total = policy_loss + vf_coef * value_loss - ent_coef * entropy
+    approx_kl = jnp.mean(flat(old_log_prob) - flat(log_prob))
+    return total, {
+        "policy_loss": policy_loss,
+        "value_loss": value_loss,
+        "entropy": entropy,
+        "clip_fraction": clip_fraction,
+        "approx_kl": approx_kl,
+    }

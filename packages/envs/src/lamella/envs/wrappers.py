@@ -242,11 +242,16 @@ class ClipAction(Wrapper):
 
 
 class RunningMeanStd(struct.PyTreeNode):
-    """Running mean and variance (parallel Welford); ``count`` starts at a small epsilon."""
+    """Running mean and variance (parallel Welford); ``count`` starts at a small epsilon.
 
-    mean: jax.Array
-    var: jax.Array
-    count: jax.Array
+    The one home of running statistics in lamella: the normalising wrappers below keep one in
+    their state, and lamella-agents' PPO keeps one in its train state (observation
+    normalisation that greedy evaluation reuses).
+    """
+
+    mean: jax.Array  # float32, the statistic's shape
+    var: jax.Array  # float32, the statistic's shape
+    count: jax.Array  # float32 ()
 
     @classmethod
     def zeros(cls, shape: tuple[int, ...]) -> RunningMeanStd:
@@ -255,12 +260,24 @@ class RunningMeanStd(struct.PyTreeNode):
         )
 
     def update(self, x: jax.Array, axis_name: str | None) -> RunningMeanStd:
+        """Add one sample ``x``; under ``vmap(..., axis_name=...)`` pool the samples of that axis."""
         if axis_name is None:
             batch_mean, batch_var, batch_count = x, jnp.zeros_like(x), jnp.asarray(1.0)
         else:
             batch_mean = jax.lax.pmean(x, axis_name)
             batch_var = jax.lax.pmean(jnp.square(x - batch_mean), axis_name)
             batch_count = jax.lax.psum(jnp.asarray(1.0), axis_name)
+        return self.update_from_moments(batch_mean, batch_var, batch_count)
+
+    def update_batch(self, batch: jax.Array) -> RunningMeanStd:
+        """Add every sample of ``batch`` (any leading axes before the statistic's shape)."""
+        batch = jnp.reshape(batch, (-1, *self.mean.shape))
+        return self.update_from_moments(batch.mean(0), batch.var(0), jnp.asarray(batch.shape[0], jnp.float32))
+
+    def update_from_moments(
+        self, batch_mean: jax.Array, batch_var: jax.Array, batch_count: jax.Array
+    ) -> RunningMeanStd:
+        """Merge the mean, variance and count of a batch of samples."""
         delta = batch_mean - self.mean
         total = self.count + batch_count
         mean = self.mean + delta * batch_count / total
@@ -270,6 +287,10 @@ class RunningMeanStd(struct.PyTreeNode):
             + jnp.square(delta) * self.count * batch_count / total
         )
         return RunningMeanStd(mean, m2 / total, total)
+
+    def normalize(self, x: jax.Array, clip: float = 10.0, epsilon: float = 1e-8) -> jax.Array:
+        """``(x - mean) / sqrt(var + epsilon)``, clipped to ``[-clip, clip]``."""
+        return jnp.clip((x - self.mean) / jnp.sqrt(self.var + epsilon), -clip, clip)
 
 
 class NormalizeObservationState(struct.PyTreeNode):
@@ -301,7 +322,7 @@ class NormalizeObservation(Wrapper):
         self.axis_name, self.clip, self.epsilon = axis_name, clip, epsilon
 
     def _normalize(self, obs: jax.Array, stats: RunningMeanStd) -> jax.Array:
-        return jnp.clip((obs - stats.mean) / jnp.sqrt(stats.var + self.epsilon), -self.clip, self.clip)
+        return stats.normalize(obs, self.clip, self.epsilon)
 
     def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, NormalizeObservationState]:
         obs, env_state = self.env.reset_env(key, params)

@@ -1,0 +1,182 @@
+"""The PPO update on a batch: epochs of shuffled minibatches of :func:`~lamella.agents.losses.ppo_loss`.
+
+Built once from an :class:`~lamella.agents.actor_critic.ActorCritic` and an optax optimiser, it
+is a pure function usable by any runner (single-agent PPO, IPPO/MAPPO with agents folded into
+the batch axis, a population under ``jax.vmap``)::
+
+    update = make_ppo_update(actor_critic, optimizer, num_epochs=4, num_minibatches=4,
+                             clip_eps=0.2, vf_coef=0.5, ent_coef=0.01)
+    batch = ppo_batch(transitions, advantage, target)          # time-major (T, B, ...)
+    params, opt_state, metrics = update(params, opt_state, batch, key)
+
+A feed-forward network's minibatches are shuffled steps; a recurrent one's are whole env
+sequences (shuffled envs, time kept, starting from the memory the rollout started from), so the
+update recomputes exactly the distributions the rollout acted with before its first step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from lamella.agents import losses
+from lamella.agents.actor_critic import ActorCritic
+from lamella.agents.rollout import Transition
+from lamella.agents.runner import hashed_keys, hashed_permutation
+
+__all__ = ["PPOBatch", "make_ppo_update", "ppo_batch"]
+
+
+class PPOBatch(struct.PyTreeNode):
+    """What the PPO update trains on. Time-major: leading axes ``(T, B)`` except ``memory``.
+
+    Attributes:
+        obs: network inputs (already normalised if the learner normalises).
+        raw_action: the raw samples taken (``Transition.raw_action``).
+        log_prob: float32 log-probabilities when taken.
+        value: float32 values when taken.
+        reset: bool: the step starts an episode.
+        advantage: float32 GAE advantages.
+        target: float32 value targets.
+        memory: the network's memory before step 0, leading axis ``B`` (``()`` if feed-forward).
+    """
+
+    obs: Any
+    raw_action: Any
+    log_prob: jax.Array
+    value: jax.Array
+    reset: jax.Array
+    advantage: jax.Array
+    target: jax.Array
+    memory: Any
+
+
+def ppo_batch(transitions: Transition, advantage: jax.Array, target: jax.Array, obs: Any = None) -> PPOBatch:
+    """A :class:`PPOBatch` from a collector's transitions; ``obs`` replaces ``transitions.obs``
+    (for example normalised observations)."""
+    return PPOBatch(
+        obs=transitions.obs if obs is None else obs,
+        raw_action=transitions.raw_action,
+        log_prob=transitions.log_prob,
+        value=transitions.value,
+        reset=transitions.reset,
+        advantage=advantage,
+        target=target,
+        memory=jax.tree.map(lambda x: x[0], transitions.memory),
+    )
+
+
+def make_ppo_update(
+    actor_critic: ActorCritic,
+    optimizer: optax.GradientTransformation,
+    *,
+    num_epochs: int,
+    num_minibatches: int,
+    clip_eps: float | jax.Array = 0.2,
+    vf_coef: float | jax.Array = 0.5,
+    ent_coef: float | jax.Array = 0.01,
+    clip_value: bool = True,
+    normalize_advantages: bool = True,
+) -> Callable[[Any, Any, PPOBatch, jax.Array], tuple[Any, Any, dict[str, jax.Array]]]:
+    """``update(params, opt_state, batch, key) -> (params, opt_state, metrics)``.
+
+    Args:
+        actor_critic: the network's functions (its ``recurrent`` flag picks the minibatching).
+        optimizer: an optax transformation (clipping and schedules included).
+        num_epochs: passes over the batch.
+        num_minibatches: minibatches per pass: must divide ``T * B`` (feed-forward) or ``B``
+            (recurrent); checked when the update is traced.
+        clip_eps, vf_coef, ent_coef: PPO's coefficients; may be traced (a vmapped sweep).
+        clip_value: use the clipped value loss.
+        normalize_advantages: standardise advantages per minibatch.
+
+    Returns:
+        The update. ``metrics``: scalar means over all minibatches of ``loss``,
+        ``policy_loss``, ``value_loss``, ``entropy``, ``clip_fraction``, ``approx_kl``, and
+        ``first_minibatch_kl`` (the first minibatch of the first epoch, computed with the
+        parameters that collected the rollout: 0 up to float error when the batch is right).
+    """
+    if int(num_epochs) < 1 or int(num_minibatches) < 1:
+        raise ValueError(
+            f"make_ppo_update: num_epochs ({num_epochs}) and num_minibatches ({num_minibatches}) must be >= 1."
+        )
+
+    def loss_fn(params: Any, batch: PPOBatch) -> tuple[jax.Array, dict[str, jax.Array]]:
+        return losses.ppo_loss(
+            actor_critic.evaluate_actions,
+            params,
+            batch.memory,
+            batch.obs,
+            batch.reset,
+            batch.raw_action,
+            batch.log_prob,
+            batch.value,
+            batch.advantage,
+            batch.target,
+            clip_eps=clip_eps,
+            vf_coef=vf_coef,
+            ent_coef=ent_coef,
+            clip_value=clip_value,
+            normalize_advantages=normalize_advantages,
+        )
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def split(batch: PPOBatch, key: jax.Array) -> PPOBatch:
+        """``num_minibatches`` time-major minibatches stacked on a new leading axis."""
+        num_steps, num_envs = batch.log_prob.shape[:2]
+        if actor_critic.recurrent:
+            if num_envs % num_minibatches:
+                raise ValueError(
+                    f"Recurrent PPO splits minibatches over envs: num_envs ({num_envs}) must be a "
+                    f"multiple of num_minibatches ({num_minibatches})."
+                )
+            order = hashed_permutation(key, num_envs)
+            size = num_envs // num_minibatches
+
+            def take(x: jax.Array, env_axis: int) -> jax.Array:
+                x = jnp.take(x, order, axis=env_axis)
+                shape = (*x.shape[:env_axis], num_minibatches, size, *x.shape[env_axis + 1 :])
+                return jnp.moveaxis(x.reshape(shape), env_axis, 0)
+
+            memory = jax.tree.map(lambda x: take(x, 0), batch.memory)
+            sequences = jax.tree.map(lambda x: take(x, 1), batch.replace(memory=()))
+            return sequences.replace(memory=memory)
+        total = num_steps * num_envs
+        if total % num_minibatches:
+            raise ValueError(
+                f"num_envs * num_steps ({total}) must be a multiple of num_minibatches ({num_minibatches})."
+            )
+        order = hashed_permutation(key, total)
+        size = total // num_minibatches
+
+        def shuffle(x: jax.Array) -> jax.Array:
+            x = x.reshape((total, *x.shape[2:]))[order]
+            # A sequence of one step per minibatch entry: (num_minibatches, T=1, size, ...).
+            return x.reshape((num_minibatches, 1, size, *x.shape[1:]))
+
+        return jax.tree.map(shuffle, batch.replace(memory=())).replace(memory=())
+
+    def update(
+        params: Any, opt_state: Any, batch: PPOBatch, key: jax.Array
+    ) -> tuple[Any, Any, dict[str, jax.Array]]:
+        def minibatch_step(carry: tuple[Any, Any], minibatch: PPOBatch) -> tuple[tuple[Any, Any], Any]:
+            params, opt_state = carry
+            (loss, aux), grads = grad_fn(params, minibatch)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), {"loss": loss, **aux}
+
+        def epoch(carry: tuple[Any, Any], key: jax.Array) -> tuple[tuple[Any, Any], Any]:
+            return jax.lax.scan(minibatch_step, carry, split(batch, key))
+
+        (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), hashed_keys(key, (num_epochs,)))
+        metrics = {name: jnp.mean(value) for name, value in stats.items()}
+        metrics["first_minibatch_kl"] = stats["approx_kl"][0, 0]
+        return params, opt_state, metrics
+
+    return update

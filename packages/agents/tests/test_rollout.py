@@ -1,0 +1,135 @@
+"""The rollout collector on auto-reset, bare, multi-agent and per-env-params envs, and GAE on its output."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.envs
+from lamella.agents import PolicyStep, Transition, losses, make_rollout
+from lamella.agents.actor_critic import RecurrentActorCriticNet, recurrent_actor_critic
+from lamella.agents.rollout import actor_critic_policy, next_memory
+from lamella.envs import spaces
+
+NUM_STEPS, NUM_ENVS = 40, 3
+
+
+def always(action_value, value=0.0):
+    """A policy that plays one action everywhere and reports a constant value."""
+
+    def policy(key, obs, memory, reset):
+        batch = jax.tree.leaves(obs)[0].shape[0]
+        action = jnp.full((batch,), action_value, jnp.int32)
+        return memory, PolicyStep(action, action, jnp.zeros(batch), jnp.full(batch, value))
+
+    return policy
+
+
+@pytest.mark.parametrize("autoreset", [True, False], ids=["autoreset", "bare"])
+def test_collects_time_major_batch_with_final_observations(autoreset):
+    env, params = lamella.envs.make("CartPole-v1", autoreset=autoreset)
+    rollout = make_rollout(env, NUM_STEPS, NUM_ENVS)
+    state = rollout.init(jax.random.key(0), params)
+    # Always pushing right ends a CartPole episode in about 10 steps.
+    state, batch = jax.jit(rollout.collect, static_argnums=1)(state, always(1), jax.random.key(1), params)
+    assert isinstance(batch, Transition)
+    assert batch.obs.shape == (NUM_STEPS, NUM_ENVS, 4)
+    assert batch.reward.shape == batch.terminated.shape == batch.reset.shape == (NUM_STEPS, NUM_ENVS)
+    done = np.asarray(batch.done)
+    assert done.sum() >= NUM_ENVS * 2, "episodes must end inside the rollout for this test to check anything"
+    obs, final = np.asarray(batch.obs), np.asarray(batch.final_obs)
+    # Where an episode goes on, the final observation is the next one acted on ...
+    np.testing.assert_array_equal(final[:-1][~done[:-1]], obs[1:][~done[:-1]])
+    # ... where it ended, the next one is a fresh episode's, and the step after is marked as a reset.
+    assert not np.allclose(final[:-1][done[:-1]], obs[1:][done[:-1]])
+    np.testing.assert_array_equal(np.asarray(batch.reset)[1:], done[:-1])
+    assert np.asarray(batch.reset)[0].all()  # the first step after init starts episodes
+    np.testing.assert_array_equal(np.asarray(state.reset), done[-1])
+    # A terminated CartPole pole is out of bounds in its final observation, never in the fresh one.
+    assert np.all(np.abs(final[done][:, 2]) > 0.2)
+    assert np.all(np.abs(obs[np.asarray(batch.reset)][:, 2]) <= 0.05)
+
+
+def test_multi_agent_env_keeps_the_agent_axis_and_gae_runs_per_agent():
+    env, params = lamella.envs.make("IteratedMatrixGame-v0", num_inner_steps=5)
+
+    def defect_and_cooperate(key, obs, memory, reset):  # (batch, 2, 5) observations
+        action = jnp.broadcast_to(jnp.array([1, 0], jnp.int32), obs.shape[:2])
+        return memory, PolicyStep(action, action, jnp.zeros(obs.shape[:2]), jnp.ones(obs.shape[:2]))
+
+    rollout = make_rollout(env, 12, NUM_ENVS)
+    state = rollout.init(jax.random.key(0), params)
+    _, batch = rollout.collect(state, defect_and_cooperate, jax.random.key(1), params)
+    assert batch.obs.shape == (12, NUM_ENVS, 2, 5)
+    assert batch.reward.shape == batch.truncated.shape == (12, NUM_ENVS, 2)
+    assert batch.reset.shape == (12, NUM_ENVS)
+    # Truncated after 5 rounds: steps 4 and 9 end episodes, 5 and 10 start new ones.
+    np.testing.assert_array_equal(np.asarray(batch.truncated)[:, 0, 0], np.arange(12) % 5 == 4)
+    np.testing.assert_array_equal(np.asarray(batch.reset)[:, 0], (np.arange(12) % 5 == 0))
+    payoff = np.asarray(params.payoff)
+    np.testing.assert_allclose(np.asarray(batch.reward)[0, 0], payoff[1, 0])
+    # GAE takes the (time, env, agent) batch directly and equals one stream at a time.
+    value_next = jnp.full(batch.reward.shape, 2.0)
+    adv, _ = losses.gae_advantages(
+        batch.reward, batch.value, value_next, batch.terminated, batch.done, 0.9, 0.8
+    )
+    one = losses.gae_advantages(
+        batch.reward[:, 1, 0],
+        batch.value[:, 1, 0],
+        value_next[:, 1, 0],
+        batch.terminated[:, 1, 0],
+        batch.done[:, 1, 0],
+        0.9,
+        0.8,
+    )[0]
+    np.testing.assert_allclose(adv[:, 1, 0], one, rtol=1e-6)
+
+
+def test_per_env_params_are_levels():
+    env, params = lamella.envs.make("CartPole-v1")
+    lengths = jnp.array([3, 5, 7], jnp.int32)  # one episode-length limit per env
+    levels = jax.tree.map(lambda x: jnp.broadcast_to(x, (NUM_ENVS, *jnp.shape(x))), params)
+    levels = levels.replace(max_steps_in_episode=lengths)
+    rollout = make_rollout(env, 14, NUM_ENVS, params_axis=0)
+    state = rollout.init(jax.random.key(0), levels)
+    # Pushing left ends an episode by termination after about 9 steps; these limits come first.
+    _, batch = rollout.collect(state, always(0), jax.random.key(1), levels)
+    truncated = np.asarray(batch.truncated)
+    for env_index, limit in enumerate([3, 5, 7]):
+        np.testing.assert_array_equal(np.flatnonzero(truncated[:, env_index])[:2], [limit - 1, 2 * limit - 1])
+    assert not np.asarray(batch.terminated).any()
+
+
+def test_recurrent_memory_is_recorded_and_continues():
+    space = spaces.Discrete(2)
+    network = RecurrentActorCriticNet(space, hidden_sizes=(8,), rnn_hidden_size=8)
+    actor_critic = recurrent_actor_critic(network, network.initial_memory)
+    env, params = lamella.envs.make("CartPole-v1")
+    rollout = make_rollout(env, 30, NUM_ENVS)
+    state = rollout.init(jax.random.key(0), params, actor_critic.initial_memory(NUM_ENVS))
+    net_params = actor_critic.init(jax.random.key(2), state.obs)
+    end, batch = rollout.collect(
+        state, actor_critic_policy(actor_critic, net_params), jax.random.key(3), params
+    )
+    assert batch.memory.shape == (30, NUM_ENVS, 8)
+    after = next_memory(batch, end.memory)
+    np.testing.assert_array_equal(after[:-1], batch.memory[1:])
+    np.testing.assert_array_equal(after[-1], end.memory)
+    # Replaying the sequence from the first memory gives the log-probs and values of the rollout.
+    log_prob, value, _ = actor_critic.evaluate_actions(
+        net_params, batch.memory[0], batch.obs, batch.reset, batch.raw_action
+    )
+    np.testing.assert_allclose(log_prob, batch.log_prob, atol=1e-5)
+    np.testing.assert_allclose(value, batch.value, atol=1e-5)
+
+
+def test_bad_arguments_raise_early():
+    env, params = lamella.envs.make("CartPole-v1")
+    with pytest.raises(ValueError, match="num_steps"):
+        make_rollout(env, 0, 4)
+    with pytest.raises(ValueError, match="params_axis"):
+        make_rollout(env, 4, 4, params_axis=1)
+    rollout = make_rollout(env, 4, 2, info_keys=("returned_episode",))
+    state = rollout.init(jax.random.key(0), params)
+    with pytest.raises(KeyError, match="EpisodeStatistics"):
+        rollout.collect(state, always(0), jax.random.key(1), params)
