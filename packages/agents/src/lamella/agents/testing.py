@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from lamella.agents.runner import Runner
 
-__all__ = ["BanditConfig", "BanditState", "learning_curves", "make_bandit_runner"]
+__all__ = ["BanditConfig", "BanditState", "assert_threshold", "learning_curves", "make_bandit_runner"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,3 +127,24 @@ def learning_curves(runner: Runner, num_seeds: int = 2, metric: str = "episode_r
 
     _, curves = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), num_seeds))
     return curves
+
+
+def assert_threshold(values: Any, threshold: float, what: str, at_least: bool = True) -> None:
+    """Assert every seed's value is ``>= threshold`` (or ``<=`` with ``at_least=False``).
+
+    The failure message names the test's statistic, every seed's value, the threshold and the
+    worst seed's margin (negative: by how much it missed), so a near miss reads as one. A
+    passing check prints the same line (``pytest -rP`` shows it).
+    """
+    import numpy as np
+
+    values = np.asarray(values, np.float64).reshape(-1)
+    margins = values - threshold if at_least else threshold - values
+    sign = ">=" if at_least else "<="
+    report = (
+        f"{what}: per seed {np.round(values, 3).tolist()}, threshold {sign} {threshold}; "
+        f"worst margin {margins.min():+.4g} (seed {int(np.argmin(margins))})"
+    )
+    print(report)  # shown with pytest -rP: the measured figures of a passing run
+    if not np.all(margins >= 0):
+        raise AssertionError(report)
