@@ -3,7 +3,7 @@
 Run it in an environment that has rejax (which needs ``gymnax<1.0``, so not lamella's own)::
 
     python -m venv /tmp/rejaxvenv && /tmp/rejaxvenv/bin/pip install rejax "gymnax<1.0" flashbax evosax msgpack matplotlib
-    /tmp/rejaxvenv/bin/pip install --no-deps -e packages/envs -e packages/agents -e packages/buffers -e packages/gcrl
+    /tmp/rejaxvenv/bin/pip install --no-deps -e packages/envs -e packages/agents -e packages/buffers
     /tmp/rejaxvenv/bin/python benchmarks/sac_pendulum.py --seeds 3
 
 Protocol (identical for both sides, one process, interleaved lamella / rejax per seed):
@@ -53,7 +53,7 @@ HYPER = dict(hidden=(64, 64), lr=1e-3, gamma=0.99, tau=0.01, batch=256, warmup=1
 
 def make_lamella(seed: int):
     from lamella.agents.driver import compile_runner
-    from lamella.gcrl import SACTrainConfig, make_offpolicy_runner
+    from lamella.agents.offpolicy import SACTrainConfig, make_offpolicy_runner
 
     config = SACTrainConfig(
         env_id="Pendulum-v1",

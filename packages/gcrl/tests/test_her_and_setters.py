@@ -1,4 +1,4 @@
-"""HER batches of the runner against hand-built episodes, and the goal setters."""
+"""HER batches against hand-built episodes, and the goal setters."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ import numpy as np
 import pytest
 
 import lamella.envs
+from lamella.agents.offpolicy.loop import goal_functions
 from lamella.buffers import Transition, make_episode_buffer, transition_like
-from lamella.gcrl import SACTrainConfig, chain, goal_override, passthrough
-from lamella.gcrl.runner import make_batch_sampler
+from lamella.gcrl import SACTrainConfig, chain, goal_override, make_her_batch_sampler, passthrough
+
+
+def make_batch_sampler(config, env, params, buffer):
+    return make_her_batch_sampler(config, buffer, goal_functions(env, params))
 
 
 def _goal_obs(achieved, desired):

@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
 
-__all__ = ["build_parser", "register", "train_command"]
+__all__ = ["build_parser", "list_algorithms", "register", "train_command"]
 
 _DESCRIPTION = """\
 Train an algorithm on an environment for one or more seeds (trained side by side in one
@@ -38,6 +39,10 @@ examples:
   lamella train ppo --env Acrobot-v1 --seeds 4       a named preset, 4 seeds
   lamella train ppo num_envs=8 learning_rate=1e-3    override config fields
   lamella train ppo --print-config                   show the resolved config and exit
+  lamella train --list                               the installed algorithms and their packages
+  lamella train dqn                                  DQN on CartPole-v1 (lamella-agents)
+  lamella train sac --env GMazeGoalDubins-v0 --her   --NAME switches a boolean config field on
+                                                     (HER needs: pip install lamella-gcrl)
   lamella train ppo --resume runs/ppo-CartPole-v1-20260101-120000
 """
 
@@ -54,13 +59,22 @@ class _TrainParser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)
         overrides = [item for item in extras if "=" in item and not item.startswith("-")]
-        rest = [item for item in extras if not ("=" in item and not item.startswith("-"))]
+        # ``--NAME`` switches a boolean config field on (``--her`` is ``her=true``); which names
+        # exist depends on the algorithm, so they are checked with the config (config.switch_overrides).
+        switches = [item for item in extras if re.fullmatch(r"--[a-z][a-z0-9_-]*", item)]
+        rest = [item for item in extras if item not in overrides and item not in switches]
         parsed.overrides = list(getattr(parsed, "overrides", None) or []) + overrides
+        parsed.switches = list(getattr(parsed, "switches", None) or []) + switches
         return parsed, rest
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("algorithm", metavar="ALGORITHM", help="algorithm name, for example ppo or es")
+    parser.add_argument(
+        "algorithm",
+        metavar="ALGORITHM",
+        nargs="?",
+        help="algorithm name, for example ppo or dqn (see --list)",
+    )
     parser.add_argument(
         "overrides",
         nargs="*",
@@ -106,6 +120,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--print-config", action="store_true", help="print the resolved config as JSON and exit"
     )
+    parser.add_argument(
+        "--list", action="store_true", help="list the installed algorithms and the package of each, and exit"
+    )
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -149,12 +166,9 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
     from lamella.agents import checkpoint as ckpt
     from lamella.agents import config as config_lib
 
-    table = config_lib.algorithm_table()
-    if args.algorithm not in table:
-        raise config_lib.ConfigError(
-            f"Unknown algorithm {args.algorithm!r}. Available: {', '.join(sorted(table)) or 'none'}."
-        )
+    config_cls, _, _ = config_lib.algorithm_spec(args.algorithm)
     overrides = config_lib.parse_overrides(args.overrides)
+    overrides.update(config_lib.switch_overrides(config_cls, getattr(args, "switches", []), overrides))
     if args.eval_episodes is not None:
         if "eval_episodes" in overrides:
             raise config_lib.ConfigError("eval_episodes is given twice (--eval-episodes and eval_episodes=).")
@@ -179,7 +193,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
                 f"{args.resume!r} is a {stored['algorithm']!r} run, not {args.algorithm!r}."
             )
     if stored is not None and args.env_id is None and args.preset is None and not overrides:
-        config = config_lib.config_from_dict(table[args.algorithm][0], stored["config"])
+        config = config_lib.config_from_dict(config_cls, stored["config"])
     else:
         config = config_lib.resolve_config(args.algorithm, args.env_id, args.preset, overrides)
     if args.seeds is not None:
@@ -191,11 +205,34 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
     return config, seeds, stored
 
 
+def list_algorithms() -> str:
+    """The table ``lamella train --list`` prints: each installed algorithm and its package.
+
+    Reads entry-point metadata only (nothing is imported); algorithms added in this process with
+    ``register_algorithm`` are listed as ``(registered)``.
+    """
+    from lamella.agents import config as config_lib
+    from lamella.agents.algorithms import GROUP, algorithm_entries
+
+    rows = [(e.name, f"{e.package} {e.version}".strip(), e.target) for e in algorithm_entries()]
+    rows += [(name, "(registered)", "") for name in config_lib.registered_algorithms()]
+    if not rows:
+        return f"No algorithms installed (entry-point group {GROUP!r}); pip install lamella-agents."
+    rows = [("ALGORITHM", "PACKAGE", "ENTRY POINT"), *sorted(rows)]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    return "\n".join(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c}".rstrip() for a, b, c in rows)
+
+
 def train_command(args: argparse.Namespace) -> int:
     """Run ``lamella train`` for parsed arguments; return the exit status."""
     from lamella.agents.config import ConfigError, config_to_dict
 
     parser: argparse.ArgumentParser = args._train_parser
+    if args.list:
+        print(list_algorithms())
+        return 0
+    if args.algorithm is None:
+        parser.error("give an ALGORITHM to train (lamella train --list shows the installed ones)")
     try:
         config, seeds, _ = _resolve(args)
     except (ConfigError, ValueError) as error:

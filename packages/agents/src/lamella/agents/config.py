@@ -8,7 +8,8 @@ optionally ``| None``). This module turns command-line text into such a config::
 
 An unknown key raises :class:`ConfigError` listing the valid keys; a value of the wrong type
 raises :class:`ConfigError` naming the key, the expected type and the value. Nothing here
-imports JAX or builds a runner, so every mistake is reported before any compilation.
+builds a runner (resolving a config imports only that algorithm's module), so every mistake is
+reported before any compilation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "ConfigError",
+    "algorithm_spec",
     "algorithm_table",
     "apply_overrides",
     "config_diff",
@@ -32,7 +34,9 @@ __all__ = [
     "parse_value",
     "preset_table",
     "register_algorithm",
+    "registered_algorithms",
     "resolve_config",
+    "switch_overrides",
     "type_name",
     "unregister_algorithm",
 ]
@@ -58,7 +62,11 @@ def register_algorithm(
     *,
     overwrite: bool = False,
 ) -> None:
-    """Make a custom runner available to :func:`resolve_config`, the driver and ``lamella train``.
+    """Make an unpackaged runner available to :func:`resolve_config`, the driver and ``lamella train``
+    for the running process (a notebook, a test).
+
+    A package declares its algorithms as entry points instead (:mod:`lamella.agents.algorithms`),
+    so they are found whenever it is installed, with no import needed.
 
     Args:
         name: algorithm name (the ``algorithm`` level of the run log).
@@ -79,33 +87,54 @@ def unregister_algorithm(name: str) -> None:
     _REGISTERED.pop(name, None)
 
 
-def _import_table(module: str, attribute: str) -> dict[str, Any]:
-    import importlib
+def registered_algorithms() -> list[str]:
+    """The names added with :func:`register_algorithm` in this process, sorted."""
+    return sorted(_REGISTERED)
 
-    try:
-        return dict(getattr(importlib.import_module(module), attribute))
-    except ModuleNotFoundError as error:
-        if error.name == module:  # not written yet in this checkout; anything else is a real bug
-            return {}
-        raise
+
+def algorithm_spec(name: str) -> tuple[type, Callable[..., Any], dict[str, Any]]:
+    """``(config class, make_runner, presets)`` of one algorithm, importing only its module.
+
+    An algorithm added with :func:`register_algorithm` comes first, then the installed entry
+    points (:mod:`lamella.agents.algorithms`).
+
+    Raises:
+        ConfigError: unknown algorithm (listing the installed ones), or one that cannot load.
+    """
+    if name in _REGISTERED:
+        config_cls, make_runner, presets = _REGISTERED[name]
+        return config_cls, make_runner, dict(presets)
+    from lamella.agents.algorithms import algorithm_entries, load_algorithm
+
+    if name not in {entry.name for entry in algorithm_entries()}:
+        available = sorted({entry.name for entry in algorithm_entries()} | set(_REGISTERED))
+        raise ConfigError(
+            f"Unknown algorithm {name!r}. Available: {', '.join(available) or 'none'} "
+            "(lamella train --list shows where each comes from)."
+        )
+    spec = load_algorithm(name)
+    return spec.config_class, spec.make_runner, dict(spec.presets)
+
+
+def _all_specs() -> dict[str, tuple[type, Callable[..., Any], dict[str, Any]]]:
+    from lamella.agents.algorithms import algorithm_entries
+
+    names = {entry.name for entry in algorithm_entries()} | set(_REGISTERED)
+    return {name: algorithm_spec(name) for name in sorted(names)}
 
 
 def algorithm_table() -> dict[str, tuple[type, Callable[..., Any]]]:
-    """``{name: (ConfigClass, make_runner)}``: :data:`lamella.agents.algorithms.ALGORITHMS`
-    and the algorithms added with :func:`register_algorithm`."""
-    table = _import_table("lamella.agents.algorithms", "ALGORITHMS")
-    table.update({name: (cls, make) for name, (cls, make, _) in _REGISTERED.items()})
-    return table
+    """``{name: (ConfigClass, make_runner)}`` of every installed algorithm (entry points of the
+    group ``lamella.algorithms``) and those added with :func:`register_algorithm`.
+
+    This imports every algorithm's module; :func:`algorithm_spec` imports only one.
+    """
+    return {name: (cls, make) for name, (cls, make, _) in _all_specs().items()}
 
 
 def preset_table() -> dict[str, dict[str, Any]]:
-    """``{algorithm: {preset_name: config}}``: :data:`lamella.agents.presets.PRESETS` and the
-    presets given to :func:`register_algorithm`."""
-    table = {
-        name: dict(presets) for name, presets in _import_table("lamella.agents.presets", "PRESETS").items()
-    }
-    table.update({name: dict(presets) for name, (_, _, presets) in _REGISTERED.items()})
-    return table
+    """``{algorithm: {preset_name: config}}`` of every algorithm (see :func:`algorithm_table`)."""
+    return {name: presets for name, (_, _, presets) in _all_specs().items()}
 
 
 def field_types(config_cls: type) -> dict[str, Any]:
@@ -237,6 +266,31 @@ def _check_value(key: str, value: Any, tp: Any) -> Any:
     return value
 
 
+def switch_overrides(
+    config_cls: type, switches: Iterable[str], overrides: Mapping[str, str] = {}
+) -> dict[str, str]:
+    """``["--her"]`` -> ``{"her": "true"}``: command-line switches of boolean config fields.
+
+    Raises:
+        ConfigError: a switch that names no boolean field of ``config_cls`` (listing those that
+            exist), or a field given both as a switch and as ``key=value``.
+    """
+    types_ = field_types(config_cls)
+    booleans = [name for name, tp in types_.items() if tp is bool]
+    out: dict[str, str] = {}
+    for switch in switches:
+        key = switch.lstrip("-").replace("-", "_")
+        if key not in booleans:
+            raise ConfigError(
+                f"Unknown option {switch}: {config_cls.__name__} has no boolean field {key!r}. "
+                f"Boolean fields (switch on with --NAME): {', '.join(booleans) or 'none'}."
+            )
+        if key in overrides or key in out:
+            raise ConfigError(f"{key} is given twice ({switch} and {key}=...).")
+        out[key] = "true"
+    return out
+
+
 def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
     """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``; a malformed item raises :class:`ConfigError`."""
     parsed: dict[str, str] = {}
@@ -298,13 +352,7 @@ def resolve_config(
     Raises:
         ConfigError: unknown algorithm or preset, unknown key, or a value of the wrong type.
     """
-    table = algorithm_table()
-    if algorithm not in table:
-        raise ConfigError(
-            f"Unknown algorithm {algorithm!r}. Available: {', '.join(sorted(table)) or 'none'}."
-        )
-    config_cls, _ = table[algorithm]
-    presets = preset_table().get(algorithm, {})
+    config_cls, _, presets = algorithm_spec(algorithm)
     config: Any
     if preset is not None:
         if preset not in presets:

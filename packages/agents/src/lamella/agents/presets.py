@@ -4,16 +4,21 @@
 ``dataclasses.replace(PRESETS["ppo"]["CartPole-v1"], learning_rate=1e-3)``.
 Presets for environments that are not registered yet are plain configs too:
 they work as soon as the environment id exists.
+
+:data:`PPO` and :data:`ES` are the :class:`~lamella.agents.algorithms.Algorithm` entries that
+lamella-agents declares in the ``lamella.algorithms`` entry-point group (the off-policy ones are
+in :mod:`lamella.agents.offpolicy.presets`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lamella.agents.es import ESConfig
-from lamella.agents.ppo import PPOConfig
+from lamella.agents.algorithms import Algorithm
+from lamella.agents.es import ESConfig, make_es_runner
+from lamella.agents.ppo import PPOConfig, make_ppo_runner
 
-__all__ = ["PRESETS"]
+__all__ = ["ES", "PPO", "PRESETS"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "ppo": {
@@ -91,3 +96,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         ),
     },
 }
+
+#: ``lamella train ppo`` (entry point ``ppo = "lamella.agents.presets:PPO"``).
+PPO = Algorithm(PPOConfig, make_ppo_runner, PRESETS["ppo"])
+#: ``lamella train es`` (entry point ``es = "lamella.agents.presets:ES"``).
+ES = Algorithm(ESConfig, make_es_runner, PRESETS["es"])

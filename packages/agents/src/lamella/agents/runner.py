@@ -25,7 +25,15 @@ from lamella.agents.protocol import Agent, PRNGKey, TrainState
 from lamella.envs import random as fast_random
 from lamella.envs.environment import Environment, episode_done
 
-__all__ = ["Runner", "RunnerState", "evaluate_agent", "hashed_keys", "hashed_permutation", "make_train"]
+__all__ = [
+    "Runner",
+    "RunnerState",
+    "eval_max_steps",
+    "evaluate_agent",
+    "hashed_keys",
+    "hashed_permutation",
+    "make_train",
+]
 
 RunnerState = Any
 
@@ -124,6 +132,7 @@ def evaluate_agent(
     max_steps: int,
     memory: Any,
     greedy: bool = True,
+    success: bool = False,
 ) -> dict[str, jax.Array]:
     """Play ``num_episodes`` episodes in parallel, one per env, and return their returns.
 
@@ -143,9 +152,12 @@ def evaluate_agent(
         memory: the agent's memory for a batch of ``num_episodes`` envs (for
             example ``agent.reset_memory(memory, eval=True)``).
         greedy: act greedily.
+        success: also return ``"success"``: float32 ``(num_episodes,)``, 1 where the env's
+            ``info["is_success"]`` was true on some step of the episode (goal-conditioned envs).
 
     Returns:
-        ``{"episode_return": float32 (num_episodes,), "episode_length": int32 (num_episodes,)}``.
+        ``{"episode_return": float32 (num_episodes,), "episode_length": int32 (num_episodes,)}``
+        (and ``"success"``).
     """
     key_reset, key_loop = jax.random.split(key)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
@@ -163,25 +175,47 @@ def evaluate_agent(
         jnp.zeros((), jnp.int32),
         key_loop,
     )
+    # The success flags ride in the carry only when asked for, so other evaluations compile as before.
+    extra0 = (zeros,) if success else ()
 
     def cond(carry: tuple[Any, ...]) -> jax.Array:
-        finished, t = carry[6], carry[7]
+        finished, t = carry[0][6], carry[0][7]
         return jnp.logical_and(~jnp.all(finished), t < max_steps)
 
     def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
-        obs, env_state, memory, train_state, returns, lengths, finished, t, key = carry
+        (obs, env_state, memory, train_state, returns, lengths, finished, t, key), extra = carry
         keys = hashed_keys(key, (num_episodes + 2,))
         key, key_act = keys[0], keys[1]
         action, train_state, memory = agent.policy(key_act, train_state, obs, memory, eval=greedy)
-        obs, env_state, reward, terminated, truncated, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+        obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
             keys[2:], env_state, action, env_params
         )
         done = jax.vmap(episode_done)(terminated, truncated)
         reward = jnp.reshape(reward, (num_episodes, -1)).sum(-1)
         returns = returns + jnp.where(finished, 0.0, reward)
         lengths = lengths + jnp.where(finished, 0, 1)
+        if success:
+            if "is_success" not in info:
+                raise ValueError(
+                    "evaluate_agent(success=True) needs an env that reports info['is_success'] "
+                    f"(a goal-conditioned env); {type(env).__name__} does not."
+                )
+            reached = jnp.logical_and(~finished, jnp.reshape(info["is_success"], (num_episodes,)))
+            extra = (jnp.where(reached, 1.0, extra[0]),)
         finished = jnp.logical_or(finished, done)
-        return obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key
+        return (obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key), extra
 
-    out = jax.lax.while_loop(cond, body, carry0)
-    return {"episode_return": out[4], "episode_length": out[5]}
+    out, extra = jax.lax.while_loop(cond, body, (carry0, extra0))
+    metrics = {"episode_return": out[4], "episode_length": out[5]}
+    if success:
+        metrics["success"] = extra[0]
+    return metrics
+
+
+def eval_max_steps(config: Any, env_params: Any) -> int:
+    """The step cap of a greedy evaluation: ``config.eval_max_steps`` if it is > 0, else the env's
+    ``max_steps_in_episode`` param, else 1000."""
+    if int(getattr(config, "eval_max_steps", 0)) > 0:
+        return int(config.eval_max_steps)
+    limit = getattr(env_params, "max_steps_in_episode", None)
+    return int(limit) if limit is not None else 1000

@@ -1,33 +1,43 @@
-"""lamella.gcrl: the off-policy training loop, plain or goal-conditioned.
+"""lamella.gcrl: goal-conditioned plug-ins for lamella-agents' off-policy loop.
+
+* :func:`make_her_batch_sampler` (:mod:`lamella.gcrl.her`): hindsight experience replay, the
+  ``her`` entry point of the ``lamella.batch_samplers`` group, so ``her=True`` (``lamella train
+  sac --env GMazeGoalDubins-v0 --her``) works once this package is installed;
+* goal setters (:mod:`lamella.gcrl.setters`): :func:`goal_override`, :func:`chain`, passed as
+  ``make_offpolicy_runner(config, goal_setter=...)``.
+
+The loop itself (configs, runner, host loop, presets) is lamella-agents'
+:mod:`lamella.agents.offpolicy`; the names it had here in 0.1.0 are re-exported unchanged:
 
 >>> import jax
 >>> from lamella.agents import make_train
 >>> from lamella.gcrl import SACTrainConfig, make_offpolicy_runner
->>> runner = make_offpolicy_runner(SACTrainConfig(env_id="Pendulum-v1", total_timesteps=8_000))
->>> state, metrics = jax.jit(jax.vmap(make_train(runner)))(jax.random.split(jax.random.key(0), 2))
-
-Importing the package adds sac, td3, ddpg, tqc and dqn to lamella-agents' algorithm table, so
-``lamella.agents.driver.run_experiment(SACTrainConfig(...))`` and ``lamella train sac`` find them.
+>>> config = SACTrainConfig(env_id="PointRobotGoal-v0", her=True, total_timesteps=2_000)
+>>> state, metrics = jax.jit(make_train(make_offpolicy_runner(config)))(jax.random.key(0))
 """
 
-from lamella.gcrl import setters
-from lamella.gcrl.__about__ import __version__
-from lamella.gcrl.algorithms import ALGORITHMS, PRESETS, register_algorithms
-from lamella.gcrl.config import (
+from lamella.agents.offpolicy import (
     DDPGTrainConfig,
     DQNTrainConfig,
+    GoalSetter,
+    HostLoopResult,
     LoopConfig,
+    OffPolicyRunnerState,
     SACTrainConfig,
     TD3TrainConfig,
     TQCTrainConfig,
     agent_config,
+    make_offpolicy_runner,
+    passthrough,
+    train_host,
 )
-from lamella.gcrl.host import HostLoopResult, train_host
-from lamella.gcrl.runner import OffPolicyRunnerState, make_offpolicy_runner
-from lamella.gcrl.setters import GoalSetter, chain, goal_override, passthrough
+from lamella.agents.offpolicy.presets import PRESETS
+from lamella.gcrl import setters
+from lamella.gcrl.__about__ import __version__
+from lamella.gcrl.her import make_her_batch_sampler
+from lamella.gcrl.setters import chain, goal_override
 
 __all__ = [
-    "ALGORITHMS",
     "PRESETS",
     "DDPGTrainConfig",
     "DQNTrainConfig",
@@ -42,11 +52,9 @@ __all__ = [
     "agent_config",
     "chain",
     "goal_override",
+    "make_her_batch_sampler",
     "make_offpolicy_runner",
     "passthrough",
-    "register_algorithms",
     "setters",
     "train_host",
 ]
-
-register_algorithms()

@@ -1,7 +1,8 @@
 """Goal setters: pure functions that choose, or change, the goals of a goal-conditioned loop.
 
-After xpag's setter idea, as pure JAX. A :class:`GoalSetter` sits between the environment and
-the agent: at each episode start (``reset``) and after every step (``step``) it may rewrite the
+After xpag's setter idea, as pure JAX. A goal setter
+(:class:`lamella.agents.offpolicy.GoalSetter`, the hook of lamella-agents' off-policy loop,
+re-exported here) sits between the environment and the agent: at each episode start (``reset``) and after every step (``step``) it may rewrite the
 ``desired_goal`` the agent sees and, consistently, the reward, ``is_success`` and termination
 of that step. Everything it keeps (a curriculum, a goal held per env, step counters) is in an
 explicit state, so setters compile into the training scan and vmap over seeds. Setters compose
@@ -12,50 +13,16 @@ flags carry a leading ``num_envs`` axis.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from lamella.agents.offpolicy.plugins import GoalSetter, passthrough
+
 __all__ = ["GoalSetter", "chain", "goal_override", "passthrough"]
 
 PRNGKey = jax.Array
-
-
-class GoalSetter(NamedTuple):
-    """Three pure functions.
-
-    Attributes:
-        init: ``init(key, obs) -> setter_state`` for the first observations of the training envs.
-        reset: ``reset(key, setter_state, obs, started) -> (obs, setter_state)``: called
-            before every action with the observations the agent is about to act on; envs
-            where ``started`` (bool ``(num_envs,)``) begin an episode, and the setter may give
-            them a goal (or show a goal it changed in ``step``). Called once after ``init``
-            with ``started`` all True.
-        step: ``step(key, setter_state, next_obs, reward, terminated, truncated, info) ->
-            (next_obs, reward, terminated, truncated, info, setter_state)``, after every env
-            step and before the transition is stored.
-    """
-
-    init: Callable[[PRNGKey, Any], Any]
-    reset: Callable[[PRNGKey, Any, Any, jax.Array], tuple[Any, Any]]
-    step: Callable[..., tuple[Any, jax.Array, jax.Array, jax.Array, dict[str, Any], Any]]
-
-
-def passthrough() -> GoalSetter:
-    """The setter that changes nothing: the env's own goals, rewards and flags."""
-    return GoalSetter(
-        init=lambda key, obs: (),
-        reset=lambda key, state, obs, started: (obs, state),
-        step=lambda key, state, obs, reward, terminated, truncated, info: (
-            obs,
-            reward,
-            terminated,
-            truncated,
-            info,
-            state,
-        ),
-    )
 
 
 def chain(*setters: GoalSetter) -> GoalSetter:

@@ -10,6 +10,7 @@ then Polyak-averages the target critics. A Discrete action space gives discrete 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -36,7 +37,7 @@ from lamella.agents.protocol import Agent
 from lamella.agents.runner import hashed_keys
 from lamella.envs import spaces
 
-__all__ = ["SACConfig", "SACTrainState", "make_sac"]
+__all__ = ["SACConfig", "SACTrainState", "make_sac", "make_squashed_gaussian_agent"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,14 +145,36 @@ def _optimizers(config: Any) -> tuple[Any, Any, Any]:
     )
 
 
-def _make_continuous_sac(
-    config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space
+def make_squashed_gaussian_agent(
+    config: Any,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    critic: Any,
+    soft_target: Callable[..., jax.Array],
+    critic_loss: Callable[[jax.Array, jax.Array], jax.Array],
+    actor_value: Callable[[jax.Array], jax.Array],
 ) -> Agent:
+    """The agent continuous SAC and TQC share: a tanh-squashed Gaussian actor, an ensemble
+    critic, a learned temperature, Polyak-averaged target critics. They differ only in what the
+    critic outputs and how it learns, given here:
+
+    Args:
+        config: ``SACConfig`` or ``TQCConfig`` (learning rates, ``tau``, sizes, temperature
+            settings; ``policy_frequency`` if it has one, else 1).
+        observation_space, action_space: a 1-D Box action space.
+        critic: a :class:`~lamella.agents.offpolicy.common.ContinuousCritic`;
+            ``critic.apply(params, obs, unit_action)`` is float32 ``(critics, B, outputs)``.
+        soft_target: ``(reward (B,), discount (B,), next_out (critics, B, outputs),
+            next_log_prob (B,), alpha) -> target`` with leading axis B, from the target
+            critics at a sampled next action.
+        critic_loss: ``(out (critics, B, outputs), target) -> scalar`` at the stored actions.
+        actor_value: ``out (critics, B, outputs) -> (B,)``: the value the actor maximises.
+    """
     scaler = ActionScaler(action_space)
     actor = SquashedGaussianActor(scaler.dim, tuple(config.hidden_sizes), config.activation)
-    critic = ContinuousCritic(tuple(config.hidden_sizes), config.activation, config.num_critics)
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = -float(config.target_entropy_scale) * scaler.dim
+    policy_frequency = int(getattr(config, "policy_frequency", 1))
     example = obs_example_input(observation_space)
 
     def init(key: jax.Array, obs_example: Any = None) -> tuple[SACTrainState, tuple[()]]:
@@ -178,38 +201,43 @@ def _make_continuous_sac(
         unit = jnp.tanh(mean) if eval else squashed_gaussian_sample(key, mean, log_std)[0]
         return scaler.to_env(unit), train_state, memory
 
-    def critic_loss(critic_params: Any, batch: Batch, target: jax.Array) -> jax.Array:
-        obs = flatten_observation(batch.obs)
-        q = critic.apply(critic_params, obs, scaler.to_unit(batch.action))[..., 0]  # (critics, B)
-        return 0.5 * jnp.sum(jnp.mean(jnp.square(q - target[None]), axis=1))
+    def critic_objective(
+        critic_params: Any, obs: jax.Array, action: jax.Array, target: jax.Array
+    ) -> jax.Array:
+        return critic_loss(critic.apply(critic_params, obs, action), target)
 
     def actor_loss(
         actor_params: Any, critic_params: Any, obs: jax.Array, alpha: jax.Array, key: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         mean, log_std = actor.apply(actor_params, obs)
         action, log_prob = squashed_gaussian_sample(key, mean, log_std)
-        q = critic.apply(critic_params, obs, action)[..., 0]
-        return jnp.mean(alpha * log_prob - jnp.min(q, axis=0)), log_prob
+        value = actor_value(critic.apply(critic_params, obs, action))
+        return jnp.mean(alpha * log_prob - value), log_prob
 
     def update(
         batch: Batch, train_state: SACTrainState, memory: Any
     ) -> tuple[SACTrainState, Any, dict[str, jax.Array]]:
         key_next, key_actor = hashed_keys(batch.key, (2,))
         alpha = jnp.exp(train_state.log_alpha)
-        next_obs = flatten_observation(batch.next_obs)
+        obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
         mean, log_std = actor.apply(train_state.actor_params, next_obs)
         next_action, next_log_prob = squashed_gaussian_sample(key_next, mean, log_std)
-        q_next = critic.apply(train_state.target_critic_params, next_obs, next_action)[..., 0]
-        target = jax.vmap(targets.soft_q_target, in_axes=(0, 0, 1, 0, None))(
-            batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32), q_next, next_log_prob, alpha
+        next_out = critic.apply(train_state.target_critic_params, next_obs, next_action)
+        target = soft_target(
+            batch.reward.astype(jnp.float32),
+            batch.discount.astype(jnp.float32),
+            next_out,
+            next_log_prob,
+            alpha,
         )
         target = jax.lax.stop_gradient(target)
-        c_loss, c_grads = jax.value_and_grad(critic_loss)(train_state.critic_params, batch, target)
+        c_loss, c_grads = jax.value_and_grad(critic_objective)(
+            train_state.critic_params, obs, scaler.to_unit(batch.action), target
+        )
         c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
         critic_params = optax.apply_updates(train_state.critic_params, c_updates)
 
         def actor_and_alpha(state: SACTrainState) -> tuple[SACTrainState, jax.Array, jax.Array]:
-            obs = flatten_observation(batch.obs)
             (a_loss, log_prob), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
                 state.actor_params, critic_params, obs, alpha, key_actor
             )
@@ -221,11 +249,11 @@ def _make_continuous_sac(
             return new, a_loss, -jnp.mean(log_prob)
 
         state = train_state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state)
-        if config.policy_frequency == 1:
+        if policy_frequency == 1:
             state, a_loss, entropy = actor_and_alpha(state)
         else:
             state, a_loss, entropy = jax.lax.cond(
-                train_state.updates % config.policy_frequency == 0,
+                train_state.updates % policy_frequency == 0,
                 actor_and_alpha,
                 lambda s: (s, jnp.zeros(()), jnp.zeros(())),
                 state,
@@ -245,6 +273,33 @@ def _make_continuous_sac(
         return state, memory, metrics
 
     return Agent(init=init, policy=policy, update=update, reset_memory=lambda memory, eval=False: ())
+
+
+def _make_continuous_sac(
+    config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space
+) -> Agent:
+    critic = ContinuousCritic(tuple(config.hidden_sizes), config.activation, config.num_critics)
+
+    def soft_target(
+        reward: jax.Array,
+        discount: jax.Array,
+        next_out: jax.Array,
+        next_log_prob: jax.Array,
+        alpha: jax.Array,
+    ) -> jax.Array:
+        return jax.vmap(targets.soft_q_target, in_axes=(0, 0, 1, 0, None))(
+            reward, discount, next_out[..., 0], next_log_prob, alpha
+        )
+
+    def critic_loss(out: jax.Array, target: jax.Array) -> jax.Array:
+        return 0.5 * jnp.sum(jnp.mean(jnp.square(out[..., 0] - target[None]), axis=1))
+
+    def actor_value(out: jax.Array) -> jax.Array:
+        return jnp.min(out[..., 0], axis=0)  # clipped double Q
+
+    return make_squashed_gaussian_agent(
+        config, observation_space, action_space, critic, soft_target, critic_loss, actor_value
+    )
 
 
 def _make_discrete_sac(

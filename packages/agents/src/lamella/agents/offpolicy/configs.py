@@ -2,7 +2,8 @@
 
 ``SACTrainConfig`` is :class:`LoopConfig` and :class:`~lamella.agents.offpolicy.SACConfig` in
 one flat frozen dataclass, so ``lamella train sac key=value`` reaches every field and the
-driver checkpoints and compares it like any other config.
+driver checkpoints and compares it like any other config. (Until lamella-gcrl 0.1 these lived
+in ``lamella.gcrl.config``; the field names are unchanged, so older run directories resume.)
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lamella.agents.offpolicy import DDPGConfig, DQNConfig, SACConfig, TD3Config, TQCConfig
+from lamella.agents.offpolicy.ddpg import DDPGConfig, make_ddpg
+from lamella.agents.offpolicy.dqn import DQNConfig, make_dqn
+from lamella.agents.offpolicy.sac import SACConfig, make_sac
+from lamella.agents.offpolicy.td3 import TD3Config, make_td3
+from lamella.agents.offpolicy.tqc import TQCConfig, make_tqc
 
 __all__ = [
+    "AGENTS",
     "DDPGTrainConfig",
     "DQNTrainConfig",
     "LoopConfig",
@@ -21,6 +27,16 @@ __all__ = [
     "TQCTrainConfig",
     "agent_config",
 ]
+
+
+#: name -> (agent config class, ``make(config, observation_space, action_space) -> Agent``)
+AGENTS: dict[str, tuple[type, Any]] = {
+    "dqn": (DQNConfig, make_dqn),
+    "sac": (SACConfig, make_sac),
+    "td3": (TD3Config, make_td3),
+    "ddpg": (DDPGConfig, make_ddpg),
+    "tqc": (TQCConfig, make_tqc),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +58,9 @@ class LoopConfig:
         batch_size: transitions per gradient step.
         learning_starts: env steps (over all envs) of uniform random actions before the first update.
         n_step: n-step targets (1: one-step TD); not with ``her``.
-        her: hindsight experience replay (goal-conditioned envs only).
+        her: hindsight experience replay (goal-conditioned envs only): batches come from the
+            ``her`` batch sampler that lamella-gcrl provides (``pip install lamella-gcrl``;
+            see :mod:`lamella.agents.offpolicy.plugins`). ``lamella train ... --her`` sets it.
         her_strategy: ``"future"``, ``"final"`` or ``"episode"``.
         her_relabel_probability: fraction of sampled transitions given a hindsight goal.
     """

@@ -1,9 +1,10 @@
 """The off-policy loop on the host, for environments that are not JAX (gymnasium vector envs).
 
 The env steps in Python (numpy); acting, storing and learning are the same compiled functions
-as in the compiled runner (the agents of ``lamella.agents.offpolicy``, the episode buffer and
-samplers of ``lamella.buffers``), and the run log is lamella-agents' ``RunLog``
-(``metrics.json`` / ``metrics.csv``, docs/run-log-format.md)::
+as in the compiled runner (the agents of ``lamella.agents.offpolicy``, the episode buffer of
+``lamella.buffers``, the batch samplers of :mod:`lamella.agents.offpolicy.loop`, HER from the
+lamella-gcrl plug-in), and the run log is lamella-agents' ``RunLog`` (``metrics.json`` /
+``metrics.csv``, docs/run-log-format.md)::
 
     result = train_host(SACTrainConfig(env_id="Pendulum-v1", total_timesteps=10_000), "Pendulum-v1")
 
@@ -25,17 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.agents.offpolicy import AGENTS, Batch
+from lamella.agents.offpolicy.configs import AGENTS, LoopConfig, agent_config
+from lamella.agents.offpolicy.loop import resolve_batch_sampler
+from lamella.agents.offpolicy.plugins import BatchSamplerFactory, GoalFunctions
 from lamella.agents.runlog import RunLog
-from lamella.buffers import (
-    Transition,
-    make_episode_buffer,
-    make_her_sampler,
-    make_n_step_sampler,
-    transition_like,
-)
+from lamella.buffers import Transition, make_episode_buffer, transition_like
 from lamella.envs import spaces
-from lamella.gcrl.config import LoopConfig, agent_config
 
 __all__ = ["HostLoopResult", "from_gymnasium_space", "train_host"]
 
@@ -108,6 +104,7 @@ def train_host(
     eval_every: int | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     compute_reward: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+    batch_sampler: BatchSamplerFactory | None = None,
 ) -> HostLoopResult:
     """Train ``config``'s agent on a host-side vector env.
 
@@ -121,6 +118,8 @@ def train_host(
         eval_every: env steps between evaluations (default about 10 per run).
         out_dir: write ``metrics.json`` / ``metrics.csv`` there (None: no files).
         compute_reward: a JAX ``compute_reward(achieved_goal, desired_goal)`` for ``her=True``.
+        batch_sampler: ``make(config, buffer, goals) -> sample`` (default: uniform or n-step;
+            the ``her`` plug-in of lamella-gcrl with ``her=True``).
 
     Returns:
         A :class:`HostLoopResult`.
@@ -141,28 +140,11 @@ def train_host(
     action_space = from_gymnasium_space(env.single_action_space)
     agent = AGENTS[name][1](agent_cfg, observation_space, action_space)
     buffer = make_episode_buffer(config.num_envs, config.buffer_size // config.num_envs, config.batch_size)
-    gamma = float(config.gamma)
-    if config.her:
-        if compute_reward is None:
-            raise ValueError("her=True in train_host needs compute_reward (a JAX function of two goals).")
-        her_sample = make_her_sampler(
-            buffer, compute_reward, config.her_strategy, config.her_relabel_probability, config.batch_size
-        )
-
-        def sample(state: Any, key: jax.Array) -> Batch:
-            t = her_sample(state, key).transition
-            return Batch(t.obs, t.action, t.reward, gamma * (1.0 - t.terminated), t.next_obs, key)
-    elif config.n_step > 1:
-        n_step_sample = make_n_step_sampler(buffer, config.n_step, gamma, config.batch_size)
-
-        def sample(state: Any, key: jax.Array) -> Batch:
-            t = n_step_sample(state, key)
-            return Batch(t.obs, t.action, t.reward, t.discount, t.next_obs, key)
-    else:
-
-        def sample(state: Any, key: jax.Array) -> Batch:
-            t = buffer.sample(state, key)
-            return Batch(t.obs, t.action, t.reward, gamma * (1.0 - t.terminated), t.next_obs, key)
+    if config.her and compute_reward is None:
+        raise ValueError("her=True in train_host needs compute_reward (a JAX function of two goals).")
+    make_sampler = resolve_batch_sampler(config, batch_sampler)
+    goals = GoalFunctions(compute_reward) if compute_reward is not None else None
+    sample = make_sampler(config, buffer, goals)
 
     # The train state is not donated: its target networks start as the very same arrays.
     @jax.jit

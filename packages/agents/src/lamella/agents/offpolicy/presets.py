@@ -1,25 +1,18 @@
-"""The off-policy algorithms in lamella's algorithm table, and their presets.
+"""The off-policy algorithms' presets, and their entries in the ``lamella.algorithms`` group.
 
-How ``lamella train sac`` reaches this package: lamella-agents (layer 1) may not import
-lamella-gcrl (layer 2), so this package adds itself to the agents' table with
-:func:`lamella.agents.config.register_algorithm`. That happens
-
-* on ``import lamella.gcrl`` (Python use: ``run_experiment(SACTrainConfig(...))`` then finds it),
-* when the ``lamella`` command starts: lamella-gcrl declares the ``lamella.commands`` entry point
-  ``train_offpolicy = "lamella.gcrl.algorithms:register"``, which registers the algorithms and
-  adds ``--her`` (shorthand for ``her=true``) to ``lamella train``. Its name sorts after
-  lamella-agents' ``train`` entry point, which the ``lamella`` script loads first.
-
-``python -m lamella.gcrl.train`` is the same command without the ``lamella`` script.
+lamella-agents declares ``sac``, ``td3``, ``ddpg``, ``tqc`` and ``dqn`` as entry points naming
+the :class:`~lamella.agents.algorithms.Algorithm` objects below, so ``lamella train dqn`` and
+``run_experiment(DQNTrainConfig(...))`` find them with lamella-envs, lamella-buffers and
+lamella-agents installed. The goal-task presets set ``her=True``: they need lamella-gcrl's HER
+batch sampler (``pip install lamella-gcrl``), and say so before anything compiles without it.
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
 from typing import Any
 
-from lamella.gcrl.config import (
+from lamella.agents.algorithms import Algorithm
+from lamella.agents.offpolicy.configs import (
     DDPGTrainConfig,
     DQNTrainConfig,
     SACTrainConfig,
@@ -27,23 +20,15 @@ from lamella.gcrl.config import (
     TQCTrainConfig,
 )
 
-__all__ = ["ALGORITHMS", "PRESETS", "register", "register_algorithms"]
+__all__ = ["DDPG", "DQN", "PRESETS", "SAC", "TD3", "TQC", "make_offpolicy_runner_of"]
 
 
-def _make_runner(config: Any) -> Any:
-    from lamella.gcrl.runner import make_offpolicy_runner
+def make_offpolicy_runner_of(config: Any) -> Any:
+    """``config -> Runner`` of the off-policy loop (the runner factory of every entry here)."""
+    from lamella.agents.offpolicy.loop import make_offpolicy_runner
 
     return make_offpolicy_runner(config)
 
-
-#: name -> (train config class, runner factory)
-ALGORITHMS: dict[str, tuple[type, Callable[[Any], Any]]] = {
-    "sac": (SACTrainConfig, _make_runner),
-    "td3": (TD3TrainConfig, _make_runner),
-    "ddpg": (DDPGTrainConfig, _make_runner),
-    "tqc": (TQCTrainConfig, _make_runner),
-    "dqn": (DQNTrainConfig, _make_runner),
-}
 
 # Pendulum: small networks and Adam at 1e-3 reach about -150 within 10k steps (the CI learning
 # test uses these settings with 8k steps and a 10k buffer).
@@ -149,35 +134,13 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def register_algorithms() -> None:
-    """Add sac, td3, ddpg, tqc and dqn (with presets) to lamella-agents' algorithm table."""
-    from lamella.agents.config import register_algorithm
-
-    for name, (config_cls, make_runner) in ALGORITHMS.items():
-        register_algorithm(name, config_cls, make_runner, PRESETS.get(name, {}), overwrite=True)
-
-
-def _add_her_flag(train: argparse.ArgumentParser) -> None:
-    if "--her" in getattr(train, "_option_string_actions", {}):
-        return
-    train.add_argument(
-        "--her",
-        action="store_true",
-        help="hindsight experience replay for off-policy algorithms on goal envs (same as her=true)",
-    )
-    command = train.get_default("func")
-
-    def run(args: argparse.Namespace) -> Any:
-        if getattr(args, "her", False):
-            args.overrides = [*(args.overrides or []), "her=true"]
-        return command(args)
-
-    train.set_defaults(func=run)
-
-
-def register(subparsers: Any) -> None:
-    """``lamella.commands`` entry point: register the algorithms and add ``--her`` to ``lamella train``."""
-    register_algorithms()
-    choices = getattr(subparsers, "choices", {}) or {}
-    if "train" in choices:
-        _add_her_flag(choices["train"])
+#: ``lamella train sac`` (entry point ``sac = "lamella.agents.offpolicy.presets:SAC"``).
+SAC = Algorithm(SACTrainConfig, make_offpolicy_runner_of, PRESETS["sac"])
+#: ``lamella train td3``.
+TD3 = Algorithm(TD3TrainConfig, make_offpolicy_runner_of, PRESETS["td3"])
+#: ``lamella train ddpg``.
+DDPG = Algorithm(DDPGTrainConfig, make_offpolicy_runner_of, PRESETS["ddpg"])
+#: ``lamella train tqc``.
+TQC = Algorithm(TQCTrainConfig, make_offpolicy_runner_of, PRESETS["tqc"])
+#: ``lamella train dqn``.
+DQN = Algorithm(DQNTrainConfig, make_offpolicy_runner_of, PRESETS["dqn"])

@@ -1,17 +1,16 @@
-"""The host-side loop around gymnasium vector envs."""
+"""The off-policy loop on the host, around gymnasium vector envs."""
 
 from __future__ import annotations
 
 import json
 
+import gymnasium  # lamella-agents[gymnasium]; the agents test env installs it (no skip)
 import numpy as np
 import pytest
 
+from lamella.agents.offpolicy import SACTrainConfig, train_host
+from lamella.agents.offpolicy.host import _final_obs, from_gymnasium_space
 from lamella.envs import spaces
-from lamella.gcrl import SACTrainConfig, train_host
-from lamella.gcrl.host import _final_obs, from_gymnasium_space
-
-gymnasium = pytest.importorskip("gymnasium")
 
 
 def test_train_host_runs_and_writes_the_run_log(tmp_path):

@@ -1,14 +1,15 @@
-"""The compiled off-policy loop, plain or goal-conditioned, as a lamella Runner.
+"""The off-policy loop (DQN, SAC, TD3, DDPG, TQC on any lamella env) as a compiled Runner.
 
 One ``runner.step`` is one ``lax.scan`` over ``rollout_steps`` vector env steps; each scan step
 
 1. acts (uniform random actions for the first ``learning_starts`` env steps),
-2. steps the bare envs, lets the goal setter rewrite goals and rewards,
+2. steps the bare envs, lets the goal setter (a hook, :mod:`~lamella.agents.offpolicy.plugins`)
+   rewrite goals and rewards,
 3. stores the transition with the *true* next observation (at a time limit that is the final
    observation, so targets bootstrap from it: truncation is not termination),
 4. resets the envs that are done (``env.reset_done``; no auto-reset),
-5. runs ``updates_per_step`` gradient steps on batches sampled from the replay (uniform,
-   n-step, or HER-relabelled).
+5. runs ``updates_per_step`` gradient steps on batches from the batch sampler (uniform or
+   n-step here; HER-relabelled with ``her=True``, from lamella-gcrl's plug-in).
 
 Everything (env, buffer, agent, setter) is in the runner state, a pytree of arrays, so
 ``jax.vmap(make_train(runner))`` trains many seeds in one compiled program and the shared
@@ -19,6 +20,7 @@ resumes it unchanged.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -26,29 +28,35 @@ import jax.numpy as jnp
 from flax import struct
 
 import lamella.envs
-from lamella.agents.offpolicy import AGENTS, Batch
-from lamella.agents.runner import Runner
+from lamella.agents.offpolicy.common import Batch
+from lamella.agents.offpolicy.configs import AGENTS, LoopConfig, agent_config
+from lamella.agents.offpolicy.plugins import (
+    BatchSamplerFactory,
+    GoalFunctions,
+    GoalSetter,
+    load_batch_sampler,
+    passthrough,
+)
+from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent
 from lamella.buffers import (
+    EpisodeBuffer,
     EpisodeBufferState,
-    HerSample,
     NStepTransition,
     Transition,
     make_episode_buffer,
-    make_her_sampler,
     make_n_step_sampler,
     transition_like,
 )
 from lamella.envs import spaces
 from lamella.envs.environment import episode_done
-from lamella.gcrl.config import LoopConfig, agent_config
-from lamella.gcrl.setters import GoalSetter, passthrough
 
 __all__ = [
     "OffPolicyRunnerState",
+    "goal_functions",
     "is_goal_space",
     "make_batch_sampler",
-    "make_evaluate",
     "make_offpolicy_runner",
+    "resolve_batch_sampler",
 ]
 
 
@@ -91,58 +99,40 @@ def is_goal_space(space: spaces.Space) -> bool:
     )
 
 
-def _eval_max_steps(config: LoopConfig, env_params: Any) -> int:
-    if config.eval_max_steps > 0:
-        return int(config.eval_max_steps)
-    limit = getattr(env_params, "max_steps_in_episode", None)
-    return int(limit) if limit is not None else 1000
+def goal_functions(env: Any, env_params: Any) -> GoalFunctions:
+    """The :class:`GoalFunctions` of a goal-conditioned lamella env (its bare env's pure
+    ``compute_reward``, ``is_success`` and ``terminate_on_success`` param)."""
+    bare = getattr(env, "unwrapped", env)
+    if not hasattr(bare, "compute_reward"):
+        raise ValueError(f"{type(bare).__name__} has no compute_reward: it is not a goal-conditioned env.")
+    is_success = getattr(bare, "is_success", None)
+    return GoalFunctions(
+        compute_reward=functools.partial(bare.compute_reward, params=env_params),
+        is_success=None if is_success is None else functools.partial(is_success, params=env_params),
+        terminate_on_success=bool(getattr(env_params, "terminate_on_success", False)),
+    )
 
 
-def make_batch_sampler(config: Any, env: Any, env_params: Any, buffer: Any) -> Any:
-    """``sample(buffer_state, key) -> Batch`` for the config: uniform, n-step or HER.
+def make_batch_sampler(
+    config: Any, buffer: EpisodeBuffer, goals: GoalFunctions | None = None
+) -> Callable[[EpisodeBufferState, jax.Array], Batch]:
+    """The default batch sampler factory: ``sample(buffer_state, key) -> Batch``.
 
-    HER relabels with the env's pure ``compute_reward``. A relabelled transition's
-    ``terminated`` is recomputed for its new goal (``is_success`` and the env's
-    ``terminate_on_success``) when the env has them: the stored flag belongs to the original goal.
+    Uniform transitions (``n_step=1``) or n-step transitions, with ``discount = gamma ** k``
+    (0 where the episode terminated). ``goals`` is ignored (the factory signature of
+    :data:`~lamella.agents.offpolicy.plugins.BatchSamplerFactory`).
     """
+    del goals
     gamma = float(config.gamma)
-    if config.her:
-        bare = env.unwrapped
-        if not hasattr(bare, "compute_reward"):
-            raise ValueError(
-                f"her=True needs a goal-conditioned env with compute_reward; {config.env_id} has none."
-            )
-        compute_reward = functools.partial(bare.compute_reward, params=env_params)
-        her_sample = make_her_sampler(
-            buffer, compute_reward, config.her_strategy, config.her_relabel_probability, config.batch_size
-        )
-        is_success = getattr(bare, "is_success", None)
-        terminates = bool(getattr(env_params, "terminate_on_success", False))
-
-        def sample(buffer_state: EpisodeBufferState, key: jax.Array) -> Batch:
-            key_sample, key_update = jax.random.split(key)
-            her: HerSample = her_sample(buffer_state, key_sample)
-            t = her.transition
-            terminated = t.terminated
-            if is_success is not None:
-                new_done = jnp.logical_and(
-                    is_success(t.next_obs["achieved_goal"], t.next_obs["desired_goal"], env_params),
-                    terminates,
-                )
-                terminated = jnp.where(her.relabelled, new_done, terminated)
-            discount = gamma * (1.0 - terminated.astype(jnp.float32))
-            return Batch(t.obs, t.action, t.reward, discount, t.next_obs, key_update)
-
-        return sample
     if config.n_step > 1:
         n_step_sample = make_n_step_sampler(buffer, config.n_step, gamma, config.batch_size)
 
-        def sample(buffer_state: EpisodeBufferState, key: jax.Array) -> Batch:
+        def sample_n_step(buffer_state: EpisodeBufferState, key: jax.Array) -> Batch:
             key_sample, key_update = jax.random.split(key)
             t: NStepTransition = n_step_sample(buffer_state, key_sample)
             return Batch(t.obs, t.action, t.reward, t.discount, t.next_obs, key_update)
 
-        return sample
+        return sample_n_step
 
     def sample(buffer_state: EpisodeBufferState, key: jax.Array) -> Batch:
         key_sample, key_update = jax.random.split(key)
@@ -153,71 +143,31 @@ def make_batch_sampler(config: Any, env: Any, env_params: Any, buffer: Any) -> A
     return sample
 
 
-def make_evaluate(
-    agent: Any, env: Any, env_params: Any, num_episodes: int, max_steps: int, goal: bool
-) -> Any:
-    """``evaluate(train_state, key) -> metrics``: ``num_episodes`` greedy episodes in parallel.
-
-    Returns ``episode_return`` float32 ``(num_episodes,)``, ``episode_length`` int32, and for
-    goal-conditioned envs ``success`` float32 ``(num_episodes,)`` (``is_success`` on the last
-    step of the episode, or any step if the env does not end on success) and ``success_rate`` ().
-    """
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-
-    def evaluate(train_state: Any, key: jax.Array) -> dict[str, jax.Array]:
-        key_reset, key_loop = jax.random.split(key)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(key_reset, num_episodes), env_params
-        )
-        zeros = jnp.zeros((num_episodes,), jnp.float32)
-        finished = jnp.zeros((num_episodes,), bool)
-        carry = (
-            obs,
-            env_state,
-            train_state,
-            zeros,
-            jnp.zeros((num_episodes,), jnp.int32),
-            zeros,
-            finished,
-            jnp.zeros((), jnp.int32),
-            key_loop,
-        )
-
-        def cond(c: tuple[Any, ...]) -> jax.Array:
-            return jnp.logical_and(~jnp.all(c[6]), c[7] < max_steps)
-
-        def body(c: tuple[Any, ...]) -> tuple[Any, ...]:
-            obs, env_state, ts, returns, lengths, success, finished, t, key = c
-            key, key_act, key_step = jax.random.split(key, 3)
-            action, ts, _ = agent.policy(key_act, ts, obs, (), eval=True)
-            obs, env_state, reward, terminated, truncated, info = step(
-                jax.random.split(key_step, num_episodes), env_state, action, env_params
-            )
-            done = jax.vmap(episode_done)(terminated, truncated)
-            live = ~finished
-            returns = returns + jnp.where(live, jnp.reshape(reward, (num_episodes, -1)).sum(-1), 0.0)
-            lengths = lengths + live.astype(jnp.int32)
-            if goal and "is_success" in info:
-                success = jnp.where(live & info["is_success"], 1.0, success)
-            return obs, env_state, ts, returns, lengths, success, finished | done, t + 1, key
-
-        out = jax.lax.while_loop(cond, body, carry)
-        metrics = {"episode_return": out[3], "episode_length": out[4]}
-        if goal:
-            metrics["success"] = out[5]
-            metrics["success_rate"] = jnp.mean(out[5])
-        return metrics
-
-    return evaluate
+def resolve_batch_sampler(config: Any, batch_sampler: BatchSamplerFactory | None) -> BatchSamplerFactory:
+    """The batch sampler factory a run uses: ``batch_sampler`` if given, else the installed
+    ``her`` plug-in when ``config.her`` (a :class:`~lamella.agents.config.ConfigError` naming
+    ``pip install lamella-gcrl`` when none is installed), else :func:`make_batch_sampler`."""
+    if batch_sampler is not None:
+        return batch_sampler
+    if config.her:
+        return load_batch_sampler("her", "her=True (hindsight experience replay)")
+    return make_batch_sampler
 
 
-def make_offpolicy_runner(config: LoopConfig, goal_setter: GoalSetter | None = None) -> Runner:
+def make_offpolicy_runner(
+    config: LoopConfig,
+    goal_setter: GoalSetter | None = None,
+    batch_sampler: BatchSamplerFactory | None = None,
+) -> Runner:
     """The compiled off-policy :class:`~lamella.agents.runner.Runner` of a train config.
 
     Args:
-        config: a ``<Algo>TrainConfig`` (:mod:`lamella.gcrl.config`).
-        goal_setter: goal setter of the training envs (default :func:`passthrough`); evaluation
-            always uses the env's own goals.
+        config: a ``<Algo>TrainConfig`` (:mod:`lamella.agents.offpolicy.configs`).
+        goal_setter: goal setter of the training envs (default
+            :func:`~lamella.agents.offpolicy.plugins.passthrough`; lamella-gcrl has others);
+            evaluation always uses the env's own goals.
+        batch_sampler: ``make(config, buffer, goals) -> sample`` (default: see
+            :func:`resolve_batch_sampler`).
 
     Returns:
         A Runner: ``init``, ``step`` (``rollout_steps`` vector env steps with their updates),
@@ -236,14 +186,13 @@ def make_offpolicy_runner(config: LoopConfig, goal_setter: GoalSetter | None = N
             f"her=True needs a goal-conditioned env (dict observations with observation/achieved_goal/"
             f"desired_goal); {config.env_id} is not one. Use a goal env such as GMazeGoalDubins-v0."
         )
+    make_sampler = resolve_batch_sampler(config, batch_sampler)
     agent = AGENTS[name][1](agent_cfg, observation_space, action_space)
     setter = passthrough() if goal_setter is None else goal_setter
     num_envs, rollout_steps = config.num_envs, config.rollout_steps
     buffer = make_episode_buffer(num_envs, config.buffer_size // num_envs, config.batch_size)
-    sample_batch = make_batch_sampler(config, env, env_params, buffer)
-    evaluate_fn = make_evaluate(
-        agent, eval_env, env_params, config.eval_episodes, _eval_max_steps(config, env_params), goal
-    )
+    sample_batch = make_sampler(config, buffer, goal_functions(env, env_params) if goal else None)
+    max_eval_steps = eval_max_steps(config, env_params)
     env_reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     env_reset_done = jax.vmap(env.reset_done, in_axes=(0, 0, 0, 0, None))
@@ -351,7 +300,20 @@ def make_offpolicy_runner(config: LoopConfig, goal_setter: GoalSetter | None = N
         return state, out
 
     def evaluate(state: OffPolicyRunnerState, key: jax.Array) -> dict[str, jax.Array]:
-        return evaluate_fn(state.train_state, key)
+        metrics = evaluate_agent(
+            agent,
+            state.train_state,
+            eval_env,
+            env_params,
+            key,
+            config.eval_episodes,
+            max_eval_steps,
+            memory=(),
+            success=goal,
+        )
+        if goal:
+            metrics["success_rate"] = jnp.mean(metrics["success"])
+        return metrics
 
     # The structure of the agent's update metrics (zeros before learning starts), found
     # abstractly, without compiling anything.

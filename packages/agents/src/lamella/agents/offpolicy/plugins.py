@@ -1,0 +1,144 @@
+"""The two hooks of the off-policy loop: a goal setter and a batch sampler.
+
+The loop (:func:`lamella.agents.offpolicy.loop.make_offpolicy_runner`, and
+:func:`lamella.agents.offpolicy.host.train_host` on the host) stores transitions in a
+:func:`lamella.buffers.make_episode_buffer` and learns from batches drawn from it. Two things can
+be plugged in without a second loop:
+
+* a **goal setter** (:class:`GoalSetter`): pure functions that may rewrite the goals, rewards
+  and flags the agent sees (lamella-gcrl's ``goal_override`` and ``chain``); the default,
+  :func:`passthrough`, changes nothing;
+* a **batch sampler factory** (:data:`BatchSamplerFactory`):
+  ``make(config, buffer, goals) -> sample(buffer_state, key) -> Batch``. The default draws
+  uniform (or n-step) transitions. ``her=True`` in a config asks for the factory installed as
+  the entry point ``her`` of the group ``lamella.batch_samplers``; lamella-gcrl declares it::
+
+      [project.entry-points."lamella.batch_samplers"]
+      her = "lamella.gcrl.her:make_her_batch_sampler"
+
+  Without lamella-gcrl, ``her=True`` is refused before anything compiles, naming
+  ``pip install lamella-gcrl``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+
+from lamella.agents.config import ConfigError
+
+__all__ = [
+    "SAMPLER_GROUP",
+    "BatchSamplerFactory",
+    "GoalFunctions",
+    "GoalSetter",
+    "load_batch_sampler",
+    "passthrough",
+    "sampler_available",
+]
+
+PRNGKey = jax.Array
+
+#: The entry-point group of batch sampler factories (``name = "module:function"``).
+SAMPLER_GROUP = "lamella.batch_samplers"
+
+#: Which distribution provides each sampler lamella's configs ask for by a flag (for the error).
+_PROVIDERS = {"her": "lamella-gcrl"}
+
+
+class GoalFunctions(NamedTuple):
+    """What goal relabelling needs to know about a goal-conditioned env (all pure, jittable).
+
+    Attributes:
+        compute_reward: ``compute_reward(achieved_goal, desired_goal) -> reward`` for one pair.
+        is_success: ``is_success(achieved_goal, desired_goal) -> bool`` for one pair, or None.
+        terminate_on_success: whether reaching the goal ends the episode (a relabelled
+            transition's ``terminated`` is then recomputed for its new goal).
+    """
+
+    compute_reward: Callable[[jax.Array, jax.Array], jax.Array]
+    is_success: Callable[[jax.Array, jax.Array], jax.Array] | None = None
+    terminate_on_success: bool = False
+
+
+#: ``make(config, buffer, goals) -> sample(buffer_state, key) -> Batch``; ``goals`` is a
+#: :class:`GoalFunctions` on a goal-conditioned env, else None.
+BatchSamplerFactory = Callable[[Any, Any, GoalFunctions | None], Callable[[Any, PRNGKey], Any]]
+
+
+def load_batch_sampler(name: str, reason: str = "") -> BatchSamplerFactory:
+    """The batch sampler factory installed as entry point ``name`` of :data:`SAMPLER_GROUP`.
+
+    Args:
+        name: entry-point name (``"her"``).
+        reason: what asked for it, for the error message (``"her=True"``).
+
+    Raises:
+        ConfigError: nothing is installed under ``name`` (naming the package to install), or
+            two packages declare it.
+    """
+    found: dict[tuple[str, str], importlib.metadata.EntryPoint] = {}
+    for point in importlib.metadata.entry_points(group=SAMPLER_GROUP, name=name):
+        dist = getattr(point, "dist", None)
+        # An editable install can list one distribution twice: keep one per (target, package).
+        found.setdefault((point.value, dist.metadata["Name"] if dist is not None else ""), point)
+    if not found:
+        provider = _PROVIDERS.get(name)
+        install = f"pip install {provider}" if provider else f"install a package that provides {name!r}"
+        raise ConfigError(
+            f"{reason or name} needs the {name!r} batch sampler, which no installed package provides "
+            f"(entry-point group {SAMPLER_GROUP!r}): {install}."
+        )
+    if len(found) > 1:
+        listed = ", ".join(f"{package} ({target})" for target, package in sorted(found))
+        raise ConfigError(f"Batch sampler {name!r} is declared by several packages: {listed}; keep one.")
+    factory: BatchSamplerFactory = next(iter(found.values())).load()
+    return factory
+
+
+def sampler_available(name: str) -> bool:
+    """Whether a batch sampler ``name`` is installed (reads metadata, imports nothing)."""
+    return bool(importlib.metadata.entry_points(group=SAMPLER_GROUP, name=name))
+
+
+class GoalSetter(NamedTuple):
+    """Three pure functions that choose, or change, the goals of a goal-conditioned loop.
+
+    Observations, rewards and flags carry a leading ``num_envs`` axis; whatever the setter keeps
+    (a curriculum, a goal held per env, counters) is its explicit state, so setters compile into
+    the training scan and vmap over seeds.
+
+    Attributes:
+        init: ``init(key, obs) -> setter_state`` for the first observations of the training envs.
+        reset: ``reset(key, setter_state, obs, started) -> (obs, setter_state)``: called
+            before every action with the observations the agent is about to act on; envs
+            where ``started`` (bool ``(num_envs,)``) begin an episode, and the setter may give
+            them a goal (or show a goal it changed in ``step``). Called once after ``init``
+            with ``started`` all True.
+        step: ``step(key, setter_state, next_obs, reward, terminated, truncated, info) ->
+            (next_obs, reward, terminated, truncated, info, setter_state)``, after every env
+            step and before the transition is stored.
+    """
+
+    init: Callable[[PRNGKey, Any], Any]
+    reset: Callable[[PRNGKey, Any, Any, jax.Array], tuple[Any, Any]]
+    step: Callable[..., tuple[Any, jax.Array, jax.Array, jax.Array, dict[str, Any], Any]]
+
+
+def passthrough() -> GoalSetter:
+    """The setter that changes nothing: the env's own goals, rewards and flags."""
+    return GoalSetter(
+        init=lambda key, obs: (),
+        reset=lambda key, state, obs, started: (obs, state),
+        step=lambda key, state, obs, reward, terminated, truncated, info: (
+            obs,
+            reward,
+            terminated,
+            truncated,
+            info,
+            state,
+        ),
+    )

@@ -1,0 +1,178 @@
+"""The off-policy loop's mechanics, the shared driver (logs, checkpoints, resume), the algorithm
+entry points and ``lamella train dqn`` with lamella-envs, lamella-buffers and lamella-agents only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lamella.agents import train
+from lamella.agents.algorithms import algorithm_entries
+from lamella.agents.config import ConfigError, algorithm_table, resolve_config
+from lamella.agents.driver import run_experiment
+from lamella.agents.offpolicy import DQNTrainConfig, SACTrainConfig, make_offpolicy_runner, plugins
+
+# No updates (learning never starts): the loop's bookkeeping alone, cheap to compile.
+NO_LEARNING = dict(hidden_sizes=(8,), learning_starts=10**9, batch_size=8, eval_episodes=2)
+
+
+def test_truncated_steps_store_the_final_observation_and_reset_without_autoreset():
+    # Pendulum truncates after 200 steps and never terminates.
+    config = SACTrainConfig(
+        env_id="Pendulum-v1", total_timesteps=250, rollout_steps=250, buffer_size=1000, **NO_LEARNING
+    )
+    runner = make_offpolicy_runner(config)
+    state, _ = jax.jit(runner.step)(jax.jit(runner.init)(jax.random.key(0)))
+    experience = state.buffer_state.trajectory.experience
+    truncated = np.asarray(experience.truncated[0, :250])
+    assert np.flatnonzero(truncated).tolist() == [199]
+    assert not np.any(np.asarray(experience.terminated))
+    obs, next_obs = np.asarray(experience.obs[0]), np.asarray(experience.next_obs[0])
+    # Inside an episode the next step starts where this one ended ...
+    np.testing.assert_array_equal(obs[1:199], next_obs[:198])
+    # ... and at the time limit the stored next_obs is the true final observation, not the
+    # first observation of the next episode.
+    assert not np.allclose(next_obs[199], obs[200])
+    assert int(state.env_steps) == 250
+
+
+def test_random_actions_before_learning_starts_and_episode_metrics():
+    config = DQNTrainConfig(
+        env_id="CartPole-v1",
+        total_timesteps=400,
+        rollout_steps=100,
+        num_envs=4,
+        buffer_size=800,
+        **NO_LEARNING,
+    )
+    runner = make_offpolicy_runner(config)
+    state, metrics = jax.jit(runner.step)(jax.jit(runner.init)(jax.random.key(1)))
+    actions = np.asarray(state.buffer_state.trajectory.experience.action[:, :100])
+    assert 0.3 < actions.mean() < 0.7  # uniform random actions
+    assert float(metrics["episodes"]) > 0 and 8 < float(metrics["episode_return"]) < 100
+    assert float(metrics["loss"]) == 0.0  # no update yet
+
+
+def test_lamella_agents_declares_every_offpolicy_algorithm_by_entry_point():
+    entries = {e.name: e for e in algorithm_entries()}
+    for name in ("ppo", "es", "sac", "td3", "ddpg", "tqc", "dqn"):
+        assert entries[name].package == "lamella-agents", entries.get(name)
+    table = algorithm_table()
+    assert table["dqn"][0] is DQNTrainConfig and table["sac"][0] is SACTrainConfig
+    config = resolve_config("sac", "GMazeGoalDubins-v0", overrides=["total_timesteps=1000"])
+    assert isinstance(config, SACTrainConfig) and config.her and config.total_timesteps == 1000
+
+
+def test_lamella_train_list_shows_each_algorithm_with_its_package(capsys):
+    assert train.main(["--list"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]}
+    assert {name: rows[name] for name in ("dqn", "ppo", "sac")} == dict.fromkeys(
+        ("dqn", "ppo", "sac"), "lamella-agents"
+    )
+
+
+def test_tiny_dqn_through_lamella_train(tmp_path, capsys):
+    """``lamella train dqn`` on CartPole-v1 with a tiny budget: 2 seeds, 3 chunks, greedy
+    evaluations in the run log, and gradient steps ran (a TD loss was logged)."""
+    out = tmp_path / "dqn"
+    argv = [
+        "dqn", "--env", "CartPole-v1", "--seeds", "2", "--out-dir", str(out), "--no-progress", "--no-plot",
+        "--eval-episodes", "2", "--chunk-iterations", "1", "total_timesteps=600", "rollout_steps=50",
+        "num_envs=4", "learning_starts=100", "batch_size=16", "buffer_size=400", "hidden_sizes=16",
+        "exploration_steps=200",
+    ]  # fmt: skip
+    assert train.main(argv) == 0
+    assert "finished" in capsys.readouterr().out
+    with open(out / "metrics.json") as f:
+        runs = json.load(f)["classic_control"]["CartPole-v1"]["dqn"]
+    assert sorted(runs) == ["seed_0", "seed_1"]
+    steps = [runs["seed_0"][f"step_{i}"]["step_count"] for i in range(4)]
+    assert steps == [0, 200, 400, 600]
+    assert min(runs["seed_0"]["step_1"]["train_loss"]) > 0  # updates started at step 100
+    assert all(1 <= r <= 500 for r in runs["seed_1"]["absolute_metrics"]["mean_episode_return"])
+
+
+def test_her_without_lamella_gcrl_names_the_package_to_install(monkeypatch, capsys):
+    # Whatever this env has installed, the lookup sees no 'her' batch sampler.
+    real = plugins.importlib.metadata.entry_points
+    monkeypatch.setattr(
+        plugins.importlib.metadata,
+        "entry_points",
+        lambda **kw: [] if kw.get("group") == plugins.SAMPLER_GROUP else real(**kw),
+    )
+    config = resolve_config("sac", "PointRobotGoal-v0", overrides=["her=true"])
+    with pytest.raises(ConfigError, match="pip install lamella-gcrl"):
+        make_offpolicy_runner(config)
+    with pytest.raises(SystemExit):
+        train.main(
+            ["sac", "--env", "GMazeGoalDubins-v0", "--her", "--no-progress", "--out-dir", "/nonexistent/x"]
+        )
+    assert "pip install lamella-gcrl" in capsys.readouterr().err
+
+
+def test_her_switch_is_a_boolean_config_field(capsys):
+    assert (
+        train.main(["td3", "--env", "PointRobotGoal-v0", "--her", "her_strategy=final", "--print-config"])
+        == 0
+    )
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["config"]["her"] is True and printed["config"]["her_strategy"] == "final"
+    with pytest.raises(SystemExit):
+        train.main(["ppo", "--her", "--print-config"])
+    err = capsys.readouterr().err
+    assert "PPOConfig has no boolean field 'her'" in err and "anneal_lr" in err
+
+
+def test_her_needs_a_goal_env_and_one_step_targets():
+    config = SACTrainConfig(env_id="Pendulum-v1", her=True, **NO_LEARNING)
+    with pytest.raises(ValueError, match="goal-conditioned env"):
+        make_offpolicy_runner(config, batch_sampler=lambda *args: None)
+    with pytest.raises(ValueError, match="n_step"):
+        make_offpolicy_runner(dataclasses.replace(config, n_step=3))
+
+
+def test_driver_logs_checkpoints_and_resumes_bit_identically(tmp_path):
+    config = SACTrainConfig(
+        env_id="Pendulum-v1",
+        total_timesteps=300,
+        rollout_steps=100,
+        hidden_sizes=(8,),
+        learning_starts=100,
+        batch_size=8,
+        buffer_size=400,
+        eval_episodes=2,
+        eval_max_steps=20,
+    )
+    whole = run_experiment(
+        config, seeds=2, out_dir=str(tmp_path / "whole"), chunk_iterations=1, progress=False
+    )
+    assert whole.finished and os.path.exists(whole.metrics_path) and whole.plot_path
+    part = run_experiment(
+        config,
+        seeds=2,
+        out_dir=str(tmp_path / "part"),
+        chunk_iterations=1,
+        progress=False,
+        max_chunks=2,
+        plot=False,
+    )
+    assert not part.finished
+    resumed = run_experiment(
+        config, seeds=2, out_dir=str(tmp_path / "part"), resume=True, progress=False, plot=False
+    )
+    assert resumed.finished
+    same = jax.tree.map(
+        lambda a, b: bool(jnp.all(a == b)), whole.state.train_state, resumed.state.train_state
+    )
+    assert jax.tree.all(same)
+    with open(whole.metrics_path) as f:
+        log = json.load(f)
+    runs = log["classic_control"]["Pendulum-v1"]["sac"]
+    assert set(runs) == {"seed_0", "seed_1"}
+    assert "train_critic_loss" in runs["seed_0"]["step_1"]
