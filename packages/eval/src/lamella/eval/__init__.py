@@ -2,8 +2,10 @@
 
 The metric definitions and the bootstrap follow rliable 1.2 (same point estimates,
 bit for bit; confidence bounds within Monte-Carlo error), computed with JAX.
-``evaluate_checkpoints`` evaluates lamella-agents checkpoints on test envs (it imports
-lamella-agents when called, so the rest works without it).
+``evaluate_checkpoints`` evaluates lamella-agents checkpoints on test envs (it needs the
+``lamella-eval[checkpoints]`` extra and imports lamella-envs and lamella-agents only when
+called, so the rest works without them). Mistakes in the input raise :class:`EvalError`
+(a ``ValueError``), which the ``lamella`` command prints as one line with exit status 2.
 """
 
 from lamella.eval.__about__ import __version__
@@ -24,6 +26,7 @@ from lamella.eval._src.checkpoints import (
     write_results_csv,
     write_results_run_log,
 )
+from lamella.eval._src.errors import EvalError, EvalFileNotFoundError, MissingExtraError
 from lamella.eval._src.metrics import (
     iqm,
     mean,
@@ -59,8 +62,11 @@ __all__ = [
     "Curves",
     "EnvSpec",
     "Estimates",
+    "EvalError",
+    "EvalFileNotFoundError",
     "Evaluation",
     "ImprovementEstimates",
+    "MissingExtraError",
     "Run",
     "RunLogError",
     "Scores",

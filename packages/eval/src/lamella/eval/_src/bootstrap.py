@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.eval._src import metrics
+from lamella.eval._src.errors import EvalError
 
 __all__ = [
     "STATISTICS",
@@ -119,9 +120,9 @@ def _key(key: jax.Array | int) -> jax.Array:
 
 def _check(reps: int, confidence: float) -> None:
     if not isinstance(reps, int) or reps < 2:
-        raise ValueError(f"reps must be an int >= 2, got {reps!r}")
+        raise EvalError(f"reps (bootstrap replicates) must be an int >= 2, got {reps!r}; 2000 is usual")
     if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+        raise EvalError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
 
 
 def _draws(key: jax.Array, num_runs: int, num_tasks: int) -> jax.Array:
@@ -264,10 +265,10 @@ def _resolve(
         elif callable(statistic):
             custom[name] = statistic
         else:
-            raise ValueError(f"statistic {name!r} is {statistic!r}; give a built-in name or a function")
+            raise EvalError(f"statistic {name!r} is {statistic!r}; give a built-in name or a function")
     unknown = [n for n in builtin if n not in STATISTICS]
     if unknown:
-        raise ValueError(
+        raise EvalError(
             f"unknown statistic(s) {unknown}; use {list(STATISTICS)} or pass a mapping name -> function"
         )
     return (*names, *custom), tuple(builtin), tuple(custom.values())
@@ -294,7 +295,7 @@ def _aggregates(
     arrays = {a: np.asarray(v, dtype=np.float64) for a, v in values.items()}
     for algorithm, array in arrays.items():
         if array.ndim != 3 or array.shape[0] < 1 or array.shape[1] < 1:
-            raise ValueError(
+            raise EvalError(
                 f"scores of {algorithm!r} have shape {array.shape}; expected (runs, tasks[, evaluations])"
             )
     point, lower, upper = {}, {}, {}
@@ -353,7 +354,7 @@ def interval_estimates(
     three_d = {a: np.asarray(v, dtype=np.float64)[..., None] for a, v in scores.items()}
     for algorithm, array in three_d.items():
         if array.ndim != 3:
-            raise ValueError(f"scores of {algorithm!r} have shape {array.shape[:-1]}; expected (runs, tasks)")
+            raise EvalError(f"scores of {algorithm!r} have shape {array.shape[:-1]}; expected (runs, tasks)")
     labels, point, lower, upper = _aggregates(three_d, statistics, reps, confidence, key, gamma)
     squeeze = lambda d: {a: v[:, 0] for a, v in d.items()}  # noqa: E731
     return Estimates(labels, squeeze(point), squeeze(lower), squeeze(upper), confidence, reps)
@@ -438,7 +439,7 @@ def probability_of_improvement_estimates(
     for pair in pairs:
         for name in pair:
             if name not in arrays:
-                raise ValueError(f"pair {pair}: no scores for algorithm {name!r} (have {list(arrays)})")
+                raise EvalError(f"pair {pair}: no scores for algorithm {name!r} (have {list(arrays)})")
     point = np.array([metrics.probability_of_improvement(arrays[x], arrays[y]) for x, y in pairs])
     bounds = np.empty((len(pairs), 2))
     keys = jax.random.split(_key(key), max(len(pairs), 1))
