@@ -23,7 +23,7 @@ PACKAGES = [
     for name in ["envs", "buffers", "agents", "gcrl", "eval"]
     if any((ROOT / "packages" / name / "tests").glob("test_*.py"))
 ]
-WHEEL_ALONE = ["envs"]  # packages whose built wheel must install and import alone
+WHEEL_ALONE = ["envs", "eval"]  # packages whose built wheel must install and import alone
 
 
 def run(name: str, command: list[str], results: list[tuple[str, int, int, int, float]]) -> None:

@@ -37,16 +37,26 @@ def _imports(package: str) -> list[tuple[Path, int, str, bool]]:
     return found
 
 
+def _names(deps: list[str]) -> set[str]:
+    return {re.split(r"[<>=!\[ ;~]", dep, maxsplit=1)[0].strip().lower() for dep in deps}
+
+
 def _declared(package: str) -> set[str]:
     project = tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]
-    deps = list(project.get("dependencies", []))
-    return {re.split(r"[<>=!\[ ;~]", dep, maxsplit=1)[0].strip().lower() for dep in deps}
+    return _names(list(project.get("dependencies", [])))
+
+
+def _extras(package: str) -> set[str]:
+    """Distributions only an extra declares (``lamella-eval[checkpoints]``)."""
+    project = tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]
+    optional = project.get("optional-dependencies", {})
+    return _names([dep for deps in optional.values() for dep in deps]) - _declared(package)
 
 
 @pytest.mark.parametrize("package", _packages())
 def test_imports_only_lower_declared_layers(package: str) -> None:
-    declared = _declared(package)
-    for path, line, name, _ in _imports(package):
+    declared, extras = _declared(package), _extras(package)
+    for path, line, name, top_level in _imports(package):
         match = re.match(r"lamella\.(\w+)", name)
         if not match or match.group(1) == package:
             continue
@@ -54,6 +64,9 @@ def test_imports_only_lower_declared_layers(package: str) -> None:
         where = f"{path.relative_to(ROOT)}:{line} imports {name}"
         assert other in LAYER, f"{where}: unknown lamella package {other!r}"
         assert LAYER[other] < LAYER[package], f"{where}: {other} is not below {package}"
+        if f"lamella-{other}" in extras:  # an extra's layer: imported only where the feature runs
+            assert not top_level, f"{where}: lamella-{other} comes with an extra; import it inside functions"
+            continue
         assert f"lamella-{other}" in declared, f"{where}: lamella-{other} is not in its dependencies"
 
 

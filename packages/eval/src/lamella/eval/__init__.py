@@ -8,6 +8,8 @@ called, so the rest works without them). Mistakes in the input raise :class:`Eva
 (a ``ValueError``), which the ``lamella`` command prints as one line with exit status 2.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from lamella.eval.__about__ import __version__
 from lamella.eval._src.bootstrap import (
     STATISTICS,
@@ -34,12 +36,6 @@ from lamella.eval._src.metrics import (
     optimality_gap,
     performance_profile,
     probability_of_improvement,
-)
-from lamella.eval._src.plots import (
-    plot_interval_estimates,
-    plot_performance_profiles,
-    plot_probability_of_improvement,
-    plot_sample_efficiency,
 )
 from lamella.eval._src.runlog import (
     CSV_HEADER,
@@ -103,3 +99,26 @@ __all__ = [
     "write_results_csv",
     "write_results_run_log",
 ]
+
+# The plots import matplotlib (about as long as everything else together): loaded on first use.
+_PLOTS = (
+    "plot_interval_estimates",
+    "plot_performance_profiles",
+    "plot_probability_of_improvement",
+    "plot_sample_efficiency",
+)
+if TYPE_CHECKING:
+    from lamella.eval._src.plots import (
+        plot_interval_estimates,
+        plot_performance_profiles,
+        plot_probability_of_improvement,
+        plot_sample_efficiency,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PLOTS:
+        from lamella.eval._src import plots
+
+        return getattr(plots, name)
+    raise AttributeError(f"module 'lamella.eval' has no attribute {name!r}")

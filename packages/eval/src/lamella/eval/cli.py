@@ -311,7 +311,12 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "eval", help="aggregate run logs (bootstrap CIs, plots, tables); evaluate checkpoints"
     )
-    commands = parser.add_subparsers(dest="eval_command", required=True)
+    add_commands(parser.add_subparsers(dest="eval_command", required=True))
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``aggregate`` and ``checkpoints`` to a sub-parser set (``lamella eval``'s, or
+    ``python -m lamella.eval``'s)."""
     agg = commands.add_parser(
         "aggregate",
         help="IQM/mean/median/optimality gap with CIs, probability of improvement, profiles, curves",
