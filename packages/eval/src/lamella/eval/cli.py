@@ -141,6 +141,7 @@ def aggregate(
     confidence: float = 0.95,
     seed: int = 0,
     truncate: bool = False,
+    plots: bool = True,
 ) -> list[str]:
     """Aggregate run logs into plots and tables; return the files written.
 
@@ -155,9 +156,17 @@ def aggregate(
         confidence: interval coverage.
         seed: bootstrap seed.
         truncate: cut learning curves to the shortest run instead of raising.
+        plots: write the PNG plots (matplotlib); False writes the tables only.
     """
     import lamella.eval as le
-    from lamella.eval._src import plots, tables
+    from lamella.eval._src import tables
+
+    def plot(name: str, *args: Any, **kwargs: Any) -> None:
+        if plots:  # matplotlib is imported only here
+            from lamella.eval._src import plots as plotting
+
+            written.append(getattr(plotting, name)(*args, **kwargs))
+
     from lamella.eval._src.bootstrap import _check
 
     _check(reps, confidence)
@@ -175,9 +184,7 @@ def aggregate(
     key = np.random.SeedSequence(seed).generate_state(1)[0].item()
 
     estimates = le.interval_estimates(scores.values, reps=reps, confidence=confidence, key=key)
-    written.append(
-        plots.plot_interval_estimates(estimates, os.path.join(out_dir, "aggregates.png"), xlabel=label)
-    )
+    plot("plot_interval_estimates", estimates, os.path.join(out_dir, "aggregates.png"), xlabel=label)
     caption = (
         f"{label} ({scores.source}); {len(scores.tasks)} tasks; point estimate "
         f"[{confidence:.0%} stratified-bootstrap percentile interval, {reps} replicates]"
@@ -188,20 +195,18 @@ def aggregate(
     values = np.concatenate([v.reshape(-1) for v in scores.values.values()])
     taus = np.linspace(values.min(), values.max(), 101)
     profiles = le.performance_profiles(scores.values, taus, reps=reps, confidence=confidence, key=key + 1)
-    written.append(
-        plots.plot_performance_profiles(
-            profiles, os.path.join(out_dir, "performance_profiles.png"), xlabel=label
-        )
+    plot(
+        "plot_performance_profiles", profiles, os.path.join(out_dir, "performance_profiles.png"), xlabel=label
     )
 
     if len(scores.values) > 1:
         improvement = le.probability_of_improvement_estimates(
             scores.values, reps=reps, confidence=confidence, key=key + 2
         )
-        written.append(
-            plots.plot_probability_of_improvement(
-                improvement, os.path.join(out_dir, "probability_of_improvement.png")
-            )
+        plot(
+            "plot_probability_of_improvement",
+            improvement,
+            os.path.join(out_dir, "probability_of_improvement.png"),
         )
         written += _write_tables(
             out_dir,
@@ -217,13 +222,12 @@ def aggregate(
         efficiency = le.sample_efficiency(
             curves.values, curves.step_counts, ("iqm", "mean"), reps=reps, confidence=confidence, key=key + 3
         )
-        written.append(
-            plots.plot_sample_efficiency(
-                efficiency,
-                os.path.join(out_dir, "sample_efficiency.png"),
-                statistic="iqm",
-                ylabel=f"IQM {label}",
-            )
+        plot(
+            "plot_sample_efficiency",
+            efficiency,
+            os.path.join(out_dir, "sample_efficiency.png"),
+            statistic="iqm",
+            ylabel=f"IQM {label}",
         )
         written.append(_write(os.path.join(out_dir, "sample_efficiency.csv"), _curves_csv(efficiency)))
 
@@ -302,6 +306,7 @@ def _aggregate_command(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         seed=args.seed,
         truncate=args.truncate,
+        plots=not args.no_plots,
     )
     return 0
 
@@ -339,6 +344,7 @@ def add_commands(commands: Any) -> None:
     agg.add_argument("--confidence", type=float, default=0.95)
     agg.add_argument("--seed", type=int, default=0)
     agg.add_argument("--truncate", action="store_true", help="cut learning curves to the shortest run")
+    agg.add_argument("--no-plots", action="store_true", help="write the tables only (no matplotlib)")
     agg.set_defaults(func=_aggregate_command)
 
     chk = commands.add_parser(

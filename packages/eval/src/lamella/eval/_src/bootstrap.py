@@ -336,7 +336,8 @@ def performance_profiles(
     arrays = {a: np.asarray(v, dtype=np.float64) for a, v in scores.items()}
     point = {a: metrics.performance_profile(v, taus, per_run) for a, v in arrays.items()}
     lower, upper = {}, {}
-    work = sum(reps * a.size * taus.size for a in arrays.values())
+    # Per run, the thresholds enter through one matrix product per batch (cheap per element).
+    work = sum(reps * (a.size + a.shape[1] * taus.size) for a in arrays.values())
     if _use_numpy(backend, work):
         for rng, (algorithm, array) in zip(_rngs(key, len(arrays)), arrays.items()):
             bounds = bootstrap_np.profile_bounds(rng, array, taus, per_run, reps, float(confidence))
