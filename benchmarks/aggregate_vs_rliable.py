@@ -1,20 +1,33 @@
-"""lamella-eval against rliable 1.2 on the same scores, side by side in one process.
+"""lamella-eval against rliable 1.2 on the same scores, side by side.
 
 5 algorithms x 10 tasks x 10 runs, 2000 bootstrap replicates: IQM, mean, median and
 optimality gap with stratified percentile CIs, and probability of improvement for
-every pair (10 pairs). Both sides get the same score arrays; each side draws with its
-own RNG (rliable from np.random, lamella from a JAX key). Timed calls alternate
-(lamella, rliable, ...); lamella's first call (compile) is reported apart.
+every pair (10 pairs).
 
-    JAX_PLATFORMS=cpu taskset -c 0,1 python benchmarks/aggregate_vs_rliable.py
+Cold (what a user runs once; the issue's measure): fresh processes, start to last file
+written, interleaved. The run logs are written once as metrics.json files; lamella's side is
+the ``lamella eval aggregate`` command with its defaults (aggregates, performance profiles,
+probability of improvement, PNG plots and tables), and again with ``--no-plots``; rliable's
+side is a Python process that imports rliable, reads the same files and writes the aggregates
+(or the probability of improvement) to a CSV file. Each side runs once untimed first (bytecode
+written, files cached: what an installed package has).
+
+Warm: the library calls in this process, timed calls alternating; lamella's JAX backend's
+first call (compile) is reported apart.
+
+    hatch run bench:python benchmarks/aggregate_vs_rliable.py [--cold-repeats 5] [--skip-warm]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 from importlib.metadata import version
 
@@ -37,6 +50,124 @@ def _rliable_aggregates(x: np.ndarray) -> np.ndarray:
     )
 
 
+_RLIABLE_SCRIPT = """
+import itertools, json, os, sys
+import numpy as np
+from rliable import library as rly, metrics as rlm
+
+work, out = sys.argv[1], sys.argv[2]
+scores, tasks = {}, set()
+for path in sys.argv[3:]:
+    with open(os.path.join(path, "metrics.json")) as file:
+        data = json.load(file)
+    for environment, by_task in data.items():
+        for task, by_algorithm in by_task.items():
+            for algorithm, runs in by_algorithm.items():
+                column = [np.mean(r["absolute_metrics"]["score"]) for _, r in sorted(runs.items())]
+                scores.setdefault(algorithm, {})[task] = column
+matrices = {a: np.array([by_task[t] for t in sorted(by_task)]).T for a, by_task in scores.items()}
+np.random.seed(0)  # rliable 1.2 ignores random_state
+if work == "aggregates":
+    fn = lambda x: np.array([rlm.aggregate_iqm(x), rlm.aggregate_mean(x), rlm.aggregate_median(x),
+                             rlm.aggregate_optimality_gap(x)])
+    points, intervals = rly.get_interval_estimates(matrices, fn, reps=2000)
+    rows = [f"{a}," + ",".join(map(repr, np.concatenate([points[a], intervals[a].ravel()]))) for a in points]
+else:
+    pairs = {f"{x},{y}": [matrices[x], matrices[y]] for x, y in itertools.combinations(matrices, 2)}
+    points, intervals = rly.get_interval_estimates(pairs, rlm.probability_of_improvement, reps=2000)
+    rows = [f"{p},{points[p]!r},{intervals[p][0, 0]!r},{intervals[p][1, 0]!r}" for p in points]
+with open(out, "w") as file:
+    file.write("\\n".join(rows) + "\\n")
+"""
+
+
+def _write_run_logs(root: str, scores: dict[str, np.ndarray]) -> list[str]:
+    """One metrics.json per algorithm (as lamella train writes them); the paths of the run dirs."""
+    dirs = []
+    for algorithm, matrix in scores.items():
+        data = {"suite": {f"task_{t}": {algorithm: {}} for t in range(matrix.shape[1])}}
+        for t in range(matrix.shape[1]):
+            runs = data["suite"][f"task_{t}"][algorithm]
+            for r in range(matrix.shape[0]):
+                runs[f"seed_{r}"] = {"absolute_metrics": {"score": [float(matrix[r, t])]}}
+        path = os.path.join(root, "runs", algorithm)
+        os.makedirs(path)
+        with open(os.path.join(path, "metrics.json"), "w") as file:
+            json.dump(data, file)
+        dirs.append(path)
+    return dirs
+
+
+def _fresh(command: list[str], outputs: str) -> float:
+    """Seconds from starting ``command`` to the last file written under/as ``outputs``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["JAX_PLATFORMS"] = "cpu"
+    start = time.time()
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    if os.path.isdir(outputs):
+        files = [os.path.join(outputs, f) for f in os.listdir(outputs)]
+    else:
+        files = [outputs]
+    last = max(os.stat(f).st_mtime for f in files)
+    os.sync()
+    for f in files:
+        os.remove(f)
+    return last - start
+
+
+def cold(scores: dict[str, np.ndarray], repeats: int, poi_repeats: int) -> None:
+    root = tempfile.mkdtemp(prefix="lamella-bench-aggregate-")
+    dirs = _write_run_logs(root, scores)
+    script = os.path.join(root, "rliable_side.py")
+    with open(script, "w") as file:
+        file.write(_RLIABLE_SCRIPT)
+    out_dir = os.path.join(root, "out")
+    lamella = [sys.executable, "-m", "lamella.envs.cli", "eval", "aggregate", *dirs, "--metric", "score"]
+    lamella += ["--normalize", "none", "--out-dir", out_dir]
+    sides = {
+        "lamella eval aggregate (all outputs, PNG plots)": (lamella, out_dir),
+        "lamella eval aggregate --no-plots": ([*lamella, "--no-plots"], out_dir),
+        "rliable: aggregates": (
+            [sys.executable, script, "aggregates", os.path.join(root, "r.csv"), *dirs],
+            os.path.join(root, "r.csv"),
+        ),
+    }
+    poi = (
+        [sys.executable, script, "improvement", os.path.join(root, "p.csv"), *dirs],
+        os.path.join(root, "p.csv"),
+    )
+    for command, outputs in sides.values():  # untimed: bytecode and file cache, as installed
+        _fresh(command, outputs)
+    times: dict[str, list[float]] = {name: [] for name in [*sides, "rliable: probability of improvement"]}
+    for i in range(repeats):
+        for name, (command, outputs) in sides.items():
+            times[name].append(_fresh(command, outputs))
+        if i < poi_repeats:  # about a minute on an idle core: fewer of these, still interleaved
+            times["rliable: probability of improvement"].append(_fresh(*poi))
+    median = {name: float(np.median(t)) if t else float("nan") for name, t in times.items()}
+    full = median["lamella eval aggregate (all outputs, PNG plots)"]
+    tables = median["lamella eval aggregate --no-plots"]
+    print(
+        f"cold: fresh processes, start to last file written; median of {repeats} (rliable PoI: {poi_repeats}), interleaved"
+    )
+    print()
+    print("| process | seconds | rliable aggregates / this | rliable PoI / this |")
+    print("| --- | --- | --- | --- |")
+    for name, seconds in median.items():
+        print(
+            f"| {name} | {seconds:.2f} | {median['rliable: aggregates'] / seconds:.1f}x | "
+            f"{median['rliable: probability of improvement'] / seconds:.0f}x |"
+        )
+    print()
+    print(
+        f"lamella (one process computes aggregates, profiles and PoI) vs rliable: aggregates "
+        f"{median['rliable: aggregates'] / full:.1f}x ({median['rliable: aggregates'] / tables:.1f}x without plots), "
+        f"probability of improvement {median['rliable: probability of improvement'] / full:.0f}x "
+        f"({median['rliable: probability of improvement'] / tables:.0f}x without plots)"
+    )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -46,6 +177,9 @@ def main() -> None:
     parser.add_argument(
         "--poi-repeats", type=int, default=1, help="timed probability-of-improvement calls per side"
     )
+    parser.add_argument("--cold-repeats", type=int, default=5, help="fresh processes per lamella side")
+    parser.add_argument("--cold-poi-repeats", type=int, default=2, help="fresh rliable PoI processes")
+    parser.add_argument("--skip-warm", action="store_true", help="only the fresh-process comparison")
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
@@ -54,15 +188,25 @@ def main() -> None:
     pairs = list(itertools.combinations(algorithms, 2))
     pair_scores = {f"{x},{y}": [scores[x], scores[y]] for x, y in pairs}
 
+    print(
+        f"machine: {_cpu_model()}, {len(os.sched_getaffinity(0))} usable cores, load average "
+        f"{os.getloadavg()[0]:.1f}; jax {jax.__version__}, rliable {version('rliable')}, numpy {np.__version__}"
+    )
+    print(f"5 algorithms x 10 tasks x 10 runs, {args.reps} bootstrap replicates, 95% percentile CIs")
+    print()
+    cold(scores, args.cold_repeats, args.cold_poi_repeats)
+    if args.skip_warm:
+        return
+
     def lamella_aggregates(seed: int) -> le.Estimates:
-        return le.interval_estimates(scores, reps=args.reps, key=seed)
+        return le.interval_estimates(scores, reps=args.reps, key=seed, backend="jax")
 
     def rliable_aggregates(seed: int) -> tuple[dict, dict]:
         np.random.seed(seed)  # rliable 1.2 ignores random_state
         return rly.get_interval_estimates(scores, _rliable_aggregates, reps=args.reps)
 
     def lamella_poi(seed: int) -> le.ImprovementEstimates:
-        return le.probability_of_improvement_estimates(scores, pairs, reps=args.reps, key=seed)
+        return le.probability_of_improvement_estimates(scores, pairs, reps=args.reps, key=seed, backend="jax")
 
     def rliable_poi(seed: int) -> tuple[dict, dict]:
         np.random.seed(seed)
@@ -112,12 +256,7 @@ def main() -> None:
     )
     widths = min(float(np.min(ours.upper[a] - ours.lower[a])) for a in algorithms)
 
-    print(
-        f"machine: {_cpu_model()}, {len(os.sched_getaffinity(0))} usable cores, load average "
-        f"{os.getloadavg()[0]:.1f}; {len(jax.devices())} JAX device(s) "
-        f"{jax.devices()[0].platform}; jax {jax.__version__}, rliable {version('rliable')}, numpy {np.__version__}"
-    )
-    print(f"5 algorithms x 10 tasks x 10 runs, {args.reps} bootstrap replicates, 95% percentile CIs")
+    print("warm: library calls in one process, alternating; lamella's JAX backend (compiled once)")
     print()
     print(
         "| work | rliable (s) | lamella (s) | speed-up | lamella compile (s) | max abs diff point | max abs diff CI bound |"

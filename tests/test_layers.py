@@ -61,10 +61,15 @@ def _optional(package: str) -> set[str]:
     return _names([dep for deps in extras.values() for dep in deps])
 
 
+def _extras(package: str) -> set[str]:
+    """Distributions only an extra declares (``lamella-eval[checkpoints]``)."""
+    return _optional(package) - _declared(package)
+
+
 @pytest.mark.parametrize("package", _packages())
 def test_imports_only_lower_declared_layers(package: str) -> None:
-    declared = _declared(package)
-    for path, line, name, _ in _imports(package):
+    declared, extras = _declared(package), _extras(package)
+    for path, line, name, top_level in _imports(package):
         match = re.match(r"lamella\.(\w+)", name)
         if not match or match.group(1) == package:
             continue
@@ -72,6 +77,9 @@ def test_imports_only_lower_declared_layers(package: str) -> None:
         where = f"{path.relative_to(ROOT)}:{line} imports {name}"
         assert other in LAYER, f"{where}: unknown lamella package {other!r}"
         assert LAYER[other] < LAYER[package], f"{where}: {other} is not below {package}"
+        if f"lamella-{other}" in extras:  # an extra's layer: imported only where the feature runs
+            assert not top_level, f"{where}: lamella-{other} comes with an extra; import it inside functions"
+            continue
         assert f"lamella-{other}" in declared, f"{where}: lamella-{other} is not in its dependencies"
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lamella.eval as le
-from lamella.eval._src import bootstrap
+from lamella.eval._src import bootstrap, bootstrap_jax, bootstrap_np
 
 rliable_library = pytest.importorskip("rliable.library")
 rliable_metrics = pytest.importorskip("rliable.metrics")
@@ -100,9 +100,13 @@ def _tolerance(lower, upper):
     return 6 * np.sqrt(2) * 2.67 * sd / np.sqrt(REPS) + 1e-12
 
 
-def test_interval_estimates_agree_with_rliable(dataset, rliable_intervals):
+BACKENDS = ["numpy", "jax"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_interval_estimates_agree_with_rliable(dataset, rliable_intervals, backend):
     points, intervals = rliable_intervals
-    ours = le.interval_estimates(dataset, reps=REPS, key=1)
+    ours = le.interval_estimates(dataset, reps=REPS, key=1, backend=backend)
     assert ours.labels == ("iqm", "mean", "median", "optimality_gap")
     for algorithm in dataset:
         assert np.array_equal(ours.point[algorithm], points[algorithm])
@@ -111,11 +115,13 @@ def test_interval_estimates_agree_with_rliable(dataset, rliable_intervals):
         np.testing.assert_array_less(np.abs(ours.lower[algorithm] - low), tol)
         np.testing.assert_array_less(np.abs(ours.upper[algorithm] - high), tol)
         assert np.all(ours.lower[algorithm] <= ours.point[algorithm] + 1e-12)
-    # A second call with new values and key compiles nothing.
-    before = bootstrap._aggregate_bootstrap._cache_size()
-    again = le.interval_estimates({k: v + 1 for k, v in dataset.items()}, reps=REPS, key=5)
-    assert bootstrap._aggregate_bootstrap._cache_size() == before
+    again = le.interval_estimates({k: v + 1 for k, v in dataset.items()}, reps=REPS, key=5, backend=backend)
     np.testing.assert_allclose(again.point["a"][:3], ours.point["a"][:3] + 1, atol=1e-12)  # iqm, mean, median
+    if backend == "jax":  # a second call with new values and key compiles nothing
+        before = bootstrap_jax._aggregate_bootstrap._cache_size()
+        assert before >= 1
+        le.interval_estimates({k: v + 2 for k, v in dataset.items()}, reps=REPS, key=6, backend=backend)
+        assert bootstrap_jax._aggregate_bootstrap._cache_size() == before
 
 
 def test_counts_replicates_equal_resampled_statistics(dataset):
@@ -131,7 +137,7 @@ def test_counts_replicates_equal_resampled_statistics(dataset):
         "median_direct": le.median,
         "optimality_gap_direct": le.optimality_gap,
     }
-    ours = le.interval_estimates(dataset, statistics, reps=300, key=3)
+    ours = le.interval_estimates(dataset, statistics, reps=300, key=3)  # custom statistics: JAX
     for algorithm in dataset:
         np.testing.assert_allclose(ours.lower[algorithm][:4], ours.lower[algorithm][4:], atol=1e-12)
         np.testing.assert_allclose(ours.upper[algorithm][:4], ours.upper[algorithm][4:], atol=1e-12)
@@ -140,23 +146,24 @@ def test_counts_replicates_equal_resampled_statistics(dataset):
 
 def test_iqm_without_the_rank_matrix_gives_the_same_intervals(dataset, monkeypatch):
     # Large runs x tasks take the gather-and-cumsum path; same draws, same intervals.
-    with_matrix = le.interval_estimates(dataset, ("iqm",), reps=300, key=3)
-    monkeypatch.setattr(bootstrap, "_MAX_BELOW", 0)
-    bootstrap._aggregate_bootstrap.clear_cache()
-    without = le.interval_estimates(dataset, ("iqm",), reps=300, key=3)
-    bootstrap._aggregate_bootstrap.clear_cache()
+    with_matrix = le.interval_estimates(dataset, ("iqm",), reps=300, key=3, backend="jax")
+    monkeypatch.setattr(bootstrap_jax, "_MAX_BELOW", 0)
+    bootstrap_jax._aggregate_bootstrap.clear_cache()
+    without = le.interval_estimates(dataset, ("iqm",), reps=300, key=3, backend="jax")
+    bootstrap_jax._aggregate_bootstrap.clear_cache()
     for algorithm in dataset:
         np.testing.assert_allclose(without.lower[algorithm], with_matrix.lower[algorithm], atol=1e-12)
         np.testing.assert_allclose(without.upper[algorithm], with_matrix.upper[algorithm], atol=1e-12)
 
 
-def test_probability_of_improvement_agrees_with_rliable(dataset):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_probability_of_improvement_agrees_with_rliable(dataset, backend):
     np.random.seed(0)
     reps = 1000
     points, intervals = rliable_library.get_interval_estimates(
         {"b,a": [dataset["b"], dataset["a"]]}, rliable_metrics.probability_of_improvement, reps=reps
     )
-    ours = le.probability_of_improvement_estimates(dataset, [("b", "a")], reps=reps, key=2)
+    ours = le.probability_of_improvement_estimates(dataset, [("b", "a")], reps=reps, key=2, backend=backend)
     assert ours.point[0] == points["b,a"]
     low, high = intervals["b,a"][:, 0]
     tol = 6 * np.sqrt(2) * 2.67 * (high - low) / 3.92 / np.sqrt(reps)
@@ -165,11 +172,12 @@ def test_probability_of_improvement_agrees_with_rliable(dataset):
     assert le.probability_of_improvement_estimates(dataset, reps=1000).pairs == (("a", "b"),)
 
 
-def test_performance_profiles_agree_with_rliable(dataset):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_performance_profiles_agree_with_rliable(dataset, backend):
     taus = np.linspace(0.0, 1.0, 6)
     np.random.seed(0)
     points, intervals = rliable_library.create_performance_profile(dataset, taus, reps=2000)
-    ours = le.performance_profiles(dataset, taus, reps=2000, key=4)
+    ours = le.performance_profiles(dataset, taus, reps=2000, key=4, backend=backend)
     for algorithm in dataset:
         assert np.array_equal(ours.point[algorithm], points[algorithm])
         # Profile bounds are multiples of 1/15 here: allow one step of that grid.
@@ -177,9 +185,12 @@ def test_performance_profiles_agree_with_rliable(dataset):
         np.testing.assert_array_less(np.abs(ours.upper[algorithm] - intervals[algorithm][1]), 1 / 15 + 1e-9)
 
 
-def test_sample_efficiency_per_evaluation(dataset):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sample_efficiency_per_evaluation(dataset, backend):
     curves = {a: np.stack([v, v + 1.0, 2 * v], axis=-1) for a, v in dataset.items()}
-    ours = le.sample_efficiency(curves, {a: np.array([0, 10, 20]) for a in curves}, ("iqm", "mean"), reps=500)
+    ours = le.sample_efficiency(
+        curves, {a: np.array([0, 10, 20]) for a in curves}, ("iqm", "mean"), reps=500, backend=backend
+    )
     for algorithm, values in curves.items():
         assert ours.point[algorithm].shape == (2, 3)
         for s in range(3):
@@ -192,11 +203,51 @@ def test_sample_efficiency_per_evaluation(dataset):
 
 def test_draws_are_uniform():
     with jax.enable_x64(True):
-        draws = bootstrap._draws(jax.random.key(0), 7, 12000)  # 12000 tasks of 7 draws
+        draws = bootstrap_jax._draws(jax.random.key(0), 7, 12000)  # 12000 tasks of 7 draws
     frequencies = np.bincount(np.asarray(draws).ravel(), minlength=7) / draws.size
     # 84000 draws: the standard error of each frequency is about 0.0012.
     np.testing.assert_allclose(frequencies, 1 / 7, atol=0.006)
     assert np.asarray(draws).max() == 6
+
+
+def test_numpy_counts_are_uniform_draws_with_replacement():
+    counts = bootstrap_np.counts(np.random.default_rng(0), 2000, 7, 6)
+    assert counts.shape == (2000, 7, 6)
+    np.testing.assert_array_equal(counts.sum(axis=1), 7.0)  # 7 draws per task and replicate
+    # Each count is Binomial(7, 1/7): mean 1, variance 6/7; 84000 counts.
+    assert abs(counts.mean() - 1.0) < 0.01 and abs(counts.var() - 6 / 7) < 0.03
+
+
+def test_numpy_replicates_equal_resampled_statistics(dataset):
+    # The NumPy kernel's weighted sums equal the plain statistics of the resampled matrices
+    # made from the same counts.
+    scores = dataset["b"]
+    counts = bootstrap_np.counts(np.random.default_rng(1), 50, *scores.shape)
+    order = np.argsort(scores.reshape(-1), kind="stable")
+    for name, plain in [
+        ("iqm", le.iqm),
+        ("mean", le.mean),
+        ("median", le.median),
+        ("optimality_gap", le.optimality_gap),
+    ]:
+        fast = bootstrap_np._statistic(name, counts, scores, order, 1.0)
+        for r in range(counts.shape[0]):
+            resampled = np.stack(
+                [np.repeat(scores[:, t], counts[r, :, t].astype(int)) for t in range(scores.shape[1])], axis=1
+            )
+            assert fast[r] == pytest.approx(plain(resampled), abs=1e-12), name
+
+
+def test_auto_backend_is_numpy_for_small_inputs_and_jax_for_large_or_custom(dataset, monkeypatch):
+    assert bootstrap._use_numpy("auto", 2000 * 5 * 3)
+    assert not bootstrap._use_numpy("auto", bootstrap.NUMPY_MAX_WORK + 1)
+    assert not bootstrap._use_numpy("auto", 10, (le.iqm,))
+    calls = []
+    monkeypatch.setattr(bootstrap_np, "aggregate_bounds", lambda *a: calls.append(a) or np.zeros((2, 1, 1)))
+    le.interval_estimates(dataset, ("iqm",), reps=10)
+    assert len(calls) == 2  # one per algorithm, NumPy
+    with pytest.raises(ValueError, match="backend must be"):
+        le.interval_estimates(dataset, backend="torch")
 
 
 def test_bad_arguments_raise(dataset):

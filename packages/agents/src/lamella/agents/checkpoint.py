@@ -32,6 +32,7 @@ import msgpack
 import numpy as np
 
 from lamella.agents._files import atomic_write_bytes, remove_temp_files
+from lamella.envs.errors import UserError
 
 __all__ = [
     "CheckpointError",
@@ -49,7 +50,7 @@ FORMAT_VERSION = 1
 _NAME = re.compile(r"checkpoint_(\d+)\.msgpack$")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be read, or does not fit the target structure."""
 
 

@@ -236,6 +236,8 @@ def train_command(args: argparse.Namespace) -> int:
     try:
         config, seeds, _ = _resolve(args)
     except (ConfigError, ValueError) as error:
+        if getattr(args, "debug", False):  # lamella --debug: the traceback
+            raise
         parser.error(str(error))
     if args.print_config:
         print(
@@ -274,9 +276,9 @@ def train_command(args: argparse.Namespace) -> int:
             extra_metadata={"preset": args.preset} if args.preset else None,
             compile_mode=args.compile,
         )
-    except ConfigError as error:
-        parser.error(str(error))
-    except (FileExistsError, FileNotFoundError) as error:
+    except (ConfigError, FileExistsError, FileNotFoundError) as error:
+        if getattr(args, "debug", False):
+            raise
         parser.error(str(error))
     except KeyboardInterrupt:
         print(

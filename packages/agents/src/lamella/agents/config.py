@@ -21,6 +21,8 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from lamella.envs.errors import UserError
+
 __all__ = [
     "ConfigError",
     "algorithm_spec",
@@ -47,7 +49,7 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration mistake found before anything compiled (unknown key, wrong type, ...)."""
 
 

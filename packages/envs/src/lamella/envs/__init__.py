@@ -6,11 +6,15 @@
 >>> obs, state, reward, terminated, truncated, info = env.step(jax.random.key(1), state, 0, params)
 """
 
-from lamella.envs import random, rendering, spaces, struct, wrappers
+from typing import TYPE_CHECKING, Any
+
 from lamella.envs.__about__ import __version__
-from lamella.envs.environment import Environment, Wrapper, episode_done
-from lamella.envs.registry import make, register, registered
-from lamella.envs.rendering import animate
+
+if TYPE_CHECKING:
+    from lamella.envs import random, rendering, spaces, struct, wrappers
+    from lamella.envs.environment import Environment, Wrapper, episode_done
+    from lamella.envs.registry import make, register, registered
+    from lamella.envs.rendering import animate
 
 __all__ = [
     "Environment",
@@ -31,6 +35,7 @@ __all__ = [
 
 def _register_builtin() -> None:
     from lamella.envs import bsuite, classic_control, goal, minatar, misc, multi_agent
+    from lamella.envs.registry import register
 
     bsuite.register_all(register)
     goal.register_all(register)
@@ -45,4 +50,37 @@ def _register_builtin() -> None:
     register("MountainCarContinuous-v0", classic_control.MountainCarContinuous)
 
 
-_register_builtin()
+# Everything loads on first use (PEP 562), so `import lamella.envs` (and the `lamella` command,
+# which lives here) costs no JAX import; the registry registers the built-in envs before its
+# first lookup (registry._ensure_builtin).
+_ATTRIBUTES = {
+    "Environment": "lamella.envs.environment",
+    "Wrapper": "lamella.envs.environment",
+    "episode_done": "lamella.envs.environment",
+    "make": "lamella.envs.registry",
+    "register": "lamella.envs.registry",
+    "registered": "lamella.envs.registry",
+    "animate": "lamella.envs.rendering",
+}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _ATTRIBUTES:
+        value = getattr(importlib.import_module(_ATTRIBUTES[name]), name)
+    elif not name.startswith("__"):
+        try:  # a sub-package or module: lamella.envs.spaces, lamella.envs.classic_control, ...
+            value = importlib.import_module(f"lamella.envs.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"lamella.envs.{name}":
+                raise
+            raise AttributeError(f"module 'lamella.envs' has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module 'lamella.envs' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -5,7 +5,18 @@ random actions, prints a throughput table and writes a GIF of one episode.
 Packages higher in the stack add their own sub-commands (``lamella train``,
 ``lamella eval``) through the ``lamella.commands`` entry-point group: each entry
 point names a function ``register(subparsers)`` that adds a sub-parser whose
-``func`` default receives the parsed arguments.
+``func`` default receives the parsed arguments. An entry point named after a
+command (``eval``) or ``<command>_<anything>`` (``train_offpolicy``, which extends
+``train``) is loaded only when that command runs, so a command pays only for the
+plug-ins it uses; ``lamella --help`` loads them all.
+
+Errors: a :class:`~lamella.envs.errors.UserError` (or a class marked as one) raised by
+a command is printed as one line, ``lamella <command>: error: <message>``, on stderr,
+and the command exits with status 2; ``lamella --debug ...`` shows the traceback
+instead. Argument errors (argparse's own, and those a command reports through its
+parser, as ``lamella train`` does for a wrong ``key=value``) print the usage line and the
+message and exit with status 2 too; with ``--debug`` a command re-raises them (the parsed
+arguments carry ``debug``). Any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +28,40 @@ import time
 from importlib.metadata import entry_points
 from typing import Any
 
-__all__ = ["demo", "main"]
+from lamella.envs.errors import UserError, is_user_error
+
+__all__ = ["build_parser", "demo", "load_plugins", "main"]
+
+_BUILTIN_COMMANDS = ("demo", "animate")
+
+
+def _check_env_ids(env_ids: list[str] | None) -> None:
+    """Unknown ids, refused before anything compiles."""
+    import difflib
+
+    import lamella.envs as le
+
+    known = le.registered()
+    for env_id in env_ids or ():
+        if env_id not in known:
+            close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise UserError(
+                f"Unknown environment id {env_id!r}.{hint} List the ids with: "
+                "python -c 'import lamella.envs; print(lamella.envs.registered())'."
+            )
+
+
+def _check_out_dir(out_dir: str) -> None:
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UserError(f"--out-dir {out_dir!r} is a file, not a directory; pass another --out-dir.")
+
+
+def _check_render_extra() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("imageio") is None:
+        raise UserError("Writing GIFs needs imageio; install it with: pip install 'lamella-envs[render]'.")
 
 
 def demo(
@@ -27,7 +71,19 @@ def demo(
     out_dir: str = "runs/demo",
     env_ids: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Roll out every registered env (or ``env_ids``); return one row per env and write a GIF of ``gif_env``."""
+    """Roll out every registered env (or ``env_ids``); return one row per env and write a GIF of ``gif_env``.
+
+    Raises:
+        UserError: an unknown env id, ``num_envs`` or ``num_steps`` below 1, an ``out_dir``
+            that is a file, or imageio missing; all before anything compiles.
+    """
+    for name, value in (("num_envs", num_envs), ("num_steps", num_steps)):
+        if value < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
+    _check_env_ids([*(env_ids or ()), gif_env])
+    _check_out_dir(out_dir)
+    _check_render_extra()
+
     import jax
     import numpy as np
 
@@ -124,7 +180,16 @@ def env_family(env: Any) -> str:
 
 
 def animate_envs(env_ids: list[str] | None = None, out_dir: str = "runs/gifs", seed: int = 0) -> list[str]:
-    """Write a GIF of one random-action episode per env; with no ids, one env of each family."""
+    """Write a GIF of one random-action episode per env; with no ids, one env of each family.
+
+    Raises:
+        UserError: an unknown env id, an ``out_dir`` that is a file, or imageio missing; all
+            before anything compiles.
+    """
+    _check_env_ids(env_ids)
+    _check_out_dir(out_dir)
+    _check_render_extra()
+
     import jax
 
     import lamella.envs as le
@@ -177,12 +242,28 @@ def _register_demo(subparsers: Any) -> None:
     parser.set_defaults(func=lambda a: demo(a.num_envs, a.num_steps, a.gif_env, a.out_dir, a.envs) and None)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lamella", description="lamella: reinforcement learning in JAX")
+def _entry_points() -> list[Any]:
+    return sorted(entry_points(group="lamella.commands"), key=lambda e: e.name)
+
+
+def _wanted(entry_name: str, command: str | None) -> bool:
+    return command is None or entry_name == command or entry_name.startswith(f"{command}_")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``lamella`` parser with the plug-ins of ``command`` (every plug-in when None)."""
+    parser = argparse.ArgumentParser(
+        prog="lamella",
+        description="lamella: reinforcement learning in JAX",
+        epilog="A user error prints one line and exits with status 2; --debug shows its traceback.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of every error")
     subparsers = parser.add_subparsers(dest="command", required=True)
     _register_demo(subparsers)
     _register_animate(subparsers)
-    for entry in sorted(entry_points(group="lamella.commands"), key=lambda e: e.name):
+    for entry in _entry_points():
+        if not _wanted(entry.name, command):
+            continue
         try:
             register_command = entry.load()
         except Exception as error:  # a broken plug-in must not take the other commands down
@@ -192,9 +273,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def load_plugins() -> None:
+    """Load every ``lamella.commands`` plug-in (idempotent registration side effects included).
+
+    For commands that need what other packages register, such as ``lamella eval checkpoints``,
+    which evaluates checkpoints of any algorithm a plug-in adds to lamella-agents' table.
+    """
+    build_parser()
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The sub-command named in ``argv`` when it is a plug-in's (None: load every plug-in)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None or first in _BUILTIN_COMMANDS:
+        return first
+    names = {e.name for e in _entry_points()}
+    if first in names or any(n.startswith(f"{first}_") for n in names):
+        return first
+    return None  # unknown: argparse lists every command
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    result = args.func(args)
+    """Run ``lamella ARGV``; return the exit status (2 for user errors)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug is global; accept it anywhere before a "--", since users add it at the end.
+    cut = argv.index("--") if "--" in argv else len(argv)
+    debug = "--debug" in argv[:cut]
+    argv = [a for a in argv[:cut] if a != "--debug"] + argv[cut:]
+    command = _command_of(argv)
+    args = build_parser(command).parse_args(argv)
+    args.debug = debug  # commands that report argument errors through argparse re-raise instead
+    try:
+        result = args.func(args)
+    except Exception as error:
+        if debug or not is_user_error(error):
+            raise
+        # "lamella eval aggregate": the command and its own sub-command, where it has one.
+        name = " ".join(filter(None, (args.command, getattr(args, f"{args.command}_command", None))))
+        print(f"lamella {name}: error: {error}", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

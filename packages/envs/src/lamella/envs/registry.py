@@ -13,6 +13,17 @@ from lamella.envs.environment import Environment
 __all__ = ["make", "register", "registered"]
 
 _REGISTRY: dict[str, Callable[..., Environment[Any, Any]]] = {}
+_BUILTIN_REGISTERED = False
+
+
+def _ensure_builtin() -> None:
+    """Register the built-in envs once, before the first lookup (``import lamella.envs`` is lazy)."""
+    global _BUILTIN_REGISTERED
+    if not _BUILTIN_REGISTERED:
+        _BUILTIN_REGISTERED = True
+        from lamella.envs import _register_builtin
+
+        _register_builtin()
 
 
 def register(env_id: str, factory: Callable[..., Environment[Any, Any]], *, overwrite: bool = False) -> None:
@@ -21,6 +32,7 @@ def register(env_id: str, factory: Callable[..., Environment[Any, Any]], *, over
     Keyword arguments that :func:`make` receives and that are not fields of the
     env's params are passed to ``factory`` (static settings such as sizes).
     """
+    _ensure_builtin()
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"register: env_id must be a non-empty string, got {env_id!r}.")
     if not callable(factory):
@@ -32,6 +44,7 @@ def register(env_id: str, factory: Callable[..., Environment[Any, Any]], *, over
 
 def registered() -> list[str]:
     """All registered ids, sorted."""
+    _ensure_builtin()
     return sorted(_REGISTRY)
 
 
@@ -65,6 +78,7 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
         KeyError: unknown id; the message lists the closest registered ids.
         TypeError: an override that is neither a params field nor a constructor argument.
     """
+    _ensure_builtin()
     if env_id not in _REGISTRY:
         close = difflib.get_close_matches(env_id, _REGISTRY, n=5, cutoff=0.4)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""

@@ -2,9 +2,13 @@
 
 The metric definitions and the bootstrap follow rliable 1.2 (same point estimates,
 bit for bit; confidence bounds within Monte-Carlo error), computed with JAX.
-``evaluate_checkpoints`` evaluates lamella-agents checkpoints on test envs (it imports
-lamella-agents when called, so the rest works without it).
+``evaluate_checkpoints`` evaluates lamella-agents checkpoints on test envs (it needs the
+``lamella-eval[checkpoints]`` extra and imports lamella-envs and lamella-agents only when
+called, so the rest works without them). Mistakes in the input raise :class:`EvalError`
+(a ``ValueError``), which the ``lamella`` command prints as one line with exit status 2.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from lamella.eval.__about__ import __version__
 from lamella.eval._src.bootstrap import (
@@ -24,6 +28,7 @@ from lamella.eval._src.checkpoints import (
     write_results_csv,
     write_results_run_log,
 )
+from lamella.eval._src.errors import EvalError, EvalFileNotFoundError, MissingExtraError
 from lamella.eval._src.metrics import (
     iqm,
     mean,
@@ -31,12 +36,6 @@ from lamella.eval._src.metrics import (
     optimality_gap,
     performance_profile,
     probability_of_improvement,
-)
-from lamella.eval._src.plots import (
-    plot_interval_estimates,
-    plot_performance_profiles,
-    plot_probability_of_improvement,
-    plot_sample_efficiency,
 )
 from lamella.eval._src.runlog import (
     CSV_HEADER,
@@ -59,8 +58,11 @@ __all__ = [
     "Curves",
     "EnvSpec",
     "Estimates",
+    "EvalError",
+    "EvalFileNotFoundError",
     "Evaluation",
     "ImprovementEstimates",
+    "MissingExtraError",
     "Run",
     "RunLogError",
     "Scores",
@@ -97,3 +99,26 @@ __all__ = [
     "write_results_csv",
     "write_results_run_log",
 ]
+
+# The plots import matplotlib (about as long as everything else together): loaded on first use.
+_PLOTS = (
+    "plot_interval_estimates",
+    "plot_performance_profiles",
+    "plot_probability_of_improvement",
+    "plot_sample_efficiency",
+)
+if TYPE_CHECKING:
+    from lamella.eval._src.plots import (
+        plot_interval_estimates,
+        plot_performance_profiles,
+        plot_probability_of_improvement,
+        plot_sample_efficiency,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PLOTS:
+        from lamella.eval._src import plots
+
+        return getattr(plots, name)
+    raise AttributeError(f"module 'lamella.eval' has no attribute {name!r}")

@@ -5,8 +5,12 @@ computes the aggregates with stratified-bootstrap confidence intervals, and writ
 plots (PNG) and tables (Markdown, CSV, LaTeX) to ``--out-dir``.
 
 ``lamella eval checkpoints RUN_DIR_OR_CHECKPOINT... --envs CartPole-v1 CartPole-v1:length=1.0
---episodes 100 --out results.csv`` evaluates saved checkpoints on test envs (needs
-lamella-agents, imported only by this command).
+--episodes 100 --out results.csv`` evaluates saved checkpoints on test envs (needs the
+``lamella-eval[checkpoints]`` extra: lamella-envs and lamella-agents, imported only by this
+command).
+
+Mistakes in the input raise :class:`~lamella.eval.EvalError`, which the ``lamella`` command
+prints as one line (exit status 2, no traceback; ``--debug`` shows it).
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 import numpy as np
+
+from lamella.eval._src.errors import EvalError, EvalFileNotFoundError
 
 __all__ = ["aggregate", "checkpoints", "register"]
 
@@ -49,6 +56,80 @@ def _curves_csv(estimates: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _has_run_log(path: str) -> bool:
+    for _, _, files in os.walk(path):
+        if "metrics.json" in files or "metrics.csv" in files:
+            return True
+    return False
+
+
+def _run_log_paths(paths: list[str]) -> list[str]:
+    """The paths that hold run logs; directories and files without one are skipped with a note.
+
+    ``lamella eval aggregate runs/*`` meets the folders ``lamella demo`` and ``lamella animate``
+    write (``runs/demo``, ``runs/gifs``) and stray files: they are named on stderr and skipped.
+    A path that does not exist, or no run log among all paths, is an error.
+    """
+    kept, skipped = [], []
+    for path in paths:
+        if not os.path.exists(path):
+            raise EvalFileNotFoundError(f"{path}: no such file or directory; check the path.")
+        if os.path.isdir(path):
+            (kept if _has_run_log(path) else skipped).append(path)
+        else:
+            (kept if path.endswith((".json", ".csv")) else skipped).append(path)
+    if not kept:
+        raise EvalFileNotFoundError(
+            f"No run log (metrics.json or metrics.csv) in {', '.join(paths)} or below; pass run "
+            "directories written by lamella train, or run-log files."
+        )
+    if skipped:
+        print(
+            f"lamella eval aggregate: skipped {', '.join(skipped)} (no metrics.json or metrics.csv)",
+            file=sys.stderr,
+        )
+    return kept
+
+
+def _check_metric(runs: Any, metric: str) -> None:
+    available: set[str] = set()
+    for run in runs:
+        available.update(run.absolute_metrics or ())
+        for evaluation in run.evaluations:
+            available.update(evaluation.metrics)
+    if metric not in available:
+        raise EvalError(
+            f"Unknown metric {metric!r}: no run holds it; the run logs hold {', '.join(sorted(available))}. "
+            "Pass one of them with --metric."
+        )
+
+
+def _reference(normalize: str) -> Any:
+    """``"minmax"``, None, or the ``{task: (low, high)}`` of a JSON file."""
+    if normalize == "minmax":
+        return "minmax"
+    if normalize == "none":
+        return None
+    try:
+        with open(normalize, encoding="utf-8") as file:
+            data = json.load(file)
+    except FileNotFoundError:
+        raise EvalFileNotFoundError(
+            f"--normalize {normalize!r}: no such file; pass minmax, none, or a JSON file "
+            '{"task": [low, high], ...}.'
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise EvalError(f"--normalize {normalize!r}: not valid JSON ({error}).") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v)
+        for v in data.values()
+    ):
+        raise EvalError(
+            f'--normalize {normalize!r}: expected an object {{"task": [low, high], ...}} of numbers.'
+        )
+    return {task: (float(pair[0]), float(pair[1])) for task, pair in data.items()}
+
+
 def aggregate(
     paths: list[str],
     metric: str = "mean_episode_return",
@@ -60,6 +141,7 @@ def aggregate(
     confidence: float = 0.95,
     seed: int = 0,
     truncate: bool = False,
+    plots: bool = True,
 ) -> list[str]:
     """Aggregate run logs into plots and tables; return the files written.
 
@@ -74,19 +156,26 @@ def aggregate(
         confidence: interval coverage.
         seed: bootstrap seed.
         truncate: cut learning curves to the shortest run instead of raising.
+        plots: write the PNG plots (matplotlib); False writes the tables only.
     """
     import lamella.eval as le
-    from lamella.eval._src import plots, tables
+    from lamella.eval._src import tables
 
-    runs = le.read_run_logs(paths)
+    def plot(name: str, *args: Any, **kwargs: Any) -> None:
+        if plots:  # matplotlib is imported only here
+            from lamella.eval._src import plots as plotting
+
+            written.append(getattr(plotting, name)(*args, **kwargs))
+
+    from lamella.eval._src.bootstrap import _check
+
+    _check(reps, confidence)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise EvalError(f"--out-dir {out_dir!r} is a file, not a directory; pass another --out-dir.")
+    reference = _reference(normalize)
+    runs = le.read_run_logs(_run_log_paths(paths))
+    _check_metric(runs, metric)
     scores = le.final_scores(runs, metric, source)  # type: ignore[arg-type]
-    if normalize == "minmax":
-        reference: Any = "minmax"
-    elif normalize == "none":
-        reference = None
-    else:
-        with open(normalize, encoding="utf-8") as file:
-            reference = {task: tuple(pair) for task, pair in json.load(file).items()}
     if reference is not None:
         scores = le.normalize(scores, reference)  # type: ignore[assignment]
     label = f"{'normalised ' if reference is not None else ''}{metric}"
@@ -95,9 +184,7 @@ def aggregate(
     key = np.random.SeedSequence(seed).generate_state(1)[0].item()
 
     estimates = le.interval_estimates(scores.values, reps=reps, confidence=confidence, key=key)
-    written.append(
-        plots.plot_interval_estimates(estimates, os.path.join(out_dir, "aggregates.png"), xlabel=label)
-    )
+    plot("plot_interval_estimates", estimates, os.path.join(out_dir, "aggregates.png"), xlabel=label)
     caption = (
         f"{label} ({scores.source}); {len(scores.tasks)} tasks; point estimate "
         f"[{confidence:.0%} stratified-bootstrap percentile interval, {reps} replicates]"
@@ -108,20 +195,18 @@ def aggregate(
     values = np.concatenate([v.reshape(-1) for v in scores.values.values()])
     taus = np.linspace(values.min(), values.max(), 101)
     profiles = le.performance_profiles(scores.values, taus, reps=reps, confidence=confidence, key=key + 1)
-    written.append(
-        plots.plot_performance_profiles(
-            profiles, os.path.join(out_dir, "performance_profiles.png"), xlabel=label
-        )
+    plot(
+        "plot_performance_profiles", profiles, os.path.join(out_dir, "performance_profiles.png"), xlabel=label
     )
 
     if len(scores.values) > 1:
         improvement = le.probability_of_improvement_estimates(
             scores.values, reps=reps, confidence=confidence, key=key + 2
         )
-        written.append(
-            plots.plot_probability_of_improvement(
-                improvement, os.path.join(out_dir, "probability_of_improvement.png")
-            )
+        plot(
+            "plot_probability_of_improvement",
+            improvement,
+            os.path.join(out_dir, "probability_of_improvement.png"),
         )
         written += _write_tables(
             out_dir,
@@ -137,13 +222,12 @@ def aggregate(
         efficiency = le.sample_efficiency(
             curves.values, curves.step_counts, ("iqm", "mean"), reps=reps, confidence=confidence, key=key + 3
         )
-        written.append(
-            plots.plot_sample_efficiency(
-                efficiency,
-                os.path.join(out_dir, "sample_efficiency.png"),
-                statistic="iqm",
-                ylabel=f"IQM {label}",
-            )
+        plot(
+            "plot_sample_efficiency",
+            efficiency,
+            os.path.join(out_dir, "sample_efficiency.png"),
+            statistic="iqm",
+            ylabel=f"IQM {label}",
         )
         written.append(_write(os.path.join(out_dir, "sample_efficiency.csv"), _curves_csv(efficiency)))
 
@@ -193,6 +277,13 @@ def checkpoints(
 
 
 def _checkpoints_command(args: argparse.Namespace) -> int:
+    from lamella.eval._src.checkpoints import require_checkpoints_extra
+
+    require_checkpoints_extra()
+    # Algorithms that other packages register (lamella-gcrl's sac, ...) come with their plug-ins.
+    from lamella.envs.cli import load_plugins
+
+    load_plugins()
     checkpoints(
         args.paths,
         args.envs,
@@ -215,6 +306,7 @@ def _aggregate_command(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         seed=args.seed,
         truncate=args.truncate,
+        plots=not args.no_plots,
     )
     return 0
 
@@ -224,7 +316,12 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "eval", help="aggregate run logs (bootstrap CIs, plots, tables); evaluate checkpoints"
     )
-    commands = parser.add_subparsers(dest="eval_command", required=True)
+    add_commands(parser.add_subparsers(dest="eval_command", required=True))
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``aggregate`` and ``checkpoints`` to a sub-parser set (``lamella eval``'s, or
+    ``python -m lamella.eval``'s)."""
     agg = commands.add_parser(
         "aggregate",
         help="IQM/mean/median/optimality gap with CIs, probability of improvement, profiles, curves",
@@ -247,6 +344,7 @@ def register(subparsers: Any) -> None:
     agg.add_argument("--confidence", type=float, default=0.95)
     agg.add_argument("--seed", type=int, default=0)
     agg.add_argument("--truncate", action="store_true", help="cut learning curves to the shortest run")
+    agg.add_argument("--no-plots", action="store_true", help="write the tables only (no matplotlib)")
     agg.set_defaults(func=_aggregate_command)
 
     chk = commands.add_parser(

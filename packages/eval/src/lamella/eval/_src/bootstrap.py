@@ -1,4 +1,4 @@
-"""Stratified bootstrap confidence intervals, computed with JAX.
+"""Stratified bootstrap confidence intervals.
 
 Resampling follows rliable 1.2's ``StratifiedBootstrap``: within each task, the
 runs are drawn with replacement (``runs`` draws from ``runs``), independently per
@@ -8,28 +8,26 @@ percentile intervals (rliable's default ``method="percentile"``): the
 ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the bootstrap
 replicates, linearly interpolated like ``np.percentile``.
 
-A replicate is represented by how often each run was drawn, ``counts``
-``(runs, tasks)``, so statistics become weighted sums over the original scores:
-the interquartile mean walks the scores sorted once up front and keeps the
-weight that falls inside the middle half, with no sort per replicate.
-Replicates are vmapped (in batches, to bound memory) and vmapped again over
-algorithms, pairs and evaluations; each shape compiles once. Everything runs in
-float64 (``jax.enable_x64`` inside these functions only).
+Two backends compute the same estimator (a replicate is how often each run was drawn, every
+statistic a weighted sum over the original scores): JAX kernels compiled once per shape
+(bootstrap_jax.py), and NumPy kernels (bootstrap_np.py) that need no compilation.
+``backend="auto"`` takes NumPy where the work is small enough that compiling would cost more
+than it saves (a fresh ``lamella eval aggregate`` process then never imports JAX) and for
+no custom statistic; JAX otherwise. Each backend is deterministic for a given ``key``; the
+two draw different replicates, so their bounds differ by Monte-Carlo error only.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from lamella.eval._src import metrics
+from lamella.eval._src import bootstrap_np, metrics
+from lamella.eval._src.errors import EvalError
+from lamella.eval._src.estimates import STATISTICS, Estimates, ImprovementEstimates
 
 __all__ = [
     "STATISTICS",
@@ -41,209 +39,53 @@ __all__ = [
     "sample_efficiency",
 ]
 
-STATISTICS = ("iqm", "mean", "median", "optimality_gap")
-"""Built-in statistics, by name."""
-
 _POINT: dict[str, Callable[..., Any]] = {
     "iqm": metrics.iqm,
     "mean": metrics.mean,
     "median": metrics.median,
     "optimality_gap": metrics.optimality_gap,
 }
-# Elements of one batch of replicates (batch x runs x runs x tasks), to bound memory.
-_BATCH_ELEMENTS = 1 << 22
-# Largest runs x tasks for which the IQM uses a (values, values) matrix (8 MiB at 1024).
-_MAX_BELOW = 1024
+# backend="auto" takes NumPy up to this many score-replicate products (replicates x runs x
+# tasks x evaluations summed over algorithms; x runs for probability of improvement): about
+# a second of NumPy on one CPU core, less than compiling the JAX kernels takes.
+NUMPY_MAX_WORK = 50_000_000
 
-
-@dataclasses.dataclass(frozen=True)
-class Estimates:
-    """Point estimates with bootstrap confidence intervals, per algorithm.
-
-    Attributes:
-        labels: what each entry of the last axis is (statistic names, or thresholds).
-        point: algorithm -> float64 array ``(len(labels),)`` (``(len(labels), evaluations)`` for
-            sample-efficiency curves).
-        lower: the lower confidence bounds, same shapes.
-        upper: the upper confidence bounds, same shapes.
-        confidence: the interval's coverage, e.g. 0.95.
-        reps: the number of bootstrap replicates.
-        x: algorithm -> the x axis where there is one (step counts of curves, thresholds of
-            profiles), else empty.
-    """
-
-    labels: tuple[Any, ...]
-    point: Mapping[str, np.ndarray]
-    lower: Mapping[str, np.ndarray]
-    upper: Mapping[str, np.ndarray]
-    confidence: float
-    reps: int
-    x: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class ImprovementEstimates:
-    """Probability of improvement P(X > Y) per pair of algorithms.
-
-    Attributes:
-        pairs: the ``(x, y)`` algorithm pairs.
-        point: float64 ``(pairs,)``.
-        lower: float64 ``(pairs,)``.
-        upper: float64 ``(pairs,)``.
-        confidence: the interval's coverage.
-        reps: the number of bootstrap replicates.
-    """
-
-    pairs: tuple[tuple[str, str], ...]
-    point: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
-    confidence: float
-    reps: int
-
-
-def _x64() -> Any:
-    """float64 inside these functions only (the caller's setting is left alone)."""
-    if hasattr(jax, "enable_x64"):
-        return jax.enable_x64(True)
-    from jax.experimental import enable_x64  # type: ignore[attr-defined]  # older jax
-
-    return enable_x64()
-
-
-def _key(key: jax.Array | int) -> jax.Array:
-    if isinstance(key, int):
-        return jax.random.key(key)
-    return key
+Backend = Literal["auto", "numpy", "jax"]
 
 
 def _check(reps: int, confidence: float) -> None:
-    if not isinstance(reps, int) or reps < 2:
-        raise ValueError(f"reps must be an int >= 2, got {reps!r}")
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 2:
+        raise EvalError(f"reps (bootstrap replicates) must be an int >= 2, got {reps!r}; 2000 is usual")
     if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+        raise EvalError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
 
 
-def _draws(key: jax.Array, num_runs: int, num_tasks: int) -> jax.Array:
-    """Run indices ``(runs, tasks)``, uniform on ``[0, runs)``, drawn with replacement.
-
-    The bootstrap spends most of its time drawing, so each 32-bit random word gives
-    ``k`` draws, its first ``k`` digits in base ``runs`` (multiply by ``runs``, the high
-    half is the draw, the low half the rest of the word), with ``k`` the largest
-    such that ``runs**k <= 2**12``. The joint law of those ``k`` draws is within total
-    variation ``runs**k / 2**32 <= 2**-20`` of independent uniform draws.
-    """
-    per_word = max(1, int(np.floor(12 * np.log(2) / np.log(max(num_runs, 2)) + 1e-9)))
-    # Digits stacked by rows, not interleaved: XLA fuses the draws into the tally, and
-    # a row layout keeps that fused index arithmetic cheap.
-    words = jax.random.bits(key, (-(-num_runs // per_word), num_tasks), jnp.uint32).astype(jnp.uint64)
-    digits = []
-    for _ in range(per_word):
-        words = words * num_runs
-        digits.append((words >> 32).astype(jnp.int32))
-        words = words & 0xFFFFFFFF
-    return jnp.concatenate(digits, axis=0)[:num_runs]
+def _use_numpy(backend: str, work: int, customs: tuple[Any, ...] = ()) -> bool:
+    if backend not in ("auto", "numpy", "jax"):
+        raise EvalError(f"backend must be 'auto', 'numpy' or 'jax', got {backend!r}")
+    if backend == "numpy" and customs:
+        raise EvalError("custom statistics are JAX functions; use backend='jax' or 'auto' with them")
+    return backend == "numpy" or (backend == "auto" and not customs and work <= NUMPY_MAX_WORK)
 
 
-def _tally(draws: jax.Array, num_runs: int) -> jax.Array:
-    """How often each run was drawn, ``(runs, tasks)`` float64, from draws ``(runs, tasks)``."""
-    return (draws[None] == jnp.arange(num_runs)[:, None, None]).sum(axis=1).astype(jnp.float64)
+def _rngs(key: Any, count: int) -> list[np.random.Generator]:
+    """``count`` independent NumPy generators from an int seed or a JAX key."""
+    if isinstance(key, int | np.integer):
+        entropy: Any = int(key)
+    else:  # a JAX key: its raw words seed the generators
+        import jax
+
+        data = jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+        entropy = [int(w) for w in np.asarray(data).reshape(-1)]
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(entropy).spawn(count)]
 
 
-def _counts(key: jax.Array, num_runs: int, num_tasks: int) -> jax.Array:
-    """How often each run is drawn: ``(runs, tasks)``, ``runs`` draws per task."""
-    return _tally(_draws(key, num_runs, num_tasks), num_runs)
+def _jax_keys(key: Any, count: int) -> Any:
+    import jax
 
+    from lamella.eval._src import bootstrap_jax
 
-def _batch_size(reps: int, per_replicate: int) -> int:
-    return max(1, min(reps, _BATCH_ELEMENTS // max(per_replicate, 1)))
-
-
-def _replicates(replicate: Callable[[jax.Array], jax.Array], keys: jax.Array, batch: int) -> jax.Array:
-    """``replicate`` over ``keys``: one vmap, or a loop over batches where that would not fit."""
-    if batch >= keys.shape[0]:
-        return jax.vmap(replicate)(keys)
-    return jax.lax.map(replicate, keys, batch_size=batch)
-
-
-def _interval(replicates: jax.Array, confidence: float) -> jax.Array:
-    """``(2, ...)`` percentile bounds over the leading replicate axis."""
-    alpha = (1.0 - confidence) / 2.0
-    return jnp.quantile(replicates, jnp.array([alpha, 1.0 - alpha]), axis=0, method="linear")
-
-
-def _below(order: jax.Array) -> jax.Array:
-    """``(values, values)`` 0/1 matrix: entry ``[i, j]`` is 1 where value ``i`` (flat index)
-    has sorted rank ``<= j``; ``counts.ravel() @ below`` is the cumulative count in
-    sorted order."""
-    size = order.shape[0]
-    rank = jnp.zeros(size, jnp.int32).at[order].set(jnp.arange(size, dtype=jnp.int32))
-    return (rank[:, None] <= jnp.arange(size)[None, :]).astype(jnp.float64)
-
-
-def _statistic_from_counts(
-    name: str, counts: jax.Array, scores: jax.Array, order: jax.Array, below: jax.Array, gamma: float
-) -> jax.Array:
-    num_runs, num_tasks = scores.shape
-    if name == "mean":
-        return jnp.mean(jnp.sum(counts * scores, axis=0) / num_runs)
-    if name == "median":
-        return jnp.median(jnp.sum(counts * scores, axis=0) / num_runs)
-    if name == "optimality_gap":
-        return gamma - jnp.sum(counts * jnp.minimum(scores, gamma)) / (num_runs * num_tasks)
-    # iqm: the sorted resample puts copy c of the run with sorted rank r at positions
-    # [cum_r - c_r, cum_r); keep the part of that range inside [low, high).
-    low = int(0.25 * num_runs * num_tasks)
-    high = num_runs * num_tasks - low
-    if below.ndim == 2:
-        # Cumulative counts in sorted order from one matrix product with a matrix built
-        # once: cheaper on CPU than a gather into sorted order and a scan per replicate.
-        cumulative = counts.reshape(-1) @ below
-    else:  # too many values for a (values, values) matrix
-        cumulative = jnp.cumsum(counts.reshape(-1)[order])
-    kept = jnp.clip(cumulative, low, high)
-    weight = kept - jnp.concatenate([jnp.full(1, low, kept.dtype), kept[:-1]])
-    return jnp.sum(weight * scores.reshape(-1)[order]) / (high - low)
-
-
-@functools.partial(jax.jit, static_argnames=("names", "customs", "reps", "confidence"))
-def _aggregate_bootstrap(
-    keys: jax.Array,
-    scores: jax.Array,
-    gamma: float,
-    *,
-    names: tuple[str, ...],
-    customs: tuple[Callable[[jax.Array], jax.Array], ...],
-    reps: int,
-    confidence: float,
-) -> jax.Array:
-    """Bounds ``(algorithms, 2, statistics, evaluations)`` for scores ``(algorithms, runs, tasks, evaluations)``."""
-    _, num_runs, num_tasks, num_steps = scores.shape
-    # Sorted once per algorithm and evaluation: replicates reuse the order.
-    orders = jnp.argsort(scores.reshape(scores.shape[0], num_runs * num_tasks, num_steps), axis=1)
-    use_matrix = "iqm" in names and num_runs * num_tasks <= _MAX_BELOW
-    below = jax.vmap(jax.vmap(_below, in_axes=1, out_axes=2))(orders) if use_matrix else orders
-
-    def one_algorithm(key: jax.Array, scores: jax.Array, order: jax.Array, below: jax.Array) -> jax.Array:
-        def replicate(rep_key: jax.Array) -> jax.Array:
-            draws = _draws(rep_key, num_runs, num_tasks)
-            counts = _tally(draws, num_runs)
-
-            def one_step(scores: jax.Array, order: jax.Array, below: jax.Array) -> jax.Array:
-                values = [_statistic_from_counts(n, counts, scores, order, below, gamma) for n in names]
-                if customs:
-                    resampled = jnp.take_along_axis(scores, draws, axis=0)
-                    values += [jnp.asarray(fn(resampled), scores.dtype) for fn in customs]
-                return jnp.stack(values)
-
-            below_axis = 2 if use_matrix else 1
-            return jax.vmap(one_step, in_axes=(2, 1, below_axis), out_axes=1)(scores, order, below)
-
-        rep_keys = jax.random.split(key, reps)
-        batch = _batch_size(reps, num_runs * num_runs * num_tasks * num_steps)
-        return _interval(_replicates(replicate, rep_keys, batch), confidence)
-
-    return jax.vmap(one_algorithm)(keys, scores, orders, below)
+    return jax.random.split(bootstrap_jax._key(key), count)
 
 
 Statistics = Sequence[str] | Mapping[str, "str | Callable[..., Any]"]
@@ -264,10 +106,10 @@ def _resolve(
         elif callable(statistic):
             custom[name] = statistic
         else:
-            raise ValueError(f"statistic {name!r} is {statistic!r}; give a built-in name or a function")
+            raise EvalError(f"statistic {name!r} is {statistic!r}; give a built-in name or a function")
     unknown = [n for n in builtin if n not in STATISTICS]
     if unknown:
-        raise ValueError(
+        raise EvalError(
             f"unknown statistic(s) {unknown}; use {list(STATISTICS)} or pass a mapping name -> function"
         )
     return (*names, *custom), tuple(builtin), tuple(custom.values())
@@ -285,8 +127,9 @@ def _aggregates(
     statistics: Statistics,
     reps: int,
     confidence: float,
-    key: jax.Array | int,
+    key: Any,
     gamma: float,
+    backend: str,
 ) -> tuple[tuple[str, ...], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Shared by final scores (evaluations = 1) and curves."""
     _check(reps, confidence)
@@ -294,7 +137,7 @@ def _aggregates(
     arrays = {a: np.asarray(v, dtype=np.float64) for a, v in values.items()}
     for algorithm, array in arrays.items():
         if array.ndim != 3 or array.shape[0] < 1 or array.shape[1] < 1:
-            raise ValueError(
+            raise EvalError(
                 f"scores of {algorithm!r} have shape {array.shape}; expected (runs, tasks[, evaluations])"
             )
     point, lower, upper = {}, {}, {}
@@ -306,21 +149,31 @@ def _aggregates(
             row += [np.asarray(fn(step), dtype=np.float64) for fn in customs]
             columns.append(row)
         point[algorithm] = np.array(columns, dtype=np.float64).T  # (statistics, evaluations)
-    keys = jax.random.split(_key(key), len(arrays))
-    key_of = dict(zip(arrays, keys))
-    with _x64():
+    work = sum(reps * a.size for a in arrays.values())
+    if _use_numpy(backend, work, customs):
+        for rng, (algorithm, array) in zip(_rngs(key, len(arrays)), arrays.items()):
+            bounds = bootstrap_np.aggregate_bounds(rng, array, builtin, float(gamma), reps, float(confidence))
+            lower[algorithm], upper[algorithm] = bounds[0], bounds[1]
+        return labels, point, lower, upper
+
+    import jax.numpy as jnp
+
+    from lamella.eval._src import bootstrap_jax
+
+    key_of = dict(zip(arrays, _jax_keys(key, len(arrays))))
+    with bootstrap_jax._x64():
         for names in _by_shape(arrays).values():
-            stacked = jnp.asarray(np.stack([arrays[a] for a in names]))
-            bounds = _aggregate_bootstrap(
-                jnp.stack([key_of[a] for a in names]),
-                stacked,
-                float(gamma),
-                names=builtin,
-                customs=customs,
-                reps=reps,
-                confidence=float(confidence),
+            bounds = np.asarray(
+                bootstrap_jax._aggregate_bootstrap(
+                    jnp.stack([key_of[a] for a in names]),
+                    jnp.asarray(np.stack([arrays[a] for a in names])),
+                    float(gamma),
+                    names=builtin,
+                    customs=customs,
+                    reps=reps,
+                    confidence=float(confidence),
+                )
             )
-            bounds = np.asarray(bounds)
             for i, algorithm in enumerate(names):
                 lower[algorithm], upper[algorithm] = bounds[i, 0], bounds[i, 1]
     return labels, point, lower, upper
@@ -332,8 +185,9 @@ def interval_estimates(
     *,
     reps: int = 2000,
     confidence: float = 0.95,
-    key: jax.Array | int = 0,
+    key: Any = 0,
     gamma: float = 1.0,
+    backend: Backend = "auto",
 ) -> Estimates:
     """Aggregate statistics with stratified-bootstrap percentile confidence intervals.
 
@@ -346,6 +200,8 @@ def interval_estimates(
         confidence: coverage of the interval.
         key: a JAX PRNG key or an int seed.
         gamma: the optimality-gap threshold.
+        backend: ``"auto"`` (NumPy for small inputs without custom statistics, else JAX),
+            ``"numpy"`` or ``"jax"``.
 
     Returns:
         :class:`Estimates` with ``point[algorithm]`` of shape ``(statistics,)``.
@@ -353,8 +209,8 @@ def interval_estimates(
     three_d = {a: np.asarray(v, dtype=np.float64)[..., None] for a, v in scores.items()}
     for algorithm, array in three_d.items():
         if array.ndim != 3:
-            raise ValueError(f"scores of {algorithm!r} have shape {array.shape[:-1]}; expected (runs, tasks)")
-    labels, point, lower, upper = _aggregates(three_d, statistics, reps, confidence, key, gamma)
+            raise EvalError(f"scores of {algorithm!r} have shape {array.shape[:-1]}; expected (runs, tasks)")
+    labels, point, lower, upper = _aggregates(three_d, statistics, reps, confidence, key, gamma, backend)
     squeeze = lambda d: {a: v[:, 0] for a, v in d.items()}  # noqa: E731
     return Estimates(labels, squeeze(point), squeeze(lower), squeeze(upper), confidence, reps)
 
@@ -366,8 +222,9 @@ def sample_efficiency(
     *,
     reps: int = 2000,
     confidence: float = 0.95,
-    key: jax.Array | int = 0,
+    key: Any = 0,
     gamma: float = 1.0,
+    backend: Backend = "auto",
 ) -> Estimates:
     """Aggregates at every evaluation of learning curves, with confidence intervals.
 
@@ -379,12 +236,13 @@ def sample_efficiency(
         curves: algorithm -> ``(runs, tasks, evaluations)`` (e.g. ``Curves.values``).
         step_counts: algorithm -> ``(evaluations,)`` x axis (e.g. ``Curves.step_counts``);
             evaluation indices where omitted.
+        backend: as for :func:`interval_estimates`.
 
     Returns:
         :class:`Estimates` with ``point[algorithm]`` of shape ``(statistics, evaluations)`` and
         ``x[algorithm]`` the step counts.
     """
-    labels, point, lower, upper = _aggregates(curves, statistics, reps, confidence, key, gamma)
+    labels, point, lower, upper = _aggregates(curves, statistics, reps, confidence, key, gamma, backend)
     x = {
         a: np.asarray(step_counts[a], dtype=np.float64)
         if step_counts is not None
@@ -394,34 +252,14 @@ def sample_efficiency(
     return Estimates(labels, point, lower, upper, confidence, reps, x)
 
 
-@functools.partial(jax.jit, static_argnames=("reps", "confidence"))
-def _improvement_bootstrap(keys: jax.Array, wins: jax.Array, *, reps: int, confidence: float) -> jax.Array:
-    """Bounds ``(pairs, 2)`` from win matrices ``(pairs, tasks, runs_x, runs_y)``."""
-    _, num_tasks, runs_x, runs_y = wins.shape
-
-    def one_pair(key: jax.Array, wins: jax.Array) -> jax.Array:
-        def replicate(rep_key: jax.Array) -> jax.Array:
-            key_x, key_y = jax.random.split(rep_key)
-            counts_x = _counts(key_x, runs_x, num_tasks)
-            counts_y = _counts(key_y, runs_y, num_tasks)
-            # Elementwise rather than a batched dot: with a few runs per side XLA fuses
-            # this with the tallies, where tiny dots would not.
-            u = jnp.sum(counts_x.T[:, :, None] * wins * counts_y.T[:, None, :], axis=(1, 2))
-            return jnp.mean(u / (runs_x * runs_y))
-
-        batch = _batch_size(reps, num_tasks * runs_x * runs_y)
-        return _interval(_replicates(replicate, jax.random.split(key, reps), batch), confidence)
-
-    return jax.vmap(one_pair)(keys, wins)
-
-
 def probability_of_improvement_estimates(
     scores: Mapping[str, Any],
     pairs: Sequence[tuple[str, str]] | None = None,
     *,
     reps: int = 2000,
     confidence: float = 0.95,
-    key: jax.Array | int = 0,
+    key: Any = 0,
+    backend: Backend = "auto",
 ) -> ImprovementEstimates:
     """Probability of improvement P(X > Y) with stratified-bootstrap confidence intervals.
 
@@ -431,6 +269,7 @@ def probability_of_improvement_estimates(
         reps: bootstrap replicates (X and Y resampled independently).
         confidence: coverage of the interval.
         key: a JAX PRNG key or an int seed.
+        backend: as for :func:`interval_estimates`.
     """
     _check(reps, confidence)
     arrays = {a: np.asarray(v, dtype=np.float64) for a, v in scores.items()}
@@ -438,47 +277,35 @@ def probability_of_improvement_estimates(
     for pair in pairs:
         for name in pair:
             if name not in arrays:
-                raise ValueError(f"pair {pair}: no scores for algorithm {name!r} (have {list(arrays)})")
+                raise EvalError(f"pair {pair}: no scores for algorithm {name!r} (have {list(arrays)})")
     point = np.array([metrics.probability_of_improvement(arrays[x], arrays[y]) for x, y in pairs])
     bounds = np.empty((len(pairs), 2))
-    keys = jax.random.split(_key(key), max(len(pairs), 1))
+    wins = [metrics._improvement_matrix(arrays[x], arrays[y], np) for x, y in pairs]
+    work = sum(reps * w.size for w in wins)
+    if _use_numpy(backend, work):
+        for i, rng in enumerate(_rngs(key, max(len(pairs), 1))[: len(pairs)]):
+            bounds[i] = bootstrap_np.improvement_bounds(rng, wins[i], reps, float(confidence))
+        return ImprovementEstimates(pairs, point, bounds[:, 0], bounds[:, 1], confidence, reps)
+
+    import jax.numpy as jnp
+
+    from lamella.eval._src import bootstrap_jax
+
+    keys = _jax_keys(key, max(len(pairs), 1))
     groups: dict[tuple[int, int], list[int]] = {}
     for i, (x, y) in enumerate(pairs):
         groups.setdefault((arrays[x].shape[0], arrays[y].shape[0]), []).append(i)
-    with _x64():
+    with bootstrap_jax._x64():
         for members in groups.values():
-            wins = np.stack(
-                [metrics._improvement_matrix(arrays[pairs[i][0]], arrays[pairs[i][1]], np) for i in members]
-            )
             bounds[members] = np.asarray(
-                _improvement_bootstrap(
-                    keys[np.asarray(members)], jnp.asarray(wins), reps=reps, confidence=float(confidence)
+                bootstrap_jax._improvement_bootstrap(
+                    keys[np.asarray(members)],
+                    jnp.asarray(np.stack([wins[i] for i in members])),
+                    reps=reps,
+                    confidence=float(confidence),
                 )
             )
     return ImprovementEstimates(pairs, point, bounds[:, 0], bounds[:, 1], confidence, reps)
-
-
-@functools.partial(jax.jit, static_argnames=("per_run", "reps", "confidence"))
-def _profile_bootstrap(
-    keys: jax.Array, scores: jax.Array, taus: jax.Array, *, per_run: bool, reps: int, confidence: float
-) -> jax.Array:
-    """Bounds ``(algorithms, 2, thresholds)`` for scores ``(algorithms, runs, tasks)``."""
-    _, num_runs, num_tasks = scores.shape
-
-    def one_algorithm(key: jax.Array, scores: jax.Array) -> jax.Array:
-        above = (scores[..., None] > taus).astype(scores.dtype)  # (runs, tasks, thresholds)
-
-        def replicate(rep_key: jax.Array) -> jax.Array:
-            counts = _counts(rep_key, num_runs, num_tasks)
-            if per_run:
-                return jnp.einsum("nm,nmt->t", counts, above) / (num_runs * num_tasks)
-            task_means = jnp.sum(counts * scores, axis=0) / num_runs
-            return jnp.mean(task_means[:, None] > taus, axis=0)
-
-        batch = _batch_size(reps, num_runs * num_tasks * max(num_runs, taus.shape[0]))
-        return _interval(_replicates(replicate, jax.random.split(key, reps), batch), confidence)
-
-    return jax.vmap(one_algorithm)(keys, scores)
 
 
 def performance_profiles(
@@ -488,7 +315,8 @@ def performance_profiles(
     per_run: bool = True,
     reps: int = 2000,
     confidence: float = 0.95,
-    key: jax.Array | int = 0,
+    key: Any = 0,
+    backend: Backend = "auto",
 ) -> Estimates:
     """Performance profiles (fraction of scores above each threshold) with confidence bands.
 
@@ -497,6 +325,7 @@ def performance_profiles(
         taus: ``(thresholds,)``.
         per_run: fraction of all run x task scores (``True``, rliable's default score
             distribution) or of per-task mean scores (``False``).
+        backend: as for :func:`interval_estimates`.
 
     Returns:
         :class:`Estimates` with ``point[algorithm]`` ``(thresholds,)`` and ``x[algorithm]`` the
@@ -506,22 +335,32 @@ def performance_profiles(
     taus = np.asarray(taus, dtype=np.float64).reshape(-1)
     arrays = {a: np.asarray(v, dtype=np.float64) for a, v in scores.items()}
     point = {a: metrics.performance_profile(v, taus, per_run) for a, v in arrays.items()}
-    keys = jax.random.split(_key(key), len(arrays))
-    key_of = dict(zip(arrays, keys))
     lower, upper = {}, {}
-    with _x64():
-        for names in _by_shape(arrays).values():
-            bounds = np.asarray(
-                _profile_bootstrap(
-                    jnp.stack([key_of[a] for a in names]),
-                    jnp.asarray(np.stack([arrays[a] for a in names])),
-                    jnp.asarray(taus),
-                    per_run=per_run,
-                    reps=reps,
-                    confidence=float(confidence),
+    # Per run, the thresholds enter through one matrix product per batch (cheap per element).
+    work = sum(reps * (a.size + a.shape[1] * taus.size) for a in arrays.values())
+    if _use_numpy(backend, work):
+        for rng, (algorithm, array) in zip(_rngs(key, len(arrays)), arrays.items()):
+            bounds = bootstrap_np.profile_bounds(rng, array, taus, per_run, reps, float(confidence))
+            lower[algorithm], upper[algorithm] = bounds[0], bounds[1]
+    else:
+        import jax.numpy as jnp
+
+        from lamella.eval._src import bootstrap_jax
+
+        key_of = dict(zip(arrays, _jax_keys(key, len(arrays))))
+        with bootstrap_jax._x64():
+            for names in _by_shape(arrays).values():
+                bounds = np.asarray(
+                    bootstrap_jax._profile_bootstrap(
+                        jnp.stack([key_of[a] for a in names]),
+                        jnp.asarray(np.stack([arrays[a] for a in names])),
+                        jnp.asarray(taus),
+                        per_run=per_run,
+                        reps=reps,
+                        confidence=float(confidence),
+                    )
                 )
-            )
-            for i, algorithm in enumerate(names):
-                lower[algorithm], upper[algorithm] = bounds[i, 0], bounds[i, 1]
+                for i, algorithm in enumerate(names):
+                    lower[algorithm], upper[algorithm] = bounds[i, 0], bounds[i, 1]
     labels = tuple(float(t) for t in taus)
     return Estimates(labels, point, lower, upper, confidence, reps, {a: taus for a in arrays})

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from lamella.eval._src.errors import EvalError, EvalFileNotFoundError, MissingExtraError
+
 __all__ = [
     "CSV_COLUMNS",
     "CheckpointResult",
@@ -105,19 +107,19 @@ def parse_env_spec(text: str) -> EnvSpec:
     env_id, sep, rest = text.partition(":")
     env_id = env_id.strip()
     if not env_id:
-        raise ValueError(f"Test env {text!r} has no env id; write ENV_ID or ENV_ID:key=value,key=value.")
+        raise EvalError(f"Test env {text!r} has no env id; write ENV_ID or ENV_ID:key=value,key=value.")
     overrides: list[tuple[str, Any]] = []
     if sep:
         for item in rest.split(","):
             key, eq, value = item.partition("=")
             key = key.strip()
             if not eq or not key or not value.strip():
-                raise ValueError(
+                raise EvalError(
                     f"Test env {text!r}: override {item!r} is not key=value "
                     "(write for example CartPole-v1:length=1.0,gravity=9.0)."
                 )
             if key in dict(overrides):
-                raise ValueError(f"Test env {text!r}: override {key!r} is given twice.")
+                raise EvalError(f"Test env {text!r}: override {key!r} is given twice.")
             overrides.append((key, _parse_literal(value)))
     return EnvSpec(env_id, tuple(overrides))
 
@@ -158,6 +160,26 @@ class CheckpointResult:
     lengths: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
+def require_checkpoints_extra() -> None:
+    """Raise :class:`MissingExtraError` (one line naming the extra) unless lamella-envs and
+    lamella-agents are installed."""
+    missing = [name for name in ("lamella.envs", "lamella.agents") if _find_spec(name) is None]
+    if missing:
+        raise MissingExtraError(
+            f"Evaluating checkpoints needs {' and '.join(m.replace('.', '-') for m in missing)}; "
+            "install them with: pip install 'lamella-eval[checkpoints]'"
+        )
+
+
+def _find_spec(name: str) -> Any:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # the parent namespace is absent
+        return None
+
+
 # Spaces ----------------------------------------------------------------------------------------
 
 
@@ -192,7 +214,7 @@ def _typed_overrides(spec: EnvSpec) -> dict[str, Any]:
     try:
         env, _ = lamella.envs.make(spec.env_id, autoreset=False)
     except KeyError as error:
-        raise ValueError(f"Test env {spec.name!r}: {error.args[0]}") from None
+        raise EvalError(f"Test env {spec.name!r}: {error.args[0]}") from None
     defaults = env.default_params
     fields = {f.name for f in dataclasses.fields(defaults)} if dataclasses.is_dataclass(defaults) else set()
     typed: dict[str, Any] = {}
@@ -216,7 +238,7 @@ def _typed_overrides(spec: EnvSpec) -> dict[str, Any]:
 
                     value = jnp.asarray(value, dtype=jnp.asarray(default).dtype)
             except (TypeError, ValueError):
-                raise ValueError(
+                raise EvalError(
                     f"Test env {spec.name!r}: {key}={_format_value(value)} does not fit the params "
                     f"field {key} (default {default!r})."
                 ) from None
@@ -272,10 +294,10 @@ def _resolve_checkpoint(path: str) -> str:
     if os.path.isfile(path):
         return path
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"{path!r}: no such run directory or checkpoint file.")
+        raise EvalFileNotFoundError(f"{path!r}: no such run directory or checkpoint file.")
     found = ckpt.latest_checkpoint(os.path.join(path, "checkpoints"))
     if found is None:
-        raise FileNotFoundError(
+        raise EvalFileNotFoundError(
             f"{path!r} holds no checkpoints/checkpoint_*.msgpack; pass a run directory written by "
             "lamella train (run_experiment) or a checkpoint file."
         )
@@ -286,7 +308,7 @@ def _check_config(path: str, metadata: Mapping[str, Any]) -> None:
     config = metadata.get("config", {})
     for field in ("env_id", "eval_episodes"):
         if field not in config:
-            raise ValueError(
+            raise EvalError(
                 f"{path}: the {metadata.get('algorithm')!r} config has no {field!r} field, which "
                 "evaluation replaces (the test env and the number of episodes)."
             )
@@ -303,7 +325,7 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
         path = _resolve_checkpoint(os.fspath(given))
         metadata = ckpt.read_metadata(path)
         if metadata.get("algorithm") not in table:
-            raise ValueError(
+            raise EvalError(
                 f"{path} is a {metadata.get('algorithm')!r} checkpoint; known algorithms: "
                 f"{', '.join(sorted(table))}. An algorithm from another package is known once that "
                 "package has registered it (the lamella command loads every plug-in)."
@@ -318,11 +340,11 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
             try:
                 _, _, obs, act = _env_spaces(spec.env_id, overrides)
             except TypeError as error:  # an override that is neither a params field nor an argument
-                raise ValueError(f"Test env {spec.name!r}: {error}") from None
+                raise EvalError(f"Test env {spec.name!r}: {error}") from None
             if _space_signature(obs) != _space_signature(train_obs) or _space_signature(
                 act
             ) != _space_signature(train_act):
-                raise ValueError(
+                raise EvalError(
                     f"Test env {spec.name!r} does not fit the checkpoint {path}: it was trained on "
                     f"{train_id} (observation space {train_obs!r}, action space {train_act!r}), and "
                     f"{spec.name} has observation space {obs!r} and action space {act!r}. A policy "
@@ -369,13 +391,13 @@ def _state_for(path: str, loaded: Any, init: Any, keys: Any) -> Any:
     if layout(target) == layout(loaded):
         return loaded
     if not (hasattr(target, "train_state") and hasattr(loaded, "train_state")):
-        raise ValueError(
+        raise EvalError(
             f"{path}: the test env's runner state differs from the checkpoint's and the runner "
             "state has no train_state field to carry the policy over; evaluate on an env with the "
             "same state structure (the training env with params overrides)."
         )
     if layout(target.train_state) != layout(loaded.train_state):
-        raise ValueError(
+        raise EvalError(
             f"{path}: the policy of the checkpoint (its train_state) does not fit the runner built "
             "for the test env; the networks differ although the spaces match."
         )
@@ -485,10 +507,11 @@ def evaluate_checkpoints(
             or a checkpoint of an unknown algorithm; all checked before anything compiles.
         FileNotFoundError: a path that is neither a checkpoint nor a run directory with one.
     """
+    require_checkpoints_extra()
     if isinstance(episodes, bool) or int(episodes) != episodes or episodes < 1:
-        raise ValueError(f"episodes must be a whole number >= 1, got {episodes!r}.")
+        raise EvalError(f"episodes must be a whole number >= 1, got {episodes!r}.")
     if not paths:
-        raise ValueError("evaluate_checkpoints: give at least one run directory or checkpoint file.")
+        raise EvalError("evaluate_checkpoints: give at least one run directory or checkpoint file.")
     specs = None if envs is None else [e if isinstance(e, EnvSpec) else parse_env_spec(e) for e in envs]
     plans = _plan([os.fspath(p) for p in paths], specs or None)
     rows: list[CheckpointResult] = []
@@ -560,6 +583,7 @@ def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os
     ``episode_length`` and ``success_rate`` when reported. ``lamella eval aggregate out_dir``
     then aggregates over test envs as tasks.
     """
+    require_checkpoints_extra()
     from lamella.agents.runlog import env_family
     from lamella.eval._src.runlog import runs_from_dict, write_csv
 
@@ -577,7 +601,7 @@ def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os
             metrics["success_rate"] = [r.success_rate]
         bad = [k for k, v in metrics.items() if not all(math.isfinite(x) for x in v)]
         if bad:
-            raise ValueError(f"{r.checkpoint} on {task}, seed {r.seed}: non-finite {', '.join(bad)}.")
+            raise EvalError(f"{r.checkpoint} on {task}, seed {r.seed}: non-finite {', '.join(bad)}.")
         runs = data.setdefault(env_family(r.test_env), {}).setdefault(task, {})
         runs.setdefault(labels[r.checkpoint], {})[f"seed_{r.seed}"] = {"absolute_metrics": metrics}
     os.makedirs(out_dir, exist_ok=True)

@@ -8,12 +8,13 @@ estimates are bit-identical to rliable's); JAX input is computed with
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+
+from lamella.eval._src.errors import EvalError
 
 __all__ = [
     "iqm",
@@ -26,15 +27,19 @@ __all__ = [
 
 
 def _namespace(*arrays: Any) -> ModuleType:
-    if any(isinstance(a, jax.Array) for a in arrays):
+    # JAX arrays exist only once jax is imported: NumPy input never imports it (cold start).
+    jax = sys.modules.get("jax")
+    if jax is not None and any(isinstance(a, jax.Array) for a in arrays):
+        import jax.numpy as jnp
+
         return jnp
     return np
 
 
 def _matrix(scores: Any, xp: ModuleType) -> Any:
-    scores = xp.asarray(scores) if xp is jnp else np.asarray(scores, dtype=np.float64)
+    scores = xp.asarray(scores) if xp is not np else np.asarray(scores, dtype=np.float64)
     if scores.ndim != 2:
-        raise ValueError(f"scores must be a (runs, tasks) matrix, got shape {scores.shape}")
+        raise EvalError(f"scores must be a (runs, tasks) matrix, got shape {scores.shape}")
     return scores
 
 
@@ -91,7 +96,7 @@ def iqm(scores: Any) -> Any:
         # same values in the same order.
         kept = np.partition(flat, (low, high - 1))[low:high]
     else:
-        kept = jnp.sort(flat)[low:high]
+        kept = xp.sort(flat)[low:high]
     return xp.mean(kept, axis=0)
 
 
@@ -112,7 +117,7 @@ def probability_of_improvement(scores_x: Any, scores_y: Any) -> Any:
     xp = _namespace(scores_x, scores_y)
     x, y = _matrix(scores_x, xp), _matrix(scores_y, xp)
     if x.shape[1] != y.shape[1]:
-        raise ValueError(f"scores_x has {x.shape[1]} tasks but scores_y has {y.shape[1]}")
+        raise EvalError(f"scores_x has {x.shape[1]} tasks but scores_y has {y.shape[1]}")
     # Every U here is a sum of halves, exact in floating point, as scipy's rank sums are.
     wins = xp.sum(_improvement_matrix(x, y, xp), axis=(1, 2))
     return xp.mean(wins / (x.shape[0] * y.shape[0]), axis=0)
@@ -132,8 +137,8 @@ def performance_profile(scores: Any, taus: Any, per_run: bool = True) -> Any:
     """
     xp = _namespace(scores, taus)
     scores = _matrix(scores, xp)
-    taus = xp.asarray(taus) if xp is jnp else np.asarray(taus, dtype=np.float64)
+    taus = xp.asarray(taus) if xp is not np else np.asarray(taus, dtype=np.float64)
     values = scores if per_run else xp.mean(scores, axis=0)
     if xp is np:
         return np.array([np.mean(values > tau) for tau in taus])
-    return jnp.mean(values[..., None] > taus, axis=tuple(range(values.ndim)))
+    return xp.mean(values[..., None] > taus, axis=tuple(range(values.ndim)))

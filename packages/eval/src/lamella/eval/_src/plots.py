@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from lamella.eval._src.bootstrap import Estimates, ImprovementEstimates
+from lamella.eval._src.estimates import Estimates, ImprovementEstimates
 
 __all__ = [
     "plot_interval_estimates",

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from lamella.eval._src.errors import EvalError, EvalFileNotFoundError
+
 __all__ = [
     "CSV_HEADER",
     "Evaluation",
@@ -49,8 +51,12 @@ _STEP_KEY = re.compile(r"^step_(\d+)$")
 ABSOLUTE = "absolute_metrics"
 
 
-class RunLogError(ValueError):
+class RunLogError(EvalError):
     """A run log that does not follow the format; the message names the file, run and field."""
+
+
+class _NotFound(RunLogError, EvalFileNotFoundError):
+    """A path without a run log (also a ``FileNotFoundError``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +195,7 @@ def _find_files(path: str) -> list[str]:
     if os.path.isfile(path):
         return [path]
     if not os.path.isdir(path):
-        raise RunLogError(f"{path}: no such file or directory")
+        raise _NotFound(f"{path}: no such file or directory; check the path")
     for name in ("metrics.json", "metrics.csv"):
         if os.path.isfile(os.path.join(path, name)):
             return [os.path.join(path, name)]
@@ -201,7 +207,10 @@ def _find_files(path: str) -> list[str]:
         elif "metrics.csv" in files:
             found.append(os.path.join(root, "metrics.csv"))
     if not found:
-        raise RunLogError(f"{path}: no metrics.json or metrics.csv in this directory or below it")
+        raise _NotFound(
+            f"{path}: no metrics.json or metrics.csv in this directory or below it; pass run "
+            "directories written by lamella train (or run-log files)"
+        )
     return found
 
 
@@ -223,8 +232,12 @@ def read_run_log(path: str | os.PathLike[str]) -> list[Run]:
     try:
         with open(path, encoding="utf-8") as file:
             data = json.load(file)
-    except json.JSONDecodeError as error:
-        raise RunLogError(f"{path}: not valid JSON ({error})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        csv_view = os.path.join(os.path.dirname(path), "metrics.csv")
+        fix = f"pass {csv_view} instead, or rerun" if os.path.isfile(csv_view) else "rerun or restore it"
+        raise RunLogError(
+            f"{path}: not valid JSON ({error}); the file is cut short or damaged: {fix}"
+        ) from None
     return runs_from_dict(data, path)
 
 

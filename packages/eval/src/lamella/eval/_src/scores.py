@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from lamella.eval._src.errors import EvalError
 from lamella.eval._src.runlog import Run, RunLogError
 
 __all__ = ["Curves", "Scores", "curve_scores", "final_scores", "normalize"]
@@ -103,7 +104,7 @@ def final_scores(
             missing a task, or unequal numbers of runs per task.
     """
     if source not in ("auto", "absolute", "last"):
-        raise ValueError(f"source must be 'auto', 'absolute' or 'last', got {source!r}")
+        raise EvalError(f"source must be 'auto', 'absolute' or 'last', got {source!r}")
     if source == "auto":
         every = all(r.absolute_metrics is not None and metric in r.absolute_metrics for r in runs)
         source = "absolute" if every else "last"
@@ -196,13 +197,13 @@ def normalize(
             bare = task.split("/", 1)[-1]
             pair = reference.get(task, reference.get(bare))
             if pair is None:
-                raise ValueError(f"no reference scores for task {task!r}; give (low, high) for it")
+                raise EvalError(f"no reference scores for task {task!r}; give (low, high) for it")
             low[m], high[m] = float(pair[0]), float(pair[1])
     else:
-        raise ValueError(f"reference must be 'minmax' or a mapping task -> (low, high), got {reference!r}")
+        raise EvalError(f"reference must be 'minmax' or a mapping task -> (low, high), got {reference!r}")
     flat = np.flatnonzero(high == low)
     if flat.size:
-        raise ValueError(
+        raise EvalError(
             f"task {scores.tasks[flat[0]]!r} has low == high == {low[flat[0]]}; normalisation would divide "
             "by zero (every score is equal: give reference scores instead)"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from lamella.eval._src.bootstrap import Estimates, ImprovementEstimates
+from lamella.eval._src.estimates import Estimates, ImprovementEstimates
 
 __all__ = ["estimates_table", "improvement_table", "to_csv", "to_latex", "to_markdown"]
 

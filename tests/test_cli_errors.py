@@ -1,0 +1,191 @@
+"""Every ``lamella`` command answers bad input the same way: exit status 2, one message, no traceback.
+
+Each case runs the real ``lamella`` command in a fresh process (as a user would), on input
+that is wrong in one way, and checks the exit status, that exactly one line of stderr carries
+the error (argparse-style commands print their usage line before it), that the message names
+the problem (and, where the table says so, the fix), and that no "Traceback" is printed.
+``--debug`` turns the same errors into tracebacks. Every input fails before anything compiles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def lamella(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [sys.executable, "-m", "lamella.envs.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _run_log(step: dict) -> dict:
+    return {"classic_control": {"CartPole-v1": {"ppo": {"seed_0": {"step_0": step}}}}}
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """A folder of bad inputs, one per case, made without compiling anything."""
+    root = tmp_path_factory.mktemp("cli_errors")
+    good = _run_log({"step_count": 100, "mean_episode_return": [1.0, 2.0]})
+    # A metrics.json cut short, as a crash while copying leaves it.
+    (root / "truncated").mkdir()
+    (root / "truncated" / "metrics.json").write_text(json.dumps(good)[:40])
+    (root / "no_step_count").mkdir()
+    (root / "no_step_count" / "metrics.json").write_text(json.dumps(_run_log({"mean_episode_return": [1.0]})))
+    (root / "good").mkdir()
+    (root / "good" / "metrics.json").write_text(json.dumps(good))
+    # What `lamella demo` and `lamella animate` leave under runs/: no run log.
+    (root / "runs" / "demo").mkdir(parents=True)
+    (root / "runs" / "demo" / "CartPole-v1.gif").write_bytes(b"GIF89a")
+    (root / "runs" / "gifs").mkdir()
+    # A run directory that holds a previous run.
+    (root / "used_run").mkdir()
+    (root / "used_run" / "metrics.json").write_text(json.dumps(good))
+    # A damaged checkpoint.
+    (root / "damaged" / "checkpoints").mkdir(parents=True)
+    (root / "damaged" / "checkpoints" / "checkpoint_000000001.msgpack").write_bytes(b"\x00not msgpack")
+    # A well-formed CartPole PPO checkpoint (its metadata is all the space check reads).
+    from lamella.agents.checkpoint import save_checkpoint
+    from lamella.agents.config import config_to_dict, resolve_config
+
+    metadata = {
+        "algorithm": "ppo",
+        "config": config_to_dict(resolve_config("ppo", "CartPole-v1")),
+        "seeds": [0],
+        "iteration": 1,
+    }
+    save_checkpoint(root / "cartpole" / "checkpoints", {"w": np.zeros(2, np.float32)}, metadata, step=1)
+    (root / "a_file").write_text("not a directory")
+    return root
+
+
+# (command line, texts the error line must hold); "{work}" is the folder of bad inputs.
+CASES = {
+    "train: unknown algorithm": (["train", "nope"], ["Unknown algorithm 'nope'", "ppo"]),
+    "train: unknown config key": (["train", "ppo", "learning_rat=0.1"], ["learning_rat", "learning_rate"]),
+    "train: value of the wrong type": (["train", "ppo", "num_envs=many"], ["num_envs='many'", "int"]),
+    "train: unknown env": (["train", "ppo", "--env", "CartPol-v1"], ["CartPol-v1", "Did you mean"]),
+    "train: run directory in use": (
+        ["train", "ppo", "--out-dir", "{work}/used_run", "total_timesteps=64"],
+        ["already holds a run", "--resume"],
+    ),
+    "train --resume: nothing there": (["train", "ppo", "--resume", "{work}/missing"], ["Nothing to resume"]),
+    "train --resume: damaged checkpoint": (
+        ["train", "ppo", "--resume", "{work}/damaged"],
+        ["checkpoint_000000001.msgpack", "not a readable lamella checkpoint"],
+    ),
+    "eval aggregate: truncated metrics.json": (
+        ["eval", "aggregate", "{work}/truncated"],
+        ["truncated/metrics.json: not valid JSON", "cut short"],
+    ),
+    "eval aggregate: step_count missing": (
+        ["eval", "aggregate", "{work}/no_step_count"],
+        ["field 'step_count' is missing"],
+    ),
+    "eval aggregate: unknown metric": (
+        ["eval", "aggregate", "{work}/good", "--metric", "retrun"],
+        ["Unknown metric 'retrun'", "mean_episode_return", "--metric"],
+    ),
+    "eval aggregate: no run log in demo/animate folders": (
+        ["eval", "aggregate", "{work}/runs/demo", "{work}/runs/gifs"],
+        ["No run log", "runs/demo", "lamella train"],
+    ),
+    "eval aggregate: missing path": (["eval", "aggregate", "{work}/nowhere"], ["nowhere", "no such file"]),
+    "eval aggregate: bad --reps": (
+        ["eval", "aggregate", "{work}/good", "--reps", "1"],
+        ["reps (bootstrap replicates) must be an int >= 2"],
+    ),
+    "eval checkpoints: spaces do not fit": (
+        ["eval", "checkpoints", "{work}/cartpole", "--envs", "Acrobot-v1"],
+        ["'Acrobot-v1' does not fit the checkpoint", "Discrete(3)", "same kind, shape"],
+    ),
+    "eval checkpoints: no checkpoint": (
+        ["eval", "checkpoints", "{work}/good"],
+        ["holds no checkpoints", "lamella train"],
+    ),
+    "eval checkpoints: bad env spec": (
+        ["eval", "checkpoints", "{work}/cartpole", "--envs", "CartPole-v1:length"],
+        ["is not key=value", "CartPole-v1:length=1.0"],
+    ),
+    "eval checkpoints: damaged checkpoint": (
+        ["eval", "checkpoints", "{work}/damaged"],
+        ["not a readable lamella checkpoint"],
+    ),
+    "demo: unknown env": (
+        ["demo", "--envs", "CartPol-v1"],
+        ["Unknown environment id 'CartPol-v1'", "CartPole-v1"],
+    ),
+    "demo: no envs": (["demo", "--num-envs", "0"], ["--num-envs must be >= 1"]),
+    "animate: unknown env": (
+        ["animate", "Pendulm-v1"],
+        ["Unknown environment id 'Pendulm-v1'", "Pendulum-v1"],
+    ),
+    "animate: out-dir is a file": (
+        ["animate", "CartPole-v1", "--out-dir", "{work}/a_file"],
+        ["is a file", "--out-dir"],
+    ),
+}
+
+
+def _argv(args: list[str], work: Path) -> list[str]:
+    return [a.replace("{work}", str(work)) for a in args]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_user_error_is_one_line_with_status_2(case: str, work: Path) -> None:
+    args, expected = CASES[case]
+    result = lamella(_argv(args, work), work)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, f"{case}: exit status {result.returncode}\n{output}"
+    assert "Traceback" not in output, f"{case}: printed a traceback\n{output}"
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, f"{case}: expected one error line on stderr\n{result.stderr}"
+    assert errors[0].startswith(f"lamella {args[0]}"), errors[0]
+    for text in expected:
+        assert text in errors[0], f"{case}: {text!r} not in the message {errors[0]!r}"
+    # Nothing ran: no output directory appeared next to the inputs.
+    assert not (work / "eval").exists() and not (work / "runs" / "gifs" / "Pendulm-v1.gif").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--debug", "eval", "aggregate", "{work}/truncated"],
+        ["eval", "checkpoints", "{work}/cartpole", "--envs", "Acrobot-v1", "--debug"],
+        ["--debug", "train", "nope"],
+        ["--debug", "demo", "--envs", "CartPol-v1"],
+    ],
+    ids=["eval aggregate", "eval checkpoints", "train", "demo"],
+)
+def test_debug_shows_the_traceback(args: list[str], work: Path) -> None:
+    result = lamella(_argv(args, work), work)
+    assert result.returncode != 0
+    assert "Traceback (most recent call last)" in result.stderr, result.stderr
+
+
+def test_aggregate_skips_folders_without_run_logs_and_names_them(work: Path, tmp_path: Path) -> None:
+    """``lamella eval aggregate runs/*`` over run directories and demo/animate output works."""
+    out = tmp_path / "out"
+    result = lamella(
+        [
+            *_argv(["eval", "aggregate", "{work}/good", "{work}/runs/demo", "{work}/runs/gifs"], work),
+            *["--out-dir", str(out), "--reps", "20"],
+        ],
+        work,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"skipped {work}/runs/demo, {work}/runs/gifs (no metrics.json or metrics.csv)" in result.stderr
+    assert (out / "aggregates.csv").is_file()
