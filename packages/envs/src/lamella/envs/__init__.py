@@ -8,11 +8,12 @@
 
 from lamella.envs import random, rendering, spaces, struct, wrappers
 from lamella.envs.__about__ import __version__
-from lamella.envs.environment import Environment, Wrapper, episode_done
+from lamella.envs.environment import EnvInputError, Environment, Wrapper, episode_done
 from lamella.envs.registry import make, register, registered
 from lamella.envs.rendering import animate
 
 __all__ = [
+    "EnvInputError",
     "Environment",
     "Wrapper",
     "__version__",
