@@ -538,16 +538,20 @@ def record_bsuite(
     )
 
 
-def lamella_rollout(step: Callable[..., Any], first_obs: Any, state: Any, actions: np.ndarray) -> tuple[Any, ...]:
+def lamella_rollout(
+    step: Callable[..., Any], first_obs: Any, state: Any, actions: np.ndarray
+) -> tuple[Any, ...]:
     """``(first_obs, obs, reward, terminated)`` of ``step(state, action)`` called once per column of
     ``actions``; stacked along axis 1 for a batched ``step``, along a new axis 0 for a single one."""
     batched = actions.ndim == 2
     columns = []
     for t in range(actions.shape[-1]):
         obs, state, reward, terminated, _, _ = step(state, actions[:, t] if batched else actions[t])
-        columns.append((np.asarray(obs).reshape(np.shape(reward) + (-1,)), np.asarray(reward), np.asarray(terminated)))
+        columns.append(
+            (np.asarray(obs).reshape((*np.shape(reward), -1)), np.asarray(reward), np.asarray(terminated))
+        )
     stacked = [np.stack(column, axis=1 if batched else 0) for column in zip(*columns)]
-    first = np.asarray(first_obs).reshape(np.shape(stacked[1])[:-1] + (-1,))
+    first = np.asarray(first_obs).reshape((*np.shape(stacked[1])[:-1], -1))
     return (first, *stacked) if batched else (first[None], *(x[None] for x in stacked))
 
 
@@ -681,12 +685,16 @@ def test_umbrella_chain_exact_over_bsuite_sweep() -> None:
     for length in SWEEP_LENGTHS:
         bs_env = umbrella_chain.UmbrellaChain(chain_length=length, n_distractor=20, seed=length)
         copy = lambda bs: lb.UmbrellaChainState(  # noqa: E731
-            need_umbrella=jnp.int32(bs._need_umbrella), has_umbrella=jnp.int32(bs._has_umbrella), time=jnp.int32(0)
+            need_umbrella=jnp.int32(bs._need_umbrella),
+            has_umbrella=jnp.int32(bs._has_umbrella),
+            time=jnp.int32(0),
         )
         policy = lambda bs, episode: episode % 2  # noqa: E731  (both umbrella choices)
         final_only = lambda bs, ts: ts.last()  # noqa: E731
         recordings.append(record_bsuite(bs_env, copy, policy, 4, length, exact_reward=final_only))
-        settings.append((f"UmbrellaChain(chain_length={length})", lb.UmbrellaChainParams(chain_length=length)))
+        settings.append(
+            (f"UmbrellaChain(chain_length={length})", lb.UmbrellaChainParams(chain_length=length))
+        )
     check_all_modes(env, settings, recordings, columns=3, eager=lambda name: name.endswith(("=10)", "=100)")))
 
 
@@ -706,12 +714,18 @@ def test_other_bsuite_envs_exact_batched() -> None:
     for size in (10, 50):
         bs_env = deep_sea.DeepSea(size=size, deterministic=True, mapping_seed=42)
         env = lb.DeepSea(size=size, mapping_seed=42)
-        right = lambda bs, episode: int(bs._action_mapping[bs._row, bs._column]) if episode % 2 == 0 else int(  # noqa: E731
-            rng.integers(2)
+        right = lambda bs, episode: (
+            int(bs._action_mapping[bs._row, bs._column])
+            if episode % 2 == 0
+            else int(  # noqa: E731
+                rng.integers(2)
+            )
         )
         copy = lambda bs: copy_deep_sea(bs, None)  # noqa: E731
         recordings = [record_bsuite(bs_env, copy, right, 4, size)]
-        check_all_modes(env, [(f"DeepSea(size={size})", env.default_params)], recordings, eager=lambda n: size == 10)
+        check_all_modes(
+            env, [(f"DeepSea(size={size})", env.default_params)], recordings, eager=lambda n: size == 10
+        )
 
     settings, recordings = [], []
     for seed in range(5):  # bsuite takes mapping_seed % 5: seeds 0..19 repeat these five
@@ -719,12 +733,18 @@ def test_other_bsuite_envs_exact_batched() -> None:
         copy = lambda bs: lb.DiscountingChainState(context=jnp.int32(-1), time=jnp.int32(0))  # noqa: E731
         chain_policy = lambda bs, episode: episode % 5  # noqa: E731  (every chain)
         recordings.append(record_bsuite(bs_env, copy, chain_policy, 5, 100))
-        settings.append((f"DiscountingChain(mapping_seed={seed})", lb.DiscountingChainParams(mapping_seed=seed)))
+        settings.append(
+            (f"DiscountingChain(mapping_seed={seed})", lb.DiscountingChainParams(mapping_seed=seed))
+        )
     check_all_modes(DISCOUNTING, settings, recordings, eager=lambda name: name.endswith("=0)"))
 
     settings, recordings = [], []
     for seed in range(20):
         bs_env = bandit.SimpleBandit(mapping_seed=seed)
-        recordings.append(record_bsuite(bs_env, lambda bs: BANDIT.reset(jax.random.key(0))[1], random_action(11), 4, 1))
-        settings.append((f"SimpleBandit(mapping_seed={seed})", lb.SimpleBandit(mapping_seed=seed).default_params))
+        recordings.append(
+            record_bsuite(bs_env, lambda bs: BANDIT.reset(jax.random.key(0))[1], random_action(11), 4, 1)
+        )
+        settings.append(
+            (f"SimpleBandit(mapping_seed={seed})", lb.SimpleBandit(mapping_seed=seed).default_params)
+        )
     check_all_modes(BANDIT, settings, recordings, eager=lambda name: name.endswith("=0)"))
