@@ -714,10 +714,10 @@ def test_other_bsuite_envs_exact_batched() -> None:
     for size in (10, 50):
         bs_env = deep_sea.DeepSea(size=size, deterministic=True, mapping_seed=42)
         env = lb.DeepSea(size=size, mapping_seed=42)
+
         def right(bs: Any, episode: int) -> int:  # "right" on even episodes: the treasure is reached
             return int(bs._action_mapping[bs._row, bs._column]) if episode % 2 == 0 else int(rng.integers(2))
 
-        )
         copy = lambda bs: copy_deep_sea(bs, None)  # noqa: E731
         recordings = [record_bsuite(bs_env, copy, right, 4, size)]
         check_all_modes(
