@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -462,3 +463,285 @@ def test_simple_bandit_hand_computed() -> None:
 def test_bad_construction_is_rejected(factory: Callable[[], Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         factory()
+
+
+# Bit-exactness over bsuite's own sweeps, batched and single ---------------------------------
+#
+# bsuite's experiments sweep MemoryChain's memory_length and UmbrellaChain's chain_length over
+# these values (bsuite/experiments/{memory_len,umbrella_length}/sweep.py); DeepSea's sweep takes
+# sizes 10..50 with mapping_seed 42, DiscountingChain's and SimpleBandit's mapping seeds 0..19.
+SWEEP_LENGTHS = (*range(1, 11), 12, 14, 17, 20, 25, *range(30, 101, 10))
+
+
+@dataclasses.dataclass
+class Recorded:
+    """Episodes bsuite played, stacked over episodes: what lamella must reproduce bit for bit."""
+
+    states: Any  # lamella states copied from bsuite after each reset, leaves (episodes, ...)
+    actions: np.ndarray  # int32 (episodes, steps), padded with 0 after the episode's end
+    reset_obs: np.ndarray  # float32 (episodes, obs_size)
+    obs: np.ndarray  # float32 (episodes, steps, obs_size)
+    rewards: np.ndarray  # float32 (episodes, steps)
+    last: np.ndarray  # bool (episodes, steps): bsuite's last step (discount 0)
+    exact_reward: np.ndarray  # bool (episodes, steps): the reward is deterministic, compared exactly
+
+    def episode(self, i: int) -> Recorded:
+        """Episode ``i`` alone, cut after its last step."""
+        steps = int(np.argmax(self.last[i])) + 1
+        return Recorded(
+            jax.tree.map(lambda x: x[i : i + 1], self.states),
+            self.actions[i : i + 1, :steps],
+            self.reset_obs[i : i + 1],
+            self.obs[i : i + 1, :steps],
+            self.rewards[i : i + 1, :steps],
+            self.last[i : i + 1, :steps],
+            self.exact_reward[i : i + 1, :steps],
+        )
+
+
+def record_bsuite(
+    bs_env: Any,
+    copy_state: Callable[[Any], Any],
+    policy: Callable[[Any, int], int],
+    episodes: int,
+    horizon: int,
+    exact_reward: Callable[[Any, Any], bool] = lambda bs, ts: True,
+) -> Recorded:
+    """Play ``episodes`` bsuite episodes of ``horizon`` steps (padded with action 0 after the end)."""
+    states, actions, reset_obs, obs, rewards, last, exact = [], [], [], [], [], [], []
+    for episode in range(episodes):
+        ts = bs_env.reset()
+        states.append(copy_state(bs_env))
+        reset_obs.append(np.asarray(ts.observation, np.float32).ravel())
+        ep = {k: [] for k in ("a", "o", "r", "l", "x")}
+        while len(ep["a"]) < horizon:
+            if ep["l"] and ep["l"][-1]:  # padding after the end: not compared
+                ep["a"].append(0), ep["o"].append(ep["o"][-1]), ep["r"].append(0.0)
+                ep["l"].append(False), ep["x"].append(False)
+                continue
+            action = policy(bs_env, episode)
+            ts = bs_env.step(action)
+            ep["a"].append(action), ep["o"].append(np.asarray(ts.observation, np.float32).ravel())
+            ep["r"].append(np.float32(ts.reward)), ep["l"].append(ts.last() and ts.discount == 0.0)
+            ep["x"].append(exact_reward(bs_env, ts))
+        for store, k in zip((actions, obs, rewards, last, exact), "aorlx"):
+            store.append(np.asarray(ep[k]))
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    return Recorded(
+        stacked,
+        np.asarray(actions, np.int32),
+        np.stack(reset_obs),
+        np.stack(obs),
+        np.asarray(rewards, np.float32),
+        np.asarray(last),
+        np.asarray(exact),
+    )
+
+
+def lamella_rollout(
+    step: Callable[..., Any], first_obs: Any, state: Any, actions: np.ndarray
+) -> tuple[Any, ...]:
+    """``(first_obs, obs, reward, terminated)`` of ``step(state, action)`` called once per column of
+    ``actions``; stacked along axis 1 for a batched ``step``, along a new axis 0 for a single one."""
+    batched = actions.ndim == 2
+    columns = []
+    for t in range(actions.shape[-1]):
+        obs, state, reward, terminated, _, _ = step(state, actions[:, t] if batched else actions[t])
+        columns.append(
+            (np.asarray(obs).reshape((*np.shape(reward), -1)), np.asarray(reward), np.asarray(terminated))
+        )
+    stacked = [np.stack(column, axis=1 if batched else 0) for column in zip(*columns)]
+    first = np.asarray(first_obs).reshape((*np.shape(stacked[1])[:-1], -1))
+    return (first, *stacked) if batched else (first[None], *(x[None] for x in stacked))
+
+
+def assert_exact(what: str, recorded: Recorded, out: tuple[Any, ...], columns: int | None) -> None:
+    """Observations (their first ``columns`` entries), rewards where deterministic, episode ends: equal."""
+    first, obs, reward, terminated = (np.asarray(x) for x in out)
+    steps = recorded.last.shape[1]
+    obs, reward, terminated = obs[:, :steps], reward[:, :steps], terminated[:, :steps]
+    live = np.cumsum(recorded.last, axis=1) - recorded.last == 0  # up to and including the last step
+    cut = slice(None, columns)
+    np.testing.assert_array_equal(first[:, cut], recorded.reset_obs[:, cut], err_msg=f"{what}: reset obs")
+    np.testing.assert_array_equal(obs[live][:, cut], recorded.obs[live][:, cut], err_msg=f"{what}: obs")
+    exact = live & recorded.exact_reward
+    np.testing.assert_array_equal(reward[exact], recorded.rewards[exact], err_msg=f"{what}: reward")
+    np.testing.assert_array_equal(terminated[live], recorded.last[live], err_msg=f"{what}: terminated")
+
+
+def check_all_modes(
+    env: Any,
+    settings: list[tuple[str, Any]],
+    recordings: list[Recorded],
+    columns: int | None = None,
+    eager: Callable[[str], bool] = lambda name: True,
+) -> None:
+    """Every setting, with params shared or closed over, batched or single, gives bsuite's values.
+
+    * ``vmap`` over episodes, params shared (``in_axes=None``) and passed to ``jit``: XLA sees a
+      value broadcast over the batch;
+    * ``vmap`` over episodes, ``jit`` with the params closed over: XLA sees constants;
+    * single calls under ``jit`` with the params closed over;
+    * eager single calls (no ``jit``), first episode of the settings named in ``eager``
+      (each eager step dispatches every op separately: tens of milliseconds).
+    """
+    key = jax.random.key(0)
+    shared_step = jax.jit(jax.vmap(lambda p, s, a: env.step(key, s, a, p), in_axes=(None, 0, 0)))
+    shared_obs = jax.jit(jax.vmap(lambda p, s: env.get_obs(s, p), in_axes=(None, 0)))
+    for (name, p), recorded in zip(settings, recordings):
+        traced = jax.tree.map(jnp.asarray, p)
+        out = lamella_rollout(
+            lambda s, a: shared_step(traced, s, a),
+            shared_obs(traced, recorded.states),
+            recorded.states,
+            recorded.actions,
+        )
+        assert_exact(f"{name}, vmap, shared params", recorded, out, columns)
+
+    # Params closed over: one program steps every setting, batched (vmap) and one episode at a time
+    # (lax.map: an unbatched step per episode), so the settings share one compile; the steps are
+    # driven from Python.
+    steps = max(r.actions.shape[1] for r in recordings)
+    actions = [np.pad(r.actions, ((0, 0), (0, steps - r.actions.shape[1]))) for r in recordings]
+
+    def closed_obs(states: list[Any]) -> list[tuple[jax.Array, jax.Array]]:
+        obs = lambda p: lambda s_: jnp.ravel(env.get_obs(s_, p))  # noqa: E731
+        return [(jax.vmap(obs(p))(s), jax.lax.map(obs(p), s)) for (_, p), s in zip(settings, states)]
+
+    def closed_step(states: list[tuple[Any, Any]], acts: list[jax.Array]) -> list[Any]:
+        def step(p: Any) -> Callable[[Any], Any]:
+            def one(state_action: tuple[Any, jax.Array]) -> Any:
+                obs, state, reward, terminated, _, _ = env.step(key, *state_action, p)
+                return jnp.ravel(obs), state, reward, terminated
+
+            return one
+
+        return [
+            (jax.vmap(lambda s_, a_: step(p)((s_, a_)))(b, a), jax.lax.map(step(p), (m, a)))
+            for (_, p), (b, m), a in zip(settings, states, acts)
+        ]
+
+    closed_step_jit = jax.jit(closed_step)
+    states = [(r.states, r.states) for r in recordings]
+    first = jax.jit(closed_obs)([r.states for r in recordings])
+    outputs: list[list[Any]] = [[] for _ in settings]
+    for t in range(steps):
+        out = closed_step_jit(states, [a[:, t] for a in actions])
+        states = [(b[1], m[1]) for b, m in out]
+        for store, (b, m) in zip(outputs, out):
+            store.append(((b[0], b[2], b[3]), (m[0], m[2], m[3])))
+    for i, ((name, p), recorded) in enumerate(zip(settings, recordings)):
+        n = recorded.actions.shape[1]
+        for mode, how in ((0, "vmap"), (1, "single")):
+            per_step = [outputs[i][t][mode] for t in range(n)]
+            stacked = tuple(np.stack([np.asarray(x[j]) for x in per_step], axis=1) for j in range(3))
+            out = (np.asarray(first[i][mode]), *stacked)
+            assert_exact(f"{name}, {how}, params closed over", recorded, out, columns)
+
+        if not eager(name):
+            continue
+        one = recorded.episode(0)
+        state = jax.tree.map(lambda x: x[0], recorded.states)
+        eager_step = lambda s, a: env.step(key, s, int(a), p)  # noqa: E731
+        out = lamella_rollout(eager_step, env.get_obs(state, p), state, one.actions[0])
+        assert_exact(f"{name}, eager", one, out, columns)
+
+
+def answer_policy() -> Callable[[Any, int], int]:
+    """MemoryChain: the right answer on even episodes, the wrong one on odd (both rewards occur)."""
+    return lambda bs, episode: int(bs._context[bs._query]) ^ (episode % 2)
+
+
+def test_memory_chain_exact_over_bsuite_sweep() -> None:
+    """memory_len sweep (num_bits 1) and a memory_size point (num_bits 4, length 2): bit-exact."""
+    memory_chain = pytest.importorskip("bsuite.environments.memory_chain")
+    for num_bits, lengths in ((1, SWEEP_LENGTHS), (4, (2,))):
+        env = lb.MemoryChain(num_bits=num_bits)
+        settings, recordings = [], []
+        for length in lengths:
+            bs_env = memory_chain.MemoryChain(memory_length=length, num_bits=num_bits, seed=length)
+            copy = lambda bs: lb.MemoryChainState(  # noqa: E731
+                context=jnp.asarray(bs._context, jnp.int32), query=jnp.int32(bs._query), time=jnp.int32(0)
+            )
+            recordings.append(record_bsuite(bs_env, copy, answer_policy(), 4, length + 1))
+            settings.append(
+                (
+                    f"MemoryChain(num_bits={num_bits}, memory_length={length})",
+                    lb.MemoryChainParams(memory_length=length),
+                )
+            )
+        check_all_modes(env, settings, recordings)
+
+
+def test_umbrella_chain_exact_over_bsuite_sweep() -> None:
+    """umbrella_length sweep (n_distractor 20): need/has/time-left columns and the final reward exact.
+
+    The distractor columns and the noise rewards of non-final steps are random draws (checked
+    statistically in test_umbrella_chain_random_parts).
+    """
+    umbrella_chain = pytest.importorskip("bsuite.environments.umbrella_chain")
+    env = lb.UmbrellaChain(n_distractor=20)
+    settings, recordings = [], []
+    for length in SWEEP_LENGTHS:
+        bs_env = umbrella_chain.UmbrellaChain(chain_length=length, n_distractor=20, seed=length)
+        copy = lambda bs: lb.UmbrellaChainState(  # noqa: E731
+            need_umbrella=jnp.int32(bs._need_umbrella),
+            has_umbrella=jnp.int32(bs._has_umbrella),
+            time=jnp.int32(0),
+        )
+        policy = lambda bs, episode: episode % 2  # noqa: E731  (both umbrella choices)
+        final_only = lambda bs, ts: ts.last()  # noqa: E731
+        recordings.append(record_bsuite(bs_env, copy, policy, 4, length, exact_reward=final_only))
+        settings.append(
+            (f"UmbrellaChain(chain_length={length})", lb.UmbrellaChainParams(chain_length=length))
+        )
+    check_all_modes(env, settings, recordings, columns=3, eager=lambda name: name.endswith(("=10)", "=100)")))
+
+
+def test_other_bsuite_envs_exact_batched() -> None:
+    """Catch, DeepSea (bsuite's sweep ends, sizes 10 and 50, mapping_seed 42), DiscountingChain and
+    SimpleBandit (mapping seeds of their sweeps): bit-exact batched, closed over and single."""
+    from bsuite.environments import bandit, catch, deep_sea, discounting_chain
+
+    rng = np.random.default_rng(0)
+    random_action = lambda n: lambda bs, episode: int(rng.integers(n))  # noqa: E731
+    catch_policy = lambda bs, episode: (  # noqa: E731
+        int(np.sign(bs._ball_x - bs._paddle_x)) + 1 if episode % 2 == 0 else int(rng.integers(3))
+    )
+    recordings = [record_bsuite(catch.Catch(seed=1), lambda bs: copy_catch(bs, None), catch_policy, 6, 9)]
+    check_all_modes(lb.Catch(), [("Catch", lb.Catch().default_params)], recordings)
+
+    for size in (10, 50):
+        bs_env = deep_sea.DeepSea(size=size, deterministic=True, mapping_seed=42)
+        env = lb.DeepSea(size=size, mapping_seed=42)
+
+        def right(bs: Any, episode: int) -> int:  # "right" on even episodes: the treasure is reached
+            return int(bs._action_mapping[bs._row, bs._column]) if episode % 2 == 0 else int(rng.integers(2))
+
+        copy = lambda bs: copy_deep_sea(bs, None)  # noqa: E731
+        recordings = [record_bsuite(bs_env, copy, right, 4, size)]
+        check_all_modes(
+            env, [(f"DeepSea(size={size})", env.default_params)], recordings, eager=lambda n: size == 10
+        )
+
+    settings, recordings = [], []
+    for seed in range(5):  # bsuite takes mapping_seed % 5: seeds 0..19 repeat these five
+        bs_env = discounting_chain.DiscountingChain(mapping_seed=seed)
+        copy = lambda bs: lb.DiscountingChainState(context=jnp.int32(-1), time=jnp.int32(0))  # noqa: E731
+        chain_policy = lambda bs, episode: episode % 5  # noqa: E731  (every chain)
+        recordings.append(record_bsuite(bs_env, copy, chain_policy, 5, 100))
+        settings.append(
+            (f"DiscountingChain(mapping_seed={seed})", lb.DiscountingChainParams(mapping_seed=seed))
+        )
+    check_all_modes(DISCOUNTING, settings, recordings, eager=lambda name: name.endswith("=0)"))
+
+    settings, recordings = [], []
+    for seed in range(20):
+        bs_env = bandit.SimpleBandit(mapping_seed=seed)
+        recordings.append(
+            record_bsuite(bs_env, lambda bs: BANDIT.reset(jax.random.key(0))[1], random_action(11), 4, 1)
+        )
+        settings.append(
+            (f"SimpleBandit(mapping_seed={seed})", lb.SimpleBandit(mapping_seed=seed).default_params)
+        )
+    check_all_modes(BANDIT, settings, recordings, eager=lambda name: name.endswith("=0)"))

@@ -12,11 +12,12 @@ from lamella.envs.__about__ import __version__
 
 if TYPE_CHECKING:
     from lamella.envs import random, rendering, spaces, struct, wrappers
-    from lamella.envs.environment import Environment, Wrapper, episode_done
+    from lamella.envs.environment import EnvInputError, Environment, Wrapper, episode_done
     from lamella.envs.registry import make, register, registered
     from lamella.envs.rendering import animate
 
 __all__ = [
+    "EnvInputError",
     "Environment",
     "Wrapper",
     "__version__",
@@ -54,6 +55,7 @@ def _register_builtin() -> None:
 # which lives here) costs no JAX import; the registry registers the built-in envs before its
 # first lookup (registry._ensure_builtin).
 _ATTRIBUTES = {
+    "EnvInputError": "lamella.envs.environment",
     "Environment": "lamella.envs.environment",
     "Wrapper": "lamella.envs.environment",
     "episode_done": "lamella.envs.environment",

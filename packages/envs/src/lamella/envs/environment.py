@@ -27,9 +27,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 import jax
 import jax.numpy as jnp
 
-from lamella.envs import spaces
+from lamella.envs import _inputs, spaces
+from lamella.envs._inputs import EnvInputError
 
-__all__ = ["Environment", "StepOutput", "Wrapper", "episode_done"]
+__all__ = ["EnvInputError", "Environment", "StepOutput", "Wrapper", "episode_done"]
 
 PRNGKey = jax.Array
 TEnvState = TypeVar("TEnvState")
@@ -69,7 +70,13 @@ class Environment(Generic[TEnvState, TEnvParams]):
         return type(self).__name__
 
     def reset(self, key: PRNGKey, params: TEnvParams | None = None) -> tuple[Any, TEnvState]:
-        """Start an episode: ``(obs, state)``."""
+        """Start an episode: ``(obs, state)``.
+
+        Raises:
+            EnvInputError: ``key`` is not one PRNG key (checked while tracing; see
+                :mod:`lamella.envs._inputs` for what is accepted).
+        """
+        _inputs.check_key(self, key, "reset")
         return self.reset_env(key, self.default_params if params is None else params)
 
     def step(
@@ -82,8 +89,16 @@ class Environment(Generic[TEnvState, TEnvParams]):
         """Advance one step: ``(obs, state, reward, terminated, truncated, info)``.
 
         A bare env does not reset when the episode ends; see the module docs.
+
+        Raises:
+            EnvInputError: ``key`` is not one PRNG key, or ``action``'s shape or
+                dtype does not fit ``action_space(params)``. Checked while tracing
+                (no cost in compiled code); under ``vmap`` per env.
         """
-        return self.step_env(key, state, action, self.default_params if params is None else params)
+        params = self.default_params if params is None else params
+        _inputs.check_key(self, key, "step")
+        _inputs.check_action(self, action, params)
+        return self.step_env(key, state, action, params)
 
     def reset_done(
         self,

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import spaces
+from lamella.envs._inputs import EnvInputError, env_label
 from lamella.envs.environment import Environment
 
 __all__ = ["check_env"]
@@ -32,6 +33,69 @@ def _assert_in_space(space: spaces.Space, value: Any, what: str) -> None:
     assert bool(space.contains(value)), f"{what}: {value} is outside {space!r}"
 
 
+def _wrong_action(space: spaces.Space, action: Any, kind: str) -> Any:
+    """``action`` (a valid one) with the shape or dtype of its first leaf made wrong."""
+    if isinstance(space, spaces.Dict):
+        first = next(iter(space.spaces))
+        return {**action, first: _wrong_action(space.spaces[first], action[first], kind)}
+    if isinstance(space, spaces.Tuple):
+        return (_wrong_action(space.spaces[0], action[0], kind), *action[1:])
+    action = jnp.asarray(action)
+    if kind == "shape":
+        return jnp.stack([action, action], axis=-1)  # one trailing axis too many
+    if jnp.issubdtype(space.dtype, jnp.integer):
+        return action.astype(jnp.float32) + 0.5  # a float for an integer space
+    return action > 0  # a bool for a real-valued space
+
+
+def _check_input_errors(
+    env: Environment[Any, Any],
+    params: Any,
+    key: jax.Array,
+    state: Any,
+    act_space: spaces.Space,
+    num_envs: int,
+) -> None:
+    """A wrong action shape or dtype and a non-key fail while tracing with :class:`EnvInputError`.
+
+    Traced with ``jax.eval_shape`` (nothing is compiled), single and under ``vmap``.
+    """
+    action = act_space.sample(key)
+    cases = {
+        "a wrongly shaped action": lambda: env.step(
+            key, state, _wrong_action(act_space, action, "shape"), params
+        ),
+        "a wrong action dtype": lambda: env.step(
+            key, state, _wrong_action(act_space, action, "dtype"), params
+        ),
+        "an int seed as the step key": lambda: env.step(12345, state, action, params),  # type: ignore[arg-type]
+        "an int seed as the reset key": lambda: env.reset(12345, params),  # type: ignore[arg-type]
+        "a batch of keys outside vmap": lambda: env.reset(jax.random.split(key, 2), params),
+    }
+    keys = jax.random.split(key, num_envs)
+    batch_state = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs, *jnp.shape(x))), state)
+    batch_actions = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs, *jnp.shape(x))), action)
+    vmapped = jax.vmap(lambda k, s, a: env.step(k, s, a, params))
+    cases["a wrongly shaped action under vmap"] = lambda: vmapped(
+        keys, batch_state, jax.vmap(lambda a: _wrong_action(act_space, a, "shape"))(batch_actions)
+    )
+    cases["a wrong action dtype under vmap"] = lambda: vmapped(
+        keys, batch_state, jax.vmap(lambda a: _wrong_action(act_space, a, "dtype"))(batch_actions)
+    )
+    # The valid inputs trace (a check that refuses everything would pass the cases below).
+    jax.eval_shape(lambda: env.step(key, state, action, params))
+    jax.eval_shape(lambda: vmapped(keys, batch_state, batch_actions))
+    jax.eval_shape(lambda: env.step(jax.random.PRNGKey(0), state, action, params))  # legacy raw key
+    for what, call in cases.items():
+        try:
+            jax.eval_shape(call)
+        except EnvInputError as error:
+            message = str(error)
+            assert env_label(env) in message, f"{what}: the error does not name the env: {message}"
+            continue
+        raise AssertionError(f"{env_label(env)}: {what} was accepted; it must raise EnvInputError")
+
+
 def check_env(
     env: Environment[Any, Any],
     params: Any = None,
@@ -46,7 +110,9 @@ def check_env(
     have the agent axis (if any) and the right dtypes; ``info`` has the same
     structure on every step; the jitted step does not re-trace on a second
     call; ``reset_done`` resets exactly where asked; ``render`` (if the env has
-    one) returns an RGB uint8 frame.
+    one) returns an RGB uint8 frame; a wrongly shaped action, a wrong action
+    dtype and a key that is not a PRNG key (an int seed, a batch of keys) raise
+    :class:`~lamella.envs.EnvInputError` naming the env, alone and under ``vmap``.
     """
     params = env.default_params if params is None else params
     obs_space, act_space = env.observation_space(params), env.action_space(params)
@@ -120,6 +186,8 @@ def check_env(
     ):
         np.testing.assert_array_equal(np.asarray(new)[::2], np.asarray(fresh)[::2])
         np.testing.assert_array_equal(np.asarray(new)[1::2], np.asarray(old)[1::2])
+
+    _check_input_errors(env, params, k_reset, state, act_space, num_envs)
 
     # Rendering, if the env has it.
     try:

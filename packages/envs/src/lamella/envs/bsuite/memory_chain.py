@@ -10,7 +10,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces, struct
-from lamella.envs.bsuite import _render
+from lamella.envs.bsuite import _render, _time
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = ["MemoryChain", "MemoryChainParams", "MemoryChainState"]
@@ -88,8 +88,7 @@ class MemoryChain(Environment[MemoryChainState, MemoryChainParams]):
     def get_obs(self, state: MemoryChainState, params: MemoryChainParams) -> jax.Array:
         """The observation for ``state.time`` (see the class docstring)."""
         memory_length = jnp.asarray(params.memory_length)
-        # (L - t) / L rather than 1 - t / L: exact 0 at the end and the same float32 as bsuite.
-        time_left = (memory_length - state.time) / memory_length
+        time_left = _time.time_left(memory_length, state.time)
         query = jnp.where(state.time == memory_length - 1, state.query, 0)
         context = jnp.where(state.time == 0, 2 * state.context - 1, 0)
         parts = [time_left[None], query[None], context]

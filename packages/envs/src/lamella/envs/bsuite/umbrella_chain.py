@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces, struct
-from lamella.envs.bsuite import _render
+from lamella.envs.bsuite import _render, _time
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = ["UmbrellaChain", "UmbrellaChainParams", "UmbrellaChainState"]
@@ -87,9 +87,7 @@ class UmbrellaChain(Environment[UmbrellaChainState, UmbrellaChainParams]):
         """The observation of ``state`` with the given distractor bits (zeros when None)."""
         if distractors is None:
             distractors = jnp.zeros((self.n_distractor,), jnp.float32)
-        chain_length = jnp.asarray(params.chain_length)
-        # (L - t) / L: exact 0 at the end, and the same float32 as bsuite's 1 - t / L.
-        time_left = (chain_length - state.time) / chain_length
+        time_left = _time.time_left(params.chain_length, state.time)
         head = jnp.stack([state.need_umbrella, state.has_umbrella, time_left]).astype(jnp.float32)
         return jnp.concatenate([head, jnp.asarray(distractors, jnp.float32)])
 

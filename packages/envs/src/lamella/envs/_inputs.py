@@ -1,0 +1,218 @@
+"""Trace-time checks of what a user passes to ``reset`` and ``step``.
+
+:meth:`Environment.reset` and :meth:`Environment.step` run these before the
+env's own code, so a wrong key or action fails with a message naming the env,
+what was expected, what was given and the fix, instead of an error from inside
+JAX. They read only shapes and dtypes, which are known while a function is
+traced: under ``jit`` they run once, when the function is traced, and add
+nothing to the compiled program; under ``vmap`` they see one env's shapes.
+
+What is accepted:
+
+* ``key``: a typed key (``jax.random.key(seed)``, dtype ``key<impl>``, shape
+  ``()``) or a legacy raw key (``jax.random.PRNGKey(seed)``, uint32 of the
+  default implementation's key shape, ``(2,)`` for threefry). Anything else,
+  a Python int seed first of all, is refused.
+* actions, checked against ``env.action_space(params)`` (its shape already holds
+  the agent axis of a multi-agent env): the exact shape; for integer spaces
+  (``Discrete``, ``MultiDiscrete``, integer ``Box``) any integer or bool dtype,
+  Python ints included, since they convert exactly; for float ``Box`` spaces any
+  integer or float dtype, Python floats included. Refused: floats for integer
+  spaces (``1.7`` would be truncated silently), bools or complex numbers for
+  float spaces, and any other shape (a batch of actions outside ``vmap``
+  included). ``Tuple`` and ``Dict`` spaces are checked entry by entry.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.envs import spaces
+from lamella.envs.errors import UserError
+
+__all__ = ["EnvInputError", "check_action", "check_key"]
+
+
+class EnvInputError(UserError, TypeError, ValueError):
+    """A key or action that does not fit the env; the message names the fix.
+
+    A subclass of both ``TypeError`` and ``ValueError``, so code that catches
+    either keeps working, and a user error of the ``lamella`` command (one line, exit 2).
+    """
+
+
+def env_label(env: Any) -> str:
+    """``"CartPole-v1"`` for an env built by ``make``, else the class name."""
+    unwrapped = getattr(env, "unwrapped", env)
+    env_id = getattr(unwrapped, "env_id", None)
+    return str(env_id) if env_id else str(getattr(env, "name", type(env).__name__))
+
+
+@functools.cache
+def _raw_key_shape() -> tuple[int, ...]:
+    """Shape of a legacy raw key of the default PRNG implementation ((2,) for threefry)."""
+    return tuple(jax.eval_shape(lambda: jax.random.PRNGKey(0)).shape)
+
+
+def _shape_dtype(value: Any) -> tuple[tuple[int, ...], Any] | None:
+    """``(shape, dtype)`` of an array, tracer or Python number; None for anything else."""
+    if isinstance(value, bool):
+        return (), np.dtype(np.bool_)
+    if isinstance(value, int):
+        return (), np.dtype(np.int32)
+    if isinstance(value, float):
+        return (), np.dtype(np.float32)
+    if isinstance(value, complex):
+        return (), np.dtype(np.complex64)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return tuple(value.shape), value.dtype
+    if isinstance(value, (list, tuple)):
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError):
+            return None
+        return (array.shape, array.dtype) if array.dtype != object else None
+    return None
+
+
+def _describe(value: Any) -> str:
+    described = _shape_dtype(value)
+    if described is None:
+        return f"{type(value).__name__} {value!r}"[:120]
+    if isinstance(value, (bool, int, float, complex)):
+        return f"the Python {type(value).__name__} {value!r}"
+    shape, dtype = described
+    return f"shape {shape}, dtype {dtype if _is_key(dtype) else np.dtype(dtype).name}"
+
+
+def _is_key(dtype: Any) -> bool:
+    return bool(jnp.issubdtype(dtype, jax.dtypes.prng_key))
+
+
+def check_key(env: Any, key: Any, method: str) -> None:
+    """Raise :class:`EnvInputError` unless ``key`` is one PRNG key (see the module docs)."""
+    described = _shape_dtype(key)
+    if described is not None:
+        shape, dtype = described
+        if _is_key(dtype) and shape == ():
+            return
+        if not _is_key(dtype) and np.dtype(dtype) == np.uint32 and shape == _raw_key_shape():
+            return
+    fix = "Pass jax.random.key(seed) (or split one: jax.random.split(key))."
+    if described is not None:
+        shape, dtype = described
+        if _is_key(dtype) and shape:
+            fix = (
+                f"That is a batch of {int(np.prod(shape))} keys: vmap over them, e.g. "
+                f"jax.vmap(env.{method}, in_axes=(0, ...)), or pass one key."
+            )
+        elif not _is_key(dtype) and np.dtype(dtype) == np.uint32 and shape[-1:] == _raw_key_shape()[-1:]:
+            fix = "That is a batch of raw keys: vmap over them, or pass one key."
+    raise EnvInputError(
+        f"{env_label(env)}.{method}: `key` must be a PRNG key: a typed key (jax.random.key(seed), "
+        f"shape ()) or a raw uint32 key of shape {_raw_key_shape()} (jax.random.PRNGKey(seed)); "
+        f"got {_describe(key)}. {fix}"
+    )
+
+
+def _space_text(space: spaces.Space) -> str:
+    return f"{space!r} (shape {space.shape}, dtype {np.dtype(space.dtype).name})"
+
+
+def _check_leaf(env: Any, space: spaces.Space, action: Any, where: str) -> None:
+    label = f"{env_label(env)}.step"
+    described = _shape_dtype(action)
+    if described is None:
+        raise EnvInputError(
+            f"{label}: {where} must be an array of the action space {_space_text(space)}; "
+            f"got {_describe(action)}. Pass a jax or numpy array (or a Python number for a scalar space)."
+        )
+    shape, dtype = described
+    if _is_key(dtype):
+        raise EnvInputError(
+            f"{label}: {where} is a PRNG key, not an action. Arguments are (key, state, action, params)."
+        )
+    if shape != tuple(space.shape):
+        batch = shape[: len(shape) - len(space.shape)]
+        if len(shape) > len(space.shape) and shape[len(batch) :] == tuple(space.shape):
+            fix = (
+                f"It looks like a batch of {batch} actions: step one env per call and vmap over the "
+                "batch (jax.vmap(env.step, in_axes=(0, 0, 0, None)))."
+            )
+        elif isinstance(space, spaces.Discrete):
+            fix = "Pass one integer, e.g. jnp.int32(a) or action[0] if it carries a trailing axis of 1."
+        else:
+            fix = f"Reshape it to {tuple(space.shape)}."
+        raise EnvInputError(
+            f"{label}: expected {where} of shape {tuple(space.shape)} (the action space is {_space_text(space)}); "
+            f"got {_describe(action)}. {fix}"
+        )
+    integral = bool(jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.bool_))
+    wants_integer = bool(jnp.issubdtype(space.dtype, jnp.integer))
+    floating = bool(jnp.issubdtype(dtype, jnp.floating))
+    if wants_integer and not integral:
+        raise EnvInputError(
+            f"{label}: expected {where} in {_space_text(space)}, an integer; "
+            f"got {_describe(action)}. Cast it with action.astype(jnp.{np.dtype(space.dtype).name}) "
+            "(after rounding, if it comes from a continuous policy)."
+        )
+    if not wants_integer and not (floating or (integral and not jnp.issubdtype(dtype, jnp.bool_))):
+        raise EnvInputError(
+            f"{label}: expected {where} in {_space_text(space)}, real numbers; "
+            f"got {_describe(action)}. Cast it with action.astype(jnp.{np.dtype(space.dtype).name})."
+        )
+
+
+def _check(env: Any, space: spaces.Space, action: Any, where: str) -> None:
+    if isinstance(space, spaces.Dict):
+        if not isinstance(action, Mapping) or set(action) != set(space.spaces):
+            given = sorted(action) if isinstance(action, Mapping) else _describe(action)
+            raise EnvInputError(
+                f"{env_label(env)}.step: {where} must be a dict with keys {sorted(space.spaces)} "
+                f"(the action space is {space!r}); got {given}."
+            )
+        for name, sub in space.spaces.items():
+            _check(env, sub, action[name], f"{where}[{name!r}]")
+        return
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(action, (tuple, list)) or len(action) != len(space.spaces):
+            raise EnvInputError(
+                f"{env_label(env)}.step: {where} must be a tuple of {len(space.spaces)} actions "
+                f"(the action space is {space!r}); got {_describe(action)}."
+            )
+        for i, (sub, value) in enumerate(zip(space.spaces, action)):
+            _check(env, sub, value, f"{where}[{i}]")
+        return
+    if space.dtype is None:  # a custom space without shape/dtype: nothing to check statically
+        return
+    _check_leaf(env, space, action, where)
+
+
+def action_space_for_checks(env: Any, params: Any) -> spaces.Space | None:
+    """``env.action_space(params)``; the default params' space when traced params cannot build one.
+
+    Shapes and dtypes never depend on params values (static settings live on the
+    env object), so the default params' space has the same ones.
+    """
+    try:
+        return env.action_space(params)
+    except NotImplementedError:
+        return None
+    except Exception:
+        try:
+            return env.action_space(env.default_params)
+        except Exception:
+            return None
+
+
+def check_action(env: Any, action: Any, params: Any) -> None:
+    """Raise :class:`EnvInputError` unless ``action`` fits ``env.action_space(params)`` (module docs)."""
+    space = action_space_for_checks(env, params)
+    if space is not None:
+        _check(env, space, action, "action")
