@@ -14,6 +14,9 @@ id                                  env
                                     (``make(..., payoff=...)``; prisoner's dilemma by default)
 ``InfiniteMatrixGame-v0``           :class:`InfiniteMatrixGame` (prisoner's dilemma by default,
                                     ``payoff=`` and ``gamma=`` overrides)
+``Foraging-8x8-2p-2f-v3`` etc.      :class:`~lamella.envs.multi_agent.lbf.LevelBasedForaging`, the
+                                    1920 lbforaging 2.0 ids, registered by
+                                    :func:`lamella.envs.multi_agent.lbf.register_all`
 ==================================  ==============================================================
 
 The payoff values of the presets are in :data:`PAYOFFS` and
@@ -29,11 +32,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from lamella.envs.multi_agent import lbf
 from lamella.envs.multi_agent.infinite_matrix_game import (
     InfiniteMatrixGame,
     InfiniteMatrixGameParams,
     InfiniteMatrixGameState,
     memory_one_values,
+)
+from lamella.envs.multi_agent.lbf import (
+    LevelBasedForaging,
+    LevelBasedForagingParams,
+    LevelBasedForagingState,
 )
 from lamella.envs.multi_agent.matrix_game import (
     PAYOFF_SHAPE,
@@ -53,12 +62,16 @@ __all__ = [
     "IteratedMatrixGame",
     "IteratedMatrixGameParams",
     "IteratedMatrixGameState",
+    "LevelBasedForaging",
+    "LevelBasedForagingParams",
+    "LevelBasedForagingState",
     "check_payoff",
     "iterated_battle_of_the_sexes",
     "iterated_chicken",
     "iterated_matching_pennies",
     "iterated_prisoners_dilemma",
     "iterated_stag_hunt",
+    "lbf",
     "memory_one_values",
     "register_all",
 ]

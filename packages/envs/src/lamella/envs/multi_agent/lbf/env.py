@@ -1,0 +1,408 @@
+"""Level-Based Foraging with the rules of ``lbforaging==2.0.0``."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.envs import random as fast_random
+from lamella.envs import spaces
+from lamella.envs.environment import Environment, StepOutput
+from lamella.envs.multi_agent.lbf import render as lbf_render
+from lamella.envs.multi_agent.lbf.types import LevelBasedForagingParams, LevelBasedForagingState
+
+__all__ = ["ACTION_NAMES", "NUM_ACTIONS", "LevelBasedForaging"]
+
+NONE, NORTH, SOUTH, WEST, EAST, LOAD = range(6)
+NUM_ACTIONS = 6
+ACTION_NAMES = ("NONE", "NORTH", "SOUTH", "WEST", "EAST", "LOAD")
+# (row, column) offset of each action; NONE and LOAD stay.
+_DELTAS = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1], [0, 0]], np.int32)
+
+
+def _positive_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or int(value) != value or int(value) < minimum:
+        raise ValueError(f"LevelBasedForaging: {name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForagingParams]):
+    """Level-Based Foraging: agents with levels load food whose level their group reaches.
+
+    The rules, observation, reward and ids are those of ``lbforaging==2.0.0``
+    (Papoudakis et al.'s EPyMARL benchmark), checked step by step against it
+    (``tests/test_lbf.py``). ``n`` = ``players``, ``F`` = ``max_num_food``,
+    ``L = 3F + 3n`` (``3F + 2n`` with ``observe_agent_levels=False``).
+    Coordinates are ``(row, column)`` with row 0 at the top, as lbforaging's
+    ``(y, x)``.
+
+    Agents: ``n`` (leading agent axis on everything below).
+
+    Action: int32 ``(n,)``, ``MultiDiscrete([6] * n)``: 0 NONE, 1 NORTH (row - 1),
+    2 SOUTH (row + 1), 3 WEST (column - 1), 4 EAST (column + 1), 5 LOAD.
+    An action that is illegal under the action mask (a move off the grid or
+    onto food, LOAD with no food 4-adjacent) or out of range is NONE, as in
+    lbforaging. Legal moves ignore other agents: two agents aiming at the same
+    cell both stay; swaps and following into a vacated cell succeed; an agent
+    moving onto a standing agent's cell stays. As in lbforaging, agents can end
+    up stacked on one cell (A moves onto B's cell while B's own move is blocked
+    by a third agent).
+
+    Observation: float32 ``(n, L)``, lbforaging's vector observation, one row
+    per agent: ``F`` food slots ``(row, column, level)`` then ``n`` agent slots
+    ``(row, column, level)``. Food slots hold the foods within ``sight``
+    (``|Δrow|, |Δcol| <= sight``) in row-major order, then ``(-1, -1, 0)``.
+    Agent slots hold the agent itself first, then the other visible agents in
+    index order, then ``(-1, -1, 0)``. Coordinates are relative to the top-left
+    corner of the observer's view clipped to the grid, ``max(position - sight,
+    0)`` (absolute coordinates with full sight). lbforaging's visibility quirk
+    is kept: another agent is visible when its relative coordinates lie in
+    ``[0, 2 * sight]``, so near the top or left edge an agent up to
+    ``2 * sight`` cells away is seen.
+
+    Reward: float32 ``(n,)``, individual. When the loading agents 4-adjacent to
+    a food have levels summing to at least its level, the food is eaten and
+    each of them gets ``level * food_level / (group_level * food_spawned)``
+    (``level * food_level`` with ``normalize_reward=False``), so clearing every
+    food pays 1.0 in total; a group that falls short gets ``-penalty`` each.
+    Everyone else gets 0. A team reward is ``reward.sum()``.
+
+    Terminated: bool ``(n,)``, all True once no food is left.
+
+    Truncated: bool ``(n,)``, all True once ``time >= max_episode_steps`` (50).
+    lbforaging returns its time limit as ``done`` (terminated) and
+    ``truncated=False``; lamella reports it as truncation, so
+    ``terminated | truncated`` is lbforaging's ``done``.
+
+    Info: ``action_mask``, bool ``(n, 6)``: the legal actions in the returned
+    state (also :meth:`action_mask`, which serves reset states).
+
+    Global state (:meth:`global_state`): float32 ``(3F + 3n,)``, every food slot
+    ``(row, column, level)`` (``(-1, -1, 0)`` once eaten) then every agent
+    ``(row, column, level)`` in absolute coordinates.
+
+    State: :class:`~lamella.envs.multi_agent.lbf.LevelBasedForagingState`
+    (agent positions and levels, food positions and levels, ``food_spawned``,
+    ``time``). Params: :class:`~lamella.envs.multi_agent.lbf.LevelBasedForagingParams`
+    (``max_episode_steps``, ``penalty``, ``normalize_reward``).
+
+    Reset (lbforaging's distribution, lamella's random numbers): agents on
+    distinct uniform cells (border included), levels uniform in
+    ``[min_player_level, max_player_level]``; then foods one at a time on a
+    uniform interior cell that holds no agent, is not in the 3x3 block of a food
+    and not within 2 cells of one in its row or column. A food's level is
+    uniform in ``[min_food_level, cap]``, where ``cap`` is ``max_food_level``
+    or, when that is None, the sum of the three lowest agent levels;
+    ``force_coop`` makes every food exactly ``cap``. Food that does not fit
+    leaves its slot empty (level 0), as lbforaging's 1000 attempts do (a 5x5
+    grid holds at most 2 foods). The step is deterministic.
+
+    Args:
+        players: number of agents, >= 2.
+        field_size: grid side, or ``(rows, columns)``; >= 3 each.
+        max_num_food: food slots, >= 1.
+        sight: view radius; None means the larger grid side (full view).
+        force_coop: every food's level is the cap (needs a group to load).
+        min_player_level, max_player_level: agent level range.
+        min_food_level, max_food_level: food level range (None: the cap above).
+        observe_agent_levels: include agent levels in the observation.
+        max_episode_steps, penalty, normalize_reward: defaults of the params.
+    """
+
+    stochastic_step = False
+
+    def __init__(
+        self,
+        players: int = 2,
+        field_size: int | tuple[int, int] = 8,
+        max_num_food: int = 2,
+        sight: int | None = None,
+        force_coop: bool = False,
+        min_player_level: int = 1,
+        max_player_level: int = 2,
+        min_food_level: int = 1,
+        max_food_level: int | None = None,
+        observe_agent_levels: bool = True,
+        max_episode_steps: int = 50,
+        penalty: float = 0.0,
+        normalize_reward: bool = True,
+    ):
+        self.num_agents = _positive_int(players, "players", 2)  # type: ignore[misc]
+        size = (field_size, field_size) if np.ndim(field_size) == 0 else tuple(field_size)  # type: ignore[arg-type]
+        if len(size) != 2:
+            raise ValueError(
+                f"LevelBasedForaging: field_size must be an int or (rows, columns), got {field_size!r}."
+            )
+        self.rows = _positive_int(size[0], "field_size rows", 3)
+        self.cols = _positive_int(size[1], "field_size columns", 3)
+        self.max_num_food = _positive_int(max_num_food, "max_num_food", 1)
+        if self.num_agents + self.max_num_food > self.rows * self.cols:
+            raise ValueError(
+                f"LevelBasedForaging: a {self.rows}x{self.cols} grid cannot hold {self.num_agents} agents "
+                f"and {self.max_num_food} food; use a larger field_size or fewer players/food."
+            )
+        self.sight = max(self.rows, self.cols) if sight is None else _positive_int(sight, "sight", 1)
+        self.force_coop = bool(force_coop)
+        self.min_player_level = _positive_int(min_player_level, "min_player_level", 1)
+        self.max_player_level = _positive_int(max_player_level, "max_player_level", self.min_player_level)
+        self.min_food_level = _positive_int(min_food_level, "min_food_level", 1)
+        self.max_food_level = (
+            None
+            if max_food_level is None
+            else _positive_int(max_food_level, "max_food_level", self.min_food_level)
+        )
+        self.observe_agent_levels = bool(observe_agent_levels)
+        _positive_int(max_episode_steps, "max_episode_steps", 1)
+        self._defaults = (int(max_episode_steps), float(penalty), bool(normalize_reward))
+
+    # Sizes ---------------------------------------------------------------------------------
+
+    @property
+    def default_params(self) -> LevelBasedForagingParams:
+        return LevelBasedForagingParams(*self._defaults)
+
+    @property
+    def food_level_bound(self) -> int:
+        """The highest food level reset can draw (the observation space's bound)."""
+        if self.max_food_level is not None:
+            return self.max_food_level
+        return self.max_player_level * min(3, self.num_agents)
+
+    @property
+    def agent_features(self) -> int:
+        return 3 if self.observe_agent_levels else 2
+
+    @property
+    def observation_size(self) -> int:
+        return 3 * self.max_num_food + self.agent_features * self.num_agents
+
+    def observation_space(self, params: LevelBasedForagingParams | None = None) -> spaces.Box:
+        row, col = self.rows - 1, self.cols - 1
+        food_high = [row, col, self.food_level_bound] * self.max_num_food
+        agent_high = (
+            [row, col, self.max_player_level] if self.observe_agent_levels else [row, col]
+        ) * self.num_agents
+        low = ([-1, -1, 0] * self.max_num_food) + ([-1, -1, 0][: self.agent_features] * self.num_agents)
+        shape = (self.num_agents, self.observation_size)
+        return spaces.Box(np.broadcast_to(low, shape), np.broadcast_to(food_high + agent_high, shape), shape)
+
+    def action_space(self, params: LevelBasedForagingParams | None = None) -> spaces.MultiDiscrete:
+        return spaces.MultiDiscrete([NUM_ACTIONS] * self.num_agents)
+
+    def global_state_space(self, params: LevelBasedForagingParams | None = None) -> spaces.Box:
+        """The space of :meth:`global_state`: float32 ``(3F + 3n,)``."""
+        low = [-1, -1, 0] * (self.max_num_food + self.num_agents)
+        high = [self.rows - 1, self.cols - 1, self.food_level_bound] * self.max_num_food + [
+            self.rows - 1,
+            self.cols - 1,
+            self.max_player_level,
+        ] * self.num_agents
+        return spaces.Box(np.asarray(low), np.asarray(high), (len(low),))
+
+    # Pieces of the dynamics ----------------------------------------------------------------
+
+    def _check_action(self, action: Any) -> jax.Array:
+        action = jnp.asarray(action)
+        if action.shape != (self.num_agents,):
+            raise ValueError(
+                f"{self.name}.step: action must have shape ({self.num_agents},) (one int per agent, "
+                f"agent axis first), got shape {action.shape}."
+            )
+        if not jnp.issubdtype(action.dtype, jnp.integer):
+            raise TypeError(
+                f"{self.name}.step: actions must be integers 0..5 (NONE, NORTH, SOUTH, WEST, EAST, LOAD), "
+                f"got dtype {action.dtype}; cast with .astype(jnp.int32)."
+            )
+        return action.astype(jnp.int32)
+
+    def _food_distance(self, state: LevelBasedForagingState) -> jax.Array:
+        """Manhattan distance from each agent to each food, int32 ``(n, F)``."""
+        delta = state.agent_positions[:, None, :] - state.food_positions[None, :, :]
+        return jnp.abs(delta[..., 0]) + jnp.abs(delta[..., 1])
+
+    def action_mask(
+        self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
+    ) -> jax.Array:
+        """Legal actions in ``state``, bool ``(n, 6)`` (lbforaging's ``_valid_actions``).
+
+        NONE is always legal; a move is legal when its target is on the grid and
+        holds no food (other agents do not block it); LOAD is legal when a food
+        is 4-adjacent.
+        """
+        position = state.agent_positions
+        food_present = state.food_levels > 0
+        target = position[:, None, :] + _DELTAS[None, 1:5, :]  # (n, 4, 2)
+        on_grid = (target[..., 0] >= 0) & (target[..., 0] < self.rows)
+        on_grid &= (target[..., 1] >= 0) & (target[..., 1] < self.cols)
+        hits_food = jnp.all(target[:, :, None, :] == state.food_positions[None, None, :, :], -1)
+        hits_food = jnp.any(hits_food & food_present[None, None, :], -1)
+        can_load = jnp.any((self._food_distance(state) == 1) & food_present[None, :], -1)
+        none = jnp.ones((self.num_agents, 1), jnp.bool_)
+        return jnp.concatenate([none, on_grid & ~hits_food, can_load[:, None]], axis=1)
+
+    def get_obs(
+        self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
+    ) -> jax.Array:
+        """Every agent's vector observation, float32 ``(n, L)`` (see the class docs)."""
+        n, num_food = self.num_agents, self.max_num_food
+        position, food_position = state.agent_positions, state.food_positions
+        origin = jnp.maximum(position - self.sight, 0)  # (n, 2) top-left of each clipped view
+
+        # Food slots: visible foods in row-major order.
+        near = jnp.abs(food_position[None, :, :] - position[:, None, :]) <= self.sight
+        seen_food = jnp.all(near, -1) & (state.food_levels > 0)[None, :]  # (n, F)
+        order = food_position[:, 0] * self.cols + food_position[:, 1]
+        earlier = seen_food[:, None, :] & (order[None, None, :] < order[None, :, None])  # (n, F, F)
+        food_slot = jnp.sum(earlier, -1)
+        food_onehot = seen_food[..., None] & (food_slot[..., None] == jnp.arange(num_food))  # (n, F, slot)
+        food_values = jnp.concatenate(
+            [
+                food_position[None, :, :] - origin[:, None, :],
+                jnp.broadcast_to(state.food_levels, (n, num_food))[..., None],
+            ],
+            -1,
+        ).astype(jnp.float32)
+        food_obs = jnp.einsum("ifs,ifc->isc", food_onehot.astype(jnp.float32), food_values)
+        empty_food = ~jnp.any(food_onehot, 1)[..., None]  # (n, slot, 1)
+        food_obs = jnp.where(empty_food, jnp.array([-1.0, -1.0, 0.0]), food_obs)
+
+        # Agent slots: self first, then the visible others in index order.
+        relative = position[None, :, :] - origin[:, None, :]  # (observer, other, 2)
+        visible = jnp.all((relative >= 0) & (relative <= 2 * self.sight), -1)
+        me = jnp.eye(n, dtype=jnp.bool_)
+        others = visible & ~me
+        agent_slot = jnp.where(me, 0, jnp.cumsum(others, 1) - others + 1)
+        agent_onehot = (visible | me)[..., None] & (agent_slot[..., None] == jnp.arange(n))
+        features = [relative, jnp.broadcast_to(state.agent_levels, (n, n))[..., None]]
+        agent_values = jnp.concatenate(features[: 1 + self.observe_agent_levels], -1).astype(jnp.float32)
+        agent_obs = jnp.einsum("ijs,ijc->isc", agent_onehot.astype(jnp.float32), agent_values)
+        empty_agent = ~jnp.any(agent_onehot, 1)[..., None]
+        agent_obs = jnp.where(empty_agent, jnp.array([-1.0, -1.0, 0.0][: self.agent_features]), agent_obs)
+        return jnp.concatenate([food_obs.reshape(n, -1), agent_obs.reshape(n, -1)], -1)
+
+    def global_state(
+        self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
+    ) -> jax.Array:
+        """The whole state for a centralised critic, float32 ``(3F + 3n,)`` (see the class docs)."""
+        present = (state.food_levels > 0)[:, None]
+        food = jnp.concatenate([state.food_positions, state.food_levels[:, None]], -1)
+        food = jnp.where(present, food, jnp.array([-1, -1, 0]))
+        agents = jnp.concatenate([state.agent_positions, state.agent_levels[:, None]], -1)
+        return jnp.concatenate([food.reshape(-1), agents.reshape(-1)]).astype(jnp.float32)
+
+    # Reset and step ------------------------------------------------------------------------
+
+    def reset_env(
+        self, key: jax.Array, params: LevelBasedForagingParams
+    ) -> tuple[jax.Array, LevelBasedForagingState]:
+        # One compiled program even when called eagerly (op by op, the spawn loop takes seconds);
+        # inside an outer jit or vmap the inner jit is inlined.
+        return self._reset_compiled(key, params)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def _reset_compiled(
+        self, key: jax.Array, params: LevelBasedForagingParams
+    ) -> tuple[jax.Array, LevelBasedForagingState]:
+        n, rows, cols = self.num_agents, self.rows, self.cols
+        cells = rows * cols
+        # Agents: n distinct uniform cells in random order (the top n of iid uniforms).
+        _, agent_cells = jax.lax.top_k(fast_random.uniform(key, (cells,), stream=1, vector=True), n)
+        agent_positions = jnp.stack([agent_cells // cols, agent_cells % cols], -1).astype(jnp.int32)
+        agent_levels = fast_random.randint(
+            key, (n,), self.min_player_level, self.max_player_level + 1, stream=2
+        )
+
+        cap = (
+            jnp.asarray(self.max_food_level, jnp.int32)
+            if self.max_food_level is not None
+            else jnp.sum(jnp.sort(agent_levels)[: min(3, n)])
+        )
+        low = cap if self.force_coop else jnp.asarray(self.min_food_level, jnp.int32)
+        food_levels_drawn = low + jnp.floor(
+            fast_random.uniform(key, (self.max_num_food,), stream=3) * (cap - low + 1).astype(jnp.float32)
+        ).astype(jnp.int32)
+        food_levels_drawn = jnp.minimum(food_levels_drawn, cap)
+
+        row_index = jnp.arange(rows)[:, None]
+        col_index = jnp.arange(cols)[None, :]
+        allowed = (row_index >= 1) & (row_index <= rows - 2) & (col_index >= 1) & (col_index <= cols - 2)
+        allowed = allowed.reshape(-1).at[agent_cells].set(False)
+        food_positions, food_levels = [], []
+        for f in range(self.max_num_food):
+            score = jnp.where(allowed, fast_random.uniform(key, (cells,), stream=4 + f, vector=True), -1.0)
+            cell = jnp.argmax(score)
+            placed = allowed[cell]
+            row, col = cell // cols, cell % cols
+            food_positions.append(jnp.stack([row, col]))
+            food_levels.append(jnp.where(placed, food_levels_drawn[f], 0))
+            d_row, d_col = jnp.abs(row_index - row), jnp.abs(col_index - col)
+            blocked = (
+                ((d_row <= 1) & (d_col <= 1)) | ((d_row == 0) & (d_col <= 2)) | ((d_col == 0) & (d_row <= 2))
+            )
+            allowed &= ~(blocked.reshape(-1) & placed)
+        food_level_array = jnp.stack(food_levels).astype(jnp.int32)
+        state = LevelBasedForagingState(
+            agent_positions=agent_positions,
+            agent_levels=agent_levels.astype(jnp.int32),
+            food_positions=jnp.stack(food_positions).astype(jnp.int32),
+            food_levels=food_level_array,
+            food_spawned=jnp.sum(food_level_array).astype(jnp.float32),
+            time=jnp.zeros((), jnp.int32),
+        )
+        return self.get_obs(state), state
+
+    def step_env(
+        self,
+        key: jax.Array,
+        state: LevelBasedForagingState,
+        action: Any,
+        params: LevelBasedForagingParams,
+    ) -> StepOutput:
+        action = self._check_action(action)
+        mask = self.action_mask(state)
+        in_range = (action >= 0) & (action < NUM_ACTIONS)
+        clipped = jnp.clip(action, 0, NUM_ACTIONS - 1)
+        legal = in_range & jnp.take_along_axis(mask, clipped[:, None], 1)[:, 0]
+        action = jnp.where(legal, clipped, NONE)
+
+        # Movement: an agent moves unless another agent has the same target cell.
+        target = state.agent_positions + jnp.asarray(_DELTAS)[action]
+        same_target = jnp.all(target[:, None, :] == target[None, :, :], -1)
+        blocked = jnp.sum(same_target, 1) > 1
+        positions = jnp.where(blocked[:, None], state.agent_positions, target)
+
+        # Loading: loaders never move, so their adjacency is that of the old positions.
+        food_levels = state.food_levels
+        loaders = (action == LOAD)[:, None] & (self._food_distance(state) == 1) & (food_levels > 0)[None, :]
+        levels = state.agent_levels
+        group_level = jnp.sum(jnp.where(loaders, levels[:, None], 0), 0)  # (F,)
+        eaten = (food_levels > 0) & (group_level >= food_levels)
+        share = (levels[:, None] * food_levels[None, :]).astype(jnp.float32)
+        scale = jnp.where(params.normalize_reward, group_level.astype(jnp.float32) * state.food_spawned, 1.0)
+        gain = share / jnp.maximum(scale, 1e-30)[None, :]
+        penalty = jnp.asarray(params.penalty, jnp.float32)
+        reward = jnp.sum(jnp.where(loaders, jnp.where(eaten[None, :], gain, -penalty), 0.0), 1)
+        food_levels = jnp.where(eaten, 0, food_levels)
+
+        state = state.replace(agent_positions=positions, food_levels=food_levels, time=state.time + 1)
+        n = self.num_agents
+        terminated = jnp.broadcast_to(jnp.all(food_levels == 0), (n,))
+        truncated = jnp.broadcast_to(state.time >= params.max_episode_steps, (n,))
+        info = {"action_mask": self.action_mask(state)}
+        return self.get_obs(state), state, reward.astype(jnp.float32), terminated, truncated, info
+
+    def render(
+        self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
+    ) -> jax.Array:
+        """The grid, uint8 ``(32 * rows, 32 * columns, 3)``: see :func:`~lamella.envs.multi_agent.lbf.render.render`."""
+        return lbf_render.render(self, state)
+
+    def __repr__(self) -> str:
+        return (
+            f"LevelBasedForaging(players={self.num_agents}, field_size=({self.rows}, {self.cols}), "
+            f"max_num_food={self.max_num_food}, sight={self.sight}, force_coop={self.force_coop})"
+        )
