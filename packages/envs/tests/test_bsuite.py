@@ -13,7 +13,8 @@ import pytest
 
 import lamella.envs as le
 from lamella.envs import bsuite as lb
-from lamella.envs.testing import check_env
+from lamella.envs.testing import assert_parity_coverage, check_env
+from lamella.envs.wrappers import AutoReset
 
 BSUITE_IDS = [
     "Catch-bsuite",
@@ -62,6 +63,9 @@ def test_render_vmaps(env_id: str) -> None:
 # Parity harness ---------------------------------------------------------------------------
 
 
+NO_TRUNCATION = "bsuite episodes end with a termination (discount 0); there is no time limit"
+
+
 def run_parity(
     bs_env: Any,
     env: Any,
@@ -73,6 +77,7 @@ def run_parity(
     noisy_reward: bool = False,
     obs_columns: int | None = None,
     check_state: Callable[[Any, Any], None] | None = None,
+    **coverage: str,
 ) -> int:
     """Step bsuite and lamella side by side from bsuite's state; returns the number of steps compared.
 
@@ -82,11 +87,19 @@ def run_parity(
     ``obs_columns`` entries when given: the rest is random), reward (only
     within {-1, +1} on non-final steps when ``noisy_reward``) and episode end
     (bsuite's last step with discount 0 == lamella's terminated).
+
+    Every step is also taken through lamella's ``AutoReset`` (``make``'s default): its
+    ``info["final_observation"]`` must equal bsuite's observation, its returned observation
+    the bare step's on other steps and a fresh reset's (same key) on the last. The compared
+    transitions must cover terminations, auto-resets and non-zero rewards
+    (:func:`assert_parity_coverage`; ``coverage`` passes its reasons, truncation has one).
     """
     reset_fn, step_fn = jitted_fns
+    auto_step = jax.jit(AutoReset(env).step)
     key = jax.random.key(num_episodes)
     compared = 0
     cut = slice(None, obs_columns)
+    flags: dict[str, list[Any]] = {"terminated": [], "reward": [], "auto_reset": []}
     for _ in range(num_episodes):
         ts = bs_env.reset()
         key, k_reset = jax.random.split(key)
@@ -96,8 +109,17 @@ def run_parity(
             action = policy(bs_env)
             ts = bs_env.step(action)
             key, k_step = jax.random.split(key)
+            auto_obs, _, _, auto_terminated, _, info = auto_step(k_step, state, jnp.int32(action), params)
             obs, state, reward, terminated, truncated, _ = step_fn(k_step, state, jnp.int32(action), params)
             np.testing.assert_array_equal(np.asarray(obs).ravel()[cut], ts.observation.ravel()[cut])
+            np.testing.assert_array_equal(
+                np.asarray(info["final_observation"]).ravel()[cut], ts.observation.ravel()[cut]
+            )
+            if bool(terminated):  # a fresh reset, drawn from the step's key
+                np.testing.assert_array_equal(np.asarray(auto_obs), np.asarray(reset_fn(k_step, params)[0]))
+            else:  # the bare step's (a random step draws from a key forked by the wrapper: cut)
+                np.testing.assert_array_equal(np.asarray(auto_obs).ravel()[cut], np.asarray(obs).ravel()[cut])
+            assert bool(auto_terminated) == bool(terminated)
             if noisy_reward and not ts.last():
                 assert float(reward) in (-1.0, 1.0) and ts.reward in (-1.0, 1.0)
             else:
@@ -107,8 +129,20 @@ def run_parity(
             if check_state is not None:
                 check_state(bs_env, state)
             compared += 1
+            flags["terminated"].append(ts.last() and ts.discount == 0.0)
+            flags["reward"].append(ts.reward)
+            flags["auto_reset"].append(bool(terminated))
             if ts.last():
                 break
+    assert_parity_coverage(
+        type(bs_env).__name__,
+        terminated=flags["terminated"],
+        truncated=np.zeros(compared, bool),
+        reward=flags["reward"],
+        auto_reset=flags["auto_reset"],
+        never_truncates=NO_TRUNCATION,
+        **coverage,
+    )
     return compared
 
 
@@ -585,6 +619,17 @@ def check_all_modes(
     * eager single calls (no ``jit``), first episode of the settings named in ``eager``
       (each eager step dispatches every op separately: tens of milliseconds).
     """
+    for (name, _), recorded in zip(settings, recordings):
+        live = np.cumsum(recorded.last, axis=1) - recorded.last == 0
+        assert_parity_coverage(
+            name,
+            terminated=recorded.last[live],
+            truncated=np.zeros(int(live.sum()), bool),
+            reward=recorded.rewards[live],
+            auto_reset=np.zeros(int(live.sum()), bool),
+            never_truncates=NO_TRUNCATION,
+            no_auto_reset="bare steps, compared bit for bit; auto-resets are compared in the test_*_parity tests",
+        )
     key = jax.random.key(0)
     shared_step = jax.jit(jax.vmap(lambda p, s, a: env.step(key, s, a, p), in_axes=(None, 0, 0)))
     shared_obs = jax.jit(jax.vmap(lambda p, s: env.get_obs(s, p), in_axes=(None, 0)))

@@ -30,7 +30,11 @@ def test_check_env(env_id, autoreset):
 
 
 def _reference_move(position, steer, walls, frame_skip=2):
-    """gym-gmazes' Dubins step in float64 NumPy (transcribed from its documented dynamics)."""
+    """gym-gmazes' Dubins step for one env in float64 NumPy, transcribed from
+    ``gym_gmazes/envs/gmaze_dubins.py`` (``GMazeCommon.common_step`` and ``intersect``, commit
+    2337dba): no clipping of the steering, positions clipped to [-1, 1], a sub-step whose segment
+    crosses a wall is cancelled, parallel segments (zero denominator) never cross. Also returns
+    the smallest distance of a crossing parameter to 0 or 1 (how close the wall test was)."""
 
     def crosses(a, b, c, d):
         x1, y1, x2, y2, x3, y3, x4, y4 = a[0], a[1], b[0], b[1], c[0], c[1], d[0], d[1]
@@ -67,6 +71,11 @@ def test_dubins_dynamics_match_reference():
     Tolerance 1e-5: lamella computes in float32, the reference in float64. Transitions where
     a crossing parameter lies within 1e-4 of 0 or 1 (the wall test is then decided by
     rounding) are excluded and counted; there are only a few.
+
+    Deliberate difference: steering outside the action space [-1, 1] (a fifth of the sample)
+    is clipped by lamella and not by gym-gmazes (see ``dubins_move``), so for those the
+    reference is given the clipped steering; ``test_dubins_steering_clip_is_the_only_difference``
+    shows the two differ there.
     """
     rng = np.random.default_rng(0)
     n = 2000
@@ -78,9 +87,8 @@ def test_dubins_dynamics_match_reference():
     ours = np.asarray(jax.jit(jax.vmap(lambda p, a: dubins_move(p, a, params)))(positions, steers))
     blocked = compared = ambiguous = 0
     for i in range(n):
-        expected, margin = _reference_move(
-            positions[i], np.clip(steers[i], -1, 1), DEFAULT_WALLS.astype(np.float64)
-        )
+        steer = np.clip(steers[i], -1, 1)  # the deliberate difference; equal to steers[i] for 4/5
+        expected, margin = _reference_move(positions[i], steer, DEFAULT_WALLS.astype(np.float64))
         if margin < 1e-4:
             ambiguous += 1
             continue
@@ -91,6 +99,38 @@ def test_dubins_dynamics_match_reference():
         assert abs(heading_error) < 1e-5
     assert ambiguous < 20, ambiguous
     assert blocked > 50, "the sample must include moves blocked by walls"
+    assert (np.abs(steers) <= 1).sum() > n // 2, "most of the sample needs no clipping"
+
+
+def test_dubins_steering_clip_is_the_only_difference():
+    """Steering 1.2: gym-gmazes turns 0.12 per sub-step, lamella (clipping to 1) 0.1."""
+    start = np.array([-0.9, -0.9, 0.25], np.float32)
+    ours = np.asarray(dubins_move(jnp.asarray(start), jnp.array([1.2]), GMazeParams()))
+    unclipped, _ = _reference_move(start, 1.2, [])
+    clipped, _ = _reference_move(start, 1.0, [])
+    np.testing.assert_allclose(ours, clipped, atol=1e-5)
+    np.testing.assert_allclose(unclipped[2] - clipped[2], 0.04, atol=1e-9)  # 2 sub-steps x 0.02
+
+
+def test_dubins_default_reward_is_gym_gmazes():
+    """gym-gmazes' default_reward_fun: 1.0 where x > 0.5 and y > 0.5 after the step.
+
+    (Its first commit paid x > -0.5 and y > 0; the third case tells the two apart.)
+    """
+    env, params = le.make("GMazeDubins-v0", autoreset=False)
+    _, state = env.reset(jax.random.key(0), params)
+    cases = (
+        ([0.7, 0.7, 0.25], 1.0),  # ends at (0.77, 0.77)
+        ([0.9, 0.9, 0.0], 1.0),  # x clipped to 1
+        ([0.0, 0.3, 0.0], 0.0),  # ends at (0.1, 0.3): paid under the first commit's rule only
+        ([0.7, 0.2, 0.25], 0.0),  # ends at y = 0.27
+    )
+    for position, expected in cases:
+        state = state.replace(position=jnp.asarray(position, jnp.float32))
+        _, _, reward, *_ = env.step(jax.random.key(0), state, jnp.zeros((1,), jnp.float32), params)
+        reference, _ = _reference_move(np.asarray(position), 0.0, [])
+        assert float(reference[0] > 0.5 and reference[1] > 0.5) == expected
+        assert float(reward) == expected, (position, float(reward))
 
 
 def test_walls_as_gym_gmazes_registers_them():

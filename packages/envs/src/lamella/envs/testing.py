@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +12,7 @@ from lamella.envs import spaces
 from lamella.envs._inputs import EnvInputError, env_label
 from lamella.envs.environment import Environment
 
-__all__ = ["check_env"]
+__all__ = ["ParityCoverage", "assert_parity_coverage", "check_env"]
 
 
 def _assert_in_space(space: spaces.Space, value: Any, what: str) -> None:
@@ -197,3 +197,82 @@ def check_env(
     assert frame.ndim == 3 and frame.shape[-1] == 3 and frame.dtype == jnp.uint8, (
         f"render must return (H, W, 3) uint8, got {frame.shape} {frame.dtype}"
     )
+
+
+class ParityCoverage(NamedTuple):
+    """How many compared transitions of a parity test reached each kind of step."""
+
+    transitions: int
+    terminations: int
+    truncations: int
+    auto_resets: int
+    nonzero_rewards: int
+
+
+def assert_parity_coverage(
+    env_name: str,
+    *,
+    terminated: Any,
+    truncated: Any,
+    reward: Any,
+    auto_reset: Any,
+    never_terminates: str | None = None,
+    never_truncates: str | None = None,
+    never_rewards: str | None = None,
+    no_auto_reset: str | None = None,
+) -> ParityCoverage:
+    """Assert that the transitions a parity test compared reach every branch it claims to check.
+
+    A parity test that compares lamella with a reference package passes whatever branches its
+    transitions never reach, so it calls this with what it compared (the reference's values,
+    already masked to the compared transitions; any agent axis is flattened):
+
+    Args:
+        env_name: named in the failure message.
+        terminated, truncated: bool arrays, the reference's flags.
+        reward: float array, the reference's rewards.
+        auto_reset: bool array, True where the step ended an episode *and* the test compared
+            lamella's auto-reset on it (the final observation against the reference's, the
+            returned observation against a fresh reset).
+        never_terminates, never_truncates, never_rewards, no_auto_reset: the reason, when the
+            env legitimately has no such step (e.g. ``never_truncates="bsuite envs have no time
+            limit"``). A reason given for a kind of step that did occur fails too, so reasons
+            stay true.
+
+    Returns:
+        The counts, for tests that assert more (e.g. a minimum fraction).
+
+    Raises:
+        AssertionError: naming every kind of step that was never reached (and had no reason),
+            and every reason contradicted by the transitions.
+    """
+    counts = ParityCoverage(
+        transitions=int(np.size(np.asarray(terminated))),
+        terminations=int(np.sum(np.asarray(terminated, bool))),
+        truncations=int(np.sum(np.asarray(truncated, bool))),
+        auto_resets=int(np.sum(np.asarray(auto_reset, bool))),
+        nonzero_rewards=int(np.sum(np.asarray(reward) != 0)),
+    )
+    kinds = (
+        ("terminations", counts.terminations, never_terminates, "never_terminates"),
+        ("truncations", counts.truncations, never_truncates, "never_truncates"),
+        ("auto-resets", counts.auto_resets, no_auto_reset, "no_auto_reset"),
+        ("non-zero rewards", counts.nonzero_rewards, never_rewards, "never_rewards"),
+    )
+    missing = [name for name, count, reason, _ in kinds if count == 0 and reason is None]
+    contradicted = [
+        f"{arg}={reason!r} but {count} {name} occurred"
+        for name, count, reason, arg in kinds
+        if count and reason
+    ]
+    problems = []
+    if missing:
+        problems.append(
+            f"the {counts.transitions} compared transitions never reached: {', '.join(missing)}. "
+            "Use a scripted or goal-seeking policy, or start states near that branch; if the env "
+            "legitimately has none, pass the reason (e.g. never_truncates='...')"
+        )
+    if contradicted:
+        problems.append("; ".join(contradicted) + " (drop the reason)")
+    assert not problems, f"{env_name} parity coverage: " + ". ".join(problems) + f". Counts: {counts}"
+    return counts

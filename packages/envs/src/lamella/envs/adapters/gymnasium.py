@@ -76,6 +76,18 @@ def _to_numpy(tree: Any) -> Any:
     return jax.tree.map(np.asarray, jax.device_get(tree))
 
 
+def _observation_to_gymnasium(space: spaces.Space, obs: Any) -> Any:
+    """One env's observation as gymnasium's checker expects it: NumPy arrays, and a Python int
+    for a Discrete space (as gymnasium's own FrozenLake returns), not a 0-d array."""
+    if isinstance(space, spaces.Discrete):
+        return int(np.asarray(obs))
+    if isinstance(space, spaces.Tuple):
+        return tuple(_observation_to_gymnasium(s, o) for s, o in zip(space.spaces, obs))
+    if isinstance(space, spaces.Dict):
+        return {name: _observation_to_gymnasium(s, obs[name]) for name, s in space.spaces.items()}
+    return np.asarray(obs)
+
+
 def _bare_env(env_or_id: str | Environment[Any, Any], params: Any) -> tuple[Environment[Any, Any], Any]:
     if isinstance(env_or_id, str):
         env, default = make(env_or_id, autoreset=False)
@@ -188,7 +200,7 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
             self._key = jax.random.key(int(self.np_random.integers(2**31)))
         self._key, obs, self._state = self._reset_fn(self._key, self.params)
         self._done = False
-        return _to_numpy(obs), {}
+        return _observation_to_gymnasium(self._lamella_observation_space, jax.device_get(obs)), {}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """One step: ``(obs, reward, terminated, truncated, info)`` with NumPy values."""
@@ -204,7 +216,8 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         )
         terminated, truncated = bool(terminated), bool(truncated)
         self._done = terminated or truncated
-        return _to_numpy(obs), float(reward), terminated, truncated, _to_numpy(info)
+        obs = _observation_to_gymnasium(self._lamella_observation_space, jax.device_get(obs))
+        return obs, float(reward), terminated, truncated, _to_numpy(info)
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         """The current frame, uint8 ``(H, W, 3)``, when ``render_mode == "rgb_array"``; else None."""

@@ -70,7 +70,13 @@ def dubins_move(
     position: jax.Array, action: jax.Array, params: GMazeParams, frame_skip: int = 2
 ) -> jax.Array:
     """``frame_skip`` sub-steps of the car: advance along the heading, clip to the square, turn;
-    a sub-step whose segment crosses a wall is cancelled (the car stays where it was)."""
+    a sub-step whose segment crosses a wall is cancelled (the car stays where it was).
+
+    The steering is clipped to the action space [-1, 1] first. gym-gmazes does not clip (a
+    steering of 3 turns three times as fast); lamella clips, as its Pendulum and
+    MountainCarContinuous do (and gymnasium's), so an unbounded policy (Gaussian exploration
+    noise) cannot turn faster than the action space allows. Within [-1, 1] the two agree.
+    """
     steer = jnp.clip(jnp.reshape(action, ()), -1.0, 1.0)
     for _ in range(frame_skip):
         heading = position[2]
@@ -136,7 +142,7 @@ class GMazeDubins(_WalledMaze, Environment[GMazeState, GMazeParams]):
     Walls: none, as gym-gmazes registers the env; ``GMazeDubins(walls=DEFAULT_WALLS)`` (the id
     ``GMazeDubinsWalls-v0``) is the maze gym-gmazes' ``set_walls()`` builds, and
     ``params.walls`` holds any other segments.
-    Reward: 1.0 when x > -0.5 and y > 0 (gym-gmazes' default reward), else 0.
+    Reward: 1.0 when x > 0.5 and y > 0.5 (gym-gmazes' ``default_reward_fun``), else 0.
     Terminated: never. Truncated: after ``max_steps_in_episode`` (70) steps.
     Reset: the car at ``params.start`` = (-1, 0, 0).
     State: :class:`GMazeState` (position (3,), an unused goal (2,), step count).
@@ -153,7 +159,7 @@ class GMazeDubins(_WalledMaze, Environment[GMazeState, GMazeParams]):
     def step_env(self, key: jax.Array, state: GMazeState, action: Any, params: GMazeParams) -> StepOutput:
         position = dubins_move(state.position, action, params)
         state = GMazeState(position, state.goal, state.time + 1)
-        reward = ((position[0] > -0.5) & (position[1] > 0.0)).astype(jnp.float32)
+        reward = ((position[0] > 0.5) & (position[1] > 0.5)).astype(jnp.float32)
         truncated = state.time >= params.max_steps_in_episode
         return position, state, reward, jnp.asarray(False), truncated, {}
 
