@@ -182,7 +182,7 @@ def test_aggregate_skips_folders_without_run_logs_and_names_them(work: Path, tmp
     result = lamella(
         [
             *_argv(["eval", "aggregate", "{work}/good", "{work}/runs/demo", "{work}/runs/gifs"], work),
-            *["--out-dir", str(out), "--reps", "20"],
+            *["--out-dir", str(out), "--reps", "20", "--normalize", "none"],
         ],
         work,
     )

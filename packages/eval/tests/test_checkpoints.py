@@ -88,7 +88,9 @@ def test_parse_env_spec():
 
 
 def test_csv_rows_columns_and_means(cli_output, run_dir):
-    _, rows = cli_output
+    out, rows = cli_output
+    # The episode returns behind each row, from the run log written beside the CSV.
+    episodes_of = {(r.task, r.run): r.absolute_metrics for r in le.read_run_logs([out / "runlog"])}
     assert list(rows[0]) == list(lib.CSV_COLUMNS)  # PPO reports no success
     assert len(rows) == len(ENVS) * (SEEDS + 1)
     for env_index, (test_env, overrides) in enumerate(
@@ -106,6 +108,18 @@ def test_csv_rows_columns_and_means(cli_output, run_dir):
         assert float(block[-1]["std_return"]) == pytest.approx(per_seed.std(), rel=1e-12, abs=1e-12)
         # A CartPole episode earns 1 per step: returns are whole numbers of at least 1.
         assert np.all(per_seed >= 1)
+        # Each seed's row is the mean and standard deviation of that seed's own episodes.
+        task = test_env + (":" + overrides.replace(";", ",") if overrides else "")
+        for seed, row in enumerate(block[:SEEDS]):
+            metrics = episodes_of[(task, f"seed_{seed}")]
+            returns, lengths = metrics["mean_episode_return"], metrics["episode_length"]
+            assert returns.shape == (EPISODES,)
+            np.testing.assert_array_equal(returns, lengths)  # 1 per step on CartPole
+            assert float(row["mean_return"]) == pytest.approx(returns.mean(), rel=1e-12)
+            assert float(row["std_return"]) == pytest.approx(returns.std(), rel=1e-12, abs=1e-12)
+        # The seeds were evaluated apart: their episodes differ.
+        first, second = (episodes_of[(task, f"seed_{s}")]["mean_episode_return"] for s in range(2))
+        assert not np.array_equal(first, second)
 
 
 def test_override_reaches_the_env(cli_output):
@@ -210,3 +224,24 @@ def test_aggregation_imports_without_agents():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["1.0", "CartPole-v1:length=2"]
+
+
+def test_checkpoints_without_the_extra_name_the_extra():
+    """Without lamella-agents: one line saying which extra to install, from Python and the command."""
+    code = (
+        "import sys; sys.modules['lamella.agents'] = None\n"
+        "import lamella.eval as le\n"
+        "try:\n"
+        "    le.evaluate_checkpoints(['runs/x'])\n"
+        "except le.MissingExtraError as error:\n"
+        "    print(repr(str(error)))\n"
+        "from lamella.eval.__main__ import main\n"
+        "sys.exit(main(['checkpoints', 'runs/x']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    message = "needs lamella-agents; install them with: pip install 'lamella-eval[checkpoints]'"
+    assert message in done.stdout and "\\n" not in done.stdout
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"python -m lamella.eval checkpoints: error: Evaluating checkpoints {message}"
+    ]

@@ -70,7 +70,8 @@ def _run_log_paths(paths: list[str]) -> list[str]:
     write (``runs/demo``, ``runs/gifs``) and stray files: they are named on stderr and skipped.
     A path that does not exist, or no run log among all paths, is an error.
     """
-    kept, skipped = [], []
+    kept: list[str] = []
+    skipped: list[str] = []
     for path in paths:
         if not os.path.exists(path):
             raise EvalFileNotFoundError(f"{path}: no such file or directory; check the path.")

@@ -205,7 +205,7 @@ def normalize(
     if flat.size:
         raise EvalError(
             f"task {scores.tasks[flat[0]]!r} has low == high == {low[flat[0]]}; normalisation would divide "
-            "by zero (every score is equal: give reference scores instead)"
+            "by zero (every score on it is equal): give reference scores, or do not normalise (--normalize none)"
         )
     shape = (1, num_tasks) + (1,) * (next(iter(scores.values.values())).ndim - 2)
     low, high = low.reshape(shape), high.reshape(shape)
