@@ -212,7 +212,6 @@ def parity_counts():
 def test_parity_with_lbforaging_step_by_step(parity_counts):
     # Coverage: the compared steps include every outcome the rules distinguish.
     counts = parity_counts
-    print(counts)
     assert counts["steps"] >= 1000, counts
     for outcome in (
         "terminated",

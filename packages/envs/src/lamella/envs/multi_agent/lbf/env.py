@@ -307,13 +307,28 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
     def _reset_compiled(
         self, key: jax.Array, params: LevelBasedForagingParams
     ) -> tuple[jax.Array, LevelBasedForagingState]:
-        n, rows, cols = self.num_agents, self.rows, self.cols
+        n, rows, cols, num_food = self.num_agents, self.rows, self.cols, self.max_num_food
         cells = rows * cols
-        # Agents: n distinct uniform cells in random order (the top n of iid uniforms).
-        _, agent_cells = jax.lax.top_k(fast_random.uniform(key, (cells,), stream=1, vector=True), n)
+        # One 16-bit uniform per draw: a fresh key's own bits give the first four unhashed.
+        u = fast_random.uniform16(key, (2 * n + 2 * num_food,))
+        u_cell, u_level, u_food, u_food_level = jnp.split(u, np.cumsum([n, n, num_food]))
+
+        # Agents one at a time, each uniform among the cells not taken yet: draw the rank r
+        # among the free cells, then the cell c with c = r + #{taken cells <= c} (a fixed
+        # point reached in at most i rounds; exact, and n^3 scalar operations rather than a
+        # pass over the grid).
+        ranks = jnp.floor(u_cell * (cells - np.arange(n))).astype(jnp.int32)
+        ranks = jnp.minimum(ranks, cells - 1 - np.arange(n))
+        agent_cells = ranks[:1]
+        for i in range(1, n):
+            cell = ranks[i]
+            for _ in range(i):
+                cell = ranks[i] + jnp.sum((agent_cells <= cell).astype(jnp.int32))
+            agent_cells = jnp.concatenate([agent_cells, cell[None]])
         agent_positions = jnp.stack([agent_cells // cols, agent_cells % cols], -1).astype(jnp.int32)
-        agent_levels = fast_random.randint(
-            key, (n,), self.min_player_level, self.max_player_level + 1, stream=2
+        level_span = self.max_player_level - self.min_player_level + 1
+        agent_levels = self.min_player_level + jnp.minimum(
+            jnp.floor(u_level * level_span).astype(jnp.int32), level_span - 1
         )
 
         cap = (
@@ -322,28 +337,34 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
             else jnp.sum(jnp.sort(agent_levels)[: min(3, n)])
         )
         low = cap if self.force_coop else jnp.asarray(self.min_food_level, jnp.int32)
-        food_levels_drawn = low + jnp.floor(
-            fast_random.uniform(key, (self.max_num_food,), stream=3) * (cap - low + 1).astype(jnp.float32)
-        ).astype(jnp.int32)
+        food_levels_drawn = low + jnp.floor(u_food_level * (cap - low + 1).astype(jnp.float32)).astype(
+            jnp.int32
+        )
         food_levels_drawn = jnp.minimum(food_levels_drawn, cap)
 
-        row_index = jnp.arange(rows)[:, None]
-        col_index = jnp.arange(cols)[None, :]
-        allowed = (row_index >= 1) & (row_index <= rows - 2) & (col_index >= 1) & (col_index <= cols - 2)
-        allowed = allowed.reshape(-1).at[agent_cells].set(False)
+        # Foods one at a time, each uniform among the allowed interior cells (what lbforaging's
+        # rejection sampling converges to): pick the k-th allowed cell with a cumulative sum.
+        inner_rows, inner_cols = rows - 2, cols - 2
+        cell_row = jnp.asarray(1 + np.arange(inner_rows * inner_cols) // inner_cols, jnp.int32)
+        cell_col = jnp.asarray(1 + np.arange(inner_rows * inner_cols) % inner_cols, jnp.int32)
+        allowed = jnp.ones((inner_rows * inner_cols,), jnp.bool_)
+        for i in range(n):
+            allowed &= (cell_row != agent_positions[i, 0]) | (cell_col != agent_positions[i, 1])
         food_positions, food_levels = [], []
-        for f in range(self.max_num_food):
-            score = jnp.where(allowed, fast_random.uniform(key, (cells,), stream=4 + f, vector=True), -1.0)
-            cell = jnp.argmax(score)
-            placed = allowed[cell]
-            row, col = cell // cols, cell % cols
+        for f in range(num_food):
+            count = jnp.sum(allowed.astype(jnp.int32))
+            k = jnp.minimum(jnp.floor(u_food[f] * count.astype(jnp.float32)).astype(jnp.int32), count - 1)
+            index = jnp.argmax(jnp.cumsum(allowed.astype(jnp.int32)) > k)
+            placed = count > 0
+            row, col = cell_row[index], cell_col[index]
             food_positions.append(jnp.stack([row, col]))
             food_levels.append(jnp.where(placed, food_levels_drawn[f], 0))
-            d_row, d_col = jnp.abs(row_index - row), jnp.abs(col_index - col)
-            blocked = (
-                ((d_row <= 1) & (d_col <= 1)) | ((d_row == 0) & (d_col <= 2)) | ((d_col == 0) & (d_row <= 2))
-            )
-            allowed &= ~(blocked.reshape(-1) & placed)
+            if f + 1 < num_food:
+                d_row, d_col = jnp.abs(cell_row - row), jnp.abs(cell_col - col)
+                near = jnp.where(
+                    d_row == 0, d_col <= 2, jnp.where(d_col == 0, d_row <= 2, (d_row <= 1) & (d_col <= 1))
+                )
+                allowed &= ~near
         food_level_array = jnp.stack(food_levels).astype(jnp.int32)
         state = LevelBasedForagingState(
             agent_positions=agent_positions,
@@ -353,6 +374,9 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
             food_spawned=jnp.sum(food_level_array).astype(jnp.float32),
             time=jnp.zeros((), jnp.int32),
         )
+        # XLA on CPU would copy the cheap spawn arithmetic into every reader of the new state
+        # (observation, auto-reset selects); the barrier makes it compute the state once.
+        state = jax.lax.optimization_barrier(state)
         return self.get_obs(state), state
 
     def step_env(
@@ -389,6 +413,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         food_levels = jnp.where(eaten, 0, food_levels)
 
         state = state.replace(agent_positions=positions, food_levels=food_levels, time=state.time + 1)
+        # Computed once, not once per reader (observation, mask, flags, auto-reset selects).
+        state, reward = jax.lax.optimization_barrier((state, reward))
         n = self.num_agents
         terminated = jnp.broadcast_to(jnp.all(food_levels == 0), (n,))
         truncated = jnp.broadcast_to(state.time >= params.max_episode_steps, (n,))
