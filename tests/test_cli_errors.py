@@ -189,3 +189,10 @@ def test_aggregate_skips_folders_without_run_logs_and_names_them(work: Path, tmp
     assert result.returncode == 0, result.stderr
     assert f"skipped {work}/runs/demo, {work}/runs/gifs (no metrics.json or metrics.csv)" in result.stderr
     assert (out / "aggregates.csv").is_file()
+
+
+def test_a_command_loads_the_plugins_that_extend_it(work: Path) -> None:
+    """``lamella train`` loads ``train`` and ``train_*`` entry points (lamella-gcrl's ``--her``)."""
+    result = lamella(["train", "td3", "--env", "PointRobotGoal-v0", "--her", "--print-config"], work)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["config"]["her"] is True
