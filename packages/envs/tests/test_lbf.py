@@ -395,8 +395,14 @@ def test_global_state_and_spaces(small):
     assert env.observation_space(params).shape == (3, 3 * 2 + 3 * 3)
 
 
-def test_reset_invariants_over_many_states():
-    env, params = le.make("Foraging-2s-6x6-4p-3f-coop-v3", autoreset=False)
+@pytest.mark.parametrize(
+    "env_id, by_rejection",
+    [("Foraging-2s-6x6-4p-3f-coop-v3", False), ("Foraging-2s-15x15-4p-4f-coop-v3", True)],
+)
+def test_reset_invariants_over_many_states(env_id, by_rejection):
+    env, params = le.make(env_id, autoreset=False)
+    assert (env.unwrapped._food_candidates > 0) == by_rejection  # both spawn paths are covered
+    side = env.rows
     obs, states = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
         jax.random.split(jax.random.key(0), 512), params
     )
@@ -407,10 +413,11 @@ def test_reset_invariants_over_many_states():
     for b in range(512):
         assert len({tuple(p) for p in agents[b]}) == 4
         placed = food_levels[b] > 0
-        assert placed.sum() >= 1
+        # 6x6: at least one food always fits; 15x15: all four fit and K candidates find them.
+        assert placed.sum() >= (4 if by_rejection else 1)
         np.testing.assert_array_equal(food_levels[b][placed], three_lowest[b])  # force_coop
         cells = foods[b][placed]
-        assert np.all((cells >= 1) & (cells <= 4)), cells  # interior only
+        assert np.all((cells >= 1) & (cells <= side - 2)), cells  # interior only
         assert not any(tuple(c) in {tuple(p) for p in agents[b]} for c in cells)
         for i in range(len(cells)):
             for j in range(i):
