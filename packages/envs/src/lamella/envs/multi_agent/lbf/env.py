@@ -402,7 +402,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         allowed = jnp.ones((inner_rows * inner_cols,), jnp.bool_)
         for i in range(self.num_agents):
             allowed &= (cell_row != agent_positions[i, 0]) | (cell_col != agent_positions[i, 1])
-        food_positions, food_levels = [], []
+        food_positions: list[jax.Array] = []
+        food_levels: list[jax.Array] = []
         for f in range(self.max_num_food):
             count = jnp.sum(allowed.astype(jnp.int32))
             k = jnp.minimum(jnp.floor(u_food[f] * count.astype(jnp.float32)).astype(jnp.int32), count - 1)
@@ -429,7 +430,9 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         u = fast_random.uniform(key, (self.max_num_food, candidates), stream=5, vector=True)
         index = jnp.floor(u * ((self.rows - 2) * inner_cols)).astype(jnp.int32)
         cand_row, cand_col = 1 + index // inner_cols, 1 + index % inner_cols  # (F, K)
-        food_positions, food_levels, placed = [], [], []
+        food_positions: list[jax.Array] = []
+        food_levels: list[jax.Array] = []
+        placed: list[jax.Array] = []
         for f in range(self.max_num_food):
             row, col = cand_row[f], cand_col[f]
             ok = jnp.all(
