@@ -266,6 +266,21 @@ def test_reset_distribution_matches_lbforaging_random_play():
     assert abs(np.mean(lengths) - np.mean(ref_lengths)) < length_tolerance
 
 
+def test_crowded_food_spawn_matches_lbforaging():
+    """On 5x5 at most 2 foods fit, and agents in the interior sometimes leave room for only 1."""
+    env, params = le.make("Foraging-5x5-2p-4f-v3", autoreset=False)
+    _, states = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
+        jax.random.split(jax.random.key(5), 4096), params
+    )
+    ours = (np.asarray(states.food_levels) > 0).sum(1)
+    reference = gymnasium.make("Foraging-5x5-2p-4f-v3").unwrapped
+    theirs = np.array([(reference.reset(seed=seed), (reference.field > 0).sum())[1] for seed in range(1000)])
+    assert ours.max() == theirs.max() == 2 and ours.min() >= 1 and theirs.min() >= 1
+    p_ours, p_theirs = np.mean(ours == 1), np.mean(theirs == 1)
+    tolerance = 4 * np.sqrt(p_ours * (1 - p_ours) / ours.size + p_theirs * (1 - p_theirs) / theirs.size)
+    assert 0 < p_theirs and abs(p_ours - p_theirs) < tolerance, (p_ours, p_theirs, tolerance)
+
+
 # Rules on hand-built states -------------------------------------------------------------------
 
 
