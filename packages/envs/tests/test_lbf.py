@@ -266,6 +266,21 @@ def test_reset_distribution_matches_lbforaging_random_play():
     assert abs(np.mean(lengths) - np.mean(ref_lengths)) < length_tolerance
 
 
+def test_crowded_food_spawn_matches_lbforaging():
+    """On 5x5 at most 2 foods fit, and agents in the interior sometimes leave room for only 1."""
+    env, params = le.make("Foraging-5x5-2p-4f-v3", autoreset=False)
+    _, states = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
+        jax.random.split(jax.random.key(5), 4096), params
+    )
+    ours = (np.asarray(states.food_levels) > 0).sum(1)
+    reference = gymnasium.make("Foraging-5x5-2p-4f-v3").unwrapped
+    theirs = np.array([(reference.reset(seed=seed), (reference.field > 0).sum())[1] for seed in range(1000)])
+    assert ours.max() == theirs.max() == 2 and ours.min() >= 1 and theirs.min() >= 1
+    p_ours, p_theirs = np.mean(ours == 1), np.mean(theirs == 1)
+    tolerance = 4 * np.sqrt(p_ours * (1 - p_ours) / ours.size + p_theirs * (1 - p_theirs) / theirs.size)
+    assert 0 < p_theirs and abs(p_ours - p_theirs) < tolerance, (p_ours, p_theirs, tolerance)
+
+
 # Rules on hand-built states -------------------------------------------------------------------
 
 
@@ -395,8 +410,14 @@ def test_global_state_and_spaces(small):
     assert env.observation_space(params).shape == (3, 3 * 2 + 3 * 3)
 
 
-def test_reset_invariants_over_many_states():
-    env, params = le.make("Foraging-2s-6x6-4p-3f-coop-v3", autoreset=False)
+@pytest.mark.parametrize(
+    "env_id, by_rejection",
+    [("Foraging-2s-6x6-4p-3f-coop-v3", False), ("Foraging-2s-15x15-4p-4f-coop-v3", True)],
+)
+def test_reset_invariants_over_many_states(env_id, by_rejection):
+    env, params = le.make(env_id, autoreset=False)
+    assert (env.unwrapped._food_candidates > 0) == by_rejection  # both spawn paths are covered
+    side = env.rows
     obs, states = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
         jax.random.split(jax.random.key(0), 512), params
     )
@@ -407,10 +428,11 @@ def test_reset_invariants_over_many_states():
     for b in range(512):
         assert len({tuple(p) for p in agents[b]}) == 4
         placed = food_levels[b] > 0
-        assert placed.sum() >= 1
+        # 6x6: at least one food always fits; 15x15: all four fit and K candidates find them.
+        assert placed.sum() >= (4 if by_rejection else 1)
         np.testing.assert_array_equal(food_levels[b][placed], three_lowest[b])  # force_coop
         cells = foods[b][placed]
-        assert np.all((cells >= 1) & (cells <= 4)), cells  # interior only
+        assert np.all((cells >= 1) & (cells <= side - 2)), cells  # interior only
         assert not any(tuple(c) in {tuple(p) for p in agents[b]} for c in cells)
         for i in range(len(cells)):
             for j in range(i):

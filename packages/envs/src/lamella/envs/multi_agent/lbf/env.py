@@ -24,10 +24,32 @@ ACTION_NAMES = ("NONE", "NORTH", "SOUTH", "WEST", "EAST", "LOAD")
 _DELTAS = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1], [0, 0]], np.int32)
 
 
+def _near_food(row: jax.Array, col: jax.Array, food_row: jax.Array, food_col: jax.Array) -> jax.Array:
+    """Cells where lbforaging refuses a new food: the 3x3 block of a food, and 2 cells along its row and column."""
+    d_row, d_col = jnp.abs(row - food_row), jnp.abs(col - food_col)
+    return jnp.where(d_row == 0, d_col <= 2, jnp.where(d_col == 0, d_row <= 2, (d_row <= 1) & (d_col <= 1)))
+
+
 def _positive_int(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or int(value) != value or int(value) < minimum:
         raise ValueError(f"LevelBasedForaging: {name} must be an integer >= {minimum}, got {value!r}.")
     return int(value)
+
+
+def _rejection_candidates(interior: int, players: int, num_food: int) -> int:
+    """Candidates per food for rejection sampling, or 0 where one pass over the grid is cheaper.
+
+    At worst every agent stands in the interior and every earlier food excludes 13 cells, so
+    at least ``interior - players - 13 (num_food - 1)`` cells are allowed; K is the fewest
+    candidates that all miss them with probability below 1e-6.
+    """
+    allowed = interior - players - 13 * (num_food - 1)
+    if allowed <= 0:
+        return 0
+    miss = 1.0 - allowed / interior
+    candidates = 1 if miss <= 0 else int(np.ceil(np.log(1e-6) / np.log(miss)))
+    # A candidate costs about as much as four cells of the exact pass (a hash, n + F tests).
+    return candidates if 4 * candidates * (players + num_food) < interior * num_food else 0
 
 
 class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForagingParams]):
@@ -99,7 +121,10 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
     or, when that is None, the sum of the three lowest agent levels;
     ``force_coop`` makes every food exactly ``cap``. Food that does not fit
     leaves its slot empty (level 0), as lbforaging's 1000 attempts do (a 5x5
-    grid holds at most 2 foods). The step is deterministic.
+    grid holds at most 2 foods). On large grids a food is the first allowed of
+    ``K`` uniform candidates (``K`` fixed at construction so that all miss with
+    probability below 1e-6; the slot then stays empty), elsewhere exactly
+    uniform over the allowed cells. The step is deterministic.
 
     Args:
         players: number of agents, >= 2.
@@ -156,6 +181,9 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
             else _positive_int(max_food_level, "max_food_level", self.min_food_level)
         )
         self.observe_agent_levels = bool(observe_agent_levels)
+        self._food_candidates = _rejection_candidates(
+            (self.rows - 2) * (self.cols - 2), self.num_agents, self.max_num_food
+        )
         _positive_int(max_episode_steps, "max_episode_steps", 1)
         self._defaults = (int(max_episode_steps), float(penalty), bool(normalize_reward))
 
@@ -266,7 +294,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
             ],
             -1,
         ).astype(jnp.float32)
-        food_obs = jnp.einsum("ifs,ifc->isc", food_onehot.astype(jnp.float32), food_values)
+        # Broadcast-and-sum rather than einsum: XLA on CPU fuses it, while tiny batched dots are slow.
+        food_obs = jnp.sum(jnp.where(food_onehot[..., None], food_values[:, :, None, :], 0.0), 1)
         empty_food = ~jnp.any(food_onehot, 1)[..., None]  # (n, slot, 1)
         food_obs = jnp.where(empty_food, jnp.array([-1.0, -1.0, 0.0]), food_obs)
 
@@ -279,7 +308,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         agent_onehot = (visible | me)[..., None] & (agent_slot[..., None] == jnp.arange(n))
         features = [relative, jnp.broadcast_to(state.agent_levels, (n, n))[..., None]]
         agent_values = jnp.concatenate(features[: 1 + self.observe_agent_levels], -1).astype(jnp.float32)
-        agent_obs = jnp.einsum("ijs,ijc->isc", agent_onehot.astype(jnp.float32), agent_values)
+        agent_obs = jnp.sum(jnp.where(agent_onehot[..., None], agent_values[:, :, None, :], 0.0), 1)
         empty_agent = ~jnp.any(agent_onehot, 1)[..., None]
         agent_obs = jnp.where(empty_agent, jnp.array([-1.0, -1.0, 0.0][: self.agent_features]), agent_obs)
         return jnp.concatenate([food_obs.reshape(n, -1), agent_obs.reshape(n, -1)], -1)
@@ -342,29 +371,12 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         )
         food_levels_drawn = jnp.minimum(food_levels_drawn, cap)
 
-        # Foods one at a time, each uniform among the allowed interior cells (what lbforaging's
-        # rejection sampling converges to): pick the k-th allowed cell with a cumulative sum.
-        inner_rows, inner_cols = rows - 2, cols - 2
-        cell_row = jnp.asarray(1 + np.arange(inner_rows * inner_cols) // inner_cols, jnp.int32)
-        cell_col = jnp.asarray(1 + np.arange(inner_rows * inner_cols) % inner_cols, jnp.int32)
-        allowed = jnp.ones((inner_rows * inner_cols,), jnp.bool_)
-        for i in range(n):
-            allowed &= (cell_row != agent_positions[i, 0]) | (cell_col != agent_positions[i, 1])
-        food_positions, food_levels = [], []
-        for f in range(num_food):
-            count = jnp.sum(allowed.astype(jnp.int32))
-            k = jnp.minimum(jnp.floor(u_food[f] * count.astype(jnp.float32)).astype(jnp.int32), count - 1)
-            index = jnp.argmax(jnp.cumsum(allowed.astype(jnp.int32)) > k)
-            placed = count > 0
-            row, col = cell_row[index], cell_col[index]
-            food_positions.append(jnp.stack([row, col]))
-            food_levels.append(jnp.where(placed, food_levels_drawn[f], 0))
-            if f + 1 < num_food:
-                d_row, d_col = jnp.abs(cell_row - row), jnp.abs(cell_col - col)
-                near = jnp.where(
-                    d_row == 0, d_col <= 2, jnp.where(d_col == 0, d_row <= 2, (d_row <= 1) & (d_col <= 1))
-                )
-                allowed &= ~near
+        if self._food_candidates:
+            food_positions, food_levels = self._spawn_food_by_rejection(
+                key, agent_positions, food_levels_drawn
+            )
+        else:
+            food_positions, food_levels = self._spawn_food_exactly(u_food, agent_positions, food_levels_drawn)
         food_level_array = jnp.stack(food_levels).astype(jnp.int32)
         state = LevelBasedForagingState(
             agent_positions=agent_positions,
@@ -378,6 +390,62 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         # (observation, auto-reset selects); the barrier makes it compute the state once.
         state = jax.lax.optimization_barrier(state)
         return self.get_obs(state), state
+
+    def _spawn_food_exactly(
+        self, u_food: jax.Array, agent_positions: jax.Array, levels: jax.Array
+    ) -> tuple[list[jax.Array], list[jax.Array]]:
+        """Foods one at a time, each uniform among the allowed interior cells (what lbforaging's
+        rejection sampling converges to): the k-th allowed cell, by a cumulative sum."""
+        inner_rows, inner_cols = self.rows - 2, self.cols - 2
+        cell_row = jnp.asarray(1 + np.arange(inner_rows * inner_cols) // inner_cols, jnp.int32)
+        cell_col = jnp.asarray(1 + np.arange(inner_rows * inner_cols) % inner_cols, jnp.int32)
+        allowed = jnp.ones((inner_rows * inner_cols,), jnp.bool_)
+        for i in range(self.num_agents):
+            allowed &= (cell_row != agent_positions[i, 0]) | (cell_col != agent_positions[i, 1])
+        food_positions: list[jax.Array] = []
+        food_levels: list[jax.Array] = []
+        for f in range(self.max_num_food):
+            count = jnp.sum(allowed.astype(jnp.int32))
+            k = jnp.minimum(jnp.floor(u_food[f] * count.astype(jnp.float32)).astype(jnp.int32), count - 1)
+            index = jnp.argmax(jnp.cumsum(allowed.astype(jnp.int32)) > k)
+            row, col = cell_row[index], cell_col[index]
+            food_positions.append(jnp.stack([row, col]))
+            food_levels.append(jnp.where(count > 0, levels[f], 0))
+            if f + 1 < self.max_num_food:
+                allowed &= ~_near_food(cell_row, cell_col, row, col)
+        return food_positions, food_levels
+
+    def _spawn_food_by_rejection(
+        self, key: jax.Array, agent_positions: jax.Array, levels: jax.Array
+    ) -> tuple[list[jax.Array], list[jax.Array]]:
+        """Foods one at a time, each the first allowed one of K uniform interior candidates.
+
+        Used on large grids, where a pass over every cell per food costs more than K
+        candidates; K is chosen at construction so that all K are rejected with probability
+        below 1e-6 even on the most crowded grid the settings allow (the slot then stays
+        empty, as it does when lbforaging runs out of attempts).
+        """
+        inner_cols = self.cols - 2
+        candidates = self._food_candidates
+        u = fast_random.uniform(key, (self.max_num_food, candidates), stream=5, vector=True)
+        index = jnp.floor(u * ((self.rows - 2) * inner_cols)).astype(jnp.int32)
+        cand_row, cand_col = 1 + index // inner_cols, 1 + index % inner_cols  # (F, K)
+        food_positions: list[jax.Array] = []
+        food_levels: list[jax.Array] = []
+        placed: list[jax.Array] = []
+        for f in range(self.max_num_food):
+            row, col = cand_row[f], cand_col[f]
+            ok = jnp.all(
+                (row[:, None] != agent_positions[None, :, 0]) | (col[:, None] != agent_positions[None, :, 1]),
+                -1,
+            )
+            for g in range(f):
+                ok &= ~(_near_food(row, col, food_positions[g][0], food_positions[g][1]) & placed[g])
+            first = jnp.argmax(ok)
+            food_positions.append(jnp.stack([row[first], col[first]]))
+            placed.append(ok[first])
+            food_levels.append(jnp.where(ok[first], levels[f], 0))
+        return food_positions, food_levels
 
     def step_env(
         self,
