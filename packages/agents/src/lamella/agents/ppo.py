@@ -180,7 +180,7 @@ class PPOConfig:
 def make_actor_critic(config: PPOConfig, action_space: spaces.Space) -> ActorCritic:
     """PPO's network as an :class:`~lamella.agents.actor_critic.ActorCritic`: the one place
     where ``config.recurrent`` matters (the rest of PPO only sees the protocol)."""
-    common = {
+    common: dict[str, Any] = {
         "torso": config.torso,
         "hidden_sizes": tuple(config.hidden_sizes),
         "activation": config.activation,
