@@ -101,3 +101,22 @@ def test_clipped_value_loss_keeps_larger_error(maybe_jit):
     np.testing.assert_allclose(loss, 0.5 * np.mean([3.24, 1.0]), rtol=1e-6)
     plain = maybe_jit(losses.clipped_value_loss, static_argnames="clip")(value, old, target, 0.2, clip=False)
     np.testing.assert_allclose(plain, 0.5 * np.mean([1.0, 1.0]), rtol=1e-6)
+
+
+def test_gae_takes_time_major_batches_with_any_trailing_axes(maybe_jit):
+    """(T, envs, agents): each trailing entry is its own stream, equal to the hand-computed loop."""
+    rng = np.random.default_rng(0)
+    shape = (6, 3, 2)
+    r, v, v_next = (rng.normal(size=shape).astype(np.float32) for _ in range(3))
+    terminated = rng.random(shape) < 0.2
+    done = terminated | (rng.random(shape) < 0.2)
+    adv, ret = maybe_jit(losses.gae_advantages)(r, v, v_next, terminated, done, GAMMA, LAMBDA)
+    assert adv.shape == shape
+    for env in range(3):
+        for agent in range(2):
+            stream = (slice(None), env, agent)
+            expected = gae_by_hand(r[stream], v[stream], v_next[stream], terminated[stream], done[stream])
+            np.testing.assert_allclose(adv[stream], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ret, np.asarray(adv) + v, rtol=1e-6)
+    with pytest.raises(ValueError, match="time axis"):
+        losses.gae_advantages(*(jnp.zeros(()) for _ in range(5)), GAMMA, LAMBDA)

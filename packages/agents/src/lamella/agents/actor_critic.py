@@ -79,19 +79,24 @@ def feedforward_actor_critic(network: nn.Module) -> ActorCritic:
         return network.init(key, jnp.zeros((1, *jnp.shape(obs_example)[1:]), jnp.float32))
 
     def step(params: Any, memory: Any, obs: jax.Array, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
-        dist, value = network.apply(params, obs)
+        out: Any = network.apply(params, obs)
+        dist, value = out
         return memory, dist, value
 
     def evaluate_actions(
         params: Any, memory: Any, obs: jax.Array, reset: jax.Array, raw_action: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        dist, value = network.apply(params, obs)
+        out: Any = network.apply(params, obs)
+        dist, value = out
         return dist.log_prob(raw_action), value, dist.entropy()
 
     def value(params: Any, memory: Any, obs: jax.Array) -> jax.Array:
-        if value_method is not None:
-            return network.apply(params, obs, method=value_method)
-        return network.apply(params, obs)[1]
+        out: Any = (
+            network.apply(params, obs, method=value_method)
+            if value_method is not None
+            else network.apply(params, obs)[1]
+        )
+        return out
 
     return ActorCritic(init, lambda batch_size: (), step, evaluate_actions, value, recurrent=False)
 
@@ -110,13 +115,15 @@ def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], A
         return network.init(key, initial_memory(1), (obs, jnp.zeros((1, 1), bool)))
 
     def step(params: Any, memory: Any, obs: jax.Array, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
-        memory, (dist, value) = network.apply(params, memory, (obs[None], reset[None]))
+        out: Any = network.apply(params, memory, (obs[None], reset[None]))
+        memory, (dist, value) = out
         return memory, jax.tree.map(lambda x: x[0], dist), value[0]
 
     def evaluate_actions(
         params: Any, memory: Any, obs: jax.Array, reset: jax.Array, raw_action: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        _, (dist, value) = network.apply(params, memory, (obs, reset))
+        out: Any = network.apply(params, memory, (obs, reset))
+        _, (dist, value) = out
         return dist.log_prob(raw_action), value, dist.entropy()
 
     def value(params: Any, memory: Any, obs: jax.Array) -> jax.Array:

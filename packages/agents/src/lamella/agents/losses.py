@@ -140,9 +140,11 @@ def ppo_loss(
             value, entropy)``).
         params: the parameters being optimised.
         memory: the memory before the first step (``()`` for feed-forward networks).
-        obs, reset, raw_action: the minibatch, leading axes ``(T, B)``.
-        old_log_prob, old_value: float32 ``(T, B)`` from the policy that collected it.
-        advantage, target: float32 ``(T, B)`` GAE advantages and value targets.
+        obs, reset, raw_action: the minibatch, leading axes ``(T, B)`` (a recurrent network;
+            a feed-forward one takes any leading axes).
+        old_log_prob, old_value: float32, the same leading axes, from the policy that
+            collected it.
+        advantage, target: float32, the same leading axes: GAE advantages and value targets.
         clip_eps: ratio (and value) clipping range.
         vf_coef: weight of the value loss.
         ent_coef: weight of the entropy bonus.

@@ -1,13 +1,20 @@
 """Proximal Policy Optimisation (Schulman et al. 2017), feed-forward and recurrent.
 
 ``make_ppo_runner(PPOConfig(...))`` builds a :class:`~lamella.agents.runner.Runner`
-whose ``step`` collects ``num_steps`` steps from ``num_envs`` auto-resetting envs
-and runs ``num_epochs`` epochs of ``num_minibatches`` minibatch updates on them,
-all inside one compiled function::
+whose ``step`` collects ``num_steps`` steps from ``num_envs`` envs and runs
+``num_epochs`` epochs of ``num_minibatches`` minibatch updates on them, all inside
+one compiled function::
 
     runner = make_ppo_runner(PPOConfig(env_id="CartPole-v1"))
+    runner = make_ppo_runner(config, env=my_env, env_params=my_params)  # any env object
     train = jax.jit(jax.vmap(make_train(runner)))
     state, metrics = train(jax.random.split(jax.random.key(0), 3))
+
+It is assembled from public pieces that other runners reuse: the rollout collector
+(:func:`lamella.agents.rollout.make_rollout`), the network as an
+:class:`~lamella.agents.actor_critic.ActorCritic` (feed-forward or recurrent: chosen
+once, in :func:`make_actor_critic`), :func:`lamella.agents.losses.gae_advantages`, and
+the update :func:`lamella.agents.ppo_update.make_ppo_update`.
 
 What it does: truncation-correct GAE (a truncated step bootstraps from the
 value of ``info["final_observation"]``, a terminated one from 0), the clipped
@@ -180,7 +187,7 @@ class PPOConfig:
 def make_actor_critic(config: PPOConfig, action_space: spaces.Space) -> ActorCritic:
     """PPO's network as an :class:`~lamella.agents.actor_critic.ActorCritic`: the one place
     where ``config.recurrent`` matters (the rest of PPO only sees the protocol)."""
-    common = {
+    common: dict[str, Any] = {
         "torso": config.torso,
         "hidden_sizes": tuple(config.hidden_sizes),
         "activation": config.activation,

@@ -9,9 +9,10 @@ the batch axis, a population under ``jax.vmap``)::
     batch = ppo_batch(transitions, advantage, target)          # time-major (T, B, ...)
     params, opt_state, metrics = update(params, opt_state, batch, key)
 
-A feed-forward network's minibatches are shuffled steps; a recurrent one's are whole env
-sequences (shuffled envs, time kept, starting from the memory the rollout started from), so the
-update recomputes exactly the distributions the rollout acted with before its first step.
+A feed-forward network's minibatches are shuffled steps (one leading axis: feed-forward
+networks take any leading axes); a recurrent one's are whole env sequences (shuffled envs,
+time kept, starting from the memory the rollout started from), so the update recomputes
+exactly the distributions the rollout acted with before its first step.
 """
 
 from __future__ import annotations
@@ -156,9 +157,10 @@ def make_ppo_update(
         size = total // num_minibatches
 
         def shuffle(x: jax.Array) -> jax.Array:
+            # Flat minibatches (num_minibatches, size, ...): a feed-forward network takes any
+            # leading axes, and a 2-D matrix product is cheaper to differentiate than a 3-D one.
             x = x.reshape((total, *x.shape[2:]))[order]
-            # A sequence of one step per minibatch entry: (num_minibatches, T=1, size, ...).
-            return x.reshape((num_minibatches, 1, size, *x.shape[1:]))
+            return x.reshape((num_minibatches, size, *x.shape[1:]))
 
         return jax.tree.map(shuffle, batch.replace(memory=())).replace(memory=())
 
