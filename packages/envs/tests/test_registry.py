@@ -1,3 +1,5 @@
+import functools
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -89,6 +91,21 @@ def test_register_and_make_custom_env(walk_id):
     assert bool(terminated) and float(reward) == 0.0 and int(obs) == 0
     assert int(info["final_observation"]) == 4
     le.testing.check_env(le.make(walk_id, autoreset=False)[0], num_steps=8, num_envs=2)
+
+
+def test_variants_are_made_but_left_out_of_the_main_list(walk_id):
+    le.register("Walk-long-v0", functools.partial(Walk, size=9), variant=True)
+    try:
+        assert "Walk-long-v0" in le.registered()
+        assert "Walk-long-v0" not in le.registered(variants=False)
+        assert walk_id in le.registered(variants=False)
+        assert le.make("Walk-long-v0")[0].unwrapped.size == 9
+    finally:
+        le.registry._REGISTRY.pop("Walk-long-v0")
+        le.registry._VARIANTS.discard("Walk-long-v0")
+    # lbforaging's 1920 sizes are variants; the main list keeps a few of them for demo/animate.
+    main = [env_id for env_id in le.registered(variants=False) if env_id.startswith("Foraging")]
+    assert set(main) == set(le.multi_agent.lbf.MAIN_IDS), main
 
 
 def test_overrides_go_to_params_or_constructor(walk_id):

@@ -90,7 +90,7 @@ def demo(
     import lamella.envs as le
 
     rows = []
-    for env_id in env_ids or le.registered():
+    for env_id in env_ids or le.registered(variants=False):
         env, params = le.make(env_id)
         action_space = env.action_space(params)
 
@@ -196,7 +196,7 @@ def animate_envs(env_ids: list[str] | None = None, out_dir: str = "runs/gifs", s
 
     if not env_ids:
         first_of_family: dict[str, str] = {}
-        for env_id in le.registered():
+        for env_id in le.registered(variants=False):
             env, _ = le.make(env_id, autoreset=False)
             first_of_family.setdefault(env_family(env), env_id)
         env_ids = sorted(first_of_family.values())
@@ -225,7 +225,7 @@ def _register_animate(subparsers: Any) -> None:
     def run(args: Any) -> None:
         import lamella.envs as le
 
-        animate_envs(le.registered() if args.all else args.env_ids, args.out_dir, args.seed)
+        animate_envs(le.registered(variants=False) if args.all else args.env_ids, args.out_dir, args.seed)
 
     parser.set_defaults(func=run)
 

@@ -13,6 +13,10 @@ from lamella.envs.environment import Environment
 __all__ = ["make", "register", "registered"]
 
 _REGISTRY: dict[str, Callable[..., Environment[Any, Any]]] = {}
+# Ids registered as option variants of another id (lbforaging's 1920 sizes, say): makeable and
+# listed by registered(), but left out of registered(variants=False), which `lamella demo` and
+# `lamella animate` walk.
+_VARIANTS: set[str] = set()
 _BUILTIN_REGISTERED = False
 
 
@@ -26,11 +30,19 @@ def _ensure_builtin() -> None:
         _register_builtin()
 
 
-def register(env_id: str, factory: Callable[..., Environment[Any, Any]], *, overwrite: bool = False) -> None:
+def register(
+    env_id: str,
+    factory: Callable[..., Environment[Any, Any]],
+    *,
+    overwrite: bool = False,
+    variant: bool = False,
+) -> None:
     """Register ``factory`` (a class or function returning a bare env) under ``env_id``.
 
     Keyword arguments that :func:`make` receives and that are not fields of the
     env's params are passed to ``factory`` (static settings such as sizes).
+    ``variant=True`` marks an id as one setting of a family whose main ids are registered
+    without it: it is made like any other id but left out of ``registered(variants=False)``.
     """
     _ensure_builtin()
     if not isinstance(env_id, str) or not env_id:
@@ -40,12 +52,16 @@ def register(env_id: str, factory: Callable[..., Environment[Any, Any]], *, over
     if env_id in _REGISTRY and not overwrite and _REGISTRY[env_id] is not factory:
         raise ValueError(f"{env_id!r} is already registered; pass overwrite=True to replace it.")
     _REGISTRY[env_id] = factory
+    if variant:
+        _VARIANTS.add(env_id)
+    else:
+        _VARIANTS.discard(env_id)
 
 
-def registered() -> list[str]:
-    """All registered ids, sorted."""
+def registered(variants: bool = True) -> list[str]:
+    """All registered ids, sorted; ``variants=False`` leaves out ids registered as variants."""
     _ensure_builtin()
-    return sorted(_REGISTRY)
+    return sorted(env_id for env_id in _REGISTRY if variants or env_id not in _VARIANTS)
 
 
 def _factory_kwargs(factory: Callable[..., Any]) -> set[str] | None:

@@ -65,7 +65,23 @@ def env_ids() -> list[str]:
     return [env_id for env_id, _ in _id_and_kwargs()]
 
 
+# The ids Mava and the LBF papers report on; every other size is registered as a variant, so
+# `lamella demo` and `lamella animate` walk these few instead of all 1920.
+MAIN_IDS = (
+    "Foraging-8x8-2p-2f-v3",
+    "Foraging-8x8-2p-2f-coop-v3",
+    "Foraging-2s-8x8-2p-2f-coop-v3",
+    "Foraging-10x10-3p-3f-v3",
+    "Foraging-2s-10x10-3p-3f-v3",
+    "Foraging-15x15-4p-3f-v3",
+)
+
+
 def register_all(register: Callable[..., Any]) -> None:
-    """Register every ``Foraging-...-v3`` id with ``register`` (``lamella.envs.register``)."""
+    """Register every ``Foraging-...-v3`` id with ``register`` (``lamella.envs.register``).
+
+    The ids of :data:`MAIN_IDS` are registered as main ids, the others as variants
+    (``lamella.envs.registered(variants=False)`` leaves them out).
+    """
     for env_id, factory in _factories().items():
-        register(env_id, factory)
+        register(env_id, factory, variant=env_id not in MAIN_IDS)
