@@ -14,7 +14,8 @@ import pytest
 
 import lamella.envs as le
 from lamella.envs import classic_control as cc
-from lamella.envs.testing import check_env
+from lamella.envs.testing import assert_parity_coverage, check_env
+from lamella.envs.wrappers import AutoReset
 
 ENV_IDS = ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"]
 NUM_TRANSITIONS = 2000
@@ -106,9 +107,10 @@ SPECS = {
 }
 
 
-def _to_lamella(spec: Spec, states: np.ndarray) -> Any:
+def _to_lamella(spec: Spec, states: np.ndarray, times: np.ndarray | None = None) -> Any:
     columns = [jnp.asarray(states[:, i], jnp.float32) for i in range(spec.state_dim)]
-    return spec.state_cls(*columns, jnp.zeros(states.shape[0], jnp.int32))
+    times = np.zeros(states.shape[0], np.int32) if times is None else times
+    return spec.state_cls(*columns, jnp.asarray(times, jnp.int32))
 
 
 def _sample_actions(env_id: str, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -184,21 +186,30 @@ def _reference_transitions(env_id: str) -> dict[str, np.ndarray]:
     states = np.concatenate(parts).astype(np.float32).astype(np.float64)
     actions = _sample_actions(env_id, rng, NUM_TRANSITIONS)
 
-    gym_env = gymnasium.make(env_id).unwrapped
-    gym_env.reset(seed=0)
+    # Every 16th state starts one step before gymnasium's time limit: its TimeLimit wrapper (the
+    # one gymnasium.make adds) decides truncation, set to the same elapsed steps.
+    limit = gymnasium.spec(env_id).max_episode_steps
+    times = np.where(np.arange(NUM_TRANSITIONS) % 16 == 15, limit - 1, 0).astype(np.int32)
+    wrapped = gymnasium.make(env_id)
+    wrapped.reset(seed=0)
+    time_limit = wrapped
+    while not isinstance(time_limit, gymnasium.wrappers.TimeLimit):
+        time_limit = time_limit.env
+    gym_env = wrapped.unwrapped
     twin = gymnasium.make(env_id).unwrapped
     twin.reset(seed=0)
     twin.min_position = -math.inf
-    obs, rewards, terminated, margins = [], [], [], []
-    for state, action in zip(states, actions):
+    obs, rewards, terminated, truncated, margins = [], [], [], [], []
+    for state, action, t in zip(states, actions, times):
         gym_env.state = state.copy()
         gym_env.steps_beyond_terminated = None  # CartPole: every call is a fresh first step
+        time_limit._elapsed_steps = int(t)
         a = _gym_action(env_id, action)
-        o, r, term, trunc, _ = gym_env.step(a)
-        assert not trunc
+        o, r, term, trunc, _ = wrapped.step(a)
         obs.append(np.asarray(o, np.float64))
         rewards.append(float(r))
         terminated.append(bool(term))
+        truncated.append(bool(trunc))
         margins.append(_threshold_margin(env_id, gym_env, twin, state, a))
     return {
         "states": states,
@@ -206,6 +217,8 @@ def _reference_transitions(env_id: str) -> dict[str, np.ndarray]:
         "obs": np.stack(obs),
         "rewards": np.asarray(rewards),
         "terminated": np.asarray(terminated),
+        "truncated": np.asarray(truncated),
+        "times": times,
         "margins": np.asarray(margins),
     }
 
@@ -228,6 +241,23 @@ def batch_step(env_id: str) -> Any:
         key = jax.random.key(0)
         _BATCH_STEPS[env_id] = jax.jit(jax.vmap(lambda s, a: env.step(key, s, a, params)))
     return _BATCH_STEPS[env_id]
+
+
+_AUTO_RESET_STEPS: dict[str, Any] = {}
+
+
+def auto_reset_step(env_id: str) -> Any:
+    """Jitted, vmapped ``AutoReset`` step: (returned obs, final observation, a fresh reset's obs)."""
+    if env_id not in _AUTO_RESET_STEPS:
+        env, params = le.make(env_id, autoreset=False)
+        auto, key = AutoReset(env), jax.random.key(0)
+
+        def step(state: Any, action: Any) -> Any:
+            obs, _, _, _, _, info = auto.step(key, state, action, params)
+            return obs, info["final_observation"], env.reset(key, params)[0]
+
+        _AUTO_RESET_STEPS[env_id] = jax.jit(jax.vmap(step))
+    return _AUTO_RESET_STEPS[env_id]
 
 
 # Tests -----------------------------------------------------------------------------------
@@ -265,18 +295,26 @@ def test_parity_with_gymnasium(env_id: str) -> None:
     comparison; the test requires at most 2 of them per 2000 (expected: 0).
     Terminated flags must match exactly on every other transition, and at least
     5% of the sampled transitions terminate (except Pendulum, which never does).
+
+    Every 16th state starts one step before the time limit, where gymnasium's TimeLimit
+    wrapper (set to the same elapsed steps) truncates; truncated must match. The same
+    transitions go through lamella's AutoReset, whose final observation must match gymnasium's
+    and whose returned observation is a fresh reset's where the episode ended; the compared
+    transitions must include terminations, truncations, auto-resets and non-zero rewards.
     """
     spec = SPECS[env_id]
     ref = _reference_transitions(env_id)
-    obs, _, reward, terminated, truncated, _ = batch_step(env_id)(
-        _to_lamella(spec, ref["states"]), jnp.asarray(ref["actions"])
-    )
-    obs, reward, terminated = (
+    states, actions = _to_lamella(spec, ref["states"], ref["times"]), jnp.asarray(ref["actions"])
+    obs, _, reward, terminated, truncated, _ = batch_step(env_id)(states, actions)
+    auto_obs, final_obs, reset_obs = auto_reset_step(env_id)(states, actions)
+    obs, reward, terminated, truncated = (
         np.asarray(obs, np.float64),
         np.asarray(reward, np.float64),
         np.asarray(terminated),
+        np.asarray(truncated),
     )
-    assert not np.any(np.asarray(truncated))
+    # Truncation is gymnasium's TimeLimit's, at the same elapsed steps; it never depends on physics.
+    np.testing.assert_array_equal(truncated, ref["truncated"])
 
     ambiguous = ref["margins"] <= spec.atol
     assert ambiguous.sum() <= 2, f"{ambiguous.sum()} transitions within float32 rounding of a threshold"
@@ -285,6 +323,20 @@ def test_parity_with_gymnasium(env_id: str) -> None:
     np.testing.assert_allclose(reward[keep], ref["rewards"][keep], atol=spec.atol, rtol=spec.rtol)
     np.testing.assert_array_equal(terminated[keep], ref["terminated"][keep])
     assert ref["terminated"].mean() >= spec.min_terminal_fraction, ref["terminated"].mean()
+    # Through AutoReset (make's default): the final observation is the reference's, the returned
+    # one a fresh reset's (same key) where the episode ended and the bare step's elsewhere.
+    np.testing.assert_allclose(np.asarray(final_obs)[keep], ref["obs"][keep], atol=spec.atol, rtol=spec.rtol)
+    ended = terminated | truncated
+    np.testing.assert_array_equal(np.asarray(auto_obs)[ended], np.asarray(reset_obs)[ended])
+    np.testing.assert_array_equal(np.asarray(auto_obs)[~ended], np.asarray(obs, np.float32)[~ended])
+    assert_parity_coverage(
+        env_id,
+        terminated=ref["terminated"][keep],
+        truncated=ref["truncated"][keep],
+        reward=ref["rewards"][keep],
+        auto_reset=(ref["terminated"] | ref["truncated"])[keep],
+        never_terminates=None if spec.boundary_low is not None else "Pendulum has no terminal state",
+    )
 
 
 MAX_STEPS = {

@@ -10,7 +10,7 @@ import pytest
 import lamella.envs as le
 from lamella.envs.classic_control import CartPole
 from lamella.envs.goal import DEFAULT_WALLS, GMazeGoalDubins, GMazeParams, GoalConditioned, dubins_move
-from lamella.envs.testing import check_env
+from lamella.envs.testing import assert_parity_coverage, check_env
 
 GOAL_IDS = [
     "GMazeDubins-v0",
@@ -85,13 +85,28 @@ def test_dubins_dynamics_match_reference():
     steers = rng.uniform(-1.2, 1.2, n).astype(np.float32)
     params = MAZE
     ours = np.asarray(jax.jit(jax.vmap(lambda p, a: dubins_move(p, a, params)))(positions, steers))
+    # The same transitions as whole steps of GMazeDubinsWalls-v0 through AutoReset (make's default);
+    # every 16th starts one step before gym-gmazes' max_episode_steps (70).
+    env, env_params = le.make("GMazeDubinsWalls-v0")
+    times = np.where(np.arange(n) % 16 == 15, 69, 0).astype(np.int32)
+    _, state = env.reset(jax.random.key(0), env_params)
+    states = jax.vmap(lambda p, t: state.replace(position=p, time=t))(
+        jnp.asarray(positions), jnp.asarray(times)
+    )
+    step = jax.jit(jax.vmap(lambda s, a: env.step(jax.random.key(0), s, a, env_params)))
+    env_obs, _, env_reward, env_terminated, env_truncated, info = step(states, jnp.asarray(steers)[:, None])
+    reset_obs = np.asarray(env.reset(jax.random.key(0), env_params)[0])
+    ref_reward, ref_truncated, keep = [], times + 1 == 70, []
     blocked = compared = ambiguous = 0
     for i in range(n):
         steer = np.clip(steers[i], -1, 1)  # the deliberate difference; equal to steers[i] for 4/5
         expected, margin = _reference_move(positions[i], steer, DEFAULT_WALLS.astype(np.float64))
         if margin < 1e-4:
             ambiguous += 1
+            keep.append(False)
             continue
+        keep.append(True)
+        ref_reward.append(float(expected[0] > 0.5 and expected[1] > 0.5))  # default_reward_fun
         compared += 1
         blocked += int(np.allclose(expected[:2], positions[i, :2]))
         heading_error = (ours[i, 2] - expected[2] + 1.0) % 2.0 - 1.0  # headings wrap at +-1
@@ -100,6 +115,23 @@ def test_dubins_dynamics_match_reference():
     assert ambiguous < 20, ambiguous
     assert blocked > 50, "the sample must include moves blocked by walls"
     assert (np.abs(steers) <= 1).sum() > n // 2, "most of the sample needs no clipping"
+    keep = np.asarray(keep)
+    np.testing.assert_array_equal(np.asarray(env_reward)[keep], ref_reward)
+    np.testing.assert_array_equal(np.asarray(env_truncated), ref_truncated)
+    assert not np.any(np.asarray(env_terminated))
+    np.testing.assert_allclose(np.asarray(info["final_observation"]), ours, atol=1e-6)
+    np.testing.assert_array_equal(
+        np.asarray(env_obs)[ref_truncated], np.broadcast_to(reset_obs, (ref_truncated.sum(), 3))
+    )
+    np.testing.assert_allclose(np.asarray(env_obs)[~ref_truncated], ours[~ref_truncated], atol=1e-6)
+    assert_parity_coverage(
+        "GMazeDubinsWalls-v0",
+        terminated=np.zeros(compared, bool),
+        truncated=ref_truncated[keep],
+        reward=np.asarray(ref_reward),
+        auto_reset=ref_truncated[keep],
+        never_terminates="gym-gmazes' GMazeDubins has no terminal state (terminated is all False)",
+    )
 
 
 def test_dubins_steering_clip_is_the_only_difference():

@@ -21,7 +21,8 @@ import pytest
 
 import lamella.envs as le
 from lamella.envs import misc
-from lamella.envs.testing import check_env
+from lamella.envs.testing import assert_parity_coverage, check_env
+from lamella.envs.wrappers import AutoReset
 
 gymnax = pytest.importorskip("gymnax")
 
@@ -102,6 +103,10 @@ def _box(low: float, high: float, dim: int) -> Callable[[jax.Array, int], jax.Ar
     return lambda key, size: jax.random.uniform(key, (size, dim), minval=low, maxval=high)
 
 
+NO_TERMINAL = "the env has no terminal state (gymnax's is_terminated is always False)"
+TRUNCATE_EVERY = 16  # every 16th compared state starts one step before the time limit
+
+
 def run_parity(
     env_id: str,
     copy_state: Callable[[Any], Any],
@@ -111,6 +116,8 @@ def run_parity(
     compare_mask: Callable[[Any, Any], Any] | None = None,
     atol: float = 0.0,
     rollout_params: dict[str, Any] | None = None,
+    prepare: Callable[[Any, Any, Any], tuple[Any, Any]] | None = None,
+    **coverage: str,
 ) -> dict[str, Any]:
     """One step of gymnax and lamella from the same states and actions; returns both sides' outputs.
 
@@ -118,6 +125,13 @@ def run_parity(
     gymnax's params in the rollout that supplies the states;
     ``compare_mask(gymnax_state, gymnax_next_state)`` limits the next-state/obs/terminated
     comparison to the transitions where it is True (rewards are always compared).
+    Every ``TRUNCATE_EVERY``-th state is moved to one step before the time limit, so
+    truncation is compared; ``prepare(genv, states, actions)`` may move states and actions
+    further (e.g. next to a goal). The lamella step is also taken through ``AutoReset``: its
+    final observation must equal gymnax's observation, its returned observation lamella's
+    bare step's, or a fresh reset's (same key) where the episode ended. The compared
+    transitions must cover terminations, truncations, auto-resets and non-zero rewards
+    (:func:`assert_parity_coverage`; ``coverage`` passes its reasons).
     """
     make_kwargs = make_kwargs or {}
     states = _gymnax_states(env_id, make_kwargs, actions, rollout_params)
@@ -129,6 +143,15 @@ def run_parity(
     n = jax.tree.leaves(states)[0].shape[0]
     acts = actions(jax.random.key(9), n)
     keys = jax.random.split(jax.random.key(10), n)
+    max_steps = getattr(gparams, "max_steps_in_episode", None)
+    if max_steps is not None:
+        near_limit = jnp.arange(n) % TRUNCATE_EVERY == TRUNCATE_EVERY - 1
+        states = states.replace(
+            time=jnp.where(near_limit, max_steps - 1, states.time).astype(states.time.dtype)
+        )
+    if prepare is not None:
+        states, acts = prepare(genv, states, acts)
+    auto = AutoReset(env)
 
     def gymnax_step(key: jax.Array, state: Any, action: Any) -> Any:
         obs, next_state, reward, done, info = genv.step_env(key, state, action, gparams)
@@ -136,10 +159,14 @@ def run_parity(
 
     def lamella_step(key: jax.Array, state: Any, action: Any) -> Any:
         obs, next_state, reward, terminated, truncated, _ = env.step(key, copy_state(state), action, lparams)
-        return obs, next_state, reward, terminated, truncated
+        auto_obs, _, _, _, _, info = auto.step(key, copy_state(state), action, lparams)
+        reset_obs = env.reset(key, lparams)[0]
+        return obs, next_state, reward, terminated, truncated, auto_obs, info["final_observation"], reset_obs
 
     g_obs, g_next, g_reward, g_done, g_trunc = jax.jit(jax.vmap(gymnax_step))(keys, states, acts)
-    l_obs, l_next, l_reward, l_term, l_trunc = jax.jit(jax.vmap(lamella_step))(keys, states, acts)
+    l_obs, l_next, l_reward, l_term, l_trunc, a_obs, a_final, a_reset = jax.jit(jax.vmap(lamella_step))(
+        keys, states, acts
+    )
     mask = np.ones(n, bool) if compare_mask is None else np.asarray(compare_mask(states, g_next))
     assert mask.sum() > n // 2, f"too few transitions compared: {mask.sum()} of {n}"
     np.testing.assert_allclose(np.asarray(l_reward), np.asarray(g_reward, np.float32), rtol=1e-5, atol=atol)
@@ -148,6 +175,21 @@ def run_parity(
     )
     np.testing.assert_array_equal(np.asarray(l_term)[mask], np.asarray(g_done)[mask], err_msg="terminated")
     np.testing.assert_array_equal(np.asarray(l_trunc), np.asarray(g_trunc), err_msg="truncated")
+    np.testing.assert_allclose(
+        np.asarray(a_final)[mask],
+        np.asarray(g_obs, np.float32)[mask],
+        rtol=1e-5,
+        atol=atol,
+        err_msg="final obs",
+    )
+    # Where the episode ended the wrapper returns a fresh reset, elsewhere the bare step's obs. Only
+    # where compared: a random step draws from a key the wrapper forks (MetaMaze's teleport, left
+    # out by its mask as for gymnax), so there the two steps may differ.
+    ended = (np.asarray(l_term) | np.asarray(l_trunc)) & mask
+    np.testing.assert_array_equal(
+        np.asarray(a_obs)[ended], np.asarray(a_reset)[ended], err_msg="auto-reset obs"
+    )
+    np.testing.assert_array_equal(np.asarray(a_obs)[mask & ~ended], np.asarray(l_obs)[mask & ~ended])
     expected_next = jax.jit(jax.vmap(copy_state))(g_next)
     for name, got, want in zip(
         [f.name for f in type(l_next).__dataclass_fields__.values()],
@@ -157,7 +199,34 @@ def run_parity(
         np.testing.assert_allclose(
             np.asarray(got)[mask], np.asarray(want)[mask], rtol=1e-5, atol=atol, err_msg=f"state.{name}"
         )
+    g_ended = np.asarray(g_done) | np.asarray(g_trunc)
+    assert_parity_coverage(
+        env_id,
+        terminated=np.asarray(g_done)[mask],
+        truncated=np.asarray(g_trunc)[mask],
+        reward=np.asarray(g_reward),
+        auto_reset=g_ended[mask],
+        **coverage,
+    )
     return {"mask": mask, "terminated": np.asarray(g_done), "reward": np.asarray(g_reward), "n": n}
+
+
+def lake_next_to_goal(genv: Any, states: Any, acts: Any) -> tuple[Any, Any]:
+    """FrozenLake: every 8th state moved left of the goal (the last cell of both maps, its left
+    neighbour frozen in both) with action 2 (right): random play rarely crosses the 8x8 lake."""
+    goal = genv.nrow * genv.ncol - 1
+    move = jnp.arange(acts.shape[0]) % 8 == 0
+    position = jnp.where(move, goal - 1, states.position).astype(states.position.dtype)
+    return states.replace(position=position), jnp.where(move, 2, acts).astype(acts.dtype)
+
+
+def next_to_goal(genv: Any, states: Any, acts: Any) -> tuple[Any, Any]:
+    """FourRooms: every 8th state moved to the free cell from which its action enters the goal."""
+    goal = states.goal
+    start = goal - genv.directions[acts]
+    free = jnp.asarray(genv.env_map)[start[:, 0], start[:, 1]].astype(bool)
+    move = (jnp.arange(acts.shape[0]) % 8 == 0) & free
+    return states.replace(pos=jnp.where(move[:, None], start, states.pos).astype(states.pos.dtype)), acts
 
 
 # State copies gymnax -> lamella (one env; vmapped by the harness) ------------------------
@@ -255,14 +324,24 @@ def copy_frozen_lake(s: Any) -> misc.FrozenLakeState:
 
 
 def test_parity_four_rooms() -> None:
-    out = run_parity("FourRooms-misc", copy_four_rooms, _discrete(4), params={"fail_prob": 0.0})
-    assert out["terminated"].any() or out["reward"].sum() == 0
+    # Random play never reaches the goal in 2048 transitions: every 8th state starts next to it.
+    out = run_parity(
+        "FourRooms-misc", copy_four_rooms, _discrete(4), params={"fail_prob": 0.0}, prepare=next_to_goal
+    )
+    assert out["terminated"].sum() >= 100, out["terminated"].sum()
 
 
 def test_parity_meta_maze() -> None:
     # Where the goal is reached, both sides teleport with their own random draw: compare the rest.
     not_reached = lambda s, g_next: g_next.last_reward < 5.0  # noqa: E731
-    out = run_parity("MetaMaze-misc", copy_meta_maze, _discrete(4), compare_mask=not_reached)
+    out = run_parity(
+        "MetaMaze-misc",
+        copy_meta_maze,
+        _discrete(4),
+        compare_mask=not_reached,
+        never_terminates="MetaMaze terminates only when the random teleport after reaching the goal "
+        "lands on the goal; both libraries draw it differently, so those transitions are masked out",
+    )
     assert (out["reward"] == 10.0).any(), "no transition reached the goal"
     assert not out["terminated"][out["mask"]].any()
 
@@ -276,6 +355,7 @@ def test_parity_point_robot(dense_reward: bool) -> None:
         _box(-0.2, 0.2, 2),  # beyond max_force, so clipping is exercised
         params={"center_init": True, "dense_reward": dense_reward},
         atol=1e-6,
+        never_terminates="reaching the goal restarts the robot within the episode (meta-RL); " + NO_TERMINAL,
     )
 
 
@@ -287,19 +367,27 @@ def test_parity_bernoulli_bandit() -> None:
         _discrete(2),
         params={"reward_prob": 0.0},
         rollout_params={"reward_prob": 0.0},
+        never_terminates="a bandit episode is a fixed number of pulls; " + NO_TERMINAL,
     )
 
 
 def test_parity_gaussian_bandit() -> None:
-    run_parity("GaussianBandit-misc", copy_gaussian, _discrete(2), params={"sigma_l": 0.0}, atol=1e-6)
+    run_parity(
+        "GaussianBandit-misc",
+        copy_gaussian,
+        _discrete(2),
+        params={"sigma_l": 0.0},
+        atol=1e-6,
+        never_terminates="a bandit episode is a fixed number of pulls; " + NO_TERMINAL,
+    )
 
 
 def test_parity_reacher() -> None:
-    run_parity("Reacher-misc", copy_reacher, _box(-1.0, 1.0, 2), atol=1e-5)
+    run_parity("Reacher-misc", copy_reacher, _box(-1.0, 1.0, 2), atol=1e-5, never_terminates=NO_TERMINAL)
 
 
 def test_parity_swimmer() -> None:
-    run_parity("Swimmer-misc", copy_swimmer, _box(-1.0, 1.0, 2), atol=1e-6)
+    run_parity("Swimmer-misc", copy_swimmer, _box(-1.0, 1.0, 2), atol=1e-6, never_terminates=NO_TERMINAL)
 
 
 def test_parity_pong() -> None:
@@ -310,7 +398,9 @@ def test_parity_pong() -> None:
 @pytest.mark.parametrize("map_name", ["4x4", "8x8"])
 def test_parity_frozen_lake(map_name: str) -> None:
     kwargs = {"map_name": map_name, "is_slippery": False}
-    out = run_parity("FrozenLake-misc", copy_frozen_lake, _discrete(4), make_kwargs=kwargs)
+    out = run_parity(
+        "FrozenLake-misc", copy_frozen_lake, _discrete(4), make_kwargs=kwargs, prepare=lake_next_to_goal
+    )
     assert out["terminated"].any()
 
 

@@ -159,13 +159,13 @@ def _check_leaf(env: Any, space: spaces.Space, action: Any, where: str) -> None:
     if wants_integer and not integral:
         raise EnvInputError(
             f"{label}: expected {where} in {_space_text(space)}, an integer; "
-            f"got {_describe(action)}. Cast it with action.astype(jnp.{np.dtype(space.dtype).name}) "
+            f"got {_describe(action)}. Cast it with action.astype({np.dtype(space.dtype).name}) "
             "(after rounding, if it comes from a continuous policy)."
         )
     if not wants_integer and not (floating or (integral and not jnp.issubdtype(dtype, jnp.bool_))):
         raise EnvInputError(
             f"{label}: expected {where} in {_space_text(space)}, real numbers; "
-            f"got {_describe(action)}. Cast it with action.astype(jnp.{np.dtype(space.dtype).name})."
+            f"got {_describe(action)}. Cast it with action.astype({np.dtype(space.dtype).name})."
         )
 
 
