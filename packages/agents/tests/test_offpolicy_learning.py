@@ -20,6 +20,7 @@ from lamella.agents.offpolicy import (
     TQCTrainConfig,
     make_offpolicy_runner,
 )
+from lamella.agents.offpolicy.presets import PRESETS
 from lamella.agents.testing import assert_threshold, learning_curves
 
 
@@ -62,22 +63,8 @@ def test_dqn_cartpole():
     and the last evaluation is >= 195 (measured: 500 and 500 at the end; DQN's greedy return
     on CartPole oscillates between evaluations, hence the best-evaluation criterion).
     """
-    config = DQNTrainConfig(
-        env_id="CartPole-v1",
-        total_timesteps=50_000,
-        num_envs=4,
-        rollout_steps=500,
-        hidden_sizes=(256, 256),
-        learning_rate=2.3e-3,
-        target_update_period=128,
-        exploration_steps=8000,
-        epsilon_end=0.04,
-        learning_starts=1000,
-        batch_size=64,
-        buffer_size=50_000,
-        eval_episodes=10,
-        updates_per_step=2,
-    )
+    config = PRESETS["dqn"]["CartPole-v1"]  # `lamella train dqn` runs exactly this test's settings
+    assert isinstance(config, DQNTrainConfig) and config.eval_episodes == 10
     evaluations = train_with_evaluations(config)
     assert_threshold(evaluations.max(axis=1), 475, "DQN CartPole best greedy return")
     assert_threshold(evaluations[:, -1], 195, "DQN CartPole last greedy return")
