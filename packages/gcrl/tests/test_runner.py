@@ -18,6 +18,14 @@ from lamella.gcrl import SACTrainConfig, make_her_batch_sampler, make_offpolicy_
 NO_LEARNING = dict(hidden_sizes=(8,), learning_starts=10**9, batch_size=8, eval_episodes=2)
 
 
+def test_importing_lamella_gcrl_registers_nothing():
+    from lamella.agents.algorithms import algorithm_entries
+    from lamella.agents.config import registered_algorithms
+
+    assert registered_algorithms() == []
+    assert {e.package for e in algorithm_entries()} == {"lamella-agents"}  # gcrl adds no algorithm
+
+
 def test_her_is_this_packages_sampler_found_by_entry_point():
     config = SACTrainConfig(env_id="PointRobotGoal-v0", her=True)
     assert plugins.sampler_available("her")

@@ -176,7 +176,7 @@ def evaluate_agent(
         key_loop,
     )
     # The success flags ride in the carry only when asked for, so other evaluations compile as before.
-    extra0 = (zeros,) if success else ()
+    extra0: tuple[jax.Array, ...] = (zeros,) if success else ()
 
     def cond(carry: tuple[Any, ...]) -> jax.Array:
         finished, t = carry[0][6], carry[0][7]
@@ -206,6 +206,7 @@ def evaluate_agent(
         return (obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key), extra
 
     out, extra = jax.lax.while_loop(cond, body, (carry0, extra0))
+    extra = tuple(extra)
     metrics = {"episode_return": out[4], "episode_length": out[5]}
     if success:
         metrics["success"] = extra[0]

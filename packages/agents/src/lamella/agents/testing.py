@@ -119,7 +119,7 @@ def learning_curves(runner: Runner, num_seeds: int = 2, metric: str = "episode_r
         state = runner.init(key)
 
         def body(state: Any, _: None) -> tuple[Any, jax.Array]:
-            state, _ = runner.step(state)
+            state, _metrics = runner.step(state)
             evaluation = runner.evaluate(state, jax.random.fold_in(key, state.iteration))
             return state, evaluation[metric].mean()
 

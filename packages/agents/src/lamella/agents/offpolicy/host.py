@@ -188,7 +188,8 @@ def train_host(
         return returns
 
     start = time.perf_counter()
-    eval_steps, eval_returns = [], []
+    eval_steps: list[int] = []
+    eval_returns: list[float] = []
     steps = 0
     next_eval = eval_every
     while steps < config.total_timesteps:
