@@ -59,7 +59,24 @@ def test_block_parser_splits_runnable_and_illustration() -> None:
     assert [line for line, _ in runnable] == [3, 13]
 
 
-PAGES_WITH_CODE = [p for p in PAGES if python_blocks(p.read_text())[0]]
+# Pages whose own test runs their blocks (with more than this test checks), so they do not run
+# twice in CI: page -> that test file.
+RUN_BY_THEIR_OWN_TEST = {
+    "packages/eval/README.md": "packages/eval/tests/test_readme.py",  # python and shell blocks, in order
+    "docs/new-runner.md": "packages/agents/tests/test_new_runner_doc.py",  # and checks that it learns
+}
+PAGES_WITH_CODE = [
+    p
+    for p in PAGES
+    if python_blocks(p.read_text())[0] and str(p.relative_to(ROOT)) not in RUN_BY_THEIR_OWN_TEST
+]
+
+
+def test_pages_run_elsewhere_are_run_there() -> None:
+    for page, test in RUN_BY_THEIR_OWN_TEST.items():
+        assert (ROOT / page).is_file(), page
+        name = Path(page).name
+        assert name in (ROOT / test).read_text(), f"{test} does not read {page}"
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: str(p.relative_to(ROOT)))
