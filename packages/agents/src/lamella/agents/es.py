@@ -33,7 +33,7 @@ import lamella.envs
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
 from lamella.agents.protocol import Agent
-from lamella.agents.runner import Runner, evaluate_agent
+from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent, step_limit
 from lamella.envs import spaces
 
 __all__ = [
@@ -185,13 +185,6 @@ class ESRunnerState(struct.PyTreeNode):
     iteration: jax.Array  # int32 ()
 
 
-def _limit(value: int, env_params: Any) -> int:
-    if value > 0:
-        return int(value)
-    limit = getattr(env_params, "max_steps_in_episode", None)
-    return int(limit) if limit is not None else 1000
-
-
 def make_es(
     config: ESConfig, observation_space: spaces.Space, action_space: spaces.Space
 ) -> tuple[Agent, Agent, Any, Any]:
@@ -259,8 +252,8 @@ def make_es_runner(config: ESConfig) -> Runner:
         env, env_params = lamella.envs.make(config.env_id)
         observation_space, action_space = env.observation_space(env_params), env.action_space(env_params)
     agent, member_agent, strategy, es_params = make_es(config, observation_space, action_space)
-    episode_steps = _limit(config.max_episode_steps, env_params)
-    eval_steps = _limit(config.eval_max_steps, env_params)
+    episode_steps = step_limit(config.max_episode_steps, env_params)
+    eval_steps = eval_max_steps(config, env_params)
     steps_per_iteration = config.population_size * config.num_rollouts * episode_steps
     num_iterations = config.total_timesteps // steps_per_iteration
     if num_iterations < 1:

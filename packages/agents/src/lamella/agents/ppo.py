@@ -62,7 +62,7 @@ from lamella.agents.rollout import (
     make_rollout,
     next_memory,
 )
-from lamella.agents.runner import Runner, evaluate_agent, hashed_keys
+from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent, hashed_keys
 from lamella.envs import spaces, wrappers
 from lamella.envs.environment import Environment
 from lamella.envs.wrappers import RunningMeanStd
@@ -345,13 +345,6 @@ def make_ppo(config: PPOConfig, observation_space: spaces.Space, action_space: s
 # Runner --------------------------------------------------------------------------------------
 
 
-def _eval_max_steps(config: PPOConfig | Any, env_params: Any) -> int:
-    if config.eval_max_steps > 0:
-        return int(config.eval_max_steps)
-    limit = getattr(env_params, "max_steps_in_episode", None)
-    return int(limit) if limit is not None else 1000
-
-
 def make_ppo_runner(
     config: PPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
 ) -> Runner:
@@ -385,7 +378,7 @@ def make_ppo_runner(
         info_keys=("returned_episode", "returned_episode_returns"),
         axis_name=ENV_AXIS,
     )
-    max_eval_steps = _eval_max_steps(config, env_params)
+    max_eval_steps = eval_max_steps(config, env_params)
 
     def init(key: jax.Array) -> PPORunnerState:
         key, key_net, key_env = jax.random.split(key, 3)

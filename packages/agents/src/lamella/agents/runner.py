@@ -33,6 +33,7 @@ __all__ = [
     "hashed_keys",
     "hashed_permutation",
     "make_train",
+    "step_limit",
 ]
 
 RunnerState = Any
@@ -213,10 +214,15 @@ def evaluate_agent(
     return metrics
 
 
-def eval_max_steps(config: Any, env_params: Any) -> int:
-    """The step cap of a greedy evaluation: ``config.eval_max_steps`` if it is > 0, else the env's
-    ``max_steps_in_episode`` param, else 1000."""
-    if int(getattr(config, "eval_max_steps", 0)) > 0:
-        return int(config.eval_max_steps)
+def step_limit(value: int, env_params: Any) -> int:
+    """An episode step cap: ``value`` if it is > 0, else the env's ``max_steps_in_episode``
+    param, else 1000."""
+    if int(value) > 0:
+        return int(value)
     limit = getattr(env_params, "max_steps_in_episode", None)
     return int(limit) if limit is not None else 1000
+
+
+def eval_max_steps(config: Any, env_params: Any) -> int:
+    """The step cap of a greedy evaluation: :func:`step_limit` of ``config.eval_max_steps``."""
+    return step_limit(getattr(config, "eval_max_steps", 0), env_params)
