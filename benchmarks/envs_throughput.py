@@ -4,12 +4,21 @@
 
 Protocol (../shared/BENCHMARKS.md): same env ids on both sides, auto-reset on, a fresh key per
 env per step, actions and keys drawn before the timed call (the same arrays for both
-libraries), every output (observation, reward, both flags, final observation, final state)
-consumed in a checksum, timed calls interleaved (lamella, gymnax, bare, lamella, ...), medians
-reported. "bare" is the practical ceiling: lamella's physics alone (no keys, no resets), and
-"of bare" is lamella's steps/s as a fraction of it (it can exceed 1: the bare rollout reads the
-bare env's flags in several places, which XLA on CPU recomputes, while AutoReset computes its
-`done` once). Compile time is reported separately.
+libraries), timed calls interleaved (lamella, gymnax, lamella, ...), medians of the per-pair
+ratios reported. Each env is measured under three consumption patterns, because XLA deletes and
+re-fuses work by what the loop reads:
+
+    a  obs + reward + terminated + truncated   (a plain training loop; ``info`` unused)
+    b  a + info["final_observation"]           (a loop that bootstraps from truncated episodes)
+    c  reward only
+
+Every output a pattern reads, and the final state, goes into a checksum (a sum in float32), so
+nothing it claims to consume can be deleted. "floor" is that checksum alone on an observation of
+the same shape and dtype built from a cheap per-env value, once (a) or twice (b): the cost of
+consuming the observation, which both libraries pay and no env can go below; "of floor" is a
+library's steps/s as a fraction of it (median over interleaved pairs). "bare" (with --bare) is
+lamella's physics alone (one constant key, no resets) under pattern b. Compile time is reported
+separately.
 """
 
 from __future__ import annotations
@@ -63,12 +72,30 @@ SHARED = {
 DEFAULT_STEPS = {1: 20_000, 1024: 2000, 8192: 250}
 
 
+PATTERNS = {
+    "a": "obs + reward + flags",
+    "b": "a + final observation",
+    "c": "reward only",
+}
+
+
 def _checksum(tree: Any) -> jax.Array:
     return sum(jnp.sum(jnp.asarray(leaf, jnp.float32)) for leaf in jax.tree.leaves(tree))
 
 
-def make_rollout(step: Callable[..., Any], state0: Any, params: Any) -> Callable[..., jax.Array]:
-    """A jitted scan of ``vmap(step)`` over pre-drawn keys and actions, returning a checksum."""
+def _consumed(pattern: str, obs: Any, reward: Any, terminated: Any, truncated: Any, info: Any) -> Any:
+    if pattern == "a":
+        return (obs, reward, terminated, truncated)
+    if pattern == "b":
+        return (obs, reward, terminated, truncated, info["final_observation"])
+    if pattern == "c":
+        return (reward,)
+    raise ValueError(f"unknown pattern {pattern!r}; use one of {sorted(PATTERNS)}")
+
+
+def make_rollout(step: Callable[..., Any], params: Any, pattern: str) -> Callable[..., jax.Array]:
+    """A jitted scan of ``vmap(step)`` over pre-drawn keys and actions, returning a checksum of
+    what ``pattern`` reads (and of the final state)."""
 
     def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
         def body(carry: Any, inputs: Any) -> Any:
@@ -77,13 +104,37 @@ def make_rollout(step: Callable[..., Any], state0: Any, params: Any) -> Callable
             obs, state, reward, terminated, truncated, info = jax.vmap(step, in_axes=(0, 0, 0, None))(
                 step_keys, state, step_actions, params
             )
-            total = total + _checksum(
-                (obs, reward, terminated, truncated, info.get("final_observation", 0.0))
-            )
+            total = total + _checksum(_consumed(pattern, obs, reward, terminated, truncated, info))
             return (state, total), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
         return total + _checksum(state)
+
+    return jax.jit(rollout)
+
+
+def make_floor(obs_example: Any, copies: int) -> Callable[..., jax.Array]:
+    """The checksum of ``copies`` observations per step, each built from one int per env and a
+    constant (one add, one compare per element): what consuming the observation costs."""
+    leaves = jax.tree.leaves(obs_example)
+    cells = [np.arange(np.prod(leaf.shape[1:]), dtype=np.int32).reshape(leaf.shape[1:]) for leaf in leaves]
+
+    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
+        del state, keys
+
+        def body(carry: Any, step_actions: Any) -> Any:
+            seed, total = carry
+            seed = seed * 3 + step_actions.astype(jnp.int32)
+            for copy in range(copies):
+                for leaf, cell in zip(leaves, cells):
+                    value = ((seed.reshape((-1,) + (1,) * cell.ndim) + copy + cell) & 1) != 0
+                    total = total + jnp.sum(value.astype(leaf.dtype).astype(jnp.float32))
+            return (seed, total), None
+
+        seed0 = jnp.zeros(actions.shape[1], jnp.int32)
+        first_actions = actions.reshape((*actions.shape[:2], -1))[..., 0]
+        (_, total), _ = jax.lax.scan(body, (seed0, jnp.zeros((), jnp.float32)), first_actions)
+        return total
 
     return jax.jit(rollout)
 
@@ -109,7 +160,9 @@ def make_bare_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
     return jax.jit(rollout)
 
 
-def bench_env(env_id: str, num_envs: int, num_steps: int, repeats: int) -> dict[str, Any]:
+def bench_env(
+    env_id: str, num_envs: int, num_steps: int, repeats: int, patterns: str, bare: bool
+) -> dict[str, Any]:
     import gymnax
 
     lam_env, lam_params = le.make(env_id)
@@ -122,15 +175,18 @@ def bench_env(env_id: str, num_envs: int, num_steps: int, repeats: int) -> dict[
     space = lam_env.action_space(lam_params)
     actions = jax.vmap(jax.vmap(space.sample))(jax.random.split(k_actions, (num_steps, num_envs)))
 
-    _, lam_state = jax.vmap(lam_env.reset, in_axes=(0, None))(reset_keys, lam_params)
+    lam_obs, lam_state = jax.vmap(lam_env.reset, in_axes=(0, None))(reset_keys, lam_params)
     _, gym_state = jax.vmap(gym_env.reset, in_axes=(0, None))(reset_keys, gym_params)
-    _, bare_state = jax.vmap(lam_env.unwrapped.reset, in_axes=(0, None))(reset_keys, lam_params)
 
-    sides = {
-        "lamella": (make_rollout(lam_env.step, lam_state, lam_params), lam_state),
-        "gymnax": (make_rollout(gym_env.step, gym_state, gym_params), gym_state),
-        "bare": (make_bare_rollout(lam_env, lam_params), bare_state),
-    }
+    sides: dict[str, tuple[Callable[..., jax.Array], Any]] = {}
+    for p in patterns:
+        sides[f"lamella {p}"] = (make_rollout(lam_env.step, lam_params, p), lam_state)
+        sides[f"gymnax {p}"] = (make_rollout(gym_env.step, gym_params, p), gym_state)
+        if p in "ab":
+            sides[f"floor {p}"] = (make_floor(lam_obs, 1 if p == "a" else 2), lam_state)
+    if bare:
+        _, bare_state = jax.vmap(lam_env.unwrapped.reset, in_axes=(0, None))(reset_keys, lam_params)
+        sides["bare"] = (make_bare_rollout(lam_env, lam_params), bare_state)
     compile_s = {}
     for name, (fn, state) in sides.items():
         start = time.perf_counter()
@@ -143,18 +199,17 @@ def bench_env(env_id: str, num_envs: int, num_steps: int, repeats: int) -> dict[
             fn(state, step_keys, actions).block_until_ready()
             times[name].append(time.perf_counter() - start)
     rate = {name: num_envs * num_steps / statistics.median(t) for name, t in times.items()}
-    return {
-        "env": env_id,
-        "num_envs": num_envs,
-        "lamella": rate["lamella"],
-        "gymnax": rate["gymnax"],
-        "ratio": rate["lamella"] / rate["gymnax"],
-        "bare": rate["bare"],
-        "of_bare": rate["lamella"] / rate["bare"],
-        "gymnax_of_bare": rate["gymnax"] / rate["bare"],
-        "compile_lamella": compile_s["lamella"],
-        "compile_gymnax": compile_s["gymnax"],
-    }
+    row: dict[str, Any] = {"env": env_id, "num_envs": num_envs, "rate": rate}
+    for p in patterns:
+        # The ratio of each interleaved pair, then the median: robust to drift on a shared machine.
+        pairs = [gym / lam for lam, gym in zip(times[f"lamella {p}"], times[f"gymnax {p}"])]
+        row[f"ratio {p}"] = statistics.median(pairs)
+        row[f"compile {p}"] = (compile_s[f"lamella {p}"], compile_s[f"gymnax {p}"])
+        if f"floor {p}" in times:
+            for side in ("lamella", "gymnax"):
+                fractions = [f / x for f, x in zip(times[f"floor {p}"], times[f"{side} {p}"])]
+                row[f"{side} of floor {p}"] = statistics.median(fractions)
+    return row
 
 
 def main() -> None:
@@ -164,10 +219,15 @@ def main() -> None:
     parser.add_argument(
         "--envs", nargs="*", help="lamella ids (default: every registered id gymnax also has)"
     )
-    parser.add_argument("--sizes", nargs="*", type=int, default=[1, 1024, 8192])
+    parser.add_argument("--sizes", nargs="*", type=int, default=[1024])
+    parser.add_argument("--patterns", default="abc", help="which consumption patterns (default: abc)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps-scale", type=float, default=1.0, help="multiply the steps per timed call")
+    parser.add_argument("--bare", action="store_true", help="also time lamella's bare physics")
     args = parser.parse_args()
+    unknown = sorted(set(args.patterns) - set(PATTERNS))
+    if unknown:
+        parser.error(f"unknown pattern(s) {unknown}; use letters of {''.join(PATTERNS)}")
 
     env_ids = args.envs or [i for i in SHARED if i in le.registered()]
     print(
@@ -175,29 +235,49 @@ def main() -> None:
         f"jax {jax.__version__} on {jax.devices()[0].platform}, gymnax {importlib.metadata.version('gymnax')}, "
         f"lamella-envs {le.__version__}"
     )
-    header = (
-        f"| {'env':<26} | {'envs':>5} | {'lamella steps/s':>15} | {'gymnax steps/s':>14} | {'ratio':>6} "
-        f"| {'bare steps/s':>12} | {'of bare':>7} | {'gymnax of bare':>14} | {'compile lamella/gymnax s':>24} |"
-    )
-    print(header)
-    print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
+    for p in args.patterns:
+        print(f"pattern {p}: {PATTERNS[p]}")
+    columns = ["env", "envs", "steps"]
+    for p in args.patterns:
+        columns += [f"{p} lamella/s", f"{p} gymnax/s", f"{p} ratio"]
+        if p in "ab":
+            columns += [f"{p} floor/s", f"{p} lam of floor", f"{p} gym of floor"]
+    if args.bare:
+        columns += ["bare/s"]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join("---" for _ in columns) + "|")
     rows = []
     for env_id in env_ids:
         for size in args.sizes:
             steps = max(10, int(DEFAULT_STEPS.get(size, max(10, 500_000 // size)) * args.steps_scale))
-            row = bench_env(env_id, size, steps, args.repeats)
+            row = bench_env(env_id, size, steps, args.repeats, args.patterns, args.bare)
             rows.append(row)
-            print(
-                f"| {env_id:<26} | {size:>5} | {row['lamella']:>15.3g} | {row['gymnax']:>14.3g} | {row['ratio']:>5.2f}x "
-                f"| {row['bare']:>12.3g} | {row['of_bare']:>7.2f} | {row['gymnax_of_bare']:>14.2f} "
-                f"| {row['compile_lamella']:>11.2f} / {row['compile_gymnax']:<10.2f} |",
-                flush=True,
-            )
-    ratios = [r["ratio"] for r in rows if r["num_envs"] == 1024]
-    if ratios:
-        print(
-            f"\nmedian lamella/gymnax ratio at 1024 envs: {np.median(ratios):.2f}x (min {min(ratios):.2f}x)"
-        )
+            rate = row["rate"]
+            cells = [env_id, str(size), str(steps)]
+            for p in args.patterns:
+                cells += [
+                    f"{rate[f'lamella {p}']:.3g}",
+                    f"{rate[f'gymnax {p}']:.3g}",
+                    f"**{row[f'ratio {p}']:.2f}x**",
+                ]
+                if p in "ab":
+                    floor = rate[f"floor {p}"]
+                    cells += [
+                        f"{floor:.3g}",
+                        f"{row[f'lamella of floor {p}']:.2f}",
+                        f"{row[f'gymnax of floor {p}']:.2f}",
+                    ]
+            if args.bare:
+                cells += [f"{rate['bare']:.3g}"]
+            print("| " + " | ".join(cells) + " |", flush=True)
+    for size in args.sizes:
+        for p in args.patterns:
+            ratios = [r[f"ratio {p}"] for r in rows if r["num_envs"] == size]
+            if ratios:
+                print(
+                    f"pattern {p} at {size} envs: median lamella/gymnax {np.median(ratios):.2f}x "
+                    f"(min {min(ratios):.2f}x, {rows[int(np.argmin(ratios))]['env']})"
+                )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ state are compared exactly. All transitions of a game run as one jitted vmap.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,9 @@ import pytest
 
 import lamella.envs as le
 from lamella.envs import minatar as lm
+from lamella.envs.environment import Wrapper
 from lamella.envs.testing import check_env
+from lamella.envs.wrappers import AutoReset
 
 minatar = pytest.importorskip("minatar")
 
@@ -70,6 +73,56 @@ def test_render_vmaps(env_id: str) -> None:
     for frame, grid in zip(frames, np.asarray(obs)):
         centres = frame[8::16, 8::16]  # one pixel in the middle of each cell
         np.testing.assert_array_equal(centres.any(-1), grid.any(-1))
+
+
+@pytest.mark.parametrize("env_id", MINATAR_IDS)
+def test_step_and_autoreset_paths_are_exact(env_id: str) -> None:
+    """The fast paths change no value.
+
+    ``step_env`` (new state stored once, observation rebuilt from it) equals ``transition`` with the
+    key's draws; ``observation_of`` gives the observation ``reset_env`` and ``step_env`` return; and
+    AutoReset's path for envs with ``observation_of`` (select the state, build one observation)
+    returns exactly what its generic path (select between the step's and the reset's
+    observations) returns, terminations and truncations included.
+    """
+    env, params = le.make(env_id)
+    bare = env.unwrapped
+    generic = AutoReset(Wrapper(bare))  # a plain wrapper has no observation_of: the generic path
+    assert getattr(type(env.env), "observation_of", None) is not None
+    assert getattr(type(generic.env), "observation_of", None) is None
+    n = 64
+    keys = jax.random.split(jax.random.key(3), n)
+    reset_obs, state = jax.vmap(lambda k: bare.reset(k, params))(keys)
+    np.testing.assert_array_equal(reset_obs, jax.vmap(bare.observation_of)(state))
+    # Every other env starts one step before truncation, so resets happen on the first step.
+    near_end = jnp.where(jnp.arange(n) % 2 == 0, params.max_steps_in_episode - 1, 0).astype(jnp.int32)
+    state = state.replace(time=near_end)
+    num_actions = bare.action_space(params).n
+
+    @jax.jit
+    def compare(key: jax.Array, state: Any) -> Any:
+        keys = jax.random.split(key, n)
+        actions = jax.random.randint(key, (n,), 0, num_actions)
+        fast = jax.vmap(lambda k, s, a: env.step(k, s, a, params))(keys, state, actions)
+        slow = jax.vmap(lambda k, s, a: generic.step(k, s, a, params))(keys, state, actions)
+        stepped = jax.vmap(lambda k, s, a: bare.step(k, s, a, params))(keys, state, actions)
+        reference = jax.vmap(lambda k, s, a: bare.transition(s, a, bare.draw(k, params), params))(
+            keys, state, actions
+        )
+        observed = jax.vmap(bare.observation_of)(stepped[1])
+        return fast, slow, stepped, reference, observed
+
+    dones = 0
+    for t in range(8):
+        fast, slow, stepped, reference, observed = compare(jax.random.key(100 + t), state)
+        chex_equal = lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # noqa: E731
+        jax.tree.map(chex_equal, fast[:5], slow[:5])
+        chex_equal(fast[5]["final_observation"], slow[5]["final_observation"])
+        jax.tree.map(chex_equal, stepped[:5], reference[:5])
+        chex_equal(stepped[0], observed)
+        dones += int(np.sum(np.asarray(fast[3]) | np.asarray(fast[4])))
+        state = fast[1]
+    assert dones >= n // 2, dones
 
 
 # Parity harness ---------------------------------------------------------------------------
@@ -620,8 +673,63 @@ def test_breakout_refill_covered() -> None:
 # Statistics of the random parts ------------------------------------------------------------
 
 
+# minatar.Environment's default sticky_action_prob, read from its signature (not written here).
+MINATAR_STICKY = inspect.signature(minatar.Environment).parameters["sticky_action_prob"].default
+
+
+class ProbeRandom:
+    """Stands in for minatar's ``RandomState`` to read its probabilities from its own code.
+
+    Every ``rand()`` returns ``u``; every ``randint`` records its range and returns its low end.
+    """
+
+    def __init__(self, u: float) -> None:
+        self.u = u
+        self.randint_calls: list[tuple[Any, Any, Any]] = []
+
+    def rand(self, *size: int) -> Any:
+        return np.full(size, self.u) if size else self.u
+
+    def randint(self, low: int, high: int | None = None, size: Any = None) -> Any:
+        self.randint_calls.append((low, high, size))
+        return np.full(size, 0 if high is None else low) if size is not None else (0 if high is None else low)
+
+
+def minatar_probability(outcome: Callable[[float], bool]) -> float:
+    """P(outcome) when minatar's ``rand()`` draws ``u`` uniform in [0, 1): ``outcome(u)`` runs minatar's
+    code with every ``rand()`` returning ``u``; minatar decides by ``rand() < p`` (then P = p) or
+    ``rand() > p`` (then P = 1 - p). The flip point ``p`` is found by bisection."""
+    low_value, high_value = outcome(0.0), outcome(1.0 - 1e-12)
+    assert low_value != high_value, "the outcome does not depend on rand()"
+    lo, hi = 0.0, 1.0 - 1e-12
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if outcome(mid) == low_value:
+            lo = mid
+        else:
+            hi = mid
+    return hi if low_value else 1.0 - hi
+
+
+def test_default_sticky_probability_is_minatars() -> None:
+    for env_id in MINATAR_IDS:
+        _, params = le.make(env_id, autoreset=False)
+        assert params.sticky_action_prob == MINATAR_STICKY, env_id
+    # minatar.Environment.act repeats the last action when rand() < sticky_action_prob.
+    reference = minatar.Environment("breakout")
+
+    def repeats(u: float) -> bool:
+        reference.random = ProbeRandom(u)
+        reference.env.random = ProbeRandom(0.5)
+        reference.last_action = 3
+        reference.act(0)
+        return reference.last_action == 3
+
+    assert minatar_probability(repeats) == pytest.approx(MINATAR_STICKY, abs=1e-9)
+
+
 @pytest.mark.parametrize("env_id", MINATAR_IDS)
-@pytest.mark.parametrize("prob", [0.1, 0.5])
+@pytest.mark.parametrize("prob", [MINATAR_STICKY, 0.5])
 def test_sticky_action_frequency(env_id: str, prob: float) -> None:
     """The previous action repeats with probability ``sticky_action_prob`` (4 standard errors)."""
     env, params = le.make(env_id, autoreset=False, sticky_action_prob=prob)
@@ -665,9 +773,33 @@ def _step_many(env_id: str, prepare: Callable[[Any], Any], action: int, n: int =
     return jax.tree.map(np.asarray, step(jax.random.split(jax.random.key(5), n)))
 
 
+def _asterix_spawn_probabilities(alive: np.ndarray) -> dict[str, Any]:
+    """minatar's asterix ``Env._spawn_entity``, probed: P(moves right), P(gold), the free rows' range."""
+    inner = minatar.Environment("asterix").env
+
+    def spawn(u: float) -> list[Any]:
+        inner.random = ProbeRandom(u)
+        inner.entities = [[5, i + 1, True, False] if a else None for i, a in enumerate(alive)]
+        inner._spawn_entity()
+        (new,) = [e for e, a in zip(inner.entities, alive) if e is not None and not a]
+        return new  # [x, row, moves right, gold]
+
+    probe = ProbeRandom(0.5)
+    inner.random = probe
+    inner.entities = [[5, i + 1, True, False] if a else None for i, a in enumerate(alive)]
+    inner._spawn_entity()
+    ((slots, _, _),) = probe.randint_calls  # randint(len(free slots)): uniform over the free rows
+    return {
+        "right": minatar_probability(lambda u: bool(spawn(u)[2])),
+        "gold": minatar_probability(lambda u: bool(spawn(u)[3])),
+        "row": 1 / slots,
+    }
+
+
 def test_asterix_spawn_statistics() -> None:
-    """Side 1/2, gold 1/3, row uniform over the free rows (as minatar's spawn)."""
+    """Side, gold and row frequencies match minatar's spawn (probabilities read from its code)."""
     alive = jnp.array([True, False, True, False, False, False, False, False])
+    expected = _asterix_spawn_probabilities(np.asarray(alive))
     states = _step_many(
         "Asterix-MinAtar",
         lambda s: s.replace(
@@ -679,26 +811,65 @@ def test_asterix_spawn_statistics() -> None:
     assert np.all(new.sum(1) == 1)
     slot = new.argmax(1)
     for row in (1, 3, 4, 5, 6, 7):
-        assert _proportion_ok(slot == row, 1 / 6), row
+        assert _proportion_ok(slot == row, expected["row"]), row
     right = states.entity_right[np.arange(len(slot)), slot]
     gold = states.entity_gold[np.arange(len(slot)), slot]
-    assert _proportion_ok(right, 0.5) and _proportion_ok(gold, 1 / 3)
+    assert _proportion_ok(right, expected["right"]) and _proportion_ok(gold, expected["gold"]), expected
     np.testing.assert_array_equal(states.entity_x[np.arange(len(slot)), slot], np.where(right, 0, 9))
 
 
+def _seaquest_spawn_probabilities() -> dict[str, Any]:
+    """minatar's seaquest ``Env._spawn_enemy`` / ``_spawn_diver``, probed: side, sub, row ranges."""
+    inner = minatar.Environment("seaquest").env
+
+    def enemy(u: float) -> tuple[list[Any], bool]:
+        inner.random = ProbeRandom(u)
+        inner.e_subs, inner.e_fish = [], []
+        inner._spawn_enemy()
+        ((new, is_sub),) = [(e, True) for e in inner.e_subs] + [(e, False) for e in inner.e_fish]
+        return new, is_sub  # [x, row, moves right, ...]
+
+    def diver(u: float) -> list[Any]:
+        inner.random = ProbeRandom(u)
+        inner.divers = []
+        inner._spawn_diver()
+        (new,) = inner.divers
+        return new
+
+    enemy_probe, diver_probe = ProbeRandom(0.5), ProbeRandom(0.5)
+    inner.random, inner.e_subs, inner.e_fish = enemy_probe, [], []
+    inner._spawn_enemy()
+    inner.random, inner.divers = diver_probe, []
+    inner._spawn_diver()
+    ((enemy_low, enemy_high, _),) = enemy_probe.randint_calls  # randint(low=1, high=9): rows low..high-1
+    ((diver_low, diver_high, _),) = diver_probe.randint_calls
+    return {
+        "enemy_right": minatar_probability(lambda u: bool(enemy(u)[0][2])),
+        "enemy_sub": minatar_probability(lambda u: enemy(u)[1]),
+        "enemy_rows": range(enemy_low, enemy_high),
+        "diver_right": minatar_probability(lambda u: bool(diver(u)[2])),
+        "diver_rows": range(diver_low, diver_high),
+    }
+
+
 def test_seaquest_spawn_statistics() -> None:
-    """Enemies: side 1/2, sub 1/3, row uniform 1-8; divers: side 1/2, row uniform 1-8."""
+    """Enemy side, sub and row, diver side and row match minatar's spawns (read from its code)."""
+    expected = _seaquest_spawn_probabilities()
     states = _step_many(
         "Seaquest-MinAtar",
         lambda s: s.replace(enemy_spawn_timer=jnp.int32(0), diver_spawn_timer=jnp.int32(0)),
         action=0,
     )
     assert np.all(states.enemy_alive[:, 0]) and np.all(states.diver_alive[:, 0])
-    for row in range(1, 9):
-        assert _proportion_ok(states.enemy_y[:, 0] == row, 1 / 8), row
-        assert _proportion_ok(states.diver_y[:, 0] == row, 1 / 8), row
-    assert _proportion_ok(states.enemy_right[:, 0], 0.5) and _proportion_ok(states.enemy_is_sub[:, 0], 1 / 3)
-    assert _proportion_ok(states.diver_right[:, 0], 0.5)
+    assert set(np.unique(states.enemy_y[:, 0])) == set(expected["enemy_rows"])
+    assert set(np.unique(states.diver_y[:, 0])) == set(expected["diver_rows"])
+    for row in expected["enemy_rows"]:
+        assert _proportion_ok(states.enemy_y[:, 0] == row, 1 / len(expected["enemy_rows"])), row
+    for row in expected["diver_rows"]:
+        assert _proportion_ok(states.diver_y[:, 0] == row, 1 / len(expected["diver_rows"])), row
+    assert _proportion_ok(states.enemy_right[:, 0], expected["enemy_right"]), expected
+    assert _proportion_ok(states.enemy_is_sub[:, 0], expected["enemy_sub"]), expected
+    assert _proportion_ok(states.diver_right[:, 0], expected["diver_right"]), expected
     # Enemies and divers move only after their timers run out: still at the edge they entered from.
     np.testing.assert_array_equal(states.enemy_x[:, 0], np.where(states.enemy_right[:, 0], 0, 9))
 
@@ -724,8 +895,26 @@ def test_seaquest_spawn_blocked_by_opposite_direction() -> None:
     assert int(after_blocked.enemy_alive.sum()) == 1 and int(after_allowed.enemy_alive.sum()) == 2
 
 
+def _freeway_car_probabilities() -> dict[str, Any]:
+    """minatar's freeway ``Env._randomize_cars``, probed: the speed range and P(moves right)."""
+    inner = minatar.Environment("freeway").env
+
+    def speeds(u: float) -> np.ndarray:
+        inner.random = ProbeRandom(u)
+        inner._randomize_cars(initialize=True)
+        return np.array([car[3] for car in inner.cars])  # signed speed, + = right
+
+    probe = ProbeRandom(0.5)
+    inner.random = probe
+    inner._randomize_cars(initialize=True)
+    ((low, high, size),) = probe.randint_calls  # randint(1, 6, 8): speeds low..high-1, one per car
+    assert size == 8
+    return {"speeds": range(low, high), "right": minatar_probability(lambda u: bool(speeds(u)[0] > 0))}
+
+
 def test_freeway_new_car_statistics() -> None:
-    """Crossing redraws every car: speeds uniform 1-5, directions fair (reset draws the same way)."""
+    """Crossing redraws every car: speeds and directions as minatar's (read from its code)."""
+    expected = _freeway_car_probabilities()
     states = _step_many(
         "Freeway-MinAtar",
         lambda s: s.replace(pos=jnp.int32(1), move_timer=jnp.int32(0), last_action=jnp.int32(2)),
@@ -734,9 +923,10 @@ def test_freeway_new_car_statistics() -> None:
     )
     assert np.all(states.pos == 9)
     speeds = np.abs(states.car_speed)
-    for speed in range(1, 6):
-        assert _proportion_ok(speeds == speed, 0.2), speed
-    assert _proportion_ok(states.car_speed > 0, 0.5)
+    assert set(np.unique(speeds)) == set(expected["speeds"])
+    for speed in expected["speeds"]:
+        assert _proportion_ok(speeds == speed, 1 / len(expected["speeds"])), speed
+    assert _proportion_ok(states.car_speed > 0, expected["right"]), expected
     # The new timers start at the new speeds and count down once this step; no car moves yet.
     np.testing.assert_array_equal(states.car_timer, speeds - 1)
     np.testing.assert_array_equal(states.car_x, 0)

@@ -64,6 +64,16 @@ class AutoReset(Wrapper):
         done = done_float / (1.0 + 0.0 * done_float) != 0.0
         reset_obs, reset_state = self.env.reset_env(key_reset, params)
         info = {**info, "final_observation": obs}
+        # Looked up on the class: a wrapper in between (which may change the observation) does
+        # not define it, and its attribute delegation must not find the inner env's.
+        observation_of = getattr(type(self.env), "observation_of", None)
+        if observation_of is not None:
+            # The env's observation is a function of its state: select the (small) state and build
+            # one observation from it, instead of the step's and the reset's observations and a
+            # select over the (large) observation. When the caller ignores the final observation
+            # the step's observation is never built.
+            new_state = _where(done, reset_state, next_state)
+            return observation_of(self.env, new_state, params), new_state, reward, terminated, truncated, info
         return (
             _where(done, reset_obs, obs),
             _where(done, reset_state, next_state),

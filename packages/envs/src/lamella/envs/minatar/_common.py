@@ -79,13 +79,48 @@ def column_per_row(columns: jax.Array, first_row: int = 1) -> jax.Array:
 def grid(rows: Sequence[jax.Array]) -> jax.Array:
     """Channels given as ``(10,)`` int32 row masks -> the ``(10, 10, C)`` bool observation.
 
-    Built per channel and row first (a few values), then expanded in one
-    elementwise pass: under ``vmap`` on CPU, XLA fuses the expansion with what
-    produces the masks, so each of the ``100 C`` cells costs a shift and a
-    compare instead of recomputing a whole channel.
+    Built per channel and row first (a few values, stored once per env), then
+    expanded in one elementwise pass: each of the ``100 C`` cells costs a load,
+    a shift and a compare.
     """
-    masks = jnp.stack(rows, axis=-1)  # (10 rows, C)
+    # Each channel's masks are computed once per env and stored (computed_once): otherwise XLA on
+    # CPU copies what produced them into the expansion, once per cell.
+    masks = jnp.stack(computed_once(*rows), axis=-1)  # (10 rows, C)
     return ((masks[:, None, :] >> _COLUMN_BITS) & 1) != 0
+
+
+def computed_once(*trees: Any) -> tuple[Any, ...]:
+    """``trees`` unchanged, bit for bit, with each integer or bool array computed by one fusion.
+
+    XLA's CPU fusion treats integer arithmetic, compares and selects as cheap, and copies a
+    cheap value into every loop fusion that reads it instead of storing it once. A MinAtar step
+    is a few hundred such operations per env; under ``vmap`` its new state is read by the
+    auto-reset selects and by the observation, a ``(10, 10, C)`` expansion, so without this the
+    whole step ran once per observation cell (400 times per step in Breakout) whenever the
+    observation was the step's only large reader (a training loop that ignores
+    ``info["final_observation"]``).
+
+    An integer division is one of the operations XLA does not copy, so ``x // 1`` keeps ``x`` (and
+    everything computed only for it) in one fusion whose result the readers load. The divisor is
+    a 1 XLA cannot see is 1 (``1 + 0 * x`` in float32, from an integer of the tree, always
+    finite); dividing by it returns every integer unchanged. Bools go through int32 and back.
+    """
+    leaves, treedef = jax.tree.flatten(trees)
+    if not leaves:
+        return trees
+    first = leaves[0]
+    if not (jnp.issubdtype(first.dtype, jnp.integer) or first.dtype == jnp.bool_):
+        raise TypeError(f"computed_once takes integer and bool arrays, got {first.dtype}.")
+    one = (1.0 + 0.0 * jnp.ravel(first)[0].astype(jnp.float32)).astype(jnp.int32)
+    out = []
+    for x in leaves:
+        if x.dtype == jnp.bool_:
+            out.append(jax.lax.div(x.astype(jnp.int32), one) != 0)
+        elif jnp.issubdtype(x.dtype, jnp.integer):
+            out.append(jax.lax.div(x, one.astype(x.dtype)))
+        else:
+            raise TypeError(f"computed_once takes integer and bool arrays, got {x.dtype}.")
+    return tuple(jax.tree.unflatten(treedef, out))
 
 
 def sticky_action(
@@ -145,9 +180,7 @@ class MinAtarEnv(Environment[Any, Any]):
         # One compiled unit each: called eagerly (tests, notebooks) they compile once instead of
         # once per primitive; inside a caller's jit/vmap/scan they are inlined.
         self._reset_compiled = jax.jit(self.start)
-        self._step_compiled = jax.jit(
-            lambda key, state, action, params: self.transition(state, action, self.draw(key, params), params)
-        )
+        self._step_compiled = jax.jit(self._step)
 
     @property
     def obs_shape(self) -> tuple[int, int, int]:
@@ -173,6 +206,23 @@ class MinAtarEnv(Environment[Any, Any]):
     def start(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
         """The first observation and state of an episode (``reset_env`` without the jit)."""
         raise NotImplementedError
+
+    def _step(self, key: jax.Array, state: Any, action: Any, params: Any) -> StepOutput:
+        _, state, reward, terminated, truncated, info = self.transition(
+            state, action, self.draw(key, params), params
+        )
+        # The new state is stored once and the observation read from it (computed_once).
+        (state,) = computed_once(state)
+        return self.get_obs(state), state, reward, terminated, truncated, info
+
+    def observation_of(self, state: Any, params: Any = None) -> jax.Array:
+        """The observation of ``state``: what ``reset_env`` and ``step_env`` return with it.
+
+        :class:`~lamella.envs.wrappers.AutoReset` uses it to select the next state first and
+        build one observation from it, instead of building the step's and the reset's
+        observations and selecting between them.
+        """
+        return self.get_obs(state)
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
         return self._reset_compiled(key, params)
