@@ -509,3 +509,27 @@ def test_render_shows_agents_and_food(small):
     np.testing.assert_array_equal(cell(4, 1), cell(1, 4))  # an eaten food looks like an empty cell
     center = frame[16, 16]  # agent 0's disc (its one level dot sits left of the centre)
     assert center[0] > 150 and center[2] < 100, center
+
+
+def test_reset_wrappers_give_the_returned_states_action_mask(small):
+    env, params, _ = small
+    params = params.replace(max_episode_steps=2)
+    mask_of = jax.vmap(env.action_mask, in_axes=(0, None))
+    keys = jax.random.split(jax.random.key(3), 8)
+
+    auto = le.wrappers.AutoReset(env)
+    _, state = jax.vmap(auto.reset, in_axes=(0, None))(keys, params)
+    step = jax.jit(jax.vmap(auto.step, in_axes=(0, 0, 0, None)))
+    none = jnp.zeros((8, 3), jnp.int32)
+    for t in range(2):  # the second step truncates every env and resets it
+        _, state, _, _, truncated, info = step(keys, state, none, params)
+        np.testing.assert_array_equal(info["action_mask"], mask_of(state, params))
+    assert bool(truncated.all())
+
+    optimistic = le.wrappers.OptimisticReset(env, num_envs=8, reset_ratio=2)
+    _, state = optimistic.reset(jax.random.key(4), params)
+    step = jax.jit(optimistic.step)
+    for t in range(2):
+        _, state, _, _, truncated, info = step(jax.random.key(t), state, none, params)
+        np.testing.assert_array_equal(info["action_mask"], mask_of(state, params))
+    assert bool(truncated.all())

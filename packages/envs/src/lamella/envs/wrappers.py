@@ -64,6 +64,11 @@ class AutoReset(Wrapper):
         done = done_float / (1.0 + 0.0 * done_float) != 0.0
         reset_obs, reset_state = self.env.reset_env(key_reset, params)
         info = {**info, "final_observation": obs}
+        # The inner step's action mask is the last state's; after a reset the agents act in the new
+        # episode's first state (class lookup, as for observation_of below).
+        mask_of = getattr(type(self.env), "action_mask", None)
+        if mask_of is not None and "action_mask" in info:
+            info["action_mask"] = jnp.where(done, mask_of(self.env, reset_state, params), info["action_mask"])
         # Looked up on the class: a wrapper in between (which may change the observation) does
         # not define it, and its attribute delegation must not find the inner env's.
         observation_of = getattr(type(self.env), "observation_of", None)
@@ -132,6 +137,10 @@ class OptimisticReset:
         reset_obs, reset_state = jax.tree.map(take, pool_obs), jax.tree.map(take, pool_state)
         batch_where = lambda new, old: jax.vmap(jnp.where)(done, new, old)  # noqa: E731
         info = {**info, "final_observation": obs}
+        mask_of = getattr(type(self.env), "action_mask", None)
+        if mask_of is not None and "action_mask" in info:  # the reset state's mask, as in AutoReset
+            reset_mask = jax.vmap(mask_of, in_axes=(None, 0, None))(self.env, reset_state, params)
+            info["action_mask"] = batch_where(reset_mask, info["action_mask"])
         return (
             jax.tree.map(batch_where, reset_obs, obs),
             jax.tree.map(batch_where, reset_state, next_state),
