@@ -521,7 +521,7 @@ def test_reset_wrappers_give_the_returned_states_action_mask(small):
     _, state = jax.vmap(auto.reset, in_axes=(0, None))(keys, params)
     step = jax.jit(jax.vmap(auto.step, in_axes=(0, 0, 0, None)))
     none = jnp.zeros((8, 3), jnp.int32)
-    for t in range(2):  # the second step truncates every env and resets it
+    for _ in range(2):  # the second step truncates every env and resets it
         _, state, _, _, truncated, info = step(keys, state, none, params)
         np.testing.assert_array_equal(info["action_mask"], mask_of(state, params))
     assert bool(truncated.all())
