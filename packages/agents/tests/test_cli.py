@@ -163,9 +163,6 @@ def test_interrupt_prints_how_to_resume(tmp_path, monkeypatch, capsys):
 def test_tiny_ppo_run_and_resume(tmp_path, capsys):
     """PPO on CartPole-v1 through the command line, a few iterations; stopped and resumed, it
     ends bit-identical to the uninterrupted run (the three runs share one compiled program)."""
-    algorithms = pytest.importorskip("lamella.agents.algorithms")
-    if "ppo" not in algorithms.ALGORITHMS:
-        pytest.skip("no ppo in ALGORITHMS yet")
     full, part = str(tmp_path / "full"), str(tmp_path / "part")
     common = [
         "--env", "CartPole-v1", "--seeds", "2", "--no-progress", "--eval-episodes", "2", "--chunk-iterations", "1",
@@ -178,7 +175,9 @@ def test_tiny_ppo_run_and_resume(tmp_path, capsys):
     assert sorted(runs) == ["seed_0", "seed_1"]
     assert [runs["seed_0"][f"step_{i}"]["step_count"] for i in range(5)] == [0, 128, 256, 384, 512]
     last = runs["seed_0"]["absolute_metrics"]["mean_episode_return"]
-    assert len(last) == 2 and all(1 <= value <= 50 for value in last)
+    # Two greedy CartPole episodes per seed: whole numbers of steps (reward 1 per step), each
+    # episode ended by the pole or by the eval_max_steps=50 cap.
+    assert len(last) == 2 and all(float(value).is_integer() and 1 <= value <= 50 for value in last), last
     assert os.path.exists(os.path.join(full, "learning_curve.png"))
 
     assert lamella(["train", "ppo", "--out-dir", part, "--max-chunks", "2", *common]) == 0
@@ -189,7 +188,6 @@ def test_tiny_ppo_run_and_resume(tmp_path, capsys):
 
 
 def test_unknown_env_is_a_clean_error(tmp_path, capsys):
-    pytest.importorskip("lamella.agents.algorithms")
     with pytest.raises(SystemExit) as info:
         lamella(["train", "ppo", "--env", "CartPol-v1", "--out-dir", str(tmp_path / "r")])
     assert info.value.code == 2
