@@ -355,9 +355,11 @@ class CompiledRunner(NamedTuple):
     """
 
     runner: Any
-    init: Callable[[jax.Array], Any]
-    evaluate: Callable[[Any, jax.Array], dict[str, jax.Array]]
-    chunk: Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]
+    # jitted (jax.stages.Wrapped: callable, with the .trace that compile_ahead uses); the
+    # signatures are in the docstring above.
+    init: jax.stages.Wrapped
+    evaluate: jax.stages.Wrapped
+    chunk: jax.stages.Wrapped
     num_members: int = 1
 
 
@@ -540,7 +542,7 @@ def _make_chunk(
     num_members: int,
     options: dict[str, Any] | None,
     values: dict[str, np.ndarray] | None = None,
-) -> Callable[[Any, jax.Array], tuple[Any, dict[str, jax.Array]]]:
+) -> jax.stages.Wrapped:
     """``chunk(states, length) -> (states, mean step metrics)`` for every member at once.
 
     The number of iterations is a traced argument of a ``while_loop``, so one compiled
@@ -1221,7 +1223,7 @@ def _run(
     compile_mode = compile_mode or "auto"
     members = [
         (variant_name(spec.algorithm, variant), f"seed_{s}") if variant is not None else f"seed_{s}"
-        for variant in (variants or [None])
+        for variant in (variants if variants else [None])
         for s in seed_list
     ]
     log = RunLog(
@@ -1368,10 +1370,10 @@ def _run(
     finally:
         bar.close()
         log.close()
-    plot_path = None
+    final_plot_path: str | None = None
     if iteration >= num_iterations:
-        checkpoint_path, plot_path = session.finish(state, iteration, checkpoint_path, plot)
-    return result(state, iteration, checkpoint_path, plot_path)
+        checkpoint_path, final_plot_path = session.finish(state, iteration, checkpoint_path, plot)
+    return result(state, iteration, checkpoint_path, final_plot_path)
 
 
 class LoadedRun(NamedTuple):

@@ -19,11 +19,14 @@ import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from lamella.agents._files import atomic_write_text
 
 __all__ = ["CSV_HEADER", "RunLog", "env_family", "read_metrics"]
+
+# A run's key: a run name, or an (algorithm, run) pair.
+_Run: TypeAlias = str | tuple[str, str]
 
 CSV_HEADER = (
     "environment",
@@ -122,7 +125,7 @@ class RunLog:
         environment: str,
         task: str,
         algorithm: str,
-        runs: Sequence[str | tuple[str, str]],
+        runs: Sequence[_Run],
         *,
         tensorboard: bool = False,
     ) -> None:
@@ -138,9 +141,9 @@ class RunLog:
         if len(set(self._places)) != len(self._places):
             raise ValueError(f"RunLog: runs must be distinct, got {self.runs}.")
         self.steps: list[dict[str, Any]] = []  # {"step_count": int, "metrics": {run: {name: [..]}}}
-        self.absolute: dict[str, dict[str, list[float]]] | None = None
+        self.absolute: dict[_Run, dict[str, list[float]]] | None = None
         self._warned: set[str] = set()
-        self._writers: dict[str, Any] | None = None
+        self._writers: dict[_Run, Any] | None = None
         self._tensorboard = tensorboard
         self._tensorboard_done = 0
         if tensorboard:
@@ -159,11 +162,11 @@ class RunLog:
     def csv_path(self) -> str:
         return os.path.join(self.directory, "metrics.csv")
 
-    def _clean(self, metrics_by_run: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    def _clean(self, metrics_by_run: Mapping[_Run, Mapping[str, Any]]) -> dict[_Run, dict[str, list[float]]]:
         unknown = sorted(set(metrics_by_run) - set(self.runs))
         if unknown:
             raise KeyError(f"RunLog: unknown run(s) {unknown}; this log has {self.runs}.")
-        cleaned: dict[str, dict[str, list[float]]] = {}
+        cleaned: dict[_Run, dict[str, list[float]]] = {}
         for run, metrics in metrics_by_run.items():
             cleaned[run] = {}
             for name, values in metrics.items():
@@ -182,7 +185,7 @@ class RunLog:
                 cleaned[run][name] = as_list
         return cleaned
 
-    def add(self, step_count: int, metrics_by_run: Mapping[str, Mapping[str, Any]]) -> int:
+    def add(self, step_count: int, metrics_by_run: Mapping[_Run, Mapping[str, Any]]) -> int:
         """Append one evaluation (``{run: {metric: values}}``) at ``step_count``; return its index."""
         if self.steps and step_count < self.steps[-1]["step_count"]:
             raise ValueError(
@@ -191,7 +194,7 @@ class RunLog:
         self.steps.append({"step_count": int(step_count), "metrics": self._clean(metrics_by_run)})
         return len(self.steps) - 1
 
-    def set_absolute(self, metrics_by_run: Mapping[str, Mapping[str, Any]]) -> None:
+    def set_absolute(self, metrics_by_run: Mapping[_Run, Mapping[str, Any]]) -> None:
         """Set ``absolute_metrics`` (the final policy's evaluation) of each run."""
         self.absolute = self._clean(metrics_by_run)
 

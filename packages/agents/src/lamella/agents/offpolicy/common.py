@@ -3,7 +3,7 @@ conversion, networks, and Polyak averaging."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -91,7 +91,8 @@ class ActionScaler:
         self.dim = int(space.shape[0])
 
     def to_env(self, unit: jax.Array) -> jax.Array:
-        return self.low + (jnp.clip(unit, -1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low)
+        # The jax array on the left, so the sum is typed (and is) a jax array.
+        return (jnp.clip(unit, -1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low) + self.low
 
     def to_unit(self, action: jax.Array) -> jax.Array:
         half = np.where(self.high > self.low, (self.high - self.low) * 0.5, 1.0)
@@ -101,6 +102,15 @@ class ActionScaler:
 def polyak(target: Any, online: Any, tau: float | jax.Array) -> Any:
     """``(1 - tau) * target + tau * online`` leaf by leaf (``tau = 1``: a hard copy)."""
     return jax.tree.map(lambda t, o: (1.0 - tau) * t + tau * o, target, online)
+
+
+def apply_fn(module: nn.Module) -> Callable[..., Any]:
+    """``module.apply``, typed as returning the network's output.
+
+    flax types ``Module.apply`` as ``Any | tuple[Any, variables]`` (the tuple only when called with
+    ``mutable=``, which these agents never pass); this is the one place that says so.
+    """
+    return module.apply
 
 
 def _mlp(x: jax.Array, hidden_sizes: Sequence[int], activation: str) -> jax.Array:

@@ -16,7 +16,14 @@ import optax
 from flax import struct
 
 from lamella.agents.offpolicy import targets
-from lamella.agents.offpolicy.common import Batch, QNetwork, flatten_observation, obs_example_input, polyak
+from lamella.agents.offpolicy.common import (
+    Batch,
+    QNetwork,
+    apply_fn,
+    flatten_observation,
+    obs_example_input,
+    polyak,
+)
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import hashed_keys
 from lamella.envs import random as fast_random
@@ -61,8 +68,7 @@ class DQNConfig:
     exploration_steps: int = 10_000
 
 
-@struct.dataclass
-class DQNTrainState:
+class DQNTrainState(struct.PyTreeNode):
     """What DQN's learning changes (all arrays)."""
 
     params: Any
@@ -84,6 +90,7 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
         raise ValueError(f"DQN: tau must be in (0, 1], got {config.tau}.")
     num_actions = int(action_space.n)
     network = QNetwork(num_actions, tuple(config.hidden_sizes), config.activation, config.dueling)
+    network_apply = apply_fn(network)
     optimizer = optax.flatten(
         optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate))
     )
@@ -101,7 +108,7 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
     def policy(
         key: jax.Array, train_state: DQNTrainState, obs: Any, memory: Any, eval: bool = False
     ) -> tuple[jax.Array, DQNTrainState, Any]:
-        q = network.apply(train_state.params, flatten_observation(obs))
+        q = network_apply(train_state.params, flatten_observation(obs))
         greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
         if eval:
             return greedy, train_state, memory
@@ -113,7 +120,7 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
         return action, train_state.replace(acted_steps=train_state.acted_steps + batch), memory
 
     def loss_fn(params: Any, obs: jax.Array, action: jax.Array, target: jax.Array) -> jax.Array:
-        q = network.apply(params, obs)
+        q = network_apply(params, obs)
         q_taken = jnp.take_along_axis(q, action[:, None], axis=-1)[:, 0]
         error = q_taken - target
         return jnp.mean(targets.huber_loss(error) if config.huber else 0.5 * jnp.square(error))
@@ -123,9 +130,9 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
     ) -> tuple[DQNTrainState, Any, dict[str, jax.Array]]:
         obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
         reward, discount = batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32)
-        q_next_target = network.apply(train_state.target_params, next_obs)
+        q_next_target = network_apply(train_state.target_params, next_obs)
         if config.double:
-            q_next_online = network.apply(train_state.params, next_obs)
+            q_next_online = network_apply(train_state.params, next_obs)
             target = jax.vmap(targets.double_q_learning_target)(
                 reward, discount, q_next_target, q_next_online
             )

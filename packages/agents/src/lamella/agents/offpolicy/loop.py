@@ -60,8 +60,7 @@ __all__ = [
 ]
 
 
-@struct.dataclass
-class OffPolicyRunnerState:
+class OffPolicyRunnerState(struct.PyTreeNode):
     """Everything one off-policy run carries between iterations (arrays only).
 
     Attributes:

@@ -28,6 +28,7 @@ from lamella.agents.offpolicy.common import (
     DiscreteActor,
     DiscreteCritic,
     SquashedGaussianActor,
+    apply_fn,
     flatten_observation,
     obs_example_input,
     polyak,
@@ -72,8 +73,7 @@ class SACConfig:
     policy_frequency: int = 1
 
 
-@struct.dataclass
-class SACTrainState:
+class SACTrainState(struct.PyTreeNode):
     """What SAC's learning changes (all arrays)."""
 
     actor_params: Any
@@ -172,6 +172,7 @@ def make_squashed_gaussian_agent(
     """
     scaler = ActionScaler(action_space)
     actor = SquashedGaussianActor(scaler.dim, tuple(config.hidden_sizes), config.activation)
+    actor_apply, critic_apply = apply_fn(actor), apply_fn(critic)
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = -float(config.target_entropy_scale) * scaler.dim
     policy_frequency = int(getattr(config, "policy_frequency", 1))
@@ -197,21 +198,21 @@ def make_squashed_gaussian_agent(
     def policy(
         key: jax.Array, train_state: SACTrainState, obs: Any, memory: Any, eval: bool = False
     ) -> tuple[jax.Array, SACTrainState, Any]:
-        mean, log_std = actor.apply(train_state.actor_params, flatten_observation(obs))
+        mean, log_std = actor_apply(train_state.actor_params, flatten_observation(obs))
         unit = jnp.tanh(mean) if eval else squashed_gaussian_sample(key, mean, log_std)[0]
         return scaler.to_env(unit), train_state, memory
 
     def critic_objective(
         critic_params: Any, obs: jax.Array, action: jax.Array, target: jax.Array
     ) -> jax.Array:
-        return critic_loss(critic.apply(critic_params, obs, action), target)
+        return critic_loss(critic_apply(critic_params, obs, action), target)
 
     def actor_loss(
         actor_params: Any, critic_params: Any, obs: jax.Array, alpha: jax.Array, key: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
-        mean, log_std = actor.apply(actor_params, obs)
+        mean, log_std = actor_apply(actor_params, obs)
         action, log_prob = squashed_gaussian_sample(key, mean, log_std)
-        value = actor_value(critic.apply(critic_params, obs, action))
+        value = actor_value(critic_apply(critic_params, obs, action))
         return jnp.mean(alpha * log_prob - value), log_prob
 
     def update(
@@ -220,9 +221,9 @@ def make_squashed_gaussian_agent(
         key_next, key_actor = hashed_keys(batch.key, (2,))
         alpha = jnp.exp(train_state.log_alpha)
         obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
-        mean, log_std = actor.apply(train_state.actor_params, next_obs)
+        mean, log_std = actor_apply(train_state.actor_params, next_obs)
         next_action, next_log_prob = squashed_gaussian_sample(key_next, mean, log_std)
-        next_out = critic.apply(train_state.target_critic_params, next_obs, next_action)
+        next_out = critic_apply(train_state.target_critic_params, next_obs, next_action)
         target = soft_target(
             batch.reward.astype(jnp.float32),
             batch.discount.astype(jnp.float32),
@@ -308,6 +309,7 @@ def _make_discrete_sac(
     num_actions = int(action_space.n)
     actor = DiscreteActor(num_actions, tuple(config.hidden_sizes), config.activation)
     critic = DiscreteCritic(num_actions, tuple(config.hidden_sizes), config.activation, config.num_critics)
+    actor_apply, critic_apply = apply_fn(actor), apply_fn(critic)
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = float(config.target_entropy_scale) * float(np.log(num_actions))
     example = obs_example_input(observation_space)
@@ -332,12 +334,12 @@ def _make_discrete_sac(
     def policy(
         key: jax.Array, train_state: SACTrainState, obs: Any, memory: Any, eval: bool = False
     ) -> tuple[jax.Array, SACTrainState, Any]:
-        logits = actor.apply(train_state.actor_params, flatten_observation(obs))
+        logits = actor_apply(train_state.actor_params, flatten_observation(obs))
         action = jnp.argmax(logits, -1) if eval else Categorical(logits).sample(key)
         return action.astype(jnp.int32), train_state, memory
 
     def critic_loss(critic_params: Any, batch: Batch, target: jax.Array) -> jax.Array:
-        q = critic.apply(critic_params, flatten_observation(batch.obs))  # (critics, B, A)
+        q = critic_apply(critic_params, flatten_observation(batch.obs))  # (critics, B, A)
         action = batch.action.astype(jnp.int32).reshape(-1)
         q_taken = jnp.take_along_axis(q, action[None, :, None], axis=-1)[..., 0]
         return 0.5 * jnp.sum(jnp.mean(jnp.square(q_taken - target[None]), axis=1))
@@ -345,7 +347,7 @@ def _make_discrete_sac(
     def actor_loss(
         actor_params: Any, q: jax.Array, obs: jax.Array, alpha: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
-        log_probs = jax.nn.log_softmax(actor.apply(actor_params, obs))
+        log_probs = jax.nn.log_softmax(actor_apply(actor_params, obs))
         probs = jnp.exp(log_probs)
         loss = jnp.mean(jnp.sum(probs * (alpha * log_probs - jnp.min(q, axis=0)), axis=-1))
         return loss, -jnp.sum(probs * log_probs, axis=-1)
@@ -355,8 +357,8 @@ def _make_discrete_sac(
     ) -> tuple[SACTrainState, Any, dict[str, jax.Array]]:
         alpha = jnp.exp(train_state.log_alpha)
         next_obs = flatten_observation(batch.next_obs)
-        next_log_probs = jax.nn.log_softmax(actor.apply(train_state.actor_params, next_obs))
-        q_next = critic.apply(train_state.target_critic_params, next_obs)
+        next_log_probs = jax.nn.log_softmax(actor_apply(train_state.actor_params, next_obs))
+        q_next = critic_apply(train_state.target_critic_params, next_obs)
         target = jax.vmap(targets.discrete_soft_q_target, in_axes=(0, 0, 1, 0, None))(
             batch.reward.astype(jnp.float32),
             batch.discount.astype(jnp.float32),
@@ -369,7 +371,7 @@ def _make_discrete_sac(
         c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
         critic_params = optax.apply_updates(train_state.critic_params, c_updates)
         obs = flatten_observation(batch.obs)
-        q = jax.lax.stop_gradient(critic.apply(critic_params, obs))
+        q = jax.lax.stop_gradient(critic_apply(critic_params, obs))
         (a_loss, entropy), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
             train_state.actor_params, q, obs, alpha
         )

@@ -20,6 +20,7 @@ from lamella.agents.offpolicy.common import (
     Batch,
     ContinuousCritic,
     DeterministicActor,
+    apply_fn,
     flatten_observation,
     obs_example_input,
     polyak,
@@ -60,8 +61,7 @@ class TD3Config:
     policy_frequency: int = 2
 
 
-@struct.dataclass
-class DeterministicTrainState:
+class DeterministicTrainState(struct.PyTreeNode):
     """What TD3's and DDPG's learning changes (all arrays)."""
 
     actor_params: Any
@@ -91,6 +91,7 @@ def make_deterministic_actor_critic(
     scaler = ActionScaler(action_space)
     actor = DeterministicActor(scaler.dim, tuple(config.hidden_sizes), config.activation)
     critic = ContinuousCritic(tuple(config.hidden_sizes), config.activation, config.num_critics)
+    actor_apply, critic_apply = apply_fn(actor), apply_fn(critic)
     actor_opt = optax.flatten(optax.adam(config.actor_learning_rate))
     critic_opt = optax.flatten(optax.adam(config.critic_learning_rate))
     example = obs_example_input(observation_space)
@@ -113,29 +114,29 @@ def make_deterministic_actor_critic(
     def policy(
         key: jax.Array, train_state: DeterministicTrainState, obs: Any, memory: Any, eval: bool = False
     ) -> tuple[jax.Array, DeterministicTrainState, Any]:
-        unit = actor.apply(train_state.actor_params, flatten_observation(obs))
+        unit = actor_apply(train_state.actor_params, flatten_observation(obs))
         if not eval:
             unit = jnp.clip(unit + config.exploration_noise * jax.random.normal(key, unit.shape), -1.0, 1.0)
         return scaler.to_env(unit), train_state, memory
 
     def critic_loss(critic_params: Any, obs: jax.Array, action: jax.Array, target: jax.Array) -> jax.Array:
-        q = critic.apply(critic_params, obs, action)[..., 0]
+        q = critic_apply(critic_params, obs, action)[..., 0]
         return 0.5 * jnp.sum(jnp.mean(jnp.square(q - target[None]), axis=1))
 
     def actor_loss(actor_params: Any, critic_params: Any, obs: jax.Array) -> jax.Array:
-        q = critic.apply(critic_params, obs, actor.apply(actor_params, obs))[..., 0]
+        q = critic_apply(critic_params, obs, actor_apply(actor_params, obs))[..., 0]
         return -jnp.mean(q[0])
 
     def update(
         batch: Batch, train_state: DeterministicTrainState, memory: Any
     ) -> tuple[DeterministicTrainState, Any, dict[str, jax.Array]]:
         obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
-        next_action = actor.apply(train_state.target_actor_params, next_obs)
+        next_action = actor_apply(train_state.target_actor_params, next_obs)
         if config.policy_noise > 0:
             noise = config.policy_noise * jax.random.normal(batch.key, next_action.shape)
             noise = jnp.clip(noise, -config.noise_clip, config.noise_clip)
             next_action = jnp.clip(next_action + noise, -1.0, 1.0)
-        q_next = critic.apply(train_state.target_critic_params, next_obs, next_action)[..., 0]
+        q_next = critic_apply(train_state.target_critic_params, next_obs, next_action)[..., 0]
         target = jax.vmap(targets.clipped_double_q_target, in_axes=(0, 0, 1))(
             batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32), q_next
         )
