@@ -45,7 +45,8 @@ CSV_HEADER = (
     "value_index",
     "value",
 )
-"""The exact header of a ``metrics.csv`` file."""
+"""The columns of a ``metrics.csv`` file, in the order :func:`write_csv` writes them; :func:`read_csv`
+finds them by name in the file's own header."""
 
 _STEP_KEY = re.compile(r"^step_(\d+)$")
 ABSOLUTE = "absolute_metrics"
@@ -306,13 +307,22 @@ def read_csv(path: str | os.PathLike[str]) -> list[Run]:
     tree: dict[str, Any] = {}
     with open(path, newline="", encoding="utf-8") as file:
         reader = csv.reader(file)
+        # Columns are found by the names in the file's header (the writer may order them or add
+        # columns as it likes); the ones this reader needs must be there.
         header = tuple(next(reader, ()))
-        if header != CSV_HEADER:
-            raise RunLogError(f"{path}: header is {','.join(header)!r}; expected {','.join(CSV_HEADER)!r}")
+        missing = [name for name in CSV_HEADER if name not in header]
+        if missing:
+            raise RunLogError(
+                f"{path}: header {','.join(header)!r} lacks the column(s) {', '.join(missing)}; "
+                f"a run-log CSV needs {', '.join(CSV_HEADER)}"
+            )
+        column = [header.index(name) for name in CSV_HEADER]
         for line, row in enumerate(reader, start=2):
-            if len(row) != len(CSV_HEADER):
-                raise RunLogError(f"{path}: line {line} has {len(row)} fields; expected {len(CSV_HEADER)}")
-            environment, task, algorithm, run, step, step_count, metric, value_index, value = row
+            if len(row) != len(header):
+                raise RunLogError(f"{path}: line {line} has {len(row)} fields; expected {len(header)}")
+            environment, task, algorithm, run, step, step_count, metric, value_index, value = (
+                row[i] for i in column
+            )
             where = f"line {line}, run {environment}/{task}/{algorithm}/{run}"
             entries = tree.setdefault(environment, {}).setdefault(task, {}).setdefault(algorithm, {})
             entries = entries.setdefault(run, {})
