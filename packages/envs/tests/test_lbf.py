@@ -487,7 +487,7 @@ def test_bad_input_is_rejected_clearly(small):
     _, state = env.reset(jax.random.key(0), params)
     with pytest.raises(ValueError, match=r"shape \(3,\)"):
         env.step(jax.random.key(0), state, jnp.zeros((2,), jnp.int32), params)
-    with pytest.raises(TypeError, match="an integer; got shape \(3,\), dtype float32"):
+    with pytest.raises(TypeError, match=r"an integer; got shape \(3,\), dtype float32"):
         env.step(jax.random.key(0), state, jnp.zeros((3,), jnp.float32), params)
     with pytest.raises(ValueError, match="cannot hold"):
         LevelBasedForaging(players=9, field_size=3, max_num_food=1)
