@@ -99,7 +99,9 @@ def test_masks_state_and_render_on_lbf(env_id, adapters):
     assert env.state_space.contains(state)
     np.testing.assert_array_equal(state, np.asarray(lamella_env.global_state(env._state, env.params)))
     frame = env.render()
-    assert isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+    assert (
+        isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+    )
     masked = env.reset(seed=1)[0]
     obs_env = adapters(env_id, "obs")
     obs_masked, _ = obs_env.reset(seed=1)

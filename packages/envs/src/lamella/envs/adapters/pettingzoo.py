@@ -129,6 +129,7 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
             raise ValueError(
                 f"PettingZooParallelEnv: action_mask_in must be one of {_MASK_PLACES}, got {action_mask_in!r}."
             )
+        env: Any  # the optional multi-agent methods (action_mask, global_state) are not on the base class
         env, params = _multi_agent_env(env_or_id, params)
         self.lamella_env, self.params = env, params
         n = self.num_lamella_agents = int(env.num_agents)
@@ -150,9 +151,7 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
             action_space = to_gymnasium_space(self._agent_action_spaces[i])
             if self._mask_in_obs:
                 if not isinstance(action_space, gymnasium.spaces.Discrete):
-                    raise ValueError(
-                        f"{env.name}: action masks need discrete actions, got {action_space!r}."
-                    )
+                    raise ValueError(f"{env.name}: action masks need discrete actions, got {action_space!r}.")
                 mask_space = gymnasium.spaces.Box(0, 1, (int(action_space.n),), np.int8)
                 obs_space = gymnasium.spaces.Dict({"observation": obs_space, "action_mask": mask_space})
             self._observation_spaces[agent] = obs_space
@@ -277,7 +276,9 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
         self.agents = [agent for agent in acting if not (terminations[agent] or truncations[agent])]
         return observations, rewards, terminations, truncations, infos
 
-    def _split(self, obs: Any, info: dict[str, Any], agents: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _split(
+        self, obs: Any, info: dict[str, Any], agents: list[str]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Per-agent NumPy observations and infos for ``agents``."""
         obs, info = jax.tree.map(np.asarray, jax.device_get((obs, info)))
         n = self.num_lamella_agents
@@ -336,7 +337,9 @@ def _noop_action(space: spaces.Space) -> np.ndarray:
     raise TypeError(f"PettingZooParallelEnv: unsupported per-agent action space {space!r}.")
 
 
-def _multi_agent_env(env_or_id: str | Environment[Any, Any], params: Any) -> tuple[Environment[Any, Any], Any]:
+def _multi_agent_env(
+    env_or_id: str | Environment[Any, Any], params: Any
+) -> tuple[Environment[Any, Any], Any]:
     if isinstance(env_or_id, str):
         env, default = make(env_or_id, autoreset=False)
         params = default if params is None else params
