@@ -11,7 +11,9 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test
 from pettingzoo.utils.conversions import parallel_to_aec
 
 import lamella.envs as le
+from lamella.envs import spaces, struct
 from lamella.envs.adapters.pettingzoo import PettingZooParallelEnv
+from lamella.envs.environment import Environment
 
 LBF_IDS = ["Foraging-8x8-2p-2f-v3", "Foraging-2s-8x8-2p-2f-coop-v3"]
 # Every multi-agent main id except LBF's (two LBF ids stand for the family: same code, other sizes).
@@ -200,6 +202,63 @@ def test_bad_input_gives_clear_errors(adapters):
         PettingZooParallelEnv(42)
     with pytest.raises(RuntimeError, match="reset"):
         PettingZooParallelEnv("IteratedPrisonersDilemma-v0").step({"agent_0": 0, "agent_1": 0})
+
+
+class _StaggeredParams(struct.PyTreeNode):
+    pass
+
+
+class _StaggeredEnds(Environment):
+    """Three agents; agent i terminates after i + 1 steps (its flag then stays True, as the
+    multi-agent contract says), so `agents` must shrink one by one. Only the adapter's
+    bookkeeping is under test: no lamella env ends agents one at a time yet."""
+
+    num_agents = 3
+    stochastic_step = False
+
+    @property
+    def default_params(self):
+        return _StaggeredParams()
+
+    def reset_env(self, key, params):
+        time = jax.numpy.zeros((), jax.numpy.int32)
+        return self._obs(time), time
+
+    def _obs(self, time):
+        agent = jax.numpy.arange(1, 4, dtype=jax.numpy.float32)
+        return jax.numpy.stack([jax.numpy.full((3,), time + 1.0), agent], -1)
+
+    def step_env(self, key, time, action, params):
+        time = time + 1
+        terminated = time >= jax.numpy.arange(1, 4)
+        reward = jax.numpy.where(time <= jax.numpy.arange(1, 4), 1.0 + action, 0.0).astype(jax.numpy.float32)
+        return self._obs(time), time, reward, terminated, jax.numpy.zeros((3,), bool), {}
+
+    def observation_space(self, params=None):
+        return spaces.Box(0.0, 10.0, (3, 2), jax.numpy.float32)
+
+    def action_space(self, params=None):
+        return spaces.MultiDiscrete([2, 2, 2])
+
+
+def test_agents_leave_one_by_one_as_they_finish():
+    env = PettingZooParallelEnv(_StaggeredEnds())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parallel_api_test(env, num_cycles=10)
+        api_test(parallel_to_aec(env), num_cycles=10)
+        parallel_seed_test(lambda: PettingZooParallelEnv(_StaggeredEnds()), num_cycles=10)
+    env.reset(seed=0)
+    seen = []
+    while env.agents:
+        acting = list(env.agents)
+        _, rewards, terminations, _, _ = env.step(dict.fromkeys(env.agents, 1))
+        assert set(rewards) == set(terminations) == set(acting)
+        assert rewards == dict.fromkeys(acting, 2.0)
+        seen.append(list(env.agents))
+    assert seen == [["agent_1", "agent_2"], ["agent_2"], []]
+    with pytest.raises(NotImplementedError, match="global_state"):
+        env.state()
 
 
 def test_finished_agents_cannot_act(adapters):
