@@ -3,6 +3,8 @@
 * :mod:`lamella.envs.adapters.gymnasium`: ``gymnasium.Env`` and
   ``gymnasium.vector.VectorEnv`` over a lamella env (``pip install
   'lamella-envs[gymnasium]'``).
+* :mod:`lamella.envs.adapters.pettingzoo`: ``pettingzoo.ParallelEnv`` over a
+  lamella multi-agent env (``pip install 'lamella-envs[pettingzoo]'``).
 
 Each adapter imports its library lazily, so importing this package needs
 nothing beyond lamella-envs' own dependencies.
