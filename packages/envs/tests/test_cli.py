@@ -27,13 +27,6 @@ def test_demo_prints_a_row_per_env_and_writes_the_gif(tmp_path, capsys):
     assert "CartPole-v1" in capsys.readouterr().out
 
 
-def test_env_family():
-    import lamella.envs as le
-
-    assert cli.env_family(le.make("CartPole-v1")[0]) == "classic_control"
-    assert cli.env_family(le.make("Catch-bsuite", autoreset=False)[0]) == "bsuite"
-
-
 def test_unknown_command_exits():
     with pytest.raises(SystemExit):
         cli.main(["no-such-command"])

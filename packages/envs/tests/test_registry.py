@@ -141,3 +141,12 @@ def test_unknown_id_suggests_the_closest_ids(walk_id):
     with pytest.raises(KeyError, match=r"registered\(\)") as error:
         le.make("Zzzzzzzz")
     assert "Did you mean" not in str(error.value)
+
+
+def test_env_family_is_the_defining_sub_package(walk_id):
+    assert le.registry.env_family("CartPole-v1") == "classic_control"
+    assert le.registry.env_family(le.make("Breakout-MinAtar")[0]) == "minatar"  # through AutoReset
+    assert le.registry.env_family(le.make("Catch-bsuite", autoreset=False)[0]) == "bsuite"
+    assert le.registry.env_family("Foraging-8x8-2p-2f-v3") == "multi_agent"
+    assert le.registry.env_family(walk_id) == "custom"  # defined in this test module
+    assert le.registry.env_family("NotAnEnv-v0") == "custom"

@@ -53,27 +53,23 @@ _FAMILY_BY_ID = (
     ("mountaincar", "classic_control"),
     ("brax", "brax"),
 )
-_NOT_FAMILIES = {"adapters", "wrappers", "environment", "registry", "testing"}
 
 
 def env_family(env_id: str) -> str:
     """The ``environment`` level of the run log for ``env_id`` (``classic_control``, ``minatar``, ...).
 
     A registered lamella env is named after the ``lamella.envs`` sub-package that defines it
-    (``lamella.envs.classic_control.cartpole.CartPole`` -> ``classic_control``). Otherwise (not
-    registered, or an adapter around another library) the id is matched against known names
-    (``*-MinAtar`` -> ``minatar``, ``*-bsuite`` -> ``bsuite``, ``CartPole``/``Acrobot``/
-    ``Pendulum``/``MountainCar`` -> ``classic_control``); anything else is ``custom``.
+    (:func:`lamella.envs.registry.env_family`). Otherwise (not registered, or an adapter around
+    another library) the id is matched against known names (``*-MinAtar`` -> ``minatar``,
+    ``*-bsuite`` -> ``bsuite``, ``CartPole``/``Acrobot``/``Pendulum``/``MountainCar`` ->
+    ``classic_control``); anything else is ``custom``.
     """
     try:
-        import lamella.envs as le
+        from lamella.envs.registry import env_family as module_family
 
-        if env_id in le.registered():
-            env, _ = le.make(env_id, autoreset=False)
-            env = getattr(env, "unwrapped", env)
-            parts = type(env).__module__.split(".")
-            if parts[:2] == ["lamella", "envs"] and len(parts) > 3 and parts[2] not in _NOT_FAMILIES:
-                return parts[2]
+        family = module_family(env_id)
+        if family != "custom":
+            return family
     except Exception:  # a broken env must not stop the run log; fall back to the id
         pass
     lowered = env_id.lower()

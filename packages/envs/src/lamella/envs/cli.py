@@ -170,15 +170,6 @@ def episode_states(env: Any, params: Any, key: Any, max_steps: int = 500) -> Any
     return jax.tree.map(lambda x: x[:length], states)
 
 
-def env_family(env: Any) -> str:
-    """The lamella.envs sub-package that defines ``env`` (``classic_control``, ``bsuite``, ...)."""
-    module = type(env.unwrapped).__module__
-    parts = module.split(".")
-    if parts[:2] == ["lamella", "envs"] and len(parts) > 2:
-        return parts[2]
-    return "custom"
-
-
 def animate_envs(env_ids: list[str] | None = None, out_dir: str = "runs/gifs", seed: int = 0) -> list[str]:
     """Write a GIF of one random-action episode per env; with no ids, one env of each family.
 
@@ -193,6 +184,7 @@ def animate_envs(env_ids: list[str] | None = None, out_dir: str = "runs/gifs", s
     import jax
 
     import lamella.envs as le
+    from lamella.envs.registry import env_family
 
     if not env_ids:
         first_of_family: dict[str, str] = {}

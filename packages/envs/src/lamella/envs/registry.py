@@ -10,7 +10,7 @@ from typing import Any
 
 from lamella.envs.environment import Environment
 
-__all__ = ["make", "register", "registered"]
+__all__ = ["env_family", "make", "register", "registered"]
 
 _REGISTRY: dict[str, Callable[..., Environment[Any, Any]]] = {}
 # Ids registered as option variants of another id (lbforaging's 1920 sizes, say): makeable and
@@ -123,3 +123,24 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
 
         env = AutoReset(env)
     return env, params
+
+
+# Modules of lamella.envs that hold no env family of their own.
+_NOT_FAMILIES = {"adapters", "wrappers", "environment", "registry", "testing"}
+
+
+def env_family(env: Environment[Any, Any] | str) -> str:
+    """The ``lamella.envs`` sub-package that defines ``env`` (an env object or a registered id).
+
+    ``classic_control``, ``minatar``, ``bsuite``, ``multi_agent``, ...: what the run log calls the
+    environment family and what ``lamella animate`` takes one env of. ``"custom"`` for an id that is
+    not registered and for envs defined outside ``lamella.envs``.
+    """
+    if isinstance(env, str):
+        if env not in registered():
+            return "custom"
+        env, _ = make(env, autoreset=False)
+    parts = type(getattr(env, "unwrapped", env)).__module__.split(".")
+    if parts[:2] == ["lamella", "envs"] and len(parts) > 3 and parts[2] not in _NOT_FAMILIES:
+        return parts[2]
+    return "custom"
