@@ -238,3 +238,11 @@ def test_vector_env_per_env_seeds_and_info_masks():
             assert np.all(infos["final_info"]["time"][done] >= 1)
             return
     pytest.fail("no episode ended in 30 steps of always pushing right")
+
+
+def test_gymnasium_adapters_refuse_multi_agent_envs_by_id_or_object():
+    from lamella.envs.adapters.gymnasium import GymnasiumEnv
+
+    for env_or_id in ["Foraging-8x8-2p-2f-v3", le.make("Foraging-8x8-2p-2f-v3", autoreset=False)[0]]:
+        with pytest.raises(ValueError, match="2 agents; the gymnasium adapters are single-agent"):
+            GymnasiumEnv(env_or_id)

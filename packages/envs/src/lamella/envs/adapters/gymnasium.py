@@ -88,14 +88,21 @@ def _observation_to_gymnasium(space: spaces.Space, obs: Any) -> Any:
     return np.asarray(obs)
 
 
-def _bare_env(env_or_id: str | Environment[Any, Any], params: Any) -> tuple[Environment[Any, Any], Any]:
+def _bare_env(
+    env_or_id: str | Environment[Any, Any], params: Any, *, adapter: str, expects: str, example: str
+) -> tuple[Environment[Any, Any], Any]:
+    """The bare env and params an adapter wraps (gymnasium's and PettingZoo's).
+
+    A registered id is made without auto-reset; an env object must not reset itself, since the
+    adapter's API ``expects`` the caller to see the episode end and reset.
+    """
     if isinstance(env_or_id, str):
         env, default = make(env_or_id, autoreset=False)
         return env, default if params is None else params
     if not isinstance(env_or_id, Environment):
         raise TypeError(
             f"expected a lamella Environment or a registered id, got {type(env_or_id).__name__}. "
-            "Pass e.g. 'CartPole-v1' or make('CartPole-v1', autoreset=False)[0]."
+            f"Pass e.g. {example!r} or make({example!r}, autoreset=False)[0]."
         )
     from lamella.envs.wrappers import AutoReset
 
@@ -103,17 +110,30 @@ def _bare_env(env_or_id: str | Environment[Any, Any], params: Any) -> tuple[Envi
     while inner is not None:
         if isinstance(inner, AutoReset):
             raise ValueError(
-                f"{env_or_id!r} resets itself at episode end, but gymnasium expects the adapter to "
-                "report terminated/truncated and leave the reset to the caller (or to the vector env). "
-                "Build the env with make(env_id, autoreset=False)."
+                f"{env_or_id!r} resets itself at episode end, but {adapter} expects the adapter to "
+                f"{expects}. Build the env with make(env_id, autoreset=False)."
             )
         inner = inner.__dict__.get("env")
-    if env_or_id.num_agents != 1:
-        raise ValueError(
-            f"{env_or_id.name} has {env_or_id.num_agents} agents; the gymnasium adapters are "
-            "single-agent. Use a multi-agent API or fix the other agents' policy in a wrapper."
-        )
     return env_or_id, env_or_id.default_params if params is None else params
+
+
+def _single_agent_env(
+    env_or_id: str | Environment[Any, Any], params: Any
+) -> tuple[Environment[Any, Any], Any]:
+    env, params = _bare_env(
+        env_or_id,
+        params,
+        adapter="gymnasium",
+        expects="report terminated/truncated and leave the reset to the caller (or to the vector env)",
+        example="CartPole-v1",
+    )
+    if env.num_agents != 1:
+        raise ValueError(
+            f"{env.name} has {env.num_agents} agents; the gymnasium adapters are single-agent. Use "
+            "lamella.envs.adapters.pettingzoo.PettingZooParallelEnv, or fix the other agents' policy "
+            "in a wrapper."
+        )
+    return env, params
 
 
 def _can_render(env: Environment[Any, Any], params: Any) -> bool:
@@ -154,7 +174,7 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         seed: int | None = None,
         render_mode: str | None = None,
     ):
-        env, params = _bare_env(env_or_id, params)
+        env, params = _single_agent_env(env_or_id, params)
         self.lamella_env, self.params = env, params
         self._lamella_observation_space = env.observation_space(params)
         self._lamella_action_space = env.action_space(params)
@@ -267,7 +287,7 @@ class GymnasiumVectorEnv(VectorEnv):  # type: ignore[type-arg]
     ):
         if int(num_envs) < 1:
             raise ValueError(f"GymnasiumVectorEnv: num_envs must be >= 1, got {num_envs}.")
-        env, params = _bare_env(env_or_id, params)
+        env, params = _single_agent_env(env_or_id, params)
         self.lamella_env, self.params, self.num_envs = env, params, int(num_envs)
         self._lamella_observation_space = env.observation_space(params)
         self._lamella_action_space = env.action_space(params)

@@ -23,7 +23,6 @@ import numpy as np
 
 from lamella.envs import spaces
 from lamella.envs.environment import Environment
-from lamella.envs.registry import make
 
 try:
     import gymnasium
@@ -33,7 +32,7 @@ except ImportError as error:  # pragma: no cover - depends on the extra
         "lamella.envs.adapters.pettingzoo needs pettingzoo>=1.27: pip install 'lamella-envs[pettingzoo]'"
     ) from error
 
-from lamella.envs.adapters.gymnasium import _can_render, to_gymnasium_space
+from lamella.envs.adapters.gymnasium import _bare_env, _can_render, to_gymnasium_space
 
 __all__ = ["PettingZooParallelEnv", "agent_space"]
 
@@ -340,27 +339,13 @@ def _noop_action(space: spaces.Space) -> np.ndarray:
 def _multi_agent_env(
     env_or_id: str | Environment[Any, Any], params: Any
 ) -> tuple[Environment[Any, Any], Any]:
-    if isinstance(env_or_id, str):
-        env, default = make(env_or_id, autoreset=False)
-        params = default if params is None else params
-    elif isinstance(env_or_id, Environment):
-        from lamella.envs.wrappers import AutoReset
-
-        inner: Any = env_or_id
-        while inner is not None:
-            if isinstance(inner, AutoReset):
-                raise ValueError(
-                    f"{env_or_id!r} resets itself at episode end, but PettingZoo expects the adapter to "
-                    "empty env.agents and leave the reset to the caller. Build the env with "
-                    "make(env_id, autoreset=False)."
-                )
-            inner = inner.__dict__.get("env")
-        env, params = env_or_id, env_or_id.default_params if params is None else params
-    else:
-        raise TypeError(
-            f"expected a lamella Environment or a registered id, got {type(env_or_id).__name__}. "
-            "Pass e.g. 'Foraging-8x8-2p-2f-v3' or make('Foraging-8x8-2p-2f-v3', autoreset=False)[0]."
-        )
+    env, params = _bare_env(
+        env_or_id,
+        params,
+        adapter="PettingZoo",
+        expects="empty env.agents and leave the reset to the caller",
+        example="Foraging-8x8-2p-2f-v3",
+    )
     if env.num_agents < 2:
         raise ValueError(
             f"{env.name} is single-agent (num_agents == {env.num_agents}); PettingZooParallelEnv wraps "
