@@ -28,7 +28,6 @@ import importlib.metadata
 import os
 import platform
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +36,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _interleave import time_interleaved
 
 import lamella.envs as le
 
@@ -187,18 +187,7 @@ def bench_env(
     if bare:
         _, bare_state = jax.vmap(lam_env.unwrapped.reset, in_axes=(0, None))(reset_keys, lam_params)
         sides["bare"] = (make_bare_rollout(lam_env, lam_params), bare_state)
-    compile_s = {}
-    for name, (fn, state) in sides.items():
-        start = time.perf_counter()
-        fn(state, step_keys, actions).block_until_ready()
-        compile_s[name] = time.perf_counter() - start
-    times: dict[str, list[float]] = {name: [] for name in sides}
-    for _ in range(repeats):
-        for name, (fn, state) in sides.items():
-            start = time.perf_counter()
-            fn(state, step_keys, actions).block_until_ready()
-            times[name].append(time.perf_counter() - start)
-    rate = {name: num_envs * num_steps / statistics.median(t) for name, t in times.items()}
+    rate, compile_s, times = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
     row: dict[str, Any] = {"env": env_id, "num_envs": num_envs, "rate": rate}
     for p in patterns:
         # The ratio of each interleaved pair, then the median: robust to drift on a shared machine.

@@ -23,8 +23,6 @@ import argparse
 import importlib.metadata
 import os
 import platform
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +30,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
+from _interleave import time_interleaved
 
 import lamella.envs as le
 
@@ -120,18 +119,7 @@ def bench(env_id: str, num_envs: int, num_steps: int, repeats: int, with_jumanji
     }
     if with_jumanji:
         sides["jumanji"] = jumanji_side(CONFIGS[env_id], reset_keys)
-    compile_s = {}
-    for name, (fn, state) in sides.items():
-        start = time.perf_counter()
-        fn(state, step_keys, actions).block_until_ready()
-        compile_s[name] = time.perf_counter() - start
-    times: dict[str, list[float]] = {name: [] for name in sides}
-    for _ in range(repeats):
-        for name, (fn, state) in sides.items():
-            start = time.perf_counter()
-            fn(state, step_keys, actions).block_until_ready()
-            times[name].append(time.perf_counter() - start)
-    rate = {name: num_envs * num_steps / statistics.median(t) for name, t in times.items()}
+    rate, compile_s, _ = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
     return {"env": env_id, "rate": rate, "compile": compile_s}
 
 

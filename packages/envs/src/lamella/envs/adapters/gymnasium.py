@@ -136,6 +136,16 @@ def _single_agent_env(
     return env, params
 
 
+def _render_modes(env: Environment[Any, Any], params: Any, render_mode: str | None) -> list[str]:
+    """The render modes an adapter of ``env`` offers; a ``render_mode`` outside them is refused."""
+    render_modes = ["rgb_array"] if _can_render(env, params) else []
+    if render_mode is not None and render_mode not in render_modes:
+        raise ValueError(
+            f"render_mode={render_mode!r} is not supported by {env.name}; supported: {[*render_modes, None]}."
+        )
+    return render_modes
+
+
 def _can_render(env: Environment[Any, Any], params: Any) -> bool:
     try:
         _, state = jax.eval_shape(lambda key: env.reset(key, params), jax.random.key(0))
@@ -180,13 +190,8 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
         self._lamella_action_space = env.action_space(params)
         self.observation_space = to_gymnasium_space(self._lamella_observation_space)
         self.action_space = to_gymnasium_space(self._lamella_action_space)
-        renders = _can_render(env, params)
-        render_modes: list[str] = ["rgb_array"] if renders else []
+        render_modes = _render_modes(env, params, render_mode)
         self.metadata = {"render_modes": render_modes, "render_fps": 50}
-        if render_mode is not None and render_mode not in render_modes:
-            raise ValueError(
-                f"render_mode={render_mode!r} is not supported by {env.name}; supported: {[*render_modes, None]}."
-            )
         self.render_mode = render_mode
         self._initial_seed = seed
         self._key: jax.Array | None = None
@@ -205,7 +210,7 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
 
         self._reset_fn = jax.jit(reset)
         self._step_fn = jax.jit(step)
-        self._render_fn = jax.jit(env.render) if renders else None
+        self._render_fn = jax.jit(env.render) if render_modes else None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

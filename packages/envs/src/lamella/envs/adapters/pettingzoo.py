@@ -32,7 +32,7 @@ except ImportError as error:  # pragma: no cover - depends on the extra
         "lamella.envs.adapters.pettingzoo needs pettingzoo>=1.27: pip install 'lamella-envs[pettingzoo]'"
     ) from error
 
-from lamella.envs.adapters.gymnasium import _bare_env, _can_render, to_gymnasium_space
+from lamella.envs.adapters.gymnasium import _bare_env, _render_modes, to_gymnasium_space
 
 __all__ = ["PettingZooParallelEnv", "agent_space"]
 
@@ -159,13 +159,8 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
             self.state_space = to_gymnasium_space(env.global_state_space(params))
         self._noop = np.stack([_noop_action(s) for s in self._agent_action_spaces])
 
-        renders = _can_render(env, params)
-        render_modes: list[str] = ["rgb_array"] if renders else []
+        render_modes = _render_modes(env, params, render_mode)
         self.metadata = {"name": env.name, "render_modes": render_modes, "render_fps": 10}
-        if render_mode is not None and render_mode not in render_modes:
-            raise ValueError(
-                f"render_mode={render_mode!r} is not supported by {env.name}; supported: {[*render_modes, None]}."
-            )
         self.render_mode = render_mode
         self._initial_seed = seed
         self._key: jax.Array | None = None
@@ -186,7 +181,7 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
 
         self._reset_fn = jax.jit(reset)
         self._step_fn = jax.jit(step)
-        self._render_fn = jax.jit(env.render) if renders else None
+        self._render_fn = jax.jit(env.render) if render_modes else None
         self._state_fn = jax.jit(env.global_state) if self._has_state else None
 
     # Spaces -------------------------------------------------------------------------------
