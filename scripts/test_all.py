@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # In layer order; a package is tested once its tests/ holds a test file.
 PACKAGES = [
     name
-    for name in ["envs", "buffers", "agents", "gcrl", "eval"]
+    for name in ["envs", "buffers", "agents", "marl", "ued", "gcrl", "eval"]
     if any((ROOT / "packages" / name / "tests").glob("test_*.py"))
 ]
 WHEEL_ALONE = ["envs", "eval"]  # packages whose built wheel must install and import alone
