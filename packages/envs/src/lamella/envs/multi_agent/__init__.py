@@ -17,6 +17,9 @@ id                                  env
 ``Foraging-8x8-2p-2f-v3`` etc.      :class:`~lamella.envs.multi_agent.lbf.LevelBasedForaging`, the
                                     1920 lbforaging 2.0 ids, registered by
                                     :func:`lamella.envs.multi_agent.lbf.register_all`
+``rware-tiny-2ag-v2`` etc.          :class:`~lamella.envs.multi_agent.rware.RobotWarehouse`, 224 of
+                                    rware 2.0's ids, registered by
+                                    :func:`lamella.envs.multi_agent.rware.register_all`
 ==================================  ==============================================================
 
 The payoff values of the presets are in :data:`PAYOFFS` and
@@ -32,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lamella.envs.multi_agent import lbf
+from lamella.envs.multi_agent import lbf, rware
 from lamella.envs.multi_agent.infinite_matrix_game import (
     InfiniteMatrixGame,
     InfiniteMatrixGameParams,
@@ -74,6 +77,7 @@ __all__ = [
     "lbf",
     "memory_one_values",
     "register_all",
+    "rware",
 ]
 
 
