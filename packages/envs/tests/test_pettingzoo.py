@@ -16,13 +16,16 @@ from lamella.envs.adapters.pettingzoo import PettingZooParallelEnv
 from lamella.envs.environment import Environment
 
 LBF_IDS = ["Foraging-8x8-2p-2f-v3", "Foraging-2s-8x8-2p-2f-coop-v3"]
-# Every multi-agent main id except LBF's (two LBF ids stand for the family: same code, other sizes).
+# One RWARE id for its family, with a 100-step limit (see `adapters`) so an episode ends in the test.
+RWARE_IDS = ["rware-tiny-2ag-v2"]
+# Every multi-agent main id except LBF's and RWARE's (a few ids stand for those families: same
+# code, other sizes).
 MATRIX_IDS = [
     env_id
     for env_id in le.registered(variants=False)
-    if not env_id.startswith("Foraging-") and le.make(env_id, autoreset=False)[0].num_agents > 1
+    if not env_id.startswith(("Foraging-", "rware-")) and le.make(env_id, autoreset=False)[0].num_agents > 1
 ]
-IDS = MATRIX_IDS + LBF_IDS
+IDS = MATRIX_IDS + LBF_IDS + RWARE_IDS
 # Enough cycles to play a whole episode (matrix games: 100 rounds, LBF: 50 steps), so the checks
 # see `agents` empty out at the end.
 NUM_CYCLES = 110
@@ -43,8 +46,11 @@ def adapters():
 
     def get(env_id, action_mask_in="info"):
         if (env_id, action_mask_in) not in cache:
+            source, params = (env_id, None)
+            if env_id in RWARE_IDS:
+                source, params = le.make(env_id, autoreset=False, max_steps=100)
             cache[env_id, action_mask_in] = PettingZooParallelEnv(
-                env_id, render_mode="rgb_array", action_mask_in=action_mask_in
+                source, params, render_mode="rgb_array", action_mask_in=action_mask_in
             )
         return cache[env_id, action_mask_in]
 
@@ -54,7 +60,7 @@ def adapters():
 def test_ids_cover_every_multi_agent_family():
     assert "IteratedPrisonersDilemma-v0" in MATRIX_IDS and "InfiniteMatrixGame-v0" in MATRIX_IDS
     assert len(MATRIX_IDS) >= 7
-    for env_id in LBF_IDS:
+    for env_id in LBF_IDS + RWARE_IDS:
         assert env_id in le.registered(variants=False)
 
 

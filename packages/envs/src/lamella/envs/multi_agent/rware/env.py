@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -418,6 +419,14 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     # Reset and step ------------------------------------------------------------------------
 
     def reset_env(
+        self, key: jax.Array, params: RobotWarehouseParams
+    ) -> tuple[jax.Array, RobotWarehouseState]:
+        # One compiled program even when called eagerly (op by op, the draws take seconds);
+        # inside an outer jit or vmap the inner jit is inlined.
+        return self._reset_compiled(key, params)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def _reset_compiled(
         self, key: jax.Array, params: RobotWarehouseParams
     ) -> tuple[jax.Array, RobotWarehouseState]:
         n, queue_size = self.num_agents, self.request_queue_size
