@@ -108,6 +108,13 @@ def sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
     is not enforced (as in minimax). Jittable and vmappable over keys.
     """
     check_params(params)
+    return _sample_dr_level(key, params)
+
+
+@jax.jit
+def _sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
+    # Jitted (the static settings are part of the params' tree structure), so an eager call is
+    # one compiled program instead of dozens of op-by-op compilations.
     height, width, n = params.height, params.width, params.n_walls
     cells = height * width
     if params.replace_wall_pos:
@@ -206,6 +213,11 @@ def mutate_level(key: jax.Array, level: MazeLevel, params: AMazeParams, num_edit
     )
     if _is_int(num_edits) and num_edits < 0:
         raise MazeError(f"mutate_level: num_edits must be >= 0, got {num_edits}.")
+    return _mutate(key, level, params, num_edits)
+
+
+@jax.jit
+def _mutate(key: jax.Array, level: MazeLevel, params: AMazeParams, num_edits: Any) -> MazeLevel:
     return jax.lax.fori_loop(0, num_edits, lambda i, lv: _one_edit(key, lv, i, params.width), level)
 
 

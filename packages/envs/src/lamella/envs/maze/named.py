@@ -197,6 +197,7 @@ def _corridor(length: int) -> tuple[np.ndarray, np.ndarray]:
     return walls, np.asarray(goals, np.int32)
 
 
+@functools.partial(jax.jit, static_argnames=("size",))
 def four_rooms(key: jax.Array, size: int = 17) -> MazeLevel:
     """minimax's FourRooms: a ``size x size`` (odd) grid split by the middle row and column,
     one random door in each of the four half-walls, then the goal on a uniform free cell, the
@@ -226,6 +227,7 @@ def _place(walls: jax.Array, u_goal: jax.Array, u_agent: jax.Array, u_dir: jax.A
     )
 
 
+@functools.partial(jax.jit, static_argnames=("size", "n_crossings"))
 def crossing(key: jax.Array, size: int = 9, n_crossings: int = 5) -> MazeLevel:
     """A Crossing maze (minimax's ``Crossing``, after MiniGrid's SimpleCrossing).
 
@@ -270,6 +272,7 @@ def crossing(key: jax.Array, size: int = 9, n_crossings: int = 5) -> MazeLevel:
     )
 
 
+@functools.partial(jax.jit, static_argnames=("height", "width"))
 def perfect_maze(key: jax.Array, height: int = 13, width: int = 13) -> MazeLevel:
     """A perfect maze (one path between any two free cells) by a depth-first backtracker.
 

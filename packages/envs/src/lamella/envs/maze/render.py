@@ -31,6 +31,7 @@ def _triangles(tile: int) -> np.ndarray:
     return np.stack([right, down, left, up])
 
 
+@functools.partial(jax.jit, static_argnames=("tile_size", "highlight_view"))
 def render_level(
     level: MazeLevel, params: AMazeParams, tile_size: int = 8, highlight_view: bool = False
 ) -> jax.Array:
