@@ -179,7 +179,11 @@ class AMaze(Environment[AMazeState, AMazeParams]):
             agent_dir=jnp.asarray(level.agent_dir, jnp.int32),
         )
         state = AMazeState(
-            level=level, agent_pos=level.agent_pos, agent_dir=level.agent_dir, time=jnp.zeros((), jnp.int32)
+            level=level,
+            agent_pos=level.agent_pos,
+            agent_dir=level.agent_dir,
+            time=jnp.zeros((), jnp.int32),
+            maze_map=_maze_map(level, params),
         )
         return self.observation_of(state, params), state
 
@@ -204,44 +208,48 @@ class AMaze(Environment[AMazeState, AMazeParams]):
         return maze_render.render_level(level, params, highlight_view=True)
 
 
+def _maze_map(level: MazeLevel, params: AMazeParams) -> jax.Array:
+    """uint8 MiniGrid object codes of ``level`` padded with ``V - 1`` walls (``AMazeState.maze_map``)."""
+    pad = params.agent_view_size - 1
+    codes = jnp.where(level.wall_map, OBJECT_WALL, OBJECT_EMPTY).astype(jnp.uint8)
+    codes = codes.at[level.goal_pos[1], level.goal_pos[0]].set(OBJECT_GOAL)
+    return jnp.pad(codes, pad, constant_values=OBJECT_WALL)
+
+
 @jax.jit
 def _observe(state: AMazeState, params: AMazeParams) -> dict[str, jax.Array]:
     # Jitted so that an eager call is one program (see levels._sample_dr_level).
     view = params.agent_view_size
-    level = state.level
-    dx, dy = _direction_vectors(state.agent_dir)
-    # View cell [i, j]: `ahead` cells forward, `across` cells to the agent's right; the
-    # right of direction (dx, dy) is (-dy, dx) in a y-down grid.
-    i_idx, j_idx = np.meshgrid(np.arange(view), np.arange(view), indexing="ij")
-    ahead = jnp.asarray(view - 1 - j_idx, jnp.int32)
-    across = jnp.asarray(i_idx - view // 2, jnp.int32)
-    wx = state.agent_pos[0] + ahead * dx - across * dy
-    wy = state.agent_pos[1] + ahead * dy + across * dx
-    inside = (wx >= 0) & (wx < params.width) & (wy >= 0) & (wy < params.height)
-    flat = jnp.clip(wy, 0, params.height - 1) * params.width + jnp.clip(wx, 0, params.width - 1)
-    wall = jnp.where(inside, level.wall_map.reshape(-1)[flat], True)
-    agent_cell = jnp.asarray((i_idx == view // 2) & (j_idx == view - 1))
-    goal = (wx == level.goal_pos[0]) & (wy == level.goal_pos[1]) & ~agent_cell
-    obj = jnp.where(wall, OBJECT_WALL, jnp.where(goal, OBJECT_GOAL, OBJECT_EMPTY))
-    color = jnp.where(wall, COLOR_GREY, jnp.where(goal, COLOR_GREEN, 0))
+    pad, half = view - 1, view // 2
+    direction = state.agent_dir
+    x, y = state.agent_pos[0] + pad, state.agent_pos[1] + pad
+    # The view's box in the padded map (rows y, columns x), by direction: right, down, left, up.
+    x0 = jnp.where(direction == 0, x, jnp.where(direction == 2, x - pad, x - half))
+    y0 = jnp.where(direction == 1, y, jnp.where(direction == 3, y - pad, y - half))
+    box = jax.lax.dynamic_slice(state.maze_map, (y0, x0), (view, view))
+    # image[i, j]: i across the view (left to right as the agent sees it), j ahead (agent at j = V-1).
+    image = jnp.where(
+        direction == 0,
+        box[:, ::-1],
+        jnp.where(direction == 1, box[::-1, ::-1].T, jnp.where(direction == 2, box[::-1, :], box.T)),
+    )
+    image = image.at[half, view - 1].set(OBJECT_EMPTY)  # MiniGrid shows the agent's own cell empty
     if not params.see_through_walls:
-        visible = _visibility(~wall, view)
-        obj = jnp.where(visible, obj, OBJECT_UNSEEN)
-        color = jnp.where(visible, color, 0)
-    image = jnp.stack([obj, color, jnp.zeros_like(obj)], axis=-1).astype(jnp.uint8)
-    return {"image": image, "agent_dir": state.agent_dir.astype(jnp.int32)}
+        visible = _visibility(image != OBJECT_WALL, view)
+        image = jnp.where(visible, image, OBJECT_UNSEEN)
+    color = jnp.where(image == OBJECT_WALL, COLOR_GREY, jnp.where(image == OBJECT_GOAL, COLOR_GREEN, 0))
+    obs = jnp.stack([image, color.astype(jnp.uint8), jnp.zeros_like(image)], axis=-1)
+    return {"image": obs, "agent_dir": direction.astype(jnp.int32)}
 
 
 @jax.jit
 def _step(state: AMazeState, action: jax.Array, params: AMazeParams) -> StepOutput:
-    level = state.level
+    pad = params.agent_view_size - 1
     dx, dy = _direction_vectors(state.agent_dir)
-    x, y = state.agent_pos[0], state.agent_pos[1]
-    tx, ty = x + dx, y + dy
-    inside = (tx >= 0) & (tx < params.width) & (ty >= 0) & (ty < params.height)
-    wall = level.wall_map[jnp.clip(ty, 0, params.height - 1), jnp.clip(tx, 0, params.width - 1)]
-    moved = (action == FORWARD) & inside & ~wall
-    reached = moved & (tx == level.goal_pos[0]) & (ty == level.goal_pos[1])
+    tx, ty = state.agent_pos[0] + dx, state.agent_pos[1] + dy
+    ahead = state.maze_map[ty + pad, tx + pad]  # the padding makes the border a wall
+    moved = (action == FORWARD) & (ahead != OBJECT_WALL)
+    reached = moved & (ahead == OBJECT_GOAL)
     agent_pos = jnp.where(moved, jnp.stack([tx, ty]), state.agent_pos)
     turn = (action == RIGHT).astype(jnp.int32) + 3 * (action == LEFT).astype(jnp.int32)
     agent_dir = (state.agent_dir + turn) % 4
