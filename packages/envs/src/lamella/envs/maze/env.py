@@ -1,0 +1,291 @@
+"""AMaze: minimax's maze as a MiniGrid gridworld, on lamella's level-based contract."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.envs import spaces
+from lamella.envs.environment import Environment, StepOutput, Wrapper, episode_done
+from lamella.envs.maze import render as maze_render
+from lamella.envs.maze.levels import check_level_fits, check_params, sample_dr_level
+from lamella.envs.maze.types import AMazeParams, AMazeState, MazeLevel
+
+__all__ = [
+    "ACTION_NAMES",
+    "COLOR_GREEN",
+    "COLOR_GREY",
+    "NUM_ACTIONS",
+    "OBJECT_EMPTY",
+    "OBJECT_GOAL",
+    "OBJECT_UNSEEN",
+    "OBJECT_WALL",
+    "AMaze",
+    "AutoReplay",
+]
+
+LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
+NUM_ACTIONS = 7
+ACTION_NAMES = ("left", "right", "forward", "pickup", "drop", "toggle", "done")
+# MiniGrid's cell encoding [object, colour, state].
+OBJECT_UNSEEN, OBJECT_EMPTY, OBJECT_WALL, OBJECT_GOAL = 0, 1, 2, 8
+COLOR_GREEN, COLOR_GREY = 1, 5
+
+
+def _direction_vectors(direction: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(dx, dy)`` of MiniGrid's directions (0 right, 1 down, 2 left, 3 up), without a gather."""
+    dx = (direction == 0).astype(jnp.int32) - (direction == 2).astype(jnp.int32)
+    dy = (direction == 1).astype(jnp.int32) - (direction == 3).astype(jnp.int32)
+    return dx, dy
+
+
+def _visibility(see_behind: jax.Array, view: int) -> jax.Array:
+    """MiniGrid's ``Grid.process_vis``: bool ``(view, view)`` visibility from see-through cells.
+
+    ``see_behind`` is bool ``(view, view)`` indexed ``[i, j]`` (i across, j ahead; the agent at
+    ``(view // 2, view - 1)``). MiniGrid walks the rows from the agent's outwards; in each row a
+    left-to-right pass spreads visibility rightwards through see-through cells, a right-to-left
+    pass leftwards, and every spreading cell also lights its two neighbours in the next row.
+    Each row is one int here (bit ``i`` = cell ``i``), so a pass is a few shifts repeated
+    ``view - 1`` times: elementwise integer operations, which XLA compiles quickly (the same
+    rule written per cell took seconds to compile).
+    """
+    weights = jnp.asarray(1 << np.arange(view), jnp.int32)
+    rows_s = jnp.sum(jnp.where(see_behind, weights[:, None], 0), axis=0)  # (view,): row j's bits
+    full = (1 << view) - 1
+    low, high = full >> 1, full & ~1  # cells that spread right (i < view - 1) / left (i > 0)
+    mask = jnp.asarray(1 << (view // 2), jnp.int32)
+    rows = [None] * view
+    for j in reversed(range(view)):
+        spread = rows_s[j]
+        for _ in range(view - 1):
+            mask = mask | ((mask & spread & low) << 1)
+        right = mask & spread & low
+        for _ in range(view - 1):
+            mask = mask | ((mask & spread & high) >> 1)
+        left = mask & spread & high
+        rows[j] = mask
+        mask = (right | (right << 1) | left | (left >> 1)) & full
+    bits = jnp.stack(rows)  # (view,) over j
+    return ((bits[None, :] >> jnp.arange(view)[:, None]) & 1).astype(jnp.bool_)
+
+
+class AMaze(Environment[AMazeState, AMazeParams]):
+    """AMaze: reach the goal in a walled gridworld seen through a small egocentric window.
+
+    minimax's AMaze (Jiang et al. 2023) with MiniGrid's dynamics, checked step by step against
+    ``minigrid==3.2.0`` (``tests/test_maze.py``). The grid is the level's interior
+    (:class:`~lamella.envs.maze.MazeLevel`), with an implicit border wall around it.
+
+    Action: int32 ``()``, ``Discrete(7)``: 0 turn left, 1 turn right, 2 forward, 3 pick up,
+    4 drop, 5 toggle, 6 done (3-6 do nothing, as in a MiniGrid maze with no objects). Forward
+    into a wall or the border leaves the agent where it is; forward onto the goal moves the agent
+    onto it and ends the episode.
+
+    Observation: dict.
+
+    * ``image``: uint8 ``(V, V, 3)``, MiniGrid's ``obs["image"]`` exactly: the ``V x V`` cells in
+      front of the agent (``V = agent_view_size``), indexed ``[i, j]`` with ``i`` across the view
+      (0 = the agent's far left) and ``j`` ahead (``j = V - 1`` is the agent's own row, ``j = 0``
+      the farthest), each cell ``[object, colour, state]``: empty ``[1, 0, 0]``, wall ``[2, 5, 0]``
+      (also beyond the border), goal ``[8, 1, 0]``, unseen ``[0, 0, 0]`` (only with
+      ``see_through_walls=False``). The agent's own cell ``[V // 2, V - 1]`` reads empty.
+      (minimax's image is this one transposed.)
+    * ``agent_dir``: int32 ``()``, ``Discrete(4)``, the agent's direction.
+
+    Reward: float32, ``1 - 0.9 * t / max_episode_steps`` on the step that reaches the goal,
+    ``t`` counting this step (the first step is ``t = 1``); 0 otherwise.
+
+    Terminated: the step reached the goal. Truncated: ``time >= max_episode_steps`` on a step
+    that did not reach the goal. A bare ``step`` never resets and never computes a reset (the
+    reset is the wrapper's job: :class:`~lamella.envs.wrappers.AutoReset` draws a new random
+    level, :class:`AutoReplay` restarts the same level).
+
+    State: :class:`~lamella.envs.maze.AMazeState`. Params: :class:`~lamella.envs.maze.AMazeParams`.
+
+    ``reset(key, params)`` starts on a random level (:func:`~lamella.envs.maze.sample_dr_level`);
+    ``reset_to_level(key, level, params)`` starts on a given one. The step is deterministic.
+
+    Differences from minimax's AMaze (all deliberate): reaching the goal moves the agent onto it
+    (minimax leaves it in front; reward and episode end are the same); ``terminated`` and
+    ``truncated`` are separate; ``see_through_walls=False`` is honoured; the step computes no
+    reset; ``sample_n_walls`` draws ``0 .. n_walls`` walls (minimax: ``1 .. n_walls - 1``).
+
+    Args:
+        level_sampler: ``sample(key) -> MazeLevel`` that ``reset`` draws its level from instead
+            of :func:`~lamella.envs.maze.sample_dr_level` (the named-maze ids use
+            :func:`~lamella.envs.maze.named_maze_sampler`); its levels must fit the params.
+        **defaults: fields of :class:`~lamella.envs.maze.AMazeParams`, the defaults of
+            :attr:`default_params`.
+    """
+
+    stochastic_step = False
+
+    def __init__(self, level_sampler: Callable[[jax.Array], MazeLevel] | None = None, **defaults: Any):
+        self.level_sampler = level_sampler
+        names = {f.name for f in dataclasses.fields(AMazeParams)}
+        unknown = sorted(set(defaults) - names)
+        if unknown:
+            raise TypeError(f"AMaze: unknown setting(s) {unknown}; valid: {sorted(names)}.")
+        self._defaults = AMazeParams(**defaults)
+        check_params(self._defaults)
+
+    @property
+    def default_params(self) -> AMazeParams:
+        return self._defaults
+
+    # Spaces --------------------------------------------------------------------------------
+
+    def action_space(self, params: AMazeParams | None = None) -> spaces.Discrete:
+        return spaces.Discrete(NUM_ACTIONS)
+
+    def observation_space(self, params: AMazeParams | None = None) -> spaces.Dict:
+        params = self.default_params if params is None else params
+        view = params.agent_view_size
+        return spaces.Dict(
+            {
+                "image": spaces.Box(0, 255, (view, view, 3), jnp.uint8),
+                "agent_dir": spaces.Discrete(4),
+            }
+        )
+
+    # Reset ---------------------------------------------------------------------------------
+
+    def reset_env(self, key: jax.Array, params: AMazeParams) -> tuple[dict[str, jax.Array], AMazeState]:
+        level = sample_dr_level(key, params) if self.level_sampler is None else self.level_sampler(key)
+        return self.reset_to_level(key, level, params)
+
+    def reset_to_level(
+        self, key: jax.Array, level: MazeLevel, params: AMazeParams | None = None
+    ) -> tuple[dict[str, jax.Array], AMazeState]:
+        """Start an episode on ``level``: ``(obs, state)``. ``key`` is unused (kept for the contract).
+
+        Raises:
+            MazeError: the level's wall map is not ``(params.height, params.width)`` (a level of
+                another size or another env), or a position has the wrong shape.
+        """
+        params = self.default_params if params is None else params
+        check_params(params)
+        check_level_fits(level, params)
+        level = MazeLevel(
+            wall_map=jnp.asarray(level.wall_map, jnp.bool_),
+            goal_pos=jnp.asarray(level.goal_pos, jnp.int32),
+            agent_pos=jnp.asarray(level.agent_pos, jnp.int32),
+            agent_dir=jnp.asarray(level.agent_dir, jnp.int32),
+        )
+        state = AMazeState(
+            level=level,
+            agent_pos=level.agent_pos,
+            agent_dir=level.agent_dir,
+            time=jnp.zeros((), jnp.int32),
+            maze_map=_maze_map(level, params),
+        )
+        return self.observation_of(state, params), state
+
+    # Step ----------------------------------------------------------------------------------
+
+    def step_env(self, key: jax.Array, state: AMazeState, action: Any, params: AMazeParams) -> StepOutput:
+        check_params(params)
+        return _step(state, jnp.asarray(action, jnp.int32), params)
+
+    # Observation ---------------------------------------------------------------------------
+
+    def observation_of(self, state: AMazeState, params: AMazeParams) -> dict[str, jax.Array]:
+        """The observation of ``state`` (what ``reset``/``step`` return with it)."""
+        return _observe(state, params)
+
+    # Rendering -----------------------------------------------------------------------------
+
+    def render(self, state: AMazeState, params: AMazeParams | None = None) -> jax.Array:
+        """RGB uint8 frame of the maze with its border, the agent's view highlighted."""
+        params = self.default_params if params is None else params
+        level = state.level.replace(agent_pos=state.agent_pos, agent_dir=state.agent_dir)
+        return maze_render.render_level(level, params, highlight_view=True)
+
+
+def _maze_map(level: MazeLevel, params: AMazeParams) -> jax.Array:
+    """uint8 MiniGrid object codes of ``level`` padded with ``V - 1`` walls (``AMazeState.maze_map``)."""
+    pad = params.agent_view_size - 1
+    codes = jnp.where(level.wall_map, OBJECT_WALL, OBJECT_EMPTY).astype(jnp.uint8)
+    codes = codes.at[level.goal_pos[1], level.goal_pos[0]].set(OBJECT_GOAL)
+    return jnp.pad(codes, pad, constant_values=OBJECT_WALL)
+
+
+@jax.jit
+def _observe(state: AMazeState, params: AMazeParams) -> dict[str, jax.Array]:
+    # Jitted so that an eager call is one program (see levels._sample_dr_level).
+    view = params.agent_view_size
+    pad, half = view - 1, view // 2
+    direction = state.agent_dir
+    x, y = state.agent_pos[0] + pad, state.agent_pos[1] + pad
+    # The view's box in the padded map (rows y, columns x), by direction: right, down, left, up.
+    x0 = jnp.where(direction == 0, x, jnp.where(direction == 2, x - pad, x - half))
+    y0 = jnp.where(direction == 1, y, jnp.where(direction == 3, y - pad, y - half))
+    box = jax.lax.dynamic_slice(state.maze_map, (y0, x0), (view, view))
+    # image[i, j]: i across the view (left to right as the agent sees it), j ahead (agent at j = V-1).
+    image = jnp.where(
+        direction == 0,
+        box[:, ::-1],
+        jnp.where(direction == 1, box[::-1, ::-1].T, jnp.where(direction == 2, box[::-1, :], box.T)),
+    )
+    image = image.at[half, view - 1].set(OBJECT_EMPTY)  # MiniGrid shows the agent's own cell empty
+    if not params.see_through_walls:
+        visible = _visibility(image != OBJECT_WALL, view)
+        image = jnp.where(visible, image, OBJECT_UNSEEN)
+    color = jnp.where(image == OBJECT_WALL, COLOR_GREY, jnp.where(image == OBJECT_GOAL, COLOR_GREEN, 0))
+    obs = jnp.stack([image, color.astype(jnp.uint8), jnp.zeros_like(image)], axis=-1)
+    return {"image": obs, "agent_dir": direction.astype(jnp.int32)}
+
+
+@jax.jit
+def _step(state: AMazeState, action: jax.Array, params: AMazeParams) -> StepOutput:
+    pad = params.agent_view_size - 1
+    dx, dy = _direction_vectors(state.agent_dir)
+    tx, ty = state.agent_pos[0] + dx, state.agent_pos[1] + dy
+    ahead = state.maze_map[ty + pad, tx + pad]  # the padding makes the border a wall
+    moved = (action == FORWARD) & (ahead != OBJECT_WALL)
+    reached = moved & (ahead == OBJECT_GOAL)
+    agent_pos = jnp.where(moved, jnp.stack([tx, ty]), state.agent_pos)
+    turn = (action == RIGHT).astype(jnp.int32) + 3 * (action == LEFT).astype(jnp.int32)
+    agent_dir = (state.agent_dir + turn) % 4
+    time = state.time + 1
+    max_steps = jnp.asarray(params.max_episode_steps)
+    reward = jnp.where(reached, 1.0 - 0.9 * time.astype(jnp.float32) / max_steps, 0.0).astype(jnp.float32)
+    truncated = (time >= max_steps) & ~reached
+    new_state = state.replace(agent_pos=agent_pos, agent_dir=agent_dir, time=time)
+    return _observe(new_state, params), new_state, reward, reached, truncated, {}
+
+
+class AutoReplay(Wrapper):
+    """Restart the *same* level when an episode ends (PLR/ACCEL rollouts on buffer levels).
+
+    The episode's level is in the state (``state.level``), so a restart only resets the agent's
+    pose and the clock: no level is drawn. ``info["final_observation"]`` is the observation that
+    ended the episode, as with :class:`~lamella.envs.wrappers.AutoReset`. Wraps a bare
+    :class:`AMaze` (``make(..., autoreset=False)``).
+    """
+
+    def __init__(self, env: Environment[Any, Any]):
+        if not isinstance(env, AMaze):
+            raise TypeError(
+                f"AutoReplay wraps a bare AMaze, got {env!r}; build it with "
+                "lamella.envs.make('AMaze-13x13-v0', autoreset=False) or AMaze(...)."
+            )
+        super().__init__(env)
+
+    def step_env(self, key: jax.Array, state: AMazeState, action: Any, params: AMazeParams) -> StepOutput:
+        obs, next_state, reward, terminated, truncated, info = self.env.step_env(key, state, action, params)
+        done = episode_done(terminated, truncated)
+        level = next_state.level
+        restarted = next_state.replace(
+            agent_pos=jnp.where(done, level.agent_pos, next_state.agent_pos),
+            agent_dir=jnp.where(done, level.agent_dir, next_state.agent_dir),
+            time=jnp.where(done, 0, next_state.time),
+        )
+        info = {**info, "final_observation": obs}
+        return self.env.observation_of(restarted, params), restarted, reward, terminated, truncated, info
