@@ -41,12 +41,18 @@ def num_actions_of(env: Environment[Any, Any], params: Any) -> int:
 
 
 def check_multi_agent_env(
-    env: Environment[Any, Any], params: Any, algorithm: str, *, global_state: bool = False
+    env: Environment[Any, Any],
+    params: Any,
+    algorithm: str,
+    *,
+    global_state: bool = False,
+    env_id: str | None = None,
 ) -> None:
     """Raise :class:`~lamella.agents.config.ConfigError` (a user error: one line, exit status 2
     from ``lamella train``) unless ``env`` is a multi-agent env with discrete actions (and a
-    ``global_state`` where ``global_state`` is asked for)."""
-    name = getattr(env, "name", type(env).__name__)
+    ``global_state`` where ``global_state`` is asked for). ``env_id`` names the env in the
+    message (default: ``env.name``)."""
+    name = env_id or getattr(env, "name", type(env).__name__)
     if int(getattr(env, "num_agents", 1)) < 2:
         raise ConfigError(
             f"{algorithm} trains multi-agent envs (num_agents > 1); {name} has a single agent. "

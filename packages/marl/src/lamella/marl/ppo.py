@@ -299,8 +299,10 @@ def make_multi_agent_ppo_runner(
             train`` prints one line and exits with status 2).
     """
     config.validate()
+    env_id = None
     with jax.ensure_compile_time_eval():
         if env is None:
+            env_id = config.env_id
             try:
                 env, made_params = lamella.envs.make(config.env_id, autoreset=False)
             except KeyError as error:
@@ -310,7 +312,9 @@ def make_multi_agent_ppo_runner(
             env_params = env.default_params
         if isinstance(env, wrappers.AutoReset):
             env = env.env
-        check_multi_agent_env(env, env_params, config.algorithm, global_state=config.centralised_critic)
+        check_multi_agent_env(
+            env, env_params, config.algorithm, global_state=config.centralised_critic, env_id=env_id
+        )
         num_agents, num_actions = int(env.num_agents), num_actions_of(env, env_params)
     observed = MultiAgentObservation(env, global_state=config.centralised_critic)
     train_env = wrappers.EpisodeStatistics(wrappers.AutoReset(observed))
