@@ -62,7 +62,9 @@ class _Actor(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         x = MLP(self.hidden_sizes, self.activation, name="torso")(x)
-        return ActionHead(spaces.Discrete(self.num_actions), name="head")(x).logits
+        dist = ActionHead(spaces.Discrete(self.num_actions), name="head")(x)
+        assert isinstance(dist, Categorical)
+        return dist.logits
 
 
 def _per_agent(module_class: Any, num_agents: int, share: bool, **kwargs: Any) -> nn.Module:

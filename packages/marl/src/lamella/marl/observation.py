@@ -90,18 +90,20 @@ class MultiAgentObservation(Wrapper):
                 "(lamella.envs.make(id, autoreset=False)), so the final observation is a dict too."
             )
         super().__init__(env)
+        # The multi-agent extras (action_mask, global_state) are not on the base Environment.
+        self.inner: Any = env
         self.with_global_state = bool(global_state)
         self._has_mask = callable(getattr(env, "action_mask", None))
 
     def _mask(self, state: Any, params: Any) -> jax.Array:
         if self._has_mask:
-            return jnp.asarray(self.env.action_mask(state, params), jnp.bool_)
+            return jnp.asarray(self.inner.action_mask(state, params), jnp.bool_)
         return jnp.ones((self.num_agents, num_actions_of(self.env, params)), jnp.bool_)
 
     def _observe(self, obs: Any, state: Any, mask: jax.Array, params: Any) -> dict[str, jax.Array]:
         out = {"obs": jnp.asarray(obs, jnp.float32), "action_mask": mask}
         if self.with_global_state:
-            out["global_state"] = jnp.asarray(self.env.global_state(state, params), jnp.float32)
+            out["global_state"] = jnp.asarray(self.inner.global_state(state, params), jnp.float32)
         return out
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[dict[str, jax.Array], Any]:
@@ -122,11 +124,11 @@ class MultiAgentObservation(Wrapper):
 
     def observation_space(self, params: Any = None) -> spaces.Dict:
         n, num_actions = self.num_agents, num_actions_of(self.env, params)
-        inner = self.env.observation_space(params)
+        inner: Any = self.env.observation_space(params)
         entries: dict[str, spaces.Space] = {
             "obs": spaces.Box(inner.low, inner.high, inner.shape, np.float32),
             "action_mask": spaces.Box(0, 1, (n, num_actions), np.bool_),
         }
         if self.with_global_state:
-            entries["global_state"] = self.env.global_state_space(params)
+            entries["global_state"] = self.inner.global_state_space(params)
         return spaces.Dict(entries)
