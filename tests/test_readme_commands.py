@@ -59,6 +59,11 @@ _OFFPOLICY_WHY = "the preset trains 20,000-50,000 steps (minutes); a few hundred
 _PPO_SHORT = "total_timesteps=2048 num_envs=4 num_steps=64 eval_episodes=2"
 _PPO_WHY = "the preset trains 200,000+ steps (a minute or more); 2,048 steps run the same code"
 
+_MARL_WHY = (
+    "the preset trains 4,096,000 steps per seed (about 15 minutes for three seeds on 2 cores); "
+    "2,048 steps run the same code"
+)
+
 # Commands run, by prefix (the longest matching prefix of RUN and NOT_RUN wins):
 # prefix -> (arguments appended, why). An appended key=value replaces the one written (the CLI
 # refuses a key given twice); an appended option replaces it too (argparse keeps the last).
@@ -81,6 +86,8 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train ppo num_envs=many": ("", "a wrong value, refused before anything compiles"),
     "lamella train --help": ("", "prints the help"),
     "lamella train --list": ("", "lists the algorithms"),
+    "lamella train ippo": (_PPO_SHORT, _MARL_WHY),
+    "lamella train mappo": (_PPO_SHORT, _MARL_WHY),
     "lamella train dqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train sac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train td3": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),

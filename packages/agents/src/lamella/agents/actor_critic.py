@@ -44,7 +44,9 @@ class ActorCritic(NamedTuple):
     """A policy and value network as pure functions (see the module docs).
 
     Attributes:
-        init: ``init(key, obs_example) -> params``.
+        init: ``init(key, obs_example) -> params``; ``obs_example`` has a leading batch axis
+            (an array, or for a feed-forward network a pytree of arrays such as a dict
+            observation).
         initial_memory: ``initial_memory(batch_size) -> memory`` (``()`` if feed-forward).
         step: ``step(params, memory, obs, reset) -> (memory, distribution, value)`` for one
             step of a batch: ``obs`` ``(batch, ...)``, ``reset`` bool ``(batch,)``, ``value``
@@ -75,8 +77,8 @@ def feedforward_actor_critic(network: nn.Module) -> ActorCritic:
     """
     value_method = getattr(type(network), "value", None)
 
-    def init(key: jax.Array, obs_example: jax.Array) -> Any:
-        return network.init(key, jnp.zeros((1, *jnp.shape(obs_example)[1:]), jnp.float32))
+    def init(key: jax.Array, obs_example: Any) -> Any:
+        return network.init(key, _one_row(obs_example))
 
     def step(params: Any, memory: Any, obs: jax.Array, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
         out: Any = network.apply(params, obs)
@@ -99,6 +101,20 @@ def feedforward_actor_critic(network: nn.Module) -> ActorCritic:
         return out
 
     return ActorCritic(init, lambda batch_size: (), step, evaluate_actions, value, recurrent=False)
+
+
+def _one_row(obs_example: Any) -> Any:
+    """Zeros shaped like one row of ``obs_example`` (leading axis 1), an array or a pytree of them
+    (dict observations: a multi-agent runner's ``{"obs", "action_mask", ...}``). An array is
+    float32, as networks see it; in a pytree, boolean leaves (masks) stay boolean."""
+    if isinstance(obs_example, (jax.Array, np.ndarray)):
+        return jnp.zeros((1, *jnp.shape(obs_example)[1:]), jnp.float32)
+
+    def zeros(x: Any) -> jax.Array:
+        dtype = jnp.bool_ if jnp.asarray(x).dtype == jnp.bool_ else jnp.float32
+        return jnp.zeros((1, *jnp.shape(x)[1:]), dtype)
+
+    return jax.tree.map(zeros, obs_example)
 
 
 def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], Any]) -> ActorCritic:

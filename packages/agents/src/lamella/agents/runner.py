@@ -134,6 +134,7 @@ def evaluate_agent(
     memory: Any,
     greedy: bool = True,
     success: bool = False,
+    per_agent: bool = False,
 ) -> dict[str, jax.Array]:
     """Play ``num_episodes`` episodes in parallel, one per env, and return their returns.
 
@@ -155,10 +156,12 @@ def evaluate_agent(
         greedy: act greedily.
         success: also return ``"success"``: float32 ``(num_episodes,)``, 1 where the env's
             ``info["is_success"]`` was true on some step of the episode (goal-conditioned envs).
+        per_agent: also return ``"agent_return"``: float32 ``(num_episodes, num_agents)``, each
+            agent's own return (multi-agent envs; ``"episode_return"`` is their sum).
 
     Returns:
         ``{"episode_return": float32 (num_episodes,), "episode_length": int32 (num_episodes,)}``
-        (and ``"success"``).
+        (and ``"success"``, ``"agent_return"``).
     """
     key_reset, key_loop = jax.random.split(key)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
@@ -178,6 +181,8 @@ def evaluate_agent(
     )
     # The success flags ride in the carry only when asked for, so other evaluations compile as before.
     extra0: tuple[jax.Array, ...] = (zeros,) if success else ()
+    if per_agent:
+        extra0 = (*extra0, jnp.zeros((num_episodes, max(int(env.num_agents), 1)), jnp.float32))
 
     def cond(carry: tuple[Any, ...]) -> jax.Array:
         finished, t = carry[0][6], carry[0][7]
@@ -192,7 +197,8 @@ def evaluate_agent(
             keys[2:], env_state, action, env_params
         )
         done = jax.vmap(episode_done)(terminated, truncated)
-        reward = jnp.reshape(reward, (num_episodes, -1)).sum(-1)
+        agent_reward = jnp.reshape(reward, (num_episodes, -1))
+        reward = agent_reward.sum(-1)
         returns = returns + jnp.where(finished, 0.0, reward)
         lengths = lengths + jnp.where(finished, 0, 1)
         if success:
@@ -202,7 +208,9 @@ def evaluate_agent(
                     f"(a goal-conditioned env); {type(env).__name__} does not."
                 )
             reached = jnp.logical_and(~finished, jnp.reshape(info["is_success"], (num_episodes,)))
-            extra = (jnp.where(reached, 1.0, extra[0]),)
+            extra = (jnp.where(reached, 1.0, extra[0]), *extra[1:])
+        if per_agent:
+            extra = (*extra[:-1], extra[-1] + jnp.where(finished[:, None], 0.0, agent_reward))
         finished = jnp.logical_or(finished, done)
         return (obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key), extra
 
@@ -211,6 +219,8 @@ def evaluate_agent(
     metrics = {"episode_return": out[4], "episode_length": out[5]}
     if success:
         metrics["success"] = extra[0]
+    if per_agent:
+        metrics["agent_return"] = extra[-1]
     return metrics
 
 

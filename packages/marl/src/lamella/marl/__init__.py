@@ -1,5 +1,35 @@
-"""lamella.marl: multi-agent runners (IPPO, MAPPO) built from lamella-agents' PPO pieces."""
+"""lamella.marl: multi-agent runners (IPPO, MAPPO) built from lamella-agents' PPO pieces.
+
+>>> import jax
+>>> from lamella.agents import make_train
+>>> from lamella.marl import IPPOConfig, make_ippo_runner
+>>> runner = make_ippo_runner(IPPOConfig(env_id="Foraging-5x5-2p-1f-coop-v3", total_timesteps=4096))
+"""
 
 from lamella.marl.__about__ import __version__
+from lamella.marl.networks import MultiAgentActorCriticNet, masked_categorical
+from lamella.marl.observation import MultiAgentObservation, check_multi_agent_env
+from lamella.marl.ppo import (
+    IPPOConfig,
+    MAPPOConfig,
+    MultiAgentPPO,
+    make_ippo_runner,
+    make_mappo_runner,
+    make_multi_agent_ppo,
+    make_multi_agent_ppo_runner,
+)
 
-__all__ = ["__version__"]
+__all__ = [
+    "IPPOConfig",
+    "MAPPOConfig",
+    "MultiAgentActorCriticNet",
+    "MultiAgentObservation",
+    "MultiAgentPPO",
+    "__version__",
+    "check_multi_agent_env",
+    "make_ippo_runner",
+    "make_mappo_runner",
+    "make_multi_agent_ppo",
+    "make_multi_agent_ppo_runner",
+    "masked_categorical",
+]

@@ -1,0 +1,193 @@
+"""IPPO training throughput: lamella-marl against JaxMARL's IPPO baseline, side by side, same env.
+
+    python benchmarks/marl_ippo_throughput.py --jaxmarl-src DIR [--updates 16] [--repeats 5]
+
+``DIR`` is a checkout of FLAIROx/JaxMARL (its ``baselines/IPPO/ippo_ff_mpe.py`` is loaded from
+there, unmodified, and run as JaxMARL runs it). JaxMARL pins nothing lamella cannot share, so both
+run in one interpreter; it needs its own virtual environment only because lamella's do not install
+it (see the marl README for the exact commands).
+
+Protocol (../shared/BENCHMARKS.md):
+
+* The same env on both sides: lamella's Level-Based Foraging (``Foraging-8x8-2p-2f-coop-v3``,
+  JaxMARL has no LBF), handed to JaxMARL's ``make_train`` through a small adapter to JaxMARL's
+  ``MultiAgentEnv`` interface (dict observations, actions, rewards and dones; JaxMARL's own
+  ``step`` auto-resets, its ``MPELogWrapper`` logs returns) in place of ``jaxmarl.make``. Both
+  sides train on the team reward (the agents' rewards summed).
+* The same config: 16 envs x 128 steps, 4 epochs, 2 minibatches (of 2,048 agent-steps each on
+  both sides), lr 2.5e-4 without annealing, clip 0.2, entropy 0.01, value 0.5, grad norm 0.5,
+  actor and critic MLPs of (64, 64) tanh (JaxMARL's fixed width), parameters shared by the
+  agents, no agent ids (JaxMARL adds none). lamella also applies LBF's action masks (JaxMARL's
+  MPE baseline has none; the adapter's illegal actions are NONE as in the env).
+* One call = one seed's ``train(key)`` of ``--updates`` iterations, jitted; every output
+  (final parameters, optimiser and env states, all metrics) is consumed in a checksum.
+  JaxMARL's per-update ``io_callback`` to ``wandb.log`` is part of its program and stays (a stub
+  ``wandb`` module whose ``log`` does nothing).
+* Timed calls interleaved (lamella, JaxMARL, lamella, ...), medians, compile (first call)
+  reported separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import statistics
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jnp
+from _interleave import time_interleaved
+
+import lamella.envs
+from lamella.agents import make_train
+from lamella.marl import IPPOConfig, make_ippo_runner
+
+ENV_ID = "Foraging-8x8-2p-2f-coop-v3"
+NUM_ENVS, NUM_STEPS = 16, 128
+
+
+def checksum(tree: Any) -> jax.Array:
+    """One float from every leaf of ``tree`` (keys as their data), so nothing is dead code."""
+    total = jnp.zeros((), jnp.float32)
+    for leaf in jax.tree.leaves(tree):
+        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        total = total + jnp.sum(leaf.astype(jnp.float32))
+    return total
+
+
+def make_jaxmarl_adapter(env_id: str) -> Any:
+    """lamella's bare env behind JaxMARL's ``MultiAgentEnv`` interface."""
+    from jaxmarl.environments import spaces as jm_spaces
+    from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+
+    env, params = lamella.envs.make(env_id, autoreset=False)
+    obs_space, num_actions = env.observation_space(params), int(env.action_space(params).nvec[0])
+
+    class LamellaEnv(MultiAgentEnv):
+        def __init__(self) -> None:
+            super().__init__(num_agents=env.num_agents)
+            low, high = float(obs_space.low.min()), float(obs_space.high.max())
+            self.observation_spaces = {a: jm_spaces.Box(low, high, obs_space.shape[1:]) for a in self.agents}
+            self.action_spaces = {a: jm_spaces.Discrete(num_actions) for a in self.agents}
+
+        def _dicts(self, obs: jax.Array) -> dict[str, jax.Array]:
+            return {a: obs[i] for i, a in enumerate(self.agents)}
+
+        def reset(self, key: jax.Array) -> tuple[dict[str, jax.Array], Any]:
+            obs, state = env.reset_env(key, params)
+            return self._dicts(obs), state
+
+        def get_obs(self, state: Any) -> dict[str, jax.Array]:
+            return self._dicts(env.get_obs(state, params))
+
+        def step_env(self, key: jax.Array, state: Any, actions: dict[str, jax.Array]) -> tuple[Any, ...]:
+            # JaxMARL hands each agent its action with a unit axis.
+            action = jnp.stack([jnp.reshape(actions[a], ()) for a in self.agents]).astype(jnp.int32)
+            obs, state, reward, terminated, truncated, _ = env.step_env(key, state, action, params)
+            done = terminated | truncated
+            team = jnp.sum(reward)
+            rewards = {a: team for a in self.agents}
+            dones = {a: done[i] for i, a in enumerate(self.agents)}
+            dones["__all__"] = jnp.all(done)
+            return self._dicts(obs), state, rewards, dones, {}
+
+    return LamellaEnv()
+
+
+def load_jaxmarl_ippo(source: Path) -> types.ModuleType:
+    """JaxMARL's ``baselines/IPPO/ippo_ff_mpe.py``, with ``jaxmarl.make`` giving the adapter."""
+    wandb = types.ModuleType("wandb")
+    wandb.log = lambda *args, **kwargs: None  # type: ignore[attr-defined]
+    wandb.init = lambda *args, **kwargs: None  # type: ignore[attr-defined]
+    sys.modules.setdefault("wandb", wandb)
+    path = source / "baselines" / "IPPO" / "ippo_ff_mpe.py"
+    spec = importlib.util.spec_from_file_location("jaxmarl_ippo_ff", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.jaxmarl = types.SimpleNamespace(make=lambda name, **kwargs: make_jaxmarl_adapter(name))
+    return module
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jaxmarl-src", type=Path, required=True, help="a checkout of FLAIROx/JaxMARL")
+    parser.add_argument("--updates", type=int, default=16, help="PPO iterations per timed call")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    total = args.updates * NUM_ENVS * NUM_STEPS
+
+    config = IPPOConfig(
+        env_id=ENV_ID,
+        total_timesteps=total,
+        num_envs=NUM_ENVS,
+        num_steps=NUM_STEPS,
+        num_epochs=4,
+        num_minibatches=2,
+        learning_rate=2.5e-4,
+        anneal_lr=False,
+        hidden_sizes=(64, 64),
+        activation="tanh",
+        agent_id=False,
+        share_parameters=True,
+        team_reward=True,
+    )
+    lamella_train = jax.jit(lambda key: checksum(make_train(make_ippo_runner(config))(key)))
+
+    jaxmarl_ippo = load_jaxmarl_ippo(args.jaxmarl_src)
+    jaxmarl_config = {
+        "LR": 2.5e-4,
+        "NUM_ENVS": NUM_ENVS,
+        "NUM_STEPS": NUM_STEPS,
+        "TOTAL_TIMESTEPS": total,
+        "UPDATE_EPOCHS": 4,
+        "NUM_MINIBATCHES": 2,
+        "GAMMA": 0.99,
+        "GAE_LAMBDA": 0.95,
+        "CLIP_EPS": 0.2,
+        "ENT_COEF": 0.01,
+        "VF_COEF": 0.5,
+        "MAX_GRAD_NORM": 0.5,
+        "ACTIVATION": "tanh",
+        "ENV_NAME": ENV_ID,
+        "ENV_KWARGS": {},
+        "ANNEAL_LR": False,
+    }
+    jaxmarl_train = jax.jit(lambda key: checksum(jaxmarl_ippo.make_train(dict(jaxmarl_config))(key)))
+
+    sides = {
+        "lamella": (lambda key: lamella_train(key), None),
+        "jaxmarl": (lambda key: jaxmarl_train(key), None),
+    }
+    rate, compile_s, times = time_interleaved(
+        {name: (lambda _, key, fn=fn: fn(key), None) for name, (fn, _) in sides.items()},
+        (jax.random.key(0),),
+        work=total,
+        repeats=args.repeats,
+    )
+    ratios = [a / b for a, b in zip(times["jaxmarl"], times["lamella"], strict=True)]
+    print(f"IPPO training on {ENV_ID}: {NUM_ENVS} envs x {NUM_STEPS} steps, {args.updates} updates per call")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPU(s); jax {jax.__version__}, "
+        f"jaxmarl {importlib.metadata.version('jaxmarl')}, flax {importlib.metadata.version('flax')}"
+    )
+    print(f"{'side':<8} {'env steps/s':>12} {'first call (s)':>15}")
+    for name in sides:
+        print(f"{name:<8} {rate[name]:>12.3g} {compile_s[name]:>15.1f}")
+    print(
+        f"lamella / jaxmarl env steps/s: {rate['lamella'] / rate['jaxmarl']:.2f} "
+        f"(paired per round: median {statistics.median(ratios):.2f}, min {min(ratios):.2f}, max {max(ratios):.2f})"
+    )
+
+
+if __name__ == "__main__":
+    main()

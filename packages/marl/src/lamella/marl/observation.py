@@ -1,0 +1,134 @@
+"""What a multi-agent policy sees: the observation, the action mask and (for MAPPO) the global state.
+
+:class:`MultiAgentObservation` wraps a bare multi-agent env so that its observation is a dict::
+
+    {"obs": (n, ...) float32, "action_mask": (n, num_actions) bool, "global_state": (G,) float32}
+
+(``"global_state"`` only when asked for). Everything a learner needs for one step then travels
+as the observation: lamella-agents' rollout collector stores it, ``AutoReset`` hands back the
+dict of the state that ended an episode as ``info["final_observation"]`` (so a centralised
+critic bootstraps a truncated episode from the *final* global state), and the network reads the
+mask where it builds its distribution. Put it inside ``AutoReset``::
+
+    env, params = lamella.envs.make("Foraging-8x8-2p-2f-coop-v3", autoreset=False)
+    env = wrappers.AutoReset(MultiAgentObservation(env, global_state=True))
+
+The mask of a step is the env's ``info["action_mask"]`` (the returned state's, per the
+multi-agent contract); a reset state's is ``env.action_mask(state, params)``. An env without
+illegal actions (no ``action_mask`` method) gets an all-True mask.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.agents.config import ConfigError
+from lamella.envs import spaces, wrappers
+from lamella.envs.environment import Environment, StepOutput, Wrapper
+
+__all__ = ["MultiAgentObservation", "check_multi_agent_env", "num_actions_of"]
+
+
+def num_actions_of(env: Environment[Any, Any], params: Any) -> int:
+    """The per-agent action count of a discrete multi-agent env (the largest agent's)."""
+    space = env.action_space(params)
+    assert isinstance(space, spaces.MultiDiscrete)
+    return int(np.max(np.asarray(space.nvec)))
+
+
+def check_multi_agent_env(
+    env: Environment[Any, Any],
+    params: Any,
+    algorithm: str,
+    *,
+    global_state: bool = False,
+    env_id: str | None = None,
+) -> None:
+    """Raise :class:`~lamella.agents.config.ConfigError` (a user error: one line, exit status 2
+    from ``lamella train``) unless ``env`` is a multi-agent env with discrete actions (and a
+    ``global_state`` where ``global_state`` is asked for). ``env_id`` names the env in the
+    message (default: ``env.name``)."""
+    name = env_id or getattr(env, "name", type(env).__name__)
+    if int(getattr(env, "num_agents", 1)) < 2:
+        raise ConfigError(
+            f"{algorithm} trains multi-agent envs (num_agents > 1); {name} has a single agent. "
+            f"Train it with ppo (lamella train ppo --env {name}), or pick a multi-agent env "
+            "such as Foraging-8x8-2p-2f-coop-v3."
+        )
+    space = env.action_space(params)
+    if not isinstance(space, spaces.MultiDiscrete):
+        raise ConfigError(
+            f"{algorithm} supports discrete actions (MultiDiscrete, one int per agent); {name}'s action "
+            f"space is {type(space).__name__}. Continuous actions are not implemented yet."
+        )
+    if global_state and not callable(getattr(env, "global_state", None)):
+        raise ConfigError(
+            f"{algorithm}'s centralised critic reads env.global_state(state, params), which {name} does "
+            f"not define. Use ippo (independent critics on each agent's observation) for {name}."
+        )
+
+
+class MultiAgentObservation(Wrapper):
+    """Dict observations ``{"obs", "action_mask"[, "global_state"]}`` (see the module docs).
+
+    Wraps a bare env (no auto-reset): its state is the env's own, so ``env.action_mask`` and
+    ``env.global_state`` read it directly.
+
+    Args:
+        env: a multi-agent env with discrete actions.
+        global_state: add ``"global_state"`` (``env.global_state(state, params)``, float32).
+    """
+
+    def __init__(self, env: Environment[Any, Any], global_state: bool = False):
+        if isinstance(env, wrappers.AutoReset):
+            raise ValueError(
+                "MultiAgentObservation wraps a bare env: put it inside AutoReset "
+                "(lamella.envs.make(id, autoreset=False)), so the final observation is a dict too."
+            )
+        super().__init__(env)
+        # The multi-agent extras (action_mask, global_state) are not on the base Environment.
+        self.inner: Any = env
+        self.with_global_state = bool(global_state)
+        self._has_mask = callable(getattr(env, "action_mask", None))
+
+    def _mask(self, state: Any, params: Any) -> jax.Array:
+        if self._has_mask:
+            return jnp.asarray(self.inner.action_mask(state, params), jnp.bool_)
+        return jnp.ones((self.num_agents, num_actions_of(self.env, params)), jnp.bool_)
+
+    def _observe(self, obs: Any, state: Any, mask: jax.Array, params: Any) -> dict[str, jax.Array]:
+        out = {"obs": jnp.asarray(obs, jnp.float32), "action_mask": mask}
+        if self.with_global_state:
+            out["global_state"] = jnp.asarray(self.inner.global_state(state, params), jnp.float32)
+        return out
+
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[dict[str, jax.Array], Any]:
+        obs, state = self.env.reset_env(key, params)
+        return self._observe(obs, state, self._mask(state, params), params), state
+
+    def step_env(self, key: jax.Array, state: Any, action: Any, params: Any) -> StepOutput:
+        obs, state, reward, terminated, truncated, info = self.env.step_env(key, state, action, params)
+        mask = info["action_mask"] if "action_mask" in info else self._mask(state, params)
+        return (
+            self._observe(obs, state, jnp.asarray(mask, jnp.bool_), params),
+            state,
+            reward,
+            terminated,
+            truncated,
+            info,
+        )
+
+    def observation_space(self, params: Any = None) -> spaces.Dict:
+        n, num_actions = self.num_agents, num_actions_of(self.env, params)
+        inner: Any = self.env.observation_space(params)
+        entries: dict[str, spaces.Space] = {
+            "obs": spaces.Box(inner.low, inner.high, inner.shape, np.float32),
+            "action_mask": spaces.Box(0, 1, (n, num_actions), np.bool_),
+        }
+        if self.with_global_state:
+            entries["global_state"] = self.inner.global_state_space(params)
+        return spaces.Dict(entries)

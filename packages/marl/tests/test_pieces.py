@@ -1,0 +1,231 @@
+"""IPPO/MAPPO's own pieces: masks, per-agent networks, the dict observation, bad input, the driver.
+
+Learning is checked in ``test_learning.py``; this file compiles only small things (one driver
+run of a tiny config, shared by the run-log and resume checks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.envs
+from lamella.agents.config import ConfigError
+from lamella.agents.driver import run_experiment
+from lamella.envs import wrappers
+from lamella.marl import (
+    IPPOConfig,
+    MAPPOConfig,
+    MultiAgentActorCriticNet,
+    MultiAgentObservation,
+    make_ippo_runner,
+    make_mappo_runner,
+    masked_categorical,
+)
+
+LBF = "Foraging-5x5-2p-1f-coop-v3"
+
+
+def test_masked_categorical_samples_scores_and_entropy_only_legal_actions():
+    logits = jnp.zeros((2, 4))
+    mask = jnp.array([[True, False, True, False], [True, True, True, True]])
+    dist = masked_categorical(logits, mask)
+    # Uniform over the legal actions: log 1/2 for row 0 (two legal), log 1/4 for row 1.
+    np.testing.assert_allclose(dist.log_prob(jnp.array([2, 3])), np.log([0.5, 0.25]), rtol=1e-6)
+    np.testing.assert_allclose(dist.entropy(), np.log([2.0, 4.0]), rtol=1e-6)
+    assert float(dist.log_prob(jnp.array([1, 0]))[0]) < -1e8  # an illegal action: probability 0
+    samples = jax.vmap(lambda k: dist.sample(k))(jax.random.split(jax.random.key(0), 2000))
+    row0 = np.asarray(samples[:, 0])
+    assert set(np.unique(row0)) == {0, 2}  # never 1 or 3
+    assert abs(np.mean(row0 == 0) - 0.5) < 0.05
+    assert set(np.unique(np.asarray(samples[:, 1]))) == {0, 1, 2, 3}
+    # The mode of a masked row is legal even where an illegal logit is the largest.
+    big = masked_categorical(jnp.array([[5.0, 9.0, 1.0, 0.0]]), mask[:1])
+    assert int(big.mode()[0]) == 0
+
+
+def _obs(num_envs: int, n: int, size: int, num_actions: int, state_size: int = 0) -> dict:
+    key = jax.random.key(3)
+    out = {
+        "obs": jax.random.normal(key, (num_envs, n, size)),
+        "action_mask": jnp.ones((num_envs, n, num_actions), bool),
+    }
+    if state_size:
+        out["global_state"] = jax.random.normal(jax.random.key(4), (num_envs, state_size))
+    return out
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_network_shares_parameters_or_keeps_one_set_per_agent(share):
+    n, size, num_actions = 3, 5, 4
+    net = MultiAgentActorCriticNet(n, num_actions, hidden_sizes=(8,), share_parameters=share, agent_id=False)
+    obs = _obs(2, n, size, num_actions)
+    params = net.init(jax.random.key(0), obs)
+    kernels = [
+        x for path, x in jax.tree_util.tree_leaves_with_path(params) if "kernel" in jax.tree_util.keystr(path)
+    ]
+    if share:
+        assert all(k.ndim == 2 for k in kernels)
+    else:
+        assert all(k.ndim == 3 and k.shape[0] == n for k in kernels)  # a leading agent axis
+    dist, value = net.apply(params, obs)
+    assert dist.logits.shape == (2, n, num_actions) and value.shape == (2, n)
+    np.testing.assert_allclose(net.apply(params, obs, method=net.value), value, rtol=1e-6)
+    # The same observation for every agent: a shared network without ids answers identically
+    # for each agent, separate networks do not.
+    same = {**obs, "obs": jnp.broadcast_to(obs["obs"][:, :1], obs["obs"].shape)}
+    _, value_same = net.apply(params, same)
+    spread = float(jnp.max(jnp.abs(value_same - value_same[:, :1])))
+    assert (spread < 1e-6) if share else (spread > 1e-4)
+
+
+def test_agent_ids_and_centralised_critic():
+    n, size, num_actions, state_size = 2, 5, 4, 7
+    obs = _obs(2, n, size, num_actions, state_size)
+    same = {**obs, "obs": jnp.broadcast_to(obs["obs"][:, :1], obs["obs"].shape)}
+    with_ids = MultiAgentActorCriticNet(n, num_actions, hidden_sizes=(8,), agent_id=True)
+    params = with_ids.init(jax.random.key(0), same)
+    dist, _ = with_ids.apply(params, same)
+    # One shared network, identical observations: the one-hot id alone makes the agents differ.
+    assert float(jnp.max(jnp.abs(dist.logits[:, 0] - dist.logits[:, 1]))) > 1e-6
+    central = MultiAgentActorCriticNet(
+        n, num_actions, hidden_sizes=(8,), agent_id=False, centralised_critic=True
+    )
+    params = central.init(jax.random.key(0), obs)
+    _, value = central.apply(params, obs)
+    # The critic reads only the global state: changing the agents' observations leaves it.
+    _, value_other = central.apply(params, {**obs, "obs": obs["obs"] + 1.0})
+    np.testing.assert_allclose(value, value_other, rtol=1e-6)
+    _, value_state = central.apply(params, {**obs, "global_state": obs["global_state"] + 1.0})
+    assert float(jnp.max(jnp.abs(value - value_state))) > 1e-4
+
+
+def test_observation_carries_the_mask_and_the_final_global_state_at_episode_ends():
+    env, params = lamella.envs.make(LBF, autoreset=False, max_episode_steps=3)
+    env = wrappers.AutoReset(MultiAgentObservation(env, global_state=True))
+    obs, state = env.reset(jax.random.key(0), params)
+    np.testing.assert_array_equal(obs["action_mask"], env.env.env.action_mask(state, params))
+    np.testing.assert_array_equal(obs["global_state"], env.env.env.global_state(state, params))
+    action = jnp.zeros((2,), jnp.int32)  # NONE: nothing is eaten, the episode is truncated at step 3
+    for _ in range(3):
+        previous = state
+        obs, state, reward, terminated, truncated, info = env.step(jax.random.key(1), state, action, params)
+    assert bool(truncated.all()) and not bool(terminated.any())
+    final = info["final_observation"]
+    # Nobody moved: the final global state is the last state's, the returned one the new episode's.
+    np.testing.assert_array_equal(final["global_state"], env.env.env.global_state(previous, params))
+    np.testing.assert_array_equal(obs["global_state"], env.env.env.global_state(state, params))
+    np.testing.assert_array_equal(obs["action_mask"], env.env.env.action_mask(state, params))
+
+
+@pytest.mark.parametrize(
+    ("make", "config", "words"),
+    [
+        (make_ippo_runner, IPPOConfig(env_id="CartPole-v1"), ["ippo", "CartPole-v1", "single agent", "ppo"]),
+        (make_mappo_runner, MAPPOConfig(env_id="CartPole-v1"), ["mappo", "single agent"]),
+        (
+            make_mappo_runner,
+            MAPPOConfig(env_id="IteratedPrisonersDilemma-v0"),
+            ["global_state", "IteratedPrisonersDilemma-v0", "Use ippo"],
+        ),
+        (make_ippo_runner, IPPOConfig(env_id="Foraging-9x9-nope"), ["Unknown environment id"]),
+        (make_ippo_runner, IPPOConfig(env_id=LBF, num_minibatches=3), ["num_minibatches"]),
+    ],
+)
+def test_bad_input_is_a_user_error_at_construction(make, config, words):
+    with pytest.raises(ConfigError) as raised:
+        make(config)
+    for word in words:
+        assert word in str(raised.value)
+
+
+def test_ippo_works_on_an_env_without_global_state():
+    runner = make_ippo_runner(IPPOConfig(env_id="IteratedPrisonersDilemma-v0", total_timesteps=2048))
+    state = jax.eval_shape(runner.init, jax.random.key(0))
+    assert state.obs["action_mask"].shape == (16, 2, 2)  # all-True masks for an env without rules
+    assert "global_state" not in state.obs
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["train", "ippo", "--env", "CartPole-v1"], ["single agent", "lamella train ppo"]),
+        (["train", "mappo", "--env", "IteratedPrisonersDilemma-v0"], ["global_state", "Use ippo"]),
+    ],
+)
+def test_command_line_bad_input_exits_2_with_one_line(tmp_path, argv, words):
+    result = subprocess.run(
+        [sys.executable, "-m", "lamella.envs.cli", *argv, "--out-dir", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        timeout=300,
+    )
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and all(word in errors[0] for word in words), result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+@pytest.fixture(scope="module")
+def driver_run(tmp_path_factory):
+    """A tiny IPPO run through the driver, stopped after one chunk, then resumed to the end."""
+    out = tmp_path_factory.mktemp("ippo") / "run"
+    config = IPPOConfig(
+        env_id=LBF, total_timesteps=4 * 16 * 32, num_steps=32, hidden_sizes=(16,), eval_episodes=4
+    )
+    first = run_experiment(
+        config, seeds=2, out_dir=out, chunk_iterations=2, max_chunks=1, progress=False, plot=False
+    )
+    second = run_experiment(
+        config, seeds=2, out_dir=out, chunk_iterations=2, resume=True, progress=False, plot=False
+    )
+    return first, second, out
+
+
+def test_driver_logs_team_and_per_agent_metrics(driver_run):
+    first, second, out = driver_run
+    assert not first.finished and second.finished
+    log = json.loads((out / "metrics.json").read_text())
+    runs = log["multi_agent"][LBF]["ippo"]
+    assert sorted(runs) == ["seed_0", "seed_1"]
+    last = runs["seed_0"]["step_2"]
+    for key in (
+        "mean_episode_return",  # the team's return (sum over agents), one per evaluation episode
+        "return_agent_0",
+        "return_agent_1",  # each agent's own return
+        "train_episode_return",
+        "train_return_agent_0",
+        "train_reward_agent_1",
+        "train_policy_loss",
+    ):
+        assert key in last, sorted(last)
+    assert len(last["mean_episode_return"]) == 4 and len(last["return_agent_1"]) == 4
+    # The team return of an episode is the sum of the agents' returns.
+    np.testing.assert_allclose(
+        np.add(last["return_agent_0"], last["return_agent_1"]), last["mean_episode_return"], rtol=1e-5
+    )
+    assert last["step_count"] == 4 * 16 * 32
+
+
+def test_resume_matches_a_run_that_never_stopped(driver_run, tmp_path):
+    _, resumed, out = driver_run
+    config = IPPOConfig(
+        env_id=LBF, total_timesteps=4 * 16 * 32, num_steps=32, hidden_sizes=(16,), eval_episodes=4
+    )
+    whole = run_experiment(
+        config, seeds=2, out_dir=tmp_path / "whole", chunk_iterations=2, progress=False, plot=False
+    )
+    for a, b in zip(
+        jax.tree.leaves(resumed.state.train_state), jax.tree.leaves(whole.state.train_state), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert (out / "metrics.json").read_text() == (tmp_path / "whole" / "metrics.json").read_text()
