@@ -597,14 +597,19 @@ def test_terminate_variant_ends_the_episode_on_collisions(jumanji_rule):
         ([[9, 3], [9, 6]], [EAST, WEST], [FORWARD, FORWARD], False),
         ([[0, 0], [5, 5]], [UP, WEST], [FORWARD, LEFT], False),  # into the wall, turning
     ]
-    states = as_state(_stack([hand_state(env, a, h, carried=(0, 0)) for a, h, _, _ in cases]))
+    states = [hand_state(env, a, h, carried=(0, 0)) for a, h, _, _ in cases]
+    # Jumanji's mask: a carrying agent cannot follow another carrying agent (rware would move both).
+    cases.append(([[9, 3], [9, 4]], [EAST, EAST], [FORWARD, FORWARD], False))
+    states.append(hand_state(env, [[9, 3], [9, 4]], [EAST, EAST], carried=(1, 2)))
+    states = as_state(_stack(states))
     actions = jnp.asarray([a for _, _, a, _ in cases])
     out = step(states, actions, env.default_params, jnp.full(2, 0.5))
     expected = np.array([c for *_, c in cases])
     np.testing.assert_array_equal(np.asarray(out[3]), np.stack([expected, expected], -1))
     assert not np.any(np.asarray(out[4]))
-    # Without a collision the moves are rware's.
+    # Without a collision the moves are rware's; the carrying follower stays.
     np.testing.assert_array_equal(np.asarray(out[1].agent_positions)[3], [[9, 5], [9, 4]])
+    np.testing.assert_array_equal(np.asarray(out[1].agent_positions)[-1], [[9, 3], [9, 5]])
 
 
 # Reset, draws, spaces, global state, render ------------------------------------------------------
