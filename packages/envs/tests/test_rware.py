@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import collections
+import warnings
 
 import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from rware.warehouse import Direction, RewardType, Warehouse
 
 import lamella.envs as le
+from lamella.envs.adapters.gymnasium import GymnasiumEnv
 from lamella.envs.multi_agent import rware as lamella_rware
 from lamella.envs.multi_agent.rware import RobotWarehouse, RobotWarehouseState
 from lamella.envs.testing import assert_parity_coverage, check_env
@@ -745,6 +748,14 @@ def test_check_env(env_id):
     # A 30-step limit, so check_env's 40 steps see an auto-reset; one agent: no agent axis.
     env, params = le.make(env_id, max_steps=30)
     check_env(env, params, num_steps=40, num_envs=2)
+
+
+def test_single_agent_ids_pass_gymnasiums_checker():
+    env = GymnasiumEnv("rware-tiny-1ag-v2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gymnasium_check_env(env, skip_render_check=True)
+    assert env.observation_space.shape == (71,) and env.action_space.n == 5
 
 
 def test_bad_input_is_rejected_clearly(tiny4):
