@@ -14,7 +14,13 @@ from lamella.envs.adapters.gymnasium import GymnasiumEnv, GymnasiumVectorEnv, to
 
 
 def _single_agent_ids():
-    return [env_id for env_id in le.registered() if le.make(env_id, autoreset=False)[0].num_agents == 1]
+    # Main ids only: a variant runs the same code as its family's main ids (RWARE's single-agent
+    # -1ag variants are checked with gymnasium's checker in test_rware.py).
+    return [
+        env_id
+        for env_id in le.registered(variants=False)
+        if le.make(env_id, autoreset=False)[0].num_agents == 1
+    ]
 
 
 # gymnasium's checker reports some problems only as warnings: here every warning is an error,

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import collections
+import warnings
 
 import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from rware.warehouse import Direction, RewardType, Warehouse
 
 import lamella.envs as le
+from lamella.envs.adapters.gymnasium import GymnasiumEnv
 from lamella.envs.multi_agent import rware as lamella_rware
 from lamella.envs.multi_agent.rware import RobotWarehouse, RobotWarehouseState
 from lamella.envs.testing import assert_parity_coverage, check_env
@@ -597,14 +600,19 @@ def test_terminate_variant_ends_the_episode_on_collisions(jumanji_rule):
         ([[9, 3], [9, 6]], [EAST, WEST], [FORWARD, FORWARD], False),
         ([[0, 0], [5, 5]], [UP, WEST], [FORWARD, LEFT], False),  # into the wall, turning
     ]
-    states = as_state(_stack([hand_state(env, a, h, carried=(0, 0)) for a, h, _, _ in cases]))
+    states = [hand_state(env, a, h, carried=(0, 0)) for a, h, _, _ in cases]
+    # Jumanji's mask: a carrying agent cannot follow another carrying agent (rware would move both).
+    cases.append(([[9, 3], [9, 4]], [EAST, EAST], [FORWARD, FORWARD], False))
+    states.append(hand_state(env, [[9, 3], [9, 4]], [EAST, EAST], carried=(1, 2)))
+    states = as_state(_stack(states))
     actions = jnp.asarray([a for _, _, a, _ in cases])
     out = step(states, actions, env.default_params, jnp.full(2, 0.5))
     expected = np.array([c for *_, c in cases])
     np.testing.assert_array_equal(np.asarray(out[3]), np.stack([expected, expected], -1))
     assert not np.any(np.asarray(out[4]))
-    # Without a collision the moves are rware's.
+    # Without a collision the moves are rware's; the carrying follower stays.
     np.testing.assert_array_equal(np.asarray(out[1].agent_positions)[3], [[9, 5], [9, 4]])
+    np.testing.assert_array_equal(np.asarray(out[1].agent_positions)[-1], [[9, 3], [9, 5]])
 
 
 # Reset, draws, spaces, global state, render ------------------------------------------------------
@@ -740,6 +748,14 @@ def test_check_env(env_id):
     # A 30-step limit, so check_env's 40 steps see an auto-reset; one agent: no agent axis.
     env, params = le.make(env_id, max_steps=30)
     check_env(env, params, num_steps=40, num_envs=2)
+
+
+def test_single_agent_ids_pass_gymnasiums_checker():
+    env = GymnasiumEnv("rware-tiny-1ag-v2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gymnasium_check_env(env, skip_render_check=True)
+    assert env.observation_space.shape == (71,) and env.action_space.n == 5
 
 
 def test_bad_input_is_rejected_clearly(tiny4):

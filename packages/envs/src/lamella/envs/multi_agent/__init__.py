@@ -55,6 +55,11 @@ from lamella.envs.multi_agent.matrix_game import (
     IteratedMatrixGameState,
     check_payoff,
 )
+from lamella.envs.multi_agent.rware import (
+    RobotWarehouse,
+    RobotWarehouseParams,
+    RobotWarehouseState,
+)
 
 __all__ = [
     "PAYOFFS",
@@ -68,6 +73,9 @@ __all__ = [
     "LevelBasedForaging",
     "LevelBasedForagingParams",
     "LevelBasedForagingState",
+    "RobotWarehouse",
+    "RobotWarehouseParams",
+    "RobotWarehouseState",
     "check_payoff",
     "iterated_battle_of_the_sexes",
     "iterated_chicken",

@@ -507,7 +507,9 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         conflict is resolved: agents move in index order, each into its target
         cell whoever stands there, and the episode terminates when afterwards an
         agent's cell no longer shows it (two agents ended on one cell, or an
-        agent moved away from under one that followed it into its cell).
+        agent moved away from under one that followed it into its cell). As
+        Jumanji's action mask does, a carrying agent's FORWARD into any shelf,
+        standing or carried by an agent there, is cancelled.
         """
         n, cols = self.num_agents, self.cols
         action = jnp.asarray(action).reshape(n).astype(jnp.int32)
@@ -522,8 +524,11 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         )
         target = jnp.where(action == FORWARD, self._cells(ahead), cell)
         moving = target != cell
-        # A carried shelf cannot pass a standing one.
-        moving &= ~((carried > 0) & (grid[target] > 0))
+        # A carried shelf cannot pass a standing one (Jumanji's mask: nor another carried one).
+        blocked = grid[target] > 0
+        if self.collisions == "terminate":
+            blocked |= jnp.any((target[:, None] == cell[None, :]) & (carried > 0)[None, :], 1)
+        moving &= ~((carried > 0) & blocked)
         target = jnp.where(moving, target, cell)
         if self.collisions == "resolve":
             moves = moving & self._resolve(cell, target)
