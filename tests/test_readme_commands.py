@@ -111,6 +111,9 @@ NOT_RUN: dict[str, str] = {
     "hatch test": "the test command itself",
     "hatch run bench:": "a benchmark (minutes); its figures are in the README",
     "hatch run bench-marl:": "a benchmark (minutes, needs Jumanji); its figures are in the README",
+    "uv venv /tmp/jaxmarl-venv": "a benchmark's own virtual environment",
+    "uv pip install --python /tmp/jaxmarl-venv/bin/python": "needs the package index (benchmark-only dependencies)",
+    "/tmp/jaxmarl-venv/bin/python benchmarks/": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
 }
 # Sample outputs whose numbers vary from run to run (and with the budget override): (page,
 # command) -> why. Every other sample output is compared exactly.

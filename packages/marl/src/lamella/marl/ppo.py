@@ -54,6 +54,7 @@ __all__ = [
     "MultiAgentPPO",
     "MultiAgentPPORunnerState",
     "MultiAgentTrainState",
+    "Trajectory",
     "make_ippo_runner",
     "make_mappo_runner",
     "make_multi_agent_ppo",
