@@ -44,6 +44,7 @@ def _register_builtin() -> None:
     misc.register_all(register)
     multi_agent.register_all(register)
     multi_agent.lbf.register_all(register)
+    multi_agent.mpe.register_all(register)
 
     register("CartPole-v1", classic_control.CartPole)
     register("Pendulum-v1", classic_control.Pendulum)

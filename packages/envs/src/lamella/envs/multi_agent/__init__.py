@@ -17,6 +17,9 @@ id                                  env
 ``Foraging-8x8-2p-2f-v3`` etc.      :class:`~lamella.envs.multi_agent.lbf.LevelBasedForaging`, the
                                     1920 lbforaging 2.0 ids, registered by
                                     :func:`lamella.envs.multi_agent.lbf.register_all`
+``MPE-simple_spread-v3`` etc.       :class:`~lamella.envs.multi_agent.mpe.MultiParticleEnv`, the
+                                    nine mpe2 1.1.1 scenarios, registered by
+                                    :func:`lamella.envs.multi_agent.mpe.register_all`
 ==================================  ==============================================================
 
 The payoff values of the presets are in :data:`PAYOFFS` and
@@ -32,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lamella.envs.multi_agent import lbf
+from lamella.envs.multi_agent import lbf, mpe
 from lamella.envs.multi_agent.infinite_matrix_game import (
     InfiniteMatrixGame,
     InfiniteMatrixGameParams,
@@ -73,6 +76,7 @@ __all__ = [
     "iterated_stag_hunt",
     "lbf",
     "memory_one_values",
+    "mpe",
     "register_all",
 ]
 
