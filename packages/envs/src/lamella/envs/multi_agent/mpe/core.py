@@ -103,7 +103,9 @@ class Scenario:
         return (MOVE_ACTIONS if self.agent_movable[i] else 0) + (0 if self.agent_silent[i] else self.dim_c)
 
 
-def constant_colors(colors: Sequence[Sequence[float]] | np.ndarray) -> Callable[[MultiParticleState], jax.Array]:
+def constant_colors(
+    colors: Sequence[Sequence[float]] | np.ndarray,
+) -> Callable[[MultiParticleState], jax.Array]:
     table = np.asarray(colors, np.float32)
     return lambda state: jnp.asarray(table)
 
