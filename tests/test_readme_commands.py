@@ -104,6 +104,7 @@ NOT_RUN: dict[str, str] = {
     "hatch test": "the test command itself",
     "hatch run bench:": "a benchmark (minutes); its figures are in the README",
     "hatch run bench-marl:": "a benchmark (minutes, needs Jumanji); its figures are in the README",
+    "hatch run bench-jaxmarl:": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
 }
 # Sample outputs whose numbers vary from run to run (and with the budget override): (page,
 # command) -> why. Every other sample output is compared exactly.

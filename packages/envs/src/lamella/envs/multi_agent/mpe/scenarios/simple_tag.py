@@ -10,8 +10,8 @@ from lamella.envs.multi_agent.mpe.core import (
     boundary_penalty,
     constant_colors,
     distances,
-    other_index,
     relative,
+    rows_without_self,
 )
 from lamella.envs.multi_agent.mpe.types import MultiParticleState
 
@@ -31,11 +31,6 @@ def make(num_good: int = 1, num_adversaries: int = 3, num_obstacles: int = 2) ->
     size = np.where(adversary, 0.075, 0.05).astype(np.float32)
     touch = size[:, None] + size[None, :]
 
-    adversaries, good = range(num_adversaries), range(num_adversaries, n)
-    others_of_adversary = other_index(adversaries, range(n))  # (A, n - 1)
-    others_of_good = other_index(good, range(n))  # (G, n - 1)
-    good_others_of_good = other_index(good, good)  # (G, G - 1)
-
     def observe(state: MultiParticleState) -> list[jnp.ndarray]:
         pos, vel = state.agent_pos, state.agent_vel
         rel = relative(pos)
@@ -45,7 +40,7 @@ def make(num_good: int = 1, num_adversaries: int = 3, num_obstacles: int = 2) ->
         adversary_rows = jnp.concatenate(
             [
                 head[:a],
-                rel[np.arange(a)[:, None], others_of_adversary].reshape(a, -1),
+                rows_without_self(rel, range(a), range(n)),
                 jnp.broadcast_to(vel[a:].reshape(-1), (a, 2 * g)),
             ],
             -1,
@@ -53,8 +48,8 @@ def make(num_good: int = 1, num_adversaries: int = 3, num_obstacles: int = 2) ->
         good_rows = jnp.concatenate(
             [
                 head[a:],
-                rel[np.arange(a, n)[:, None], others_of_good].reshape(g, -1),
-                vel[good_others_of_good].reshape(g, -1),
+                rows_without_self(rel, range(a, n), range(n)),
+                rows_without_self(jnp.broadcast_to(vel[a:], (g, g, 2)), range(g), range(g)),
             ],
             -1,
         )
