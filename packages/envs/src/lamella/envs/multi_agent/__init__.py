@@ -20,6 +20,10 @@ id                                  env
 ``rware-tiny-2ag-v2`` etc.          :class:`~lamella.envs.multi_agent.rware.RobotWarehouse`, 224 of
                                     rware 2.0's ids, registered by
                                     :func:`lamella.envs.multi_agent.rware.register_all`
+
+``MPE-simple_spread-v3`` etc.       :class:`~lamella.envs.multi_agent.mpe.MultiParticleEnv`, the
+                                    nine mpe2 1.1.1 scenarios, registered by
+                                    :func:`lamella.envs.multi_agent.mpe.register_all`
 ==================================  ==============================================================
 
 The payoff values of the presets are in :data:`PAYOFFS` and
@@ -36,6 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 from lamella.envs.multi_agent import lbf, rware
+
+from lamella.envs.multi_agent import lbf, mpe
 from lamella.envs.multi_agent.infinite_matrix_game import (
     InfiniteMatrixGame,
     InfiniteMatrixGameParams,
@@ -84,6 +90,7 @@ __all__ = [
     "iterated_stag_hunt",
     "lbf",
     "memory_one_values",
+    "mpe",
     "register_all",
     "rware",
 ]

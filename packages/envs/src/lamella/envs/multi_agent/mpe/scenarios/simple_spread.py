@@ -1,0 +1,58 @@
+"""``simple_spread_v3``: N agents cover N landmarks without colliding."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.envs.multi_agent.mpe.core import Scenario, constant_colors, distances
+from lamella.envs.multi_agent.mpe.types import MultiParticleState
+
+
+def make(N: int = 3) -> Scenario:
+    """N movable silent colliding agents (size 0.15) and N landmarks (size 0.05).
+
+    Observation (``4 + 2N + 4(N - 1)``; 18 for N=3): ``[self_vel, self_pos, landmark_rel (N),
+    other_rel (N - 1, index order), other_comm (N - 1, always zero: the agents are silent)]``.
+    Local reward: ``-1`` per other agent closer than 0.3 (touching). Global reward:
+    ``-sum over landmarks of the nearest agent's distance``; mixed by ``local_ratio``.
+    """
+    n = N
+    # others[i] = the agents other than i, in index order.
+    other_index = np.asarray([[j for j in range(n) if j != i] for i in range(n)], np.int32)
+
+    def observe(state: MultiParticleState) -> list[jnp.ndarray]:
+        pos = state.agent_pos
+        landmark_rel = (state.landmark_pos[None, :, :] - pos[:, None, :]).reshape(n, -1)
+        other_rel = (pos[other_index] - pos[:, None, :]).reshape(n, -1)
+        comm = state.comm[other_index].reshape(n, -1)
+        return [jnp.concatenate([state.agent_vel, pos, landmark_rel, other_rel, comm], -1)]
+
+    def reward(state: MultiParticleState) -> jnp.ndarray:
+        touching = (distances(state.agent_pos, state.agent_pos) < 0.3) & ~np.eye(n, dtype=bool)
+        return -jnp.sum(touching, -1).astype(jnp.float32)
+
+    def global_reward(state: MultiParticleState) -> jnp.ndarray:
+        return -jnp.sum(jnp.min(distances(state.agent_pos, state.landmark_pos), 0))
+
+    return Scenario(
+        name="simple_spread",
+        version=3,
+        agent_names=tuple(f"agent_{i}" for i in range(n)),
+        dim_c=2,
+        agent_size=(0.15,) * n,
+        agent_accel=(None,) * n,
+        agent_max_speed=(None,) * n,
+        agent_movable=(True,) * n,
+        agent_silent=(True,) * n,
+        agent_collide=(True,) * n,
+        landmark_size=(0.05,) * n,
+        landmark_collide=(False,) * n,
+        landmark_spawn=(1.0,) * n,
+        observe=observe,
+        reward=reward,
+        global_reward=global_reward,
+        agent_colors=constant_colors([[0.35, 0.35, 0.85]] * n),
+        landmark_colors=constant_colors([[0.25, 0.25, 0.25]] * n),
+        agent_roles=(f"0..{n - 1}: agent_i, identical (5 actions, observation {4 + 2 * n + 4 * (n - 1)})",),
+    )

@@ -1,0 +1,391 @@
+"""Multi-agent particle envs: step-by-step parity with mpe2 1.1.1, conformance, bad input."""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lamella.envs as le
+from lamella.envs.multi_agent import mpe
+from lamella.envs.multi_agent.mpe import MultiParticleEnv, MultiParticleState
+from lamella.envs.testing import assert_parity_coverage, check_env
+
+# mpe2 module per scenario (the version suffix is lamella's id suffix).
+MODULES = {
+    "simple": "simple_v3",
+    "simple_spread": "simple_spread_v3",
+    "simple_speaker_listener": "simple_speaker_listener_v4",
+    "simple_tag": "simple_tag_v3",
+    "simple_adversary": "simple_adversary_v3",
+    "simple_reference": "simple_reference_v3",
+    "simple_push": "simple_push_v3",
+    "simple_crypto": "simple_crypto_v3",
+    "simple_world_comm": "simple_world_comm_v3",
+}
+
+
+def reference_env(scenario: str, continuous: bool, **kwargs):
+    module = importlib.import_module(f"mpe2.{MODULES[scenario]}")
+    return module.parallel_env(continuous_actions=continuous, **kwargs)
+
+
+def goal_of(scenario: str, world) -> list[int]:
+    """The goal indices of lamella's state for mpe2's world (see each scenario's docs)."""
+    landmarks, agents = world.landmarks, world.agents
+    index = lambda entity: next(i for i, lm in enumerate(landmarks) if lm is entity)  # noqa: E731
+    if scenario == "simple_speaker_listener":
+        return [index(agents[0].goal_b)]
+    if scenario == "simple_reference":
+        return [index(agents[0].goal_b), index(agents[1].goal_b)]
+    if scenario in ("simple_adversary", "simple_push"):
+        return [index(agents[0].goal_a)]
+    if scenario == "simple_crypto":
+        return [index(agents[0].goal_a), int(np.argmax(agents[2].key))]
+    return []
+
+
+def inject(scenario: str, raw) -> MultiParticleState:
+    """lamella's state for mpe2's current world."""
+    world = raw.world
+    return MultiParticleState(
+        agent_pos=jnp.asarray(np.stack([a.state.p_pos for a in world.agents]), jnp.float32),
+        agent_vel=jnp.asarray(np.stack([a.state.p_vel for a in world.agents]), jnp.float32),
+        landmark_pos=jnp.asarray(np.stack([lm.state.p_pos for lm in world.landmarks]), jnp.float32),
+        comm=jnp.asarray(np.stack([np.asarray(a.state.c, np.float64) for a in world.agents]), jnp.float32),
+        goal=jnp.asarray(goal_of(scenario, world), jnp.int32),
+        time=jnp.asarray(raw.steps, jnp.int32),
+    )
+
+
+def padded(rows: list[np.ndarray], size: int) -> np.ndarray:
+    return np.stack([np.pad(np.asarray(r, np.float64), (0, size - len(r))) for r in rows])
+
+
+# (scenario, continuous, episodes): every scenario with discrete actions; continuous actions for
+# an agent that only talks (speaker_listener), one that moves and talks (reference) and the
+# all-zero utterance rule (crypto).
+PARITY_CASES = [(name, False, 3) for name in MODULES] + [
+    ("simple_speaker_listener", True, 2),
+    ("simple_reference", True, 2),
+    ("simple_crypto", True, 2),
+]
+
+
+@pytest.fixture(scope="module")
+def parity_runs():
+    """Run every parity case once; the tests below read what was compared."""
+    runs = {}
+    for case_index, (scenario, continuous, episodes) in enumerate(PARITY_CASES):
+        env_id = f"MPE-{scenario}-v{MODULES[scenario][-1]}"
+        env, params = le.make(env_id, continuous_actions=continuous)  # AutoReset, as training uses it
+        bare = env.unwrapped
+        single = bare.num_agents == 1
+
+        # One compiled program per case: the observation and global state of the state acted
+        # in, and the auto-resetting step from it.
+        @jax.jit
+        def observe_and_step(state, action, bare=bare, env=env, params=params):
+            return (
+                bare.get_obs(state),
+                bare.global_state(state),
+                env.step(jax.random.key(0), state, action, params),
+            )
+
+        reference = reference_env(scenario, continuous)
+        raw = reference.unwrapped
+        rng = np.random.default_rng(case_index)
+        flags, rewards, resets, touching, compared = [], [], [], 0, 0
+        for episode in range(episodes):
+            obs_ref, _ = reference.reset(seed=100 * case_index + episode)
+            while reference.agents:
+                state = inject(scenario, raw)  # re-synced from mpe2 (float64) every step
+                names = list(reference.agents)
+                expected_obs = padded([obs_ref[a] for a in names], bare.observation_size)
+                expected_global = raw.state()
+                if continuous:
+                    joint = rng.uniform(0.0, 1.0, (bare.num_agents, bare.action_size)).astype(np.float32)
+                    actions = {a: joint[i, : bare.action_sizes[i]] for i, a in enumerate(names)}
+                else:
+                    joint = np.asarray([rng.integers(0, k) for k in bare.num_actions_per_agent], np.int32)
+                    actions = {a: int(joint[i]) for i, a in enumerate(names)}
+                obs_ref, reward_ref, term_ref, trunc_ref, _ = reference.step(actions)
+                action = jnp.asarray(joint[0] if single else joint)
+                obs_before, global_state, out = observe_and_step(state, action)
+                obs, next_state, reward, terminated, truncated, info = out
+                where = f"{env_id} continuous={continuous} episode {episode} step {raw.steps}"
+                assert bool(bare.observation_space(params).contains(obs)), where
+                assert reward.dtype == jnp.float32 and terminated.dtype == truncated.dtype == jnp.bool_
+                assert (
+                    reward.shape == terminated.shape == truncated.shape == (() if single else (len(names),))
+                )
+                obs_before = np.asarray(obs_before)[None] if single else np.asarray(obs_before)
+                np.testing.assert_allclose(obs_before, expected_obs, atol=1e-5, err_msg=where)
+                np.testing.assert_allclose(
+                    np.asarray(global_state), expected_global, atol=1e-5, err_msg=where
+                )
+                final = np.asarray(info["final_observation"])
+                final = final[None] if single else final
+                expected_obs = padded([obs_ref[a] for a in names], bare.observation_size)
+                np.testing.assert_allclose(final, expected_obs, atol=1e-4, err_msg=where)
+                reward_np = np.atleast_1d(np.asarray(reward))
+                np.testing.assert_allclose(
+                    reward_np, [reward_ref[a] for a in names], atol=1e-4, err_msg=where
+                )
+                np.testing.assert_array_equal(
+                    np.atleast_1d(np.asarray(truncated)), [trunc_ref[a] for a in names]
+                )
+                np.testing.assert_array_equal(
+                    np.atleast_1d(np.asarray(terminated)), [term_ref[a] for a in names]
+                )
+                flags.append(
+                    (np.array([term_ref[a] for a in names]), np.array([trunc_ref[a] for a in names]))
+                )
+                rewards.append(np.array([reward_ref[a] for a in names]))
+                compared += 1
+                done = bool(np.all(np.asarray(terminated) | np.asarray(truncated)))
+                if done:
+                    # Auto-reset: the returned state is a fresh episode's, and obs is its observation.
+                    assert int(next_state.time) == 0, where
+                    np.testing.assert_allclose(
+                        np.asarray(obs), np.asarray(bare.get_obs(next_state)), atol=1e-6
+                    )
+                    resets.append(True)
+                else:
+                    # The physics: lamella's next state against mpe2's world.
+                    expected = inject(scenario, raw)
+                    for field in ("agent_pos", "agent_vel", "comm"):
+                        np.testing.assert_allclose(
+                            np.asarray(getattr(next_state, field)),
+                            np.asarray(getattr(expected, field)),
+                            atol=1e-4,
+                            err_msg=f"{where}: {field}",
+                        )
+                    np.testing.assert_allclose(
+                        np.asarray(obs), np.asarray(info["final_observation"]), atol=1e-6
+                    )
+                    assert int(next_state.time) == raw.steps
+                    resets.append(False)
+                positions = np.stack([a.state.p_pos for a in raw.world.agents])
+                sizes = np.array([a.size for a in raw.world.agents])
+                gaps = (
+                    np.linalg.norm(positions[:, None] - positions[None], axis=-1)
+                    - sizes[:, None]
+                    - sizes[None]
+                )
+                colliders = np.array([a.collide for a in raw.world.agents])
+                pair = colliders[:, None] & colliders[None] & ~np.eye(len(sizes), dtype=bool)
+                touching += int(np.any((gaps < 0) & pair))
+        reference.close()
+        runs[scenario, continuous] = dict(
+            terminated=np.concatenate([t for t, _ in flags]),
+            truncated=np.concatenate([t for _, t in flags]),
+            reward=np.concatenate(rewards),
+            auto_reset=np.array(resets),
+            touching=touching,
+            compared=compared,
+            env=bare,
+        )
+    return runs
+
+
+@pytest.mark.parametrize("scenario, continuous", [(s, c) for s, c, _ in PARITY_CASES])
+def test_parity_with_mpe2_step_by_step(parity_runs, scenario, continuous):
+    run = parity_runs[scenario, continuous]
+    counts = assert_parity_coverage(
+        f"MPE {scenario}",
+        terminated=run["terminated"],
+        truncated=run["truncated"],
+        reward=run["reward"],
+        auto_reset=run["auto_reset"],
+        never_terminates="mpe2's scenarios end only at max_cycles by default",
+    )
+    assert counts.transitions >= 25 * run["env"].num_agents
+    assert run["compared"] % 25 == 0  # whole 25-step episodes, each truncated on its 25th step
+    if any(run["env"].scenario.agent_collide):
+        # Contacts were compared in the scenarios where agents collide.
+        assert run["touching"] > 0, f"{scenario}: no step with two agents in contact"
+
+
+def test_parity_with_mpe2_sizes_and_local_ratio():
+    """Non-default sizes and local_ratio against mpe2's (short: one episode each)."""
+    cases = [
+        ("simple_spread", dict(N=4, local_ratio=0.2)),
+        ("simple_tag", dict(num_good=2, num_adversaries=2, num_obstacles=1)),
+        ("simple_adversary", dict(N=3)),
+    ]
+    rng = np.random.default_rng(7)
+    for scenario, kwargs in cases:
+        env, params = le.make(f"MPE-{scenario}-v3", autoreset=False, **kwargs)
+        reference = reference_env(scenario, False, **kwargs)
+        raw = reference.unwrapped
+        step = jax.jit(env.step)
+        reference.reset(seed=3)
+        nonzero = 0
+        while reference.agents:
+            state = inject(scenario, raw)
+            joint = rng.integers(0, 5, env.num_agents).astype(np.int32)
+            names = list(reference.agents)
+            obs_ref, reward_ref, _, trunc_ref, _ = reference.step(
+                {a: int(joint[i]) for i, a in enumerate(names)}
+            )
+            obs, _, reward, _, truncated, _ = step(jax.random.key(0), state, jnp.asarray(joint), params)
+            np.testing.assert_allclose(
+                np.asarray(obs), padded([obs_ref[a] for a in names], env.observation_size), atol=1e-4
+            )
+            np.testing.assert_allclose(np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4)
+            np.testing.assert_array_equal(np.asarray(truncated), [trunc_ref[a] for a in names])
+            nonzero += int(np.any(np.asarray(reward) != 0))
+        assert nonzero > 0 and bool(np.all(np.asarray(truncated))), scenario
+
+
+def test_spaces_match_mpe2():
+    for scenario in MODULES:
+        for continuous in (False, True):
+            env, params = le.make(
+                f"MPE-{scenario}-v{MODULES[scenario][-1]}", autoreset=False, continuous_actions=continuous
+            )
+            reference = reference_env(scenario, continuous)
+            names = reference.possible_agents
+            assert tuple(names) == env.agent_names
+            assert env.observation_sizes == tuple(reference.observation_space(a).shape[0] for a in names)
+            if continuous:
+                assert env.action_sizes == tuple(reference.action_space(a).shape[0] for a in names)
+            else:
+                assert env.num_actions_per_agent == tuple(int(reference.action_space(a).n) for a in names)
+            assert env.global_state_space(params).shape == reference.state_space.shape
+            reference.close()
+
+
+# Rules on hand-built states ---------------------------------------------------------------
+
+
+def test_integration_order_and_padded_actions():
+    env, params = le.make("MPE-simple_speaker_listener-v4", autoreset=False)
+    _, state = env.reset(jax.random.key(0), params)
+    state = state.replace(agent_vel=jnp.zeros((2, 2)))
+    step = jax.jit(env.step)
+    # The listener pushes right: position first, so it moves only from the second step.
+    _, s1, *_ = step(jax.random.key(0), state, jnp.array([1, 2]), params)
+    np.testing.assert_allclose(np.asarray(s1.agent_pos), np.asarray(state.agent_pos), atol=1e-7)
+    np.testing.assert_allclose(np.asarray(s1.agent_vel[1]), [0.5, 0.0], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(s1.comm[0]), [0, 1, 0])  # the speaker said word 1
+    _, s2, *_, info = step(jax.random.key(0), s1, jnp.array([0, 0]), params)
+    np.testing.assert_allclose(np.asarray(s2.agent_pos[1] - s1.agent_pos[1]), [0.05, 0.0], atol=1e-6)
+    # Padded ids (3, 4 for the speaker) and out-of-range ids act as action 0.
+    np.testing.assert_array_equal(np.asarray(info["action_mask"]), [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    _, padded_state, *_ = step(jax.random.key(0), state, jnp.array([4, 7]), params)
+    _, zero_state, *_ = step(jax.random.key(0), state, jnp.array([0, 0]), params)
+    jax.tree.map(np.testing.assert_array_equal, padded_state, zero_state)
+    np.testing.assert_array_equal(np.asarray(env.action_mask(state, params)), np.asarray(info["action_mask"]))
+
+
+def test_speed_limit_and_contact_force():
+    env, params = le.make("MPE-simple_tag-v3", autoreset=False)
+    _, state = env.reset(jax.random.key(1), params)
+    # Prey (agent 3) already at 1.3 pushing on: its speed stays at max_speed 1.3.
+    far = jnp.array([[-0.8, -0.8], [0.8, -0.8], [-0.8, 0.8], [0.0, 0.0]])
+    state = state.replace(
+        agent_pos=far,
+        agent_vel=jnp.array([[0, 0], [0, 0], [0, 0], [1.3, 0.0]]),
+        landmark_pos=jnp.array([[0.5, 0.5], [-0.5, 0.5]]),
+    )
+    step = jax.jit(env.step)
+    _, after, *_ = step(jax.random.key(0), state, jnp.array([0, 0, 0, 2]), params)
+    np.testing.assert_allclose(float(jnp.linalg.norm(after.agent_vel[3])), 1.3, rtol=1e-6)
+    # Two overlapping agents push each other apart, equally and oppositely.
+    touching = far.at[1].set(jnp.array([-0.75, -0.8]))
+    resting = state.replace(agent_pos=touching, agent_vel=jnp.zeros((4, 2)))
+    _, after, *_ = step(jax.random.key(0), resting, jnp.zeros(4, jnp.int32), params)
+    np.testing.assert_allclose(np.asarray(after.agent_vel[0] + after.agent_vel[1]), [0, 0], atol=1e-5)
+    assert float(after.agent_vel[0, 0]) < -0.5 and float(after.agent_vel[1, 0]) > 0.5
+
+
+# Conformance, ids, bad input ----------------------------------------------------------------
+
+# check_env compiles about ten programs per env (3-25 s each here), so it runs on one env of each
+# kind: single agent, homogeneous, heterogeneous with continuous actions, predator/prey with
+# obstacles, and the largest (padded discrete actions with a mask). Every scenario's
+# observations, rewards, flags and auto-reset are compared with mpe2 by the parity test above.
+CHECK_CASES = [
+    ("simple", False),
+    ("simple_spread", False),
+    ("simple_speaker_listener", True),
+    ("simple_tag", False),
+    ("simple_world_comm", False),
+]
+
+
+@pytest.mark.parametrize("scenario, continuous", CHECK_CASES)
+def test_check_env(scenario, continuous):
+    # 30 steps cross the 25-step limit, so check_env sees an auto-reset.
+    env, params = le.make(f"MPE-{scenario}-v{MODULES[scenario][-1]}", continuous_actions=continuous)
+    check_env(env, params, num_steps=30, num_envs=2)
+
+
+def test_ids():
+    assert mpe.env_ids() == [f"MPE-{name}-v{module[-1]}" for name, module in MODULES.items()]
+    assert set(mpe.env_ids()) <= set(le.registered(variants=False))
+    env, params = le.make(
+        "MPE-simple_spread-v3", N=5, local_ratio=0.25, max_cycles=40, continuous_actions=True
+    )
+    assert env.num_agents == 5 and env.action_space(params).shape == (5, 5)
+    assert (int(params.max_cycles), float(params.local_ratio)) == (40, 0.25)
+    assert le.registry.env_family("MPE-simple_tag-v3") == "multi_agent"
+
+
+def test_bad_input_is_rejected_clearly():
+    with pytest.raises(ValueError, match=r"unknown scenario 'simple_spred'.*simple_spread"):
+        MultiParticleEnv("simple_spred")
+    with pytest.raises(TypeError, match=r"simple_push takes no \['N'\]"):
+        MultiParticleEnv("simple_push", N=3)
+    with pytest.raises(ValueError, match="N must be an integer >= 1"):
+        le.make("MPE-simple_spread-v3", N=0)
+    with pytest.raises(ValueError, match="takes no local_ratio"):
+        MultiParticleEnv("simple_tag", local_ratio=0.5)
+    with pytest.raises(TypeError, match="unknown override"):
+        le.make("MPE-simple_tag-v3", local_ratio=0.5)
+    with pytest.raises(ValueError, match=r"local_ratio must be in \[0, 1\]"):
+        le.make("MPE-simple_spread-v3", local_ratio=1.5)
+    env, params = le.make("MPE-simple_spread-v3", autoreset=False)
+    _, state = env.reset(jax.random.key(0), params)
+    with pytest.raises(le.EnvInputError, match=r"shape \(3,\)"):
+        env.step(jax.random.key(0), state, jnp.zeros((2,), jnp.int32), params)  # two agents' actions
+    with pytest.raises(le.EnvInputError, match="an integer"):
+        env.step(jax.random.key(0), state, jnp.zeros((3,), jnp.float32), params)
+    env, params = le.make("MPE-simple_spread-v3", autoreset=False, continuous_actions=True)
+    with pytest.raises(le.EnvInputError, match=r"shape \(3, 5\)"):
+        env.step(jax.random.key(0), state, jnp.zeros((3,), jnp.float32), params)
+    with pytest.raises(AttributeError, match="no action mask"):
+        env.action_mask(state, params)
+
+
+def test_render_shows_agents_and_landmarks():
+    env, params = le.make("MPE-simple_spread-v3", autoreset=False)
+    _, state = env.reset(jax.random.key(0), params)
+    state = state.replace(agent_pos=jnp.array([[0.0, 0.0], [0.5, 0.5], [-0.5, -0.5]]))
+    frame = np.asarray(jax.jit(env.render)(state, params))
+    assert frame.shape == (256, 256, 3) and frame.dtype == np.uint8
+    center = frame[128, 128]  # agent 0 at the origin, blue
+    assert center[2] > 150 and center[0] < 120, center
+    assert np.all(frame[2, 2] == 255)  # background
+    frames = jax.jit(jax.vmap(env.render, in_axes=(0, None)))(
+        jax.tree.map(lambda x: jnp.stack([x, x]), state), params
+    )
+    assert frames.shape == (2, 256, 256, 3)
+
+
+def test_single_agent_simple_has_no_agent_axis():
+    env, params = le.make("MPE-simple-v3", autoreset=False)
+    obs, state = env.reset(jax.random.key(0), params)
+    assert env.num_agents == 1 and obs.shape == (4,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, _, reward, terminated, truncated, _ = jax.jit(env.step)(
+            jax.random.key(0), state, jnp.int32(2), params
+        )
+    assert reward.shape == terminated.shape == truncated.shape == ()
