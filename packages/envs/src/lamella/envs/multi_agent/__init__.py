@@ -14,6 +14,9 @@ id                                  env
                                     (``make(..., payoff=...)``; prisoner's dilemma by default)
 ``InfiniteMatrixGame-v0``           :class:`InfiniteMatrixGame` (prisoner's dilemma by default,
                                     ``payoff=`` and ``gamma=`` overrides)
+``CoinGame-v0``                     :class:`~lamella.envs.multi_agent.coin_game.CoinGame` (Pax's
+                                    rules; ``payoff=``, ``num_inner_steps=``,
+                                    ``num_outer_steps=``, ``pax_quirks=`` overrides)
 ``Foraging-8x8-2p-2f-v3`` etc.      :class:`~lamella.envs.multi_agent.lbf.LevelBasedForaging`, the
                                     1920 lbforaging 2.0 ids, registered by
                                     :func:`lamella.envs.multi_agent.lbf.register_all`
@@ -33,6 +36,13 @@ from collections.abc import Callable
 from typing import Any
 
 from lamella.envs.multi_agent import lbf
+from lamella.envs.multi_agent.coin_game import (
+    COIN_GAME_PAYOFF,
+    CoinGame,
+    CoinGameParams,
+    CoinGameState,
+    check_coin_game_payoff,
+)
 from lamella.envs.multi_agent.infinite_matrix_game import (
     InfiniteMatrixGame,
     InfiniteMatrixGameParams,
@@ -54,8 +64,12 @@ from lamella.envs.multi_agent.matrix_game import (
 )
 
 __all__ = [
+    "COIN_GAME_PAYOFF",
     "PAYOFFS",
     "PAYOFF_SHAPE",
+    "CoinGame",
+    "CoinGameParams",
+    "CoinGameState",
     "InfiniteMatrixGame",
     "InfiniteMatrixGameParams",
     "InfiniteMatrixGameState",
@@ -65,6 +79,7 @@ __all__ = [
     "LevelBasedForaging",
     "LevelBasedForagingParams",
     "LevelBasedForagingState",
+    "check_coin_game_payoff",
     "check_payoff",
     "iterated_battle_of_the_sexes",
     "iterated_chicken",
@@ -115,3 +130,4 @@ def register_all(register: Callable[..., Any]) -> None:
     register("IteratedBattleOfTheSexes-v0", iterated_battle_of_the_sexes)
     register("IteratedMatrixGame-v0", IteratedMatrixGame)
     register("InfiniteMatrixGame-v0", InfiniteMatrixGame)
+    register("CoinGame-v0", CoinGame)
