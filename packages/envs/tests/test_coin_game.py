@@ -332,10 +332,11 @@ def test_parity_with_jaxmarl(egocentric):
     def advance(keys, state, actions):
         out = jax.vmap(both)(keys, state, actions)
         ref_state, ref_done = out[0][1], out[0][3]
+
         # Continue from JaxMARL's state; an episode that ended starts again from a fresh reset.
-        select = lambda fresh, cont: jnp.where(
-            jnp.reshape(ref_done, (-1,) + (1,) * (cont.ndim - 1)), fresh, cont
-        )  # noqa: E731
+        def select(fresh, cont):
+            return jnp.where(jnp.reshape(ref_done, (-1,) + (1,) * (cont.ndim - 1)), fresh, cont)
+
         return out, jax.tree.map(select, reset(keys), from_reference(ref_state))
 
     state = jax.jit(reset)(jax.random.split(jax.random.key(7), num_envs))
