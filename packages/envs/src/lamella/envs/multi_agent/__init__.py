@@ -17,6 +17,8 @@ id                                  env
 ``CoinGame-v0``                     :class:`~lamella.envs.multi_agent.coin_game.CoinGame` (Pax's
                                     rules; ``payoff=``, ``num_inner_steps=``,
                                     ``num_outer_steps=``, ``pax_quirks=`` overrides)
+``IPDInTheMatrix-v0``,              :class:`~lamella.envs.multi_agent.in_the_matrix.InTheMatrix`
+``IMPInTheMatrix-v0``               (STORM), registered by :func:`in_the_matrix.register_all`
 ``Foraging-8x8-2p-2f-v3`` etc.      :class:`~lamella.envs.multi_agent.lbf.LevelBasedForaging`, the
                                     1920 lbforaging 2.0 ids, registered by
                                     :func:`lamella.envs.multi_agent.lbf.register_all`
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lamella.envs.multi_agent import lbf
+from lamella.envs.multi_agent import in_the_matrix, lbf
 from lamella.envs.multi_agent.coin_game import (
     COIN_GAME_PAYOFF,
     CoinGame,
@@ -81,6 +83,7 @@ __all__ = [
     "LevelBasedForagingState",
     "check_coin_game_payoff",
     "check_payoff",
+    "in_the_matrix",
     "iterated_battle_of_the_sexes",
     "iterated_chicken",
     "iterated_matching_pennies",
@@ -131,3 +134,4 @@ def register_all(register: Callable[..., Any]) -> None:
     register("IteratedMatrixGame-v0", IteratedMatrixGame)
     register("InfiniteMatrixGame-v0", InfiniteMatrixGame)
     register("CoinGame-v0", CoinGame)
+    in_the_matrix.register_all(register)
