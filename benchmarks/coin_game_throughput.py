@@ -1,4 +1,5 @@
-"""CoinGame throughput: lamella's CoinGame-v0 against JaxMARL's coin_game, side by side.
+"""CoinGame and STORM throughput: lamella's CoinGame-v0 and IPDInTheMatrix-v0 against JaxMARL's
+coin_game and storm_2p (its port of Pax's InTheMatrix), side by side.
 
     hatch run bench-marl:python benchmarks/coin_game_throughput.py [--num-envs 1024] [--steps 1000] [--repeats 7]
 
@@ -13,8 +14,11 @@ keys, no resets, no respawns): the practical ceiling.
 Both sides play Pax's CoinGame: egocentric flat observations, payoff [[1, 1, -2], [1, 1, -2]],
 16-step inner episodes. Configurations: `outer600` is Pax's coin-game trial (600 inner episodes
 per episode; JaxMARL then keeps Pax's per-outer-step statistics arrays of length 600 in its
-state), `outer1` ends the episode at every inner end (JaxMARL with `num_outer_steps=1`). JaxMARL
-needs its own environment (`bench-marl`); without it the script reports lamella alone and says so.
+state), `outer1` ends the episode at every inner end (JaxMARL with `num_outer_steps=1`).
+`storm`: IPD in the Matrix with Pax's ipditm settings (152-step inner episodes, freeze 5, fixed
+coins, one inner episode per episode), lamella with `pax_quirks=True` so both play one rule set.
+JaxMARL needs its own environment (`bench-marl`); without it the script reports lamella alone and
+says so.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from _interleave import time_interleaved
 
 import lamella.envs as le
 
-CONFIGS = {"outer600": 600, "outer1": 1}
+CONFIGS = {"outer600": 600, "outer1": 1, "storm": 1}
 INNER = 16
+STORM_INNER = 152
 
 
 def _checksum(tree: Any) -> jax.Array:
@@ -96,9 +101,32 @@ def jaxmarl_side(num_outer: int, reset_keys: jax.Array) -> tuple[Callable[..., j
     return jax.jit(rollout), state
 
 
+def storm_side(reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
+    from jaxmarl.environments.storm.storm_2p import InTheGrid_2p
+
+    env = InTheGrid_2p(num_inner_steps=STORM_INNER, num_outer_steps=1, fixed_coin_location=True)
+    _, state = jax.vmap(env.reset)(reset_keys)
+
+    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
+        def body(carry: Any, inputs: Any) -> Any:
+            state, total = carry
+            step_keys, step_actions = inputs
+            # storm_2p unpacks the joint action as a pair: one (2,) array per env.
+            obs, state, reward, done, info = jax.vmap(env.step)(step_keys, state, step_actions)
+            return (state, total + _checksum((obs, reward, done, info))), None
+
+        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
+        return total + _checksum((state.red_pos, state.blue_pos, state.grid, state.freeze))
+
+    return jax.jit(rollout), state
+
+
 def bench(config: str, num_envs: int, num_steps: int, repeats: int, with_jaxmarl: bool) -> dict[str, Any]:
     num_outer = CONFIGS[config]
-    env, params = le.make("CoinGame-v0", num_inner_steps=INNER, num_outer_steps=num_outer)
+    if config == "storm":
+        env, params = le.make("IPDInTheMatrix-v0", num_inner_steps=STORM_INNER, pax_quirks=True)
+    else:
+        env, params = le.make("CoinGame-v0", num_inner_steps=INNER, num_outer_steps=num_outer)
     k_reset, k_actions, k_steps = jax.random.split(jax.random.key(7), 3)
     reset_keys = jax.random.split(k_reset, num_envs)
     step_keys = jax.random.split(k_steps, (num_steps, num_envs))
@@ -109,7 +137,9 @@ def bench(config: str, num_envs: int, num_steps: int, repeats: int, with_jaxmarl
         "bare": (bare_rollout(env, params), lam_state),
     }
     if with_jaxmarl:
-        sides["jaxmarl"] = jaxmarl_side(num_outer, reset_keys)
+        sides["jaxmarl"] = (
+            storm_side(reset_keys) if config == "storm" else jaxmarl_side(num_outer, reset_keys)
+        )
     rate, compile_s, _ = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
     return {"config": config, "rate": rate, "compile": compile_s}
 

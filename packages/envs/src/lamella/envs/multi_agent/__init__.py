@@ -17,6 +17,8 @@ id                                  env
 ``CoinGame-v0``                     :class:`~lamella.envs.multi_agent.coin_game.CoinGame` (Pax's
                                     rules; ``payoff=``, ``num_inner_steps=``,
                                     ``num_outer_steps=``, ``pax_quirks=`` overrides)
+``IteratedTensorGame-v0``           :class:`IteratedTensorGame`, n players (3-player IPD by default;
+                                    ``num_players=``, ``payoff=`` overrides)
 ``IPDInTheMatrix-v0``,              :class:`~lamella.envs.multi_agent.in_the_matrix.InTheMatrix`
 ``IMPInTheMatrix-v0``               (STORM), registered by :func:`in_the_matrix.register_all`
 ``Foraging-8x8-2p-2f-v3`` etc.      :class:`~lamella.envs.multi_agent.lbf.LevelBasedForaging`, the
@@ -64,11 +66,19 @@ from lamella.envs.multi_agent.matrix_game import (
     IteratedMatrixGameState,
     check_payoff,
 )
+from lamella.envs.multi_agent.tensor_game import (
+    TENSOR_GAME_PAYOFFS,
+    IteratedTensorGame,
+    IteratedTensorGameParams,
+    IteratedTensorGameState,
+    check_tensor_game_payoff,
+)
 
 __all__ = [
     "COIN_GAME_PAYOFF",
     "PAYOFFS",
     "PAYOFF_SHAPE",
+    "TENSOR_GAME_PAYOFFS",
     "CoinGame",
     "CoinGameParams",
     "CoinGameState",
@@ -78,11 +88,15 @@ __all__ = [
     "IteratedMatrixGame",
     "IteratedMatrixGameParams",
     "IteratedMatrixGameState",
+    "IteratedTensorGame",
+    "IteratedTensorGameParams",
+    "IteratedTensorGameState",
     "LevelBasedForaging",
     "LevelBasedForagingParams",
     "LevelBasedForagingState",
     "check_coin_game_payoff",
     "check_payoff",
+    "check_tensor_game_payoff",
     "in_the_matrix",
     "iterated_battle_of_the_sexes",
     "iterated_chicken",
@@ -134,4 +148,5 @@ def register_all(register: Callable[..., Any]) -> None:
     register("IteratedMatrixGame-v0", IteratedMatrixGame)
     register("InfiniteMatrixGame-v0", InfiniteMatrixGame)
     register("CoinGame-v0", CoinGame)
+    register("IteratedTensorGame-v0", IteratedTensorGame)
     in_the_matrix.register_all(register)
