@@ -19,6 +19,8 @@ id                                  env
                                     ``num_outer_steps=``, ``pax_quirks=`` overrides)
 ``IteratedTensorGame-v0``           :class:`IteratedTensorGame`, n players (3-player IPD by default;
                                     ``num_players=``, ``payoff=`` overrides)
+``Cournot-v0``, ``Fishery-v0``      :class:`CournotGame`, :class:`Fishery` (continuous actions
+                                    ``(n, 1)``; ``num_players=`` override)
 ``IPDInTheMatrix-v0``,              :class:`~lamella.envs.multi_agent.in_the_matrix.InTheMatrix`
 ``IMPInTheMatrix-v0``               (STORM), registered by :func:`in_the_matrix.register_all`
 ``Foraging-8x8-2p-2f-v3`` etc.      :class:`~lamella.envs.multi_agent.lbf.LevelBasedForaging`, the
@@ -46,6 +48,14 @@ from lamella.envs.multi_agent.coin_game import (
     CoinGameParams,
     CoinGameState,
     check_coin_game_payoff,
+)
+from lamella.envs.multi_agent.economics import (
+    CournotGame,
+    CournotParams,
+    CournotState,
+    Fishery,
+    FisheryParams,
+    FisheryState,
 )
 from lamella.envs.multi_agent.infinite_matrix_game import (
     InfiniteMatrixGame,
@@ -82,6 +92,12 @@ __all__ = [
     "CoinGame",
     "CoinGameParams",
     "CoinGameState",
+    "CournotGame",
+    "CournotParams",
+    "CournotState",
+    "Fishery",
+    "FisheryParams",
+    "FisheryState",
     "InfiniteMatrixGame",
     "InfiniteMatrixGameParams",
     "InfiniteMatrixGameState",
@@ -149,4 +165,6 @@ def register_all(register: Callable[..., Any]) -> None:
     register("InfiniteMatrixGame-v0", InfiniteMatrixGame)
     register("CoinGame-v0", CoinGame)
     register("IteratedTensorGame-v0", IteratedTensorGame)
+    register("Cournot-v0", CournotGame)
+    register("Fishery-v0", Fishery)
     in_the_matrix.register_all(register)
