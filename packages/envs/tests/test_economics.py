@@ -19,7 +19,7 @@ from lamella.envs.testing import check_env
 def test_cournot_profits_price_and_nash():
     env, params = le.make("Cournot-v0", autoreset=False, num_players=3, num_inner_steps=2)
     obs, state = env.reset(jax.random.key(0), params)
-    assert np.all(np.asarray(obs) == 0) and obs.shape == (3, 4)
+    np.testing.assert_array_equal(np.asarray(obs), [[0, 0, 0, 100]] * 3)  # nothing produced: price a
     step = jax.jit(env.step)
     # p = 100 - (10 + 20 + 30) = 40; profit (40 - 10) q; a negative quantity counts as 0.
     obs, state, reward, terminated, truncated, _ = step(
@@ -47,7 +47,7 @@ def test_cournot_pax_quirks():
         env = CournotGame(pax_quirks=quirks)
         params = env.default_params
         obs, state = env.reset(jax.random.key(3), params)
-        assert bool(np.any(np.asarray(obs) != 0)) == quirks  # Pax's first observation is noise
+        assert bool(np.all(np.asarray(obs) < 1)) == quirks  # Pax's first observation is noise in [0, 1)
         for t in range(rounds):
             _, state, _, _, truncated, _ = env.step(jax.random.key(t), state, jnp.full((2, 1), 30.0), params)
             assert bool(truncated.all()) == (t == rounds - 1)
@@ -71,8 +71,12 @@ def test_fishery_dynamics_by_hand():
     # No effort: no reward; an effort beyond the stock harvests it all (the stock never goes negative).
     _, idle, reward, *_ = env.step(jax.random.key(2), state, jnp.zeros((2, 1)), params)
     assert np.all(np.asarray(reward) == 0)
-    _, empty, *_ = env.step(jax.random.key(3), state, jnp.full((2, 1), 1e4), params)
+    _, empty, *_ = env.step(jax.random.key(3), state, jnp.full((2, 1), 100.0), params)
     assert float(empty.stock) == 0.0 and not bool(truncated.any())
+    _, clipped, *_ = env.step(jax.random.key(3), state, jnp.array([[1e4], [-3.0]]), params)
+    np.testing.assert_array_equal(
+        np.asarray(clipped.last_efforts), [100.0, 0.0]
+    )  # clipped into [0, max_action]
 
 
 def test_fishery_reaches_the_open_access_equilibrium():

@@ -39,10 +39,16 @@ def _steps(value: Any, name: str) -> int:
     return int(value)
 
 
-def _quantities(action: Any, num_players: int) -> jax.Array:
-    """Actions ``(n, 1)`` (or ``(n,)``) as non-negative float32 ``(n,)``, Pax's ``clip(a_min=0)``."""
+def _quantities(action: Any, num_players: int, high: float) -> jax.Array:
+    """Actions ``(n, 1)`` as float32 ``(n,)`` clipped into ``[0, high]`` (Pax clips at 0 only)."""
     action = jnp.asarray(action, jnp.float32).reshape(num_players)
-    return jnp.maximum(action, 0.0)
+    return jnp.clip(action, 0.0, high)
+
+
+def _bound(value: Any, name: str) -> float:
+    if not np.isfinite(value) or float(value) <= 0:
+        raise ValueError(f"{name}: max_action must be a finite number > 0, got {value!r}.")
+    return float(value)
 
 
 def _bar_chart(values: jax.Array, high: Any, colors: Any, size: int = 128) -> jax.Array:
@@ -69,7 +75,7 @@ class CournotState(struct.PyTreeNode):
 
     Attributes:
         last_quantities: float32 ``(n,)``, the previous round's quantities (zeros before it).
-        price: float32 ``()``, the previous round's price (0 before it).
+        price: float32 ``()``, the previous round's price (``a`` before it: nothing produced).
         time: int32 ``()``, rounds played.
     """
 
@@ -101,11 +107,12 @@ class CournotGame(Environment[CournotState, CournotParams]):
     in Pax) and profit ``r_i = (p - marginal_cost) * q_i``. The symmetric Nash equilibrium is
     ``q_i = (a - c) / ((n + 1) b)`` (:meth:`nash_quantity`, :meth:`nash_reward`).
 
-    Agents: ``n`` (leading agent axis). Action: float32 ``(n, 1)``, each firm's quantity;
-    negative values count as 0.
+    Agents: ``n`` (leading agent axis). Action: float32 ``(n, 1)``, each firm's quantity in
+    ``[0, max_action]`` (values outside are clipped; Pax clips at 0 only). The default bound,
+    100, is ``a / b`` with Pax's values: a firm producing more alone drives the price below 0.
 
     Observation: float32 ``(n, n + 1)``, the same for every firm: the previous round's
-    quantities then its price (zeros before the first round).
+    quantities then its price; before the first round, zero quantities and their price ``a``.
 
     Reward: float32 ``(n,)``, each firm's profit. Terminated: never. Truncated: bool ``(n,)``,
     all True once ``num_inner_steps`` rounds were played (after 1 round by default).
@@ -118,9 +125,16 @@ class CournotGame(Environment[CournotState, CournotParams]):
     observation is uniform noise in ``[0, 1)`` instead of zeros.
     """
 
-    def __init__(self, num_players: int = 2, num_inner_steps: int = 1, pax_quirks: bool = False):
+    def __init__(
+        self,
+        num_players: int = 2,
+        num_inner_steps: int = 1,
+        max_action: float = 100.0,
+        pax_quirks: bool = False,
+    ):
         self.num_agents = _players(num_players, "CournotGame")  # type: ignore[misc]
         self._num_inner_steps = _steps(num_inner_steps, "CournotGame")
+        self.max_action = _bound(max_action, "CournotGame")
         self.pax_quirks = bool(pax_quirks)
 
     @property
@@ -128,17 +142,20 @@ class CournotGame(Environment[CournotState, CournotParams]):
         return CournotParams(num_inner_steps=self._num_inner_steps)
 
     def observation_space(self, params: CournotParams | None = None) -> spaces.Box:
-        n = self.num_agents
-        low = np.broadcast_to(np.r_[np.zeros(n), -np.inf], (n, n + 1))
-        return spaces.Box(low, np.inf, (n, n + 1), jnp.float32)
+        """Quantities in ``[0, max_action]``, the price in ``[a - b n max_action, a]`` (from ``params``)."""
+        params = self.default_params if params is None else params
+        n, a, b = self.num_agents, float(params.a), float(params.b)
+        low = np.r_[np.zeros(n), min(a - b * n * self.max_action, 0.0)]
+        high = np.r_[np.full(n, self.max_action), max(a, 1.0)]
+        return spaces.Box(np.broadcast_to(low, (n, n + 1)), np.broadcast_to(high, (n, n + 1)), (n, n + 1))
 
     def action_space(self, params: CournotParams | None = None) -> spaces.Box:
-        return spaces.Box(0.0, np.inf, (self.num_agents, 1), jnp.float32)
+        return spaces.Box(0.0, self.max_action, (self.num_agents, 1), jnp.float32)
 
     def global_state_space(self, params: CournotParams | None = None) -> spaces.Box:
         """The space of :meth:`global_state`: float32 ``(n + 2,)``."""
-        n = self.num_agents
-        return spaces.Box(np.r_[np.zeros(n), -np.inf, 0.0], np.r_[np.full(n + 1, np.inf), 1.0], (n + 2,))
+        row = self.observation_space(params)
+        return spaces.Box(np.r_[row.low[0], 0.0], np.r_[row.high[0], 1.0], (self.num_agents + 2,))
 
     @staticmethod
     def nash_quantity(params: CournotParams, num_players: int = 2) -> Any:
@@ -166,14 +183,13 @@ class CournotGame(Environment[CournotState, CournotParams]):
             noise = fast_random.uniform(key, (n + 1,))
             state = CournotState(noise[:n], noise[n], jnp.zeros((), jnp.int32))
         else:
-            state = CournotState(
-                jnp.zeros((n,), jnp.float32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
-            )
+            price = jnp.asarray(params.a, jnp.float32)  # nothing produced yet
+            state = CournotState(jnp.zeros((n,), jnp.float32), price, jnp.zeros((), jnp.int32))
         return self.observation_of(state), state
 
     def step_env(self, key: jax.Array, state: CournotState, action: Any, params: CournotParams) -> StepOutput:
         n = self.num_agents
-        q = _quantities(action, n)
+        q = _quantities(action, n, self.max_action)
         price = jnp.asarray(params.a, jnp.float32) - params.b * jnp.sum(q)
         reward = (price - params.marginal_cost) * q
         time = state.time + 1
@@ -241,14 +257,16 @@ class Fishery(Environment[FisheryState, FisheryParams]):
     ``s + G - H``; fisher ``i`` earns ``P H e_i / E - w e_i`` (0 for everyone when ``E = 0``).
     The open-access steady state is ``s* = w / (P e s_max)`` (:meth:`steady_stock`).
 
-    Agents: ``n`` (leading agent axis). Action: float32 ``(n, 1)``, each fisher's effort;
-    negative values count as 0.
+    Agents: ``n`` (leading agent axis). Action: float32 ``(n, 1)``, each fisher's effort in
+    ``[0, max_action]`` (values outside are clipped; Pax clips at 0 only). The default bound,
+    100, is close to ``1 / e`` with Pax's values, the effort that harvests the whole stock.
 
     Observation: float32 ``(n, n + 2)``: the previous step's efforts, the stock, then the
     fisher's own index ``i`` (so one shared network can tell fishers apart), as in Pax.
 
     Reward: float32 ``(n,)``. Terminated: never. Truncated: bool ``(n,)``, all True after
-    ``num_inner_steps`` (300) steps.
+    ``num_inner_steps`` (300) steps. The growth rate ``g`` must be at most 1 for the stock to
+    stay within ``s_max`` (the observation space's bound).
 
     Info: ``harvest`` (``H``), ``total_effort`` (``E``), ``growth`` (``G``) and ``cost``
     (``w E``), float32 ``(n,)`` each (the same value for every fisher).
@@ -260,9 +278,16 @@ class Fishery(Environment[FisheryState, FisheryParams]):
     ``[0, 1)`` instead of zeros.
     """
 
-    def __init__(self, num_players: int = 2, num_inner_steps: int = 300, pax_quirks: bool = False):
+    def __init__(
+        self,
+        num_players: int = 2,
+        num_inner_steps: int = 300,
+        max_action: float = 100.0,
+        pax_quirks: bool = False,
+    ):
         self.num_agents = _players(num_players, "Fishery")  # type: ignore[misc]
         self._num_inner_steps = _steps(num_inner_steps, "Fishery")
+        self.max_action = _bound(max_action, "Fishery")
         self.pax_quirks = bool(pax_quirks)
 
     @property
@@ -270,16 +295,21 @@ class Fishery(Environment[FisheryState, FisheryParams]):
         return FisheryParams(num_inner_steps=self._num_inner_steps)
 
     def observation_space(self, params: FisheryParams | None = None) -> spaces.Box:
+        """Efforts in ``[0, max_action]``, the stock in ``[0, max(s_0, s_max)]`` (logistic growth
+        with ``g <= 1`` never takes it past ``s_max``), the index in ``[0, n - 1]``."""
+        params = self.default_params if params is None else params
         n = self.num_agents
-        return spaces.Box(0.0, np.inf, (n, n + 2), jnp.float32)
+        high = np.r_[np.full(n, self.max_action), max(float(params.s_0), float(params.s_max)), n - 1]
+        return spaces.Box(0.0, np.broadcast_to(high, (n, n + 2)), (n, n + 2), jnp.float32)
 
     def action_space(self, params: FisheryParams | None = None) -> spaces.Box:
-        return spaces.Box(0.0, np.inf, (self.num_agents, 1), jnp.float32)
+        return spaces.Box(0.0, self.max_action, (self.num_agents, 1), jnp.float32)
 
     def global_state_space(self, params: FisheryParams | None = None) -> spaces.Box:
         """The space of :meth:`global_state`: float32 ``(n + 2,)``."""
-        n = self.num_agents
-        return spaces.Box(0.0, np.r_[np.full(n + 1, np.inf), 1.0], (n + 2,), jnp.float32)
+        high = self.observation_space(params).high[0].copy()
+        high[-1] = 1.0
+        return spaces.Box(0.0, high, (self.num_agents + 2,), jnp.float32)
 
     @staticmethod
     def steady_stock(params: FisheryParams) -> Any:
@@ -306,7 +336,7 @@ class Fishery(Environment[FisheryState, FisheryParams]):
 
     def step_env(self, key: jax.Array, state: FisheryState, action: Any, params: FisheryParams) -> StepOutput:
         n = self.num_agents
-        effort = _quantities(action, n)
+        effort = _quantities(action, n, self.max_action)
         total = jnp.sum(effort)
         s = state.stock
         growth = params.g * s * (1.0 - s / params.s_max)
