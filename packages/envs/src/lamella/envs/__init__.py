@@ -46,7 +46,6 @@ def _register_builtin() -> None:
     multi_agent.register_all(register)
     multi_agent.lbf.register_all(register)
     multi_agent.rware.register_all(register)
-
     multi_agent.mpe.register_all(register)
 
     register("CartPole-v1", classic_control.CartPole)

@@ -14,6 +14,15 @@ id                                  env
                                     (``make(..., payoff=...)``; prisoner's dilemma by default)
 ``InfiniteMatrixGame-v0``           :class:`InfiniteMatrixGame` (prisoner's dilemma by default,
                                     ``payoff=`` and ``gamma=`` overrides)
+``CoinGame-v0``                     :class:`~lamella.envs.multi_agent.coin_game.CoinGame` (Pax's
+                                    rules; ``payoff=``, ``num_inner_steps=``,
+                                    ``num_outer_steps=``, ``pax_quirks=`` overrides)
+``IteratedTensorGame-v0``           :class:`IteratedTensorGame`, n players (3-player IPD by default;
+                                    ``num_players=``, ``payoff=`` overrides)
+``Cournot-v0``, ``Fishery-v0``      :class:`CournotGame`, :class:`Fishery` (continuous actions
+                                    ``(n, 1)``; ``num_players=`` override)
+``IPDInTheMatrix-v0``,              :class:`~lamella.envs.multi_agent.in_the_matrix.InTheMatrix`
+``IMPInTheMatrix-v0``               (STORM), registered by :func:`in_the_matrix.register_all`
 ``Foraging-8x8-2p-2f-v3`` etc.      :class:`~lamella.envs.multi_agent.lbf.LevelBasedForaging`, the
                                     1920 lbforaging 2.0 ids, registered by
                                     :func:`lamella.envs.multi_agent.lbf.register_all`
@@ -39,9 +48,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lamella.envs.multi_agent import lbf, rware
-
-from lamella.envs.multi_agent import lbf, mpe
+from lamella.envs.multi_agent import in_the_matrix, lbf, mpe, rware
+from lamella.envs.multi_agent.coin_game import (
+    COIN_GAME_PAYOFF,
+    CoinGame,
+    CoinGameParams,
+    CoinGameState,
+    check_coin_game_payoff,
+)
+from lamella.envs.multi_agent.economics import (
+    CournotGame,
+    CournotParams,
+    CournotState,
+    Fishery,
+    FisheryParams,
+    FisheryState,
+)
 from lamella.envs.multi_agent.infinite_matrix_game import (
     InfiniteMatrixGame,
     InfiniteMatrixGameParams,
@@ -66,23 +88,47 @@ from lamella.envs.multi_agent.rware import (
     RobotWarehouseParams,
     RobotWarehouseState,
 )
+from lamella.envs.multi_agent.tensor_game import (
+    TENSOR_GAME_PAYOFFS,
+    IteratedTensorGame,
+    IteratedTensorGameParams,
+    IteratedTensorGameState,
+    check_tensor_game_payoff,
+)
 
 __all__ = [
+    "COIN_GAME_PAYOFF",
     "PAYOFFS",
     "PAYOFF_SHAPE",
+    "TENSOR_GAME_PAYOFFS",
+    "CoinGame",
+    "CoinGameParams",
+    "CoinGameState",
+    "CournotGame",
+    "CournotParams",
+    "CournotState",
+    "Fishery",
+    "FisheryParams",
+    "FisheryState",
     "InfiniteMatrixGame",
     "InfiniteMatrixGameParams",
     "InfiniteMatrixGameState",
     "IteratedMatrixGame",
     "IteratedMatrixGameParams",
     "IteratedMatrixGameState",
+    "IteratedTensorGame",
+    "IteratedTensorGameParams",
+    "IteratedTensorGameState",
     "LevelBasedForaging",
     "LevelBasedForagingParams",
     "LevelBasedForagingState",
     "RobotWarehouse",
     "RobotWarehouseParams",
     "RobotWarehouseState",
+    "check_coin_game_payoff",
     "check_payoff",
+    "check_tensor_game_payoff",
+    "in_the_matrix",
     "iterated_battle_of_the_sexes",
     "iterated_chicken",
     "iterated_matching_pennies",
@@ -134,3 +180,8 @@ def register_all(register: Callable[..., Any]) -> None:
     register("IteratedBattleOfTheSexes-v0", iterated_battle_of_the_sexes)
     register("IteratedMatrixGame-v0", IteratedMatrixGame)
     register("InfiniteMatrixGame-v0", InfiniteMatrixGame)
+    register("CoinGame-v0", CoinGame)
+    register("IteratedTensorGame-v0", IteratedTensorGame)
+    register("Cournot-v0", CournotGame)
+    register("Fishery-v0", Fishery)
+    in_the_matrix.register_all(register)
