@@ -85,7 +85,7 @@ def test_level_score_by_name():
         assert score.shape == () and best == pytest.approx(0.9)
     assert scores.level_score("max_mc", REWARD, VALUE, ADV, DONE, 0.9)[0] == pytest.approx(0.55, abs=1e-6)
     assert scores.level_score("positive_value_loss", REWARD, VALUE, ADV, DONE)[0] == pytest.approx(0.15, abs=1e-6)
-    with pytest.raises(ValueError, match="Unknown level score 'pvl'.*max_mc"):
+    with pytest.raises(ValueError, match=r"Unknown level score 'pvl'.*max_mc"):
         scores.level_score("pvl", REWARD, VALUE, ADV, DONE)
 
 

@@ -164,7 +164,7 @@ def make_level_buffer(
     ):
         if not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"make_level_buffer: {name} must be in [0, 1], got {value}.")
-    min_size = max(1, int(round(float(min_fill_ratio) * capacity)))
+    min_size = max(1, round(float(min_fill_ratio) * capacity))
 
     def check_batch(what: str, num: int) -> None:
         if num > capacity:
