@@ -59,7 +59,9 @@ def test_should_replay_waits_for_min_fill():
     assert not jax.vmap(never.should_replay, in_axes=(None, 0))(two, keys).any()
     # replay_prob 0.5: about half of many draws.
     half = make_level_buffer(4, replay_prob=0.5, min_fill_ratio=0.0)
-    rate = jax.vmap(half.should_replay, in_axes=(None, 0))(two, jax.random.split(jax.random.key(1), 2000)).mean()
+    rate = jax.vmap(half.should_replay, in_axes=(None, 0))(
+        two, jax.random.split(jax.random.key(1), 2000)
+    ).mean()
     assert 0.45 < float(rate) < 0.55
 
 
@@ -68,7 +70,9 @@ def test_insert_fills_slots_dedupes_and_skips_unscored():
     insert = jax.jit(buffer.insert)
     state = buffer.init(LEVEL)
     # Goals 7, 7 (a duplicate within the batch), 3, and one level with no score.
-    state, slots = insert(state, levels([7, 7, 3, 9]), jnp.array([0.2, 0.6, 0.1, -jnp.inf]), jnp.array([0.5, 0.9, 0.1, 0.0]))
+    state, slots = insert(
+        state, levels([7, 7, 3, 9]), jnp.array([0.2, 0.6, 0.1, -jnp.inf]), jnp.array([0.5, 0.9, 0.1, 0.0])
+    )
     np.testing.assert_array_equal(slots, [0, 0, 1, -1])
     assert int(state.size) == 2
     np.testing.assert_array_equal(state.levels["goal"][:2], [7, 3])
@@ -101,10 +105,14 @@ def test_update_keeps_the_best_return_and_ignores_unscored_rollouts():
     buffer = make_level_buffer(4)
     state = buffer.init(LEVEL)
     state, _ = buffer.insert(state, levels([1, 2]), jnp.array([0.2, 0.8]), jnp.array([0.9, 0.4]))
-    state = jax.jit(buffer.update)(state, jnp.array([0, 1]), jnp.array([0.5, -jnp.inf]), jnp.array([0.3, 0.6]))
+    state = jax.jit(buffer.update)(
+        state, jnp.array([0, 1]), jnp.array([0.5, -jnp.inf]), jnp.array([0.3, 0.6])
+    )
     np.testing.assert_allclose(state.scores[:2], [0.5, 0.8])  # slot 1: no episode completed, kept
     np.testing.assert_allclose(state.best_returns[:2], [0.9, 0.6])  # the best, not the latest
-    masked = buffer.update(state, jnp.array([0, 1]), jnp.array([0.0, 0.0]), jnp.array([5.0, 5.0]), mask=jnp.array([False, True]))
+    masked = buffer.update(
+        state, jnp.array([0, 1]), jnp.array([0.0, 0.0]), jnp.array([5.0, 5.0]), mask=jnp.array([False, True])
+    )
     np.testing.assert_allclose(masked.scores[:2], [0.5, 0.0])
     np.testing.assert_allclose(masked.best_returns[:2], [0.9, 5.0])
 

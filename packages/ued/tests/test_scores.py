@@ -71,7 +71,9 @@ def test_value_disagreement():
 
 
 def test_regrets():
-    np.testing.assert_allclose(scores.relative_regret(jnp.array([0.9, 0.2]), jnp.array([0.5, 0.6])), [0.4, 0.0])
+    np.testing.assert_allclose(
+        scores.relative_regret(jnp.array([0.9, 0.2]), jnp.array([0.5, 0.6])), [0.4, 0.0]
+    )
     np.testing.assert_allclose(scores.mean_relative_regret(0.7, 0.5), 0.2, atol=1e-6)
     mean = jnp.array([[0.2, 0.5], [0.4, 0.1]])  # (students, levels)
     best = jnp.array([[0.9, 0.5], [0.6, 0.3]])
@@ -84,7 +86,9 @@ def test_level_score_by_name():
         score, best = scores.level_score(name, REWARD, VALUE, ADV, DONE, 0.9)
         assert score.shape == () and best == pytest.approx(0.9)
     assert scores.level_score("max_mc", REWARD, VALUE, ADV, DONE, 0.9)[0] == pytest.approx(0.55, abs=1e-6)
-    assert scores.level_score("positive_value_loss", REWARD, VALUE, ADV, DONE)[0] == pytest.approx(0.15, abs=1e-6)
+    assert scores.level_score("positive_value_loss", REWARD, VALUE, ADV, DONE)[0] == pytest.approx(
+        0.15, abs=1e-6
+    )
     with pytest.raises(ValueError, match=r"Unknown level score 'pvl'.*max_mc"):
         scores.level_score("pvl", REWARD, VALUE, ADV, DONE)
 

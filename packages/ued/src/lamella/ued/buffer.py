@@ -174,7 +174,9 @@ def make_level_buffer(
             )
 
     def init(example_level: Any) -> LevelBufferState:
-        levels = jax.tree.map(lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.asarray(x).dtype), example_level)
+        levels = jax.tree.map(
+            lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.asarray(x).dtype), example_level
+        )
         return LevelBufferState(
             levels=levels,
             scores=jnp.full((capacity,), -jnp.inf, jnp.float32),
@@ -191,7 +193,9 @@ def make_level_buffer(
             # Rank 1 is the highest score; a stable sort breaks ties by slot.
             keyed = jnp.where(filled, state.scores, -jnp.inf)
             order = jnp.argsort(-keyed, stable=True)
-            ranks = jnp.empty((capacity,), jnp.int32).at[order].set(jnp.arange(1, capacity + 1, dtype=jnp.int32))
+            ranks = (
+                jnp.empty((capacity,), jnp.int32).at[order].set(jnp.arange(1, capacity + 1, dtype=jnp.int32))
+            )
             weights = (1.0 / ranks.astype(jnp.float32)) ** (1.0 / temperature)
         else:
             weights = jnp.maximum(jnp.where(filled, state.scores, 0.0), 0.0) ** (1.0 / temperature)
@@ -219,7 +223,9 @@ def make_level_buffer(
         def draw(state: LevelBufferState, key: jax.Array) -> tuple[LevelBufferState, jax.Array]:
             p = replay_distribution(state)
             slot = jax.random.categorical(key, jnp.log(p)).astype(jnp.int32)
-            state = state.replace(last_seen=state.last_seen.at[slot].set(state.clock + 1), clock=state.clock + 1)
+            state = state.replace(
+                last_seen=state.last_seen.at[slot].set(state.clock + 1), clock=state.clock + 1
+            )
             return state, slot
 
         state, slots = jax.lax.scan(draw, state, jax.random.split(key, int(num)))
@@ -271,7 +277,9 @@ def make_level_buffer(
             else:
                 duplicate, match = jnp.zeros((), bool), jnp.zeros((), jnp.int32)
             full = state.size >= capacity
-            weakest = jnp.argmin(jnp.where(state.filled, replay_distribution(state), jnp.inf)).astype(jnp.int32)
+            weakest = jnp.argmin(jnp.where(state.filled, replay_distribution(state), jnp.inf)).astype(
+                jnp.int32
+            )
             slot = jnp.where(full, weakest, state.size)
             replaces = jnp.logical_or(~full, score > state.scores[slot])
             take = valid & ~duplicate & replaces
@@ -295,8 +303,15 @@ def make_level_buffer(
             return new_state, jnp.where(take | refresh, target, -1).astype(jnp.int32)
 
         return jax.lax.scan(
-            one, state, (levels, jnp.asarray(scores, jnp.float32), jnp.asarray(best_returns, jnp.float32),
-                         jnp.asarray(num_edits, jnp.int32), jnp.asarray(mask, bool))
+            one,
+            state,
+            (
+                levels,
+                jnp.asarray(scores, jnp.float32),
+                jnp.asarray(best_returns, jnp.float32),
+                jnp.asarray(num_edits, jnp.int32),
+                jnp.asarray(mask, bool),
+            ),
         )
 
     return LevelBuffer(

@@ -120,9 +120,7 @@ def _or_incomplete(stats: EpisodeStats, incomplete_value: float) -> jax.Array:
     return jnp.where(stats.num_episodes > 0, stats.mean, jnp.float32(incomplete_value))
 
 
-def positive_value_loss(
-    adv_t: jax.Array, done_t: jax.Array, incomplete_value: float = -jnp.inf
-) -> jax.Array:
+def positive_value_loss(adv_t: jax.Array, done_t: jax.Array, incomplete_value: float = -jnp.inf) -> jax.Array:
     """PLR's positive value loss: mean over completed episodes of the time-mean of ``max(adv_t, 0)``.
 
     Args:
