@@ -47,7 +47,8 @@ class ActorCritic(NamedTuple):
         init: ``init(key, obs_example) -> params``.
         initial_memory: ``initial_memory(batch_size) -> memory`` (``()`` if feed-forward).
         step: ``step(params, memory, obs, reset) -> (memory, distribution, value)`` for one
-            step of a batch: ``obs`` ``(batch, ...)``, ``reset`` bool ``(batch,)``, ``value``
+            step of a batch: ``obs`` ``(batch, ...)`` (an array, or a pytree of arrays such as a
+            dict observation, each leaf with that leading axis), ``reset`` bool ``(batch,)``, ``value``
             float32 ``(batch,)``.
         evaluate_actions: ``evaluate_actions(params, memory, obs, reset, raw_action) ->
             (log_prob, value, entropy)`` over a time-major sequence: ``obs`` ``(T, batch,
@@ -68,6 +69,12 @@ class ActorCritic(NamedTuple):
     recurrent: bool
 
 
+def _example(obs_example: Any, lead: tuple[int, ...]) -> Any:
+    """float32 zeros shaped like one observation (of each leaf, for dict observations) with
+    leading axes ``lead``: what a network is initialised with."""
+    return jax.tree.map(lambda x: jnp.zeros((*lead, *jnp.shape(x)[1:]), jnp.float32), obs_example)
+
+
 def feedforward_actor_critic(network: nn.Module) -> ActorCritic:
     """An :class:`ActorCritic` from a flax module ``network(obs) -> (distribution, value)``.
 
@@ -75,8 +82,8 @@ def feedforward_actor_critic(network: nn.Module) -> ActorCritic:
     """
     value_method = getattr(type(network), "value", None)
 
-    def init(key: jax.Array, obs_example: jax.Array) -> Any:
-        return network.init(key, jnp.zeros((1, *jnp.shape(obs_example)[1:]), jnp.float32))
+    def init(key: jax.Array, obs_example: Any) -> Any:
+        return network.init(key, _example(obs_example, (1,)))
 
     def step(params: Any, memory: Any, obs: jax.Array, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
         out: Any = network.apply(params, obs)
@@ -110,9 +117,8 @@ def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], A
         initial_memory: ``initial_memory(batch_size)``, the memory of fresh episodes.
     """
 
-    def init(key: jax.Array, obs_example: jax.Array) -> Any:
-        obs = jnp.zeros((1, 1, *jnp.shape(obs_example)[1:]), jnp.float32)
-        return network.init(key, initial_memory(1), (obs, jnp.zeros((1, 1), bool)))
+    def init(key: jax.Array, obs_example: Any) -> Any:
+        return network.init(key, initial_memory(1), (_example(obs_example, (1, 1)), jnp.zeros((1, 1), bool)))
 
     def step(params: Any, memory: Any, obs: jax.Array, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
         out: Any = network.apply(params, memory, (obs[None], reset[None]))
@@ -127,7 +133,7 @@ def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], A
         return dist.log_prob(raw_action), value, dist.entropy()
 
     def value(params: Any, memory: Any, obs: jax.Array) -> jax.Array:
-        return step(params, memory, obs, jnp.zeros(jnp.shape(obs)[:1], bool))[2]
+        return step(params, memory, obs, jnp.zeros(jnp.shape(jax.tree.leaves(obs)[0])[:1], bool))[2]
 
     return ActorCritic(init, initial_memory, step, evaluate_actions, value, recurrent=True)
 

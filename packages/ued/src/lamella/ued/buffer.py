@@ -45,6 +45,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from lamella.envs import random as fast_random
+
 __all__ = ["LevelBuffer", "LevelBufferState", "make_level_buffer"]
 
 PRIORITIZATIONS = ("rank", "proportional")
@@ -215,20 +217,23 @@ def make_level_buffer(
 
     def should_replay(state: LevelBufferState, key: jax.Array) -> jax.Array:
         warm = state.size >= min_size
-        return jnp.logical_and(warm, jax.random.uniform(key) < replay_prob)
+        return jnp.logical_and(warm, fast_random.uniform(key, (), stream=2) < replay_prob)
 
     def sample(state: LevelBufferState, key: jax.Array, num: int) -> tuple[LevelBufferState, jax.Array, Any]:
         check_batch("sample", int(num))
 
-        def draw(state: LevelBufferState, key: jax.Array) -> tuple[LevelBufferState, jax.Array]:
-            p = replay_distribution(state)
-            slot = jax.random.categorical(key, jnp.log(p)).astype(jnp.int32)
+        def draw(state: LevelBufferState, u: jax.Array) -> tuple[LevelBufferState, jax.Array]:
+            # Inverse CDF: the first slot whose cumulative probability exceeds u.
+            cdf = jnp.cumsum(replay_distribution(state))
+            slot = jnp.minimum(jnp.sum(cdf <= u * cdf[-1]), capacity - 1).astype(jnp.int32)
             state = state.replace(
                 last_seen=state.last_seen.at[slot].set(state.clock + 1), clock=state.clock + 1
             )
             return state, slot
 
-        state, slots = jax.lax.scan(draw, state, jax.random.split(key, int(num)))
+        # Hashed uniforms (lamella.envs.random): a Threefry draw per level costs more to compile.
+        uniforms = fast_random.uniform(key, (int(num),), stream=1, vector=True)
+        state, slots = jax.lax.scan(draw, state, uniforms)
         return state, slots, jax.tree.map(lambda x: x[slots], state.levels)
 
     def update(
