@@ -35,11 +35,12 @@ __all__ = [
 
 
 def _register_builtin() -> None:
-    from lamella.envs import bsuite, classic_control, goal, minatar, misc, multi_agent
+    from lamella.envs import bsuite, classic_control, goal, maze, minatar, misc, multi_agent
     from lamella.envs.registry import register
 
     bsuite.register_all(register)
     goal.register_all(register)
+    maze.register_all(register)
     minatar.register_all(register)
     misc.register_all(register)
     multi_agent.register_all(register)

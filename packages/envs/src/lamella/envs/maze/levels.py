@@ -1,0 +1,283 @@
+"""Level generators, mutators, comparators and the text format of the AMaze family."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lamella.envs import random as fast_random
+from lamella.envs.maze.types import AMazeParams, MazeError, MazeLevel
+
+__all__ = [
+    "AGENT_CHARS",
+    "check_level_fits",
+    "check_params",
+    "format_maze",
+    "levels_equal",
+    "mutate_level",
+    "parse_maze",
+    "sample_dr_level",
+]
+
+# Text format: one character per cell, rows top to bottom.
+WALL_CHAR, FREE_CHAR, GOAL_CHAR = "#", ".", "G"
+AGENT_CHARS = ">v<^"  # the start direction: 0 right, 1 down, 2 left, 3 up
+
+FLIP_WALL, MOVE_GOAL, MOVE_AGENT = range(3)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_params(params: AMazeParams) -> None:
+    """Raise :class:`MazeError` naming the fix if the static settings of ``params`` cannot work."""
+    if not isinstance(params, AMazeParams):
+        raise MazeError(
+            f"expected AMazeParams, got {type(params).__name__}; build them with AMazeParams(...)."
+        )
+    for name in ("height", "width"):
+        value = getattr(params, name)
+        if not _is_int(value) or value < 1:
+            raise MazeError(f"AMazeParams.{name} must be an int >= 1, got {value!r}.")
+    view = params.agent_view_size
+    if not _is_int(view) or view < 3 or view % 2 == 0:
+        raise MazeError(
+            f"AMazeParams.agent_view_size must be an odd int >= 3 (MiniGrid's rule), got {view!r}."
+        )
+    cells = params.height * params.width
+    if cells < 2:
+        raise MazeError(
+            f"a {params.height}x{params.width} maze has no room for an agent and a goal; use at least 2 cells."
+        )
+    if not _is_int(params.n_walls) or not 0 <= params.n_walls <= cells - 2:
+        raise MazeError(
+            f"AMazeParams.n_walls must be an int in [0, {cells - 2}] for a {params.height}x{params.width} "
+            f"maze (two cells stay free for the agent and the goal), got {params.n_walls!r}."
+        )
+    steps = params.max_episode_steps
+    if _is_int(steps) and steps < 1:
+        raise MazeError(f"AMazeParams.max_episode_steps must be >= 1, got {steps!r}.")
+
+
+def check_level_fits(level: MazeLevel, params: AMazeParams, what: str = "level") -> None:
+    """Raise :class:`MazeError` if ``level``'s shapes do not fit ``params`` (checked while tracing)."""
+    if not isinstance(level, MazeLevel):
+        raise MazeError(f"{what} must be a MazeLevel, got {type(level).__name__}.")
+    shape = tuple(jnp.shape(level.wall_map))
+    expected = (params.height, params.width)
+    if shape != expected:
+        raise MazeError(
+            f"{what} has a wall_map of shape {shape} (H, W) but the params are for a "
+            f"{params.height}x{params.width} maze; use params of the level's size, e.g. "
+            f"AMazeParams(height={shape[0] if len(shape) == 2 else '?'}, "
+            f"width={shape[1] if len(shape) == 2 else '?'}) or the params named_maze() returns."
+        )
+    for name, want in (("goal_pos", (2,)), ("agent_pos", (2,)), ("agent_dir", ())):
+        got = tuple(jnp.shape(getattr(level, name)))
+        if got != want:
+            raise MazeError(f"{what}.{name} must have shape {want}, got {got} (batch levels with jax.vmap).")
+
+
+def _cell(index: jax.Array, width: int) -> jax.Array:
+    """``(x, y)`` int32 of a flat ``y * width + x`` index."""
+    return jnp.stack([index % width, index // width]).astype(jnp.int32)
+
+
+def choose_cell(u: jax.Array, allowed: jax.Array) -> jax.Array:
+    """The flat index of a uniform True cell of ``allowed`` (flat bool), from a uniform ``u`` in [0, 1).
+
+    Exact: the ``floor(u * count)``-th allowed cell. Returns 0 if no cell is allowed.
+    """
+    counts = jnp.cumsum(allowed.astype(jnp.int32))
+    target = jnp.floor(u * counts[-1]).astype(jnp.int32)
+    return jnp.argmax(counts > target).astype(jnp.int32)
+
+
+def sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
+    """A random (domain-randomised) level: minimax's AMaze distribution.
+
+    Walls: ``n_walls`` cells drawn uniformly, distinct (``replace_wall_pos=False``) or with
+    replacement (``True``: duplicates collapse). With ``sample_n_walls`` only the first ``k``
+    draws are kept, ``k`` uniform in ``0 .. n_walls``. Then the agent on a uniform free cell with
+    a uniform direction, then the goal on a uniform free cell other than the agent's. Solvability
+    is not enforced (as in minimax). Jittable and vmappable over keys.
+    """
+    check_params(params)
+    height, width, n = params.height, params.width, params.n_walls
+    cells = height * width
+    if params.replace_wall_pos:
+        draws = jnp.minimum(
+            jnp.floor(fast_random.uniform(key, (max(n, 1),), stream=1, vector=True) * cells).astype(
+                jnp.int32
+            ),
+            cells - 1,
+        )
+    else:
+        # n distinct cells: the n smallest of one uniform word per cell (a random permutation).
+        words = fast_random.bits(key, (cells,), stream=1, vector=True)
+        draws = jnp.argsort(words)[: max(n, 1)].astype(jnp.int32)
+    keep = jnp.arange(max(n, 1)) < n
+    if params.sample_n_walls:
+        count = fast_random.randint(key, (), 0, n + 1, stream=2)
+        keep = keep & (jnp.arange(max(n, 1)) < count)
+    draws = jnp.where(keep, draws, cells)  # index `cells` is dropped by the scatter
+    walls = jnp.zeros((cells,), jnp.bool_).at[draws].set(True, mode="drop")
+    u = fast_random.uniform(key, (3,), stream=3)
+    agent = choose_cell(u[0], ~walls)
+    goal = choose_cell(u[1], (~walls).at[agent].set(False))
+    direction = jnp.minimum(jnp.floor(u[2] * 4).astype(jnp.int32), 3)
+    return MazeLevel(
+        wall_map=walls.reshape(height, width),
+        goal_pos=_cell(goal, width),
+        agent_pos=_cell(agent, width),
+        agent_dir=direction,
+    )
+
+
+def levels_equal(a: MazeLevel, b: MazeLevel) -> jax.Array:
+    """Whether two levels are the same: walls, goal, agent start and start direction.
+
+    Broadcasts over leading batch axes (a batch against one level gives one bool per level).
+    Unlike minimax's comparator the start direction counts: a level that starts facing
+    another way is another level.
+    """
+    return (
+        jnp.all(a.wall_map == b.wall_map, axis=(-2, -1))
+        & jnp.all(a.goal_pos == b.goal_pos, axis=-1)
+        & jnp.all(a.agent_pos == b.agent_pos, axis=-1)
+        & (a.agent_dir == b.agent_dir)
+    )
+
+
+def _one_edit(key: jax.Array, level: MazeLevel, index: jax.Array, width: int) -> MazeLevel:
+    walls = level.wall_map.reshape(-1)
+    cells = walls.shape[0]
+    goal = level.goal_pos[1] * width + level.goal_pos[0]
+    agent = level.agent_pos[1] * width + level.agent_pos[0]
+    u = fast_random.uniform(jax.random.fold_in(key, index), (2,))
+    kind = jnp.minimum(jnp.floor(u[0] * 3).astype(jnp.int32), 2)
+    occupied = (jnp.arange(cells) == goal) | (jnp.arange(cells) == agent)
+    # Flip a wall: any cell but the goal's and the agent's.
+    flip = choose_cell(u[1], ~occupied)
+    flipped = walls.at[flip].set(~walls[flip])
+    # Move the goal or the agent: a free cell that is neither's.
+    target = choose_cell(u[1], ~walls & ~occupied)
+    has_target = jnp.any(~walls & ~occupied)
+    new_walls = jnp.where(kind == FLIP_WALL, flipped, walls)
+    new_goal = jnp.where((kind == MOVE_GOAL) & has_target, target, goal)
+    new_agent = jnp.where((kind == MOVE_AGENT) & has_target, target, agent)
+    can_flip = jnp.any(~occupied)
+    new_walls = jnp.where(can_flip, new_walls, walls)
+    return MazeLevel(
+        wall_map=new_walls.reshape(level.wall_map.shape),
+        goal_pos=_cell(new_goal, width),
+        agent_pos=_cell(new_agent, width),
+        agent_dir=level.agent_dir,
+    )
+
+
+def mutate_level(key: jax.Array, level: MazeLevel, params: AMazeParams, num_edits: int = 1) -> MazeLevel:
+    """``level`` after ``num_edits`` random edits (ACCEL's mutator), each one of, uniformly:
+
+    * flip a wall: toggle a uniform cell other than the goal's and the agent's;
+    * move the goal to a uniform free cell other than the agent's and its own;
+    * move the agent (keeping its direction) to a uniform free cell other than the goal's and
+      its own.
+
+    An edit with no cell to act on leaves the level as it is. The goal and the agent never
+    land on a wall or on each other, so a mutated level is always a valid level.
+    ``num_edits`` may be traced (one ``fori_loop``); vmap over keys and levels for a batch.
+
+    Raises:
+        MazeError: ``level`` does not fit ``params`` (another env's level or size).
+    """
+    check_params(params)
+    check_level_fits(level, params)
+    level = MazeLevel(
+        wall_map=jnp.asarray(level.wall_map, jnp.bool_),
+        goal_pos=jnp.asarray(level.goal_pos, jnp.int32),
+        agent_pos=jnp.asarray(level.agent_pos, jnp.int32),
+        agent_dir=jnp.asarray(level.agent_dir, jnp.int32),
+    )
+    if _is_int(num_edits) and num_edits < 0:
+        raise MazeError(f"mutate_level: num_edits must be >= 0, got {num_edits}.")
+    return jax.lax.fori_loop(0, num_edits, lambda i, lv: _one_edit(key, lv, i, params.width), level)
+
+
+def parse_maze(text: str) -> MazeLevel:
+    """A level from text: one character per cell, rows top to bottom.
+
+    ``#`` wall, ``.`` free, ``G`` the goal, ``>`` ``v`` ``<`` ``^`` the agent facing right,
+    down, left, up. Exactly one goal and one agent. Leading and trailing blank lines and the
+    common indentation are ignored, so a triple-quoted string works as written. The border
+    wall is implicit (do not draw it). :func:`format_maze` is the inverse.
+
+    Raises:
+        MazeError: ragged rows, an unknown character, no goal, two goals, no agent, or two
+            agents, naming the row and column.
+    """
+    if not isinstance(text, str):
+        raise MazeError(f"parse_maze takes a string, got {type(text).__name__}.")
+    rows = [line.rstrip() for line in textwrap.dedent(text).strip("\n").splitlines()]
+    while rows and not rows[-1]:
+        rows.pop()
+    if not rows or not rows[0]:
+        raise MazeError(
+            "parse_maze: the maze string is empty; give one line of '#', '.', 'G', '>v<^' per row."
+        )
+    width = len(rows[0])
+    walls = np.zeros((len(rows), width), bool)
+    goals: list[tuple[int, int]] = []
+    agents: list[tuple[int, int, int]] = []
+    for y, row in enumerate(rows):
+        if len(row) != width:
+            raise MazeError(
+                f"parse_maze: row {y} has {len(row)} cells but row 0 has {width}; every row must "
+                f"have the same length (rows are {[len(r) for r in rows]})."
+            )
+        for x, char in enumerate(row):
+            if char == WALL_CHAR:
+                walls[y, x] = True
+            elif char == GOAL_CHAR:
+                goals.append((x, y))
+            elif char in AGENT_CHARS:
+                agents.append((x, y, AGENT_CHARS.index(char)))
+            elif char != FREE_CHAR:
+                raise MazeError(
+                    f"parse_maze: unknown character {char!r} at row {y}, column {x}; use '#' wall, "
+                    f"'.' free, 'G' goal, '>' 'v' '<' '^' agent."
+                )
+    if len(goals) != 1:
+        where = "" if not goals else f" (at {', '.join(f'x={x}, y={y}' for x, y in goals)})"
+        raise MazeError(f"parse_maze: a maze needs exactly one goal 'G', found {len(goals)}{where}.")
+    if len(agents) != 1:
+        where = "" if not agents else f" (at {', '.join(f'x={x}, y={y}' for x, y, _ in agents)})"
+        raise MazeError(
+            f"parse_maze: a maze needs exactly one agent ('>', 'v', '<' or '^' for its direction), "
+            f"found {len(agents)}{where}."
+        )
+    (gx, gy), (ax, ay, direction) = goals[0], agents[0]
+    return MazeLevel(
+        wall_map=jnp.asarray(walls),
+        goal_pos=jnp.asarray([gx, gy], jnp.int32),
+        agent_pos=jnp.asarray([ax, ay], jnp.int32),
+        agent_dir=jnp.asarray(direction, jnp.int32),
+    )
+
+
+def format_maze(level: MazeLevel) -> str:
+    """The text of one level (the format of :func:`parse_maze`), rows joined by newlines."""
+    walls = np.asarray(level.wall_map, bool)
+    if walls.ndim != 2:
+        raise MazeError(f"format_maze takes one level, got a wall_map of shape {walls.shape}.")
+    grid = np.where(walls, WALL_CHAR, FREE_CHAR).astype("<U1")
+    gx, gy = (int(v) for v in np.asarray(level.goal_pos))
+    ax, ay = (int(v) for v in np.asarray(level.agent_pos))
+    grid[gy, gx] = GOAL_CHAR
+    grid[ay, ax] = AGENT_CHARS[int(level.agent_dir) % 4]
+    return "\n".join("".join(row) for row in grid)
