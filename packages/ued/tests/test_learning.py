@@ -2,12 +2,14 @@
 uniformly random policy, for each of 3 seeds trained side by side (one vmapped program each).
 
 Task: the ``ci`` presets (7x7 AMaze levels with 8 walls drawn with replacement, 64-step
-episodes, a feed-forward student), trained for 50 iterations of 32 envs x 64 steps (102,400
-env steps per seed), then evaluated (actions sampled from the policy) on 256 fresh random 7x7
-levels per seed. Baseline, measured here on the same levels through the same evaluation: the
-uniformly random policy (the student with its action logits zeroed), which solves about 9%.
-Measured when this test was written: DR 0.59 - 0.75 per seed, Robust PLR 0.34 - 0.63 (only
-replay iterations take gradient steps, about half of them).
+episodes, a feed-forward student) trained for 30 (DR) or 50 (Robust PLR, which takes a gradient
+step on replay iterations only, about half of them) iterations of 32 envs x 64 steps, then
+evaluated (actions sampled from the policy) on 256 fresh random 7x7 levels per seed.
+
+Baseline, measured in the test on the same levels through the same evaluation: the uniformly
+random policy (the student with its action logits zeroed), which solves about 12% of them.
+Thresholds: a mean solve rate of at least 0.3 over the seeds, and every seed at least 0.1
+above the baseline.
 """
 
 import dataclasses
@@ -22,7 +24,7 @@ from lamella.ued.presets import PRESETS
 from lamella.ued.runners import make_ued_runner
 
 SEEDS = 3
-ITERATIONS = 50
+ITERATIONS = {"dr": 30, "plr": 50}
 EVAL_LEVELS = 256
 
 
@@ -33,40 +35,31 @@ def uniform_policy(params):
     )
 
 
-@pytest.fixture(scope="module", params=["dr", "plr"])
-def trained(request):
+@pytest.mark.parametrize("name", ["dr", "plr"])
+def test_students_beat_a_random_policy(name):
     config = dataclasses.replace(
-        PRESETS[request.param]["ci"],
-        total_timesteps=32 * 64 * ITERATIONS,
-        eval_episodes=EVAL_LEVELS,
+        PRESETS[name]["ci"], total_timesteps=32 * 64 * ITERATIONS[name], eval_episodes=EVAL_LEVELS
     )
     runner = make_ued_runner(config)
     state, metrics = jax.jit(jax.vmap(make_train(runner)))(jax.random.split(jax.random.key(0), SEEDS))
     evaluate = jax.jit(jax.vmap(runner.evaluate, in_axes=(0, None)))
     key = jax.random.key(2024)
-    solved = evaluate(state, key)["solved"].mean(axis=(1, 2))
-    random_solved = evaluate(state.replace(params=uniform_policy(state.params)), key)["solved"].mean(
-        axis=(1, 2)
-    )
-    return request.param, np.asarray(solved), np.asarray(random_solved), metrics
+    solved = np.asarray(evaluate(state, key)["solved"].mean(axis=(1, 2)))
+    uniform = state.replace(params=uniform_policy(state.params))
+    random_solved = np.asarray(evaluate(uniform, key)["solved"].mean(axis=(1, 2)))
+    print(f"{name}: solve rate per seed {solved}, uniformly random policy {random_solved}")
 
-
-def test_students_beat_a_random_policy(trained):
-    name, solved, random_solved, _ = trained
-    print(f"{name}: solve rate per seed {solved}, random policy {random_solved}")
     # The baseline is what it should be: a random walk rarely finds the goal in 64 steps.
     assert 0.02 < random_solved.mean() < 0.2
     assert solved.mean() >= 0.3, (name, solved)
     assert (solved > random_solved + 0.1).all(), (name, solved, random_solved)
 
-
-def test_training_metrics(trained):
-    name, _, _, metrics = trained
-    assert metrics["solved"].shape == (SEEDS, ITERATIONS)
-    # The training solve rate rises from the first iterations to the last.
-    assert (metrics["solved"][:, -10:].mean(1) > metrics["solved"][:, :5].mean(1) + 0.2).all()
+    # Training: the solve rate of the training episodes rises.
+    rate = np.asarray(metrics["solve_rate"])
+    assert rate.shape == (SEEDS, ITERATIONS[name])
+    assert (rate[:, -5:].mean(1) > rate[:, :5].mean(1) + 0.2).all(), rate
     if name == "plr":
         # Robust PLR: a gradient step exactly on the replay iterations, and some of each.
         np.testing.assert_array_equal(metrics["learned"], metrics["replay"])
         assert 0.2 < float(metrics["replay"].mean()) < 0.6
-        assert (metrics["buffer_size"][:, -1] == 256).all()
+        assert (np.asarray(metrics["buffer_size"])[:, -1] == 256).all()

@@ -103,7 +103,9 @@ def test_driver_run_log_checkpoints_and_resume(accel_runs):
     assert not stopped.finished and resumed.finished and full.finished
     log = json.loads(open(full.metrics_path).read())
     last = log["maze"]["AMaze-13x13-v0"]["accel"]["seed_1"]["step_12"]
-    assert len(last["solved_level_0"]) == 4 and len(last["episode_return_level_0"]) == 4
+    for key in ("solved_level_0", "level_return_level_0", "episode_length_level_0", "mean_episode_return"):
+        assert len(last[key]) == 4, key
+    assert np.isfinite(full.final_return).all()
     # Resuming gives the same result as never stopping.
     for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state)):
         if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
@@ -159,10 +161,17 @@ def test_bad_configs_are_refused_before_compiling(config, message):
 
 
 def test_named_eval_levels_use_their_own_horizon():
-    config = DRConfig(**{**TINY, "height": 0, "width": 0, "eval_levels": ("SixteenRooms", "random")})
-    runner = make_ued_runner(dataclasses.replace(config, n_walls=60))
-    state = runner.init(jax.random.key(0))
-    out = runner.evaluate(state, jax.random.key(1))
-    assert out["solved"].shape == (4, 2)
-    # An untrained student rarely solves SixteenRooms; its episodes run to the 450-step horizon.
-    assert int(out["episode_length"][:, 0].max()) <= 450
+    config = DRConfig(
+        **{**TINY, "height": 0, "width": 0, "n_walls": 60, "eval_levels": ("SixteenRooms", "random")}
+    )
+    runner = make_ued_runner(dataclasses.replace(config, eval_episodes=2))
+    state = jax.jit(runner.init)(jax.random.key(0))
+    out = jax.jit(runner.evaluate)(state, jax.random.key(1))
+    assert out["solved"].shape == (2, 2) and out["episode_return"].shape == (2,)
+    unsolved = np.asarray(out["solved"]) == 0
+    lengths = np.asarray(out["episode_length"])
+    # An episode that does not reach the goal runs to its level's horizon: SixteenRooms' own 450
+    # steps, a random training level's 12.
+    assert (lengths[:, 0][unsolved[:, 0]] == 450).all() and (lengths[:, 0] <= 450).all()
+    assert (lengths[:, 1][unsolved[:, 1]] == 12).all() and (lengths[:, 1] <= 12).all()
+    assert unsolved[:, 0].any()

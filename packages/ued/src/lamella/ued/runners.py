@@ -501,9 +501,9 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         metrics.update({k: v.astype(jnp.float32) for k, v in ppo_metrics.items()})
         metrics.update(
             {
-                "episode_return": mean_return,
+                "train_return": mean_return,
                 "episodes": num_ended.astype(jnp.float32),
-                "solved": _mean_where(((ended_returns > 0) & ended).astype(jnp.float32), ended),
+                "solve_rate": _mean_where(((ended_returns > 0) & ended).astype(jnp.float32), ended),
                 "levels_completed": completed.mean(dtype=jnp.float32),
                 **{f"level_{k}": v.mean() for k, v in level_stats.items()},
             }
@@ -556,9 +556,14 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         )
         shape = (num_eval_levels, episodes)
         returns, lengths = returns.reshape(shape).T, lengths.reshape(shape).T
+        solved = (returns > 0).astype(jnp.float32)
         return {
-            "episode_return": returns,
-            "solved": (returns > 0).astype(jnp.float32),
+            # Per episode, averaged over the evaluation levels: what the progress line and plot show.
+            "episode_return": returns.mean(axis=1),
+            "solve_rate": solved.mean(axis=1),
+            # Per episode and level (run log keys ``<name>_level_<i>``, in eval_levels order).
+            "level_return": returns,
+            "solved": solved,
             "episode_length": lengths,
         }
 
@@ -568,7 +573,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         evaluate=evaluate,
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
-        metric_axes={"episode_return": ("level",), "solved": ("level",), "episode_length": ("level",)},
+        metric_axes={"level_return": ("level",), "solved": ("level",), "episode_length": ("level",)},
     )
 
 
