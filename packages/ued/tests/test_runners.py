@@ -61,9 +61,16 @@ def test_levels_go_through_env_params_and_episodes_restart_the_same_level():
 
 @pytest.fixture(scope="module")
 def accel_runs(tmp_path_factory):
-    """One ACCEL config trained through the driver three ways (one compile): straight through,
-    and stopped after 5 iterations then resumed."""
-    config = ACCELConfig(**TINY, buffer_size=16, min_fill_ratio=0.5, num_edits=2, score="max_mc")
+    """One ACCEL config (recurrent student) trained through the driver (one compile): straight
+    through, and stopped after 5 iterations then resumed."""
+    # minimax's recurrent (LSTM) student, small.
+    config = ACCELConfig(
+        **{**TINY, "recurrent": True, "rnn_hidden_size": 16},
+        buffer_size=16,
+        min_fill_ratio=0.5,
+        num_edits=2,
+        score="max_mc",
+    )
     root = tmp_path_factory.mktemp("accel")
     kwargs = dict(seeds=2, chunk_iterations=1, progress=False, plot=False)
     full = run_experiment(config, out_dir=root / "full", **kwargs)

@@ -121,7 +121,7 @@ def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], A
         return network.init(key, initial_memory(1), (_example(obs_example, (1, 1)), jnp.zeros((1, 1), bool)))
 
     def step(params: Any, memory: Any, obs: jax.Array, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
-        out: Any = network.apply(params, memory, (obs[None], reset[None]))
+        out: Any = network.apply(params, memory, (jax.tree.map(lambda x: x[None], obs), reset[None]))
         memory, (dist, value) = out
         return memory, jax.tree.map(lambda x: x[0], dist), value[0]
 
