@@ -53,6 +53,8 @@ __all__ = [
     "DRConfig",
     "PLRConfig",
     "UEDRunnerState",
+    "evaluate_on_levels",
+    "make_actor_critic",
     "make_ued_runner",
 ]
 
