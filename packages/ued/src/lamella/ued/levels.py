@@ -59,7 +59,8 @@ class OnLevel(Wrapper):
 
     def reset_env(self, key: jax.Array, params: LevelParams) -> tuple[Any, Any]:
         _check(params)
-        return self.env.reset_to_level(key, params.level, params.env_params)
+        inner: Any = self.env  # checked in __init__: it has reset_to_level
+        return inner.reset_to_level(key, params.level, params.env_params)
 
     def step_env(self, key: jax.Array, state: Any, action: Any, params: LevelParams) -> StepOutput:
         _check(params)

@@ -376,6 +376,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
             min_fill_ratio=config.min_fill_ratio,
         )
     sample_levels = jax.vmap(family.sample_level, in_axes=(0, None))
+    num_edits = config.num_edits if isinstance(config, ACCELConfig) else 0
 
     def init(key: jax.Array) -> UEDRunnerState:
         key, key_net, key_level = jax.random.split(key, 3)
@@ -418,9 +419,9 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
 
         def mutated(_: Any) -> tuple[Any, Any, jax.Array, jax.Array]:
             levels = jax.vmap(family.mutate_level, in_axes=(0, 0, None, None))(
-                hashed_keys(keys[3], (num_envs,)), state.parent_levels, env_params, config.num_edits
+                hashed_keys(keys[3], (num_envs,)), state.parent_levels, env_params, num_edits
             )
-            return state.buffer, levels, zeros - 1, state.parent_edits + config.num_edits
+            return state.buffer, levels, zeros - 1, state.parent_edits + num_edits
 
         branches = [new, replayed] + ([mutated] if method == "accel" else [])
         buf, levels, slots, edits = jax.lax.switch(branch, branches, None)

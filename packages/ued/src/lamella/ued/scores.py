@@ -95,9 +95,9 @@ def episode_stats(metric_t: jax.Array, done_t: jax.Array, time_average: bool = F
     metric_t = jnp.asarray(metric_t, jnp.float32)
     shape = metric_t.shape[1:]
 
-    def step(
-        carry: tuple[jax.Array, ...], inputs: tuple[jax.Array, jax.Array]
-    ) -> tuple[tuple[jax.Array, ...], None]:
+    Carry = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
+
+    def step(carry: Carry, inputs: tuple[jax.Array, jax.Array]) -> tuple[Carry, None]:
         partial_sum, partial_len, total, best, count = carry
         metric, done = inputs
         partial_sum = partial_sum + metric
@@ -111,7 +111,7 @@ def episode_stats(metric_t: jax.Array, done_t: jax.Array, time_average: bool = F
         return (partial_sum, partial_len, total, best, count), None
 
     zeros = jnp.zeros(shape, jnp.float32)
-    init = (zeros, zeros, zeros, jnp.full(shape, -jnp.inf), jnp.zeros(shape, jnp.int32))
+    init: Carry = (zeros, zeros, zeros, jnp.full(shape, -jnp.inf), jnp.zeros(shape, jnp.int32))
     (_, _, total, best, count), _ = jax.lax.scan(step, init, (metric_t, jnp.asarray(done_t, bool)))
     return EpisodeStats(total / jnp.maximum(count, 1), best, count)
 
