@@ -146,3 +146,17 @@ def test_bad_settings_and_a_batch_larger_than_the_buffer():
         buffer.sample(state, jax.random.key(0), 3)
     with pytest.raises(ValueError, match="batch of 3 levels does not fit"):
         buffer.insert(state, levels([1, 2, 3]), jnp.zeros(3), jnp.zeros(3))
+
+
+def test_draws_follow_the_replay_distribution():
+    # No staleness term, so every draw of a batch comes from the same distribution.
+    buffer = make_level_buffer(4, temperature=1.0, staleness_coef=0.0)
+    state = filled_state(buffer, [0.5, 0.1, 0.9], last_seen=[0, 0, 0], clock=0)
+    p = np.asarray(buffer.replay_distribution(state))
+    np.testing.assert_allclose(p, np.array([1 / 2, 1 / 3, 1.0, 0.0]) / (11 / 6), atol=1e-6)
+    draws = jax.jit(jax.vmap(lambda k: buffer.sample(state, k, 4)[1]))(
+        jax.random.split(jax.random.key(3), 2000)
+    )
+    counts = np.bincount(np.asarray(draws).reshape(-1), minlength=4) / draws.size
+    # 8000 draws: each frequency within 0.02 of its probability (about 4 standard deviations).
+    np.testing.assert_allclose(counts, p, atol=0.02)
