@@ -64,6 +64,8 @@ _MARL_WHY = (
     "2,048 steps run the same code"
 )
 
+_UED_WHY = "the ci preset trains 204,800 steps per seed (a minute or more); one iteration runs the same code"
+
 # Commands run, by prefix (the longest matching prefix of RUN and NOT_RUN wins):
 # prefix -> (arguments appended, why). An appended key=value replaces the one written (the CLI
 # refuses a key given twice); an appended option replaces it too (argparse keeps the last).
@@ -98,6 +100,13 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella animate": ("", "one short episode per env family (about 20 s)"),
     "lamella animate Breakout-MinAtar Pong-misc": ("", "two short episodes"),
     "lamella animate --all": ("", "one short episode of each of about 40 envs (about 10 s)"),
+    # lamella-ued (packages/ued/README.md)
+    "lamella train plr": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
+    "lamella train accel": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
+    "lamella train dr": (
+        "total_timesteps=256 num_envs=4 num_steps=32 eval_episodes=1",
+        "minimax's config trains 245,760,000 steps; two iterations of 4 envs run the same code",
+    ),
     "lamella eval aggregate": ("--reps 200", "2,000 bootstrap replicates by default; 200 run the same code"),
     "lamella eval checkpoints": ("--episodes 4", "100 greedy episodes per seed and env; 4 run the same code"),
 }

@@ -123,6 +123,52 @@ def test_recurrent_memory_is_recorded_and_continues():
     np.testing.assert_allclose(value, batch.value, atol=1e-5)
 
 
+def test_dict_observations_work_with_both_kinds_of_actor_critic():
+    """A network over dict observations (an image and a direction, as AMaze's) initialises from
+    an example batch and acts, feed-forward or recurrent, through the same functions."""
+    import flax.linen as nn
+
+    from lamella.agents.actor_critic import feedforward_actor_critic
+    from lamella.agents.distributions import ActionHead
+    from lamella.agents.networks import RecurrentCore, zero_carry
+
+    space = spaces.Discrete(3)
+
+    def features(obs):
+        image = obs["image"].reshape((*obs["image"].shape[:-2], -1)).astype(jnp.float32)
+        return jnp.concatenate([image, jax.nn.one_hot(obs["dir"].astype(jnp.int32), 4)], -1)
+
+    class FeedForward(nn.Module):
+        @nn.compact
+        def __call__(self, obs):
+            x = nn.Dense(8)(features(obs))
+            return ActionHead(space)(x), nn.Dense(1)(x)[..., 0]
+
+    class Recurrent(nn.Module):
+        @nn.compact
+        def __call__(self, carry, inputs):
+            obs, reset = inputs
+            carry, x = RecurrentCore("gru", 8)(carry, (features(obs), reset))
+            return carry, (ActionHead(space)(x), nn.Dense(1)(x)[..., 0])
+
+    obs = {"image": jnp.ones((NUM_ENVS, 2, 2), jnp.uint8), "dir": jnp.array([0, 1, 3], jnp.int32)}
+    reset = jnp.ones((NUM_ENVS,), bool)
+    for actor_critic in (
+        feedforward_actor_critic(FeedForward()),
+        recurrent_actor_critic(Recurrent(), lambda batch: zero_carry("gru", batch, 8)),
+    ):
+        params = actor_critic.init(jax.random.key(0), obs)
+        memory = actor_critic.initial_memory(NUM_ENVS)
+        _, dist, value = actor_critic.step(params, memory, obs, reset)
+        assert dist.sample(jax.random.key(1)).shape == (NUM_ENVS,) and value.shape == (NUM_ENVS,)
+        assert actor_critic.value(params, memory, obs).shape == (NUM_ENVS,)
+        sequence = jax.tree.map(lambda x: jnp.stack([x, x]), obs)
+        log_prob, _, _ = actor_critic.evaluate_actions(
+            params, memory, sequence, jnp.stack([reset, ~reset]), jnp.zeros((2, NUM_ENVS), jnp.int32)
+        )
+        assert log_prob.shape == (2, NUM_ENVS)
+
+
 def test_bad_arguments_raise_early():
     env, params = lamella.envs.make("CartPole-v1")
     with pytest.raises(ValueError, match="num_steps"):

@@ -49,7 +49,8 @@ class ActorCritic(NamedTuple):
             observation).
         initial_memory: ``initial_memory(batch_size) -> memory`` (``()`` if feed-forward).
         step: ``step(params, memory, obs, reset) -> (memory, distribution, value)`` for one
-            step of a batch: ``obs`` ``(batch, ...)``, ``reset`` bool ``(batch,)``, ``value``
+            step of a batch: ``obs`` ``(batch, ...)`` (an array, or a pytree of arrays such as a
+            dict observation, each leaf with that leading axis), ``reset`` bool ``(batch,)``, ``value``
             float32 ``(batch,)``.
         evaluate_actions: ``evaluate_actions(params, memory, obs, reset, raw_action) ->
             (log_prob, value, entropy)`` over a time-major sequence: ``obs`` ``(T, batch,
@@ -70,6 +71,21 @@ class ActorCritic(NamedTuple):
     recurrent: bool
 
 
+def _example(obs_example: Any, lead: tuple[int, ...]) -> Any:
+    """Zeros shaped like one observation with leading axes ``lead``: what a network is initialised
+    with. An array gives float32 zeros, as networks see it; in a pytree of arrays (dict
+    observations, such as a multi-agent runner's ``{"obs", "action_mask", ...}``) boolean leaves
+    (masks) stay boolean and the others are float32."""
+    if isinstance(obs_example, (jax.Array, np.ndarray)):
+        return jnp.zeros((*lead, *jnp.shape(obs_example)[1:]), jnp.float32)
+
+    def zeros(x: Any) -> jax.Array:
+        dtype = jnp.bool_ if jnp.asarray(x).dtype == jnp.bool_ else jnp.float32
+        return jnp.zeros((*lead, *jnp.shape(x)[1:]), dtype)
+
+    return jax.tree.map(zeros, obs_example)
+
+
 def feedforward_actor_critic(network: nn.Module) -> ActorCritic:
     """An :class:`ActorCritic` from a flax module ``network(obs) -> (distribution, value)``.
 
@@ -78,7 +94,7 @@ def feedforward_actor_critic(network: nn.Module) -> ActorCritic:
     value_method = getattr(type(network), "value", None)
 
     def init(key: jax.Array, obs_example: Any) -> Any:
-        return network.init(key, _one_row(obs_example))
+        return network.init(key, _example(obs_example, (1,)))
 
     def step(params: Any, memory: Any, obs: jax.Array, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
         out: Any = network.apply(params, obs)
@@ -103,20 +119,6 @@ def feedforward_actor_critic(network: nn.Module) -> ActorCritic:
     return ActorCritic(init, lambda batch_size: (), step, evaluate_actions, value, recurrent=False)
 
 
-def _one_row(obs_example: Any) -> Any:
-    """Zeros shaped like one row of ``obs_example`` (leading axis 1), an array or a pytree of them
-    (dict observations: a multi-agent runner's ``{"obs", "action_mask", ...}``). An array is
-    float32, as networks see it; in a pytree, boolean leaves (masks) stay boolean."""
-    if isinstance(obs_example, (jax.Array, np.ndarray)):
-        return jnp.zeros((1, *jnp.shape(obs_example)[1:]), jnp.float32)
-
-    def zeros(x: Any) -> jax.Array:
-        dtype = jnp.bool_ if jnp.asarray(x).dtype == jnp.bool_ else jnp.float32
-        return jnp.zeros((1, *jnp.shape(x)[1:]), dtype)
-
-    return jax.tree.map(zeros, obs_example)
-
-
 def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], Any]) -> ActorCritic:
     """An :class:`ActorCritic` from a flax module over time-major sequences,
     ``network(memory, (obs, reset)) -> (memory, (distribution, value))``.
@@ -126,12 +128,11 @@ def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], A
         initial_memory: ``initial_memory(batch_size)``, the memory of fresh episodes.
     """
 
-    def init(key: jax.Array, obs_example: jax.Array) -> Any:
-        obs = jnp.zeros((1, 1, *jnp.shape(obs_example)[1:]), jnp.float32)
-        return network.init(key, initial_memory(1), (obs, jnp.zeros((1, 1), bool)))
+    def init(key: jax.Array, obs_example: Any) -> Any:
+        return network.init(key, initial_memory(1), (_example(obs_example, (1, 1)), jnp.zeros((1, 1), bool)))
 
     def step(params: Any, memory: Any, obs: jax.Array, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
-        out: Any = network.apply(params, memory, (obs[None], reset[None]))
+        out: Any = network.apply(params, memory, (jax.tree.map(lambda x: x[None], obs), reset[None]))
         memory, (dist, value) = out
         return memory, jax.tree.map(lambda x: x[0], dist), value[0]
 
@@ -143,7 +144,7 @@ def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], A
         return dist.log_prob(raw_action), value, dist.entropy()
 
     def value(params: Any, memory: Any, obs: jax.Array) -> jax.Array:
-        return step(params, memory, obs, jnp.zeros(jnp.shape(obs)[:1], bool))[2]
+        return step(params, memory, obs, jnp.zeros(jnp.shape(jax.tree.leaves(obs)[0])[:1], bool))[2]
 
     return ActorCritic(init, initial_memory, step, evaluate_actions, value, recurrent=True)
 

@@ -1,0 +1,142 @@
+"""Levels as env params: how a runner hands each env its own level, and the level family of an env.
+
+A level-based env (``env.reset_to_level(key, level, params)``) is trained on given levels by
+passing them as env params: :class:`OnLevel` wraps the env so that its params are
+:class:`LevelParams` ``(level, env_params)``, and ``reset`` starts on ``level``. With
+lamella-agents' ``make_rollout(..., params_axis=0)`` each env gets its own level, and a runner
+hands new levels every iteration without rebuilding anything::
+
+    env = OnLevel(AutoReplay(AMaze()))             # restart the same level after each episode
+    rollout = make_rollout(env, num_steps, num_envs, params_axis=0)
+    state = rollout.init(key, LevelParams(levels, tiled_params))
+
+A :class:`LevelFamily` bundles what an autocurriculum needs from an env: a random level
+generator (DR), a mutator (ACCEL), a comparator (the buffer's de-duplication), the wrapper that
+replays a level, and the named test levels. :func:`level_family` builds it for the envs that
+have one (AMaze).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from lamella.envs.environment import Environment, StepOutput, Wrapper
+
+__all__ = ["LevelFamily", "LevelParams", "OnLevel", "level_family", "tile_params"]
+
+
+class LevelParams(struct.PyTreeNode):
+    """Env params of an :class:`OnLevel` env: the level to start on and the inner env's params.
+
+    Attributes:
+        level: the level (a pytree of the env's level type).
+        env_params: the inner env's params.
+    """
+
+    level: Any
+    env_params: Any
+
+
+class OnLevel(Wrapper):
+    """Params are :class:`LevelParams`; ``reset`` starts on ``params.level``.
+
+    Wrap an env that has ``reset_to_level(key, level, params)``; what happens when an episode
+    ends is the inner wrapper's choice (a wrapper that replays the level, or ``AutoReset`` for a
+    fresh random level as DR wants). The inner wrappers must keep the bare env's state.
+    """
+
+    def __init__(self, env: Environment[Any, Any]):
+        super().__init__(env)
+        if not hasattr(env, "reset_to_level"):
+            raise TypeError(
+                f"OnLevel: {env.name} has no reset_to_level(key, level, params); it needs a level-based env."
+            )
+
+    def reset_env(self, key: jax.Array, params: LevelParams) -> tuple[Any, Any]:
+        _check(params)
+        inner: Any = self.env  # checked in __init__: it has reset_to_level
+        return inner.reset_to_level(key, params.level, params.env_params)
+
+    def step_env(self, key: jax.Array, state: Any, action: Any, params: LevelParams) -> StepOutput:
+        _check(params)
+        return self.env.step_env(key, state, action, params.env_params)
+
+    def observation_space(self, params: Any = None) -> Any:
+        return self.env.observation_space(params.env_params if isinstance(params, LevelParams) else params)
+
+    def action_space(self, params: Any = None) -> Any:
+        return self.env.action_space(params.env_params if isinstance(params, LevelParams) else params)
+
+
+def _check(params: Any) -> None:
+    if not isinstance(params, LevelParams):
+        raise TypeError(
+            f"OnLevel envs take LevelParams(level, env_params) as params, got {type(params).__name__}; "
+            "build them with lamella.ued.levels.LevelParams."
+        )
+
+
+def tile_params(env_params: Any, num: int) -> Any:
+    """``env_params`` with a leading axis of ``num`` on every traced leaf (for ``params_axis=0``)."""
+    return jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x), (num, *jnp.shape(x))), env_params)
+
+
+class LevelFamily(NamedTuple):
+    """What an autocurriculum needs from a level-based env.
+
+    Attributes:
+        env: the bare env (with ``reset_to_level``).
+        env_params: its params.
+        sample_level: ``sample_level(key, env_params) -> level``: a random (DR) level.
+        mutate_level: ``mutate_level(key, level, env_params, num_edits) -> level`` (ACCEL).
+        levels_equal: ``levels_equal(a, b) -> bool ()``.
+        replay_wrapper: wraps the bare env so that an ended episode restarts the same level.
+        named_level: ``named_level(name) -> (level, env_params)``: a named test level.
+        level_stats: ``level_stats(level) -> {name: float32 ()}``: numbers to log per level.
+    """
+
+    env: Environment[Any, Any]
+    env_params: Any
+    sample_level: Callable[[jax.Array, Any], Any]
+    mutate_level: Callable[[jax.Array, Any, Any, Any], Any]
+    levels_equal: Callable[[Any, Any], jax.Array]
+    replay_wrapper: Callable[[Environment[Any, Any]], Environment[Any, Any]]
+    named_level: Callable[[str], tuple[Any, Any]]
+    level_stats: Callable[[Any], dict[str, jax.Array]]
+    named_levels: Sequence[str] = ()
+
+
+def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
+    """The :class:`LevelFamily` of ``env`` (a bare AMaze, or any wrapper of one).
+
+    Raises:
+        TypeError: the env has no level family here, naming the envs that do.
+    """
+    from lamella.envs import maze
+
+    bare = env.unwrapped
+    if isinstance(bare, maze.AMaze):
+
+        def stats(level: Any) -> dict[str, jax.Array]:
+            return {"walls": jnp.sum(level.wall_map).astype(jnp.float32)}
+
+        return LevelFamily(
+            env=bare,
+            env_params=env_params,
+            sample_level=maze.sample_dr_level,
+            mutate_level=maze.mutate_level,
+            levels_equal=maze.levels_equal,
+            replay_wrapper=maze.AutoReplay,
+            named_level=maze.named_maze,
+            level_stats=stats,
+            named_levels=tuple(maze.NAMED_MAZES),
+        )
+    raise TypeError(
+        f"lamella.ued has no level family for {bare.name}; level-based envs with one: AMaze "
+        "(lamella.envs.maze). Build a LevelFamily for your env and pass it to the runner."
+    )

@@ -1,0 +1,67 @@
+"""Presets of the UED runners and their ``lamella.algorithms`` entry points (``dr``, ``plr``, ``accel``).
+
+``PRESETS[algorithm]["AMaze-13x13-v0"]`` is minimax's maze config for that algorithm
+(``config/configs/maze/{dr,plr,accel}.json`` at minimax v0.2.0: 13x13, 60 walls drawn with
+replacement (ACCEL: empty DR levels), 32 envs x 256 steps, 5 epochs of 1 minibatch, its learning
+rates, discounts, entropy and buffer settings, 30,000 updates, an LSTM student; evaluation on
+SixteenRooms, Labyrinth and StandardMaze). ``PRESETS[algorithm]["ci"]`` is a small setting for
+tests and a first run on a CPU: 7x7 mazes with 8 walls, 64-step episodes, a feed-forward
+student, 100 iterations of 32 envs x 64 steps, evaluated on fresh random 7x7 levels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from lamella.agents.algorithms import Algorithm
+from lamella.ued.runners import ACCELConfig, DRConfig, PLRConfig, make_ued_runner
+
+__all__ = ["ACCEL", "DR", "PLR", "PRESETS"]
+
+_CI: dict[str, Any] = {
+    "env_id": "AMaze-13x13-v0",
+    "height": 7,
+    "width": 7,
+    "n_walls": 8,
+    "max_episode_steps": 64,
+    "total_timesteps": 32 * 64 * 100,
+    "num_envs": 32,
+    "num_steps": 64,
+    "num_epochs": 4,
+    "num_minibatches": 4,
+    "learning_rate": 1e-3,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "ent_coef": 0.01,
+    "recurrent": False,
+    "eval_levels": ("random",),
+    "eval_episodes": 64,
+}
+_CI_BUFFER: dict[str, Any] = {
+    "score": "positive_value_loss",
+    "buffer_size": 256,
+    "min_fill_ratio": 0.25,
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "dr": {
+        "AMaze-13x13-v0": DRConfig(),
+        "ci": DRConfig(**_CI),
+    },
+    "plr": {
+        "AMaze-13x13-v0": PLRConfig(),
+        "ci": PLRConfig(**_CI, **_CI_BUFFER),
+    },
+    "accel": {
+        "AMaze-13x13-v0": ACCELConfig(),
+        "ci": dataclasses.replace(ACCELConfig(**_CI, **_CI_BUFFER), n_walls=0, num_edits=4),
+    },
+}
+
+#: ``lamella train dr`` (entry point ``dr = "lamella.ued.presets:DR"``).
+DR = Algorithm(DRConfig, make_ued_runner, PRESETS["dr"])
+#: ``lamella train plr``: PLR, Robust PLR by default (``robust=false`` for plain PLR).
+PLR = Algorithm(PLRConfig, make_ued_runner, PRESETS["plr"])
+#: ``lamella train accel``.
+ACCEL = Algorithm(ACCELConfig, make_ued_runner, PRESETS["accel"])

@@ -1,0 +1,661 @@
+"""DR, PLR / Robust PLR and ACCEL runners, built on lamella-agents' PPO pieces.
+
+``make_ued_runner(config)`` builds a :class:`lamella.agents.runner.Runner` for a
+:class:`DRConfig`, :class:`PLRConfig` or :class:`ACCELConfig`; the driver trains it like any
+other runner (``lamella train plr --env AMaze-13x13-v0``, or
+``lamella.agents.driver.run(runner, RunSpec(...))``). Every iteration is:
+
+1. choose the levels of the ``num_envs`` students' envs: new random levels (DR), or levels
+   replayed from the buffer (PLR, with probability ``replay_prob`` once the buffer is
+   ``min_fill_ratio`` full), or (ACCEL) edits of the levels the previous iteration replayed;
+2. reset every env to its level and collect ``num_steps`` steps with lamella-agents'
+   :func:`~lamella.agents.make_rollout` (levels passed as env params, ``params_axis=0``); an
+   ended episode restarts the same level (DR: a new random level, as in minimax);
+3. GAE advantages (:func:`~lamella.agents.losses.gae_advantages`, truncation-correct) and the
+   PPO update (:func:`~lamella.agents.make_ppo_update`); Robust PLR (``robust=True``) skips
+   the gradient step unless the levels were replayed;
+4. score every level (:mod:`lamella.ued.scores`, ``score``) and update the buffer
+   (:mod:`lamella.ued.buffer`): replayed levels get their new scores, new and mutated levels are
+   inserted.
+
+ACCEL runs as JaxUED does: an iteration after a replay iteration evaluates mutations of the
+replayed levels (``num_edits`` edits each) with no gradient step and inserts them, so every
+iteration is one rollout (minimax runs the mutation rollout inside the replay iteration: for
+the same number of rollouts, lamella counts about 1.5 times as many ACCEL iterations).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+import lamella.envs
+from lamella.agents import losses
+from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
+from lamella.agents.ppo_update import make_ppo_update, ppo_batch
+from lamella.agents.rollout import actor_critic_policy, make_rollout, next_memory
+from lamella.agents.runner import Runner, hashed_keys
+from lamella.envs import wrappers
+from lamella.envs.environment import Environment, episode_done
+from lamella.ued import scores as scores_lib
+from lamella.ued.buffer import LevelBuffer, LevelBufferState, make_level_buffer
+from lamella.ued.levels import LevelFamily, LevelParams, OnLevel, level_family, tile_params
+from lamella.ued.networks import GridworldNet, RecurrentGridworldNet
+
+__all__ = [
+    "ACCELConfig",
+    "DRConfig",
+    "PLRConfig",
+    "UEDRunnerState",
+    "evaluate_on_levels",
+    "make_actor_critic",
+    "make_ued_runner",
+]
+
+NEW, REPLAY, MUTATE = 0, 1, 2
+#: The evaluation "level" that stands for fresh random levels of the training distribution.
+RANDOM = "random"
+
+
+@dataclasses.dataclass(frozen=True)
+class DRConfig:
+    """Domain randomisation: PPO on fresh random levels every iteration.
+
+    Defaults are minimax's maze DR config (``config/configs/maze/dr.json``).
+
+    Attributes:
+        env_id: a level-based env id (``AMaze-13x13-v0``).
+        total_timesteps: env steps of training over all envs (minimax: 30,000 updates of 32 x 256).
+        eval_episodes: episodes per evaluation level at each evaluation.
+        eval_levels: test levels: names of ``lamella.envs.maze.NAMED_MAZES`` of the env's size,
+            or ``"random"`` (``eval_episodes`` fresh random levels of the training distribution
+            at each evaluation). The run log's ``_level_<i>`` keys follow this order.
+        eval_max_steps: step cap of an evaluation episode (0: each named level's own horizon).
+        eval_greedy: evaluate with the most likely action (else sampled, as minimax does).
+        num_envs: parallel envs (one level each).
+        num_steps: steps per env per iteration.
+        num_epochs: PPO passes over each rollout.
+        num_minibatches: PPO minibatches per pass.
+        learning_rate: Adam step size.
+        anneal_lr: decay the step size linearly to 0.
+        gamma, gae_lambda: discount and GAE lambda.
+        clip_eps: PPO ratio (and value) clip.
+        clip_value: clipped value loss.
+        vf_coef, ent_coef: loss weights.
+        max_grad_norm: global gradient-norm clip.
+        normalize_advantages: standardise advantages per minibatch.
+        height, width: the maze's interior size (0: the env id's own).
+        n_walls: wall budget of random levels.
+        replace_wall_pos: random walls drawn with replacement (minimax's 60-block mazes).
+        max_episode_steps: training episode horizon.
+        recurrent: an LSTM student (minimax's); else feed-forward.
+        cell: ``"lstm"`` or ``"gru"``.
+        rnn_hidden_size: width of the recurrent carry.
+        conv_filters: filters of the 3x3 convolution.
+        torso_size: width of the feed-forward torso.
+        hidden_size: width of the actor and critic heads.
+    """
+
+    env_id: str = "AMaze-13x13-v0"
+    total_timesteps: int = 245_760_000
+    eval_episodes: int = 10
+    eval_levels: tuple[str, ...] = ("SixteenRooms", "Labyrinth", "StandardMaze")
+    eval_max_steps: int = 0
+    eval_greedy: bool = False
+    num_envs: int = 32
+    num_steps: int = 256
+    num_epochs: int = 5
+    num_minibatches: int = 1
+    learning_rate: float = 1e-4
+    anneal_lr: bool = False
+    gamma: float = 0.995
+    gae_lambda: float = 0.98
+    clip_eps: float = 0.2
+    clip_value: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 1e-3
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    height: int = 0
+    width: int = 0
+    n_walls: int = 60
+    replace_wall_pos: bool = True
+    max_episode_steps: int = 250
+    recurrent: bool = True
+    cell: str = "lstm"
+    rnn_hidden_size: int = 256
+    conv_filters: int = 16
+    torso_size: int = 64
+    hidden_size: int = 32
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.steps_per_iteration
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first setting that cannot work, and the fix."""
+        name = type(self).__name__
+        for field in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes"):
+            if int(getattr(self, field)) < 1:
+                raise ValueError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
+        if self.num_iterations < 1:
+            raise ValueError(
+                f"{name}.total_timesteps ({self.total_timesteps}) is less than one iteration "
+                f"(num_envs * num_steps = {self.steps_per_iteration}); raise it."
+            )
+        split = self.num_envs if self.recurrent else self.steps_per_iteration
+        if split % self.num_minibatches:
+            raise ValueError(
+                f"{name}: num_minibatches ({self.num_minibatches}) must divide "
+                f"{'num_envs' if self.recurrent else 'num_envs * num_steps'} ({split})."
+            )
+        if self.cell not in ("lstm", "gru"):
+            raise ValueError(f"{name}.cell must be 'lstm' or 'gru', got {self.cell!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class PLRConfig(DRConfig):
+    """Prioritised level replay; ``robust=True`` is Robust PLR (PLR-perp). Defaults are
+    minimax's maze PLR config (``plr.json``).
+
+    Attributes (beyond :class:`DRConfig`'s):
+        score: the level score (:data:`lamella.ued.scores.SCORES`).
+        buffer_size: level buffer capacity (>= ``num_envs``).
+        prioritization: ``"rank"`` or ``"proportional"``.
+        temperature: prioritisation temperature.
+        staleness_coef: weight of staleness in the replay distribution.
+        replay_prob: probability of replaying once the buffer is warm.
+        min_fill_ratio: buffer fill before replay starts.
+        robust: gradient steps on replayed levels only.
+        dedupe: the buffer keeps one entry per distinct level.
+    """
+
+    learning_rate: float = 3e-4
+    gamma: float = 0.999
+    ent_coef: float = 0.0
+    score: str = "max_mc"
+    buffer_size: int = 4000
+    prioritization: str = "rank"
+    temperature: float = 0.3
+    staleness_coef: float = 0.3
+    replay_prob: float = 0.5
+    min_fill_ratio: float = 0.5
+    robust: bool = True
+    dedupe: bool = True
+
+    def validate(self) -> None:
+        super().validate()
+        name = type(self).__name__
+        if self.score not in scores_lib.SCORES:
+            raise ValueError(
+                f"{name}.score must be one of {', '.join(scores_lib.SCORES)}, got {self.score!r}."
+            )
+        if self.buffer_size < self.num_envs:
+            raise ValueError(
+                f"{name}.buffer_size ({self.buffer_size}) is smaller than the batch of num_envs "
+                f"({self.num_envs}) levels; raise buffer_size to at least {self.num_envs}."
+            )
+        if self.prioritization == "proportional" and self.score in ("max_mc", "neg_return"):
+            raise ValueError(
+                f"{name}: the {self.score} score can be negative, which proportional prioritisation "
+                "cannot weigh; use prioritization='rank' or score='positive_value_loss'."
+            )
+        make_level_buffer(
+            self.buffer_size,
+            prioritization=self.prioritization,
+            temperature=self.temperature,
+            staleness_coef=self.staleness_coef,
+            replay_prob=self.replay_prob,
+            min_fill_ratio=self.min_fill_ratio,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ACCELConfig(PLRConfig):
+    """ACCEL: PLR whose new levels are also edits of replayed ones. Defaults are minimax's maze
+    ACCEL config (``accel.json``: empty DR levels, 20 edits per mutation).
+
+    Attributes (beyond :class:`PLRConfig`'s):
+        num_edits: edits per mutation.
+    """
+
+    n_walls: int = 0
+    replay_prob: float = 0.8
+    staleness_coef: float = 0.5
+    num_edits: int = 20
+
+    def validate(self) -> None:
+        super().validate()
+        if self.num_edits < 1:
+            raise ValueError(f"ACCELConfig.num_edits must be >= 1, got {self.num_edits}.")
+
+
+class UEDRunnerState(struct.PyTreeNode):
+    """What a UED run carries between iterations (arrays only).
+
+    Attributes:
+        params: the student network's parameters.
+        opt_state: the optimiser's state.
+        buffer: the level buffer (``()`` for DR).
+        parent_levels: ACCEL: the levels the last iteration replayed (``()`` otherwise).
+        parent_edits: int32 ``(num_envs,)``: their edit counts (ACCEL).
+        last_branch: int32 ``()``: what the last iteration played (0 new, 1 replay, 2 mutate).
+        key: the run's key.
+        iteration: int32 ``()``.
+        last_return: float32 ``()``: the last reported mean training return.
+    """
+
+    params: Any
+    opt_state: Any
+    buffer: Any
+    parent_levels: Any
+    parent_edits: Any
+    last_branch: jax.Array
+    key: jax.Array
+    iteration: jax.Array
+    last_return: jax.Array
+
+
+def _method(config: DRConfig) -> str:
+    if isinstance(config, ACCELConfig):
+        return "accel"
+    if isinstance(config, PLRConfig):
+        return "plr"
+    return "dr"
+
+
+def make_actor_critic(config: DRConfig, action_space: Any) -> ActorCritic:
+    """The student network as an :class:`~lamella.agents.ActorCritic` (minimax's, see
+    :mod:`lamella.ued.networks`)."""
+    if config.recurrent:
+        net = RecurrentGridworldNet(
+            action_space,
+            conv_filters=config.conv_filters,
+            cell=config.cell,
+            rnn_hidden_size=config.rnn_hidden_size,
+            hidden_size=config.hidden_size,
+        )
+        return recurrent_actor_critic(net, net.initial_memory)
+    return feedforward_actor_critic(
+        GridworldNet(
+            action_space,
+            conv_filters=config.conv_filters,
+            torso_size=config.torso_size,
+            hidden_size=config.hidden_size,
+        )
+    )
+
+
+def _mean_where(values: jax.Array, ok: jax.Array) -> jax.Array:
+    return jnp.sum(jnp.where(ok, values, 0.0)) / jnp.maximum(jnp.sum(ok), 1)
+
+
+def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runner:
+    """A :class:`~lamella.agents.runner.Runner` for a DR, PLR or ACCEL config (see the module docs).
+
+    Args:
+        config: a :class:`DRConfig`, :class:`PLRConfig` or :class:`ACCELConfig`.
+        family: the env's levels (default: :func:`lamella.ued.levels.level_family` of
+            ``lamella.envs.make(config.env_id)`` with ``n_walls``, ``replace_wall_pos`` and
+            ``max_episode_steps`` from the config).
+
+    Raises:
+        ValueError: an inconsistent config, or evaluation levels that do not fit the env.
+    """
+    config.validate()
+    method = _method(config)
+    with jax.ensure_compile_time_eval():
+        if family is None:
+            size = {k: v for k, v in (("height", config.height), ("width", config.width)) if v > 0}
+            env, env_params = lamella.envs.make(
+                config.env_id,
+                autoreset=False,
+                n_walls=config.n_walls,
+                replace_wall_pos=config.replace_wall_pos,
+                max_episode_steps=config.max_episode_steps,
+                **size,
+            )
+            family = level_family(env, env_params)
+        bare, env_params = family.env, family.env_params
+        action_space = bare.action_space(env_params)
+        eval_levels, eval_params = _eval_levels(config, family)
+    num_envs, num_steps = config.num_envs, config.num_steps
+    actor_critic = make_actor_critic(config, action_space)
+
+    # DR restarts an ended episode on a new random level (minimax's DR); PLR/ACCEL on the same one.
+    inner = wrappers.AutoReset(bare) if method == "dr" else family.replay_wrapper(bare)
+    train_env = wrappers.EpisodeStatistics(OnLevel(inner))
+    rollout = make_rollout(
+        train_env,
+        num_steps,
+        num_envs,
+        info_keys=("returned_episode", "returned_episode_returns"),
+        params_axis=0,
+    )
+    batch_params = tile_params(env_params, num_envs)
+
+    num_updates = config.num_iterations * config.num_epochs * config.num_minibatches
+    learning_rate: Any = (
+        optax.linear_schedule(config.learning_rate, 0.0, num_updates)
+        if config.anneal_lr
+        else config.learning_rate
+    )
+    optimizer = optax.flatten(
+        optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
+    )
+    ppo_update = make_ppo_update(
+        actor_critic,
+        optimizer,
+        num_epochs=config.num_epochs,
+        num_minibatches=config.num_minibatches,
+        clip_eps=config.clip_eps,
+        vf_coef=config.vf_coef,
+        ent_coef=config.ent_coef,
+        clip_value=config.clip_value,
+        normalize_advantages=config.normalize_advantages,
+    )
+    buffer: LevelBuffer | None = None
+    if isinstance(config, PLRConfig):
+        buffer = make_level_buffer(
+            config.buffer_size,
+            levels_equal=family.levels_equal if config.dedupe else None,
+            prioritization=config.prioritization,
+            temperature=config.temperature,
+            staleness_coef=config.staleness_coef,
+            replay_prob=config.replay_prob,
+            min_fill_ratio=config.min_fill_ratio,
+        )
+    sample_levels = jax.vmap(family.sample_level, in_axes=(0, None))
+    num_edits = config.num_edits if isinstance(config, ACCELConfig) else 0
+
+    def init(key: jax.Array) -> UEDRunnerState:
+        key, key_net, key_level = jax.random.split(key, 3)
+        example = family.sample_level(key_level, env_params)
+        obs_example, _ = OnLevel(bare).reset(key_level, LevelParams(example, env_params))
+        params = actor_critic.init(key_net, jax.tree.map(lambda x: x[None], obs_example))
+        accel = method == "accel"
+        levels = jax.tree.map(lambda x: jnp.zeros((num_envs, *x.shape), x.dtype), example)
+        return UEDRunnerState(
+            params=params,
+            opt_state=optimizer.init(params),
+            buffer=buffer.init(example) if buffer is not None else (),
+            parent_levels=levels if accel else (),
+            parent_edits=jnp.zeros((num_envs,), jnp.int32) if accel else (),
+            last_branch=jnp.zeros((), jnp.int32),
+            key=key,
+            iteration=jnp.zeros((), jnp.int32),
+            last_return=jnp.zeros((), jnp.float32),
+        )
+
+    def choose_levels(
+        state: UEDRunnerState, keys: jax.Array
+    ) -> tuple[jax.Array, Any, Any, jax.Array, jax.Array]:
+        """``(branch, buffer, levels, slots, edits)`` of this iteration."""
+        new_levels = sample_levels(hashed_keys(keys[0], (num_envs,)), env_params)
+        zeros = jnp.zeros((num_envs,), jnp.int32)
+        if buffer is None:
+            return jnp.int32(NEW), (), new_levels, zeros, zeros
+        replay = buffer.should_replay(state.buffer, keys[1])
+        branch = jnp.where(replay, REPLAY, NEW).astype(jnp.int32)
+        if method == "accel":
+            branch = jnp.where(state.last_branch == REPLAY, MUTATE, branch).astype(jnp.int32)
+
+        def new(_: Any) -> tuple[Any, Any, jax.Array, jax.Array]:
+            return state.buffer, new_levels, zeros - 1, zeros
+
+        def replayed(_: Any) -> tuple[Any, Any, jax.Array, jax.Array]:
+            buf, slots, levels = buffer.sample(state.buffer, keys[2], num_envs)
+            return buf, levels, slots, buf.num_edits[slots]
+
+        def mutated(_: Any) -> tuple[Any, Any, jax.Array, jax.Array]:
+            levels = jax.vmap(family.mutate_level, in_axes=(0, 0, None, None))(
+                hashed_keys(keys[3], (num_envs,)), state.parent_levels, env_params, num_edits
+            )
+            return state.buffer, levels, zeros - 1, state.parent_edits + num_edits
+
+        branches = [new, replayed] + ([mutated] if method == "accel" else [])
+        buf, levels, slots, edits = jax.lax.switch(branch, branches, None)
+        return branch, buf, levels, slots, edits
+
+    def step(state: UEDRunnerState) -> tuple[UEDRunnerState, dict[str, jax.Array]]:
+        keys = hashed_keys(state.key, (8,))
+        branch, buf, levels, slots, edits = choose_levels(state, keys[1:5])
+        level_params = LevelParams(levels, batch_params)
+        start = rollout.init(keys[5], level_params, actor_critic.initial_memory(num_envs))
+        params = state.params
+        end, tr = rollout.collect(start, actor_critic_policy(actor_critic, params), keys[6], level_params)
+
+        flat = lambda x: x.reshape((num_steps * num_envs, *x.shape[2:]))  # noqa: E731
+        after = jax.tree.map(flat, next_memory(tr, end.memory))
+        value_next = actor_critic.value(params, after, jax.tree.map(flat, tr.final_obs)).reshape(
+            tr.value.shape
+        )
+        advantage, target = losses.gae_advantages(
+            tr.reward, tr.value, value_next, tr.terminated, tr.done, config.gamma, config.gae_lambda
+        )
+
+        learn = jnp.asarray(True)
+        if isinstance(config, PLRConfig) and config.robust:
+            learn = branch == REPLAY
+
+        def update(_: Any) -> tuple[Any, Any, dict[str, jax.Array]]:
+            return ppo_update(params, state.opt_state, ppo_batch(tr, advantage, target), keys[7])
+
+        def skip(_: Any) -> tuple[Any, Any, dict[str, jax.Array]]:
+            shapes = jax.eval_shape(update, None)[2]
+            return params, state.opt_state, {k: jnp.zeros(v.shape, v.dtype) for k, v in shapes.items()}
+
+        new_params, opt_state, ppo_metrics = jax.lax.cond(learn, update, skip, None)
+
+        # Level scores of this rollout (every score, for the logs; config.score drives the buffer).
+        done = tr.done
+        stats = scores_lib.episode_stats(tr.reward, done)
+        completed = stats.num_episodes > 0
+        prior_best = jnp.full((num_envs,), -jnp.inf, jnp.float32)
+        if buffer is not None:
+            prior_best = jnp.where(branch == REPLAY, buf.best_returns[jnp.maximum(slots, 0)], prior_best)
+        metrics: dict[str, jax.Array] = {}
+        for name in scores_lib.SCORES:
+            value, best = scores_lib.level_score(name, tr.reward, tr.value, advantage, done, prior_best)
+            metrics[f"score_{name}"] = _mean_where(value, jnp.isfinite(value))
+            if isinstance(config, PLRConfig) and name == config.score:
+                level_scores, best_returns = value, best
+
+        if buffer is not None:
+
+            def replayed_update(buf: LevelBufferState) -> LevelBufferState:
+                return buffer.update(buf, slots, level_scores, best_returns)
+
+            def inserted(buf: LevelBufferState) -> LevelBufferState:
+                return buffer.insert(buf, levels, level_scores, best_returns, num_edits=edits)[0]
+
+            buf = jax.lax.cond(branch == REPLAY, replayed_update, inserted, buf)
+            filled = buf.filled
+            metrics.update(
+                {
+                    "buffer_size": buf.size.astype(jnp.float32),
+                    "buffer_mean_score": _mean_where(buf.scores, filled & jnp.isfinite(buf.scores)),
+                    "buffer_mean_staleness": _mean_where(buf.staleness.astype(jnp.float32), filled),
+                    "buffer_mean_edits": _mean_where(buf.num_edits.astype(jnp.float32), filled),
+                    "buffer_max_score": jnp.max(jnp.where(filled, buf.scores, -jnp.inf)),
+                    "replay": (branch == REPLAY).astype(jnp.float32),
+                    "mutate": (branch == MUTATE).astype(jnp.float32),
+                    "learned": learn.astype(jnp.float32),
+                }
+            )
+
+        ended = tr.info["returned_episode"]
+        num_ended = ended.sum()
+        ended_returns = tr.info["returned_episode_returns"]
+        mean_return = jnp.where(
+            num_ended > 0, (ended_returns * ended).sum() / jnp.maximum(num_ended, 1), state.last_return
+        ).astype(jnp.float32)
+        level_stats = jax.vmap(family.level_stats)(levels)
+        metrics.update({k: v.astype(jnp.float32) for k, v in ppo_metrics.items()})
+        metrics.update(
+            {
+                "train_return": mean_return,
+                "episodes": num_ended.astype(jnp.float32),
+                "solve_rate": _mean_where(((ended_returns > 0) & ended).astype(jnp.float32), ended),
+                "levels_completed": completed.mean(dtype=jnp.float32),
+                **{f"level_{k}": v.mean() for k, v in level_stats.items()},
+            }
+        )
+        accel = method == "accel"
+        new_state = UEDRunnerState(
+            params=new_params,
+            opt_state=opt_state,
+            buffer=buf,
+            parent_levels=levels if accel else (),
+            parent_edits=edits if accel else (),
+            last_branch=branch,
+            key=keys[0],
+            iteration=state.iteration + 1,
+            last_return=mean_return,
+        )
+        return new_state, metrics
+
+    eval_env = OnLevel(bare)
+    num_eval_levels = len(config.eval_levels)
+    episodes = config.eval_episodes
+    eval_batch = num_eval_levels * episodes
+    repeat = lambda x: jnp.repeat(x, episodes, axis=0)  # noqa: E731
+    fixed_levels = jax.tree.map(repeat, eval_levels)
+    eval_level_params = jax.tree.map(repeat, eval_params)
+    is_random = jnp.asarray(np.repeat([name == RANDOM for name in config.eval_levels], episodes))
+    eval_horizon = (
+        config.eval_max_steps if config.eval_max_steps > 0 else int(np.max(eval_params.max_episode_steps))
+    )
+
+    def evaluate(state: UEDRunnerState, key: jax.Array) -> dict[str, jax.Array]:
+        key_levels, key_run = hashed_keys(key, (2,))
+        levels = fixed_levels
+        if RANDOM in config.eval_levels:
+            fresh = sample_levels(hashed_keys(key_levels, (eval_batch,)), env_params)
+            levels = jax.tree.map(
+                lambda new, old: jnp.where(is_random.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
+                fresh,
+                fixed_levels,
+            )
+        returns, lengths = evaluate_on_levels(
+            actor_critic,
+            state.params,
+            eval_env,
+            LevelParams(levels, eval_level_params),
+            key_run,
+            eval_batch,
+            eval_horizon,
+            greedy=config.eval_greedy,
+        )
+        shape = (num_eval_levels, episodes)
+        returns, lengths = returns.reshape(shape).T, lengths.reshape(shape).T
+        solved = (returns > 0).astype(jnp.float32)
+        return {
+            # Per episode, averaged over the evaluation levels: what the progress line and plot show.
+            "episode_return": returns.mean(axis=1),
+            "solve_rate": solved.mean(axis=1),
+            # Per episode and level (run log keys ``<name>_level_<i>``, in eval_levels order).
+            "level_return": returns,
+            "solved": solved,
+            "episode_length": lengths,
+        }
+
+    return Runner(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        steps_per_iteration=config.steps_per_iteration,
+        num_iterations=config.num_iterations,
+        metric_axes={"level_return": ("level",), "solved": ("level",), "episode_length": ("level",)},
+    )
+
+
+def _eval_levels(config: DRConfig, family: LevelFamily) -> tuple[Any, Any]:
+    """The evaluation levels stacked (a placeholder for ``"random"``), with their params (each
+    named level its own horizon)."""
+    name = type(config).__name__
+    if not config.eval_levels:
+        raise ValueError(f"{name}.eval_levels is empty; name at least one test level (or 'random').")
+    placeholder = family.sample_level(jax.random.key(0), family.env_params)
+    shape = jnp.shape(placeholder.wall_map)
+    levels, params = [], []
+    for level_name in config.eval_levels:
+        if level_name == RANDOM:
+            levels.append(placeholder)
+            params.append(family.env_params)
+            continue
+        if level_name not in family.named_levels:
+            raise ValueError(
+                f"{name}.eval_levels: unknown level {level_name!r}; use 'random' or one of "
+                f"{', '.join(family.named_levels)}."
+            )
+        level, level_params = family.named_level(level_name)
+        if jnp.shape(level.wall_map) != shape:
+            raise ValueError(
+                f"{name}.eval_levels: {level_name} is {jnp.shape(level.wall_map)} (H, W) but the training "
+                f"levels are {shape}; evaluate on levels of the training size (or 'random')."
+            )
+        levels.append(level)
+        params.append(family.env_params.replace(max_episode_steps=level_params.max_episode_steps))
+    stack = lambda *xs: jnp.stack([jnp.asarray(x) for x in xs])  # noqa: E731
+    return jax.tree.map(stack, *levels), jax.tree.map(stack, *params)
+
+
+def evaluate_on_levels(
+    actor_critic: ActorCritic,
+    params: Any,
+    env: Environment[Any, Any],
+    level_params: LevelParams,
+    key: jax.Array,
+    num_envs: int,
+    max_steps: int,
+    greedy: bool = False,
+) -> tuple[jax.Array, jax.Array]:
+    """One episode on each of ``num_envs`` levels (``level_params`` with a leading axis), all at
+    once: ``(returns float32, lengths int32)``, each ``(num_envs,)``. An episode still running
+    after ``max_steps`` steps counts with what it has."""
+    keys = hashed_keys(key, (2,))
+    obs, env_state = jax.vmap(env.reset, in_axes=(0, 0))(hashed_keys(keys[0], (num_envs,)), level_params)
+    memory = actor_critic.initial_memory(num_envs)
+    reset = jnp.ones((num_envs,), bool)
+
+    def cond(carry: tuple[Any, ...]) -> jax.Array:
+        finished, t = carry[5], carry[6]
+        return jnp.logical_and(~jnp.all(finished), t < max_steps)
+
+    def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
+        obs, env_state, memory, returns, lengths, finished, t, key = carry
+        step_keys = hashed_keys(key, (num_envs + 2,))
+        memory, dist, _ = actor_critic.step(params, memory, obs, jnp.logical_and(reset, t == 0))
+        raw = dist.mode() if greedy else dist.sample(step_keys[1])
+        obs, env_state, reward, terminated, truncated, _ = jax.vmap(env.step)(
+            step_keys[2:], env_state, dist.to_action(raw), level_params
+        )
+        done = jax.vmap(episode_done)(terminated, truncated)
+        returns = returns + jnp.where(finished, 0.0, reward)
+        lengths = lengths + jnp.where(finished, 0, 1)
+        return obs, env_state, memory, returns, lengths, finished | done, t + 1, step_keys[0]
+
+    zeros = jnp.zeros((num_envs,), jnp.float32)
+    carry = (
+        obs,
+        env_state,
+        memory,
+        zeros,
+        jnp.zeros((num_envs,), jnp.int32),
+        jnp.zeros((num_envs,), bool),
+        jnp.zeros((), jnp.int32),
+        keys[1],
+    )
+    out = jax.lax.while_loop(cond, body, carry)
+    return out[3], out[4]

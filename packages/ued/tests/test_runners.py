@@ -1,0 +1,184 @@
+"""Runner mechanics: levels as env params, Robust PLR's gradient gating, ACCEL's mutation steps,
+the driver (run log, checkpoints, resume) and the entry points, on tiny settings."""
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lamella.agents.algorithms import load_algorithm
+from lamella.agents.driver import run_experiment
+from lamella.agents.rollout import PolicyStep, make_rollout
+from lamella.envs import maze
+from lamella.ued.levels import LevelParams, OnLevel, tile_params
+from lamella.ued.presets import PRESETS
+from lamella.ued.runners import ACCELConfig, DRConfig, PLRConfig, make_ued_runner
+
+TINY = dict(
+    height=5,
+    width=5,
+    n_walls=3,
+    max_episode_steps=12,
+    num_envs=8,
+    num_steps=24,
+    num_epochs=1,
+    num_minibatches=1,
+    recurrent=False,
+    torso_size=16,
+    total_timesteps=8 * 24 * 12,
+    eval_levels=("random",),
+    eval_episodes=4,
+)
+
+
+def test_levels_go_through_env_params_and_episodes_restart_the_same_level():
+    env = maze.AMaze(height=5, width=5, n_walls=4, max_episode_steps=3)
+    params = env.default_params
+    levels = jax.vmap(maze.sample_dr_level, in_axes=(0, None))(jax.random.split(jax.random.key(0), 3), params)
+    rollout = make_rollout(OnLevel(maze.AutoReplay(env)), 7, 3, params_axis=0)
+    level_params = LevelParams(levels, tile_params(params, 3))
+
+    def turn_left(key, obs, memory, reset):
+        action = jnp.zeros((3,), jnp.int32)
+        return memory, PolicyStep(action, action, jnp.zeros(3), jnp.zeros(3))
+
+    start = rollout.init(jax.random.key(1), level_params)
+    end, batch = jax.jit(rollout.collect, static_argnums=1)(start, turn_left, jax.random.key(2), level_params)
+    # Each env started on its own level and is still on it after two restarts.
+    assert bool(maze.levels_equal(start.env_state.level, levels).all())
+    assert bool(maze.levels_equal(end.env_state.level, levels).all())
+    np.testing.assert_array_equal(batch.truncated[:, 0], [0, 0, 1, 0, 0, 1, 0])
+    np.testing.assert_array_equal(batch.reset[:, 0], [1, 0, 0, 1, 0, 0, 1])
+    # A restart puts the agent back at the level's start pose (turning left 7 times from it: 3 turns).
+    np.testing.assert_array_equal(end.env_state.agent_dir, (levels.agent_dir + 3) % 4)
+    np.testing.assert_array_equal(end.env_state.agent_pos, levels.agent_pos)
+    with pytest.raises(TypeError, match="LevelParams"):
+        OnLevel(env).reset(jax.random.key(0), params)
+
+
+@pytest.fixture(scope="module")
+def accel_runs(tmp_path_factory):
+    """One ACCEL config (recurrent student) trained through the driver (one compile): straight
+    through, and stopped after 5 iterations then resumed."""
+    # minimax's recurrent (LSTM) student, small.
+    config = ACCELConfig(
+        **{**TINY, "recurrent": True, "rnn_hidden_size": 16},
+        buffer_size=16,
+        min_fill_ratio=0.5,
+        num_edits=2,
+        score="max_mc",
+    )
+    root = tmp_path_factory.mktemp("accel")
+    kwargs = dict(seeds=2, chunk_iterations=1, progress=False, plot=False)
+    full = run_experiment(config, out_dir=root / "full", **kwargs)
+    stopped = run_experiment(config, out_dir=root / "resumed", max_chunks=5, **kwargs)
+    resumed = run_experiment(config, out_dir=root / "resumed", resume=True, **kwargs)
+    return config, full, stopped, resumed
+
+
+def _train_series(result, name, run="seed_0"):
+    log = json.loads(open(result.metrics_path).read())
+    steps = log["maze"]["AMaze-13x13-v0"]["accel"][run]
+    ordered = sorted((k for k in steps if k.startswith("step_")), key=lambda k: int(k.split("_")[1]))
+    return np.array([steps[k][name] for k in ordered if name in steps[k]], dtype=float).reshape(-1)
+
+
+def test_accel_mutates_after_each_replay_and_learns_only_on_replays(accel_runs):
+    _, full, _, _ = accel_runs
+    replay = _train_series(full, "train_replay")
+    mutate = _train_series(full, "train_mutate")
+    learned = _train_series(full, "train_learned")
+    assert len(replay) == 12
+    # An iteration after a replay iteration evaluates mutations of its levels; no gradient step
+    # except on replays (Robust PLR).
+    np.testing.assert_array_equal(mutate[1:], replay[:-1])
+    np.testing.assert_array_equal(learned, replay)
+    assert replay.sum() >= 1
+    edits = _train_series(full, "train_buffer_mean_edits")
+    assert edits[-1] > 0  # mutated levels entered the buffer with their edit counts
+    size = _train_series(full, "train_buffer_size")
+    assert (np.diff(size) >= 0).all() and size[-1] <= 16
+    for key in ("train_score_max_mc", "train_score_positive_value_loss", "train_buffer_mean_staleness"):
+        assert np.isfinite(_train_series(full, key)).all()
+
+
+def test_driver_run_log_checkpoints_and_resume(accel_runs):
+    _, full, stopped, resumed = accel_runs
+    assert not stopped.finished and resumed.finished and full.finished
+    log = json.loads(open(full.metrics_path).read())
+    last = log["maze"]["AMaze-13x13-v0"]["accel"]["seed_1"]["step_12"]
+    for key in ("solved_level_0", "level_return_level_0", "episode_length_level_0", "mean_episode_return"):
+        assert len(last[key]) == 4, key
+    assert np.isfinite(full.final_return).all()
+    # Resuming gives the same result as never stopping.
+    for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state)):
+        if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_array_equal(a, b)
+    assert open(full.metrics_path).read() == open(resumed.metrics_path).read()
+
+
+def test_entry_points_and_presets():
+    for name, config_class in (("dr", DRConfig), ("plr", PLRConfig), ("accel", ACCELConfig)):
+        algorithm = load_algorithm(name)
+        assert algorithm.config_class is config_class
+        assert set(algorithm.presets) == {"AMaze-13x13-v0", "ci"}
+    minimax_plr = PRESETS["plr"]["AMaze-13x13-v0"]
+    assert (
+        minimax_plr.num_envs,
+        minimax_plr.num_steps,
+        minimax_plr.num_epochs,
+        minimax_plr.num_minibatches,
+    ) == (
+        32,
+        256,
+        5,
+        1,
+    )
+    assert (minimax_plr.learning_rate, minimax_plr.gamma, minimax_plr.score, minimax_plr.buffer_size) == (
+        3e-4,
+        0.999,
+        "max_mc",
+        4000,
+    )
+    assert PRESETS["accel"]["AMaze-13x13-v0"].n_walls == 0
+    assert PRESETS["dr"]["AMaze-13x13-v0"].total_timesteps == 30_000 * 32 * 256
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (PLRConfig(**TINY, buffer_size=4), r"buffer_size \(4\) is smaller than the batch of num_envs \(8\)"),
+        (PLRConfig(**TINY, prioritization="proportional"), "proportional prioritisation"),
+        (PLRConfig(**TINY, score="pvl"), "score must be one of"),
+        (
+            DRConfig(**{**TINY, "eval_levels": ("SixteenRooms",)}),
+            r"SixteenRooms is \(13, 13\).*training size",
+        ),
+        (DRConfig(**{**TINY, "eval_levels": ("Nowhere",)}), "unknown level 'Nowhere'"),
+        (DRConfig(**{**TINY, "total_timesteps": 10}), "less than one iteration"),
+    ],
+)
+def test_bad_configs_are_refused_before_compiling(config, message):
+    with pytest.raises(ValueError, match=message):
+        make_ued_runner(config)
+
+
+def test_named_eval_levels_use_their_own_horizon():
+    config = DRConfig(
+        **{**TINY, "height": 0, "width": 0, "n_walls": 60, "eval_levels": ("SixteenRooms", "random")}
+    )
+    runner = make_ued_runner(dataclasses.replace(config, eval_episodes=2))
+    state = jax.jit(runner.init)(jax.random.key(0))
+    out = jax.jit(runner.evaluate)(state, jax.random.key(1))
+    assert out["solved"].shape == (2, 2) and out["episode_return"].shape == (2,)
+    unsolved = np.asarray(out["solved"]) == 0
+    lengths = np.asarray(out["episode_length"])
+    # An episode that does not reach the goal runs to its level's horizon: SixteenRooms' own 450
+    # steps, a random training level's 12.
+    assert (lengths[:, 0][unsolved[:, 0]] == 450).all() and (lengths[:, 0] <= 450).all()
+    assert (lengths[:, 1][unsolved[:, 1]] == 12).all() and (lengths[:, 1] <= 12).all()
+    assert unsolved[:, 0].any()
