@@ -76,16 +76,17 @@ def column_per_row(columns: jax.Array, first_row: int = 1) -> jax.Array:
     return jnp.concatenate([jnp.zeros((first_row,), jnp.int32), bits, jnp.zeros((after,), jnp.int32)])
 
 
-def grid(rows: Sequence[jax.Array]) -> jax.Array:
+def grid(rows: Sequence[jax.Array], store_masks: bool = True) -> jax.Array:
     """Channels given as ``(10,)`` int32 row masks -> the ``(10, 10, C)`` bool observation.
 
     Built per channel and row first (a few values, stored once per env), then
     expanded in one elementwise pass: each of the ``100 C`` cells costs a load,
-    a shift and a compare.
+    a shift and a compare. ``store_masks=False`` leaves XLA free to fuse the masks' arithmetic
+    into the expansion (cheaper where the masks are little more than state fields).
     """
     # Each channel's masks are computed once per env and stored (computed_once): otherwise XLA on
     # CPU copies what produced them into the expansion, once per cell.
-    masks = jnp.stack(computed_once(*rows), axis=-1)  # (10 rows, C)
+    masks = jnp.stack(computed_once(*rows) if store_masks else list(rows), axis=-1)  # (10 rows, C)
     return ((masks[:, None, :] >> _COLUMN_BITS) & 1) != 0
 
 
@@ -173,6 +174,9 @@ class MinAtarEnv(Environment[Any, Any]):
 
     channels: ClassVar[tuple[str, ...]] = ()
     minimal_actions: ClassVar[tuple[int, ...]] = FULL_ACTION_SET
+    # Whether the step stores its new state once before the observation reads it
+    # (computed_once): a game whose step is cheaper to recompute than to store turns it off.
+    store_state_once: ClassVar[bool] = True
 
     def __init__(self, use_minimal_action_set: bool = True):
         self.use_minimal_action_set = bool(use_minimal_action_set)
@@ -212,7 +216,8 @@ class MinAtarEnv(Environment[Any, Any]):
             state, action, self.draw(key, params), params
         )
         # The new state is stored once and the observation read from it (computed_once).
-        (state,) = computed_once(state)
+        if self.store_state_once:
+            (state,) = computed_once(state)
         return self.get_obs(state), state, reward, terminated, truncated, info
 
     def observation_of(self, state: Any, params: Any = None) -> jax.Array:
