@@ -457,6 +457,17 @@ def test_discounting_chain_returns(chain: int) -> None:
     np.testing.assert_array_equal(np.asarray(terminated), np.arange(100) == 99)
 
 
+def test_discounting_chain_time_fraction_is_exact_under_vmap() -> None:
+    """The observation's time / 100 is computed (not looked up): under jit and vmap it must still
+    be float32(t) / float32(100), correctly rounded, for every step (not t * 0.01)."""
+    times = jnp.arange(101, dtype=jnp.int32)
+    states = lb.DiscountingChainState(context=jnp.full((101,), 2, jnp.int32), time=times)
+    obs = jax.jit(jax.vmap(DISCOUNTING.get_obs))(states)
+    expected = np.arange(101, dtype=np.float32) / np.float32(100)
+    np.testing.assert_array_equal(np.asarray(obs)[:, 1], expected)
+    assert not np.array_equal(expected, np.arange(101, dtype=np.float32) * np.float32(0.01))
+
+
 # SimpleBandit -----------------------------------------------------------------------------
 
 BANDIT = lb.SimpleBandit()

@@ -49,6 +49,32 @@ def test_plots_are_pngs_of_the_requested_size(tmp_path, estimates):
         assert np.ptp(matplotlib.image.imread(path)) > 0
 
 
+def test_plots_draw_what_savefig_with_the_layout_engine_draws(tmp_path, estimates, monkeypatch):
+    """The plots run the constrained layout once themselves and save without the engine; the
+    pixels must equal those of matplotlib's own path (savefig with the engine still set)."""
+    from matplotlib.figure import Figure
+
+    aggregates, improvement, profiles, curves = estimates
+    calls = [
+        (plots.plot_interval_estimates, aggregates, {"dpi": 50}),
+        (plots.plot_interval_estimates, aggregates, {}),
+        (plots.plot_probability_of_improvement, improvement, {}),
+        (plots.plot_performance_profiles, profiles, {"dpi": 70}),
+        (plots.plot_sample_efficiency, curves, {"statistic": "iqm"}),
+    ]
+    fast = [fn(arg, tmp_path / f"fast{i}.png", **kw) for i, (fn, arg, kw) in enumerate(calls)]
+
+    def plain_save(figure: Figure, path, dpi):
+        figure.savefig(path, dpi=dpi)
+        return str(path)
+
+    monkeypatch.setattr(plots, "_save", plain_save)
+    plain = [fn(arg, tmp_path / f"plain{i}.png", **kw) for i, (fn, arg, kw) in enumerate(calls)]
+    for a, b in zip(fast, plain):
+        x, y = matplotlib.image.imread(a), matplotlib.image.imread(b)
+        assert x.shape == y.shape and np.array_equal(x, y), (a, b)
+
+
 def test_tables(estimates):
     aggregates, improvement, _, _ = estimates
     table = tables.estimates_table(aggregates, digits=2)

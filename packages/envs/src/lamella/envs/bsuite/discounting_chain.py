@@ -16,8 +16,9 @@ __all__ = ["REWARD_TIMESTEPS", "DiscountingChain", "DiscountingChainParams", "Di
 
 REWARD_TIMESTEPS = (1, 3, 10, 30, 100)  # the step on which chain i pays its reward
 EPISODE_LENGTH = 100
-# time / 100 as bsuite rounds it to float32; XLA would turn a division by the constant 100 into a
-# multiplication by 0.01, which is one ulp off for some steps.
+# time / 100 as bsuite rounds it to float32 (get_obs computes it; a test holds it to this table).
+# XLA would turn a division by the constant 100 into a multiplication by 0.01, one ulp off for
+# some steps.
 _TIME_FRACTION = np.arange(EPISODE_LENGTH + 1, dtype=np.float32) / np.float32(EPISODE_LENGTH)
 
 
@@ -69,7 +70,10 @@ class DiscountingChain(Environment[DiscountingChainState, DiscountingChainParams
     ) -> StepOutput:
         context = jnp.where(state.time == 0, jnp.asarray(action, jnp.int32), state.context)
         time = state.time + 1
-        paid_at = jnp.asarray(np.asarray(REWARD_TIMESTEPS, np.int32))[context]
+        # A chain of selects over the five chains: a gather from a table is scalarised on CPU.
+        paid_at = jnp.full((), REWARD_TIMESTEPS[0], jnp.int32)
+        for chain, paid in enumerate(REWARD_TIMESTEPS[1:], start=1):
+            paid_at = jnp.where(context == chain, paid, paid_at)
         bonus = context == jnp.asarray(params.mapping_seed) % len(REWARD_TIMESTEPS)
         reward = jnp.where(time == paid_at, jnp.where(bonus, 1.1, 1.0), 0.0).astype(jnp.float32)
         state = DiscountingChainState(context=context, time=time)
@@ -80,7 +84,11 @@ class DiscountingChain(Environment[DiscountingChainState, DiscountingChainParams
         self, state: DiscountingChainState, params: DiscountingChainParams | None = None
     ) -> jax.Array:
         """``[chain, time / 100]``."""
-        time_fraction = jnp.asarray(_TIME_FRACTION)[jnp.clip(state.time, 0, EPISODE_LENGTH)]
+        # float32(time) / float32(100), correctly rounded as bsuite's (_TIME_FRACTION), computed
+        # instead of gathered (a gather is scalarised on CPU). The divisor is a 100 XLA cannot
+        # see: it would multiply by 0.01 instead, one ulp off for some steps.
+        time = jnp.clip(state.time, 0, EPISODE_LENGTH).astype(jnp.float32)
+        time_fraction = time / (EPISODE_LENGTH + 0.0 * time)
         return jnp.stack([state.context.astype(jnp.float32), time_fraction])
 
     def observation_space(self, params: DiscountingChainParams | None = None) -> spaces.Box:

@@ -23,6 +23,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
+from lamella.envs._fusion import computed_once
 from lamella.envs.environment import Environment, StepOutput
 
 NOOP, LEFT, UP, RIGHT, DOWN, FIRE = range(6)
@@ -76,51 +77,18 @@ def column_per_row(columns: jax.Array, first_row: int = 1) -> jax.Array:
     return jnp.concatenate([jnp.zeros((first_row,), jnp.int32), bits, jnp.zeros((after,), jnp.int32)])
 
 
-def grid(rows: Sequence[jax.Array]) -> jax.Array:
+def grid(rows: Sequence[jax.Array], store_masks: bool = True) -> jax.Array:
     """Channels given as ``(10,)`` int32 row masks -> the ``(10, 10, C)`` bool observation.
 
     Built per channel and row first (a few values, stored once per env), then
     expanded in one elementwise pass: each of the ``100 C`` cells costs a load,
-    a shift and a compare.
+    a shift and a compare. ``store_masks=False`` leaves XLA free to fuse the masks' arithmetic
+    into the expansion (cheaper where the masks are little more than state fields).
     """
     # Each channel's masks are computed once per env and stored (computed_once): otherwise XLA on
     # CPU copies what produced them into the expansion, once per cell.
-    masks = jnp.stack(computed_once(*rows), axis=-1)  # (10 rows, C)
+    masks = jnp.stack(computed_once(*rows) if store_masks else list(rows), axis=-1)  # (10 rows, C)
     return ((masks[:, None, :] >> _COLUMN_BITS) & 1) != 0
-
-
-def computed_once(*trees: Any) -> tuple[Any, ...]:
-    """``trees`` unchanged, bit for bit, with each integer or bool array computed by one fusion.
-
-    XLA's CPU fusion treats integer arithmetic, compares and selects as cheap, and copies a
-    cheap value into every loop fusion that reads it instead of storing it once. A MinAtar step
-    is a few hundred such operations per env; under ``vmap`` its new state is read by the
-    auto-reset selects and by the observation, a ``(10, 10, C)`` expansion, so without this the
-    whole step ran once per observation cell (400 times per step in Breakout) whenever the
-    observation was the step's only large reader (a training loop that ignores
-    ``info["final_observation"]``).
-
-    An integer division is one of the operations XLA does not copy, so ``x // 1`` keeps ``x`` (and
-    everything computed only for it) in one fusion whose result the readers load. The divisor is
-    a 1 XLA cannot see is 1 (``1 + 0 * x`` in float32, from an integer of the tree, always
-    finite); dividing by it returns every integer unchanged. Bools go through int32 and back.
-    """
-    leaves, treedef = jax.tree.flatten(trees)
-    if not leaves:
-        return trees
-    first = leaves[0]
-    if not (jnp.issubdtype(first.dtype, jnp.integer) or first.dtype == jnp.bool_):
-        raise TypeError(f"computed_once takes integer and bool arrays, got {first.dtype}.")
-    one = (1.0 + 0.0 * jnp.ravel(first)[0].astype(jnp.float32)).astype(jnp.int32)
-    out = []
-    for x in leaves:
-        if x.dtype == jnp.bool_:
-            out.append(jax.lax.div(x.astype(jnp.int32), one) != 0)
-        elif jnp.issubdtype(x.dtype, jnp.integer):
-            out.append(jax.lax.div(x, one.astype(x.dtype)))
-        else:
-            raise TypeError(f"computed_once takes integer and bool arrays, got {x.dtype}.")
-    return tuple(jax.tree.unflatten(treedef, out))
 
 
 def sticky_action(
@@ -173,6 +141,9 @@ class MinAtarEnv(Environment[Any, Any]):
 
     channels: ClassVar[tuple[str, ...]] = ()
     minimal_actions: ClassVar[tuple[int, ...]] = FULL_ACTION_SET
+    # Whether the step stores its new state once before the observation reads it
+    # (computed_once): a game whose step is cheaper to recompute than to store turns it off.
+    store_state_once: ClassVar[bool] = True
 
     def __init__(self, use_minimal_action_set: bool = True):
         self.use_minimal_action_set = bool(use_minimal_action_set)
@@ -212,7 +183,8 @@ class MinAtarEnv(Environment[Any, Any]):
             state, action, self.draw(key, params), params
         )
         # The new state is stored once and the observation read from it (computed_once).
-        (state,) = computed_once(state)
+        if self.store_state_once:
+            (state,) = computed_once(state)
         return self.get_obs(state), state, reward, terminated, truncated, info
 
     def observation_of(self, state: Any, params: Any = None) -> jax.Array:

@@ -96,6 +96,11 @@ class SpaceInvaders(MinAtarEnv):
 
     channels = ("cannon", "alien", "alien_left", "alien_right", "friendly_bullet", "enemy_bullet")
     minimal_actions = (NOOP, LEFT, RIGHT, FIRE)
+    # Measured (benchmarks/envs_throughput.py, interleaved): storing the new state and the row
+    # masks once costs SpaceInvaders more than XLA's recomputation: its masks are state fields
+    # read as they are, and its step is short. Without both stores: pattern a 5.8x gymnax instead
+    # of 4.6x, b 3.6x instead of 3.2x, c 17x instead of 9.6x.
+    store_state_once = False
 
     @property
     def default_params(self) -> SpaceInvadersParams:
@@ -216,5 +221,6 @@ class SpaceInvaders(MinAtarEnv):
                 jnp.where(left, 0, state.aliens),
                 state.friendly_bullets,
                 state.enemy_bullets,
-            ]
+            ],
+            store_masks=False,
         )

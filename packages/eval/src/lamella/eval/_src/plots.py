@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -26,6 +27,14 @@ def _save(figure: Figure, path: str | os.PathLike[str], dpi: int) -> str:
     if directory:
         os.makedirs(directory, exist_ok=True)
     FigureCanvasAgg(figure)
+    # savefig with a layout engine first draws the whole figure with drawing disabled, only to run
+    # the layout; running the layout directly and then saving without the engine gives the same
+    # positions and pixels (compared in the tests) without that extra pass over every artist.
+    figure.set_dpi(dpi)
+    engine = figure.get_layout_engine()
+    if engine is not None:
+        engine.execute(figure)
+        figure.set_layout_engine("none")
     figure.savefig(path, dpi=dpi)
     return path
 
@@ -53,11 +62,14 @@ def plot_interval_estimates(
     figure = Figure(figsize=figsize, layout="constrained")
     axes = figure.subplots(1, panels, sharey=True, squeeze=False)[0]
     colors = _colors(algorithms)
+    rows = np.arange(len(algorithms))
     for k, (axis, label) in enumerate(zip(axes, estimates.labels)):
-        for row, algorithm in enumerate(algorithms):
-            low, high = estimates.lower[algorithm][k], estimates.upper[algorithm][k]
-            axis.barh(row, high - low, left=low, height=0.6, color=colors[algorithm], alpha=0.75)
-            axis.vlines(estimates.point[algorithm][k], row - 0.3, row + 0.3, color="k", linewidth=1.5)
+        # One bar container and one line collection per panel (not one per algorithm).
+        low = np.array([estimates.lower[a][k] for a in algorithms])
+        high = np.array([estimates.upper[a][k] for a in algorithms])
+        point = np.array([estimates.point[a][k] for a in algorithms])
+        axis.barh(rows, high - low, left=low, height=0.6, color=[colors[a] for a in algorithms], alpha=0.75)
+        axis.vlines(point, rows - 0.3, rows + 0.3, color="k", linewidth=1.5)
         axis.set_title(_LABELS.get(str(label), str(label)))
         axis.set_xlabel(xlabel)
         axis.grid(axis="x", alpha=0.3)
@@ -104,10 +116,10 @@ def plot_probability_of_improvement(
     figsize = figsize or (6.0, 0.45 * len(pairs) + 1.2)
     figure = Figure(figsize=figsize, layout="constrained")
     axis = figure.subplots()
-    for row in range(len(pairs)):
-        low, high = improvement.lower[row], improvement.upper[row]
-        axis.barh(row, high - low, left=low, height=0.6, color="tab:blue", alpha=0.7)
-        axis.vlines(improvement.point[row], row - 0.3, row + 0.3, color="k", linewidth=1.5)
+    rows = np.arange(len(pairs))
+    low, high = np.asarray(improvement.lower), np.asarray(improvement.upper)
+    axis.barh(rows, high - low, left=low, height=0.6, color="tab:blue", alpha=0.7)
+    axis.vlines(np.asarray(improvement.point), rows - 0.3, rows + 0.3, color="k", linewidth=1.5)
     axis.axvline(0.5, color="grey", linestyle="--", linewidth=1)
     axis.set_yticks(range(len(pairs)), [f"P({x} > {y})" for x, y in pairs])
     axis.invert_yaxis()
