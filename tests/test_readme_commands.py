@@ -123,7 +123,6 @@ NOT_RUN: dict[str, str] = {
     "uv venv /tmp/jaxmarl-venv": "a benchmark's own virtual environment",
     "uv pip install --python /tmp/jaxmarl-venv/bin/python": "needs the package index (benchmark-only dependencies)",
     "/tmp/jaxmarl-venv/bin/python benchmarks/": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
-
     "hatch run bench-jaxmarl:": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
 }
 # Sample outputs whose numbers vary from run to run (and with the budget override): (page,

@@ -26,7 +26,8 @@ MPE_IDS = ["MPE-simple_spread-v3"]
 MATRIX_IDS = [
     env_id
     for env_id in le.registered(variants=False)
-    if not env_id.startswith(("Foraging-", "rware-", "MPE-")) and le.make(env_id, autoreset=False)[0].num_agents > 1
+    if not env_id.startswith(("Foraging-", "rware-", "MPE-"))
+    and le.make(env_id, autoreset=False)[0].num_agents > 1
 ]
 IDS = MATRIX_IDS + LBF_IDS + RWARE_IDS + MPE_IDS
 # Enough cycles to play a whole episode (matrix games: 100 rounds, LBF: 50 steps), so the checks
