@@ -239,9 +239,10 @@ def perfect_maze_xl(episodes: int) -> dict[str, float]:
         index = jnp.arange(episodes, dtype=jnp.uint32)
 
         def body(carry: Any, t: jax.Array) -> Any:
-            state, returns, lengths, alive = carry
-            # A cheap per-(step, env) hash for random actions (no key splitting in the loop).
-            h = (index * np.uint32(0x9E3779B9)) ^ (t.astype(jnp.uint32) * np.uint32(0x85EBCA6B))
+            state, returns, lengths, alive, seen = carry
+            # A cheap per-(step, env) hash for random actions (no key splitting in the loop); the
+            # last observation enters it, so it is computed, as a policy would need it.
+            h = (index * np.uint32(0x9E3779B9)) ^ (t.astype(jnp.uint32) * np.uint32(0x85EBCA6B)) ^ seen
             h = (h ^ (h >> 15)) * np.uint32(0x2C1B3C6D)
             actions = ((h >> 7) % 7).astype(jnp.int32)
             obs, state, reward, terminated, truncated, _ = jax.vmap(env.step, in_axes=(None, 0, 0, None))(
@@ -250,11 +251,15 @@ def perfect_maze_xl(episodes: int) -> dict[str, float]:
             returns = returns + reward * alive
             lengths = lengths + alive
             alive = alive * (1 - (terminated | truncated).astype(jnp.float32))
-            return (state, returns, lengths, alive), None
+            seen = jnp.sum(obs["image"].astype(jnp.uint32), axis=(1, 2, 3)) + obs["agent_dir"].astype(
+                jnp.uint32
+            )
+            return (state, returns, lengths, alive, seen), None
 
         ones = jnp.ones((episodes,), jnp.float32)
-        (state, returns, lengths, alive), _ = jax.lax.scan(
-            body, (state, 0 * ones, 0 * ones, ones), jnp.arange(params.max_episode_steps)
+        seen = jnp.zeros((episodes,), jnp.uint32)
+        (state, returns, lengths, alive, seen), _ = jax.lax.scan(
+            body, (state, 0 * ones, 0 * ones, ones, seen), jnp.arange(params.max_episode_steps)
         )
         return returns, lengths
 

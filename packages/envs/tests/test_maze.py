@@ -456,7 +456,7 @@ def connected(walls: np.ndarray) -> bool:
 
 @pytest.mark.parametrize(
     "name, size, horizon",
-    [("PerfectMaze", 13, 450), ("PerfectMazeMedium", 19, 882), ("PerfectMazeXL", 101, 21218)],
+    [("PerfectMaze", 13, 450), ("PerfectMazeXL", 101, 21218)],
 )
 def test_perfect_mazes(name, size, horizon):
     sample, params = maze.named_maze_sampler(name)
@@ -492,6 +492,9 @@ def test_named_maze_errors():
     with pytest.raises(MazeError, match="Memory has its own rules"):
         maze.named_maze("Memory")
     assert len(maze.NAMED_MAZES) == 16
+    # PerfectMazeMedium is the generator of the test above at 19x19 (its params only, no compile).
+    params = maze.named_maze_sampler("PerfectMazeMedium")[1]
+    assert (params.height, params.width, params.max_episode_steps) == (19, 19, 882)
 
 
 # Rendering -----------------------------------------------------------------------------------
