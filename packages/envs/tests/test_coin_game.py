@@ -226,11 +226,10 @@ def test_bad_payoffs_and_lengths_fail_clearly():
         CoinGame(num_outer_steps=2.5)
 
 
-@pytest.mark.parametrize(
-    "kwargs", [{}, {"num_outer_steps": 3, "pax_quirks": True, "egocentric": False, "grid_observation": True}]
-)
-def test_check_env(kwargs):
-    env, params = le.make("CoinGame-v0", autoreset=False, num_inner_steps=5, **kwargs)
+def test_check_env_on_the_other_options():
+    """The defaults run through check_env in test_matrix_games.py (every multi_agent id)."""
+    options = {"num_outer_steps": 3, "pax_quirks": True, "egocentric": False, "grid_observation": True}
+    env, params = le.make("CoinGame-v0", autoreset=False, num_inner_steps=5, **options)
     check_env(env, params, num_steps=20)
 
 

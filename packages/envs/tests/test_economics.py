@@ -13,7 +13,6 @@ import pytest
 
 import lamella.envs as le
 from lamella.envs.multi_agent import CournotGame, Fishery
-from lamella.envs.testing import check_env
 
 
 def test_cournot_profits_price_and_nash():
@@ -101,9 +100,9 @@ def test_fishery_reaches_the_open_access_equilibrium():
 
 
 @pytest.mark.parametrize("env_id", ["Cournot-v0", "Fishery-v0"])
-def test_check_env(env_id):
+def test_global_state_and_bad_input(env_id):
+    """check_env runs on both ids in test_matrix_games.py (every multi_agent id, auto-reset on)."""
     env, params = le.make(env_id, autoreset=False, num_players=3, num_inner_steps=5, pax_quirks=True)
-    check_env(env, params, num_steps=12)
     gs = env.global_state(env.reset(jax.random.key(0), params)[1], params)
     assert gs.shape == env.global_state_space(params).shape == (5,)
     with pytest.raises(ValueError, match="num_players must be an integer >= 2"):

@@ -11,7 +11,7 @@ from jaxmarl.environments.storm.storm_2p import State as ReferenceState
 
 import lamella.envs as le
 from lamella.envs.multi_agent.in_the_matrix import COIN_SPAWNS, PAYOFFS, InTheMatrix, InTheMatrixState
-from lamella.envs.testing import assert_parity_coverage, check_env
+from lamella.envs.testing import assert_parity_coverage
 
 LEFT, RIGHT, FORWARD, INTERACT, STAY = range(5)
 EMPTY, RED_AGENT, BLUE_AGENT, RED_COIN, BLUE_COIN, WALL, BEAM = range(7)
@@ -207,7 +207,7 @@ def test_inner_outer_episodes_and_pax_quirks(game, quirky_game):
     assert red_even == {(False, frozenset({True, False})), (True, frozenset({False}))}
 
 
-def test_presets_bad_payoffs_and_check_env():
+def test_presets_bad_payoffs_global_state_and_render():
     ipd, params = le.make("IPDInTheMatrix-v0", autoreset=False, num_inner_steps=20)
     np.testing.assert_array_equal(np.asarray(params.payoff), PAYOFFS["prisoners_dilemma"])
     assert ipd.unwrapped.fixed_coins and params.freeze_penalty == 5
@@ -220,8 +220,9 @@ def test_presets_bad_payoffs_and_check_env():
         InTheMatrix(freeze_penalty=0)
     with pytest.raises(ValueError, match=r"params.payoff"):
         jax.eval_shape(ipd.reset, jax.random.key(0), params.replace(payoff=jnp.ones((2, 2))))
-    # The IMP preset: shuffled coins, two inner episodes per episode (check_env renders too).
-    check_env(imp, imp_params, num_steps=24)
+    # check_env runs on both ids in test_matrix_games.py (every multi_agent id, auto-reset on).
+    frame = jax.jit(imp.render)(imp.reset(jax.random.key(4), imp_params)[1], imp_params)
+    assert frame.shape == (272, 256, 3) and frame.dtype == jnp.uint8
     state = imp.reset(jax.random.key(4), imp_params)[1]
     gs = imp.global_state(state, imp_params)
     assert gs.shape == imp.global_state_space(imp_params).shape == (399,)

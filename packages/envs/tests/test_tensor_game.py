@@ -17,7 +17,6 @@ import pytest
 
 import lamella.envs as le
 from lamella.envs.multi_agent import IteratedTensorGame
-from lamella.envs.testing import check_env
 
 # Pax's 3-player IPD table (multiplayer_ipd/3pl_2shap_ipd.yaml).
 PAX_3P = {(0, 0): 4, (1, 0): 2, (1, 1): 5, (2, 0): 0, (2, 1): 3, (3, 1): 1}
@@ -86,7 +85,8 @@ def test_two_player_table_matches_the_iterated_prisoners_dilemma():
     )
 
 
-def test_bad_input_and_check_env():
+def test_bad_input_and_global_state():
+    """check_env runs on the registered id in test_matrix_games.py (every multi_agent id)."""
     with pytest.raises(ValueError, match=r"shape \(4, 2\) for 3 players.*got shape \(3, 2\)"):
         le.make("IteratedTensorGame-v0", payoff=np.ones((3, 2)))
     with pytest.raises(ValueError, match="no preset payoff for 4 players"):
@@ -96,6 +96,5 @@ def test_bad_input_and_check_env():
     env, params = le.make(
         "IteratedTensorGame-v0", autoreset=False, num_players=4, payoff=np.arange(10.0).reshape(5, 2)
     )
-    check_env(env, params, num_steps=12)
     gs = env.global_state(env.reset(jax.random.key(0), params)[1], params)
     assert gs.shape == env.global_state_space(params).shape == (19,)
