@@ -11,12 +11,13 @@ one. Beside it: the random level generator :func:`sample_dr_level`, the mutator
 Registered ids (:func:`register_all`): ``AMaze-{H}x{W}-v0`` is a random-level (DR) maze of
 that interior size (the border wall is not counted): ``AMaze-13x13-v0`` is minimax's maze
 training setting (60 walls drawn with replacement, 250 steps), ``AMaze-15x15-v0`` the same
-with 15x15 and 80 walls; ``AMaze-{Name}-v0`` resets to the named maze ``Name`` (with its
-horizon), for every name of :data:`NAMED_MAZES` but Memory.
+with 15x15 and 80 walls (the budget scaled with the area). The named mazes are not registered
+ids: :func:`named_env` builds an env that resets to one, :func:`named_maze` gives its level.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +40,7 @@ from lamella.envs.maze.named import (
     perfect_maze,
 )
 from lamella.envs.maze.render import render_level
+from lamella.envs.maze.teacher import AMazeTeacher, AMazeTeacherState
 from lamella.envs.maze.types import AMazeParams, AMazeState, MazeError, MazeLevel
 
 __all__ = [
@@ -49,6 +51,8 @@ __all__ = [
     "AMaze",
     "AMazeParams",
     "AMazeState",
+    "AMazeTeacher",
+    "AMazeTeacherState",
     "AutoReplay",
     "MazeError",
     "MazeLevel",
@@ -58,6 +62,7 @@ __all__ = [
     "four_rooms",
     "levels_equal",
     "mutate_level",
+    "named_env",
     "named_maze",
     "named_maze_sampler",
     "parse_maze",
@@ -74,21 +79,27 @@ DR_IDS: dict[str, dict[str, Any]] = {
 }
 
 
-def _named_env(name: str, **overrides: Any) -> AMaze:
+def named_env(name: str, **overrides: Any) -> tuple[AMaze, AMazeParams]:
+    """``(env, params)``: a bare :class:`AMaze` whose ``reset`` draws the named maze ``name``.
+
+    ``params`` are the maze's size and horizon (:func:`named_maze_sampler`), with ``overrides``
+    (fields of :class:`AMazeParams`) applied. Wrap the env in ``AutoReset`` or ``AutoReplay``
+    as needed; for PerfectMazeXL prefer ``reset_to_level`` in an evaluation loop (a reset there
+    generates a 101x101 maze, which ``AutoReset`` would compute on every step).
+
+    Raises:
+        MazeError: an unknown name, or Memory (not implemented).
+    """
     sample, params = named_maze_sampler(name)
-    settings = {
-        "height": params.height,
-        "width": params.width,
-        "n_walls": params.n_walls,
-        "max_episode_steps": params.max_episode_steps,
-    }
-    return AMaze(level_sampler=sample, **{**settings, **overrides})
+    env = AMaze(level_sampler=sample, **{**_settings(params), **overrides})
+    return env, env.default_params
+
+
+def _settings(params: AMazeParams) -> dict[str, Any]:
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
 
 
 def register_all(register: Callable[..., Any]) -> None:
     """Register the ``AMaze-...-v0`` ids with ``register`` (``lamella.envs.register``)."""
     for env_id, settings in DR_IDS.items():
         register(env_id, functools.partial(AMaze, **settings))
-    for name in NAMED_MAZES:
-        if name != "Memory":
-            register(f"AMaze-{name}-v0", functools.partial(_named_env, name))

@@ -44,29 +44,35 @@ def _direction_vectors(direction: jax.Array) -> tuple[jax.Array, jax.Array]:
     return dx, dy
 
 
-def _visibility(see_behind: list[list[jax.Array]], view: int) -> list[list[jax.Array]]:
-    """MiniGrid's ``Grid.process_vis`` on a ``view x view`` grid indexed ``[i][j]`` (i across, j ahead).
+def _visibility(see_behind: jax.Array, view: int) -> jax.Array:
+    """MiniGrid's ``Grid.process_vis``: bool ``(view, view)`` visibility from see-through cells.
 
-    The agent is at ``(view // 2, view - 1)``. Unrolled at trace time: ``view**2`` cells, a few
-    boolean operations each.
+    ``see_behind`` is bool ``(view, view)`` indexed ``[i, j]`` (i across, j ahead; the agent at
+    ``(view // 2, view - 1)``). MiniGrid walks the rows from the agent's outwards; in each row a
+    left-to-right pass spreads visibility rightwards through see-through cells, a right-to-left
+    pass leftwards, and every spreading cell also lights its two neighbours in the next row.
+    Each row is one int here (bit ``i`` = cell ``i``), so a pass is a few shifts repeated
+    ``view - 1`` times: elementwise integer operations, which XLA compiles quickly (the same
+    rule written per cell took seconds to compile).
     """
-    false = jnp.zeros((), jnp.bool_)
-    mask = [[false for _ in range(view)] for _ in range(view)]
-    mask[view // 2][view - 1] = jnp.ones((), jnp.bool_)
+    weights = jnp.asarray(1 << np.arange(view), jnp.int32)
+    rows_s = jnp.sum(jnp.where(see_behind, weights[:, None], 0), axis=0)  # (view,): row j's bits
+    full = (1 << view) - 1
+    low, high = full >> 1, full & ~1  # cells that spread right (i < view - 1) / left (i > 0)
+    mask = jnp.asarray(1 << (view // 2), jnp.int32)
+    rows = [None] * view
     for j in reversed(range(view)):
-        for i in range(view - 1):
-            spread = mask[i][j] & see_behind[i][j]
-            mask[i + 1][j] = mask[i + 1][j] | spread
-            if j > 0:
-                mask[i + 1][j - 1] = mask[i + 1][j - 1] | spread
-                mask[i][j - 1] = mask[i][j - 1] | spread
-        for i in reversed(range(1, view)):
-            spread = mask[i][j] & see_behind[i][j]
-            mask[i - 1][j] = mask[i - 1][j] | spread
-            if j > 0:
-                mask[i - 1][j - 1] = mask[i - 1][j - 1] | spread
-                mask[i][j - 1] = mask[i][j - 1] | spread
-    return mask
+        spread = rows_s[j]
+        for _ in range(view - 1):
+            mask = mask | ((mask & spread & low) << 1)
+        right = mask & spread & low
+        for _ in range(view - 1):
+            mask = mask | ((mask & spread & high) >> 1)
+        left = mask & spread & high
+        rows[j] = mask
+        mask = (right | (right << 1) | left | (left >> 1)) & full
+    bits = jnp.stack(rows)  # (view,) over j
+    return ((bits[None, :] >> jnp.arange(view)[:, None]) & 1).astype(jnp.bool_)
 
 
 class AMaze(Environment[AMazeState, AMazeParams]):
@@ -173,7 +179,11 @@ class AMaze(Environment[AMazeState, AMazeParams]):
             agent_dir=jnp.asarray(level.agent_dir, jnp.int32),
         )
         state = AMazeState(
-            level=level, agent_pos=level.agent_pos, agent_dir=level.agent_dir, time=jnp.zeros((), jnp.int32)
+            level=level,
+            agent_pos=level.agent_pos,
+            agent_dir=level.agent_dir,
+            time=jnp.zeros((), jnp.int32),
+            maze_map=_maze_map(level, params),
         )
         return self.observation_of(state, params), state
 
@@ -181,54 +191,13 @@ class AMaze(Environment[AMazeState, AMazeParams]):
 
     def step_env(self, key: jax.Array, state: AMazeState, action: Any, params: AMazeParams) -> StepOutput:
         check_params(params)
-        action = jnp.asarray(action, jnp.int32)
-        level = state.level
-        dx, dy = _direction_vectors(state.agent_dir)
-        x, y = state.agent_pos[0], state.agent_pos[1]
-        tx, ty = x + dx, y + dy
-        inside = (tx >= 0) & (tx < params.width) & (ty >= 0) & (ty < params.height)
-        wall = level.wall_map[jnp.clip(ty, 0, params.height - 1), jnp.clip(tx, 0, params.width - 1)]
-        moved = (action == FORWARD) & inside & ~wall
-        reached = moved & (tx == level.goal_pos[0]) & (ty == level.goal_pos[1])
-        agent_pos = jnp.where(moved, jnp.stack([tx, ty]), state.agent_pos)
-        turn = (action == RIGHT).astype(jnp.int32) + 3 * (action == LEFT).astype(jnp.int32)
-        agent_dir = (state.agent_dir + turn) % 4
-        time = state.time + 1
-        max_steps = jnp.asarray(params.max_episode_steps)
-        reward = jnp.where(reached, 1.0 - 0.9 * time.astype(jnp.float32) / max_steps, 0.0).astype(jnp.float32)
-        truncated = (time >= max_steps) & ~reached
-        new_state = state.replace(agent_pos=agent_pos, agent_dir=agent_dir, time=time)
-        return self.observation_of(new_state, params), new_state, reward, reached, truncated, {}
+        return _step(state, jnp.asarray(action, jnp.int32), params)
 
     # Observation ---------------------------------------------------------------------------
 
     def observation_of(self, state: AMazeState, params: AMazeParams) -> dict[str, jax.Array]:
         """The observation of ``state`` (what ``reset``/``step`` return with it)."""
-        view = params.agent_view_size
-        level = state.level
-        dx, dy = _direction_vectors(state.agent_dir)
-        # View cell [i, j]: `ahead` cells forward, `across` cells to the agent's right; the
-        # right of direction (dx, dy) is (-dy, dx) in a y-down grid.
-        i_idx, j_idx = np.meshgrid(np.arange(view), np.arange(view), indexing="ij")
-        ahead = jnp.asarray(view - 1 - j_idx, jnp.int32)
-        across = jnp.asarray(i_idx - view // 2, jnp.int32)
-        wx = state.agent_pos[0] + ahead * dx - across * dy
-        wy = state.agent_pos[1] + ahead * dy + across * dx
-        inside = (wx >= 0) & (wx < params.width) & (wy >= 0) & (wy < params.height)
-        flat = jnp.clip(wy, 0, params.height - 1) * params.width + jnp.clip(wx, 0, params.width - 1)
-        wall = jnp.where(inside, level.wall_map.reshape(-1)[flat], True)
-        agent_cell = jnp.asarray((i_idx == view // 2) & (j_idx == view - 1))
-        goal = (wx == level.goal_pos[0]) & (wy == level.goal_pos[1]) & ~agent_cell
-        obj = jnp.where(wall, OBJECT_WALL, jnp.where(goal, OBJECT_GOAL, OBJECT_EMPTY))
-        color = jnp.where(wall, COLOR_GREY, jnp.where(goal, COLOR_GREEN, 0))
-        if not params.see_through_walls:
-            see_behind = [[~wall[i, j] for j in range(view)] for i in range(view)]
-            visible_rows = _visibility(see_behind, view)
-            visible = jnp.stack([jnp.stack(row) for row in visible_rows])
-            obj = jnp.where(visible, obj, OBJECT_UNSEEN)
-            color = jnp.where(visible, color, 0)
-        image = jnp.stack([obj, color, jnp.zeros_like(obj)], axis=-1).astype(jnp.uint8)
-        return {"image": image, "agent_dir": state.agent_dir.astype(jnp.int32)}
+        return _observe(state, params)
 
     # Rendering -----------------------------------------------------------------------------
 
@@ -237,6 +206,59 @@ class AMaze(Environment[AMazeState, AMazeParams]):
         params = self.default_params if params is None else params
         level = state.level.replace(agent_pos=state.agent_pos, agent_dir=state.agent_dir)
         return maze_render.render_level(level, params, highlight_view=True)
+
+
+def _maze_map(level: MazeLevel, params: AMazeParams) -> jax.Array:
+    """uint8 MiniGrid object codes of ``level`` padded with ``V - 1`` walls (``AMazeState.maze_map``)."""
+    pad = params.agent_view_size - 1
+    codes = jnp.where(level.wall_map, OBJECT_WALL, OBJECT_EMPTY).astype(jnp.uint8)
+    codes = codes.at[level.goal_pos[1], level.goal_pos[0]].set(OBJECT_GOAL)
+    return jnp.pad(codes, pad, constant_values=OBJECT_WALL)
+
+
+@jax.jit
+def _observe(state: AMazeState, params: AMazeParams) -> dict[str, jax.Array]:
+    # Jitted so that an eager call is one program (see levels._sample_dr_level).
+    view = params.agent_view_size
+    pad, half = view - 1, view // 2
+    direction = state.agent_dir
+    x, y = state.agent_pos[0] + pad, state.agent_pos[1] + pad
+    # The view's box in the padded map (rows y, columns x), by direction: right, down, left, up.
+    x0 = jnp.where(direction == 0, x, jnp.where(direction == 2, x - pad, x - half))
+    y0 = jnp.where(direction == 1, y, jnp.where(direction == 3, y - pad, y - half))
+    box = jax.lax.dynamic_slice(state.maze_map, (y0, x0), (view, view))
+    # image[i, j]: i across the view (left to right as the agent sees it), j ahead (agent at j = V-1).
+    image = jnp.where(
+        direction == 0,
+        box[:, ::-1],
+        jnp.where(direction == 1, box[::-1, ::-1].T, jnp.where(direction == 2, box[::-1, :], box.T)),
+    )
+    image = image.at[half, view - 1].set(OBJECT_EMPTY)  # MiniGrid shows the agent's own cell empty
+    if not params.see_through_walls:
+        visible = _visibility(image != OBJECT_WALL, view)
+        image = jnp.where(visible, image, OBJECT_UNSEEN)
+    color = jnp.where(image == OBJECT_WALL, COLOR_GREY, jnp.where(image == OBJECT_GOAL, COLOR_GREEN, 0))
+    obs = jnp.stack([image, color.astype(jnp.uint8), jnp.zeros_like(image)], axis=-1)
+    return {"image": obs, "agent_dir": direction.astype(jnp.int32)}
+
+
+@jax.jit
+def _step(state: AMazeState, action: jax.Array, params: AMazeParams) -> StepOutput:
+    pad = params.agent_view_size - 1
+    dx, dy = _direction_vectors(state.agent_dir)
+    tx, ty = state.agent_pos[0] + dx, state.agent_pos[1] + dy
+    ahead = state.maze_map[ty + pad, tx + pad]  # the padding makes the border a wall
+    moved = (action == FORWARD) & (ahead != OBJECT_WALL)
+    reached = moved & (ahead == OBJECT_GOAL)
+    agent_pos = jnp.where(moved, jnp.stack([tx, ty]), state.agent_pos)
+    turn = (action == RIGHT).astype(jnp.int32) + 3 * (action == LEFT).astype(jnp.int32)
+    agent_dir = (state.agent_dir + turn) % 4
+    time = state.time + 1
+    max_steps = jnp.asarray(params.max_episode_steps)
+    reward = jnp.where(reached, 1.0 - 0.9 * time.astype(jnp.float32) / max_steps, 0.0).astype(jnp.float32)
+    truncated = (time >= max_steps) & ~reached
+    new_state = state.replace(agent_pos=agent_pos, agent_dir=agent_dir, time=time)
+    return _observe(new_state, params), new_state, reward, reached, truncated, {}
 
 
 class AutoReplay(Wrapper):

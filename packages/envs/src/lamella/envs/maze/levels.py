@@ -98,6 +98,41 @@ def choose_cell(u: jax.Array, allowed: jax.Array) -> jax.Array:
     return jnp.argmax(counts > target).astype(jnp.int32)
 
 
+# Placement by rejection: the first free cell among K uniform candidates is uniform over the free
+# cells. K is the fewest candidates that all miss with probability below this bound at the
+# densest wall budget; above CANDIDATE_LIMIT candidates the exact pass over the grid is cheaper.
+MISS_PROBABILITY = 1e-9
+CANDIDATE_LIMIT = 48
+
+
+def placement_candidates(occupied: int, cells: int) -> int:
+    """Candidates per placement so that all hit one of ``occupied`` cells with probability < 1e-9 (0: exact)."""
+    density = occupied / cells
+    if density <= 0:
+        return 1
+    if density >= 1:
+        return 0
+    k = int(np.ceil(np.log(MISS_PROBABILITY) / np.log(density)))
+    return k if k <= CANDIDATE_LIMIT else 0
+
+
+def _place(u_words: jax.Array, allowed: jax.Array, candidates: int, u_exact: jax.Array) -> jax.Array:
+    """A uniform allowed cell (flat index) of ``allowed`` (flat bool).
+
+    With ``candidates > 0``: the first allowed one of the uniform candidate cells drawn from
+    ``u_words`` (uniform given that one is allowed; if none is, which the caller made rarer than
+    1e-9, the first allowed cell of the grid). With 0: exact, from the uniform ``u_exact``.
+    """
+    cells = allowed.shape[0]
+    if candidates == 0:
+        return choose_cell(u_exact, allowed)
+    cand = ((u_words >> 8).astype(jnp.float32) * (cells / 16777216.0)).astype(jnp.int32)
+    cand = jnp.minimum(cand, cells - 1)
+    ok = allowed[cand]
+    first = cand[jnp.argmax(ok)]
+    return jnp.where(jnp.any(ok), first, jnp.argmax(allowed)).astype(jnp.int32)
+
+
 def sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
     """A random (domain-randomised) level: minimax's AMaze distribution.
 
@@ -106,8 +141,20 @@ def sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
     draws are kept, ``k`` uniform in ``0 .. n_walls``. Then the agent on a uniform free cell with
     a uniform direction, then the goal on a uniform free cell other than the agent's. Solvability
     is not enforced (as in minimax). Jittable and vmappable over keys.
+
+    Placement is by rejection (the first free cell among ``K`` uniform candidates, ``K`` fixed
+    from the wall budget so that all candidates hit walls with probability below 1e-9; then the
+    first free cell in row-major order), or exact over the whole grid when the budget is so dense
+    that more than 48 candidates would be needed.
     """
     check_params(params)
+    return _sample_dr_level(key, params)
+
+
+@jax.jit
+def _sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
+    # Jitted (the static settings are part of the params' tree structure), so an eager call is
+    # one compiled program instead of dozens of op-by-op compilations.
     height, width, n = params.height, params.width, params.n_walls
     cells = height * width
     if params.replace_wall_pos:
@@ -127,9 +174,12 @@ def sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
         keep = keep & (jnp.arange(max(n, 1)) < count)
     draws = jnp.where(keep, draws, cells)  # index `cells` is dropped by the scatter
     walls = jnp.zeros((cells,), jnp.bool_).at[draws].set(True, mode="drop")
+    k_agent = placement_candidates(n, cells)
+    k_goal = placement_candidates(n + 1, cells)
     u = fast_random.uniform(key, (3,), stream=3)
-    agent = choose_cell(u[0], ~walls)
-    goal = choose_cell(u[1], (~walls).at[agent].set(False))
+    words = fast_random.bits(key, (max(k_agent, 1) + max(k_goal, 1),), stream=4, vector=True)
+    agent = _place(words[: max(k_agent, 1)], ~walls, k_agent, u[0])
+    goal = _place(words[max(k_agent, 1) :], (~walls).at[agent].set(False), k_goal, u[1])
     direction = jnp.minimum(jnp.floor(u[2] * 4).astype(jnp.int32), 3)
     return MazeLevel(
         wall_map=walls.reshape(height, width),
@@ -206,6 +256,11 @@ def mutate_level(key: jax.Array, level: MazeLevel, params: AMazeParams, num_edit
     )
     if _is_int(num_edits) and num_edits < 0:
         raise MazeError(f"mutate_level: num_edits must be >= 0, got {num_edits}.")
+    return _mutate(key, level, params, num_edits)
+
+
+@jax.jit
+def _mutate(key: jax.Array, level: MazeLevel, params: AMazeParams, num_edits: Any) -> MazeLevel:
     return jax.lax.fori_loop(0, num_edits, lambda i, lv: _one_edit(key, lv, i, params.width), level)
 
 

@@ -197,6 +197,7 @@ def _corridor(length: int) -> tuple[np.ndarray, np.ndarray]:
     return walls, np.asarray(goals, np.int32)
 
 
+@functools.partial(jax.jit, static_argnames=("size",))
 def four_rooms(key: jax.Array, size: int = 17) -> MazeLevel:
     """minimax's FourRooms: a ``size x size`` (odd) grid split by the middle row and column,
     one random door in each of the four half-walls, then the goal on a uniform free cell, the
@@ -226,6 +227,7 @@ def _place(walls: jax.Array, u_goal: jax.Array, u_agent: jax.Array, u_dir: jax.A
     )
 
 
+@functools.partial(jax.jit, static_argnames=("size", "n_crossings"))
 def crossing(key: jax.Array, size: int = 9, n_crossings: int = 5) -> MazeLevel:
     """A Crossing maze (minimax's ``Crossing``, after MiniGrid's SimpleCrossing).
 
@@ -270,6 +272,7 @@ def crossing(key: jax.Array, size: int = 9, n_crossings: int = 5) -> MazeLevel:
     )
 
 
+@functools.partial(jax.jit, static_argnames=("height", "width"))
 def perfect_maze(key: jax.Array, height: int = 13, width: int = 13) -> MazeLevel:
     """A perfect maze (one path between any two free cells) by a depth-first backtracker.
 
@@ -307,11 +310,15 @@ def perfect_maze(key: jax.Array, height: int = 13, width: int = 13) -> MazeLevel
         go = count > 0
         chosen = neighbour[pick]
         wall_x, wall_y = 2 * rx + offsets[pick, 0], 2 * ry + offsets[pick, 1]
-        walls = jnp.where(
-            go, walls.at[wall_y, wall_x].set(False).at[2 * ny[pick], 2 * nx[pick]].set(False), walls
-        )
-        visited = jnp.where(go, visited.at[chosen].set(True), visited)
-        stack = jnp.where(go, stack.at[jnp.minimum(size, rooms - 1)].set(chosen), stack)
+        # In-place updates: a skipped one writes out of bounds and is dropped (a `where` over the
+        # whole map would copy it on every iteration: 10201 cells for PerfectMazeXL).
+        drop = jnp.where(go, 0, height * width)
+        flat = walls.reshape(-1)
+        flat = flat.at[wall_y * width + wall_x + drop].set(False, mode="drop")
+        flat = flat.at[2 * ny[pick] * width + 2 * nx[pick] + drop].set(False, mode="drop")
+        walls = flat.reshape(height, width)
+        visited = visited.at[jnp.where(go, chosen, rooms)].set(True, mode="drop")
+        stack = stack.at[jnp.where(go, jnp.minimum(size, rooms - 1), rooms)].set(chosen, mode="drop")
         size = jnp.where(go, size + 1, jnp.maximum(size - 1, 0))
         return walls, visited, stack, size
 

@@ -31,6 +31,7 @@ def _triangles(tile: int) -> np.ndarray:
     return np.stack([right, down, left, up])
 
 
+@functools.partial(jax.jit, static_argnames=("tile_size", "highlight_view"))
 def render_level(
     level: MazeLevel, params: AMazeParams, tile_size: int = 8, highlight_view: bool = False
 ) -> jax.Array:
@@ -44,7 +45,10 @@ def render_level(
     walls = jnp.pad(jnp.asarray(level.wall_map, jnp.bool_), 1, constant_values=True)
     gx, gy = level.goal_pos[0] + 1, level.goal_pos[1] + 1
     ys, xs = jnp.meshgrid(jnp.arange(height + 2), jnp.arange(width + 2), indexing="ij")
-    goal = (xs == gx) & (ys == gy)
+    # A goal or agent outside the grid (a teacher's level under construction) is not drawn.
+    goal = (xs == gx) & (ys == gy) & (gx >= 1) & (gx <= width) & (gy >= 1) & (gy <= height)
+    ax, ay = level.agent_pos[0], level.agent_pos[1]
+    agent_inside = (ax >= 0) & (ax < width) & (ay >= 0) & (ay < height)
     colors = jnp.where(walls[..., None], jnp.asarray(WALL, jnp.uint8), jnp.asarray(FLOOR, jnp.uint8))
     colors = jnp.where(goal[..., None], jnp.asarray(GOAL, jnp.uint8), colors)
     if highlight_view:
@@ -63,5 +67,5 @@ def render_level(
     x0 = (level.agent_pos[0] + 1) * tile_size
     y0 = (level.agent_pos[1] + 1) * tile_size
     patch = jax.lax.dynamic_slice(frame, (y0, x0, 0), (tile_size, tile_size, 3))
-    patch = jnp.where(triangle[..., None], jnp.asarray(AGENT, jnp.uint8), patch)
+    patch = jnp.where((triangle & agent_inside)[..., None], jnp.asarray(AGENT, jnp.uint8), patch)
     return jax.lax.dynamic_update_slice(frame, patch, (y0, x0, 0))

@@ -80,9 +80,15 @@ class AMazeState(struct.PyTreeNode):
         agent_pos: int32 ``(2,)``, the agent's current ``(x, y)``.
         agent_dir: int32 ``()``, the agent's current direction (0 right, 1 down, 2 left, 3 up).
         time: int32 ``()``, steps taken in this episode.
+        maze_map: uint8 ``(H + 2 (V - 1), W + 2 (V - 1))``, the level as MiniGrid object codes
+            (1 empty, 2 wall, 8 goal) padded with ``V - 1`` wall cells on every side
+            (``V = agent_view_size``), built by ``reset_to_level`` from ``level``: the step reads
+            the cell ahead and the view window from it without bounds checks. Derived data:
+            build states with ``reset_to_level``, not by hand.
     """
 
     level: MazeLevel
     agent_pos: jax.Array
     agent_dir: jax.Array
     time: jax.Array
+    maze_map: jax.Array
