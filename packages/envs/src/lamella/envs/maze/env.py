@@ -60,7 +60,7 @@ def _visibility(see_behind: jax.Array, view: int) -> jax.Array:
     full = (1 << view) - 1
     low, high = full >> 1, full & ~1  # cells that spread right (i < view - 1) / left (i > 0)
     mask = jnp.asarray(1 << (view // 2), jnp.int32)
-    rows = [None] * view
+    rows: list[jax.Array] = [mask] * view  # every entry is set below
     for j in reversed(range(view)):
         spread = rows_s[j]
         for _ in range(view - 1):
@@ -288,4 +288,5 @@ class AutoReplay(Wrapper):
             time=jnp.where(done, 0, next_state.time),
         )
         info = {**info, "final_observation": obs}
-        return self.env.observation_of(restarted, params), restarted, reward, terminated, truncated, info
+        observation_of = self.env.observation_of  # type: ignore[attr-defined]
+        return observation_of(restarted, params), restarted, reward, terminated, truncated, info

@@ -251,7 +251,9 @@ def crossing(key: jax.Array, size: int = 9, n_crossings: int = 5) -> MazeLevel:
     walls = row_on[:, None] | col_on[None, :]
     moves = fast_random.uniform(key, (2 * size - 2,), stream=2, vector=True)
 
-    def move(carry: tuple[jax.Array, ...], u: jax.Array) -> tuple[tuple[jax.Array, ...], None]:
+    Carry = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
+
+    def move(carry: Carry, u: jax.Array) -> tuple[Carry, None]:
         walls, x, y, last, through = carry
         choice = jnp.where(through, last, (u < 0.5).astype(jnp.int32))  # 0 right, 1 down
         choice = jnp.where(x >= size - 1, 1, jnp.where(y >= size - 1, 0, choice))
@@ -261,9 +263,8 @@ def crossing(key: jax.Array, size: int = 9, n_crossings: int = 5) -> MazeLevel:
         return (walls, nx, ny, choice, through), None
 
     zero = jnp.zeros((), jnp.int32)
-    (walls, *_), _ = jax.lax.scan(
-        move, (walls.at[0, 0].set(False), zero, zero, zero, jnp.bool_(False)), moves
-    )
+    carry, _ = jax.lax.scan(move, (walls.at[0, 0].set(False), zero, zero, zero, jnp.bool_(False)), moves)
+    walls = carry[0]
     return MazeLevel(
         wall_map=walls,
         goal_pos=jnp.asarray([size - 1, size - 1], jnp.int32),
