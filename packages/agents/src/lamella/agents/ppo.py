@@ -38,7 +38,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
 import lamella.envs
@@ -52,7 +51,7 @@ from lamella.agents.actor_critic import (
 )
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
-from lamella.agents.ppo_update import make_ppo_update, ppo_batch
+from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import (
     ENV_AXIS,
@@ -153,27 +152,9 @@ class PPOConfig:
         return self.total_timesteps // self.steps_per_iteration
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first inconsistent setting."""
-        positive = ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes")
-        for name in positive:
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}.")
-        if self.num_iterations < 1:
-            raise ValueError(
-                f"PPOConfig.total_timesteps ({self.total_timesteps}) is less than one iteration "
-                f"(num_envs * num_steps = {self.steps_per_iteration}); raise it."
-            )
-        if self.recurrent:
-            if self.num_envs % self.num_minibatches:
-                raise ValueError(
-                    f"Recurrent PPO splits minibatches over envs: num_envs ({self.num_envs}) must be "
-                    f"a multiple of num_minibatches ({self.num_minibatches})."
-                )
-        elif self.steps_per_iteration % self.num_minibatches:
-            raise ValueError(
-                f"num_envs * num_steps ({self.steps_per_iteration}) must be a multiple of "
-                f"num_minibatches ({self.num_minibatches})."
-            )
+        """Raise :class:`~lamella.agents.config.ConfigError` (a ``ValueError``) naming the first
+        inconsistent setting."""
+        check_ppo_sizes(self, recurrent=self.recurrent)
         if self.torso not in ("mlp", "cnn"):
             raise ValueError(f"PPOConfig.torso must be 'mlp' or 'cnn', got {self.torso!r}.")
         if self.cell not in ("gru", "lstm"):
@@ -266,27 +247,7 @@ def make_ppo(config: PPOConfig, observation_space: spaces.Space, action_space: s
     check_action_space(action_space, config.continuous_action)
     obs_shape = tuple(observation_space.shape)
     actor_critic = make_actor_critic(config, action_space)
-    num_updates = config.num_iterations * config.num_epochs * config.num_minibatches
-    if config.anneal_lr:
-        learning_rate: Any = optax.linear_schedule(config.learning_rate, 0.0, num_updates)
-    else:
-        learning_rate = config.learning_rate
-    # One flat vector for the optimiser: a dozen small leaves cost a dozen copies of every
-    # Adam operation, in run time and in compile time.
-    optimizer = optax.flatten(
-        optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
-    )
-    ppo_update = make_ppo_update(
-        actor_critic,
-        optimizer,
-        num_epochs=config.num_epochs,
-        num_minibatches=config.num_minibatches,
-        clip_eps=config.clip_eps,
-        vf_coef=config.vf_coef,
-        ent_coef=config.ent_coef,
-        clip_value=config.clip_value,
-        normalize_advantages=config.normalize_advantages,
-    )
+    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
 
     def normalize(train_state: PPOTrainState, obs: Any) -> jax.Array:
         if config.normalize_observations:

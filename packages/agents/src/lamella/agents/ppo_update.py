@@ -27,10 +27,18 @@ from flax import struct
 
 from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic
+from lamella.agents.config import ConfigError
 from lamella.agents.rollout import Transition
 from lamella.agents.runner import hashed_keys, hashed_permutation
 
-__all__ = ["PPOBatch", "make_ppo_update", "ppo_batch"]
+__all__ = [
+    "PPOBatch",
+    "check_ppo_sizes",
+    "make_ppo_optimizer",
+    "make_ppo_update",
+    "make_ppo_update_from_config",
+    "ppo_batch",
+]
 
 
 class PPOBatch(struct.PyTreeNode):
@@ -182,3 +190,71 @@ def make_ppo_update(
         return params, opt_state, metrics
 
     return update
+
+
+def check_ppo_sizes(config: Any, *, recurrent: bool = False) -> None:
+    """Raise :class:`~lamella.agents.config.ConfigError` naming the first size setting of a
+    PPO-style config that cannot work, and the fix. Every runner built on :func:`make_ppo_update`
+    (PPO, IPPO/MAPPO, the UED runners) checks its config with it.
+
+    ``config`` has ``num_envs``, ``num_steps``, ``num_epochs``, ``num_minibatches``,
+    ``eval_episodes`` and ``total_timesteps``; ``recurrent`` minibatches split envs, not steps.
+    """
+    name = type(config).__name__
+    for field in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes"):
+        if int(getattr(config, field)) < 1:
+            raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(config, field)}.")
+    steps = config.num_envs * config.num_steps
+    if config.total_timesteps // steps < 1:
+        raise ConfigError(
+            f"{name}.total_timesteps ({config.total_timesteps}) is less than one iteration "
+            f"(num_envs * num_steps = {steps}); raise it."
+        )
+    split, what = (config.num_envs, "num_envs") if recurrent else (steps, "num_envs * num_steps")
+    if split % config.num_minibatches:
+        raise ConfigError(
+            f"{name}: {what} ({split}) must be a multiple of num_minibatches "
+            f"({config.num_minibatches}){' (recurrent minibatches split envs)' if recurrent else ''}."
+        )
+
+
+def make_ppo_optimizer(config: Any) -> optax.GradientTransformation:
+    """PPO's optimiser from a PPO-style config: Adam (eps 1e-5) after global-norm clipping at
+    ``max_grad_norm``, its step size decayed linearly to 0 over every minibatch step of training
+    when ``anneal_lr`` (``num_iterations * num_epochs * num_minibatches`` of them).
+
+    The parameters are one flat vector for the optimiser (``optax.flatten``): a dozen small leaves
+    cost a dozen copies of every Adam operation, in run time and in compile time.
+    """
+    if config.anneal_lr:
+        num_updates = config.num_iterations * config.num_epochs * config.num_minibatches
+        learning_rate: Any = optax.linear_schedule(config.learning_rate, 0.0, num_updates)
+    else:
+        learning_rate = config.learning_rate
+    return optax.flatten(
+        optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
+    )
+
+
+def make_ppo_update_from_config(
+    actor_critic: ActorCritic, config: Any
+) -> tuple[
+    optax.GradientTransformation,
+    Callable[[Any, Any, PPOBatch, jax.Array], tuple[Any, Any, dict[str, jax.Array]]],
+]:
+    """``(optimizer, update)``: :func:`make_ppo_optimizer` and :func:`make_ppo_update` with the
+    coefficients of a PPO-style config (``num_epochs``, ``num_minibatches``, ``clip_eps``,
+    ``vf_coef``, ``ent_coef``, ``clip_value``, ``normalize_advantages``)."""
+    optimizer = make_ppo_optimizer(config)
+    update = make_ppo_update(
+        actor_critic,
+        optimizer,
+        num_epochs=config.num_epochs,
+        num_minibatches=config.num_minibatches,
+        clip_eps=config.clip_eps,
+        vf_coef=config.vf_coef,
+        ent_coef=config.ent_coef,
+        clip_value=config.clip_value,
+        normalize_advantages=config.normalize_advantages,
+    )
+    return optimizer, update

@@ -30,7 +30,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
 import lamella.envs
@@ -38,7 +37,7 @@ from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic
 from lamella.agents.config import ConfigError
 from lamella.agents.networks import activation_by_name
-from lamella.agents.ppo_update import make_ppo_update, ppo_batch
+from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import RolloutState, Transition, actor_critic_policy, make_rollout
 from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, step_limit
@@ -139,20 +138,7 @@ class IPPOConfig:
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` naming the first inconsistent setting."""
-        name = type(self).__name__
-        for field in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes"):
-            if int(getattr(self, field)) < 1:
-                raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
-        if self.num_iterations < 1:
-            raise ConfigError(
-                f"{name}.total_timesteps ({self.total_timesteps}) is less than one iteration "
-                f"(num_envs * num_steps = {self.steps_per_iteration}); raise it."
-            )
-        if self.steps_per_iteration % self.num_minibatches:
-            raise ConfigError(
-                f"num_envs * num_steps ({self.steps_per_iteration}) must be a multiple of "
-                f"num_minibatches ({self.num_minibatches})."
-            )
+        check_ppo_sizes(self)
         try:
             activation_by_name(self.activation)
         except (KeyError, ValueError) as error:
@@ -223,25 +209,7 @@ def make_multi_agent_ppo(config: IPPOConfig, num_agents: int, num_actions: int) 
         centralised_critic=config.centralised_critic,
     )
     actor_critic = feedforward_actor_critic(network)
-    if config.anneal_lr:
-        num_updates = config.num_iterations * config.num_epochs * config.num_minibatches
-        learning_rate: Any = optax.linear_schedule(config.learning_rate, 0.0, num_updates)
-    else:
-        learning_rate = config.learning_rate
-    optimizer = optax.flatten(
-        optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
-    )
-    ppo_update = make_ppo_update(
-        actor_critic,
-        optimizer,
-        num_epochs=config.num_epochs,
-        num_minibatches=config.num_minibatches,
-        clip_eps=config.clip_eps,
-        vf_coef=config.vf_coef,
-        ent_coef=config.ent_coef,
-        clip_value=config.clip_value,
-        normalize_advantages=config.normalize_advantages,
-    )
+    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
 
     def init(key: jax.Array, obs_example: Any) -> tuple[MultiAgentTrainState, Any]:
         params = actor_critic.init(key, obs_example)

@@ -32,13 +32,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import struct
 
 import lamella.envs
 from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
-from lamella.agents.ppo_update import make_ppo_update, ppo_batch
+from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout, next_memory
 from lamella.agents.runner import Runner, hashed_keys
 from lamella.envs import wrappers
@@ -143,22 +142,10 @@ class DRConfig:
         return self.total_timesteps // self.steps_per_iteration
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first setting that cannot work, and the fix."""
+        """Raise ``ValueError`` (:class:`~lamella.agents.config.ConfigError` for the sizes) naming the
+        first setting that cannot work, and the fix."""
+        check_ppo_sizes(self, recurrent=self.recurrent)
         name = type(self).__name__
-        for field in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes"):
-            if int(getattr(self, field)) < 1:
-                raise ValueError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
-        if self.num_iterations < 1:
-            raise ValueError(
-                f"{name}.total_timesteps ({self.total_timesteps}) is less than one iteration "
-                f"(num_envs * num_steps = {self.steps_per_iteration}); raise it."
-            )
-        split = self.num_envs if self.recurrent else self.steps_per_iteration
-        if split % self.num_minibatches:
-            raise ValueError(
-                f"{name}: num_minibatches ({self.num_minibatches}) must divide "
-                f"{'num_envs' if self.recurrent else 'num_envs * num_steps'} ({split})."
-            )
         if self.cell not in ("lstm", "gru"):
             raise ValueError(f"{name}.cell must be 'lstm' or 'gru', got {self.cell!r}.")
 
@@ -344,26 +331,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
     )
     batch_params = tile_params(env_params, num_envs)
 
-    num_updates = config.num_iterations * config.num_epochs * config.num_minibatches
-    learning_rate: Any = (
-        optax.linear_schedule(config.learning_rate, 0.0, num_updates)
-        if config.anneal_lr
-        else config.learning_rate
-    )
-    optimizer = optax.flatten(
-        optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
-    )
-    ppo_update = make_ppo_update(
-        actor_critic,
-        optimizer,
-        num_epochs=config.num_epochs,
-        num_minibatches=config.num_minibatches,
-        clip_eps=config.clip_eps,
-        vf_coef=config.vf_coef,
-        ent_coef=config.ent_coef,
-        clip_value=config.clip_value,
-        normalize_advantages=config.normalize_advantages,
-    )
+    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
     buffer: LevelBuffer | None = None
     if isinstance(config, PLRConfig):
         buffer = make_level_buffer(
