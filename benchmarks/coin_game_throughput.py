@@ -35,50 +35,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax
 import jax.numpy as jnp
 from _interleave import time_interleaved
+from _rollouts import bare_rollout, checksum, lamella_rollout
 
 import lamella.envs as le
 
 CONFIGS = {"outer600": 600, "outer1": 1, "storm": 1}
 INNER = 16
 STORM_INNER = 152
-
-
-def _checksum(tree: Any) -> jax.Array:
-    return sum(jnp.sum(jnp.asarray(leaf, jnp.float32)) for leaf in jax.tree.leaves(tree))
-
-
-def lamella_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
-    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
-        def body(carry: Any, inputs: Any) -> Any:
-            state, total = carry
-            step_keys, step_actions = inputs
-            obs, state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                step_keys, state, step_actions, params
-            )
-            return (state, total + _checksum((obs, reward, terminated, truncated, info))), None
-
-        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
-        return total + _checksum(state)
-
-    return jax.jit(rollout)
-
-
-def bare_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
-    """lamella's step with one fixed key (no respawn draws differ) and no reset wrapper."""
-    bare, key = env.unwrapped, jax.random.key(0)
-
-    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
-        def body(carry: Any, step_actions: Any) -> Any:
-            state, total = carry
-            obs, state, reward, terminated, truncated, info = jax.vmap(
-                bare.step_env, in_axes=(None, 0, 0, None)
-            )(key, state, step_actions, params)
-            return (state, total + _checksum((obs, reward, terminated, truncated, info))), None
-
-        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), actions)
-        return total + _checksum(state)
-
-    return jax.jit(rollout)
 
 
 def jaxmarl_side(num_outer: int, reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
@@ -93,10 +56,10 @@ def jaxmarl_side(num_outer: int, reset_keys: jax.Array) -> tuple[Callable[..., j
             step_keys, step_actions = inputs
             joint = {"0": step_actions[:, 0], "1": step_actions[:, 1]}
             obs, state, reward, done, info = jax.vmap(env.step)(step_keys, state, joint)
-            return (state, total + _checksum((obs, reward, done, info))), None
+            return (state, total + checksum((obs, reward, done, info))), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
-        return total + _checksum((state.red_pos, state.blue_pos, state.red_coin_pos, state.blue_coin_pos))
+        return total + checksum((state.red_pos, state.blue_pos, state.red_coin_pos, state.blue_coin_pos))
 
     return jax.jit(rollout), state
 
@@ -113,10 +76,10 @@ def storm_side(reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
             step_keys, step_actions = inputs
             # storm_2p unpacks the joint action as a pair: one (2,) array per env.
             obs, state, reward, done, info = jax.vmap(env.step)(step_keys, state, step_actions)
-            return (state, total + _checksum((obs, reward, done, info))), None
+            return (state, total + checksum((obs, reward, done, info))), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
-        return total + _checksum((state.red_pos, state.blue_pos, state.grid, state.freeze))
+        return total + checksum((state.red_pos, state.blue_pos, state.grid, state.freeze))
 
     return jax.jit(rollout), state
 

@@ -31,6 +31,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax
 import jax.numpy as jnp
 from _interleave import time_interleaved
+from _rollouts import bare_rollout, checksum, lamella_rollout
 
 import lamella.envs as le
 
@@ -42,43 +43,6 @@ CONFIGS = {
     "Foraging-2s-15x15-4p-4f-v3": dict(grid_size=15, fov=2, num_agents=4, num_food=4, force_coop=False),
 }
 TIME_LIMIT = 50
-
-
-def _checksum(tree: Any) -> jax.Array:
-    return sum(jnp.sum(jnp.asarray(leaf, jnp.float32)) for leaf in jax.tree.leaves(tree))
-
-
-def lamella_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
-    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
-        def body(carry: Any, inputs: Any) -> Any:
-            state, total = carry
-            step_keys, step_actions = inputs
-            obs, state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                step_keys, state, step_actions, params
-            )
-            return (state, total + _checksum((obs, reward, terminated, truncated, info))), None
-
-        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
-        return total + _checksum(state)
-
-    return jax.jit(rollout)
-
-
-def bare_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
-    bare, key = env.unwrapped, jax.random.key(0)
-
-    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
-        def body(carry: Any, step_actions: Any) -> Any:
-            state, total = carry
-            obs, state, reward, terminated, truncated, info = jax.vmap(
-                bare.step_env, in_axes=(None, 0, 0, None)
-            )(key, state, step_actions, params)
-            return (state, total + _checksum((obs, reward, terminated, truncated, info))), None
-
-        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), actions)
-        return total + _checksum(state)
-
-    return jax.jit(rollout)
 
 
 def jumanji_side(settings: dict[str, Any], reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
@@ -98,10 +62,10 @@ def jumanji_side(settings: dict[str, Any], reset_keys: jax.Array) -> tuple[Calla
             state, total = carry
             state, timestep = jax.vmap(env.step)(state, step_actions)
             consumed = (timestep.observation, timestep.reward, timestep.discount, timestep.step_type)
-            return (state, total + _checksum(consumed)), None
+            return (state, total + checksum(consumed)), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), actions)
-        return total + _checksum(state.agents.position) + _checksum(state.food_items.eaten)
+        return total + checksum(state.agents.position) + checksum(state.food_items.eaten)
 
     return jax.jit(rollout), state
 

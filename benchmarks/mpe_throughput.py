@@ -30,6 +30,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax
 import jax.numpy as jnp
 from _interleave import time_interleaved
+from _rollouts import bare_rollout, checksum, lamella_rollout
 
 import lamella.envs as le
 
@@ -39,43 +40,6 @@ CONFIGS = {
     "MPE-simple_tag-v3": "MPE_simple_tag_v3",
     "MPE-simple_speaker_listener-v4": "MPE_simple_speaker_listener_v4",
 }
-
-
-def _checksum(tree: Any) -> jax.Array:
-    return sum(jnp.sum(jnp.asarray(leaf, jnp.float32)) for leaf in jax.tree.leaves(tree))
-
-
-def lamella_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
-    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
-        def body(carry: Any, inputs: Any) -> Any:
-            state, total = carry
-            step_keys, step_actions = inputs
-            obs, state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                step_keys, state, step_actions, params
-            )
-            return (state, total + _checksum((obs, reward, terminated, truncated, info))), None
-
-        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
-        return total + _checksum(state)
-
-    return jax.jit(rollout)
-
-
-def bare_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
-    bare, key = env.unwrapped, jax.random.key(0)
-
-    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
-        def body(carry: Any, step_actions: Any) -> Any:
-            state, total = carry
-            obs, state, reward, terminated, truncated, info = jax.vmap(
-                bare.step_env, in_axes=(None, 0, 0, None)
-            )(key, state, step_actions, params)
-            return (state, total + _checksum((obs, reward, terminated, truncated, info))), None
-
-        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), actions)
-        return total + _checksum(state)
-
-    return jax.jit(rollout)
 
 
 def jaxmarl_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
@@ -90,10 +54,10 @@ def jaxmarl_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.
             step_keys, step_actions = inputs
             joint = {agent: step_actions[:, i] for i, agent in enumerate(env.agents)}
             obs, state, reward, dones, _ = jax.vmap(env.step)(step_keys, state, joint)
-            return (state, total + _checksum((obs, reward, dones))), None
+            return (state, total + checksum((obs, reward, dones))), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
-        return total + _checksum(state)
+        return total + checksum(state)
 
     return jax.jit(rollout), state
 

@@ -33,48 +33,19 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax
 import jax.numpy as jnp
 from _interleave import time_interleaved
+from _rollouts import bare_rollout, checksum, lamella_rollout
 
 import lamella.envs as le
 
 TASKS = ["rware-tiny-2ag-v2", "rware-tiny-4ag-v2", "rware-small-4ag-v2", "rware-medium-6ag-v2"]
 
 
-def _checksum(tree: Any) -> jax.Array:
-    return sum(jnp.sum(jnp.asarray(leaf, jnp.float32)) for leaf in jax.tree.leaves(tree))
-
-
-def lamella_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
-    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
-        def body(carry: Any, inputs: Any) -> Any:
-            state, total = carry
-            step_keys, step_actions = inputs
-            obs, state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                step_keys, state, step_actions, params
-            )
-            return (state, total + _checksum((obs, reward, terminated, truncated, info))), None
-
-        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
-        return total + _checksum(state)
-
-    return jax.jit(rollout)
-
-
-def bare_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
-    bare = env.unwrapped
+def rware_bare_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
+    """lamella's step alone with fixed draws (RWARE's step takes its random draws as an argument)."""
     draws = jnp.full((2,), 0.5, jnp.float32)
-
-    def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
-        def body(carry: Any, step_actions: Any) -> Any:
-            state, total = carry
-            obs, state, reward, terminated, truncated, info = jax.vmap(
-                bare.step_with_draws, in_axes=(0, 0, None, None)
-            )(state, step_actions, params, draws)
-            return (state, total + _checksum((obs, reward, terminated, truncated, info))), None
-
-        (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), actions)
-        return total + _checksum(state)
-
-    return jax.jit(rollout)
+    return bare_rollout(
+        env, params, lambda state, action: env.unwrapped.step_with_draws(state, action, params, draws)
+    )
 
 
 def jumanji_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
@@ -101,10 +72,10 @@ def jumanji_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.
             state, total = carry
             state, timestep = jax.vmap(env.step)(state, step_actions)
             consumed = (timestep.observation, timestep.reward, timestep.discount, timestep.step_type)
-            return (state, total + _checksum(consumed)), None
+            return (state, total + checksum(consumed)), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), actions)
-        return total + _checksum((state.grid, state.request_queue))
+        return total + checksum((state.grid, state.request_queue))
 
     return jax.jit(rollout), state
 
@@ -118,7 +89,7 @@ def bench(env_id: str, num_envs: int, num_steps: int, repeats: int, with_jumanji
     _, lam_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)
     sides: dict[str, tuple[Callable[..., jax.Array], Any]] = {
         "lamella": (lamella_rollout(env, params), lam_state),
-        "bare": (bare_rollout(env, params), lam_state),
+        "bare": (rware_bare_rollout(env, params), lam_state),
     }
     if with_jumanji:
         sides["jumanji"] = jumanji_side(env_id, reset_keys)
