@@ -18,6 +18,7 @@ import numpy as np
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
 from lamella.envs.environment import Environment, StepOutput
+from lamella.envs.multi_agent.matrix_game import check_real_array
 
 __all__ = [
     "ACTION_NAMES",
@@ -63,23 +64,8 @@ def check_coin_game_payoff(payoff: Any, where: str = "payoff") -> jax.Array:
         f"expected a real-valued array of shape {COIN_GAME_PAYOFF_SHAPE} laid out as "
         "[[rr, rb, r_pen], [br, bb, b_pen]] (Pax's CoinGame payoff_matrix, e.g. [[1, 1, -2], [1, 1, -2]])"
     )
-    array: Any
-    if isinstance(payoff, jax.Array):
-        array = payoff
-    else:
-        try:
-            array = np.asarray(payoff)
-        except Exception as error:
-            raise ValueError(f"{where}: {expected}, got a {type(payoff).__name__}.") from error
-    real = jnp.issubdtype(array.dtype, jnp.integer) or jnp.issubdtype(array.dtype, jnp.floating)
-    if tuple(array.shape) != COIN_GAME_PAYOFF_SHAPE or not real:
-        hint = ""
-        if tuple(array.shape) == (3, 2):
-            hint = " It looks transposed: one row per player, three entries each."
-        raise ValueError(
-            f"{where}: {expected}, got shape {tuple(array.shape)} and dtype {array.dtype}.{hint}"
-        )
-    return jnp.asarray(array, jnp.float32)
+    hint = " It looks transposed: one row per player, three entries each."
+    return check_real_array(payoff, COIN_GAME_PAYOFF_SHAPE, where, expected, {(3, 2): hint})
 
 
 class CoinGameState(struct.PyTreeNode):

@@ -98,21 +98,37 @@ def check_payoff(payoff: Any, where: str = "payoff") -> jax.Array:
         f"expected a real-valued array of shape {PAYOFF_SHAPE} laid out as "
         "payoff[action_0, action_1] = (reward_0, reward_1)"
     )
+    hint = " A Pax-style (4, 2) matrix with rows CC, CD, DC, DD converts with .reshape(2, 2, 2)."
+    return check_real_array(payoff, PAYOFF_SHAPE, where, expected, {(4, 2): hint})
+
+
+def check_real_array(
+    value: Any,
+    shape: tuple[int, ...],
+    where: str,
+    expected: str,
+    hints: dict[tuple[int, ...], str] | None = None,
+) -> jax.Array:
+    """``value`` as float32 of ``shape``, or a ``ValueError`` saying ``{where}: {expected}, got
+    ...`` (plus ``hints[shape given]`` where a known wrong shape has a known fix). The payoff
+    checks of every multi-agent game use it.
+
+    Works on concrete values and on tracers (only shape and dtype are looked at, both static);
+    integers are cast to float32, and bool, complex, strings and objects are refused.
+    """
     array: Any
-    if isinstance(payoff, jax.Array):
-        array = payoff
+    if isinstance(value, jax.Array):
+        array = value
     else:
         try:
-            array = np.asarray(payoff)
+            array = np.asarray(value)
         except Exception as error:
-            raise ValueError(f"{where}: {expected}, got {_describe(payoff)}.") from error
+            raise ValueError(f"{where}: {expected}, got {_describe(value)}.") from error
     dtype = array.dtype
     # jnp.issubdtype also knows bfloat16 and friends; bool is not an integer type here.
     real = jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating)
-    if tuple(array.shape) != PAYOFF_SHAPE or not real:
-        hint = ""
-        if tuple(array.shape) == (4, 2):
-            hint = " A Pax-style (4, 2) matrix with rows CC, CD, DC, DD converts with .reshape(2, 2, 2)."
+    if tuple(array.shape) != tuple(shape) or not real:
+        hint = (hints or {}).get(tuple(array.shape), "")
         raise ValueError(f"{where}: {expected}, got shape {tuple(array.shape)} and dtype {dtype}.{hint}")
     return jnp.asarray(array, jnp.float32)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from lamella.envs import rendering, spaces, struct
 from lamella.envs.environment import Environment, StepOutput
+from lamella.envs.multi_agent.matrix_game import check_real_array
 
 __all__ = [
     "TENSOR_GAME_PAYOFFS",
@@ -47,18 +48,7 @@ def check_tensor_game_payoff(payoff: Any, num_players: int, where: str = "payoff
         f"expected a real-valued array of shape {shape} for {num_players} players: "
         "payoff[k, a] = the reward of a player who played a (0 cooperate, 1 defect) when k players defected"
     )
-    array: Any
-    if isinstance(payoff, jax.Array):
-        array = payoff
-    else:
-        try:
-            array = np.asarray(payoff)
-        except Exception as error:
-            raise ValueError(f"{where}: {expected}, got a {type(payoff).__name__}.") from error
-    real = jnp.issubdtype(array.dtype, jnp.integer) or jnp.issubdtype(array.dtype, jnp.floating)
-    if tuple(array.shape) != shape or not real:
-        raise ValueError(f"{where}: {expected}, got shape {tuple(array.shape)} and dtype {array.dtype}.")
-    return jnp.asarray(array, jnp.float32)
+    return check_real_array(payoff, shape, where, expected)
 
 
 class IteratedTensorGameState(struct.PyTreeNode):

@@ -12,6 +12,7 @@ import numpy as np
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
 from lamella.envs.environment import Environment, StepOutput
+from lamella.envs.multi_agent.matrix_game import check_real_array
 
 __all__ = [
     "ACTION_NAMES",
@@ -81,26 +82,11 @@ def check_in_the_matrix_payoff(payoff: Any, where: str = "payoff") -> jax.Array:
         f"expected a real-valued array of shape {PAYOFF_SHAPE}, payoff[player] = a 2x2 matrix over "
         "(red player's coin type, blue player's coin type), e.g. [[[3, 0], [5, 1]], [[3, 5], [0, 1]]]"
     )
-    array: Any
-    if isinstance(payoff, jax.Array):
-        array = payoff
-    else:
-        try:
-            array = np.asarray(payoff)
-        except Exception as error:
-            raise ValueError(f"{where}: {expected}, got a {type(payoff).__name__}.") from error
-    real = jnp.issubdtype(array.dtype, jnp.integer) or jnp.issubdtype(array.dtype, jnp.floating)
-    if tuple(array.shape) != PAYOFF_SHAPE or not real:
-        hint = ""
-        if tuple(array.shape) == (4, 2):
-            hint = (
-                " A (4, 2) matrix is the iterated matrix games' layout; InTheMatrix takes one 2x2 "
-                "matrix per player (see lamella.envs.multi_agent.in_the_matrix.PAYOFFS)."
-            )
-        raise ValueError(
-            f"{where}: {expected}, got shape {tuple(array.shape)} and dtype {array.dtype}.{hint}"
-        )
-    return jnp.asarray(array, jnp.float32)
+    hint = (
+        " A (4, 2) matrix is the iterated matrix games' layout; InTheMatrix takes one 2x2 "
+        "matrix per player (see lamella.envs.multi_agent.in_the_matrix.PAYOFFS)."
+    )
+    return check_real_array(payoff, PAYOFF_SHAPE, where, expected, {(4, 2): hint})
 
 
 class InTheMatrixState(struct.PyTreeNode):
