@@ -124,6 +124,7 @@ NOT_RUN: dict[str, str] = {
     "uv pip install --python /tmp/jaxmarl-venv/bin/python": "needs the package index (benchmark-only dependencies)",
     "/tmp/jaxmarl-venv/bin/python benchmarks/": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
     "hatch run bench-jaxmarl:": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
+    "hatch run bench-amaze:": "a benchmark (minutes, needs JaxUED and minimax's own environment); its figures are in the README",
 }
 # Sample outputs whose numbers vary from run to run (and with the budget override): (page,
 # command) -> why. Every other sample output is compared exactly.
