@@ -95,13 +95,21 @@ def make_constant_agent(action: Any, action_space: spaces.Space | None = None) -
     return _stateless(lambda key, obs: jnp.broadcast_to(constant, (_batch_size(obs), *constant.shape)))
 
 
-def make_scripted_agent(act: Callable[[Any], Any], batched: bool = False) -> Agent:
+def make_scripted_agent(act: Callable[..., Any], batched: bool = False, stochastic: bool = False) -> Agent:
     """An agent that acts by a hand-written rule of the observation.
 
     Args:
         act: ``act(obs) -> action`` for one env (vmapped over the batch), or for
-            the whole batch when ``batched``. Must be a JAX function.
+            the whole batch when ``batched``; ``act(key, obs)`` when
+            ``stochastic`` (one key per env, or one for the batch when
+            ``batched``). Must be a JAX function.
         batched: ``act`` already takes and returns a batch.
+        stochastic: ``act`` draws random numbers and takes a key first.
     """
-    rule = act if batched else jax.vmap(act)
-    return _stateless(lambda key, obs: rule(obs))
+    if not stochastic:
+        rule = act if batched else jax.vmap(act)
+        return _stateless(lambda key, obs: rule(obs))
+    if batched:
+        return _stateless(act)
+    per_env = jax.vmap(act)
+    return _stateless(lambda key, obs: per_env(jax.random.split(key, _batch_size(obs)), obs))

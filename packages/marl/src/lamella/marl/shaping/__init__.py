@@ -1,0 +1,19 @@
+"""Opponent shaping on the iterated games: fixed strategies, learners and meta-learning runners (Pax's)."""
+
+from lamella.marl.shaping.strategies import (
+    STRATEGIES,
+    check_strategy_fits,
+    make_memory_one_agent,
+    memory_one,
+    strategy,
+    zd_extortion,
+)
+
+__all__ = [
+    "STRATEGIES",
+    "check_strategy_fits",
+    "make_memory_one_agent",
+    "memory_one",
+    "strategy",
+    "zd_extortion",
+]
