@@ -58,7 +58,7 @@ def test_memory_one_agent_plays_its_strategy_on_the_finite_game():
 
 
 def test_bad_strategies_are_rejected_with_the_fix():
-    with pytest.raises(ValueError, match="Unknown strategy 'tft'.*tit_for_tat"):
+    with pytest.raises(ValueError, match=r"Unknown strategy 'tft'.*tit_for_tat"):
         strategy("tft")
     with pytest.raises(ValueError, match="5 cooperation probabilities"):
         strategy([1.0, 0.0])
@@ -69,6 +69,6 @@ def test_bad_strategies_are_rejected_with_the_fix():
     with pytest.raises(ValueError, match="not a prisoner's dilemma"):
         zd_extortion(payoff=PAYOFFS["matching_pennies"])
     coin_game, coin_params = make("CoinGame-v0")
-    with pytest.raises(ValueError, match="one-hot over 5 states.*learning agent"):
+    with pytest.raises(ValueError, match=r"one-hot over 5 states.*learning agent"):
         make_memory_one_agent("tit_for_tat", coin_game.observation_space(coin_params))
     assert set(STRATEGIES) >= {"all_c", "all_d", "random", "tit_for_tat", "grim_trigger", "altruistic", "defect"}
