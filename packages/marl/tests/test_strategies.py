@@ -71,4 +71,12 @@ def test_bad_strategies_are_rejected_with_the_fix():
     coin_game, coin_params = make("CoinGame-v0")
     with pytest.raises(ValueError, match=r"one-hot over 5 states.*learning agent"):
         make_memory_one_agent("tit_for_tat", coin_game.observation_space(coin_params))
-    assert set(STRATEGIES) >= {"all_c", "all_d", "random", "tit_for_tat", "grim_trigger", "altruistic", "defect"}
+    assert set(STRATEGIES) >= {
+        "all_c",
+        "all_d",
+        "random",
+        "tit_for_tat",
+        "grim_trigger",
+        "altruistic",
+        "defect",
+    }
