@@ -1,0 +1,130 @@
+"""Exact-gradient learners on the infinite IPD: values, updates, and the documented outcomes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lamella.envs.multi_agent.infinite_matrix_game import memory_one_values
+from lamella.envs.multi_agent.matrix_game import PAYOFFS
+from lamella.marl.shaping import exact
+
+IPD = PAYOFFS["prisoners_dilemma"]
+GAME = exact.ExactGame.prisoners_dilemma()
+# Jitted once: op-by-op dispatch of the solve and its derivatives costs seconds per call.
+values = jax.jit(exact.exact_values)
+SEEDS = 3
+PAIRINGS = {"nl_vs_nl": (0.0, 0.0), "lola_vs_lola": (1.0, 1.0), "lola_vs_nl": (1.0, 0.0)}
+
+
+def test_exact_values_equal_the_envs_closed_form_and_the_reference_table():
+    thetas = jnp.asarray(np.random.default_rng(0).normal(size=(6, 2, 5)).astype(np.float32))
+    expected = jax.jit(jax.vmap(lambda p, q: memory_one_values(p, q, IPD, 0.96)))(
+        jax.nn.sigmoid(thetas[:, 0]), jax.nn.sigmoid(thetas[:, 1])
+    )
+    got = jax.vmap(values, in_axes=(0, 0, None))(thetas[:, 0], thetas[:, 1], GAME)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    tft, all_d = exact.make_fixed_learner("tit_for_tat"), exact.make_fixed_learner("all_d")
+    key = jax.random.key(0)
+    # TFT vs ALL-D from the reference note's numpy port of Pax's formula: (-2.04, -1.92).
+    np.testing.assert_allclose(values(tft.init(key), all_d.init(key), GAME), (-2.04, -1.92), atol=1e-3)
+
+
+def test_swap_roles_puts_the_other_player_first():
+    payoff = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
+    swapped = np.asarray(exact.swap_roles(payoff))
+    for a0 in range(2):
+        for a1 in range(2):
+            np.testing.assert_array_equal(swapped[a1, a0], payoff[a0, a1][::-1])
+    theta = np.random.default_rng(1).normal(size=(2, 5)).astype(np.float32)
+    game = exact.ExactGame.make(payoff, 0.9)
+    np.testing.assert_allclose(
+        values(theta[1], theta[0], game.swapped()),
+        np.asarray(values(theta[0], theta[1], game))[::-1],
+        atol=1e-5,
+    )
+
+
+def test_naive_step_is_the_gradient_of_the_unnormalised_return_and_lola_adds_its_correction():
+    theta = np.random.default_rng(2).normal(size=(2, 5)).astype(np.float32)
+    own, other = jnp.asarray(theta[0]), jnp.asarray(theta[1])
+    # Central finite differences of the unnormalised return V / (1 - gamma).
+    eps = 1e-2
+    steps = eps * jnp.eye(5)
+    plus = jax.vmap(values, in_axes=(0, None, None))(own + steps, other, GAME)[:, 0]
+    minus = jax.vmap(values, in_axes=(0, None, None))(own - steps, other, GAME)[:, 0]
+    grad = (plus - minus) / (2 * eps) / (1 - 0.96)
+    naive = jax.jit(exact.make_naive_learner(lr=0.5).update)(own, other, GAME)
+    np.testing.assert_allclose(naive - own, 0.5 * grad, rtol=2e-2, atol=2e-3)
+    # lookahead_lr=0 is the naive learner; a positive one changes the step (one compile for both).
+    lola_step = jax.jit(lambda la: exact.make_lola_learner(lr=0.5, lookahead_lr=la).update(own, other, GAME))
+    np.testing.assert_allclose(lola_step(0.0), naive, atol=1e-5)
+    lola = lola_step(0.5)
+    assert float(jnp.abs(lola - naive).max()) > 1e-3
+
+
+def test_fixed_learner_plays_its_strategy_and_never_moves():
+    tft = exact.make_fixed_learner("tit_for_tat")
+    theta = tft.init(jax.random.key(0))
+    np.testing.assert_allclose(jax.nn.sigmoid(theta), [1, 1, 0, 1, 0], atol=1e-6)
+    np.testing.assert_array_equal(tft.update(theta, jnp.zeros(5), GAME), theta)
+    random = exact.make_fixed_learner("random").init(jax.random.key(0))
+    np.testing.assert_allclose(random, np.zeros(5), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """Mean per-step reward ``(pairing, seed, player)`` over 100 steps, batch 32, one compile.
+
+    NL is LOLA with ``lookahead_lr=0``, so the three pairings are one program
+    vmapped over the two learners' (traced) look-ahead rates.
+    """
+
+    def one(key, lookahead):
+        play = exact.make_exact_play(
+            exact.make_lola_learner(lookahead_lr=lookahead[0]),
+            exact.make_lola_learner(lookahead_lr=lookahead[1]),
+            num_steps=100,
+            batch_size=32,
+        )
+        return play(key, GAME)["reward"].mean(axis=(0, 1))
+
+    run = jax.jit(jax.vmap(jax.vmap(one, in_axes=(0, None)), in_axes=(None, 0)))
+    keys = jax.random.split(jax.random.key(0), SEEDS)
+    rewards = np.asarray(run(keys, jnp.asarray(list(PAIRINGS.values()))))
+    return dict(zip(PAIRINGS, rewards, strict=True))
+
+
+def test_exact_gradient_outcomes_nl_defect_lola_cooperates_lola_beats_nl(outcomes):
+    # One test for the three pairings: under xdist a module fixture shared by several tests is
+    # compiled once per worker.
+    naive = outcomes["nl_vs_nl"]
+    assert np.all(naive < -1.9), (
+        f"NL vs NL mean per-step rewards (seed, player) {naive.round(3).tolist()}, want < -1.9"
+    )
+    lola = outcomes["lola_vs_lola"]
+    assert np.all(lola > -1.2), (
+        f"LOLA vs LOLA mean per-step rewards (seed, player) {lola.round(3).tolist()}, want > -1.2"
+    )
+    head = outcomes["lola_vs_nl"]
+    assert np.all(head[:, 0] > head[:, 1] + 0.1), (
+        f"LOLA {head[:, 0].round(3).tolist()} vs NL {head[:, 1].round(3).tolist()} mean per-step rewards per "
+        "seed; want LOLA ahead by > 0.1 in every seed"
+    )
+    # And LOLA does better against NL than NL does against NL.
+    assert np.all(head[:, 0] > naive[:, 0])
+
+
+def test_bad_input_is_rejected_with_the_fix():
+    with pytest.raises(ValueError, match=r"shape \(2, 2, 2\).*reshape\(2, 2, 2\)"):
+        exact.ExactGame.make(np.zeros((4, 2)))
+    with pytest.raises(ValueError, match=r"gamma must be in \[0, 1\)"):
+        exact.ExactGame.make(IPD, gamma=1.0)
+    with pytest.raises(ValueError, match=r"lr must be a finite number >= 0"):
+        exact.make_naive_learner(lr=-1.0)
+    with pytest.raises(ValueError, match=r"logits must have shape \(5,\)"):
+        exact.exact_values(jnp.zeros(4), jnp.zeros(5), GAME)
+    with pytest.raises(ValueError, match="Unknown strategy"):
+        exact.make_fixed_learner("tit_for_two_tats")
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        exact.make_exact_play(exact.make_naive_learner(), exact.make_naive_learner(), batch_size=0)
