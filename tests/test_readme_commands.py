@@ -90,6 +90,10 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train --list": ("", "lists the algorithms"),
     "lamella train ippo": (_PPO_SHORT, _MARL_WHY),
     "lamella train mappo": (_PPO_SHORT, _MARL_WHY),
+    "lamella train mfos_es": (
+        "population_size=8 num_opps=1 num_envs=1 num_outer_steps=10 total_timesteps=160 eval_episodes=2",
+        "the command trains 100 generations (a minute); two generations run the same code",
+    ),
     "lamella train dqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train sac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train td3": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),

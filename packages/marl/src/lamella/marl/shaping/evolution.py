@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from evosax.algorithms import algorithms as _EVOSAX_ALGORITHMS
 from evosax.algorithms import distribution_based_algorithms as _DISTRIBUTION_BASED
@@ -120,7 +121,9 @@ class MetaESConfig:
         activation: activation name.
         opponent: ``"naive"`` or ``"lola"`` (:data:`OPPONENTS`).
         opponent_lr: the opponent's learning rate (on the unnormalised return, as in M-FOS).
-        payoff: ``(2, 2, 2)`` payoff, ``payoff[a_meta, a_opp] = (r_meta, r_opp)``; ``None``: the env's.
+        payoff: ``payoff[a_meta, a_opp] = (r_meta, r_opp)`` as 8 numbers in the order
+            CC, CD, DC, DD (``payoff=-1,-1,-3,0,0,-3,-2,-2`` on the command line), or any
+            array of shape ``(2, 2, 2)``; ``None``: the env's.
         gamma: discount of the infinite game; ``None``: the env's (0.96).
     """
 
@@ -139,7 +142,7 @@ class MetaESConfig:
     activation: str = "tanh"
     opponent: str = "naive"
     opponent_lr: float = 1.0
-    payoff: Any = None
+    payoff: tuple[float, ...] | None = None
     gamma: float | None = None
 
     def validate(self) -> None:
@@ -164,7 +167,7 @@ class MetaESConfig:
                 f"MetaESConfig.opponent must be one of {sorted(OPPONENTS)}, got {self.opponent!r}."
             )
         if self.payoff is not None:
-            check_payoff(self.payoff, "MetaESConfig.payoff")
+            _payoff_array(self.payoff)
         if self.gamma is not None and not 0.0 <= float(self.gamma) < 1.0:
             raise ValueError(f"MetaESConfig.gamma must be in [0, 1), got {self.gamma}.")
         activation_by_name(self.activation)
@@ -297,6 +300,14 @@ def make_search(
     return Search(init, ask, tell, center, evo, es_params)
 
 
+def _payoff_array(payoff: Any) -> Any:
+    values = np.asarray(payoff, np.float32)
+    # Eight numbers in the order CC, CD, DC, DD (each (r_meta, r_opp)), flat or (4, 2).
+    if values.shape in ((8,), (4, 2)):
+        values = values.reshape(2, 2, 2)
+    return check_payoff(values, "MetaESConfig.payoff")
+
+
 def _game(config: MetaESConfig) -> ExactGame:
     with jax.ensure_compile_time_eval():
         env, env_params = lamella.envs.make(config.env_id, autoreset=False)
@@ -306,7 +317,7 @@ def _game(config: MetaESConfig) -> ExactGame:
             f"{config.env_id!r} is a {type(env.unwrapped).__name__}. The evolved meta-agents on finite games "
             "use the multi-agent RL runner."
         )
-    payoff = env_params.payoff if config.payoff is None else config.payoff
+    payoff = env_params.payoff if config.payoff is None else _payoff_array(config.payoff)
     gamma = env_params.gamma if config.gamma is None else config.gamma
     return ExactGame.make(payoff, float(gamma))
 
@@ -355,7 +366,7 @@ def make_meta_fitness(
             carry: tuple[jax.Array, jax.Array], _: None
         ) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
             theta, obs = carry
-            logits = net.apply(params, obs)  # (num_opps, per_opp, 5)
+            logits: jax.Array = net.apply(params, obs)  # type: ignore[assignment]  # (num_opps, per_opp, 5)
             values = jax.vmap(jax.vmap(exact_values, in_axes=(0, None, None)), in_axes=(0, 0, None))(
                 logits, theta, game
             )
