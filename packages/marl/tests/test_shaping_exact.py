@@ -115,6 +115,37 @@ def test_exact_gradient_outcomes_nl_defect_lola_cooperates_lola_beats_nl(outcome
     assert np.all(head[:, 0] > naive[:, 0])
 
 
+def test_naive_learner_against_fixed_strategies_cooperates_with_tft_and_defects_against_all_d():
+    # Pax's documented finite-game outcome (TitForTat -> ALL-C; Defect -> ALL-D), on the exact game.
+    # A fixed co-player is an ExactLearner whose update returns its logits; one compile for both.
+    fixed = jnp.stack(
+        [exact.make_fixed_learner(name).init(jax.random.key(0)) for name in ("tit_for_tat", "all_d")]
+    )
+
+    def one(logits, key):
+        opponent = exact.ExactLearner(lambda _key: logits, lambda theta, other, game: theta)
+        return exact.make_exact_play(exact.make_naive_learner(), opponent, num_steps=60, batch_size=16)(
+            key, GAME
+        )
+
+    out = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None)))(
+        fixed, jax.random.split(jax.random.key(1), SEEDS)
+    )
+    final = np.asarray(out["reward"][:, :, -1, :, 0].mean(-1))  # (opponent, seed): NL's last-step value
+    coop = np.asarray(out["policy"][:, :, -1, :, 0].mean((-2,)))  # (opponent, seed, 5): NL's final policy
+    assert np.all(final[0] > -1.05), (
+        f"NL vs TFT last-step value per seed {final[0].round(3).tolist()}, want > -1.05 (CC)"
+    )
+    assert np.all(final[1] < -1.95), (
+        f"NL vs ALL-D last-step value per seed {final[1].round(3).tolist()}, want < -1.95"
+    )
+    # Against ALL-D only the start and the states after the other's defection (CD, DD) are visited.
+    visited = coop[1][:, [0, 2, 4]]
+    assert np.all(visited < 0.1), (
+        f"NL's cooperation vs ALL-D (start, CD, DD) per seed {visited.round(3).tolist()}"
+    )
+
+
 def test_bad_input_is_rejected_with_the_fix():
     with pytest.raises(ValueError, match=r"shape \(2, 2, 2\).*reshape\(2, 2, 2\)"):
         exact.ExactGame.make(np.zeros((4, 2)))
