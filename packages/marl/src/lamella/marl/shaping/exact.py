@@ -4,13 +4,15 @@ A learner's parameters are five logits ``theta`` (start, CC, CD, DC, DD, each
 joint state from the learner's own side); ``sigmoid(theta)`` is its memory-one
 policy, the probability of cooperating (action 0).
 :func:`~lamella.envs.multi_agent.infinite_matrix_game.memory_one_values` gives
-both players' exact normalised discounted values, and learners follow its
-gradients:
+both players' exact normalised discounted values ``V`` (:func:`exact_values`
+computes the same formula in a form that differentiates cheaply), and learners
+follow the gradients of the unnormalised returns ``R = V / (1 - gamma)``
+(:func:`discounted_returns`, the scale of M-FOS's and LOLA's exact baselines):
 
-* :func:`make_naive_learner`: ``theta += lr * grad_theta V_self(theta, theta_other)``.
+* :func:`make_naive_learner`: ``theta += lr * grad_theta R_self(theta, theta_other)``.
 * :func:`make_lola_learner`: exact LOLA (Foerster et al., 2018) in the variant
   M-FOS's baselines use: gradient ascent on the first-order look-ahead
-  ``V_self + lookahead_lr * <grad_other V_other, grad_other V_self>``,
+  ``R_self + lookahead_lr * <grad_other R_other, grad_other R_self>``,
   differentiated through *both* factors of the correction term.
 * :func:`make_fixed_learner`: a fixed strategy from
   :mod:`lamella.marl.shaping.strategies` as logits that never change.
