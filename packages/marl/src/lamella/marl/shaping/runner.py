@@ -386,11 +386,14 @@ def make_shaping_runner(
         matrix_game = observation_space.shape == (len(watchers.STATE_NAMES),) and all(
             space.n == 2 for space in action_spaces
         )
-        key0 = jax.random.key(0)
-        probe_obs, probe_state = env.reset(key0, env_params)
-        probe_action = jnp.zeros((num_agents,), jnp.int32)
-        info_shapes = jax.eval_shape(lambda: env.step(key0, probe_state, probe_action, env_params))[5]
-        coin_game = "own_coins" in info_shapes and "other_coins" in info_shapes
+
+    def probe_info(key: jax.Array) -> dict[str, Any]:
+        _, probe_state = env.reset(key, env_params)
+        return env.step(key, probe_state, jnp.zeros((num_agents,), jnp.int32), env_params)[5]
+
+    # Which info the env reports (CoinGame's coin counts), from shapes only: nothing runs.
+    info_shapes = jax.eval_shape(probe_info, jax.random.key(0))
+    coin_game = "own_coins" in info_shapes and "other_coins" in info_shapes
     if not any(slot.learner is not None for slot in slots):
         raise ConfigError(
             f"shaping: every agent is fixed ({', '.join(map(_spec_name, specs))}); nothing would learn. "
