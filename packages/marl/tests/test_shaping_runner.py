@@ -148,6 +148,19 @@ def test_coin_game_and_opponent_instances_build_with_coin_watchers():
     assert runner.metric_axes["own_coin_share"] == ("agent",)
 
 
+def test_recurrent_learners_carry_memory_per_instance():
+    config = dataclasses.replace(
+        TINY, agents=("ppo", "ppo"), recurrent=True, num_opponents=2, rnn_hidden_size=4
+    )
+    runner = make_shaping_runner(config)
+    state = jax.eval_shape(runner.init, jax.random.key(0))
+    # (instances, envs per instance, hidden): agent 0 one GRU carry on 4 envs, agent 1 two on 2 each.
+    assert jax.tree.leaves(state.memory[0])[0].shape == (1, 4, 4)
+    assert jax.tree.leaves(state.memory[1])[0].shape == (2, 2, 4)
+    _, metrics = jax.eval_shape(runner.step, state)
+    assert "learner_1_first_minibatch_kl" in metrics
+
+
 def test_any_agent_can_be_the_fixed_one():
     config = dataclasses.replace(TINY, agents=("ppo", "ppo"))
     runner = make_shaping_runner(config, agents=["ppo", make_memory_one_agent("grim_trigger")])
