@@ -1,19 +1,24 @@
 """The opponent-shaping runner: Pax's documented outcomes against fixed strategies, the watchers,
 the driver (run log, resume), and bad input.
 
-Outcomes (Pax ``docs/experiments.md``, reference note MARL.md 5.5: PPO vs TitForTat -> ALL-C, PPO
-vs Defect -> ALL-D), three seeds vmapped in one compile each, on Pax's IPD (CC -1, CD -3, DC 0,
-DD -2; 100 rounds; discount 0.96), 16 envs x 100 steps per iteration, 20 iterations (32,000 env
-steps per seed). Baselines per step for the learner (exact, from the payoff):
+Outcomes (Pax ``docs/experiments.md``, reference note MARL.md 5.5: PPO vs TitForTat -> ALL-C;
+PPO vs Defect / Altruistic -> ALL-D) on Pax's IPD (CC -1, CD -3, DC 0, DD -2; 100 rounds;
+discount 0.96), 16 envs x 100 steps per iteration, 20 iterations (32,000 env steps per seed),
+three seeds. PPO vs TitForTat runs through the driver (3 seeds in one program, stopped after
+10 iterations and resumed); PPO vs ALL-D and vs ALL-C are one program of 2 x 3 members (the
+strategy's table is a vmapped train state). Baselines per step for the learner (exact, from the
+payoff):
 
-* vs TitForTat: ALL-C earns -1 (CC every round); ALL-D earns -2 (after the first round); a
-  random policy earns about -1.5 (measured at iteration 0: -1.50, -1.50, -1.48).
-* vs ALL-D: ALL-D earns -2 (DD every round); ALL-C earns -3; random about -2.5 (measured -2.49,
-  -2.49, -2.51).
+* vs TitForTat: ALL-C earns -1 (CC every round), ALL-D -2, random about -1.5 (measured at
+  iteration 0: -1.50, -1.50, -1.48).
+* vs ALL-D: ALL-D earns -2, ALL-C -3, random about -2.5 (measured -2.49, -2.49, -2.51).
+* vs ALL-C: ALL-D earns 0, ALL-C -1, random about -0.5.
 
-Measured when the test was written: vs TitForTat, reward -1.00, -1.006, -1.00 and P(C | CC)
-0.999, 0.999, 1.0 at the last iteration; vs ALL-D, reward -2.002, -2.002, -2.004 and P(D | DD)
-0.997, 0.998, 0.997.
+Measured when the test was written (seeds 0, 1, 2): vs TitForTat, over iterations 11-20,
+P(C | CC) 0.9975, 0.9968, 0.9949 and reward -1.003, -1.005, -1.007 per step (evaluation returns
+-100.25, -100.13, -100.5 over 100 rounds); vs ALL-D at the last iteration P(D | DD) 0.997,
+0.998, 0.997 and reward -2.002, -2.002, -2.004; vs ALL-C P(D | DC) 1.0, 1.0, 1.0 and reward
+0.0, 0.0, -0.001.
 """
 
 from __future__ import annotations
@@ -22,14 +27,15 @@ import dataclasses
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lamella.agents import make_train
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
+from lamella.agents.protocol import Agent
 from lamella.envs.cli import main as lamella_main
-from lamella.marl.shaping import make_memory_one_agent
+from lamella.marl.shaping import make_memory_one_agent, strategy
 from lamella.marl.shaping.presets import SHAPING_PRESETS
 from lamella.marl.shaping.runner import ShapingConfig, make_shaping_runner
 from lamella.marl.shaping.watchers import STATE_NAMES, empirical_cooperation, own_coin_share, state_visits
@@ -38,10 +44,38 @@ SEEDS = jax.random.split(jax.random.key(0), 3)
 OUTCOME = ShapingConfig(total_timesteps=32_000, num_envs=16, num_steps=100)
 
 
-def last_iteration(agents):
-    runner = make_shaping_runner(dataclasses.replace(OUTCOME, agents=agents))
-    _, metrics = jax.jit(jax.vmap(make_train(runner)))(SEEDS)
-    return {name: np.asarray(value[:, -1]) for name, value in metrics.items()}
+def table_agent():
+    """A memory-one strategy whose cooperation table (by observation: CC, CD, DC, DD, START) is
+    its train state, so one compiled program plays several strategies (a vmap over tables).
+    It acts as :func:`make_memory_one_agent` does: cooperate (0) with the table's probability."""
+
+    def init(key, obs_example=None):
+        return jnp.zeros((5,), jnp.float32), ()
+
+    def policy(key, table, obs, memory, eval=False):
+        cooperate = obs @ table
+        return (jax.random.uniform(key, cooperate.shape) >= cooperate).astype(jnp.int32), table, memory
+
+    return Agent(
+        init, policy, lambda trajectory, table, memory: (table, memory, {}), lambda memory, eval=False: ()
+    )
+
+
+def against_tables(tables):
+    """The last iteration's metrics of PPO against each table, 3 seeds each, one program."""
+    runner = make_shaping_runner(OUTCOME, agents=["ppo", table_agent()])
+
+    def train(key, table):
+        state = runner.init(key)
+        state = state.replace(train_states=(state.train_states[0], table[None]))
+        return jax.lax.scan(lambda s, _: runner.step(s), state, None, length=runner.num_iterations)
+
+    keys = jnp.concatenate([SEEDS] * len(tables))
+    table_of = jnp.repeat(jnp.asarray(np.stack(tables)), len(SEEDS), axis=0)
+    _, metrics = jax.jit(jax.vmap(train))(keys, table_of)
+    return {
+        name: np.asarray(value[:, -1]).reshape(len(tables), len(SEEDS), -1) for name, value in metrics.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +96,10 @@ def versus_tit_for_tat(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def versus_all_d():
-    return last_iteration(("ppo", "all_d"))
+def versus_defector_and_altruist():
+    """PPO vs ALL-D and PPO vs ALL-C (Pax's Defect and Altruistic), 3 seeds each, one program."""
+    by_obs = lambda name: strategy(name)[[1, 2, 3, 4, 0]]  # noqa: E731  (start, CC, ...) -> obs order
+    return against_tables([by_obs("all_d"), by_obs("all_c")])
 
 
 def test_ppo_against_tit_for_tat_learns_to_cooperate(versus_tit_for_tat):
@@ -93,17 +129,29 @@ def test_driver_resume_matches_a_run_that_never_stopped(versus_tit_for_tat):
     assert (out / "run" / "metrics.json").read_text() == (out / "whole" / "metrics.json").read_text()
 
 
-def test_ppo_against_all_d_learns_to_defect(versus_all_d):
-    m = versus_all_d
-    # ALL-D: defects where it lives (DD) with probability >= 0.9 on every seed, and defected in
-    # at least 90 % of the rounds it played (its own action is the first letter of its state).
-    assert np.all(1.0 - m["cooperation_DD"][:, 0] >= 0.9), m["cooperation_DD"]
+@pytest.mark.parametrize(
+    ("opponent", "home", "value", "worst"),
+    [
+        # vs ALL-D: ALL-D lives in DD and earns -2 per step (ALL-C -3, random about -2.5).
+        (0, "DD", -2.0, -3.0),
+        # vs ALL-C: ALL-D lives in DC and earns 0 per step (ALL-C -1, random about -0.5).
+        (1, "DC", 0.0, -1.0),
+    ],
+    ids=["all_d", "all_c"],
+)
+def test_ppo_against_all_d_and_all_c_learns_to_defect(
+    versus_defector_and_altruist, opponent, home, value, worst
+):
+    m = {name: values[opponent] for name, values in versus_defector_and_altruist.items()}  # (seeds, n)
+    # ALL-D: defects where it lives with probability >= 0.9 on every seed, and defected in at
+    # least 90 % of the rounds it played (its own action is the first letter of its state) ...
+    assert np.all(1.0 - m[f"cooperation_{home}"][:, 0] >= 0.9), m[f"cooperation_{home}"]
     rounds = 1.0 - m["visits_START"][:, 0]
     defected = (m["visits_DC"][:, 0] + m["visits_DD"][:, 0]) / rounds
     assert np.all(defected >= 0.9), defected
-    # The ALL-D value -2 per step (within 0.05; ALL-C would earn -3, random -2.5).
-    np.testing.assert_allclose(m["reward"][:, 0], -2.0, atol=0.05)
-    np.testing.assert_array_equal(m["cooperation_DD"][:, 1], 0.0)  # ALL-D's table
+    # ... and earns the ALL-D value per step within 0.05 (ALL-C would earn `worst`).
+    np.testing.assert_allclose(m["reward"][:, 0], value, atol=0.05)
+    assert np.all(m["reward"][:, 0] > worst + 0.5)
 
 
 def test_watchers_by_hand():
