@@ -284,18 +284,17 @@ def _make_slot(
         steps = num_envs * config.num_steps
         if not config.recurrent and steps % config.num_minibatches:
             raise ConfigError(
-                f"ShapingConfig: agent {index} learns on num_envs / {'num_opponents' if copies > 1 else '1'} * "
-                f"num_steps = {steps} steps per iteration, which num_minibatches ({config.num_minibatches}) "
-                "must divide; change num_minibatches, num_envs or num_steps."
+                f"ShapingConfig: agent {index} learns on {steps} steps per iteration (num_envs"
+                f"{' / num_opponents' if copies > 1 else ''} * num_steps), which num_minibatches "
+                f"({config.num_minibatches}) must divide; change num_minibatches, num_envs or num_steps."
             )
         if config.recurrent and num_envs % config.num_minibatches:
             raise ConfigError(
                 f"ShapingConfig: agent {index} is a recurrent learner on {num_envs} envs per instance, which "
                 f"num_minibatches ({config.num_minibatches}) must divide (recurrent minibatches split envs)."
             )
-        return _Slot(
-            copies, make_ppo(_learner_config(config, copies), observation_space, action_space), None, None
-        )  # type: ignore[arg-type]
+        learner = make_ppo(_learner_config(config, copies), observation_space, action_space)
+        return _Slot(copies, learner, None, None)
     try:
         table = strategy(spec)
         check_strategy_fits(observation_space, who=f"memory-one strategy ({spec!r}, agent {index})")
