@@ -82,6 +82,10 @@ CASES = {
         ["train", "ppo", "--out-dir", "{work}/used_run", "total_timesteps=64"],
         ["already holds a run", "--resume"],
     ),
+    "train shaping: a fixed strategy on CoinGame": (
+        ["train", "shaping", "--env", "CoinGame-v0", "agents=ppo,tit_for_tat"],
+        ["one-hot over 5 states", "Use a learning agent"],
+    ),
     "train --resume: nothing there": (["train", "ppo", "--resume", "{work}/missing"], ["Nothing to resume"]),
     "train --resume: damaged checkpoint": (
         ["train", "ppo", "--resume", "{work}/damaged"],

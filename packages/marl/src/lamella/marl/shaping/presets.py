@@ -1,4 +1,22 @@
-"""Presets of the opponent-shaping runners, and the entry point ``lamella train mfos_es``.
+"""Presets of the opponent-shaping runners, and the entry points ``lamella train shaping`` and ``mfos_es``.
+
+``lamella train shaping --preset NAME [key=value ...]``:
+
+=========================  ====================================================================
+preset                     agents
+=========================  ====================================================================
+``ppo_v_tft``              PPO vs tit-for-tat on Pax's IPD (also the ``IteratedPrisonersDilemma-v0``
+                           preset and the defaults); Pax's documented outcome: PPO learns ALL-C
+``ppo_v_all_d``            PPO vs ALL-D on the IPD; PPO learns ALL-D
+``ppo_v_ppo``              two PPO learners (naive learner vs naive learner) on the IPD; Pax's
+                           documented outcome: mutual defection
+``ppo_v_ppo_coin_game``    two PPO learners on CoinGame (16-step episodes; also the
+                           ``CoinGame-v0`` preset)
+=========================  ====================================================================
+
+The IPD presets play 100-round episodes with Pax's payoff (CC -1, CD -3, DC 0, DD -2) and
+discount 0.96; every preset sets only the agents, the env and the budget over
+:class:`~lamella.marl.shaping.runner.ShapingConfig`'s PPO defaults.
 
 ``mfos_es``: an M-FOS-style meta-agent evolved with OpenES against exact-gradient naive learners on
 the infinite prisoner's dilemma (:mod:`lamella.marl.shaping.evolution`). The preset keeps Pax's
@@ -12,10 +30,33 @@ from typing import Any
 
 from lamella.agents.algorithms import Algorithm
 from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner
+from lamella.marl.shaping.runner import LEARNER, ShapingConfig, make_shaping_runner
 
-__all__ = ["MFOS_ES", "PRESETS"]
+__all__ = ["MFOS_ES", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
+
+_IPD = "IteratedPrisonersDilemma-v0"
+
+SHAPING_PRESETS: dict[str, Any] = {
+    "ppo_v_tft": ShapingConfig(env_id=_IPD, agents=(LEARNER, "tit_for_tat")),
+    "ppo_v_all_d": ShapingConfig(env_id=_IPD, agents=(LEARNER, "all_d")),
+    "ppo_v_ppo": ShapingConfig(env_id=_IPD, agents=(LEARNER, LEARNER)),
+    "ppo_v_ppo_coin_game": ShapingConfig(
+        env_id="CoinGame-v0",
+        agents=(LEARNER, LEARNER),
+        num_inner_steps=16,
+        num_steps=16,
+        num_envs=64,
+        total_timesteps=1_024_000,
+        hidden_sizes=(64, 64),
+        learning_rate=3e-3,
+        gamma=0.96,
+    ),
+}
+SHAPING_PRESETS[_IPD] = SHAPING_PRESETS["ppo_v_tft"]
+SHAPING_PRESETS["CoinGame-v0"] = SHAPING_PRESETS["ppo_v_ppo_coin_game"]
 
 PRESETS: dict[str, dict[str, Any]] = {
+    "shaping": SHAPING_PRESETS,
     "mfos_es": {
         "InfiniteMatrixGame-v0": MetaESConfig(),
         # Against LOLA instead of a naive learner.
@@ -23,5 +64,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: ``lamella train shaping`` (entry point ``shaping = "lamella.marl.shaping.presets:SHAPING"``).
+SHAPING = Algorithm(ShapingConfig, make_shaping_runner, PRESETS["shaping"])
 #: ``lamella train mfos_es`` (entry point ``mfos_es = "lamella.marl.shaping.presets:MFOS_ES"``).
 MFOS_ES = Algorithm(MetaESConfig, make_meta_es_runner, PRESETS["mfos_es"])

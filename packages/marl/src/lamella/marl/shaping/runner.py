@@ -1,0 +1,647 @@
+"""The multi-agent RL runner of opponent shaping: each agent a PPO learner or a fixed Agent.
+
+Pax's ``rl`` runner on lamella's pieces. Each of the ``n`` agents of a multi-agent env is either
+
+* a **learner**: lamella-agents' PPO (:func:`lamella.agents.ppo.make_ppo`: its network,
+  optimiser, GAE and update, feed-forward or with a GRU/LSTM core), with its own parameters and
+  optimiser, trained on its own reward; or
+* **fixed**: a memory-one strategy (:mod:`lamella.marl.shaping.strategies`, by name) or any
+  lamella :class:`~lamella.agents.protocol.Agent` (used through ``policy`` only; never updated).
+
+::
+
+    runner = make_shaping_runner(ShapingConfig(agents=("ppo", "tit_for_tat")))
+    state, metrics = jax.jit(jax.vmap(make_train(runner)))(jax.random.split(jax.random.key(0), 3))
+
+One iteration is one :func:`~lamella.agents.rollout.make_rollout` collection of the joint
+policy, then each learner's ``agent.update`` on its own slice of the batch (its observations,
+actions, rewards and flags; the agent axis taken out). Nothing of PPO is copied here.
+
+**Opponents.** Agent 0 is the focal agent: one instance playing all ``num_envs`` envs. Every
+other agent slot has ``num_opponents`` independent instances (Pax's ``num_opps``), each playing
+``num_envs / num_opponents`` of the envs, each a learner with its own parameters when the slot
+learns. The instances of a slot are one ``jax.vmap``.
+
+**Metrics** of every iteration: ``episode_return`` (agent 0's mean return of the episodes that
+ended), ``return`` and ``reward`` (each agent's episode return and mean reward per step), each
+learner's PPO metrics as ``learner_<i>_<name>``, and the watchers of
+:mod:`lamella.marl.shaping.watchers` (per-state cooperation probabilities and state visits on
+the iterated matrix games, own-coin shares on CoinGame), each with an ``agent`` axis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+import lamella.envs
+from lamella.agents.config import ConfigError
+from lamella.agents.networks import activation_by_name
+from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
+from lamella.agents.protocol import Agent, reset_memory_where
+from lamella.agents.rollout import PolicyStep, RolloutState, Transition, actor_critic_policy, make_rollout
+from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, step_limit
+from lamella.envs import spaces, wrappers
+from lamella.envs.environment import Environment
+from lamella.marl.observation import check_multi_agent_env
+from lamella.marl.shaping import watchers
+from lamella.marl.shaping.strategies import STRATEGIES, check_strategy_fits, make_memory_one_agent, strategy
+
+__all__ = [
+    "LEARNER",
+    "ShapingConfig",
+    "ShapingRunnerState",
+    "make_shaping_runner",
+]
+
+#: The ``agents`` entry of a PPO learner.
+LEARNER = "ppo"
+# Policy order (start, CC, CD, DC, DD) -> observation order (CC, CD, DC, DD, START).
+_POLICY_TO_OBS = np.array([1, 2, 3, 4, 0])
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapingConfig:
+    """The settings of :func:`make_shaping_runner`. The defaults are PPO against tit-for-tat on
+    Pax's iterated prisoner's dilemma (``presets.PRESETS["shaping"]["ppo_v_tft"]``).
+
+    Attributes:
+        env_id: a registered multi-agent env id with discrete actions.
+        agents: one entry per agent of the env: ``"ppo"`` (a learner) or the name of a fixed
+            memory-one strategy (``tit_for_tat``, ``all_d``, ... :data:`STRATEGIES`; they play the
+            iterated two-action matrix games only).
+        num_opponents: instances of every agent but agent 0, each on ``num_envs /
+            num_opponents`` envs (Pax's ``num_opps``).
+        num_inner_steps: the env's ``num_inner_steps`` (rounds of the iterated games, steps of
+            a CoinGame episode); 0 keeps the env's default.
+        total_timesteps: env steps of training over all envs.
+        eval_episodes: episodes of each evaluation (a multiple of ``num_opponents``).
+        eval_max_steps: step cap of an evaluation (0: the env's ``max_steps_in_episode``, else 1000).
+        eval_greedy: learners act greedily in evaluation (fixed agents act as they always do).
+        num_envs: parallel envs.
+        num_steps: steps per env per rollout.
+        num_epochs, num_minibatches, learning_rate, anneal_lr, gamma, gae_lambda, clip_eps,
+            clip_value, vf_coef, ent_coef, max_grad_norm, normalize_advantages, hidden_sizes,
+            activation, recurrent, cell, rnn_hidden_size: every learner's PPO settings, as in
+            :class:`lamella.agents.ppo.PPOConfig` (``num_minibatches`` splits each instance's
+            ``num_envs / num_opponents * num_steps`` steps; ``recurrent`` gives PPO-memory).
+    """
+
+    env_id: str = "IteratedPrisonersDilemma-v0"
+    agents: tuple[str, ...] = (LEARNER, "tit_for_tat")
+    num_opponents: int = 1
+    num_inner_steps: int = 0
+    total_timesteps: int = 512_000
+    eval_episodes: int = 8
+    eval_max_steps: int = 0
+    eval_greedy: bool = False
+    num_envs: int = 32
+    num_steps: int = 100
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    learning_rate: float = 1e-2
+    anneal_lr: bool = False
+    gamma: float = 0.96
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    clip_value: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    hidden_sizes: tuple[int, ...] = (16,)
+    activation: str = "tanh"
+    recurrent: bool = False
+    cell: str = "gru"
+    rnn_hidden_size: int = 16
+
+    #: The algorithm's name in messages (``lamella train shaping``).
+    algorithm = "shaping"
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.steps_per_iteration
+
+    def validate(self) -> None:
+        """Raise :class:`~lamella.agents.config.ConfigError` naming the first inconsistent setting
+        that needs no env (:func:`make_shaping_runner` checks the rest against the env)."""
+        name = type(self).__name__
+        for field in (
+            "num_envs",
+            "num_steps",
+            "num_epochs",
+            "num_minibatches",
+            "eval_episodes",
+            "num_opponents",
+        ):
+            if int(getattr(self, field)) < 1:
+                raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
+        if self.num_inner_steps < 0:
+            raise ConfigError(
+                f"{name}.num_inner_steps must be >= 0 (0: the env's default), got {self.num_inner_steps}."
+            )
+        if self.num_envs % self.num_opponents:
+            raise ConfigError(
+                f"{name}: num_envs ({self.num_envs}) must be a multiple of num_opponents ({self.num_opponents}): "
+                f"each opponent plays num_envs / num_opponents envs. Set num_envs="
+                f"{_next_multiple(self.num_envs, self.num_opponents)} or a num_opponents that divides {self.num_envs}."
+            )
+        if self.eval_episodes % self.num_opponents:
+            raise ConfigError(
+                f"{name}: eval_episodes ({self.eval_episodes}) must be a multiple of num_opponents "
+                f"({self.num_opponents}): each opponent plays eval_episodes / num_opponents episodes. Set "
+                f"eval_episodes={_next_multiple(self.eval_episodes, self.num_opponents)}."
+            )
+        if self.num_iterations < 1:
+            raise ConfigError(
+                f"{name}.total_timesteps ({self.total_timesteps}) is less than one iteration "
+                f"(num_envs * num_steps = {self.steps_per_iteration}); raise it."
+            )
+        if not self.agents:
+            raise ConfigError(
+                f"{name}.agents is empty; give one entry per agent, e.g. agents=ppo,tit_for_tat."
+            )
+        for entry in self.agents:
+            if entry != LEARNER and entry.lower().replace("-", "_") not in STRATEGIES:
+                raise ConfigError(
+                    f"{name}.agents: unknown entry {entry!r}; each entry is {LEARNER!r} (a PPO learner) or a "
+                    f"memory-one strategy: {', '.join(sorted(STRATEGIES))}."
+                )
+        if self.cell not in ("gru", "lstm"):
+            raise ConfigError(f"{name}.cell must be 'gru' or 'lstm', got {self.cell!r}.")
+        try:
+            activation_by_name(self.activation)
+        except (KeyError, ValueError) as error:
+            raise ConfigError(str(error)) from None
+
+
+def _next_multiple(value: int, divisor: int) -> int:
+    return -(-value // divisor) * divisor
+
+
+class ShapingRunnerState(struct.PyTreeNode):
+    """Everything one run carries between iterations (arrays only).
+
+    ``train_states`` and ``memory`` hold one entry per agent, each with a leading axis of the
+    agent's instances (1 for agent 0, ``num_opponents`` for the others); a fixed agent's entry is
+    whatever its ``init`` returned (``()`` for the memory-one strategies).
+    """
+
+    train_states: tuple[Any, ...]
+    env_state: Any
+    obs: Any  # (num_envs, n, ...)
+    memory: tuple[Any, ...]
+    reset: jax.Array  # bool (num_envs,)
+    key: jax.Array
+    iteration: jax.Array  # int32 ()
+    last_return: jax.Array  # float32 (n,): each agent's last reported episode return
+
+
+class _Slot(NamedTuple):
+    """One agent of the env: how it acts and learns, over a leading axis of its ``copies``."""
+
+    copies: int
+    learner: PPO | None
+    agent: Agent | None  # a fixed agent (None for a learner)
+    cooperation_table: jax.Array | None  # (5,) P(cooperate) by observation, a memory-one strategy
+
+
+AgentSpec = str | Agent | Sequence[float] | np.ndarray
+
+
+def _agent_spaces(env: Environment[Any, Any], params: Any) -> tuple[spaces.Box, list[spaces.Discrete]]:
+    observation_space = env.observation_space(params)
+    if not isinstance(observation_space, spaces.Box):
+        raise ConfigError(
+            f"shaping supports Box observations (one row per agent); this env's observation space is "
+            f"{type(observation_space).__name__}."
+        )
+    one = spaces.Box(
+        observation_space.low[0],
+        observation_space.high[0],
+        observation_space.shape[1:],
+        observation_space.dtype,
+    )
+    action_space = env.action_space(params)
+    assert isinstance(action_space, spaces.MultiDiscrete)  # check_multi_agent_env's
+    nvec = np.asarray(action_space.nvec).reshape(-1)
+    return one, [spaces.Discrete(int(k)) for k in nvec]
+
+
+def _learner_config(config: ShapingConfig, copies: int) -> PPOConfig:
+    """The PPO settings of one instance of a learner that has ``copies`` instances."""
+    num_envs = config.num_envs // copies
+    return PPOConfig(
+        env_id=config.env_id,
+        total_timesteps=config.num_iterations * num_envs * config.num_steps,
+        eval_episodes=config.eval_episodes // copies,
+        num_envs=num_envs,
+        num_steps=config.num_steps,
+        num_epochs=config.num_epochs,
+        num_minibatches=config.num_minibatches,
+        learning_rate=config.learning_rate,
+        anneal_lr=config.anneal_lr,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clip_eps=config.clip_eps,
+        clip_value=config.clip_value,
+        vf_coef=config.vf_coef,
+        ent_coef=config.ent_coef,
+        max_grad_norm=config.max_grad_norm,
+        normalize_advantages=config.normalize_advantages,
+        hidden_sizes=tuple(config.hidden_sizes),
+        activation=config.activation,
+        recurrent=config.recurrent,
+        cell=config.cell,
+        rnn_hidden_size=config.rnn_hidden_size,
+    )
+
+
+def _make_slot(
+    index: int,
+    spec: AgentSpec,
+    config: ShapingConfig,
+    observation_space: spaces.Box,
+    action_space: spaces.Discrete,
+    env_name: str,
+) -> _Slot:
+    copies = 1 if index == 0 else config.num_opponents
+    if isinstance(spec, Agent):
+        return _Slot(copies, None, spec, None)
+    if isinstance(spec, str) and spec == LEARNER:
+        num_envs = config.num_envs // copies
+        steps = num_envs * config.num_steps
+        if not config.recurrent and steps % config.num_minibatches:
+            raise ConfigError(
+                f"ShapingConfig: agent {index} learns on {steps} steps per iteration (num_envs"
+                f"{' / num_opponents' if copies > 1 else ''} * num_steps), which num_minibatches "
+                f"({config.num_minibatches}) must divide; change num_minibatches, num_envs or num_steps."
+            )
+        if config.recurrent and num_envs % config.num_minibatches:
+            raise ConfigError(
+                f"ShapingConfig: agent {index} is a recurrent learner on {num_envs} envs per instance, which "
+                f"num_minibatches ({config.num_minibatches}) must divide (recurrent minibatches split envs)."
+            )
+        learner = make_ppo(_learner_config(config, copies), observation_space, action_space)
+        return _Slot(copies, learner, None, None)
+    try:
+        table = strategy(spec)
+        check_strategy_fits(observation_space, who=f"memory-one strategy ({spec!r}, agent {index})")
+    except ValueError as error:
+        raise ConfigError(
+            f"{error} (env {env_name}; agents={','.join(map(str, config.agents))})"
+            if isinstance(spec, str)
+            else str(error)
+        ) from None
+    if action_space.n != 2:
+        raise ConfigError(
+            f"A memory-one strategy ({spec!r}, agent {index}) plays two actions (0 = cooperate, 1 = defect); "
+            f"{env_name} gives agent {index} {action_space.n}. Use a learning agent ({LEARNER!r}) instead."
+        )
+    cooperation = jnp.asarray(table[_POLICY_TO_OBS])
+    return _Slot(copies, None, make_memory_one_agent(spec), cooperation)
+
+
+def _split(x: jax.Array, copies: int, axis: int = 0) -> jax.Array:
+    """``(..., E, ...) -> (copies, ..., E / copies, ...)``: the instances' axis first."""
+    shape = (*x.shape[:axis], copies, x.shape[axis] // copies, *x.shape[axis + 1 :])
+    return jnp.moveaxis(x.reshape(shape), axis, 0)
+
+
+def _merge(x: jax.Array, axis: int = 0) -> jax.Array:
+    """The inverse of :func:`_split`."""
+    x = jnp.moveaxis(x, 0, axis)
+    return x.reshape((*x.shape[:axis], x.shape[axis] * x.shape[axis + 1], *x.shape[axis + 2 :]))
+
+
+def _agent_rows(x: jax.Array, index: int, copies: int) -> jax.Array:
+    """Agent ``index``'s rows of a time-major ``(T, E, n, ...)`` array as ``(copies, T, E / copies, ...)``."""
+    return _split(x[:, :, index], copies, axis=1)
+
+
+def make_shaping_runner(
+    config: ShapingConfig,
+    env: Environment[Any, Any] | None = None,
+    env_params: Any = None,
+    agents: Sequence[AgentSpec] | None = None,
+) -> Runner:
+    """A :class:`~lamella.agents.runner.Runner` of learners and fixed agents (see the module docs).
+
+    Args:
+        config: the settings.
+        env: a bare multi-agent env object (an ``AutoReset`` env is unwrapped). ``None``:
+            ``lamella.envs.make(config.env_id)`` (with ``num_inner_steps`` when set).
+        env_params: its params (default: the env's).
+        agents: replaces ``config.agents``: one entry per agent, each ``"ppo"``, a strategy name,
+            five cooperation probabilities ``(start, CC, CD, DC, DD)``, or any ``Agent`` (fixed:
+            its ``policy`` takes a batch of that agent's observations).
+
+    Raises:
+        lamella.agents.config.ConfigError: an entry count that is not the env's agent count, a
+            fixed strategy on a game it does not fit, an opponent count that does not divide the
+            envs, or other inconsistent settings (``lamella train`` prints one line, exit 2).
+    """
+    config.validate()
+    specs: list[AgentSpec] = list(config.agents if agents is None else agents)
+    env_id = None
+    with jax.ensure_compile_time_eval():
+        if env is None:
+            env_id = config.env_id
+            overrides = {"num_inner_steps": config.num_inner_steps} if config.num_inner_steps else {}
+            try:
+                env, made_params = lamella.envs.make(config.env_id, autoreset=False, **overrides)
+            except (KeyError, TypeError, ValueError) as error:
+                raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+            env_params = made_params if env_params is None else env_params
+        elif env_params is None:
+            env_params = env.default_params
+        if isinstance(env, wrappers.AutoReset):
+            env = env.env
+        check_multi_agent_env(env, env_params, config.algorithm, env_id=env_id)
+        env_name = str(env_id or getattr(env, "name", type(env).__name__))
+        num_agents = int(env.num_agents)
+        if len(specs) != num_agents:
+            example = ",".join([LEARNER] * num_agents)
+            raise ConfigError(
+                f"shaping: agents names {len(specs)} agent(s) ({', '.join(map(_spec_name, specs))}) but {env_name} "
+                f"has {num_agents}; give one entry per agent, e.g. agents={example}."
+            )
+        observation_space, action_spaces = _agent_spaces(env, env_params)
+        slots = [
+            _make_slot(i, spec, config, observation_space, action_spaces[i], env_name)
+            for i, spec in enumerate(specs)
+        ]
+        matrix_game = observation_space.shape == (len(watchers.STATE_NAMES),) and all(
+            space.n == 2 for space in action_spaces
+        )
+
+    def probe_info(key: jax.Array) -> dict[str, Any]:
+        _, probe_state = env.reset(key, env_params)
+        return env.step(key, probe_state, jnp.zeros((num_agents,), jnp.int32), env_params)[5]
+
+    # Which info the env reports (CoinGame's coin counts), from shapes only: nothing runs.
+    info_shapes = jax.eval_shape(probe_info, jax.random.key(0))
+    coin_game = "own_coins" in info_shapes and "other_coins" in info_shapes
+    if not any(slot.learner is not None for slot in slots):
+        raise ConfigError(
+            f"shaping: every agent is fixed ({', '.join(map(_spec_name, specs))}); nothing would learn. "
+            f"Make at least one entry {LEARNER!r}."
+        )
+    info_keys = ("returned_episode", "returned_episode_returns") + (
+        ("own_coins", "other_coins") if coin_game else ()
+    )
+    train_env = wrappers.EpisodeStatistics(wrappers.AutoReset(env))
+    rollout = make_rollout(train_env, config.num_steps, config.num_envs, info_keys=info_keys)
+    max_eval_steps = step_limit(config.eval_max_steps, env_params)
+
+    def slot_agent(slot: _Slot) -> Agent:
+        if slot.learner is not None:
+            return slot.learner.agent
+        assert slot.agent is not None
+        return slot.agent
+
+    def act(
+        slot: _Slot, key: jax.Array, train_state: Any, obs: jax.Array, memory: Any, reset: jax.Array
+    ) -> tuple[Any, PolicyStep]:
+        """One instance's step on its envs, with what PPO's update needs."""
+        if slot.learner is not None:
+            learner = slot.learner
+            policy = actor_critic_policy(
+                learner.actor_critic,
+                train_state.params,
+                preprocess=lambda o: learner.normalize(train_state, o),
+            )
+            return policy(key, obs, memory, reset)
+        fixed = slot_agent(slot)
+        memory = reset_memory_where(fixed, reset, memory)
+        action, _, memory = fixed.policy(key, train_state, obs, memory)
+        zeros = jnp.zeros(reset.shape, jnp.float32)
+        return memory, PolicyStep(action, action, zeros, zeros)
+
+    def joint_policy(train_states: tuple[Any, ...]) -> Callable[..., tuple[Any, PolicyStep]]:
+        def policy(
+            key: jax.Array, obs: jax.Array, memory: tuple[Any, ...], reset: jax.Array
+        ) -> tuple[Any, PolicyStep]:
+            keys = hashed_keys(key, (num_agents,))
+            memories, steps = [], []
+            for i, slot in enumerate(slots):
+                mem, out = jax.vmap(lambda *a, slot=slot: act(slot, *a))(
+                    hashed_keys(keys[i], (slot.copies,)),
+                    train_states[i],
+                    _split(obs[:, i], slot.copies),
+                    memory[i],
+                    _split(reset, slot.copies),
+                )
+                memories.append(mem)
+                steps.append(jax.tree.map(_merge, out))
+            stack = lambda *xs: jnp.stack(xs, axis=1)  # noqa: E731
+            joint = PolicyStep(
+                stack(*[s.action.astype(jnp.int32) for s in steps]),
+                stack(*[s.raw_action.astype(jnp.int32) for s in steps]),
+                stack(*[s.log_prob for s in steps]),
+                stack(*[s.value for s in steps]),
+            )
+            return tuple(memories), joint
+
+        return policy
+
+    def init(key: jax.Array) -> ShapingRunnerState:
+        key, key_env, key_agents = jax.random.split(key, 3)
+        start = rollout.init(key_env, env_params)
+        agent_keys = jax.random.split(key_agents, num_agents)
+        train_states, memories = [], []
+        for i, slot in enumerate(slots):
+            obs_i = _split(start.obs[:, i], slot.copies)
+            train_state, memory = jax.vmap(slot_agent(slot).init)(
+                jax.random.split(agent_keys[i], slot.copies), obs_i
+            )
+            train_states.append(train_state)
+            memories.append(memory)
+        return ShapingRunnerState(
+            train_states=tuple(train_states),
+            env_state=start.env_state,
+            obs=start.obs,
+            memory=tuple(memories),
+            reset=start.reset,
+            key=key,
+            iteration=jnp.zeros((), jnp.int32),
+            last_return=jnp.zeros((num_agents,), jnp.float32),
+        )
+
+    def learner_update(
+        i: int, slot: _Slot, transitions: Transition, last_memory: Any, train_state: Any, key: jax.Array
+    ) -> tuple[Any, dict[str, jax.Array]]:
+        assert slot.learner is not None
+        c = slot.copies
+        rows = lambda x: _agent_rows(x, i, c)  # noqa: E731
+        mine = Transition(
+            obs=rows(transitions.obs),
+            action=rows(transitions.action),
+            raw_action=rows(transitions.raw_action),
+            log_prob=rows(transitions.log_prob),
+            value=rows(transitions.value),
+            reward=rows(transitions.reward),
+            terminated=rows(transitions.terminated),
+            truncated=rows(transitions.truncated),
+            final_obs=rows(transitions.final_obs),
+            reset=_split(transitions.reset, c, axis=1),
+            memory=jax.tree.map(lambda m: jnp.moveaxis(m, 1, 0), transitions.memory[i]),
+            info={},
+        )
+        update = slot.learner.agent.update
+        train_state, _, metrics = jax.vmap(lambda t, ts, m: update(t, ts, m))(
+            Trajectory(mine, last_memory, hashed_keys(key, (c,))), train_state, last_memory
+        )
+        return train_state, {f"learner_{i}_{name}": value.mean() for name, value in metrics.items()}
+
+    def cooperation_tables(train_states: tuple[Any, ...], transitions: Transition) -> jax.Array:
+        """``(n, 5)``: each agent's P(cooperate) per state, from its policy where it has one."""
+        probe = jnp.eye(len(watchers.STATE_NAMES), dtype=jnp.float32)
+        empirical = watchers.empirical_cooperation(transitions.obs, transitions.action)
+        rows = []
+        for i, slot in enumerate(slots):
+            if slot.learner is not None:
+                learner = slot.learner
+
+                def probs(train_state: Any, learner: PPO = learner) -> jax.Array:
+                    memory = learner.actor_critic.initial_memory(probe.shape[0])
+                    reset = jnp.ones((probe.shape[0],), bool)
+                    obs_in = learner.normalize(train_state, probe)
+                    _, dist, _ = learner.actor_critic.step(train_state.params, memory, obs_in, reset)
+                    return jnp.exp(dist.log_prob(jnp.full((probe.shape[0],), watchers.COOPERATE, jnp.int32)))
+
+                rows.append(jax.vmap(probs)(train_states[i]).mean(0))
+            elif slot.cooperation_table is not None:
+                rows.append(slot.cooperation_table)
+            else:
+                rows.append(empirical[i])
+        return jnp.stack(rows)
+
+    def step(state: ShapingRunnerState) -> tuple[ShapingRunnerState, dict[str, jax.Array]]:
+        key, key_rollout, key_update = hashed_keys(state.key, (3,))
+        start = RolloutState(state.env_state, state.obs, state.memory, state.reset)
+        end, transitions = rollout.collect(start, joint_policy(state.train_states), key_rollout, env_params)
+        update_keys = hashed_keys(key_update, (num_agents,))
+        train_states = list(state.train_states)
+        metrics: dict[str, jax.Array] = {}
+        for i, slot in enumerate(slots):
+            if slot.learner is None:
+                continue
+            train_states[i], learner_metrics = learner_update(
+                i, slot, transitions, end.memory[i], state.train_states[i], update_keys[i]
+            )
+            metrics.update(learner_metrics)
+        ended = transitions.info["returned_episode"].astype(jnp.float32)  # (T, E)
+        num_ended = ended.sum()
+        returns = transitions.info["returned_episode_returns"]  # (T, E, n)
+        agent_return = (returns * ended[..., None]).sum((0, 1)) / jnp.maximum(num_ended, 1.0)
+        agent_return = jnp.where(num_ended > 0, agent_return, state.last_return).astype(jnp.float32)
+        metrics.update(
+            {
+                "episode_return": agent_return[0],
+                "return": agent_return,
+                "reward": transitions.reward.mean((0, 1)).astype(jnp.float32),
+                "episodes": num_ended,
+            }
+        )
+        if matrix_game:
+            cooperation = cooperation_tables(state.train_states, transitions)
+            metrics.update(watchers.matrix_game_metrics(cooperation, watchers.state_visits(transitions.obs)))
+        if coin_game:
+            metrics.update(watchers.coin_game_metrics(transitions.info))
+        new_state = ShapingRunnerState(
+            train_states=tuple(train_states),
+            env_state=end.env_state,
+            obs=end.obs,
+            memory=end.memory,
+            reset=end.reset,
+            key=key,
+            iteration=state.iteration + 1,
+            last_return=agent_return,
+        )
+        return new_state, metrics
+
+    def eval_policy(
+        key: jax.Array,
+        train_states: tuple[Any, ...],
+        obs: jax.Array,
+        memory: tuple[Any, ...],
+        eval: bool = False,
+    ) -> tuple[jax.Array, tuple[Any, ...], tuple[Any, ...]]:
+        keys = hashed_keys(key, (num_agents,))
+        actions, memories = [], []
+        for i, slot in enumerate(slots):
+            greedy = eval and slot.learner is not None
+            policy = slot_agent(slot).policy
+            action, _, mem = jax.vmap(
+                lambda k, ts, o, m, policy=policy, greedy=greedy: policy(k, ts, o, m, eval=greedy)
+            )(
+                hashed_keys(keys[i], (slot.copies,)),
+                train_states[i],
+                _split(obs[:, i], slot.copies),
+                memory[i],
+            )
+            actions.append(_merge(action).astype(jnp.int32))
+            memories.append(mem)
+        return jnp.stack(actions, axis=1), train_states, tuple(memories)
+
+    joint_eval_agent = Agent(
+        init=lambda key, obs=None: ((), ()),
+        policy=eval_policy,
+        update=lambda trajectory, train_state, memory: (train_state, memory, {}),
+        reset_memory=lambda memory, eval=False: memory,
+    )
+
+    def evaluate(state: ShapingRunnerState, key: jax.Array) -> dict[str, jax.Array]:
+        memory = tuple(
+            jax.vmap(functools.partial(slot_agent(slot).reset_memory, eval=True), axis_size=slot.copies)(
+                state.memory[i]
+            )
+            for i, slot in enumerate(slots)
+        )
+        out = evaluate_agent(
+            joint_eval_agent,
+            state.train_states,
+            env,
+            env_params,
+            key,
+            config.eval_episodes,
+            max_eval_steps,
+            memory,
+            greedy=config.eval_greedy,
+            per_agent=True,
+        )
+        return {
+            "episode_return": out["agent_return"][:, 0],
+            "episode_length": out["episode_length"],
+            "return": out["agent_return"],
+        }
+
+    per_agent = ("return", "reward", *watchers.metric_names(matrix_game, coin_game))
+    return Runner(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        steps_per_iteration=config.steps_per_iteration,
+        num_iterations=config.num_iterations,
+        metric_axes={name: ("agent",) for name in per_agent},
+    )
+
+
+def _spec_name(spec: AgentSpec) -> str:
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Agent):
+        return "an Agent"
+    return "a memory-one strategy"
