@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 
+import jax
 import numpy as np
 import pytest
 
@@ -98,7 +99,7 @@ def test_suite_table_per_maze(evaluated):
     assert len(per_seed) == 2 * SEEDS
     for summary in data["summary"]:
         maze = summary["test_env"]
-        horizon = named_maze(maze, __import__("jax").random.key(0))[1].max_episode_steps
+        horizon = named_maze(maze, jax.random.key(0))[1].max_episode_steps
         assert summary["seeds"] == SEEDS and summary["episodes"] == EPISODES
         seeds = [per_seed[(maze, s)] for s in range(SEEDS)]
         returns = np.array([s["episode_returns"] for s in seeds])
