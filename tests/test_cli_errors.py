@@ -124,6 +124,14 @@ CASES = {
         ["eval", "checkpoints", "{work}/cartpole", "--envs", "CartPole-v1:length"],
         ["is not key=value", "CartPole-v1:length=1.0"],
     ),
+    "eval checkpoints: unknown suite": (
+        ["eval", "checkpoints", "{work}/cartpole", "--suite", "minimax"],
+        ["unknown suite or maze 'minimax'", "minimax-test", "PerfectMazeXL"],
+    ),
+    "eval checkpoints: suite of another kind of student": (
+        ["eval", "checkpoints", "{work}/cartpole", "--suite", "minimax-test"],
+        ["cannot evaluate", "'ppo' checkpoint trained on CartPole-v1", "--envs"],
+    ),
     "eval checkpoints: damaged checkpoint": (
         ["eval", "checkpoints", "{work}/damaged"],
         ["not a readable lamella checkpoint"],

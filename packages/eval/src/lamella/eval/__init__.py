@@ -23,10 +23,15 @@ from lamella.eval._src.bootstrap import (
 from lamella.eval._src.checkpoints import (
     CheckpointResult,
     EnvSpec,
+    ResultSummary,
     evaluate_checkpoints,
     parse_env_spec,
+    summarize_results,
+    summary_table,
+    test_suites,
     write_results_csv,
     write_results_run_log,
+    write_summary,
 )
 from lamella.eval._src.errors import EvalError, EvalFileNotFoundError, MissingExtraError
 from lamella.eval._src.metrics import (
@@ -63,6 +68,7 @@ __all__ = [
     "Evaluation",
     "ImprovementEstimates",
     "MissingExtraError",
+    "ResultSummary",
     "Run",
     "RunLogError",
     "Scores",
@@ -92,12 +98,16 @@ __all__ = [
     "read_run_logs",
     "runs_from_dict",
     "sample_efficiency",
+    "summarize_results",
+    "summary_table",
+    "test_suites",
     "to_csv",
     "to_latex",
     "to_markdown",
     "write_csv",
     "write_results_csv",
     "write_results_run_log",
+    "write_summary",
 ]
 
 # The plots import matplotlib (about as long as everything else together): loaded on first use.

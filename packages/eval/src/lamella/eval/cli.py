@@ -245,33 +245,55 @@ def checkpoints(
     paths: list[str],
     envs: list[str] | None = None,
     *,
+    suite: str | None = None,
     episodes: int = 100,
     out: str = "checkpoint_results.csv",
     seed: int = 0,
     run_log: str | None = None,
+    summary: str | None = None,
+    reps: int = 2000,
+    confidence: float = 0.95,
 ) -> list[str]:
-    """Evaluate checkpoints on test envs, write the CSV (and the run log); return the files written.
+    """Evaluate checkpoints on test envs or a test suite, write the CSV (and the run log, the
+    summary); return the files written.
 
-    See :func:`lamella.eval.evaluate_checkpoints` for ``paths``, ``envs``, ``episodes`` and
-    ``seed``; ``out`` is the results CSV, ``run_log`` a directory for ``metrics.json`` /
-    ``metrics.csv`` in the run-log format.
+    See :func:`lamella.eval.evaluate_checkpoints` for ``paths``, ``envs``, ``suite``,
+    ``episodes`` and ``seed``; ``out`` is the results CSV, ``run_log`` a directory for
+    ``metrics.json`` / ``metrics.csv`` in the run-log format, ``summary`` a path prefix for
+    ``<summary>.csv`` and ``<summary>.json``, the means over seeds with bootstrap confidence
+    intervals (``reps`` replicates, ``confidence`` coverage; with a suite, by default
+    ``<out without .csv>_summary``). With a suite the summary table is printed.
     """
     from lamella.eval._src import checkpoints as lib
+    from lamella.eval._src import tables
+    from lamella.eval._src.bootstrap import _check
 
-    results = lib.evaluate_checkpoints(paths, envs, episodes=episodes, seed=seed)
+    _check(reps, confidence)
+    if suite is not None and summary is None:
+        summary = (out[:-4] if out.endswith(".csv") else out) + "_summary"
+    results = lib.evaluate_checkpoints(paths, envs, suite=suite, episodes=episodes, seed=seed)
     written = [lib.write_results_csv(results, out)]
     if run_log is not None:
         written += lib.write_results_run_log(results, run_log)
-    width = max(len(r.test_env + r.overrides) for r in results) + 2
-    for r in results:
-        if r.seed != "mean":
-            continue
-        env = r.test_env + (f":{r.overrides.replace(';', ',')}" if r.overrides else "")
-        success = "" if r.success_rate is None else f"  success {r.success_rate:.3f}"
+    if summary is not None:
+        summaries = lib.summarize_results(results, reps=reps, confidence=confidence, seed=seed)
+        written += lib.write_summary(summaries, summary, results)
+    if suite is not None:
         print(
-            f"{r.algorithm} {r.checkpoint}  on {env:<{width}} return {r.mean_return:.2f} "
-            f"+- {r.std_return:.2f} over seeds ({r.episodes} episodes){success}"
+            f"suite {suite}: mean over seeds [{confidence:.0%} bootstrap interval over seeds, {reps} replicates]"
         )
+        print(tables.to_markdown(lib.summary_table(summaries)), end="")
+    else:
+        width = max(len(r.test_env + r.overrides) for r in results) + 2
+        for r in results:
+            if r.seed != "mean":
+                continue
+            env = r.test_env + (f":{r.overrides.replace(';', ',')}" if r.overrides else "")
+            success = "" if r.success_rate is None else f"  success {r.success_rate:.3f}"
+            print(
+                f"{r.algorithm} {r.checkpoint}  on {env:<{width}} return {r.mean_return:.2f} "
+                f"+- {r.std_return:.2f} over seeds ({r.episodes} episodes){success}"
+            )
     for path in written:
         print(f"wrote {path}")
     return written
@@ -288,10 +310,14 @@ def _checkpoints_command(args: argparse.Namespace) -> int:
     checkpoints(
         args.paths,
         args.envs,
+        suite=args.suite,
         episodes=args.episodes,
         out=args.out,
         seed=args.seed,
         run_log=args.run_log,
+        summary=args.summary,
+        reps=args.reps,
+        confidence=args.confidence,
     )
     return 0
 
@@ -372,6 +398,15 @@ def add_commands(commands: Any) -> None:
         help="test envs (default: each checkpoint's training env)",
     )
     chk.add_argument(
+        "--suite",
+        metavar="SUITE",
+        help=(
+            "a test suite instead of --envs: a suite name (minimax-test, minimax-fixed, "
+            "minimax-13x13, perfect-mazes: lamella-ued's named mazes) or a comma-separated list "
+            "of its cases (SixteenRooms,PerfectMazeXL); prints the per-case table"
+        ),
+    )
+    chk.add_argument(
         "--episodes", type=int, default=100, help="greedy episodes per seed and env (default 100)"
     )
     chk.add_argument(
@@ -383,4 +418,14 @@ def add_commands(commands: Any) -> None:
         metavar="DIR",
         help="also write DIR/metrics.json and metrics.csv (run-log format, absolute_metrics per seed)",
     )
+    chk.add_argument(
+        "--summary",
+        metavar="PREFIX",
+        help=(
+            "also write PREFIX.csv and PREFIX.json: means over seeds with bootstrap CIs "
+            "(default with --suite: the --out path without .csv, plus _summary)"
+        ),
+    )
+    chk.add_argument("--reps", type=int, default=2000, help="bootstrap replicates of the CIs (default 2000)")
+    chk.add_argument("--confidence", type=float, default=0.95, help="coverage of the CIs (default 0.95)")
     chk.set_defaults(func=_checkpoints_command)

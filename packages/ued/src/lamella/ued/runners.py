@@ -99,6 +99,9 @@ class DRConfig:
         conv_filters: filters of the 3x3 convolution.
         torso_size: width of the feed-forward torso.
         hidden_size: width of the actor and critic heads.
+        screenshot_every: write PNG grids of the levels played every this many iterations
+            (0: none; :mod:`lamella.ued.screenshots`).
+        screenshot_dir: where the screenshots go (``<dir>/seed_<s>/update_<i>_<kind>.png``).
     """
 
     env_id: str = "AMaze-13x13-v0"
@@ -132,6 +135,8 @@ class DRConfig:
     conv_filters: int = 16
     torso_size: int = 64
     hidden_size: int = 32
+    screenshot_every: int = 0
+    screenshot_dir: str = "screenshots"
 
     @property
     def steps_per_iteration(self) -> int:
@@ -148,6 +153,10 @@ class DRConfig:
         name = type(self).__name__
         if self.cell not in ("lstm", "gru"):
             raise ValueError(f"{name}.cell must be 'lstm' or 'gru', got {self.cell!r}.")
+        if self.screenshot_every < 0:
+            raise ValueError(
+                f"{name}.screenshot_every must be >= 0 (0: no screenshots), got {self.screenshot_every}."
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +249,8 @@ class UEDRunnerState(struct.PyTreeNode):
         key: the run's key.
         iteration: int32 ``()``.
         last_return: float32 ``()``: the last reported mean training return.
+        seed: uint32 ``()``: the last word of the key ``init`` got (the seed, for the
+            driver's ``jax.random.key(seed)``): names the run's screenshots.
     """
 
     params: Any
@@ -251,6 +262,7 @@ class UEDRunnerState(struct.PyTreeNode):
     key: jax.Array
     iteration: jax.Array
     last_return: jax.Array
+    seed: jax.Array
 
 
 def _method(config: DRConfig) -> str:
@@ -344,9 +356,16 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
             min_fill_ratio=config.min_fill_ratio,
         )
     sample_levels = jax.vmap(family.sample_level, in_axes=(0, None))
+    record = None
+    if config.screenshot_every > 0:
+        from lamella.ued.screenshots import make_screenshot_recorder
+
+        record = make_screenshot_recorder(config.screenshot_dir, config.screenshot_every)
     num_edits = config.num_edits if isinstance(config, ACCELConfig) else 0
 
     def init(key: jax.Array) -> UEDRunnerState:
+        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+        seed = jnp.asarray(data).reshape(-1)[-1].astype(jnp.uint32)
         key, key_net, key_level = jax.random.split(key, 3)
         example = family.sample_level(key_level, env_params)
         obs_example, _ = OnLevel(bare).reset(key_level, LevelParams(example, env_params))
@@ -363,6 +382,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
             key=key,
             iteration=jnp.zeros((), jnp.int32),
             last_return=jnp.zeros((), jnp.float32),
+            seed=seed,
         )
 
     def choose_levels(
@@ -479,6 +499,8 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
                 **{f"level_{k}": v.mean() for k, v in level_stats.items()},
             }
         )
+        if record is not None:
+            record(state.iteration, state.seed, branch, levels, buf if buffer is not None else None)
         accel = method == "accel"
         new_state = UEDRunnerState(
             params=new_params,
@@ -490,6 +512,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
             key=keys[0],
             iteration=state.iteration + 1,
             last_return=mean_return,
+            seed=state.seed,
         )
         return new_state, metrics
 

@@ -28,13 +28,31 @@ from lamella.eval._src.errors import EvalError, EvalFileNotFoundError, MissingEx
 
 __all__ = [
     "CSV_COLUMNS",
+    "SUITE_GROUP",
+    "SUMMARY_COLUMNS",
     "CheckpointResult",
     "EnvSpec",
+    "ResultSummary",
     "evaluate_checkpoints",
     "parse_env_spec",
+    "summarize_results",
+    "summary_table",
+    "test_suites",
     "write_results_csv",
     "write_results_run_log",
+    "write_summary",
 ]
+
+SUITE_GROUP = "lamella.test_suites"
+"""The entry-point group of test-suite providers (``lamella eval checkpoints --suite``).
+
+Each entry point names an object with ``suites`` (suite name -> test case names), ``cases``
+(every case name a custom comma-separated list may hold), ``resolve(text) -> case names``
+(raising ``ValueError`` with the fix for an unknown name), ``supports(config) -> bool`` (whether
+it can evaluate checkpoints of that config) and ``evaluate(config, state, cases, keys,
+episodes) -> {case: {"episode_return", "episode_length", <success flag>: (seeds, episodes)}}``
+on a checkpoint's runner state (seeds leading, one key per seed), with ``metric`` naming the
+success flag (0 or 1 per episode). lamella-ued provides ``maze`` (the named-maze suites)."""
 
 CSV_COLUMNS = (
     "checkpoint",
@@ -483,17 +501,24 @@ def evaluate_checkpoints(
     paths: Sequence[str | os.PathLike[str]],
     envs: Sequence[str | EnvSpec] | None = None,
     *,
+    suite: str | None = None,
     episodes: int = 100,
     seed: int = 0,
 ) -> list[CheckpointResult]:
-    """Evaluate checkpoints on test envs: greedy episodes per seed, seeds vmapped.
+    """Evaluate checkpoints on test envs (greedy episodes) or on a test suite, seeds vmapped.
 
     Args:
         paths: run directories (their newest checkpoint) or checkpoint files.
         envs: test envs as :class:`EnvSpec` or text (``CartPole-v1``,
             ``CartPole-v1:length=1.0,gravity=9.0``, see :func:`parse_env_spec`); None evaluates
             each checkpoint on the env it was trained on.
-        episodes: greedy episodes per seed and test env.
+        suite: instead of ``envs``, a test suite of a provider of the ``lamella.test_suites``
+            entry points (:data:`SUITE_GROUP`): a suite name (``minimax-test``, lamella-ued's
+            named mazes) or a comma-separated list of its cases (``SixteenRooms,PerfectMazeXL``).
+            Each case is a row's ``test_env``; ``success_rate`` is the fraction of solved
+            episodes, ``lengths`` the episode lengths. The provider plays the episodes its own
+            way (the UED runners: sampled actions unless the config says ``eval_greedy``).
+        episodes: greedy episodes per seed and test env (per seed and case for a suite).
         seed: the evaluation seed (episode ``k`` of the run's seed ``s`` gets the same key for
             every checkpoint and test env, so results are deterministic for a given seed).
 
@@ -508,15 +533,154 @@ def evaluate_checkpoints(
         FileNotFoundError: a path that is neither a checkpoint nor a run directory with one.
     """
     require_checkpoints_extra()
+    if suite is not None and envs:
+        raise EvalError("Give test envs (--envs) or a test suite (--suite), not both.")
     if isinstance(episodes, bool) or int(episodes) != episodes or episodes < 1:
         raise EvalError(f"episodes must be a whole number >= 1, got {episodes!r}.")
     if not paths:
         raise EvalError("evaluate_checkpoints: give at least one run directory or checkpoint file.")
+    if suite is not None:
+        provider, cases = _resolve_suite(suite)
+        suite_plans = _plan_suite([os.fspath(p) for p in paths], provider, suite)
+        rows: list[CheckpointResult] = []
+        for plan in suite_plans:
+            rows += _evaluate_suite_plan(plan, provider, cases, int(episodes), int(seed))
+        return rows
     specs = None if envs is None else [e if isinstance(e, EnvSpec) else parse_env_spec(e) for e in envs]
     plans = _plan([os.fspath(p) for p in paths], specs or None)
-    rows: list[CheckpointResult] = []
+    rows = []
     for plan in plans:
         rows += _evaluate_plan(plan, int(episodes), int(seed))
+    return rows
+
+
+# Test suites ----------------------------------------------------------------------------------
+
+
+def test_suites() -> dict[str, Any]:
+    """The test-suite providers installed: entry-point name -> provider (:data:`SUITE_GROUP`)."""
+    from importlib.metadata import entry_points
+
+    providers = {}
+    for entry in sorted(entry_points(group=SUITE_GROUP), key=lambda e: e.name):
+        providers[entry.name] = entry.load()
+    return providers
+
+
+def _resolve_suite(text: str) -> tuple[Any, tuple[str, ...]]:
+    """``(provider, case names)`` of a suite name or a comma-separated list of cases."""
+    if not isinstance(text, str) or not text.strip():
+        raise EvalError(f"--suite must name a test suite or a comma-separated list of cases, got {text!r}.")
+    providers = test_suites()
+    if not providers:
+        raise EvalError(
+            f"No test suites are installed (entry point group {SUITE_GROUP}); install the package "
+            "that provides them, e.g. pip install lamella-ued for the named-maze suites."
+        )
+    problems = []
+    for name, provider in providers.items():
+        first = text.split(",")[0].strip()
+        if text.strip() in provider.suites or first in provider.cases:
+            try:
+                return provider, tuple(provider.resolve(text))
+            except ValueError as error:
+                raise EvalError(f"--suite {text!r}: {error}") from None
+        problems.append(f"{name}: suites {', '.join(provider.suites)}; cases {', '.join(provider.cases)}")
+    # No provider knows the first name: let each say why (a close match, a case it refuses).
+    for provider in providers.values():
+        try:
+            provider.resolve(text)
+        except ValueError as error:
+            raise EvalError(f"--suite {text!r}: {error}") from None
+    raise EvalError(f"--suite {text!r}: unknown suite or case. Known: " + "; ".join(problems) + ".")
+
+
+def _plan_suite(paths: Sequence[str], provider: Any, suite: str) -> list[_Plan]:
+    from lamella.agents import checkpoint as ckpt
+    from lamella.agents.config import algorithm_table, config_from_dict
+
+    table = algorithm_table()
+    plans = []
+    for given in paths:
+        path = _resolve_checkpoint(os.fspath(given))
+        metadata = ckpt.read_metadata(path)
+        algorithm = metadata.get("algorithm")
+        if algorithm not in table:
+            raise EvalError(
+                f"{path} is a {algorithm!r} checkpoint; known algorithms: {', '.join(sorted(table))}. "
+                "An algorithm from another package is known once that package has registered it "
+                "(the lamella command loads every plug-in)."
+            )
+        config = config_from_dict(table[algorithm][0], metadata.get("config", {}))
+        if not provider.supports(config):
+            raise EvalError(
+                f"--suite {suite!r} cannot evaluate {path}: it is a {algorithm!r} checkpoint trained on "
+                f"{getattr(config, 'env_id', '?')}, and the suite evaluates other students (the named "
+                "mazes: DR, PLR and ACCEL runs on AMaze). Evaluate it on test envs with --envs."
+            )
+        plans.append(_Plan(path, metadata, []))
+    return plans
+
+
+def _evaluate_suite_plan(
+    plan: _Plan, provider: Any, cases: Sequence[str], episodes: int, seed: int
+) -> list[CheckpointResult]:
+    import jax
+    import jax.numpy as jnp
+
+    from lamella.agents import checkpoint as ckpt
+    from lamella.agents.config import algorithm_table, config_from_dict
+
+    metadata = plan.metadata
+    algorithm = metadata["algorithm"]
+    config_cls, make_runner = algorithm_table()[algorithm]
+    config = config_from_dict(config_cls, metadata["config"])
+    seeds = [int(s) for s in metadata["seeds"]]
+    init_keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
+    _, init, _ = _compiled(make_runner, config, len(seeds))
+    state, _ = ckpt.load_checkpoint(plan.path, jax.eval_shape(init, init_keys))
+    base = jax.random.key(seed)
+    eval_keys = jax.vmap(lambda s: jax.random.fold_in(base, s))(jnp.asarray(seeds, dtype=jnp.uint32))
+    results = provider.evaluate(config, state, list(cases), eval_keys, episodes)
+    rows: list[CheckpointResult] = []
+    for case in cases:
+        metrics = results[case]
+        returns = np.asarray(metrics["episode_return"], np.float64).reshape(len(seeds), -1)
+        lengths = np.asarray(metrics["episode_length"], np.float64).reshape(len(seeds), -1)
+        success = np.asarray(metrics[provider.metric], np.float64).reshape(len(seeds), -1).mean(-1)
+        common = {
+            "checkpoint": plan.path,
+            "algorithm": algorithm,
+            "train_env": str(getattr(config, "env_id", "")),
+            "test_env": case,
+            "overrides": "",
+        }
+        per_seed = returns.mean(-1)
+        for i, s in enumerate(seeds):
+            rows.append(
+                CheckpointResult(
+                    **common,
+                    seed=str(s),
+                    episodes=returns.shape[1],
+                    mean_return=float(per_seed[i]),
+                    std_return=float(returns[i].std()),
+                    success_rate=float(success[i]),
+                    returns=returns[i],
+                    lengths=lengths[i],
+                )
+            )
+        rows.append(
+            CheckpointResult(
+                **common,
+                seed="mean",
+                episodes=returns.size,
+                mean_return=float(per_seed.mean()),
+                std_return=float(per_seed.std()),
+                success_rate=float(success.mean()),
+                returns=returns,
+                lengths=lengths,
+            )
+        )
     return rows
 
 
@@ -614,3 +778,189 @@ def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os
     csv_path = os.path.join(out_dir, "metrics.csv")
     write_csv(runs_from_dict(data, json_path), csv_path)
     return [json_path, csv_path]
+
+
+# Summaries across seeds ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultSummary:
+    """One checkpoint on one test env or suite case, over the run's seeds, with bootstrap CIs.
+
+    Each statistic is the mean over seeds of the per-seed value (a seed's mean return, its
+    fraction of successful episodes, its mean episode length) with a percentile bootstrap
+    confidence interval that resamples the seeds (lamella-eval's stratified bootstrap with one
+    task; with one seed the interval is the point).
+
+    Attributes:
+        checkpoint, algorithm, train_env, test_env, overrides: as in :class:`CheckpointResult`.
+        seeds: the number of seeds; ``episodes``: episodes per seed.
+        mean_return, return_low, return_high: the mean return and its interval.
+        success_rate, success_low, success_high: the success (solve) rate and its interval, or
+            None when the evaluation reports no success.
+        mean_length, length_low, length_high: the mean episode length and its interval, or None
+            when the evaluation reports no lengths.
+        confidence: the intervals' coverage; ``reps`` the bootstrap replicates.
+    """
+
+    checkpoint: str
+    algorithm: str
+    train_env: str
+    test_env: str
+    overrides: str
+    seeds: int
+    episodes: int
+    mean_return: float
+    return_low: float
+    return_high: float
+    success_rate: float | None
+    success_low: float | None
+    success_high: float | None
+    mean_length: float | None
+    length_low: float | None
+    length_high: float | None
+    confidence: float
+    reps: int
+
+
+SUMMARY_COLUMNS = tuple(f.name for f in dataclasses.fields(ResultSummary))
+
+
+def summarize_results(
+    results: Sequence[CheckpointResult], *, reps: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> list[ResultSummary]:
+    """One :class:`ResultSummary` per checkpoint and test env (or suite case) of ``results``
+    (what :func:`evaluate_checkpoints` returns), in their order."""
+    from lamella.eval._src.bootstrap import _check, interval_estimates
+
+    _check(reps, confidence)
+    groups: dict[tuple[str, str, str], list[CheckpointResult]] = {}
+    for r in results:
+        if r.seed != "mean":
+            groups.setdefault((r.checkpoint, r.test_env, r.overrides), []).append(r)
+    if not groups:
+        raise EvalError("summarize_results: no per-seed results to summarise.")
+    scores: dict[str, np.ndarray] = {}
+    for index, rows in enumerate(groups.values()):
+        scores[f"{index}/return"] = np.asarray([r.mean_return for r in rows])
+        if all(r.success_rate is not None for r in rows):
+            scores[f"{index}/success"] = np.asarray([r.success_rate for r in rows], np.float64)
+        if all(r.lengths is not None for r in rows):
+            scores[f"{index}/length"] = np.asarray([np.mean(r.lengths) for r in rows])  # type: ignore[arg-type]
+    key = np.random.SeedSequence(seed).generate_state(1)[0].item()
+    estimates = interval_estimates(
+        {name: values[:, None] for name, values in scores.items()},
+        ("mean",),
+        reps=reps,
+        confidence=confidence,
+        key=key,
+        backend="numpy",
+    )
+
+    def stat(name: str) -> tuple[float | None, float | None, float | None]:
+        if name not in estimates.point:
+            return None, None, None
+        return (
+            float(estimates.point[name][0]),
+            float(estimates.lower[name][0]),
+            float(estimates.upper[name][0]),
+        )
+
+    summaries = []
+    for index, rows in enumerate(groups.values()):
+        first = rows[0]
+        ret, success, length = stat(f"{index}/return"), stat(f"{index}/success"), stat(f"{index}/length")
+        summaries.append(
+            ResultSummary(
+                checkpoint=first.checkpoint,
+                algorithm=first.algorithm,
+                train_env=first.train_env,
+                test_env=first.test_env,
+                overrides=first.overrides,
+                seeds=len(rows),
+                episodes=first.episodes,
+                mean_return=ret[0],  # type: ignore[arg-type]
+                return_low=ret[1],  # type: ignore[arg-type]
+                return_high=ret[2],  # type: ignore[arg-type]
+                success_rate=success[0],
+                success_low=success[1],
+                success_high=success[2],
+                mean_length=length[0],
+                length_low=length[1],
+                length_high=length[2],
+                confidence=confidence,
+                reps=reps,
+            )
+        )
+    return summaries
+
+
+def summary_table(summaries: Sequence[ResultSummary], digits: int = 3) -> tuple[list[str], list[list[str]]]:
+    """Rows of checkpoints x test envs, cells ``point [low, high]`` (a table for
+    :func:`lamella.eval.to_markdown` / ``to_csv`` / ``to_latex``)."""
+    labels = _labels(summaries)  # type: ignore[arg-type]
+    with_success = any(s.success_rate is not None for s in summaries)
+    with_length = any(s.mean_length is not None for s in summaries)
+    header = ["checkpoint", "test env", "seeds"]
+    header += ["success rate"] if with_success else []
+    header += ["return"]
+    header += ["episode length"] if with_length else []
+
+    def cell(point: float | None, low: float | None, high: float | None) -> str:
+        if point is None:
+            return ""
+        return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+    rows = []
+    for s in summaries:
+        env = s.test_env + (":" + s.overrides.replace(";", ",") if s.overrides else "")
+        row = [labels[s.checkpoint], env, str(s.seeds)]
+        row += [cell(s.success_rate, s.success_low, s.success_high)] if with_success else []
+        row += [cell(s.mean_return, s.return_low, s.return_high)]
+        row += [cell(s.mean_length, s.length_low, s.length_high)] if with_length else []
+        rows.append(row)
+    return header, rows
+
+
+def write_summary(
+    summaries: Sequence[ResultSummary],
+    prefix: str | os.PathLike[str],
+    results: Sequence[CheckpointResult] = (),
+) -> list[str]:
+    """Write ``<prefix>.csv`` (columns ``SUMMARY_COLUMNS``, empty cells for None) and
+    ``<prefix>.json`` (``{"summary": [...], "per_seed": [...]}``, the per-seed rows of
+    ``results`` with their episode returns and lengths); atomic. Returns both paths."""
+    prefix = os.fspath(prefix)
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    csv_path, json_path = f"{prefix}.csv", f"{prefix}.json"
+    tmp = f"{csv_path}.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(SUMMARY_COLUMNS)
+        for s in summaries:
+            values = [getattr(s, name) for name in SUMMARY_COLUMNS]
+            writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in values])
+    os.replace(tmp, csv_path)
+    per_seed = [
+        {
+            "checkpoint": r.checkpoint,
+            "algorithm": r.algorithm,
+            "train_env": r.train_env,
+            "test_env": r.test_env,
+            "overrides": r.overrides,
+            "seed": int(r.seed),
+            "mean_return": r.mean_return,
+            "success_rate": r.success_rate,
+            "episode_returns": np.asarray(r.returns).tolist(),
+            "episode_lengths": None if r.lengths is None else np.asarray(r.lengths).tolist(),
+        }
+        for r in results
+        if r.seed != "mean"
+    ]
+    data = {"summary": [dataclasses.asdict(s) for s in summaries], "per_seed": per_seed}
+    tmp = f"{json_path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as file:
+        json.dump(data, file, indent=1, allow_nan=False)
+        file.write("\n")
+    os.replace(tmp, json_path)
+    return [csv_path, json_path]

@@ -1,0 +1,256 @@
+"""Students evaluated on suites of named test mazes (``lamella eval checkpoints --suite``).
+
+A *suite* is a list of the named mazes of :data:`lamella.envs.maze.NAMED_MAZES`: one of
+:data:`SUITES` by name, or any comma-separated list of maze names. :func:`evaluate_suite` plays
+``episodes`` episodes of a trained student on each maze, all episodes of a maze size in one
+vmapped program (the student's network reads only its egocentric view, so a policy trained on
+7x7 or 13x13 levels runs on PerfectMazeXL's 101x101 unchanged), and returns each maze's returns,
+episode lengths and solved flags (an episode is solved when its return is positive, minimax's
+rule). Each maze keeps its own horizon (:func:`lamella.envs.maze.named_maze_sampler`: 450 steps
+for 13x13, 21,218 for PerfectMazeXL); an episode ends at the goal or at the horizon, and the
+loop stops as soon as every episode has ended. The random mazes (the corridors' goal, FourRooms,
+Crossing, PerfectMaze*) draw a fresh maze per episode.
+
+:data:`MAZE_SUITES` is what lamella-eval finds through the ``lamella.test_suites`` entry point
+``maze``: ``lamella eval checkpoints RUN_DIR --suite minimax-test`` loads a DR / PLR / ACCEL
+checkpoint, evaluates its policy here and aggregates the seeds (bootstrap CIs) there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import lamella.envs
+from lamella.agents.runner import hashed_keys
+from lamella.envs import maze
+from lamella.envs.errors import UserError
+from lamella.ued.levels import LevelParams, OnLevel
+from lamella.ued.runners import DRConfig, evaluate_on_levels, make_actor_critic
+
+__all__ = [
+    "MAZE_SUITES",
+    "SUITES",
+    "MazeSuites",
+    "SuiteError",
+    "evaluate_suite",
+    "resolve_suite",
+]
+
+_FIXED_13 = (
+    "SixteenRooms",
+    "SixteenRooms2",
+    "Labyrinth",
+    "LabyrinthFlipped",
+    "Labyrinth2",
+    "StandardMaze",
+    "StandardMaze2",
+    "StandardMaze3",
+)
+#: Every named maze AMaze implements (all 16 but Memory, whose clue and distractor rules it lacks).
+EVALUABLE = tuple(name for name in maze.NAMED_MAZES if name != "Memory")
+
+SUITES: dict[str, tuple[str, ...]] = {
+    # minimax's held-out test mazes, in its order.
+    "minimax-test": EVALUABLE,
+    # The eight fixed 13x13 layouts (JaxUED's prefabs too): deterministic levels.
+    "minimax-fixed": _FIXED_13,
+    # The 13x13 mazes: the size minimax trains on.
+    "minimax-13x13": (*_FIXED_13, "SmallCorridor", "PerfectMaze"),
+    # The procedural perfect mazes, 13x13 to 101x101.
+    "perfect-mazes": ("PerfectMaze", "PerfectMazeMedium", "PerfectMazeXL"),
+}
+"""Named suites: name -> maze names (:data:`lamella.envs.maze.NAMED_MAZES`)."""
+
+
+class SuiteError(UserError, ValueError):
+    """An unknown suite or maze name; the message lists the valid ones."""
+
+
+def resolve_suite(suite: str | Sequence[str]) -> tuple[str, ...]:
+    """The maze names of ``suite``: a name of :data:`SUITES`, a comma-separated list of maze
+    names (``"SixteenRooms,PerfectMazeXL"``), or a sequence of maze names.
+
+    Raises:
+        SuiteError: an empty suite, an unknown name (the message lists the suites and the mazes),
+            ``Memory`` (not implemented), or a maze named twice.
+    """
+    if isinstance(suite, str):
+        if suite.strip() in SUITES:
+            return SUITES[suite.strip()]
+        names = [part.strip() for part in suite.split(",")]
+    else:
+        names = [str(part).strip() for part in suite]
+    names = [n for n in names if n]
+    if not names:
+        raise SuiteError(f"empty suite {suite!r}; name a suite ({', '.join(SUITES)}) or mazes.")
+    for name in names:
+        if name == "Memory":
+            raise SuiteError(
+                "the Memory maze has its own rules (a coloured clue cell and a distractor goal) that "
+                "AMaze does not implement; leave it out of the suite (minimax-test already does)."
+            )
+        if name not in maze.NAMED_MAZES:
+            close = difflib.get_close_matches(name, [*SUITES, *EVALUABLE], n=2, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(close)}?" if close else ""
+            raise SuiteError(
+                f"unknown suite or maze {name!r}.{hint} Suites: {', '.join(SUITES)}; or a "
+                f"comma-separated list of mazes: {', '.join(EVALUABLE)}."
+            )
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SuiteError(f"suite {suite!r} names {', '.join(twice)} more than once; name each maze once.")
+    return tuple(names)
+
+
+Case = tuple[str, Callable[[jax.Array], maze.MazeLevel], maze.AMazeParams]
+
+
+def _cases(names: Sequence[str]) -> list[Case]:
+    return [(name, *maze.named_maze_sampler(name)) for name in names]
+
+
+def _train_params(config: DRConfig) -> maze.AMazeParams:
+    """The training env's params: the view the student was trained with."""
+    env, params = lamella.envs.make(config.env_id, autoreset=False)
+    if not isinstance(env.unwrapped, maze.AMaze):
+        raise SuiteError(
+            f"the maze suites evaluate students of AMaze; this config trains on {config.env_id} "
+            f"({type(env.unwrapped).__name__})."
+        )
+    return params
+
+
+@functools.lru_cache(maxsize=32)
+def _group_program(
+    config: DRConfig, cases: tuple[Case, ...], episodes: int, greedy: bool
+) -> Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]:
+    """``run(params, keys) -> (returns, lengths)``, each ``(seeds, len(cases), episodes)``:
+    the mazes of one size, every episode at once, vmapped over seeds."""
+    train = _train_params(config)
+    height, width = cases[0][2].height, cases[0][2].width
+    env_params = train.replace(height=height, width=width, n_walls=0)
+    bare = maze.AMaze(**{f.name: getattr(env_params, f.name) for f in dataclasses.fields(env_params)})
+    env = OnLevel(bare)
+    actor_critic = make_actor_critic(config, bare.action_space(env_params))
+    horizons = np.asarray([params.max_episode_steps for _, _, params in cases], np.int32)
+    num = len(cases) * episodes
+
+    def run(params: Any, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        keys = hashed_keys(key, (len(cases) + 1,))
+        levels = [
+            jax.vmap(sample)(hashed_keys(keys[i], (episodes,))) for i, (_, sample, _) in enumerate(cases)
+        ]
+        levels = jax.tree.map(lambda *xs: jnp.concatenate(xs), *levels)
+        batch = jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x), (num, *jnp.shape(x))), env_params)
+        batch = batch.replace(max_episode_steps=jnp.repeat(jnp.asarray(horizons), episodes))
+        returns, lengths = evaluate_on_levels(
+            actor_critic,
+            params,
+            env,
+            LevelParams(levels, batch),
+            keys[-1],
+            num,
+            int(horizons.max()),
+            greedy=greedy,
+        )
+        shape = (len(cases), episodes)
+        return returns.reshape(shape), lengths.reshape(shape)
+
+    return jax.jit(jax.vmap(run))
+
+
+def evaluate_suite(
+    config: DRConfig,
+    params: Any,
+    suite: str | Sequence[str],
+    keys: jax.Array,
+    episodes: int,
+    *,
+    greedy: bool | None = None,
+    cases: Sequence[Case] | None = None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Play ``episodes`` episodes of the student on each maze of ``suite``, for every seed.
+
+    Args:
+        config: the student's training config (its network and its env's view).
+        params: the student network's parameters with a leading seed axis
+            (``UEDRunnerState.params`` of a driver checkpoint).
+        suite: see :func:`resolve_suite`.
+        keys: one PRNG key per seed, ``(seeds,)``.
+        episodes: episodes per maze and seed.
+        greedy: the most likely action (True) or a sampled one (False); default the config's
+            ``eval_greedy`` (sampled, as minimax evaluates).
+        cases: ``[(name, sample, params), ...]`` to evaluate instead of named mazes
+            (``sample(key) -> MazeLevel``, ``params`` the level's :class:`AMazeParams` with
+            its horizon); ``suite`` is then ignored.
+
+    Returns:
+        maze name -> ``{"episode_return": float64, "episode_length": float64, "solved":
+        float64}``, each ``(seeds, episodes)``, in suite order.
+
+    Raises:
+        SuiteError: an unknown suite or maze, or a config that does not train on AMaze.
+    """
+    if isinstance(episodes, bool) or int(episodes) != episodes or episodes < 1:
+        raise SuiteError(f"episodes must be a whole number >= 1, got {episodes!r}.")
+    chosen = list(cases) if cases is not None else _cases(resolve_suite(suite))
+    greedy = config.eval_greedy if greedy is None else bool(greedy)
+    groups: dict[tuple[int, int], list[Case]] = {}
+    for case in chosen:
+        groups.setdefault((case[2].height, case[2].width), []).append(case)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for group in groups.values():
+        program = _group_program(config, tuple(group), int(episodes), greedy)
+        returns, lengths = jax.device_get(program(params, keys))
+        for index, (name, _, _) in enumerate(group):
+            r = np.asarray(returns[:, index], np.float64)
+            out[name] = {
+                "episode_return": r,
+                "episode_length": np.asarray(lengths[:, index], np.float64),
+                "solved": (r > 0).astype(np.float64),
+            }
+    return {case[0]: out[case[0]] for case in chosen}
+
+
+@dataclasses.dataclass(frozen=True)
+class MazeSuites:
+    """The named-maze suites as lamella-eval's ``lamella.test_suites`` entry point sees them.
+
+    Attributes:
+        suites: suite name -> maze names (:data:`SUITES`).
+        cases: every maze name a custom list may hold.
+        metric: the name of the per-episode success flag in :meth:`evaluate`'s results.
+    """
+
+    suites: Mapping[str, tuple[str, ...]]
+    cases: tuple[str, ...]
+    metric: str = "solved"
+
+    def resolve(self, suite: str) -> tuple[str, ...]:
+        """See :func:`resolve_suite`."""
+        return resolve_suite(suite)
+
+    def supports(self, config: Any) -> bool:
+        """Whether checkpoints of this config (a DR / PLR / ACCEL config on AMaze) can be evaluated."""
+        if not isinstance(config, DRConfig):
+            return False
+        env, _ = lamella.envs.make(config.env_id, autoreset=False)
+        return isinstance(env.unwrapped, maze.AMaze)
+
+    def evaluate(
+        self, config: Any, state: Any, names: Sequence[str], keys: jax.Array, episodes: int
+    ) -> dict[str, dict[str, np.ndarray]]:
+        """:func:`evaluate_suite` on a checkpoint's runner state (``state.params``, seeds leading)."""
+        return evaluate_suite(config, state.params, list(names), keys, episodes)
+
+
+#: The entry point ``maze`` of the group ``lamella.test_suites`` (lamella-eval).
+MAZE_SUITES = MazeSuites(suites=SUITES, cases=EVALUABLE)

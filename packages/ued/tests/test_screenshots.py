@@ -1,0 +1,142 @@
+"""Screenshots: level pictures (checked pixel by pixel), the recorder a runner calls inside its
+compiled step (driven here by a small vmapped scan, two seeds), the buffer grid, the score curves.
+The end-to-end run with the driver is in the top-level tests/test_ued_eval.py."""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from matplotlib import image as mpimg
+
+from lamella.envs import maze
+from lamella.envs.maze.render import AGENT, FLOOR, GOAL, WALL
+from lamella.ued import screenshots
+from lamella.ued.buffer import make_level_buffer
+
+PARAMS = maze.AMazeParams(height=5, width=5, n_walls=4)
+
+
+def sample(n, seed=0):
+    return jax.vmap(maze.sample_dr_level, in_axes=(0, None))(
+        jax.random.split(jax.random.key(seed), n), PARAMS
+    )
+
+
+def test_level_image_matches_the_jax_renderer_cell_colours():
+    level = maze.parse_maze(
+        """
+        #..
+        .>G
+        """
+    )
+    tile = 8
+    image = screenshots.level_image(jax.device_get(level), tile)
+    assert image.shape == (4 * tile, 5 * tile, 3) and image.dtype == np.uint8
+    reference = np.asarray(maze.render_level(level, maze.AMazeParams(height=2, width=3, n_walls=0), tile))
+    # Cell colours (the centre pixel of each cell but the agent's) agree with render_level.
+    for y in range(4):
+        for x in range(5):
+            if (x, y) == (2, 2):
+                continue
+            np.testing.assert_array_equal(
+                image[y * tile + 1, x * tile + 1], reference[y * tile + 1, x * tile + 1]
+            )
+    assert tuple(image[0, 0]) == WALL and tuple(image[1 * tile + 1, 1 * tile + 1]) == WALL  # border, wall
+    assert tuple(image[2 * tile + 1, 3 * tile + 1]) == GOAL
+    agent = image[2 * tile : 3 * tile, 2 * tile : 3 * tile].reshape(-1, 3)
+    assert (agent == AGENT).all(-1).sum() > tile and (agent == FLOOR).all(-1).sum() > tile
+
+
+def test_level_grid_lays_out_every_level():
+    levels = jax.device_get(sample(5))
+    grid = screenshots.level_grid(levels, tile=4, columns=3)
+    cell = 7 * 4  # (5 + 2) cells of 4 pixels
+    assert grid.shape == (2 * (cell + 2) + 2, 3 * (cell + 2) + 2, 3)
+    for index in range(5):
+        r, c = divmod(index, 3)
+        one = jax.tree.map(lambda x, i=index: x[i], levels)
+        block = grid[
+            2 + r * (cell + 2) : 2 + r * (cell + 2) + cell, 2 + c * (cell + 2) : 2 + c * (cell + 2) + cell
+        ]
+        np.testing.assert_array_equal(block, screenshots.level_image(one, 4))
+    with pytest.raises(ValueError, match="no levels"):
+        screenshots.level_grid(jax.tree.map(lambda x: x[:0], levels))
+
+
+def test_recorder_writes_each_kind_once_per_interval(tmp_path):
+    """Iterations 0..5 with branches new, replay, new, new, replay, mutate and every=2: the
+    first batch of each kind in each interval, and the buffer's best levels, per seed."""
+    levels = sample(4)
+    buffer = make_level_buffer(8, levels_equal=maze.levels_equal)
+    state = buffer.init(jax.tree.map(lambda x: x[0], levels))
+    state, _ = buffer.insert(state, levels, jnp.array([0.1, 0.7, 0.3, -jnp.inf]), jnp.zeros(4))
+    record = screenshots.make_screenshot_recorder(str(tmp_path), every=2, tile=4)
+    branches = jnp.array([0, 1, 0, 0, 1, 2], jnp.int32)
+
+    def run(seed):
+        def body(carry, xs):
+            iteration, branch = xs
+            record(iteration, seed, branch, levels, state)
+            return carry, None
+
+        jax.lax.scan(body, 0, (jnp.arange(6, dtype=jnp.int32), branches))
+        return seed
+
+    jax.block_until_ready(jax.jit(jax.vmap(run))(jnp.array([4, 9], jnp.uint32)))
+    expected = {
+        "update_000000_generated.png",
+        "update_000000_replayed.png",
+        "update_000000_buffer.png",
+        "update_000002_generated.png",
+        "update_000002_buffer.png",
+        "update_000004_replayed.png",
+        "update_000004_mutated.png",
+        "update_000004_buffer.png",
+    }
+    assert sorted(os.listdir(tmp_path)) == ["seed_4", "seed_9"]
+    for seed in ("seed_4", "seed_9"):
+        assert set(os.listdir(tmp_path / seed)) == expected
+        for name in expected:
+            assert os.path.getsize(tmp_path / seed / name) > 0
+    # The buffer picture holds the three stored levels, best score first (0.7, 0.3, 0.1).
+    picture = (mpimg.imread(tmp_path / "seed_4" / "update_000000_buffer.png")[..., :3] * 255).round()
+    best = jax.tree.map(lambda x: np.asarray(x)[np.array([1, 2, 0])], levels)
+    np.testing.assert_array_equal(picture.astype(np.uint8), screenshots.level_grid(best, 4))
+    with pytest.raises(ValueError, match="every"):
+        screenshots.make_screenshot_recorder(str(tmp_path), every=0)
+
+
+def test_buffer_grid(tmp_path):
+    levels = sample(3)
+    buffer = make_level_buffer(8)
+    state = buffer.init(jax.tree.map(lambda x: x[0], levels))
+    with pytest.raises(ValueError, match="no level"):
+        screenshots.save_buffer_grid(state, tmp_path / "empty.png")
+    state, _ = buffer.insert(state, levels, jnp.array([0.5, 0.2, 0.9]), jnp.zeros(3))
+    path = screenshots.save_buffer_grid(state, tmp_path / "buffer.png")
+    assert mpimg.imread(path).shape[0] > 50
+    with pytest.raises(ValueError, match="index the seed axis"):
+        screenshots.save_buffer_grid(jax.tree.map(lambda x: jnp.stack([x, x]), state), tmp_path / "x.png")
+
+
+def test_score_curves(tmp_path):
+    def entry(step, value):
+        return {
+            "step_count": step,
+            "train_score_max_mc": [value],
+            "train_score_positive_value_loss": [value / 2],
+        }
+
+    runs = {f"seed_{s}": {f"step_{i}": entry(100 * i, 0.1 * i + s) for i in range(1, 4)} for s in range(2)}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"maze": {"AMaze-13x13-v0": {"plr": runs}}}))
+    out = screenshots.plot_score_curves(path)
+    assert out == str(tmp_path / "score_curves.png") and os.path.getsize(out) > 0
+    with pytest.raises(ValueError, match="no score"):
+        screenshots.plot_score_curves(path, scores=["l1_value_loss"])
+    path.write_text(json.dumps({"maze": {"t": {"plr": {"seed_0": {"step_1": {"step_count": 1}}}}}}))
+    with pytest.raises(ValueError, match="no train_score"):
+        screenshots.plot_score_curves(path)

@@ -1,0 +1,114 @@
+"""Named-maze suites: resolution, and the evaluation against hand-made policies whose results are
+known exactly (a student that only moves forward, one that only turns left)."""
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lamella.envs import maze
+from lamella.ued import suites
+from lamella.ued.presets import PRESETS
+from lamella.ued.runners import make_actor_critic
+
+SEEDS = 2
+EPISODES = 3
+FORWARD, LEFT = 2, 0
+CONFIG = dataclasses.replace(PRESETS["dr"]["ci"], eval_greedy=True)  # a 7x7-trained feed-forward student
+
+
+@functools.cache
+def scripted_params(action: int):
+    """Student parameters (two seeds) whose policy picks ``action`` everywhere: the action
+    head's kernel zeroed, its bias large for ``action``."""
+    actor_critic = make_actor_critic(CONFIG, maze.AMaze().action_space())
+    obs = {"image": jnp.zeros((1, 5, 5, 3), jnp.uint8), "agent_dir": jnp.zeros((1,), jnp.int32)}
+    params = actor_critic.init(jax.random.key(0), obs)
+
+    def script(path, x):
+        name = jax.tree_util.keystr(path)
+        if "ActionHead" not in name:
+            return x
+        if name.endswith("['bias']"):
+            return jnp.zeros_like(x).at[action].set(50.0)
+        return jnp.zeros_like(x)
+
+    one = jax.tree_util.tree_map_with_path(script, params)
+    return jax.tree.map(lambda x: jnp.stack([x] * SEEDS), one)
+
+
+KEYS = jax.random.split(jax.random.key(7), SEEDS)
+# Goal four cells straight ahead of the agent, 20-step horizon.
+STRAIGHT = maze.parse_maze(
+    """
+    .....
+    >...G
+    .....
+    """
+)
+STRAIGHT_CASE = ("straight", lambda key: STRAIGHT, maze.AMazeParams(height=3, width=5, max_episode_steps=20))
+
+
+@pytest.mark.parametrize(
+    "action, solved, length, episode_return",
+    [(FORWARD, 1.0, 4, 1 - 0.9 * 4 / 20), (LEFT, 0.0, 20, 0.0)],
+)
+def test_known_answers_on_a_trivially_solvable_maze(action, solved, length, episode_return):
+    out = suites.evaluate_suite(CONFIG, scripted_params(action), None, KEYS, EPISODES, cases=[STRAIGHT_CASE])
+    assert list(out) == ["straight"]
+    result = out["straight"]
+    for name in ("episode_return", "episode_length", "solved"):
+        assert result[name].shape == (SEEDS, EPISODES)
+    np.testing.assert_array_equal(result["solved"], solved)
+    np.testing.assert_array_equal(result["episode_length"], length)
+    np.testing.assert_allclose(result["episode_return"], episode_return, rtol=1e-6)
+
+
+def test_fixed_mazes_run_to_their_own_horizon():
+    """A forward-only student never reaches the goal of the eight fixed 13x13 mazes (each start
+    faces a wall or a dead end): every episode runs the maze's 450 steps, unsolved. The student
+    was built for 7x7 levels; its network reads only the 5x5 view, so it runs on 13x13."""
+    out = suites.evaluate_suite(CONFIG, scripted_params(FORWARD), "minimax-fixed", KEYS, EPISODES)
+    assert tuple(out) == suites.SUITES["minimax-fixed"]
+    for name, result in out.items():
+        _, params = maze.named_maze(name)
+        assert params.max_episode_steps == 450
+        np.testing.assert_array_equal(result["episode_length"], 450, err_msg=name)
+        np.testing.assert_array_equal(result["solved"], 0.0, err_msg=name)
+        np.testing.assert_array_equal(result["episode_return"], 0.0, err_msg=name)
+
+
+def test_suites_name_known_mazes():
+    assert suites.SUITES["minimax-test"] == tuple(n for n in maze.NAMED_MAZES if n != "Memory")
+    assert len(suites.SUITES["minimax-test"]) == 15
+    for names in suites.SUITES.values():
+        assert set(names) <= set(maze.NAMED_MAZES)
+    assert suites.resolve_suite("perfect-mazes") == ("PerfectMaze", "PerfectMazeMedium", "PerfectMazeXL")
+    assert suites.resolve_suite(" SixteenRooms, PerfectMazeXL ") == ("SixteenRooms", "PerfectMazeXL")
+    assert suites.resolve_suite(["Crossing"]) == ("Crossing",)
+    assert suites.MAZE_SUITES.resolve("minimax-fixed") == suites.SUITES["minimax-fixed"]
+    assert suites.MAZE_SUITES.supports(CONFIG)
+    assert not suites.MAZE_SUITES.supports(object())
+
+
+@pytest.mark.parametrize(
+    "suite, message",
+    [
+        ("minimax", "unknown suite or maze 'minimax'"),
+        ("SixteenRooms,Labirynth", "Did you mean Labyrinth"),
+        ("Memory", "Memory maze has its own rules"),
+        ("Crossing,Crossing", "more than once"),
+        (" , ", "empty suite"),
+    ],
+)
+def test_bad_suites_name_the_fix(suite, message):
+    with pytest.raises(suites.SuiteError, match=message):
+        suites.resolve_suite(suite)
+
+
+def test_bad_episodes():
+    with pytest.raises(suites.SuiteError, match="episodes"):
+        suites.evaluate_suite(CONFIG, None, "minimax-fixed", KEYS, 0)
