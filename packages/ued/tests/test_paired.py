@@ -2,6 +2,7 @@
 the driver (run log, checkpoints, exact resume), entry points and bad input, on tiny settings.
 The learning check is in ``test_learning.py``."""
 
+import dataclasses
 import json
 
 import jax
@@ -9,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lamella.agents import make_train
 from lamella.agents.algorithms import load_algorithm
 from lamella.agents.driver import run_experiment
 from lamella.envs import maze
@@ -23,6 +25,8 @@ from lamella.ued.paired import (
 from lamella.ued.presets import PRESETS
 from lamella.ued.runners import make_ued_runner
 
+# The driver's fast CPU compile (lamella.agents.driver.compile_options): these runs are short.
+FAST_COMPILE = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 TINY = dict(
     height=5,
     width=5,
@@ -78,20 +82,17 @@ def test_maze_solvable_flood_fill():
 
 def test_minimax_teacher_is_paid_minus_the_protagonists_return():
     """One student, no antagonist; every built level is one the student plays."""
-    runner = make_paired_runner(MinimaxConfig(**TINY))
-    state = jax.jit(runner.init)(jax.random.key(0))
-    step = jax.jit(runner.step)
-    for _ in range(2):
-        state, metrics = step(state)
-    assert metrics["student_return"].shape == (1,)
+    runner = make_paired_runner(dataclasses.replace(MinimaxConfig(**TINY), total_timesteps=8 * 12 * 2))
+    state, metrics = jax.jit(make_train(runner), compiler_options=FAST_COMPILE)(jax.random.key(0))
+    assert metrics["student_return"].shape == (2, 1)
     np.testing.assert_allclose(metrics["teacher_return"], -metrics["train_return"], atol=1e-6)
     assert int(state.iteration) == 2
     assert jax.tree.leaves(state.student_params)[0].shape[0] == 1
     for name, value in metrics.items():
         assert np.isfinite(np.asarray(value)).all(), name
-    # Levels the teacher built: at most n_walls walls (walls may repeat), start and goal placed.
-    assert 0 <= float(metrics["level_walls"]) <= 3
-    assert 0 <= float(metrics["level_goal_distance"]) <= 8 and float(metrics["level_goal_distance"]) >= 1
+    # Levels the teacher built: at most n_walls walls (walls may repeat), start and goal apart.
+    assert (np.asarray(metrics["level_walls"]) <= 3).all()
+    assert (np.asarray(metrics["level_goal_distance"]) >= 1).all()
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,7 @@ def population_runs(tmp_path_factory):
     through, and stopped after 3 of 6 iterations then resumed."""
     config = PopulationPAIREDConfig(**TINY)
     root = tmp_path_factory.mktemp("population")
-    kwargs = dict(seeds=2, chunk_iterations=1, progress=False, plot=False)
+    kwargs = dict(seeds=2, chunk_iterations=1, progress=False, plot=False, compile_mode="fast")
     full = run_experiment(config, out_dir=root / "full", **kwargs)
     stopped = run_experiment(config, out_dir=root / "resumed", max_chunks=3, **kwargs)
     resumed = run_experiment(config, out_dir=root / "resumed", resume=True, **kwargs)
