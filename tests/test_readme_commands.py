@@ -111,6 +111,9 @@ RUN: dict[str, tuple[str, str]] = {
     # lamella-ued (packages/ued/README.md)
     "lamella train plr": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train accel": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
+    "lamella train paired": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
+    "lamella train minimax": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
+    "lamella train population_paired": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train dr": (
         "total_timesteps=256 num_envs=4 num_steps=32 eval_episodes=1",
         "minimax's config trains 245,760,000 steps; two iterations of 4 envs run the same code",

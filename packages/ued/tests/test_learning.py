@@ -10,6 +10,13 @@ Baseline, measured in the test on the same levels through the same evaluation: t
 random policy (the student with its action logits zeroed), which solves about 12% of them.
 Thresholds: a mean solve rate of at least 0.3 over the seeds, and every seed at least 0.1
 above the baseline.
+
+PAIRED (``test_paired_protagonist_learns_on_the_teachers_levels``): the ``paired`` ``ci`` preset
+(the same students; a feed-forward teacher builds 7x7 levels with 8 wall steps) trained for 16
+iterations, 3 seeds in one program. The protagonist is evaluated the same way against the same
+baseline, with the same thresholds; the teacher's regret signal must be live (at least 0, and
+a mean of at least 0.02 per seed: the antagonist's best return beats the protagonist's mean on
+the teacher's levels) and the protagonist's solve rate on the teacher's levels must rise.
 """
 
 import dataclasses
@@ -20,6 +27,7 @@ import numpy as np
 import pytest
 
 from lamella.agents import make_train
+from lamella.ued.paired import make_paired_runner
 from lamella.ued.presets import PRESETS
 from lamella.ued.runners import make_ued_runner
 
@@ -98,3 +106,38 @@ def test_accel_beats_a_random_policy():
     assert 0.2 < replay.mean() < 0.6
     walls = np.asarray(metrics["level_walls"])
     assert (walls[:, 0] == 0).all() and (walls[:, -10:].max(1) > 0).all(), walls
+
+PAIRED_ITERATIONS = 16
+# The driver's fast CPU compile (lamella.agents.driver.compile_options): compile time dominates
+# a run this short.
+FAST_COMPILE = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+
+
+def test_paired_protagonist_learns_on_the_teachers_levels():
+    config = dataclasses.replace(
+        PRESETS["paired"]["ci"], total_timesteps=32 * 64 * PAIRED_ITERATIONS, eval_episodes=EVAL_LEVELS
+    )
+    runner = make_paired_runner(config)
+    train = jax.jit(jax.vmap(make_train(runner)), compiler_options=FAST_COMPILE)
+    state, metrics = train(jax.random.split(jax.random.key(0), SEEDS))
+    evaluate = jax.jit(jax.vmap(runner.evaluate, in_axes=(0, None)), compiler_options=FAST_COMPILE)
+    key = jax.random.key(2024)
+    solved = np.asarray(evaluate(state, key)["solved"].mean(axis=(1, 2)))
+    uniform = state.replace(student_params=uniform_policy(state.student_params))
+    random_solved = np.asarray(evaluate(uniform, key)["solved"].mean(axis=(1, 2)))
+    regret = np.asarray(metrics["teacher_return"])
+    rate = np.asarray(metrics["solve_rate"])
+    print(
+        f"paired: protagonist solve rate per seed {solved}, uniformly random policy {random_solved}, "
+        f"mean regret per seed {regret.mean(1)}, training solve rate first/last 5 "
+        f"{rate[:, :5].mean(1)} / {rate[:, -5:].mean(1)}"
+    )
+
+    assert 0.02 < random_solved.mean() < 0.2
+    assert solved.mean() >= 0.3, solved
+    assert (solved > random_solved + 0.1).all(), (solved, random_solved)
+    assert regret.shape == (SEEDS, PAIRED_ITERATIONS)
+    assert (regret >= 0).all() and (regret.mean(1) >= 0.02).all(), regret
+    assert (rate[:, -5:].mean(1) > rate[:, :5].mean(1) + 0.2).all(), rate
+    for name in ("teacher_loss", "teacher_entropy", "student_loss", "student_value_loss"):
+        assert np.isfinite(np.asarray(metrics[name])).all(), name

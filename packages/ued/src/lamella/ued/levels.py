@@ -27,7 +27,7 @@ from flax import struct
 
 from lamella.envs.environment import Environment, StepOutput, Wrapper
 
-__all__ = ["LevelFamily", "LevelParams", "OnLevel", "level_family", "tile_params"]
+__all__ = ["LevelFamily", "LevelParams", "OnLevel", "level_family", "maze_solvable", "tile_params"]
 
 
 class LevelParams(struct.PyTreeNode):
@@ -97,7 +97,9 @@ class LevelFamily(NamedTuple):
         levels_equal: ``levels_equal(a, b) -> bool ()``.
         replay_wrapper: wraps the bare env so that an ended episode restarts the same level.
         named_level: ``named_level(name) -> (level, env_params)``: a named test level.
-        level_stats: ``level_stats(level) -> {name: float32 ()}``: numbers to log per level.
+        level_stats: ``level_stats(level) -> {name: float32 ()}``: numbers to log per level
+            (AMaze: ``walls``, ``solvable`` (1 where a path leads from the start to the goal,
+            :func:`maze_solvable`) and ``goal_distance`` (Manhattan, start to goal)).
     """
 
     env: Environment[Any, Any]
@@ -123,7 +125,12 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
     if isinstance(bare, maze.AMaze):
 
         def stats(level: Any) -> dict[str, jax.Array]:
-            return {"walls": jnp.sum(level.wall_map).astype(jnp.float32)}
+            distance = jnp.abs(level.goal_pos - level.agent_pos).sum()
+            return {
+                "walls": jnp.sum(level.wall_map).astype(jnp.float32),
+                "solvable": maze_solvable(level).astype(jnp.float32),
+                "goal_distance": distance.astype(jnp.float32),
+            }
 
         return LevelFamily(
             env=bare,
@@ -140,3 +147,20 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
         f"lamella.ued has no level family for {bare.name}; level-based envs with one: AMaze "
         "(lamella.envs.maze). Build a LevelFamily for your env and pass it to the runner."
     )
+
+
+def maze_solvable(level: Any) -> jax.Array:
+    """bool ``()``: a path of free cells leads from an AMaze level's start to its goal
+    (4-neighbour flood fill from the start; vmappable)."""
+    free = ~jnp.asarray(level.wall_map, bool)
+    start = jnp.zeros_like(free).at[level.agent_pos[1], level.agent_pos[0]].set(True)
+
+    def grow(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        reach, _ = carry
+        padded = jnp.pad(reach, 1)
+        around = padded[:-2, 1:-1] | padded[2:, 1:-1] | padded[1:-1, :-2] | padded[1:-1, 2:]
+        grown = reach | (around & free)
+        return grown, jnp.any(grown != reach)
+
+    reach, _ = jax.lax.while_loop(lambda carry: carry[1], grow, (start, jnp.asarray(True)))
+    return reach[level.goal_pos[1], level.goal_pos[0]]

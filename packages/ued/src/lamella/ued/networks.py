@@ -7,6 +7,10 @@ critic heads of 32 units. Here it is two flax modules that
 turn into an :class:`lamella.agents.ActorCritic`, so lamella-agents' rollout and PPO update
 train it unchanged. Observations are the AMaze dict ``{"image": uint8 (V, V, 3), "agent_dir":
 int32 ()}`` with any leading axes; the image is divided by 10 (minimax's ``normalize_obs``).
+
+The same modules are PAIRED's teacher network (minimax's ``default_teacher_cnn``: 128 filters,
+an embedding of the teacher's step, the noise vector, an LSTM of 256 units) with
+``scalar_key="time"`` over :class:`lamella.envs.maze.AMazeTeacher`'s observations.
 """
 
 from __future__ import annotations
@@ -25,11 +29,19 @@ __all__ = ["GridworldEncoder", "GridworldNet", "RecurrentGridworldNet"]
 
 
 class GridworldEncoder(nn.Module):
-    """Image and direction to one feature vector: conv 3x3 (``conv_filters``), ReLU, flatten,
-    concatenated with a learned ``direction_features``-wide embedding of the direction."""
+    """Image and an integer scalar to one feature vector: conv 3x3 (``conv_filters``), ReLU,
+    flatten, concatenated with a learned ``direction_features``-wide embedding of
+    ``obs[scalar_key]`` (one of ``num_scalars`` values) and with ``obs["noise"]`` when present.
+
+    The student's scalar is its direction (``"agent_dir"``, 4 values); the teacher's
+    (:class:`lamella.envs.maze.AMazeTeacher`) is its step (``"time"``, ``n_walls + 3`` values),
+    and its observation carries the noise vector (minimax's teacher network).
+    """
 
     conv_filters: int = 16
     direction_features: int = 5
+    scalar_key: str = "agent_dir"
+    num_scalars: int = 4
 
     @nn.compact
     def __call__(self, obs: Any) -> jax.Array:
@@ -38,9 +50,12 @@ class GridworldEncoder(nn.Module):
         x = image.reshape((-1, *image.shape[-3:]))
         x = nn.Conv(self.conv_filters, (3, 3), padding="VALID", kernel_init=orthogonal(np.sqrt(2)))(x)
         x = nn.relu(x).reshape((*lead, -1))
-        direction = jax.nn.one_hot(jnp.asarray(obs["agent_dir"]).astype(jnp.int32), 4)
-        direction = nn.Dense(self.direction_features, kernel_init=orthogonal(1.0))(direction)
-        return jnp.concatenate([x, direction], axis=-1)
+        scalar = jax.nn.one_hot(jnp.asarray(obs[self.scalar_key]).astype(jnp.int32), self.num_scalars)
+        scalar = nn.Dense(self.direction_features, kernel_init=orthogonal(1.0))(scalar)
+        parts = [x, scalar]
+        if "noise" in obs:
+            parts.append(jnp.asarray(obs["noise"], jnp.float32).reshape((*lead, -1)))
+        return jnp.concatenate(parts, axis=-1)
 
 
 def _heads(x: jax.Array, action_space: Any, hidden_size: int) -> tuple[Any, jax.Array]:
@@ -51,16 +66,22 @@ def _heads(x: jax.Array, action_space: Any, hidden_size: int) -> tuple[Any, jax.
 
 
 class GridworldNet(nn.Module):
-    """Feed-forward: encoder, a ``torso_size`` ReLU layer, heads. ``__call__(obs) -> (dist, value)``."""
+    """Feed-forward: encoder, a ``torso_size`` ReLU layer, heads. ``__call__(obs) -> (dist, value)``.
+
+    ``scalar_key``, ``num_scalars``, ``scalar_features``: the encoder's scalar input (the
+    student's direction by default; the teacher's step, see :class:`GridworldEncoder`)."""
 
     action_space: Any
     conv_filters: int = 16
     torso_size: int = 64
     hidden_size: int = 32
+    scalar_key: str = "agent_dir"
+    num_scalars: int = 4
+    scalar_features: int = 5
 
     @nn.compact
     def __call__(self, obs: Any) -> tuple[Any, jax.Array]:
-        x = GridworldEncoder(self.conv_filters)(obs)
+        x = GridworldEncoder(self.conv_filters, self.scalar_features, self.scalar_key, self.num_scalars)(obs)
         x = nn.relu(nn.Dense(self.torso_size, kernel_init=orthogonal(np.sqrt(2)))(x))
         return _heads(x, self.action_space, self.hidden_size)
 
@@ -76,11 +97,14 @@ class RecurrentGridworldNet(nn.Module):
     cell: str = "lstm"
     rnn_hidden_size: int = 256
     hidden_size: int = 32
+    scalar_key: str = "agent_dir"
+    num_scalars: int = 4
+    scalar_features: int = 5
 
     @nn.compact
     def __call__(self, carry: Any, inputs: tuple[Any, jax.Array]) -> tuple[Any, tuple[Any, jax.Array]]:
         obs, reset = inputs
-        x = GridworldEncoder(self.conv_filters)(obs)
+        x = GridworldEncoder(self.conv_filters, self.scalar_features, self.scalar_key, self.num_scalars)(obs)
         carry, x = RecurrentCore(self.cell, self.rnn_hidden_size)(carry, (x, reset))
         return carry, _heads(x, self.action_space, self.hidden_size)
 

@@ -1,4 +1,5 @@
-"""Presets of the UED runners and their ``lamella.algorithms`` entry points (``dr``, ``plr``, ``accel``).
+"""Presets of the UED runners and their ``lamella.algorithms`` entry points (``dr``, ``plr``,
+``accel``, ``paired``, ``minimax``, ``population_paired``).
 
 ``PRESETS[algorithm]["AMaze-13x13-v0"]`` is minimax's maze config for that algorithm
 (``config/configs/maze/{dr,plr,accel}.json`` at minimax v0.2.0: 13x13, 60 walls drawn with
@@ -7,6 +8,12 @@ rates, discounts, entropy and buffer settings, 30,000 updates, an LSTM student; 
 SixteenRooms, Labyrinth and StandardMaze). ``PRESETS[algorithm]["ci"]`` is a small setting for
 tests and a first run on a CPU: 7x7 mazes with 8 walls, 64-step episodes, a feed-forward
 student, 100 iterations of 32 envs x 64 steps, evaluated on fresh random 7x7 levels.
+
+``PRESETS["paired" | "minimax" | "population_paired"]["AMaze-13x13-v0"]`` is minimax's maze PAIRED
+config (``paired.json``: a teacher of 60 wall steps with 50 noise inputs, 128 conv filters and
+an LSTM, entropy 0.05; students as DR's) with 2, 1 or 3 students. Their ``ci`` presets use the
+same small students as DR's, on 7x7 levels the teacher builds with 8 wall steps, and a small
+feed-forward teacher.
 """
 
 from __future__ import annotations
@@ -15,9 +22,10 @@ import dataclasses
 from typing import Any
 
 from lamella.agents.algorithms import Algorithm
+from lamella.ued.paired import MinimaxConfig, PAIREDConfig, PopulationPAIREDConfig, make_paired_runner
 from lamella.ued.runners import ACCELConfig, DRConfig, PLRConfig, make_ued_runner
 
-__all__ = ["ACCEL", "DR", "PLR", "PRESETS"]
+__all__ = ["ACCEL", "DR", "MINIMAX", "PAIRED", "PLR", "POPULATION_PAIRED", "PRESETS"]
 
 _CI: dict[str, Any] = {
     "env_id": "AMaze-13x13-v0",
@@ -44,6 +52,17 @@ _CI_BUFFER: dict[str, Any] = {
     "min_fill_ratio": 0.25,
 }
 
+# A small feed-forward teacher for the ci presets (its learning rate raised for the short runs).
+_CI_TEACHER: dict[str, Any] = {
+    "teacher_noise_dim": 8,
+    "teacher_recurrent": False,
+    "teacher_conv_filters": 16,
+    "teacher_torso_size": 64,
+    "teacher_learning_rate": 1e-3,
+    "teacher_num_epochs": 4,
+    "teacher_num_minibatches": 1,
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "dr": {
         "AMaze-13x13-v0": DRConfig(),
@@ -57,6 +76,18 @@ PRESETS: dict[str, dict[str, Any]] = {
         "AMaze-13x13-v0": ACCELConfig(),
         "ci": dataclasses.replace(ACCELConfig(**_CI, **_CI_BUFFER), n_walls=0, num_edits=4),
     },
+    "paired": {
+        "AMaze-13x13-v0": PAIREDConfig(),
+        "ci": PAIREDConfig(**_CI, **_CI_TEACHER),
+    },
+    "minimax": {
+        "AMaze-13x13-v0": MinimaxConfig(),
+        "ci": MinimaxConfig(**_CI, **_CI_TEACHER),
+    },
+    "population_paired": {
+        "AMaze-13x13-v0": PopulationPAIREDConfig(),
+        "ci": PopulationPAIREDConfig(**_CI, **_CI_TEACHER),
+    },
 }
 
 #: ``lamella train dr`` (entry point ``dr = "lamella.ued.presets:DR"``).
@@ -65,3 +96,9 @@ DR = Algorithm(DRConfig, make_ued_runner, PRESETS["dr"])
 PLR = Algorithm(PLRConfig, make_ued_runner, PRESETS["plr"])
 #: ``lamella train accel``.
 ACCEL = Algorithm(ACCELConfig, make_ued_runner, PRESETS["accel"])
+#: ``lamella train paired``: PAIRED (protagonist, antagonist, a regret-seeking teacher).
+PAIRED = Algorithm(PAIREDConfig, make_paired_runner, PRESETS["paired"])
+#: ``lamella train minimax``: the minimax adversary (a teacher paid minus the protagonist's return).
+MINIMAX = Algorithm(MinimaxConfig, make_paired_runner, PRESETS["minimax"])
+#: ``lamella train population_paired``: population PAIRED (3 students by default).
+POPULATION_PAIRED = Algorithm(PopulationPAIREDConfig, make_paired_runner, PRESETS["population_paired"])

@@ -48,13 +48,17 @@ from lamella.ued.levels import LevelFamily, LevelParams, OnLevel, level_family, 
 from lamella.ued.networks import GridworldNet, RecurrentGridworldNet
 
 __all__ = [
+    "EVAL_METRIC_AXES",
     "ACCELConfig",
     "DRConfig",
     "PLRConfig",
     "UEDRunnerState",
+    "default_family",
     "evaluate_on_levels",
     "make_actor_critic",
+    "make_level_evaluator",
     "make_ued_runner",
+    "rollout_advantages",
 ]
 
 NEW, REPLAY, MUTATE = 0, 1, 2
@@ -266,6 +270,11 @@ class UEDRunnerState(struct.PyTreeNode):
 
 
 def _method(config: DRConfig) -> str:
+    if hasattr(config, "ued_score"):
+        raise TypeError(
+            f"make_ued_runner trains DR, PLR and ACCEL; a {type(config).__name__} trains with "
+            "lamella.ued.paired.make_paired_runner (lamella train paired / minimax)."
+        )
     if isinstance(config, ACCELConfig):
         return "accel"
     if isinstance(config, PLRConfig):
@@ -315,21 +324,12 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
     method = _method(config)
     with jax.ensure_compile_time_eval():
         if family is None:
-            size = {k: v for k, v in (("height", config.height), ("width", config.width)) if v > 0}
-            env, env_params = lamella.envs.make(
-                config.env_id,
-                autoreset=False,
-                n_walls=config.n_walls,
-                replace_wall_pos=config.replace_wall_pos,
-                max_episode_steps=config.max_episode_steps,
-                **size,
-            )
-            family = level_family(env, env_params)
+            family = default_family(config)
         bare, env_params = family.env, family.env_params
         action_space = bare.action_space(env_params)
-        eval_levels, eval_params = _eval_levels(config, family)
     num_envs, num_steps = config.num_envs, config.num_steps
     actor_critic = make_actor_critic(config, action_space)
+    evaluate_params = make_level_evaluator(config, family, actor_critic)
 
     # DR restarts an ended episode on a new random level (minimax's DR); PLR/ACCEL on the same one.
     inner = wrappers.AutoReset(bare) if method == "dr" else family.replay_wrapper(bare)
@@ -423,13 +423,8 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         params = state.params
         end, tr = rollout.collect(start, actor_critic_policy(actor_critic, params), keys[6], level_params)
 
-        flat = lambda x: x.reshape((num_steps * num_envs, *x.shape[2:]))  # noqa: E731
-        after = jax.tree.map(flat, next_memory(tr, end.memory))
-        value_next = actor_critic.value(params, after, jax.tree.map(flat, tr.final_obs)).reshape(
-            tr.value.shape
-        )
-        advantage, target = losses.gae_advantages(
-            tr.reward, tr.value, value_next, tr.terminated, tr.done, config.gamma, config.gae_lambda
+        advantage, target = rollout_advantages(
+            actor_critic, params, tr, end.memory, config.gamma, config.gae_lambda
         )
 
         learn = jnp.asarray(True)
@@ -516,7 +511,94 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         )
         return new_state, metrics
 
-    eval_env = OnLevel(bare)
+    def evaluate(state: UEDRunnerState, key: jax.Array) -> dict[str, jax.Array]:
+        return evaluate_params(state.params, key)
+
+    return Runner(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        steps_per_iteration=config.steps_per_iteration,
+        num_iterations=config.num_iterations,
+        metric_axes=EVAL_METRIC_AXES,
+    )
+
+
+def default_family(config: DRConfig) -> LevelFamily:
+    """The :class:`~lamella.ued.levels.LevelFamily` of ``lamella.envs.make(config.env_id)`` (no
+    auto-reset) with the config's ``height``/``width`` (where > 0), ``n_walls``,
+    ``replace_wall_pos`` and ``max_episode_steps``."""
+    size = {k: v for k, v in (("height", config.height), ("width", config.width)) if v > 0}
+    env, env_params = lamella.envs.make(
+        config.env_id,
+        autoreset=False,
+        n_walls=config.n_walls,
+        replace_wall_pos=config.replace_wall_pos,
+        max_episode_steps=config.max_episode_steps,
+        **size,
+    )
+    return level_family(env, env_params)
+
+
+def rollout_advantages(
+    actor_critic: ActorCritic,
+    params: Any,
+    transitions: Any,
+    last_memory: Any,
+    gamma: float,
+    gae_lambda: float,
+    reward: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """``(advantage, target)``, float32 ``(T, B)``: truncation-correct GAE of a collector's
+    rollout, bootstrapping from the network's values of its final observations.
+
+    Args:
+        actor_critic: the network that collected the rollout.
+        params: its parameters.
+        transitions: the collector's :class:`~lamella.agents.rollout.Transition` ``(T, B, ...)``.
+        last_memory: the collector's final memory (``RolloutState.memory``).
+        gamma, gae_lambda: discount and GAE lambda.
+        reward: float ``(T, B)`` rewards to use instead of ``transitions.reward`` (a teacher's
+            return set by the runner).
+    """
+    num_steps, batch = transitions.value.shape[:2]
+    flat = lambda x: x.reshape((num_steps * batch, *x.shape[2:]))  # noqa: E731
+    after = jax.tree.map(flat, next_memory(transitions, last_memory))
+    value_next = actor_critic.value(params, after, jax.tree.map(flat, transitions.final_obs)).reshape(
+        transitions.value.shape
+    )
+    return losses.gae_advantages(
+        transitions.reward if reward is None else reward,
+        transitions.value,
+        value_next,
+        transitions.terminated,
+        transitions.done,
+        gamma,
+        gae_lambda,
+    )
+
+
+#: The named axes of :func:`make_level_evaluator`'s per-level metrics (``Runner.metric_axes``).
+EVAL_METRIC_AXES = {"level_return": ("level",), "solved": ("level",), "episode_length": ("level",)}
+
+
+def make_level_evaluator(config: DRConfig, family: LevelFamily, actor_critic: ActorCritic) -> Any:
+    """``evaluate(params, key) -> metrics``: ``config.eval_episodes`` episodes of the student
+    ``params`` on each of ``config.eval_levels`` (named levels at their own horizon, or
+    ``"random"``: fresh random levels of ``family``).
+
+    Metrics: ``episode_return`` and ``solve_rate`` ``(episodes,)`` averaged over the levels;
+    ``level_return``, ``solved`` and ``episode_length`` ``(episodes, levels)``
+    (:data:`EVAL_METRIC_AXES`).
+
+    Raises:
+        ValueError: evaluation levels that do not fit the env (checked here, before compiling).
+    """
+    with jax.ensure_compile_time_eval():
+        eval_levels, eval_params = _eval_levels(config, family)
+    env_params = family.env_params
+    sample_levels = jax.vmap(family.sample_level, in_axes=(0, None))
+    eval_env = OnLevel(family.env)
     num_eval_levels = len(config.eval_levels)
     episodes = config.eval_episodes
     eval_batch = num_eval_levels * episodes
@@ -528,7 +610,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         config.eval_max_steps if config.eval_max_steps > 0 else int(np.max(eval_params.max_episode_steps))
     )
 
-    def evaluate(state: UEDRunnerState, key: jax.Array) -> dict[str, jax.Array]:
+    def evaluate(params: Any, key: jax.Array) -> dict[str, jax.Array]:
         key_levels, key_run = hashed_keys(key, (2,))
         levels = fixed_levels
         if RANDOM in config.eval_levels:
@@ -540,7 +622,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
             )
         returns, lengths = evaluate_on_levels(
             actor_critic,
-            state.params,
+            params,
             eval_env,
             LevelParams(levels, eval_level_params),
             key_run,
@@ -561,14 +643,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
             "episode_length": lengths,
         }
 
-    return Runner(
-        init=init,
-        step=step,
-        evaluate=evaluate,
-        steps_per_iteration=config.steps_per_iteration,
-        num_iterations=config.num_iterations,
-        metric_axes={"level_return": ("level",), "solved": ("level",), "episode_length": ("level",)},
-    )
+    return evaluate
 
 
 def _eval_levels(config: DRConfig, family: LevelFamily) -> tuple[Any, Any]:
