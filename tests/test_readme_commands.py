@@ -90,6 +90,8 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train --list": ("", "lists the algorithms"),
     "lamella train ippo": (_PPO_SHORT, _MARL_WHY),
     "lamella train mappo": (_PPO_SHORT, _MARL_WHY),
+    "lamella train rec_ippo": (_PPO_SHORT, _MARL_WHY),
+    "lamella train rec_mappo": (_PPO_SHORT, _MARL_WHY),
     "lamella train dqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train sac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train td3": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),

@@ -5,7 +5,7 @@ Learning check: recurrent MAPPO (``RecMAPPOConfig``, continuous actions, ``norma
 talks sees the goal landmark's colour, a listener that only moves is rewarded
 ``-|listener - goal|^2`` (both agents get that reward, so the per-agent return is the team's
 shared score). Three seeds (``jax.random.split(jax.random.key(0), 3)``) train in one vmapped
-compile for 49,152 env steps each, then each is evaluated greedily on 64 episodes.
+compile for 40,960 env steps each, then each is evaluated greedily on 64 episodes.
 
 The random baseline is measured in the test on the same env and evaluation loop: actions drawn
 uniformly from the Box, 1024 episodes; -36.8 per agent when the test was written. Threshold: a
@@ -23,16 +23,26 @@ import pytest
 
 import lamella.envs
 from lamella.agents import evaluate_agent, losses, make_random_agent, make_train
+from lamella.agents.config import ConfigError
 from lamella.agents.rollout import Transition
+from lamella.envs import spaces
+from lamella.envs.multi_agent.mpe import MultiParticleEnv
 from lamella.envs.wrappers import RunningMeanStd
-from lamella.marl import IPPOConfig, RecMAPPOConfig, make_multi_agent_ppo, make_rec_mappo_runner, value_norm
+from lamella.marl import (
+    IPPOConfig,
+    RecMAPPOConfig,
+    make_ippo_runner,
+    make_multi_agent_ppo,
+    make_rec_mappo_runner,
+    value_norm,
+)
 from lamella.marl.ppo import Trajectory
 
 ENV_ID = "MPE-simple_speaker_listener-v4"
 SEEDS = jax.random.split(jax.random.key(0), 3)
 CONFIG = RecMAPPOConfig(
     env_id=ENV_ID,
-    total_timesteps=16 * 128 * 24,
+    total_timesteps=16 * 128 * 20,
     hidden_sizes=(64,),
     post_torso_sizes=(64,),
     rnn_hidden_size=64,
@@ -161,3 +171,45 @@ def test_continuous_policy_acts_inside_the_bounds(continuous_ippo):
     action, _, _ = jax.jit(agent.policy)(jax.random.key(4), train_state, obs, memory)
     assert action.shape == (5, 2, 2)
     assert bool(jnp.all(jnp.abs(action) <= 1.0)) and float(jnp.std(action)) > 0.1
+
+
+class _UnevenBounds(MultiParticleEnv):
+    def action_space(self, params=None):
+        return spaces.Box(np.array([[0.0] * 5, [-1.0] * 5]), 1.0, (2, 5))
+
+
+class _Unbounded(MultiParticleEnv):
+    def action_space(self, params=None):
+        return spaces.Box(-np.inf, np.inf, (2, 5))
+
+
+@pytest.mark.parametrize(
+    ("env", "config", "words"),
+    [
+        (
+            _UnevenBounds("simple_speaker_listener", continuous_actions=True),
+            IPPOConfig(),
+            ["same action bounds"],
+        ),
+        (
+            _Unbounded("simple_speaker_listener", continuous_actions=True),
+            IPPOConfig(),
+            ["continuous_action=clip"],
+        ),
+        (
+            lamella.envs.make(ENV_ID, autoreset=False, continuous_actions=True)[0],
+            IPPOConfig(continuous_action="gauss"),
+            ["continuous_action", "'tanh' or 'clip'"],
+        ),
+        (
+            lamella.envs.make(ENV_ID, autoreset=False, continuous_actions=True)[0],
+            RecMAPPOConfig(num_envs=6, num_minibatches=4),
+            ["num_envs (6)", "num_minibatches (4)", "recurrent"],
+        ),
+    ],
+)
+def test_continuous_and_recurrent_bad_input_is_a_user_error(env, config, words):
+    with pytest.raises(ConfigError) as raised:
+        make_rec_mappo_runner(config, env=env) if config.recurrent else make_ippo_runner(config, env=env)
+    for word in words:
+        assert word in str(raised.value), str(raised.value)

@@ -85,7 +85,7 @@ class CueRecall(Environment[CueRecallState, CueRecallParams]):
 
 CONFIG = RecIPPOConfig(
     env_id="CueRecall",
-    total_timesteps=16 * 16 * 60,
+    total_timesteps=16 * 16 * 32,
     num_envs=16,
     num_steps=16,
     hidden_sizes=(32,),
