@@ -213,3 +213,19 @@ def test_continuous_and_recurrent_bad_input_is_a_user_error(env, config, words):
         make_rec_mappo_runner(config, env=env) if config.recurrent else make_ippo_runner(config, env=env)
     for word in words:
         assert word in str(raised.value), str(raised.value)
+
+
+def test_env_kwargs_make_the_continuous_env_from_the_config():
+    """``env_kwargs`` reaches ``lamella.envs.make`` (so ``lamella train ... env_kwargs=...`` can
+    pick MPE's continuous actions); malformed or unknown ones are user errors."""
+    config = IPPOConfig(env_id="MPE-simple_spread-v3", env_kwargs=("continuous_actions=true", "N=2"))
+    state = jax.eval_shape(make_ippo_runner(config).init, jax.random.key(0))
+    assert state.obs["obs"].shape[:2] == (16, 2) and "action_mask" not in state.obs  # 2 agents, Box actions
+    for bad, words in [
+        (("continuous_actions",), ["not of the form name=value"]),
+        (("nope=1",), ["MPE-simple_spread-v3", "nope"]),
+        (("N=2", "N=3"), ["twice"]),
+    ]:
+        with pytest.raises(ConfigError) as raised:
+            make_ippo_runner(IPPOConfig(env_id="MPE-simple_spread-v3", env_kwargs=bad))
+        assert all(word in str(raised.value) for word in words), str(raised.value)

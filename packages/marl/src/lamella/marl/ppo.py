@@ -123,6 +123,10 @@ class IPPOConfig:
         continuous_action: continuous actions ``"tanh"``-squashed into the action bounds or
             ``"clip"``-ped to them (ignored for discrete actions).
         log_std_init: initial log standard deviation of continuous actions.
+        env_kwargs: keyword overrides of ``lamella.envs.make(env_id, ...)`` as ``"name=value"``
+            strings (values ``true``/``false``, integers, floats, else strings), e.g.
+            ``("continuous_actions=true",)`` for MPE's continuous actions (on the command line
+            ``env_kwargs=continuous_actions=true``). Not used when an env object is given.
     """
 
     env_id: str = "Foraging-8x8-2p-2f-coop-v3"
@@ -152,6 +156,7 @@ class IPPOConfig:
     normalize_values: bool = False
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
+    env_kwargs: tuple[str, ...] = ()
 
     #: The critic reads the env's global state (MAPPO) rather than each agent's observation.
     centralised_critic = False
@@ -175,6 +180,7 @@ class IPPOConfig:
             activation_by_name(self.activation)
         except (KeyError, ValueError) as error:
             raise ConfigError(str(error)) from None
+        env_keyword_arguments(self)
         if self.continuous_action not in ("tanh", "clip"):
             raise ConfigError(
                 f"{type(self).__name__}.continuous_action must be 'tanh' or 'clip', got {self.continuous_action!r}."
@@ -230,6 +236,35 @@ class RecMAPPOConfig(RecIPPOConfig):
 
     centralised_critic = True
     algorithm = "rec_mappo"
+
+
+def env_keyword_arguments(config: IPPOConfig) -> dict[str, Any]:
+    """``config.env_kwargs`` as keyword arguments of ``lamella.envs.make``; a malformed entry is a
+    :class:`~lamella.agents.config.ConfigError`."""
+    out: dict[str, Any] = {}
+    for item in config.env_kwargs:
+        name, sep, text = str(item).partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ConfigError(
+                f"{type(config).__name__}.env_kwargs entry {item!r} is not of the form name=value "
+                "(for example continuous_actions=true)."
+            )
+        if name in out:
+            raise ConfigError(f"{type(config).__name__}.env_kwargs gives {name!r} twice.")
+        text = text.strip()
+        value: Any = text
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        else:
+            for kind in (int, float):
+                try:
+                    value = kind(text)
+                    break
+                except ValueError:
+                    continue
+        out[name] = value
+    return out
 
 
 #: The named axes of the runners' per-agent metrics (``Runner.metric_axes``).
@@ -429,9 +464,15 @@ def make_multi_agent_ppo_runner(
         if env is None:
             env_id = config.env_id
             try:
-                env, made_params = lamella.envs.make(config.env_id, autoreset=False)
+                env, made_params = lamella.envs.make(
+                    config.env_id, autoreset=False, **env_keyword_arguments(config)
+                )
             except KeyError as error:
                 raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+            except (TypeError, ValueError) as error:
+                raise ConfigError(
+                    f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}"
+                ) from None
             env_params = made_params if env_params is None else env_params
         elif env_params is None:
             env_params = env.default_params
