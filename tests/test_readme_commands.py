@@ -98,6 +98,8 @@ RUN: dict[str, tuple[str, str]] = {
         "total_timesteps=1600 num_envs=4 eval_episodes=2",
         "the presets train 512,000 to 1,024,000 steps per seed (minutes); a few iterations of 4 envs run the same code",
     ),
+    "lamella train rec_ippo": (_PPO_SHORT, _MARL_WHY),
+    "lamella train rec_mappo": (_PPO_SHORT, _MARL_WHY),
     "lamella train dqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train sac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train td3": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),

@@ -148,3 +148,31 @@ def test_actor_critic_protocol_is_the_same_for_feedforward_and_recurrent_network
         np.testing.assert_allclose(log_prob, jnp.stack(step_log_probs), atol=1e-5, err_msg=name)
         np.testing.assert_allclose(value, jnp.stack(step_values), atol=1e-5, err_msg=name)
         assert np.all(np.asarray(entropy) > 0) and np.all(np.asarray(entropy) <= np.log(3) + 1e-6)
+
+
+def test_recurrent_step_keeps_each_dimension_of_a_box_distribution():
+    """One recurrent step is the first entry of a length-1 sequence: every field of a Gaussian
+    (per-dimension log_std and bounds included) must come out for the whole batch, not its
+    first dimension's entry."""
+    from lamella.agents import recurrent_actor_critic
+    from lamella.agents.actor_critic import RecurrentActorCriticNet
+    from lamella.envs import spaces
+
+    space = spaces.Box(np.array([-1.0, 0.0, -5.0]), np.array([1.0, 2.0, 5.0]))
+    net = RecurrentActorCriticNet(space, hidden_sizes=(8,), rnn_hidden_size=8)
+    actor_critic = recurrent_actor_critic(net, net.initial_memory)
+    obs = jax.random.normal(jax.random.key(0), (4, 6))
+
+    @jax.jit
+    def step(key):
+        params = actor_critic.init(key, obs)
+        log_std = params["params"]["ActionHead_0"]["log_std"]
+        params["params"]["ActionHead_0"]["log_std"] = log_std + jnp.array([-1.0, 0.0, 0.5])
+        _, dist, _ = actor_critic.step(params, actor_critic.initial_memory(4), obs, jnp.ones((4,), bool))
+        return dist
+
+    dist = step(jax.random.key(1))
+    assert dist.mean.shape == dist.log_std.shape == dist.low.shape == (4, 3)
+    np.testing.assert_allclose(dist.log_std, np.broadcast_to([-1.0, 0.0, 0.5], (4, 3)), atol=1e-6)
+    np.testing.assert_allclose(dist.low, np.broadcast_to([-1.0, 0.0, -5.0], (4, 3)))
+    np.testing.assert_allclose(dist.high, np.broadcast_to([1.0, 2.0, 5.0], (4, 3)))

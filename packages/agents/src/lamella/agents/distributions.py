@@ -189,6 +189,9 @@ class ActionHead(nn.Module):
         dim = space.shape[0]
         mean = nn.Dense(dim, kernel_init=init)(x)
         log_std = self.param("log_std", nn.initializers.constant(self.log_std_init), (dim,))
-        low = jnp.asarray(space.low, jnp.float32)
-        high = jnp.asarray(space.high, jnp.float32)
-        return Gaussian(mean, log_std, low, high, squash=self.squash)
+        # Every field with the mean's shape, so a distribution over a sequence slices like an
+        # array (the recurrent actor-critic's one step is ``dist[0]`` of a length-1 sequence).
+        shape = mean.shape
+        low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), shape)
+        high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), shape)
+        return Gaussian(mean, jnp.broadcast_to(log_std, shape), low, high, squash=self.squash)

@@ -1,4 +1,5 @@
-"""lamella.marl: multi-agent runners (IPPO, MAPPO) built from lamella-agents' PPO pieces.
+"""lamella.marl: multi-agent runners (IPPO, MAPPO, feed-forward and recurrent) built from
+lamella-agents' PPO pieces.
 
 >>> import jax
 >>> from lamella.agents import make_train
@@ -7,16 +8,25 @@
 """
 
 from lamella.marl.__about__ import __version__
-from lamella.marl.networks import MultiAgentActorCriticNet, masked_categorical
+from lamella.marl.networks import (
+    MultiAgentActorCriticNet,
+    MultiAgentRecurrentActorCriticNet,
+    masked_categorical,
+)
 from lamella.marl.observation import MultiAgentObservation, check_multi_agent_env
 from lamella.marl.ppo import (
     IPPOConfig,
     MAPPOConfig,
     MultiAgentPPO,
+    RecIPPOConfig,
+    RecMAPPOConfig,
     make_ippo_runner,
     make_mappo_runner,
+    make_multi_agent_actor_critic,
     make_multi_agent_ppo,
     make_multi_agent_ppo_runner,
+    make_rec_ippo_runner,
+    make_rec_mappo_runner,
 )
 
 __all__ = [
@@ -25,11 +35,17 @@ __all__ = [
     "MultiAgentActorCriticNet",
     "MultiAgentObservation",
     "MultiAgentPPO",
+    "MultiAgentRecurrentActorCriticNet",
+    "RecIPPOConfig",
+    "RecMAPPOConfig",
     "__version__",
     "check_multi_agent_env",
     "make_ippo_runner",
     "make_mappo_runner",
+    "make_multi_agent_actor_critic",
     "make_multi_agent_ppo",
     "make_multi_agent_ppo_runner",
+    "make_rec_ippo_runner",
+    "make_rec_mappo_runner",
     "masked_categorical",
 ]

@@ -4,7 +4,7 @@
 
     {"obs": (n, ...) float32, "action_mask": (n, num_actions) bool, "global_state": (G,) float32}
 
-(``"global_state"`` only when asked for). Everything a learner needs for one step then travels
+(``"action_mask"`` only for discrete actions, ``"global_state"`` only when asked for). Everything a learner needs for one step then travels
 as the observation: lamella-agents' rollout collector stores it, ``AutoReset`` hands back the
 dict of the state that ended an episode as ``info["final_observation"]`` (so a centralised
 critic bootstraps a truncated episode from the *final* global state), and the network reads the
@@ -15,7 +15,8 @@ mask where it builds its distribution. Put it inside ``AutoReset``::
 
 The mask of a step is the env's ``info["action_mask"]`` (the returned state's, per the
 multi-agent contract); a reset state's is ``env.action_mask(state, params)``. An env without
-illegal actions (no ``action_mask`` method) gets an all-True mask.
+illegal actions (no ``action_mask`` method) gets an all-True mask. An env with continuous actions
+(a ``Box`` of shape ``(n, D)``) has no mask entry.
 """
 
 from __future__ import annotations
@@ -30,14 +31,28 @@ from lamella.agents.config import ConfigError
 from lamella.envs import spaces, wrappers
 from lamella.envs.environment import Environment, StepOutput, Wrapper
 
-__all__ = ["MultiAgentObservation", "check_multi_agent_env", "num_actions_of"]
+__all__ = ["MultiAgentObservation", "action_bounds_of", "check_multi_agent_env", "num_actions_of"]
 
 
 def num_actions_of(env: Environment[Any, Any], params: Any) -> int:
-    """The per-agent action count of a discrete multi-agent env (the largest agent's)."""
+    """The per-agent action count of a discrete multi-agent env (the largest agent's); 0 for
+    continuous actions."""
     space = env.action_space(params)
+    if isinstance(space, spaces.Box):
+        return 0
     assert isinstance(space, spaces.MultiDiscrete)
     return int(np.max(np.asarray(space.nvec)))
+
+
+def action_bounds_of(env: Environment[Any, Any], params: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``(low, high)`` of each agent's continuous action (one float per action dimension; every
+    agent has the same bounds, see :func:`check_multi_agent_env`); ``((), ())`` for discrete
+    actions."""
+    space = env.action_space(params)
+    if not isinstance(space, spaces.Box):
+        return (), ()
+    low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+    return tuple(float(v) for v in low[0]), tuple(float(v) for v in high[0])
 
 
 def check_multi_agent_env(
@@ -47,10 +62,13 @@ def check_multi_agent_env(
     *,
     global_state: bool = False,
     env_id: str | None = None,
+    continuous_action: str = "tanh",
 ) -> None:
     """Raise :class:`~lamella.agents.config.ConfigError` (a user error: one line, exit status 2
-    from ``lamella train``) unless ``env`` is a multi-agent env with discrete actions (and a
-    ``global_state`` where ``global_state`` is asked for). ``env_id`` names the env in the
+    from ``lamella train``) unless ``env`` is a multi-agent env with discrete actions
+    (``MultiDiscrete``) or continuous ones (a ``Box`` of shape ``(n, D)``, the same bounds for
+    every agent, finite where ``continuous_action="tanh"`` squashes into them), and has a
+    ``global_state`` where ``global_state`` is asked for. ``env_id`` names the env in the
     message (default: ``env.name``)."""
     name = env_id or getattr(env, "name", type(env).__name__)
     if int(getattr(env, "num_agents", 1)) < 2:
@@ -60,10 +78,33 @@ def check_multi_agent_env(
             "such as Foraging-8x8-2p-2f-coop-v3."
         )
     space = env.action_space(params)
-    if not isinstance(space, spaces.MultiDiscrete):
+    num_agents = int(env.num_agents)
+    if isinstance(space, spaces.Box):
+        if len(space.shape) != 2 or space.shape[0] != num_agents:
+            raise ConfigError(
+                f"{algorithm} takes continuous actions as a Box of shape (num_agents, D) = "
+                f"({num_agents}, D); {name}'s action space has shape {space.shape}."
+            )
+        low, high = np.asarray(space.low), np.asarray(space.high)
+        if not (
+            np.array_equal(low, np.broadcast_to(low[:1], low.shape))
+            and np.array_equal(high, np.broadcast_to(high[:1], high.shape))
+        ):
+            raise ConfigError(
+                f"{algorithm} needs the same action bounds for every agent; {name}'s differ between "
+                "agents. Rescale the actions in a wrapper so every agent's Box is the same."
+            )
+        if continuous_action not in ("tanh", "clip"):
+            raise ConfigError(f"continuous_action must be 'tanh' or 'clip', got {continuous_action!r}.")
+        if continuous_action == "tanh" and not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise ConfigError(
+                f"{name}'s action bounds are not finite, so tanh squashing cannot map into them; "
+                "set continuous_action=clip."
+            )
+    elif not isinstance(space, spaces.MultiDiscrete):
         raise ConfigError(
-            f"{algorithm} supports discrete actions (MultiDiscrete, one int per agent); {name}'s action "
-            f"space is {type(space).__name__}. Continuous actions are not implemented yet."
+            f"{algorithm} supports discrete actions (MultiDiscrete, one int per agent) and continuous "
+            f"ones (Box (num_agents, D)); {name}'s action space is {type(space).__name__}."
         )
     if global_state and not callable(getattr(env, "global_state", None)):
         raise ConfigError(
@@ -79,7 +120,7 @@ class MultiAgentObservation(Wrapper):
     ``env.global_state`` read it directly.
 
     Args:
-        env: a multi-agent env with discrete actions.
+        env: a multi-agent env (discrete or continuous actions).
         global_state: add ``"global_state"`` (``env.global_state(state, params)``, float32).
     """
 
@@ -93,28 +134,37 @@ class MultiAgentObservation(Wrapper):
         # The multi-agent extras (action_mask, global_state) are not on the base Environment.
         self.inner: Any = env
         self.with_global_state = bool(global_state)
-        self._has_mask = callable(getattr(env, "action_mask", None))
+        self._continuous = isinstance(env.action_space(env.default_params), spaces.Box)
+        self._has_mask = callable(getattr(env, "action_mask", None)) and not self._continuous
 
     def _mask(self, state: Any, params: Any) -> jax.Array:
         if self._has_mask:
             return jnp.asarray(self.inner.action_mask(state, params), jnp.bool_)
         return jnp.ones((self.num_agents, num_actions_of(self.env, params)), jnp.bool_)
 
-    def _observe(self, obs: Any, state: Any, mask: jax.Array, params: Any) -> dict[str, jax.Array]:
-        out = {"obs": jnp.asarray(obs, jnp.float32), "action_mask": mask}
+    def _observe(self, obs: Any, state: Any, mask: jax.Array | None, params: Any) -> dict[str, jax.Array]:
+        out = {"obs": jnp.asarray(obs, jnp.float32)}
+        if mask is not None:
+            out["action_mask"] = mask
         if self.with_global_state:
             out["global_state"] = jnp.asarray(self.inner.global_state(state, params), jnp.float32)
         return out
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[dict[str, jax.Array], Any]:
         obs, state = self.env.reset_env(key, params)
-        return self._observe(obs, state, self._mask(state, params), params), state
+        mask = None if self._continuous else self._mask(state, params)
+        return self._observe(obs, state, mask, params), state
 
     def step_env(self, key: jax.Array, state: Any, action: Any, params: Any) -> StepOutput:
         obs, state, reward, terminated, truncated, info = self.env.step_env(key, state, action, params)
-        mask = info["action_mask"] if "action_mask" in info else self._mask(state, params)
+        if self._continuous:
+            mask = None
+        else:
+            mask = jnp.asarray(
+                info["action_mask"] if "action_mask" in info else self._mask(state, params), jnp.bool_
+            )
         return (
-            self._observe(obs, state, jnp.asarray(mask, jnp.bool_), params),
+            self._observe(obs, state, mask, params),
             state,
             reward,
             terminated,
@@ -125,10 +175,9 @@ class MultiAgentObservation(Wrapper):
     def observation_space(self, params: Any = None) -> spaces.Dict:
         n, num_actions = self.num_agents, num_actions_of(self.env, params)
         inner: Any = self.env.observation_space(params)
-        entries: dict[str, spaces.Space] = {
-            "obs": spaces.Box(inner.low, inner.high, inner.shape, np.float32),
-            "action_mask": spaces.Box(0, 1, (n, num_actions), np.bool_),
-        }
+        entries: dict[str, spaces.Space] = {"obs": spaces.Box(inner.low, inner.high, inner.shape, np.float32)}
+        if not self._continuous:
+            entries["action_mask"] = spaces.Box(0, 1, (n, num_actions), np.bool_)
         if self.with_global_state:
             entries["global_state"] = self.inner.global_state_space(params)
         return spaces.Dict(entries)

@@ -1,6 +1,9 @@
-"""IPPO and MAPPO (feed-forward, discrete actions), assembled from lamella-agents' PPO pieces.
+"""IPPO and MAPPO (feed-forward or recurrent, discrete or continuous actions), assembled from
+lamella-agents' PPO pieces.
 
-``make_ippo_runner(IPPOConfig(...))`` and ``make_mappo_runner(MAPPOConfig(...))`` build a
+``make_ippo_runner(IPPOConfig(...))``, ``make_mappo_runner(MAPPOConfig(...))`` and their
+recurrent twins ``make_rec_ippo_runner(RecIPPOConfig(...))`` and
+``make_rec_mappo_runner(RecMAPPOConfig(...))`` (Mava's ``rec_ippo`` / ``rec_mappo``) build a
 :class:`~lamella.agents.runner.Runner` that the training driver runs like PPO's::
 
     runner = make_ippo_runner(IPPOConfig(env_id="Foraging-8x8-2p-2f-coop-v3"))
@@ -12,15 +15,21 @@ Nothing of PPO is copied here. The pieces and what the agent axis does in each:
   observations holding the action mask and, for MAPPO, the global state) inside ``AutoReset``;
 * :func:`lamella.agents.make_rollout` collects ``(num_steps, num_envs, n, ...)`` batches;
 * :class:`~lamella.marl.networks.MultiAgentActorCriticNet` behind
-  :func:`lamella.agents.feedforward_actor_critic` gives per-agent log-probs and values
-  ``(..., n)``;
+  :func:`lamella.agents.feedforward_actor_critic` (or
+  :class:`~lamella.marl.networks.MultiAgentRecurrentActorCriticNet` behind
+  :func:`lamella.agents.recurrent_actor_critic`, memory ``(batch, n, H)`` per agent) gives
+  per-agent log-probs and values ``(..., n)``;
 * :func:`lamella.agents.losses.gae_advantages` runs over ``(T, num_envs, n)``: each agent of
   each env is its own stream, truncation-correct (a truncated step bootstraps from the value of
   the final observation, hence the final global state, a terminated one from 0);
 * :func:`lamella.agents.make_ppo_update` shuffles env steps (all agents of a step stay
-  together) into minibatches; :func:`lamella.agents.losses.ppo_loss` takes one ratio per agent.
+  together; recurrent: whole env sequences, from the memory the rollout started with) into
+  minibatches; :func:`lamella.agents.losses.ppo_loss` takes one ratio per agent;
+* with ``normalize_values`` the critic predicts values in units of a running mean and standard
+  deviation of the value targets (:mod:`lamella.marl.value_norm`).
 
-IPPO and MAPPO differ only in the critic's input (``centralised_critic``).
+IPPO and MAPPO differ only in the critic's input (``centralised_critic``), feed-forward and
+recurrent only in the network (``recurrent``).
 """
 
 from __future__ import annotations
@@ -34,17 +43,24 @@ from flax import struct
 
 import lamella.envs
 from lamella.agents import losses
-from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic
+from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
 from lamella.agents.config import ConfigError
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
-from lamella.agents.rollout import RolloutState, Transition, actor_critic_policy, make_rollout
+from lamella.agents.rollout import RolloutState, Transition, actor_critic_policy, make_rollout, next_memory
 from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, step_limit
 from lamella.envs import wrappers
 from lamella.envs.environment import Environment
-from lamella.marl.networks import MultiAgentActorCriticNet
-from lamella.marl.observation import MultiAgentObservation, check_multi_agent_env, num_actions_of
+from lamella.envs.wrappers import RunningMeanStd
+from lamella.marl import value_norm
+from lamella.marl.networks import MultiAgentActorCriticNet, MultiAgentRecurrentActorCriticNet
+from lamella.marl.observation import (
+    MultiAgentObservation,
+    action_bounds_of,
+    check_multi_agent_env,
+    num_actions_of,
+)
 
 __all__ = [
     "METRIC_AXES",
@@ -53,11 +69,16 @@ __all__ = [
     "MultiAgentPPO",
     "MultiAgentPPORunnerState",
     "MultiAgentTrainState",
+    "RecIPPOConfig",
+    "RecMAPPOConfig",
     "Trajectory",
     "make_ippo_runner",
     "make_mappo_runner",
+    "make_multi_agent_actor_critic",
     "make_multi_agent_ppo",
     "make_multi_agent_ppo_runner",
+    "make_rec_ippo_runner",
+    "make_rec_mappo_runner",
 ]
 
 
@@ -67,7 +88,8 @@ class IPPOConfig:
     ``network/mlp``).
 
     Attributes:
-        env_id: a registered multi-agent env id with discrete actions.
+        env_id: a registered multi-agent env id (discrete actions, or continuous ones such as
+            ``MPE-simple_spread-v3`` made with ``continuous_actions=True``).
         total_timesteps: env steps of training over all envs (Mava: 1000 updates x 128 steps x
             2 x 16 envs = 4,096,000).
         eval_episodes: episodes of each greedy evaluation (Mava: 32).
@@ -96,6 +118,15 @@ class IPPOConfig:
         agent_id: append a one-hot agent id to each agent's inputs.
         team_reward: train every agent on the sum of the agents' rewards (Mava's default for LBF)
             instead of its own reward.
+        normalize_values: the critic predicts ``(value - mean) / std`` of a running mean and
+            standard deviation of the value targets (:mod:`lamella.marl.value_norm`; off in Mava).
+        continuous_action: continuous actions ``"tanh"``-squashed into the action bounds or
+            ``"clip"``-ped to them (ignored for discrete actions).
+        log_std_init: initial log standard deviation of continuous actions.
+        env_kwargs: keyword overrides of ``lamella.envs.make(env_id, ...)`` as ``"name=value"``
+            strings (values ``true``/``false``, integers, floats, else strings), e.g.
+            ``("continuous_actions=true",)`` for MPE's continuous actions (on the command line
+            ``env_kwargs=continuous_actions=true``). Not used when an env object is given.
     """
 
     env_id: str = "Foraging-8x8-2p-2f-coop-v3"
@@ -122,9 +153,15 @@ class IPPOConfig:
     share_parameters: bool = True
     agent_id: bool = True
     team_reward: bool = True
+    normalize_values: bool = False
+    continuous_action: str = "tanh"
+    log_std_init: float = 0.0
+    env_kwargs: tuple[str, ...] = ()
 
     #: The critic reads the env's global state (MAPPO) rather than each agent's observation.
     centralised_critic = False
+    #: A recurrent network (``RecIPPOConfig``, ``RecMAPPOConfig``).
+    recurrent = False
     #: The algorithm's name in messages.
     algorithm = "ippo"
 
@@ -138,11 +175,16 @@ class IPPOConfig:
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` naming the first inconsistent setting."""
-        check_ppo_sizes(self)
+        check_ppo_sizes(self, recurrent=self.recurrent)
         try:
             activation_by_name(self.activation)
         except (KeyError, ValueError) as error:
             raise ConfigError(str(error)) from None
+        env_keyword_arguments(self)
+        if self.continuous_action not in ("tanh", "clip"):
+            raise ConfigError(
+                f"{type(self).__name__}.continuous_action must be 'tanh' or 'clip', got {self.continuous_action!r}."
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,23 +196,99 @@ class MAPPOConfig(IPPOConfig):
     algorithm = "mappo"
 
 
+@dataclasses.dataclass(frozen=True)
+class RecIPPOConfig(IPPOConfig):
+    """Recurrent IPPO's settings (Mava's ``rec_ippo``): IPPO's fields and defaults (the same RL
+    hyper-parameters in Mava), with Mava's ``network/rnn`` network: per actor and critic a
+    pre-torso MLP (``hidden_sizes``, [128]), a GRU of 128 units, a post-torso MLP
+    (``post_torso_sizes``, [128]), ReLU. Minibatches split envs (whole 128-step sequences, Mava's
+    ``recurrent_chunk_size: ~``), so ``num_minibatches`` must divide ``num_envs``.
+
+    Attributes:
+        hidden_sizes: widths of the MLP before the recurrent core.
+        post_torso_sizes: widths of the MLP after it.
+        rnn_hidden_size: width of each agent's carry.
+        cell: ``"gru"`` (Mava's) or ``"lstm"``.
+    """
+
+    hidden_sizes: tuple[int, ...] = (128,)
+    post_torso_sizes: tuple[int, ...] = (128,)
+    rnn_hidden_size: int = 128
+    cell: str = "gru"
+
+    recurrent = True
+    algorithm = "rec_ippo"
+
+    def validate(self) -> None:
+        super().validate()
+        if self.cell not in ("gru", "lstm"):
+            raise ConfigError(f"{type(self).__name__}.cell must be 'gru' or 'lstm', got {self.cell!r}.")
+        if int(self.rnn_hidden_size) < 1:
+            raise ConfigError(
+                f"{type(self).__name__}.rnn_hidden_size must be >= 1, got {self.rnn_hidden_size}."
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class RecMAPPOConfig(RecIPPOConfig):
+    """Recurrent MAPPO's settings (Mava's ``rec_mappo``): :class:`RecIPPOConfig`'s, with a
+    centralised recurrent critic on ``env.global_state(state, params)``."""
+
+    centralised_critic = True
+    algorithm = "rec_mappo"
+
+
+def env_keyword_arguments(config: IPPOConfig) -> dict[str, Any]:
+    """``config.env_kwargs`` as keyword arguments of ``lamella.envs.make``; a malformed entry is a
+    :class:`~lamella.agents.config.ConfigError`."""
+    out: dict[str, Any] = {}
+    for item in config.env_kwargs:
+        name, sep, text = str(item).partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ConfigError(
+                f"{type(config).__name__}.env_kwargs entry {item!r} is not of the form name=value "
+                "(for example continuous_actions=true)."
+            )
+        if name in out:
+            raise ConfigError(f"{type(config).__name__}.env_kwargs gives {name!r} twice.")
+        text = text.strip()
+        value: Any = text
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        else:
+            for kind in (int, float):
+                try:
+                    value = kind(text)
+                    break
+                except ValueError:
+                    continue
+        out[name] = value
+    return out
+
+
 #: The named axes of the runners' per-agent metrics (``Runner.metric_axes``).
 METRIC_AXES: tuple[tuple[str, tuple[str, ...]], ...] = (("return", ("agent",)), ("reward", ("agent",)))
 
 
 class MultiAgentTrainState(struct.PyTreeNode):
-    """What learning changes: the network's ``params`` and the optimiser's ``opt_state``."""
+    """What learning changes: the network's ``params``, the optimiser's ``opt_state`` and the
+    running statistics of the value targets ``value_stats`` (scalar; used only with
+    ``normalize_values``)."""
 
     params: Any
     opt_state: Any
+    value_stats: RunningMeanStd
 
 
 class Trajectory(struct.PyTreeNode):
     """What ``agent.update`` takes: the collector's ``transitions`` (leading axes ``(num_steps,
-    num_envs)``, then the agent axis) and the key of the minibatch shuffles."""
+    num_envs)``, then the agent axis), the key of the minibatch shuffles, and the network's
+    memory after the last step (``()`` for a feed-forward network)."""
 
     transitions: Transition
     key: jax.Array
+    last_memory: Any = ()
 
 
 class MultiAgentPPORunnerState(struct.PyTreeNode):
@@ -179,6 +297,7 @@ class MultiAgentPPORunnerState(struct.PyTreeNode):
     train_state: MultiAgentTrainState
     env_state: Any
     obs: Any  # dict observation, leading axis num_envs
+    memory: Any  # recurrent: (actor carry, critic carry), leaves (num_envs, n, H); else ()
     reset: jax.Array  # bool (num_envs,)
     key: jax.Array
     iteration: jax.Array  # int32 ()
@@ -195,31 +314,83 @@ class MultiAgentPPO(NamedTuple):
     actor_critic: ActorCritic
 
 
-def make_multi_agent_ppo(config: IPPOConfig, num_agents: int, num_actions: int) -> MultiAgentPPO:
-    """IPPO (or MAPPO, by ``config.centralised_critic``) for ``num_agents`` agents with
-    ``num_actions`` discrete actions each."""
-    config.validate()
-    network = MultiAgentActorCriticNet(
-        num_agents=num_agents,
-        num_actions=num_actions,
-        hidden_sizes=tuple(config.hidden_sizes),
-        activation=config.activation,
-        share_parameters=config.share_parameters,
-        agent_id=config.agent_id,
-        centralised_critic=config.centralised_critic,
+def make_multi_agent_actor_critic(
+    config: IPPOConfig,
+    num_agents: int,
+    num_actions: int,
+    action_bounds: tuple[tuple[float, ...], tuple[float, ...]] = ((), ()),
+) -> ActorCritic:
+    """The network of ``config`` as an :class:`~lamella.agents.actor_critic.ActorCritic`: the one
+    place where ``config.recurrent`` matters (rollout, GAE and update only see the protocol).
+
+    Args:
+        config: an :class:`IPPOConfig` (or any of its subclasses).
+        num_agents: ``n``.
+        num_actions: discrete actions per agent (ignored for continuous actions).
+        action_bounds: ``(low, high)`` of each agent's continuous action, one float per
+            dimension (:func:`~lamella.marl.observation.action_bounds_of`); empty: discrete.
+    """
+    low, high = (tuple(float(v) for v in bound) for bound in action_bounds)
+    common: dict[str, Any] = {
+        "num_agents": num_agents,
+        "num_actions": num_actions,
+        "activation": config.activation,
+        "share_parameters": config.share_parameters,
+        "agent_id": config.agent_id,
+        "centralised_critic": config.centralised_critic,
+        "action_low": low,
+        "action_high": high,
+        "squash": config.continuous_action,
+        "log_std_init": config.log_std_init,
+    }
+    if config.recurrent:
+        assert isinstance(config, RecIPPOConfig)
+        network = MultiAgentRecurrentActorCriticNet(
+            pre_torso_sizes=tuple(config.hidden_sizes),
+            post_torso_sizes=tuple(config.post_torso_sizes),
+            cell=config.cell,
+            rnn_hidden_size=config.rnn_hidden_size,
+            **common,
+        )
+        return recurrent_actor_critic(network, network.initial_memory)
+    return feedforward_actor_critic(
+        MultiAgentActorCriticNet(hidden_sizes=tuple(config.hidden_sizes), **common)
     )
-    actor_critic = feedforward_actor_critic(network)
+
+
+def make_multi_agent_ppo(
+    config: IPPOConfig,
+    num_agents: int,
+    num_actions: int,
+    action_bounds: tuple[tuple[float, ...], tuple[float, ...]] = ((), ()),
+) -> MultiAgentPPO:
+    """IPPO (or MAPPO, by ``config.centralised_critic``; recurrent by ``config.recurrent``) for
+    ``num_agents`` agents with ``num_actions`` discrete actions each, or continuous actions in
+    ``action_bounds`` (see :func:`make_multi_agent_actor_critic`).
+
+    The agent's memory is the network's (``()`` feed-forward); ``policy`` continues it (a new
+    episode starts from ``agent.reset_memory``).
+    """
+    config.validate()
+    actor_critic = make_multi_agent_actor_critic(config, num_agents, num_actions, action_bounds)
     optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
 
     def init(key: jax.Array, obs_example: Any) -> tuple[MultiAgentTrainState, Any]:
         params = actor_critic.init(key, obs_example)
-        return MultiAgentTrainState(params, optimizer.init(params)), ()
+        batch = int(jax.tree.leaves(obs_example)[0].shape[0])
+        train_state = MultiAgentTrainState(params, optimizer.init(params), RunningMeanStd.zeros(()))
+        return train_state, actor_critic.initial_memory(batch)
 
     def policy(
         key: jax.Array, train_state: MultiAgentTrainState, obs: Any, memory: Any, eval: bool = False
     ) -> tuple[jax.Array, MultiAgentTrainState, Any]:
-        _, dist, _ = actor_critic.step(train_state.params, (), obs, jnp.zeros((), bool))
-        return (dist.mode() if eval else dist.sample(key)), train_state, memory
+        batch = jax.tree.leaves(obs)[0].shape[0]
+        memory, dist, _ = actor_critic.step(train_state.params, memory, obs, jnp.zeros((batch,), bool))
+        raw = dist.mode() if eval else dist.sample(key)
+        return dist.to_action(raw), train_state, memory
+
+    def reset_memory(memory: Any, eval: bool = False) -> Any:
+        return actor_critic.initial_memory(config.eval_episodes if eval else config.num_envs)
 
     def update(
         trajectory: Trajectory, train_state: MultiAgentTrainState, memory: Any
@@ -229,43 +400,63 @@ def make_multi_agent_ppo(config: IPPOConfig, num_agents: int, num_actions: int) 
         if config.team_reward:
             reward = jnp.broadcast_to(reward.sum(-1, keepdims=True), reward.shape)
         # Per-agent values of the observation each step led to (the final one where an episode
-        # ended), so a truncated episode bootstraps from its last state.
-        value_next = actor_critic.value(train_state.params, (), transitions.final_obs)
+        # ended, from the memory after the step, not reset), so a truncated episode bootstraps
+        # from its last state.
+        num_steps, num_envs = reward.shape[:2]
+        flat = lambda x: x.reshape((num_steps * num_envs, *x.shape[2:]))  # noqa: E731
+        after = jax.tree.map(flat, next_memory(transitions, trajectory.last_memory))
+        value_next = actor_critic.value(train_state.params, after, jax.tree.map(flat, transitions.final_obs))
+        value_next = value_next.reshape(transitions.value.shape)
+        stats = train_state.value_stats
+        value = transitions.value
+        if config.normalize_values:
+            value, value_next = (
+                value_norm.denormalize(stats, value),
+                value_norm.denormalize(stats, value_next),
+            )
         advantage, target = losses.gae_advantages(
             reward,
-            transitions.value,
+            value,
             value_next,
             transitions.terminated,
             transitions.done,
             config.gamma,
             config.gae_lambda,
         )
+        batch = ppo_batch(transitions, advantage, target)
+        if config.normalize_values:
+            # The critic learns the targets in units of the statistics updated with them; the
+            # values it gave while acting are re-expressed in those units for the value clip.
+            stats = stats.update_batch(target)
+            batch = batch.replace(
+                value=value_norm.normalize(stats, value), target=value_norm.normalize(stats, target)
+            )
         params, opt_state, metrics = ppo_update(
-            train_state.params,
-            train_state.opt_state,
-            ppo_batch(transitions, advantage, target),
-            trajectory.key,
+            train_state.params, train_state.opt_state, batch, trajectory.key
         )
-        return MultiAgentTrainState(params, opt_state), memory, metrics
+        return MultiAgentTrainState(params, opt_state, stats), memory, metrics
 
-    return MultiAgentPPO(Agent(init, policy, update, lambda memory, eval=False: ()), actor_critic)
+    return MultiAgentPPO(Agent(init, policy, update, reset_memory), actor_critic)
 
 
 def make_multi_agent_ppo_runner(
     config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
 ) -> Runner:
-    """A :class:`~lamella.agents.runner.Runner` training IPPO or MAPPO (by the config's class).
+    """A :class:`~lamella.agents.runner.Runner` training IPPO or MAPPO, feed-forward or recurrent
+    (by the config's class).
 
     Args:
-        config: :class:`IPPOConfig` or :class:`MAPPOConfig`.
+        config: :class:`IPPOConfig`, :class:`MAPPOConfig`, :class:`RecIPPOConfig` or
+            :class:`RecMAPPOConfig`.
         env: a bare multi-agent env object (``lamella.envs.make(id, autoreset=False)`` or
             user-written; an ``AutoReset`` env is unwrapped). ``None``: ``config.env_id``.
         env_params: its params (default: ``env.default_params``).
 
     Raises:
-        lamella.agents.config.ConfigError: a single-agent env, continuous actions, MAPPO on an
-            env without ``global_state``, or inconsistent settings (a user error: ``lamella
-            train`` prints one line and exits with status 2).
+        lamella.agents.config.ConfigError: a single-agent env, an action space other than
+            MultiDiscrete or a ``(n, D)`` Box, MAPPO on an env without ``global_state``, or
+            inconsistent settings (a user error: ``lamella train`` prints one line and exits
+            with status 2).
     """
     config.validate()
     env_id = None
@@ -273,21 +464,33 @@ def make_multi_agent_ppo_runner(
         if env is None:
             env_id = config.env_id
             try:
-                env, made_params = lamella.envs.make(config.env_id, autoreset=False)
+                env, made_params = lamella.envs.make(
+                    config.env_id, autoreset=False, **env_keyword_arguments(config)
+                )
             except KeyError as error:
                 raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+            except (TypeError, ValueError) as error:
+                raise ConfigError(
+                    f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}"
+                ) from None
             env_params = made_params if env_params is None else env_params
         elif env_params is None:
             env_params = env.default_params
         if isinstance(env, wrappers.AutoReset):
             env = env.env
         check_multi_agent_env(
-            env, env_params, config.algorithm, global_state=config.centralised_critic, env_id=env_id
+            env,
+            env_params,
+            config.algorithm,
+            global_state=config.centralised_critic,
+            env_id=env_id,
+            continuous_action=config.continuous_action,
         )
         num_agents, num_actions = int(env.num_agents), num_actions_of(env, env_params)
+        action_bounds = action_bounds_of(env, env_params)
     observed = MultiAgentObservation(env, global_state=config.centralised_critic)
     train_env = wrappers.EpisodeStatistics(wrappers.AutoReset(observed))
-    agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions)
+    agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions, action_bounds)
     rollout = make_rollout(
         train_env,
         config.num_steps,
@@ -299,11 +502,12 @@ def make_multi_agent_ppo_runner(
     def init(key: jax.Array) -> MultiAgentPPORunnerState:
         key, key_net, key_env = jax.random.split(key, 3)
         start = rollout.init(key_env, env_params)
-        train_state, _ = agent.init(key_net, start.obs)
+        train_state, memory = agent.init(key_net, start.obs)
         return MultiAgentPPORunnerState(
             train_state=train_state,
             env_state=start.env_state,
             obs=start.obs,
+            memory=memory,
             reset=start.reset,
             key=key,
             iteration=jnp.zeros((), jnp.int32),
@@ -314,9 +518,11 @@ def make_multi_agent_ppo_runner(
     def step(state: MultiAgentPPORunnerState) -> tuple[MultiAgentPPORunnerState, dict[str, jax.Array]]:
         key, key_rollout, key_update = hashed_keys(state.key, (3,))
         policy = actor_critic_policy(actor_critic, state.train_state.params)
-        start = RolloutState(state.env_state, state.obs, (), state.reset)
+        start = RolloutState(state.env_state, state.obs, state.memory, state.reset)
         end, transitions = rollout.collect(start, policy, key_rollout, env_params)
-        train_state, _, metrics = agent.update(Trajectory(transitions, key_update), state.train_state, ())
+        train_state, _, metrics = agent.update(
+            Trajectory(transitions, key_update, end.memory), state.train_state, end.memory
+        )
         # Returns of the episodes that ended in this rollout: the team's (sum over agents) and
         # each agent's own; the previous values when none ended.
         ended = transitions.info["returned_episode"].astype(jnp.float32)  # (T, E)
@@ -336,6 +542,7 @@ def make_multi_agent_ppo_runner(
             train_state=train_state,
             env_state=end.env_state,
             obs=end.obs,
+            memory=end.memory,
             reset=end.reset,
             key=key,
             iteration=state.iteration + 1,
@@ -345,6 +552,8 @@ def make_multi_agent_ppo_runner(
         return new_state, metrics
 
     def evaluate(state: MultiAgentPPORunnerState, key: jax.Array) -> dict[str, jax.Array]:
+        # Every evaluation episode starts from fresh memory.
+        memory = agent.reset_memory(state.memory, eval=True)
         out = evaluate_agent(
             agent,
             state.train_state,
@@ -353,7 +562,7 @@ def make_multi_agent_ppo_runner(
             key,
             config.eval_episodes,
             max_eval_steps,
-            (),
+            memory,
             greedy=config.eval_greedy,
             per_agent=True,
         )
@@ -380,11 +589,38 @@ def make_ippo_runner(
     return make_multi_agent_ppo_runner(config, env, env_params)
 
 
+def _convert(config: IPPOConfig, target: type[IPPOConfig]) -> IPPOConfig:
+    """``config`` as a ``target`` (its fields taken over), unless it already is one."""
+    if isinstance(config, target):
+        return config
+    names = {field.name for field in dataclasses.fields(target)}
+    return target(**{k: v for k, v in dataclasses.asdict(config).items() if k in names})
+
+
 def make_mappo_runner(
     config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
 ) -> Runner:
-    """MAPPO's runner: ``config`` as a :class:`MAPPOConfig` (an :class:`IPPOConfig`'s fields are
-    taken over)."""
-    if not isinstance(config, MAPPOConfig):
-        config = MAPPOConfig(**dataclasses.asdict(config))
+    """MAPPO's runner: ``config`` as a :class:`MAPPOConfig` (a :class:`RecMAPPOConfig` if it is
+    recurrent; an :class:`IPPOConfig`'s fields are taken over)."""
+    if not config.centralised_critic:
+        config = _convert(config, RecMAPPOConfig if config.recurrent else MAPPOConfig)
     return make_multi_agent_ppo_runner(config, env, env_params)
+
+
+def make_rec_ippo_runner(
+    config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
+) -> Runner:
+    """Recurrent IPPO's runner: ``config`` as a :class:`RecIPPOConfig` (a feed-forward config's
+    fields are taken over, the network fields get the recurrent defaults)."""
+    if not config.recurrent:
+        config = _convert(dataclasses.replace(config, hidden_sizes=RecIPPOConfig.hidden_sizes), RecIPPOConfig)
+    return make_multi_agent_ppo_runner(config, env, env_params)
+
+
+def make_rec_mappo_runner(
+    config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
+) -> Runner:
+    """Recurrent MAPPO's runner: ``config`` as a :class:`RecMAPPOConfig` (fields taken over)."""
+    if not config.recurrent:
+        config = dataclasses.replace(config, hidden_sizes=RecIPPOConfig.hidden_sizes)
+    return make_multi_agent_ppo_runner(_convert(config, RecMAPPOConfig), env, env_params)
