@@ -1422,7 +1422,14 @@ def _run(
         session.recorder.open(first, fresh=start.stored is None)
 
     if start.checkpoint is not None:
-        state, metadata = ckpt.load_checkpoint(start.checkpoint, shapes.state)
+        try:
+            state, metadata = ckpt.load_checkpoint(start.checkpoint, shapes.state)
+        except ckpt.CheckpointError as error:
+            raise ConfigError(
+                f"Cannot resume {start.checkpoint}: its state does not fit this runner ({error}) It was written "
+                "for another env (for example another number of agents), network or batch size; resume it "
+                "with the runner that wrote it."
+            ) from error
         iteration = int(metadata["iteration"])
         log.load()
         if len(log.steps) < metadata["num_evaluations"]:
