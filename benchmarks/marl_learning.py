@@ -1,7 +1,7 @@
 """Learning of lamella-marl's IPPO and MAPPO on the issue's three tasks, with IQM and CIs from lamella-eval.
 
-    hatch run integration:python benchmarks/marl_learning.py --task lbf --steps 409600 --seeds 3
-    hatch run integration:python benchmarks/marl_learning.py --task all --steps 204800 --seeds 3
+    hatch run bench:python benchmarks/marl_learning.py --task lbf --steps 409600 --seeds 3
+    hatch run bench:python benchmarks/marl_learning.py --task all --steps 204800 --seeds 3
 
 Tasks (issue 15's learning targets):
 

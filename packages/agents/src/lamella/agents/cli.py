@@ -65,6 +65,11 @@ class _TrainParser(argparse.ArgumentParser):
         # exist depends on the algorithm, so they are checked with the config (config.switch_overrides).
         switches = [item for item in extras if re.fullmatch(r"--[a-z][a-z0-9_-]*", item)]
         rest = [item for item in extras if item not in overrides and item not in switches]
+        # ``--record-vault`` takes an optional folder; an override right after it is not one.
+        record = getattr(parsed, "record_vault", None)
+        if isinstance(record, str) and "=" in record and not os.path.isdir(record):
+            overrides.append(record)
+            parsed.record_vault = True
         parsed.overrides = list(getattr(parsed, "overrides", None) or []) + overrides
         parsed.switches = list(getattr(parsed, "switches", None) or []) + switches
         return parsed, rest
@@ -190,12 +195,6 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
         if "eval_episodes" in overrides:
             raise config_lib.ConfigError("eval_episodes is given twice (--eval-episodes and eval_episodes=).")
         overrides["eval_episodes"] = str(args.eval_episodes)
-    record = getattr(args, "record_vault", None)
-    if isinstance(record, str) and "=" in record and not os.path.exists(record):
-        raise config_lib.ConfigError(
-            f"--record-vault took {record!r} as its folder; write --record-vault=DIR, or put the key=value "
-            "overrides before --record-vault."
-        )
     stored = None
     if args.resume:
         path = args.resume

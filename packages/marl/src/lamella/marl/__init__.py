@@ -18,6 +18,7 @@ from lamella.marl.ppo import (
     make_multi_agent_ppo,
     make_multi_agent_ppo_runner,
 )
+from lamella.marl.recording import OfflineExperience, read_offline
 
 __all__ = [
     "IPPOConfig",
@@ -25,6 +26,7 @@ __all__ = [
     "MultiAgentActorCriticNet",
     "MultiAgentObservation",
     "MultiAgentPPO",
+    "OfflineExperience",
     "__version__",
     "check_multi_agent_env",
     "make_ippo_runner",
@@ -32,4 +34,5 @@ __all__ = [
     "make_multi_agent_ppo",
     "make_multi_agent_ppo_runner",
     "masked_categorical",
+    "read_offline",
 ]
