@@ -593,7 +593,7 @@ def _make_chunk(
     # and the loop body reuses that trace (tracing is a good part of a small program's compile).
     step = jax.jit(step)
 
-    def run_chunk(state: Any, length: jax.Array, *extra: Any) -> tuple[Any, dict[str, jax.Array]]:
+    def run_chunk(state: Any, length: jax.Array, *extra: Any) -> tuple[Any, ...]:
         # The structure of the step metrics (for the loop carry), from an abstract trace.
         out_shapes = jax.eval_shape(lambda s, *e: step(s, *e)[1:], state, *extra)
         sums = jax.tree.map(lambda m: jnp.zeros(m.shape, jnp.float32), out_shapes[0])
