@@ -29,7 +29,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from flashbax.vault import Vault
 
 from lamella.agents.config import ConfigError
 from lamella.buffers import open_vault, read_vault, write_experience
@@ -112,7 +111,7 @@ class VaultRecorder:
         # A vault is created from an example of one env's steps: (num_envs, 1, ...).
         self._example = jax.tree.map(lambda x: np.zeros((x.shape[3], 1, *x.shape[4:]), x.dtype), experience)
         self._metadata = {**(metadata or {}), "task": task, "steps_per_iteration": self.steps_per_iteration}
-        self.vaults: list[Vault] = []
+        self.vaults: list[Any] = []  # flashbax.vault.Vault
 
     def path(self, run: str) -> str:
         return os.path.join(self.directory, self.name, run)
@@ -138,7 +137,7 @@ class VaultRecorder:
                 self.directory,
                 self.name,
                 uid=run,
-                buffer_state=_as_buffer_state(self._example),
+                experience=self._example,
                 metadata={**self._metadata, "run": run},
             )
             if vault.vault_index < needed:
@@ -158,12 +157,6 @@ class VaultRecorder:
                 lambda x, m=member: np.swapaxes(x[m, :length].reshape(steps, *x.shape[3:]), 0, 1), host
             )
             write_experience(vault, series, at=first_iteration * self.steps_per_iteration)
-
-
-def _as_buffer_state(example: Any) -> Any:
-    from flashbax.buffers.trajectory_buffer import TrajectoryBufferState
-
-    return TrajectoryBufferState(experience=example, current_index=np.int32(0), is_full=np.bool_(False))
 
 
 def recorded_runs(directory: str | os.PathLike[str]) -> list[tuple[str, str]]:

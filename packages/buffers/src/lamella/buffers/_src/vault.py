@@ -46,6 +46,7 @@ def open_vault(
     buffer_state: Any = None,
     metadata: dict[str, Any] | None = None,
     compression: dict[str, Any] | None = None,
+    experience: Any = None,
 ) -> Vault:
     """Create the vault ``directory/name/uid``, or open it if it exists.
 
@@ -60,11 +61,14 @@ def open_vault(
             (without it, :func:`read_vault` returns nested dicts).
         metadata: JSON-able extra metadata to store at creation.
         compression: tensorstore compressor spec (default gzip level 5).
+        experience: instead of ``buffer_state``, an example of the experience itself (leaves
+            ``(batch, time, ...)``; only the batch size, the trailing shapes and the dtypes count),
+            as :func:`write_experience` writes it.
 
     Returns:
         A :class:`flashbax.vault.Vault`.
     """
-    structure = None if buffer_state is None else _trajectory_state(buffer_state).experience
+    structure = experience if buffer_state is None else _trajectory_state(buffer_state).experience
     return _open(directory, name, uid, structure, metadata, compression)
 
 
