@@ -95,3 +95,27 @@ def test_missing_vault_is_a_clear_error(tmp_path):
         lb.open_vault(tmp_path, "nothing")
     with pytest.raises(TypeError, match="EpisodeBufferState"):
         lb.record(None, {"not": "a state"})
+
+
+def test_write_experience_appends_rewrites_from_an_index_and_refuses_gaps(tmp_path):
+    """What a resumed training run does: append chunks, then rewrite from a checkpoint's step."""
+    from flashbax.buffers.trajectory_buffer import TrajectoryBufferState
+
+    def chunk(start, length):  # leaves (batch 2, time, ...): values name their step
+        steps = np.arange(start, start + length, dtype=np.float32)
+        return {"x": np.stack([steps, -steps]), "flag": {"done": np.stack([steps % 3 == 0] * 2)}}
+
+    example = TrajectoryBufferState(
+        experience=chunk(0, 1), current_index=np.int32(0), is_full=np.bool_(False)
+    )
+    vault = lb.open_vault(tmp_path, "run", uid="seed_0", buffer_state=example)
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".tmp")]  # created by a rename
+    assert lb.write_experience(vault, chunk(0, 4)) == 4
+    assert lb.write_experience(vault, chunk(4, 4)) == 4
+    # A resume from step 4 rewrites steps 4.. with what the resumed run collects, and ends there.
+    assert lb.write_experience(vault, chunk(4, 2), at=4) == 2
+    with pytest.raises(ValueError, match="without gaps"):
+        lb.write_experience(vault, chunk(9, 1), at=9)
+    back = lb.read_vault(lb.open_vault(tmp_path, "run", uid="seed_0"))  # a fresh reader: the stored length
+    np.testing.assert_array_equal(back["x"], chunk(0, 6)["x"])
+    np.testing.assert_array_equal(back["flag"]["done"], chunk(0, 6)["flag"]["done"])

@@ -147,7 +147,9 @@ def test_bad_input_is_a_user_error_at_construction(make, config, words):
 
 
 def test_ippo_works_on_an_env_without_global_state():
-    runner = make_ippo_runner(IPPOConfig(env_id="IteratedPrisonersDilemma-v0", total_timesteps=2048))
+    runner = make_ippo_runner(
+        IPPOConfig(env_id="IteratedPrisonersDilemma-v0", total_timesteps=2048, team_reward=False)
+    )
     state = jax.eval_shape(runner.init, jax.random.key(0))
     assert state.obs["action_mask"].shape == (16, 2, 2)  # all-True masks for an env without rules
     assert "global_state" not in state.obs

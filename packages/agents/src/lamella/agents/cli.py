@@ -44,6 +44,8 @@ examples:
   lamella train sac --env GMazeGoalDubins-v0 --her   --NAME switches a boolean config field on
                                                      (HER needs: pip install lamella-gcrl)
   lamella train ppo --resume runs/ppo-CartPole-v1-20260101-120000
+  lamella train ippo --env Foraging-8x8-2p-2f-coop-v3 --record-vault
+                                                     experience to <run>/vault (flashbax Vault)
 """
 
 
@@ -63,6 +65,11 @@ class _TrainParser(argparse.ArgumentParser):
         # exist depends on the algorithm, so they are checked with the config (config.switch_overrides).
         switches = [item for item in extras if re.fullmatch(r"--[a-z][a-z0-9_-]*", item)]
         rest = [item for item in extras if item not in overrides and item not in switches]
+        # ``--record-vault`` takes an optional folder; an override right after it is not one.
+        record = getattr(parsed, "record_vault", None)
+        if isinstance(record, str) and "=" in record and not os.path.isdir(record):
+            overrides.append(record)
+            parsed.record_vault = True
         parsed.overrides = list(getattr(parsed, "overrides", None) or []) + overrides
         parsed.switches = list(getattr(parsed, "switches", None) or []) + switches
         return parsed, rest
@@ -114,6 +121,21 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="XLA options on CPU: auto (fast compile for one seed), fast (short runs), optimized "
         "(long runs of one seed); default auto, or the resumed run's",
+    )
+    parser.add_argument(
+        "--record-vault",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="DIR",
+        help="record every env step collected to flashbax Vaults, one per seed (default DIR: <run>/vault); "
+        "a resumed run goes on recording",
+    )
+    parser.add_argument(
+        "--gif",
+        action="store_true",
+        help="draw one evaluation episode of seed 0's policy to <run>/episode.gif at the end "
+        "(with --resume on a finished run: without training; needs lamella-envs[render])",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     parser.add_argument("--no-plot", action="store_true", help="do not write learning_curve.png")
@@ -275,6 +297,8 @@ def train_command(args: argparse.Namespace) -> int:
             max_chunks=args.max_chunks,
             extra_metadata={"preset": args.preset} if args.preset else None,
             compile_mode=args.compile,
+            record_vault=args.record_vault,
+            gif=args.gif,
         )
     except (ConfigError, FileExistsError, FileNotFoundError) as error:
         if getattr(args, "debug", False):
@@ -294,6 +318,8 @@ def train_command(args: argparse.Namespace) -> int:
         )
         print(f"  run log     {result.metrics_path}")
         print(f"  checkpoint  {result.checkpoint_path}")
+        if result.gif_path:
+            print(f"  episode     {result.gif_path}")
         return 0
     returns = result.final_return
     status = (
@@ -309,6 +335,8 @@ def train_command(args: argparse.Namespace) -> int:
     print(f"  checkpoint  {result.checkpoint_path}")
     if result.plot_path:
         print(f"  plot        {result.plot_path}")
+    if result.gif_path:
+        print(f"  episode     {result.gif_path}")
     if not result.finished:
         print(f"continue with: lamella train {args.algorithm} --resume {result.out_dir}")
     return 0

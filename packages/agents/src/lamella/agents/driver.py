@@ -82,6 +82,7 @@ __all__ = [
 # never coincide with the keys a runner derives from key(seed) by splitting, and a resumed run
 # evaluates with exactly the keys of an uninterrupted one.
 _EVAL_STREAM = 0x6576616C  # "eval"
+_GIF_STREAM = 0x67696600  # "gif"
 
 # What makes a swept field unusable in one program: the runner uses it as a Python value.
 _STATIC_USE_ERRORS = (
@@ -149,6 +150,7 @@ class RunResult:
         members: ``(algorithm, run)`` of each member as in the run log: ``run`` is
             ``seed_<n>``, ``algorithm`` the runner's name, with the variant for a sweep
             (:func:`variant_name`).
+        gif_path: ``episode.gif`` written with ``gif=True`` (else None).
     """
 
     out_dir: str
@@ -165,6 +167,7 @@ class RunResult:
     final_return: np.ndarray
     already_finished: bool = False
     members: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    gif_path: str | None = None
 
 
 def find_algorithm(config: Any, algorithm: str | None = None) -> tuple[str, Callable[[Any], Any]]:
@@ -475,6 +478,33 @@ def compile_runner(
     )
 
 
+def _recording(
+    compiled: CompiledRunner, capacity: int, variants: Any, spec: RunSpec, mode: str
+) -> CompiledRunner:
+    """``compiled`` with a chunk that also returns the experience of its iterations."""
+    record_step = getattr(compiled.runner, "record_step", None)
+    if record_step is None:
+        raise ConfigError(
+            f"{spec.algorithm}'s runner cannot record experience (its Runner has no record_step); "
+            "run without --record-vault."
+        )
+    if variants is not None:
+        raise ConfigError(
+            "Recording experience (record_vault) does not take a sweep (variants); record one run each."
+        )
+    key = (id(compiled.chunk), capacity, mode)
+    if key not in _RECORDING_CHUNKS:  # reused by an equal run in this process, as the other programs
+        options = compile_options("chunk", compiled.num_members, mode)
+        chunk = _make_chunk(record_step, compiled.num_members, options, record_capacity=capacity)
+        while len(_RECORDING_CHUNKS) >= 8:
+            _RECORDING_CHUNKS.pop(next(iter(_RECORDING_CHUNKS)))
+        _RECORDING_CHUNKS[key] = (compiled.chunk, chunk)  # holding the key's chunk keeps its id unique
+    return compiled._replace(chunk=_RECORDING_CHUNKS[key][1])
+
+
+_RECORDING_CHUNKS: dict[tuple[int, int, str], tuple[Any, Any]] = {}
+
+
 def _static_use_error(variant: Variant, error: Exception) -> ConfigError:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return ConfigError(
@@ -507,6 +537,8 @@ class ProgramShapes(NamedTuple):
     state: Any
     step_metrics: dict[str, Any]
     evaluation: dict[str, Any]
+    #: a recording chunk's experience (``(members, chunk_iterations, time, batch, ...)``), else None
+    experience: Any = None
 
 
 def compile_ahead(compiled: CompiledRunner, keys: jax.Array) -> ProgramShapes:
@@ -534,7 +566,8 @@ def compile_ahead(compiled: CompiledRunner, keys: jax.Array) -> ProgramShapes:
         jobs.append(pool.submit(evaluate.lower().compile))
         for job in jobs:
             job.result()
-    return ProgramShapes(states, dict(chunk.out_info[1]), dict(evaluate.out_info))
+    experience = chunk.out_info[2] if len(chunk.out_info) > 2 else None
+    return ProgramShapes(states, dict(chunk.out_info[1]), dict(evaluate.out_info), experience)
 
 
 def _make_chunk(
@@ -542,8 +575,13 @@ def _make_chunk(
     num_members: int,
     options: dict[str, Any] | None,
     values: dict[str, np.ndarray] | None = None,
+    record_capacity: int = 0,
 ) -> jax.stages.Wrapped:
     """``chunk(states, length) -> (states, mean step metrics)`` for every member at once.
+
+    With ``record_capacity`` (recording experience), ``step`` is a runner's ``record_step``
+    and the chunk also returns the experience of its iterations, leaves
+    ``(record_capacity, time, batch, ...)`` per member, the first ``length`` filled.
 
     The number of iterations is a traced argument of a ``while_loop``, so one compiled
     program serves every chunk length (the last, shorter chunk of a run included). With
@@ -555,21 +593,25 @@ def _make_chunk(
     # and the loop body reuses that trace (tracing is a good part of a small program's compile).
     step = jax.jit(step)
 
-    def run_chunk(state: Any, length: jax.Array, *extra: Any) -> tuple[Any, dict[str, jax.Array]]:
+    def run_chunk(state: Any, length: jax.Array, *extra: Any) -> tuple[Any, ...]:
         # The structure of the step metrics (for the loop carry), from an abstract trace.
-        metric_shapes = jax.eval_shape(lambda s, *e: step(s, *e)[1], state, *extra)
-        sums = jax.tree.map(lambda m: jnp.zeros(m.shape, jnp.float32), metric_shapes)
+        out_shapes = jax.eval_shape(lambda s, *e: step(s, *e)[1:], state, *extra)
+        sums = jax.tree.map(lambda m: jnp.zeros(m.shape, jnp.float32), out_shapes[0])
+        # The recorded experience of every iteration of the chunk (nothing without recording).
+        records = [jax.tree.map(lambda x: jnp.zeros((record_capacity, *x.shape), x.dtype), out_shapes[1:])]
 
-        def body(carry: tuple[jax.Array, Any, Any]) -> tuple[jax.Array, Any, Any]:
-            i, state, sums = carry
-            state, metrics = step(state, *extra)
+        def body(carry: tuple[jax.Array, Any, Any, Any]) -> tuple[jax.Array, Any, Any, Any]:
+            i, state, sums, records = carry
+            state, metrics, *experience = step(state, *extra)
             sums = jax.tree.map(lambda total, m: total + jnp.asarray(m, jnp.float32), sums, metrics)
-            return i + 1, state, sums
+            records = jax.tree.map(lambda r, x: r.at[i].set(x), records, [tuple(experience)])
+            return i + 1, state, sums, records
 
-        _, state, sums = jax.lax.while_loop(
-            lambda c: c[0] < length, body, (jnp.zeros((), jnp.int32), state, sums)
+        _, state, sums, records = jax.lax.while_loop(
+            lambda c: c[0] < length, body, (jnp.zeros((), jnp.int32), state, sums, records)
         )
-        return state, jax.tree.map(lambda total: total / length, sums)
+        means = jax.tree.map(lambda total: total / length, sums)
+        return (state, means, records[0][0]) if record_capacity else (state, means)
 
     if values is None:
         return jax.jit(over_seeds(run_chunk, num_members, in_axes=(0, None)), compiler_options=options)
@@ -895,6 +937,7 @@ class _Session:
     checkpoint_dir: str
     keep_checkpoints: int | None
     checkpoint_every: int
+    recorder: Any = None  # a lamella.agents.recording.VaultRecorder when recording
 
     @property
     def num_iterations(self) -> int:
@@ -919,6 +962,7 @@ class _Session:
             "steps_per_iteration": self.steps_per_iteration,
             "chunk_iterations": self.chunk_iterations,
             "compile_mode": self.compile_mode,
+            **({"record_vault": self.recorder.directory} if self.recorder is not None else {}),
             "num_evaluations": len(self.log.steps),
             "versions": ckpt.versions(),
         }
@@ -942,7 +986,9 @@ class _Session:
         chunks_done = 0
         while iteration < self.num_iterations and (max_chunks is None or chunks_done < max_chunks):
             length = min(self.chunk_iterations, self.num_iterations - iteration)
-            state, step_metrics = self.compiled.chunk(state, jnp.asarray(length, jnp.int32))
+            state, step_metrics, *experience = self.compiled.chunk(state, jnp.asarray(length, jnp.int32))
+            if self.recorder is not None:  # before the checkpoint, so a resume never misses steps
+                self.recorder.write(experience[0], length, iteration)
             iteration += length
             chunks_done += 1
             evaluation = self.evaluate(state, len(self.log.steps))
@@ -966,6 +1012,16 @@ class _Session:
             checkpoint_path = self.save(state, iteration)
         plot_path = _plot(self.log, self.spec) if plot else None
         return checkpoint_path, plot_path
+
+
+def _write_gif(runner: Any, state: Any, keys: jax.Array, out_dir: str) -> str:
+    """``<out_dir>/episode.gif``: one episode of the first member's policy (``runner.render_episode``)."""
+    from lamella.envs.rendering import save_frames
+
+    first = jax.tree.map(lambda x: x[0], state)
+    key = jax.random.fold_in(keys[0], _GIF_STREAM)
+    frames, length = jax.jit(runner.render_episode)(first, key)
+    return save_frames(np.asarray(frames)[: int(length)], os.path.join(out_dir, "episode.gif"), fps=10)
 
 
 def _complete_log(log: RunLog) -> None:
@@ -1014,6 +1070,8 @@ def run(
     max_chunks: int | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
     compile_mode: str | None = None,
+    record_vault: bool | str | os.PathLike[str] | None = None,
+    gif: bool = False,
 ) -> RunResult:
     """Train any runner for a population (seeds, times config variants) in one vmapped
     program, logging, checkpointing and plotting.
@@ -1027,8 +1085,8 @@ def run(
             one compiled program. Each variant is its own ``algorithm`` in the run log
             (``ppo[learning_rate=0.001]``, :func:`variant_name`), so lamella-eval compares them.
         out_dir, resume, chunk_iterations, checkpoint_every, keep_checkpoints, progress,
-        progress_stream, tensorboard, plot, max_chunks, extra_metadata, compile_mode: as for
-            :func:`run_experiment`.
+        progress_stream, tensorboard, plot, max_chunks, extra_metadata, compile_mode,
+        record_vault, gif: as for :func:`run_experiment`.
 
     Returns:
         A :class:`RunResult`.
@@ -1067,6 +1125,8 @@ def run(
         max_chunks=max_chunks,
         extra_metadata=extra_metadata,
         compile_mode=compile_mode,
+        record_vault=record_vault,
+        gif=gif,
     )
 
 
@@ -1089,6 +1149,8 @@ def run_experiment(
     max_chunks: int | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
     compile_mode: str | None = None,
+    record_vault: bool | str | os.PathLike[str] | None = None,
+    gif: bool = False,
 ) -> RunResult:
     """Train ``config`` for every seed (one vmapped program), logging, checkpointing and plotting.
 
@@ -1126,6 +1188,14 @@ def run_experiment(
         compile_mode: ``"auto"`` (default), ``"fast"`` or ``"optimized"``: which XLA options
             the programs compile with (:func:`compile_options`). A resumed run uses the stored
             mode.
+        record_vault: record every env step the runner collects to flashbax Vaults, one per
+            seed, in this folder (``True``: ``<out_dir>/vault``); needs a runner with
+            ``Runner.record_step`` (PPO, IPPO, MAPPO) and no ``variants``. A resumed run goes on
+            recording where it recorded (:mod:`lamella.agents.recording`).
+        gif: at the end of the call, draw one evaluation episode of the first seed's policy
+            to ``<out_dir>/episode.gif`` (needs ``Runner.render_episode``, as IPPO and MAPPO
+            have, and ``lamella-envs[render]``); a finished run resumed with ``gif=True``
+            draws it without training.
 
     Returns:
         A :class:`RunResult`.
@@ -1176,6 +1246,8 @@ def run_experiment(
         max_chunks=max_chunks,
         extra_metadata={**metadata, **dict(extra_metadata or {})},
         compile_mode=compile_mode,
+        record_vault=record_vault,
+        gif=gif,
     )
 
 
@@ -1197,6 +1269,8 @@ def _run(
     max_chunks: int | None,
     extra_metadata: Mapping[str, Any] | None,
     compile_mode: str | None,
+    record_vault: bool | str | os.PathLike[str] | None = None,
+    gif: bool = False,
 ) -> RunResult:
     started = time.perf_counter()
     seed_list = _seed_list(seeds)
@@ -1213,6 +1287,14 @@ def _run(
 
     start = _resolve_start(out_dir, resume, lambda: default_out_dir(spec.algorithm, spec.task))
     out_dir = start.out_dir
+    record_dir = None
+    if record_vault is not None or (start.stored or {}).get("record_vault"):
+        from lamella.agents.recording import resolve_record_dir
+
+        stored_dir = (start.stored or {}).get("record_vault")
+        record_dir = resolve_record_dir(
+            record_vault, stored_dir, out_dir, start.checkpoint is not None, spec.task, start.stored is None
+        )
     checkpoint_dir = os.path.join(out_dir, "checkpoints")
     if start.stored is not None:
         where = start.checkpoint or os.path.join(out_dir, "config.json")
@@ -1239,6 +1321,11 @@ def _run(
     keys = jnp.concatenate([seed_keys] * len(variants or [None]))
     config_path = os.path.join(out_dir, "config.json")
     compiled = build(len(seed_list), compile_mode)
+    if gif and getattr(compiled.runner, "render_episode", None) is None:
+        raise ConfigError(
+            f"{spec.algorithm}'s runner cannot draw its episodes (its Runner has no render_episode); "
+            "run without --gif."
+        )
 
     def result(
         state: Any, iteration: int, checkpoint_path: str | None, plot_path: str | None, **kw: Any
@@ -1281,6 +1368,7 @@ def _run(
             start.checkpoint,
             plot_path if os.path.exists(plot_path) else None,
             already_finished=True,
+            gif_path=_write_gif(compiled.runner, state, keys, out_dir) if gif else None,
         )
 
     runner = compiled.runner
@@ -1297,6 +1385,8 @@ def _run(
     if chunk_iterations is None:
         chunk_iterations = default_chunk_iterations(num_iterations)
     chunk_iterations = min(chunk_iterations, num_iterations)
+    if record_dir is not None:
+        compiled = _recording(compiled, chunk_iterations, variants, spec, compile_mode)
     try:
         shapes = compile_ahead(compiled, keys)
     except TypeError as error:
@@ -1318,9 +1408,28 @@ def _run(
         keep_checkpoints=keep_checkpoints,
         checkpoint_every=checkpoint_every,
     )
+    if record_dir is not None:
+        from lamella.agents.recording import VaultRecorder
+
+        session.recorder = VaultRecorder(
+            record_dir,
+            spec.task,
+            [m if isinstance(m, str) else "_".join(m) for m in members],
+            shapes.experience,
+            {"algorithm": spec.algorithm, "config": dict(spec.config or {})},
+        )
+        first = int((start.stored or {}).get("iteration", 0)) if start.checkpoint is not None else 0
+        session.recorder.open(first, fresh=start.stored is None)
 
     if start.checkpoint is not None:
-        state, metadata = ckpt.load_checkpoint(start.checkpoint, shapes.state)
+        try:
+            state, metadata = ckpt.load_checkpoint(start.checkpoint, shapes.state)
+        except ckpt.CheckpointError as error:
+            raise ConfigError(
+                f"Cannot resume {start.checkpoint}: its state does not fit this runner ({error}) It was written "
+                "for another env (for example another number of agents), network or batch size; resume it "
+                "with the runner that wrote it."
+            ) from error
         iteration = int(metadata["iteration"])
         log.load()
         if len(log.steps) < metadata["num_evaluations"]:
@@ -1341,6 +1450,7 @@ def _run(
             **({"variants": variants} if variants is not None else {}),
             "chunk_iterations": chunk_iterations,
             "compile_mode": compile_mode,
+            **({"record_vault": record_dir} if record_dir is not None else {}),
             "num_iterations": num_iterations,
             "steps_per_iteration": steps_per_iteration,
             "environment": log.environment,
@@ -1373,7 +1483,8 @@ def _run(
     final_plot_path: str | None = None
     if iteration >= num_iterations:
         checkpoint_path, final_plot_path = session.finish(state, iteration, checkpoint_path, plot)
-    return result(state, iteration, checkpoint_path, final_plot_path)
+    gif_path = _write_gif(runner, state, keys, out_dir) if gif else None
+    return result(state, iteration, checkpoint_path, final_plot_path, gif_path=gif_path)
 
 
 class LoadedRun(NamedTuple):

@@ -60,6 +60,7 @@ from lamella.agents.rollout import (
     actor_critic_policy,
     make_rollout,
     next_memory,
+    recorded_experience,
 )
 from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent, hashed_keys
 from lamella.envs import spaces, wrappers
@@ -356,7 +357,7 @@ def make_ppo_runner(
             last_return=jnp.zeros((), jnp.float32),
         )
 
-    def step(state: PPORunnerState) -> tuple[PPORunnerState, dict[str, jax.Array]]:
+    def record_step(state: PPORunnerState) -> tuple[PPORunnerState, dict[str, jax.Array], Any]:
         key, key_rollout, key_update = hashed_keys(state.key, (3,))
         train_state = state.train_state
         policy = actor_critic_policy(
@@ -388,6 +389,10 @@ def make_ppo_runner(
             iteration=state.iteration + 1,
             last_return=mean_return.astype(jnp.float32),
         )
+        return new_state, metrics, recorded_experience(transitions)
+
+    def step(state: PPORunnerState) -> tuple[PPORunnerState, dict[str, jax.Array]]:
+        new_state, metrics, _ = record_step(state)  # the unused experience costs nothing compiled
         return new_state, metrics
 
     def evaluate(state: PPORunnerState, key: jax.Array) -> dict[str, jax.Array]:
@@ -410,4 +415,5 @@ def make_ppo_runner(
         evaluate=evaluate,
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
+        record_step=record_step,
     )

@@ -44,6 +44,7 @@ __all__ = [
     "actor_critic_policy",
     "make_rollout",
     "next_memory",
+    "recorded_experience",
 ]
 
 ENV_AXIS = "envs"
@@ -140,6 +141,21 @@ class Rollout(NamedTuple):
     collect: Callable[[RolloutState, Policy, jax.Array, Any], tuple[RolloutState, Transition]]
     num_steps: int
     num_envs: int
+
+
+def recorded_experience(transitions: Transition, **extra: Any) -> dict[str, Any]:
+    """What a runner's ``record_step`` hands the driver to record (flashbax Vault's OG-MARL names):
+    ``observations`` (the observation acted on), ``actions``, ``rewards``, ``terminals``,
+    ``truncations``, each with the transitions' leading axes ``(num_steps, num_envs)``, plus
+    ``extra`` entries (for example ``infos``)."""
+    return {
+        "observations": transitions.obs,
+        "actions": transitions.action,
+        "rewards": transitions.reward,
+        "terminals": transitions.terminated,
+        "truncations": transitions.truncated,
+        **extra,
+    }
 
 
 def make_rollout(

@@ -28,6 +28,7 @@ from lamella.envs.environment import Environment, episode_done
 __all__ = [
     "Runner",
     "RunnerState",
+    "episode_frames",
     "eval_max_steps",
     "evaluate_agent",
     "hashed_keys",
@@ -64,6 +65,18 @@ class Runner(NamedTuple):
             (every step metric a scalar; evaluation metrics one list each). The driver does
             not require any particular metric; ``"episode_return"`` in ``evaluate`` is
             shown in the progress display and plotted when present.
+        record_step: ``record_step(runner_state) -> (runner_state, metrics, experience)``:
+            ``step`` that also returns the experience the iteration collected, a pytree with
+            leading axes ``(time, batch)`` (steps of the iteration, parallel envs; the
+            built-in runners use flashbax Vault's OG-MARL names ``observations``, ``actions``,
+            ``rewards``, ``terminals``, ``truncations``). The driver calls it instead of
+            ``step`` when it records experience to a Vault (``record_vault=``); ``None``: the
+            runner cannot record.
+        render_episode: ``render_episode(runner_state, key) -> (frames, length)``: one
+            evaluation episode of the current policy drawn with the env's ``render``, frames
+            uint8 ``(max_steps + 1, H, W, 3)`` of which the first ``length`` (int32) are the
+            episode (:func:`episode_frames`). The driver writes them as a GIF with ``gif=True``
+            (``lamella train ... --gif``); ``None``: the runner cannot draw its episodes.
     """
 
     init: Callable[[PRNGKey], RunnerState]
@@ -72,6 +85,8 @@ class Runner(NamedTuple):
     steps_per_iteration: int
     num_iterations: int
     metric_axes: Mapping[str, tuple[str, ...]] | None = None
+    record_step: Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array], Any]] | None = None
+    render_episode: Callable[[RunnerState, PRNGKey], tuple[jax.Array, jax.Array]] | None = None
 
 
 def make_train(runner: Runner) -> Callable[[PRNGKey], tuple[RunnerState, dict[str, jax.Array]]]:
@@ -222,6 +237,54 @@ def evaluate_agent(
     if per_agent:
         metrics["agent_return"] = extra[-1]
     return metrics
+
+
+def episode_frames(
+    agent: Agent,
+    train_state: TrainState,
+    env: Environment[Any, Any],
+    env_params: Any,
+    key: PRNGKey,
+    max_steps: int,
+    memory: Any,
+    greedy: bool = True,
+) -> tuple[jax.Array, jax.Array]:
+    """Play one episode (as :func:`evaluate_agent` plays each of its episodes) and draw every
+    state with ``env.render``.
+
+    Args:
+        agent, train_state, env, env_params, key, max_steps, greedy: as for :func:`evaluate_agent`
+            (``env`` without auto-reset, or the episode's end is not seen).
+        memory: the agent's memory for a batch of one env.
+
+    Returns:
+        ``(frames, length)``: uint8 ``(max_steps + 1, H, W, 3)``, the reset state's frame first
+        and the frames after the episode's end repeating its last state; int32 ``()``, the
+        number of frames of the episode (its steps + 1). Write ``frames[:length]`` with
+        :func:`lamella.envs.rendering.save_frames`.
+    """
+    key_reset, key_loop = jax.random.split(key)
+    obs, env_state = env.reset(key_reset, env_params)
+    batch = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731 - the policy takes a batch of one
+
+    def body(carry: tuple[Any, ...], key: PRNGKey) -> tuple[tuple[Any, ...], jax.Array]:
+        obs, env_state, memory, train_state, finished, length = carry
+        key_act, key_step = jax.random.split(key)
+        action, train_state, memory = agent.policy(key_act, train_state, batch(obs), memory, eval=greedy)
+        next_obs, next_state, _, terminated, truncated, _ = env.step(
+            key_step, env_state, jax.tree.map(lambda x: x[0], action), env_params
+        )
+        keep = lambda old, new: jax.tree.map(lambda a, b: jnp.where(finished, a, b), old, new)  # noqa: E731
+        env_state, obs = keep(env_state, next_state), keep(obs, next_obs)
+        length = length + jnp.where(finished, 0, 1)
+        finished = jnp.logical_or(finished, episode_done(terminated, truncated))
+        carry = (obs, env_state, memory, train_state, finished, length)
+        return carry, env.render(env_state, env_params)
+
+    carry = (obs, env_state, memory, train_state, jnp.zeros((), bool), jnp.ones((), jnp.int32))
+    carry, frames = jax.lax.scan(body, carry, jax.random.split(key_loop, max_steps))
+    first = env.render(env_state, env_params)
+    return jnp.concatenate([first[None], frames]).astype(jnp.uint8), carry[-1]
 
 
 def step_limit(value: int, env_params: Any) -> int:

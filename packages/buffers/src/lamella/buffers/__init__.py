@@ -5,7 +5,8 @@
 * :func:`make_episode_buffer`: parallel envs' time series plus an episode table;
   sample it with :func:`make_n_step_sampler`, :func:`make_episode_sampler` and
   :func:`make_her_sampler`.
-* :func:`open_vault`, :func:`record`, :func:`read_vault`, :func:`load_episode_buffer`:
+* :func:`open_vault`, :func:`record`, :func:`write_experience`, :func:`read_vault`,
+  :func:`load_episode_buffer`:
   experience on disk with flashbax's Vault.
 """
 
@@ -22,7 +23,7 @@ from lamella.buffers._src.her import HerSample, make_her_sampler
 from lamella.buffers._src.n_step import n_step_transition
 from lamella.buffers._src.replay import make_flat_buffer, make_item_buffer, make_trajectory_buffer
 from lamella.buffers._src.types import NStepTransition, Transition, transition_like
-from lamella.buffers._src.vault import load_episode_buffer, open_vault, read_vault, record
+from lamella.buffers._src.vault import load_episode_buffer, open_vault, read_vault, record, write_experience
 
 __all__ = [
     "EpisodeBatch",
@@ -45,4 +46,5 @@ __all__ = [
     "read_vault",
     "record",
     "transition_like",
+    "write_experience",
 ]

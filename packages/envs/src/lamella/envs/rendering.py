@@ -16,7 +16,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["animate", "canvas", "draw_segment", "fill_circle", "fill_polygon", "fill_rect", "render_episode"]
+__all__ = [
+    "animate",
+    "canvas",
+    "draw_segment",
+    "fill_circle",
+    "fill_polygon",
+    "fill_rect",
+    "render_episode",
+    "save_frames",
+]
 
 Color = Sequence[int]
 
@@ -102,15 +111,27 @@ def animate(env: Any, params: Any, states: Any, path: str | os.PathLike[str], fp
     needs ``imageio[ffmpeg]``). The file is written to a temporary name and
     renamed, so a crash never leaves half a file. Returns the path.
     """
+    _check_suffix(path)  # before rendering
+    return save_frames(render_episode(env, params, states), path, fps)
+
+
+def _check_suffix(path: str | os.PathLike[str]) -> str:
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in (".gif", ".mp4"):
+        raise ValueError(f"animate: unsupported file type {suffix!r}; use a .gif or .mp4 path.")
+    return suffix
+
+
+def save_frames(frames: Any, path: str | os.PathLike[str], fps: int = 30) -> str:
+    """Write frames ``(T, H, W, 3)`` uint8 as a GIF or MP4 (by the suffix), atomically, as
+    :func:`animate` does (the ``render`` extra). Returns the path."""
     try:
         import imageio.v3 as iio
     except ImportError as error:  # pragma: no cover - depends on the extra
         raise ImportError("animate needs imageio: pip install 'lamella-envs[render]'") from error
     path = os.fspath(path)
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in (".gif", ".mp4"):
-        raise ValueError(f"animate: unsupported file type {suffix!r}; use a .gif or .mp4 path.")
-    frames = render_episode(env, params, states)
+    suffix = _check_suffix(path)
+    frames = np.asarray(frames, np.uint8)
     tmp = f"{path}.tmp{suffix}"
     if suffix == ".gif":
         iio.imwrite(tmp, frames, duration=1000.0 / fps, loop=0)

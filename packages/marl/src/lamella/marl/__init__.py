@@ -28,6 +28,7 @@ from lamella.marl.ppo import (
     make_rec_ippo_runner,
     make_rec_mappo_runner,
 )
+from lamella.marl.recording import OfflineExperience, read_offline
 
 __all__ = [
     "IPPOConfig",
@@ -38,6 +39,7 @@ __all__ = [
     "MultiAgentRecurrentActorCriticNet",
     "RecIPPOConfig",
     "RecMAPPOConfig",
+    "OfflineExperience",
     "__version__",
     "check_multi_agent_env",
     "make_ippo_runner",
@@ -48,4 +50,5 @@ __all__ = [
     "make_rec_ippo_runner",
     "make_rec_mappo_runner",
     "masked_categorical",
+    "read_offline",
 ]

@@ -63,13 +63,15 @@ def check_multi_agent_env(
     global_state: bool = False,
     env_id: str | None = None,
     continuous_action: str = "tanh",
+    team_reward: bool = False,
 ) -> None:
     """Raise :class:`~lamella.agents.config.ConfigError` (a user error: one line, exit status 2
     from ``lamella train``) unless ``env`` is a multi-agent env with discrete actions
     (``MultiDiscrete``) or continuous ones (a ``Box`` of shape ``(n, D)``, the same bounds for
-    every agent, finite where ``continuous_action="tanh"`` squashes into them), and has a
-    ``global_state`` where ``global_state`` is asked for. ``env_id`` names the env in the
-    message (default: ``env.name``)."""
+    every agent, finite where ``continuous_action="tanh"`` squashes into them), has a
+    ``global_state`` where ``global_state`` is asked for, and agents that form one team where
+    ``team_reward`` is asked for (an env with ``cooperative = False`` has none). ``env_id``
+    names the env in the message (default: ``env.name``)."""
     name = env_id or getattr(env, "name", type(env).__name__)
     if int(getattr(env, "num_agents", 1)) < 2:
         raise ConfigError(
@@ -110,6 +112,12 @@ def check_multi_agent_env(
         raise ConfigError(
             f"{algorithm}'s centralised critic reads env.global_state(state, params), which {name} does "
             f"not define. Use ippo (independent critics on each agent's observation) for {name}."
+        )
+    if team_reward and getattr(env, "cooperative", True) is False:
+        raise ConfigError(
+            f"team_reward=true trains every agent on the sum of all agents' rewards, but {name} has no team "
+            "reward: its agents play against each other (env.cooperative is False). Set team_reward=false "
+            "(each agent learns from its own reward)."
         )
 
 

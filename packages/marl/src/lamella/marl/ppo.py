@@ -49,7 +49,7 @@ from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import RolloutState, Transition, actor_critic_policy, make_rollout, next_memory
-from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, step_limit
+from lamella.agents.runner import Runner, episode_frames, evaluate_agent, hashed_keys, step_limit
 from lamella.envs import wrappers
 from lamella.envs.environment import Environment
 from lamella.envs.wrappers import RunningMeanStd
@@ -61,6 +61,7 @@ from lamella.marl.observation import (
     check_multi_agent_env,
     num_actions_of,
 )
+from lamella.marl.recording import recorded_experience
 
 __all__ = [
     "METRIC_AXES",
@@ -485,6 +486,7 @@ def make_multi_agent_ppo_runner(
             global_state=config.centralised_critic,
             env_id=env_id,
             continuous_action=config.continuous_action,
+            team_reward=config.team_reward,
         )
         num_agents, num_actions = int(env.num_agents), num_actions_of(env, env_params)
         action_bounds = action_bounds_of(env, env_params)
@@ -515,7 +517,9 @@ def make_multi_agent_ppo_runner(
             last_agent_return=jnp.zeros((num_agents,), jnp.float32),
         )
 
-    def step(state: MultiAgentPPORunnerState) -> tuple[MultiAgentPPORunnerState, dict[str, jax.Array]]:
+    def record_step(
+        state: MultiAgentPPORunnerState,
+    ) -> tuple[MultiAgentPPORunnerState, dict[str, jax.Array], Any]:
         key, key_rollout, key_update = hashed_keys(state.key, (3,))
         policy = actor_critic_policy(actor_critic, state.train_state.params)
         start = RolloutState(state.env_state, state.obs, state.memory, state.reset)
@@ -549,6 +553,10 @@ def make_multi_agent_ppo_runner(
             last_return=team_return,
             last_agent_return=agent_return,
         )
+        return new_state, metrics, recorded_experience(transitions)
+
+    def step(state: MultiAgentPPORunnerState) -> tuple[MultiAgentPPORunnerState, dict[str, jax.Array]]:
+        new_state, metrics, _ = record_step(state)  # the unused experience costs nothing compiled
         return new_state, metrics
 
     def evaluate(state: MultiAgentPPORunnerState, key: jax.Array) -> dict[str, jax.Array]:
@@ -579,6 +587,18 @@ def make_multi_agent_ppo_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes=dict(METRIC_AXES),
+        record_step=record_step,
+        render_episode=lambda state, key: episode_frames(
+            agent,
+            state.train_state,
+            observed,
+            env_params,
+            key,
+            max_eval_steps,
+            # Fresh memory for a batch of one env (empty for the feed-forward runners).
+            jax.tree.map(lambda x: x[:1], agent.reset_memory(state.memory, eval=True)),
+            config.eval_greedy,
+        ),
     )
 
 

@@ -195,6 +195,8 @@ class CoinGame(Environment[CoinGameState, CoinGameParams]):
     """
 
     num_agents = 2
+    #: The agents do not form one team (multi-agent contract: a runner refuses a team reward here).
+    cooperative = False
 
     def __init__(
         self,

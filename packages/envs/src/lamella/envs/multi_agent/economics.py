@@ -125,6 +125,9 @@ class CournotGame(Environment[CournotState, CournotParams]):
     observation is uniform noise in ``[0, 1)`` instead of zeros.
     """
 
+    #: The agents do not form one team (multi-agent contract: a runner refuses a team reward here).
+    cooperative = False
+
     def __init__(
         self,
         num_players: int = 2,
@@ -277,6 +280,9 @@ class Fishery(Environment[FisheryState, FisheryParams]):
     Pax's quirk (``pax_quirks=True``): the first observation's efforts are uniform noise in
     ``[0, 1)`` instead of zeros.
     """
+
+    #: The agents do not form one team (multi-agent contract: a runner refuses a team reward here).
+    cooperative = False
 
     def __init__(
         self,

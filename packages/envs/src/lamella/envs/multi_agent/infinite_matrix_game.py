@@ -200,6 +200,8 @@ class InfiniteMatrixGame(Environment[InfiniteMatrixGameState, InfiniteMatrixGame
     """
 
     num_agents = 2
+    #: The agents do not form one team (multi-agent contract: a runner refuses a team reward here).
+    cooperative = False
     stochastic_step = False
 
     def __init__(self, payoff: Any = None, gamma: float = 0.96, num_steps: int = 100):

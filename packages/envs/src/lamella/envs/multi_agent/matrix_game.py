@@ -202,6 +202,8 @@ class IteratedMatrixGame(Environment[IteratedMatrixGameState, IteratedMatrixGame
     """
 
     num_agents = 2
+    #: The agents do not form one team (multi-agent contract: a runner refuses a team reward here).
+    cooperative = False
     stochastic_step = False
 
     def __init__(self, payoff: Any = None, num_inner_steps: int = 100):

@@ -117,6 +117,9 @@ class IteratedTensorGame(Environment[IteratedTensorGameState, IteratedTensorGame
 
     stochastic_step = False
 
+    #: The agents do not form one team (multi-agent contract: a runner refuses a team reward here).
+    cooperative = False
+
     def __init__(
         self, num_players: int = 3, payoff: Any = None, num_inner_steps: int = 100, num_outer_steps: int = 1
     ):

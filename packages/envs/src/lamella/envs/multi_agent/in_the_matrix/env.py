@@ -221,6 +221,8 @@ class InTheMatrix(Environment[InTheMatrixState, InTheMatrixParams]):
     """
 
     num_agents = 2
+    #: The agents do not form one team (multi-agent contract: a runner refuses a team reward here).
+    cooperative = False
 
     def __init__(
         self,

@@ -25,6 +25,12 @@ from lamella.envs.multi_agent.mpe.types import (
 __all__ = ["MultiParticleEnv"]
 
 
+#: The scenarios whose agents oppose each other (adversaries, eavesdroppers, predators and prey).
+COMPETITIVE_SCENARIOS = frozenset(
+    {"simple_adversary", "simple_crypto", "simple_push", "simple_tag", "simple_world_comm"}
+)
+
+
 class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
     """A multi-agent particle world (MPE) scenario with the physics and rules of ``mpe2==1.1.1``.
 
@@ -104,6 +110,8 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         self.scenario = make_scenario(**scenario_kwargs)
         scn = self.scenario
         self.num_agents = scn.num_agents  # type: ignore[misc]
+        # Scenarios with adversaries have two opposing sides, so no team reward (multi-agent contract).
+        self.cooperative = scenario not in COMPETITIVE_SCENARIOS
         self.agent_names = scn.agent_names
         self.agent_roles = scn.agent_roles
         self.continuous_actions = bool(continuous_actions)

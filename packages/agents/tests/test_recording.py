@@ -1,0 +1,67 @@
+"""The driver's Vault recording with a single-agent runner (PPO): ``Runner.record_step`` is generic.
+
+lamella-marl's tests cover recording in depth (interrupted runs, resume, the offline reader);
+this checks that PPO's experience reaches the vault whole and in order.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from lamella.agents.driver import run_experiment
+from lamella.agents.ppo import PPOConfig
+from lamella.agents.recording import read_recording, recorded_runs
+
+NUM_ENVS, NUM_STEPS, ITERATIONS = 2, 16, 3
+
+
+def test_ppo_records_every_step_to_one_vault_per_seed(tmp_path):
+    config = PPOConfig(
+        env_id="CartPole-v1",
+        total_timesteps=ITERATIONS * NUM_ENVS * NUM_STEPS,
+        num_envs=NUM_ENVS,
+        num_steps=NUM_STEPS,
+        num_minibatches=2,
+        hidden_sizes=(8,),
+        eval_episodes=2,
+    )
+    result = run_experiment(
+        config,
+        seeds=[0, 3],
+        out_dir=tmp_path / "run",
+        chunk_iterations=2,
+        record_vault=tmp_path / "vaults",
+        progress=False,
+        plot=False,
+    )
+    assert result.finished
+    assert recorded_runs(tmp_path / "vaults") == [("CartPole-v1", "seed_0"), ("CartPole-v1", "seed_3")]
+    data = read_recording(tmp_path / "vaults", run="seed_3")
+    steps = ITERATIONS * NUM_STEPS
+    assert sorted(data) == ["actions", "observations", "rewards", "terminals", "truncations"]
+    assert data["observations"].shape == (NUM_ENVS, steps, 4) and data["actions"].shape == (NUM_ENVS, steps)
+    np.testing.assert_array_equal(data["rewards"], 1.0)  # CartPole pays 1 for every step
+    # One env's time series is continuous: a step's observation follows from the previous one's
+    # (the cart position moves by at most tau * |velocity|), except after an episode's end.
+    x, x_dot = data["observations"][..., 0], data["observations"][..., 1]
+    ended = data["terminals"] | data["truncations"]
+    moved = np.abs(x[:, 1:] - x[:, :-1] - 0.02 * x_dot[:, :-1])
+    assert np.all(moved[~ended[:, :-1]] < 1e-4)
+    # The run's training episodes are the vault's: the log's episode count per chunk matches.
+    log = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    run_log = log["classic_control"]["CartPole-v1"]["ppo"]["seed_3"]
+    chunk_ends = ended[:, : 2 * NUM_STEPS].sum()
+    np.testing.assert_allclose(run_log["step_1"]["train_episodes"][0] * 2, chunk_ends)
+
+
+def test_record_vault_takes_an_optional_folder_on_the_command_line():
+    from lamella.agents.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["ppo", "--record-vault", "num_envs=8"])  # an override, not a folder
+    assert args.record_vault is True and args.overrides == ["num_envs=8"]
+    args = parser.parse_args(["ppo", "num_envs=8", "--record-vault", "runs/vaults", "--gif"])
+    assert args.record_vault == "runs/vaults" and args.gif and args.overrides == ["num_envs=8"]
+    assert parser.parse_args(["ppo"]).record_vault is None
