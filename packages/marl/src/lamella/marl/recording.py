@@ -12,7 +12,7 @@ key               dtype, shape per step               meaning
 ``rewards``       float32 ``(n,)``                    each agent's own reward (never the team sum)
 ``terminals``     bool ``(n,)``                       the episode terminated at this step
 ``truncations``   bool ``(n,)``                       it hit the time limit at this step
-``infos.legals``  bool ``(n, num_actions)``           the action mask of the observation
+``infos.legals``  bool ``(n, num_actions)``           the action mask (discrete actions only)
 ``infos.state``   float32 ``(G,)`` (MAPPO only)       the env's global state
 ================  ==================================  =============================================
 
@@ -35,10 +35,11 @@ __all__ = ["OfflineExperience", "read_offline", "recorded_experience"]
 def recorded_experience(transitions: Transition) -> dict[str, Any]:
     """The experience IPPO/MAPPO record from a rollout of dict observations (the table above)."""
     obs = transitions.obs
-    infos = {"legals": obs["action_mask"]}
+    infos = {"legals": obs["action_mask"]} if "action_mask" in obs else {}  # none for continuous actions
     if "global_state" in obs:
         infos["state"] = obs["global_state"]
-    return {**_base_experience(transitions, infos=infos), "observations": obs["obs"]}
+    extra = {"infos": infos} if infos else {}  # continuous IPPO: neither masks nor a global state
+    return {**_base_experience(transitions, **extra), "observations": obs["obs"]}
 
 
 class OfflineExperience(NamedTuple):
@@ -50,7 +51,8 @@ class OfflineExperience(NamedTuple):
         rewards: float32 ``(num_envs, steps, n)``.
         terminals: bool ``(num_envs, steps, n)``.
         truncations: bool ``(num_envs, steps, n)``.
-        legals: bool ``(num_envs, steps, n, num_actions)``, the action masks.
+        legals: bool ``(num_envs, steps, n, num_actions)``, the action masks (None for
+            continuous actions, which have none).
         state: float32 ``(num_envs, steps, G)``, the global state (None unless MAPPO recorded it).
     """
 
@@ -59,7 +61,7 @@ class OfflineExperience(NamedTuple):
     rewards: np.ndarray
     terminals: np.ndarray
     truncations: np.ndarray
-    legals: np.ndarray
+    legals: np.ndarray | None
     state: np.ndarray | None
 
     @property
@@ -72,8 +74,8 @@ class OfflineExperience(NamedTuple):
         return int(self.actions.shape[2])
 
     def agent(self, i: int) -> dict[str, np.ndarray]:
-        """Agent ``i``'s ``observations``, ``actions``, ``rewards``, ``dones`` and ``legals``,
-        each ``(num_envs, steps, ...)``."""
+        """Agent ``i``'s ``observations``, ``actions``, ``rewards``, ``dones`` and (discrete
+        actions) ``legals``, each ``(num_envs, steps, ...)``."""
         if not 0 <= i < self.num_agents:
             raise IndexError(f"agent {i} of {self.num_agents}")
         return {
@@ -81,7 +83,7 @@ class OfflineExperience(NamedTuple):
             "actions": self.actions[:, :, i],
             "rewards": self.rewards[:, :, i],
             "dones": self.dones[:, :, i],
-            "legals": self.legals[:, :, i],
+            **({} if self.legals is None else {"legals": self.legals[:, :, i]}),
         }
 
 
@@ -98,18 +100,18 @@ def read_offline(
     from lamella.agents.recording import read_recording
 
     data = read_recording(directory, task, run)
-    missing = {"observations", "actions", "rewards", "terminals", "truncations", "infos"} - set(data)
+    missing = {"observations", "actions", "rewards", "terminals", "truncations"} - set(data)
     if missing:
         raise ValueError(
             f"{os.fspath(directory)!r} run {run} was not recorded by a multi-agent runner (missing {sorted(missing)})."
         )
-    infos = data["infos"]
+    infos = data.get("infos", {})
     return OfflineExperience(
         observations=data["observations"],
         actions=data["actions"],
         rewards=data["rewards"],
         terminals=data["terminals"],
         truncations=data["truncations"],
-        legals=infos["legals"],
+        legals=infos.get("legals"),
         state=infos.get("state"),
     )
