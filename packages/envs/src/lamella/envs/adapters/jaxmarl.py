@@ -115,7 +115,8 @@ def _time_limit(jaxmarl_env: Any, state: Any) -> jax.Array:
 
 
 def _family(jaxmarl_env: Any) -> str:
-    """``"smax"``, ``"overcooked"``, ``"hanabi"``, ``"mpe"``, ``"coin_game"`` or ``"other"``."""
+    """``"smax"`` (SMAX and HeuristicEnemySMAX), ``"overcooked"``, ``"overcooked_v2"``, ``"hanabi"``,
+    ``"mpe"``, ``"coin_game"`` or ``"other"``."""
     classes = {
         "smax": ("jaxmarl.environments.smax.smax_env", "SMAX"),
         "enemy_smax": ("jaxmarl.environments.smax.heuristic_enemy_smax_env", "EnemySMAX"),
@@ -131,13 +132,14 @@ def _family(jaxmarl_env: Any) -> str:
         except (ImportError, AttributeError):  # pragma: no cover - another jaxmarl version
             continue
         if isinstance(jaxmarl_env, cls):
-            return {"enemy_smax": "smax", "overcooked_v2": "overcooked"}.get(family, family)
+            return "smax" if family == "enemy_smax" else family
     return "other"
 
 
 _TRUNCATION_RULES: dict[str, TruncationRule] = {
     "smax": _smax_truncated,  # a battle won or lost is terminal; the time limit truncates
     "overcooked": _always,  # ends only at max_steps
+    "overcooked_v2": _always,
     "mpe": _always,  # ends only at max_steps
     "coin_game": _always,  # ends only after num_outer_steps inner episodes
     "hanabi": _never,  # ends only when the game is over (no time limit)
@@ -148,7 +150,7 @@ def _noop_actions(jaxmarl_env: Any, family: str) -> int | None:
     """The family's no-op action id (None: use 0)."""
     if family == "smax":
         return int(jaxmarl_env.num_movement_actions) - 1  # "stop"
-    if family == "overcooked":
+    if family in ("overcooked", "overcooked_v2"):
         return 4  # "stay"
     if family == "hanabi":
         return int(jaxmarl_env.num_moves) - 1  # "noop" (the only legal move of a waiting player)
@@ -222,7 +224,7 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
     negative ids are replaced by the no-op ``env.noop_actions[i]`` (SMAX: stop, Overcooked:
     stay, Hanabi: noop, others: 0 unless ``noop_action`` is given) before JaxMARL sees them.
     Other actions go to JaxMARL as they are; what an action that is illegal under the mask does
-    is JaxMARL's rule (SMAX: an attack on a unit out of range or dead is ignored; Hanabi: only the
+    is JaxMARL's rule (SMAX: an attack it cannot make does nothing, the unit stands still; Hanabi: only the
     current player's action counts). Continuous: float32 ``(n, D)``, each agent's ``Box`` row
     padded to the largest size ``D`` (``env.action_sizes``) with bounds ``[0, 0]``; the padding
     is ignored.
@@ -236,8 +238,8 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
     ``dones[agent]`` is True before the episode ends (SMAX: dead) is terminated from then on.
     When the episode ends the other agents are truncated if the family's rule says the time
     limit ended it, else terminated: SMAX truncates when both teams still have units alive
-    (a battle won or lost, or a draw, is terminal); Overcooked, MPE and CoinGame always
-    truncate (they end only at their step limit); Hanabi always terminates (it has no step
+    (a battle won or lost, or a draw, is terminal); Overcooked (v1 and v2), MPE and CoinGame
+    always truncate (they end only at their step limit); Hanabi always terminates (it has no step
     limit); other envs truncate when ``state.step >= env.max_steps`` where they have both, and
     terminate otherwise. ``episode_truncated`` overrides the rule.
 
