@@ -176,7 +176,12 @@ def _strong(tree: Any) -> Any:
     """``tree`` without weak types: some JaxMARL resets return weakly typed leaves (the heuristic
     SMAX enemy's ``last_attacked_enemy``) that its step returns strongly typed, which would make
     a jitted step trace twice."""
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.result_type(x)), tree)
+
+    def strong(x: Any) -> Any:
+        aval = jax.typeof(x)
+        return jnp.asarray(x, aval.dtype) if getattr(aval, "weak_type", False) else x
+
+    return jax.tree.map(strong, tree)
 
 
 # Construction ------------------------------------------------------------------------------
