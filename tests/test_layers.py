@@ -18,7 +18,7 @@ LAYER = {"envs": 0, "buffers": 0, "agents": 1, "marl": 2, "ued": 2, "gcrl": 2, "
 DISTRIBUTION = {"tensorboardX": "tensorboardx", "PIL": "pillow", "yaml": "pyyaml", "sklearn": "scikit-learn"}
 # Third-party imports lamella-envs may use at module level (extras are imported lazily).
 ENVS_RUNTIME = {"jax", "numpy"}
-ENVS_OPTIONAL = {"imageio", "gymnasium", "pettingzoo"}
+ENVS_OPTIONAL = {"imageio", "gymnasium", "pettingzoo", "jaxmarl"}
 
 
 def _packages() -> list[str]:
