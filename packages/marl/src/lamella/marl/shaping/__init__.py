@@ -1,5 +1,13 @@
-"""Opponent shaping on the iterated games: fixed strategies, learners and meta-learning runners (Pax's)."""
+"""Opponent shaping on the iterated games (Pax's setups): fixed strategies, the multi-agent RL runner,
+exact-gradient learners on the infinite game and evolved meta-agents."""
 
+from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner, make_meta_fitness
+from lamella.marl.shaping.exact import (
+    make_exact_play,
+    make_fixed_learner,
+    make_lola_learner,
+    make_naive_learner,
+)
 from lamella.marl.shaping.runner import ShapingConfig, make_shaping_runner
 from lamella.marl.shaping.strategies import (
     STRATEGIES,
@@ -12,9 +20,16 @@ from lamella.marl.shaping.strategies import (
 
 __all__ = [
     "STRATEGIES",
+    "MetaESConfig",
     "ShapingConfig",
     "check_strategy_fits",
+    "make_exact_play",
+    "make_fixed_learner",
+    "make_lola_learner",
     "make_memory_one_agent",
+    "make_meta_es_runner",
+    "make_meta_fitness",
+    "make_naive_learner",
     "make_shaping_runner",
     "memory_one",
     "strategy",
