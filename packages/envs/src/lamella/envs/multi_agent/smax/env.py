@@ -328,7 +328,7 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         before = np.arange(u - 1)[None, :] < np.arange(a)[:, None]
         others = jnp.where(before[..., None], features[:, :-1], features[:, 1:])
         scale = np.array([self.map_width, self.map_height], np.float32)
-        own = jnp.concatenate([health[:a, None], pos[:a] / scale, rest[:a, 2:]], -1)
+        own = jnp.concatenate([health[:a, None], pos[:a] / scale, rest[:a, 3:]], -1)
         own = jnp.where(alive[:a, None], own, 0.0)
         return jnp.concatenate([others.reshape(a, -1), own], -1)
 
