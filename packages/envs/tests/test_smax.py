@@ -307,22 +307,29 @@ def test_shots_damage_cooldown_and_win_bonus(marines):
 
 
 def test_autoreset_final_observation():
-    env, params = le.make("SMAX-3m-v0", max_episode_steps=2)
-    step = jax.jit(env.step)
+    env, params = le.make("SMAX-3m-v0", max_episode_steps=1)
     obs, state = env.reset(jax.random.key(0), params)
-    for t in range(2):
-        obs, state, reward, terminated, truncated, info = step(jax.random.key(t), state, jnp.full(3, 4), params)
-    assert bool(jnp.all(truncated)) and int(state.env_state.time) == 0
-    assert not np.array_equal(np.asarray(info["final_observation"]), np.asarray(obs))
-    np.testing.assert_array_equal(np.asarray(info["action_mask"]), np.asarray(env.unwrapped.action_mask(state.env_state)))
+    # Every ally walks north one step: the episode is truncated, the state is a fresh episode's.
+    out = jax.jit(env.step)(jax.random.key(1), state, jnp.zeros(3, jnp.int32), params)
+    obs, state, reward, terminated, truncated, info = out
+    inner = env.unwrapped_state(state)
+    assert bool(jnp.all(truncated)) and int(inner.time) == 0
+    np.testing.assert_array_equal(np.asarray(inner.last_action), smax.STOP)
+    final = np.asarray(info["final_observation"])
+    assert not np.array_equal(final, np.asarray(obs))
+    # The final observation saw each ally's north move (own last move feature 1 in y is not
+    # observed, but the other allies' are: slot 0's last move y).
+    assert float(final[1, 4]) == 1.0
+    np.testing.assert_array_equal(np.asarray(info["action_mask"]), np.asarray(env.unwrapped.action_mask(inner)))
 
 
 # Conformance, ids, bad input ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env_id", ["SMAX-2s3z-v0", "SMAX-6h_vs_8z-v0"])
-def test_check_env(env_id):
-    env, params = le.make(env_id, max_episode_steps=20)
+def test_check_env():
+    # One scenario (check_env compiles about ten programs): two unit types, unequal teams; 24
+    # steps cross the 20-step limit, so check_env sees an auto-reset.
+    env, params = le.make("SMAX-6h_vs_8z-v0", max_episode_steps=20)
     check_env(env, params, num_steps=24, num_envs=2)
 
 

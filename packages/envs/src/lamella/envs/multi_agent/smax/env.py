@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -289,48 +290,50 @@ class SMAX(Environment[SMAXState, SMAXParams]):
 
     # Observations ---------------------------------------------------------------------------
 
-    def _unit_features(self, state: SMAXState, params: SMAXParams) -> tuple[jax.Array, jax.Array]:
-        """Per unit ``(health fraction (U,), the 10 features after the position (U, 10))``."""
+    def _unit_features(self, state: SMAXState, params: SMAXParams) -> list[jax.Array]:
+        """Per unit, the features another unit observes after the relative position: last move
+        x, y, last target, cooldown fraction (four ``(U,)`` arrays)."""
         action = state.last_action
         move_x = (action == EAST).astype(jnp.float32) - (action == WEST).astype(jnp.float32)
         move_y = (action == NORTH).astype(jnp.float32) - (action == SOUTH).astype(jnp.float32)
         attack = jnp.where(action >= NUM_MOVE_ACTIONS, action, 0).astype(jnp.float32) / self._action_scale
         seen = jnp.where(self._is_enemy, jnp.asarray(params.see_enemy_actions), True)
-        zero = jnp.zeros_like(move_x)
-        move_x, move_y, attack = (jnp.where(seen, v, zero) for v in (move_x, move_y, attack))
+        move_x, move_y, attack = (jnp.where(seen, v, 0.0) for v in (move_x, move_y, attack))
         cooldown = jnp.clip(state.weapon_cooldown / self._period, 0.0, 1.0)
-        rest = jnp.concatenate(
-            [jnp.stack([move_x, move_y, attack, cooldown], -1), jnp.asarray(self._type_onehot)], -1
-        )
-        return state.health / self._max_health, rest
+        return [move_x, move_y, attack, cooldown]
 
     def get_obs(self, state: SMAXState, params: SMAXParams | None = None) -> jax.Array:
         """Every ally's observation, float32 ``(A, 13 (U - 1) + 10)`` (see the class docs)."""
         params = self.default_params if params is None else params
         a, u = self.num_allies, self.num_units
         alive = state.health > 0
-        pos = state.positions
-        delta = pos[None, :, :] - pos[:a, None, :]  # (A, U, 2): unit j relative to ally i
-        distance = jnp.sqrt(delta[..., 0] * delta[..., 0] + delta[..., 1] * delta[..., 1])
+        x, y = state.positions[:, 0], state.positions[:, 1]
+        # Pairwise features as separate (A, U) arrays (unit j seen by ally i), stacked once at
+        # the end: (A, U, 13) arrays with a short minor axis do not vectorise on CPU.
+        dx = x[None, :] - x[:a, None]
+        dy = y[None, :] - y[:a, None]
+        distance = jnp.sqrt(dx * dx + dy * dy)
         sight = self._sight[:a, None]
         visible = (distance < sight) & alive[:a, None] & alive[None, :]
-        health, rest = self._unit_features(state, params)
-        features = jnp.concatenate(
-            [
-                jnp.broadcast_to(health[None, :, None], (a, u, 1)),
-                delta / sight[..., None],
-                jnp.broadcast_to(rest[None], (a, u, rest.shape[-1])),
-            ],
-            -1,
-        )
-        features = jnp.where(visible[..., None], features, 0.0)
+        health = state.health / self._max_health
+        per_unit = [health, *self._unit_features(state, params)]
+        columns = [per_unit[0][None, :], dx / sight, dy / sight, *(f[None, :] for f in per_unit[1:])]
+        columns += [jnp.asarray(self._type_onehot[:, t])[None, :] for t in range(len(UNIT_TYPES))]
         # Drop each ally's own column: slot k is unit k before the observer, unit k + 1 after.
         before = np.arange(u - 1)[None, :] < np.arange(a)[:, None]
-        others = jnp.where(before[..., None], features[:, :-1], features[:, 1:])
-        scale = np.array([self.map_width, self.map_height], np.float32)
-        own = jnp.concatenate([health[:a, None], pos[:a] / scale, rest[:a, 3:]], -1)
+        visible_slots = jnp.where(before, visible[:, :-1], visible[:, 1:])
+        slots = []
+        for column in columns:
+            column = jnp.broadcast_to(column, (a, u))
+            column = jnp.where(before, column[:, :-1], column[:, 1:])
+            slots.append(jnp.where(visible_slots, column, 0.0))
+        others = jnp.stack(slots, -1).reshape(a, -1)
+        own = jnp.stack(
+            [health[:a], x[:a] / np.float32(self.map_width), y[:a] / np.float32(self.map_height), per_unit[4][:a]], -1
+        )
+        own = jnp.concatenate([own, jnp.asarray(self._type_onehot[:a])], -1)
         own = jnp.where(alive[:a, None], own, 0.0)
-        return jnp.concatenate([others.reshape(a, -1), own], -1)
+        return jnp.concatenate([others, own], -1)
 
     def observation_of(self, state: SMAXState, params: SMAXParams | None = None) -> jax.Array:
         return self.get_obs(state, params)
@@ -408,14 +411,20 @@ class SMAX(Environment[SMAXState, SMAXParams]):
 
     # Reset and step ---------------------------------------------------------------------------
 
-    def _push_apart(self, positions: jax.Array, alive: jax.Array) -> jax.Array:
-        delta = positions[:, None, :] - positions[None, :, :]
-        distance = jnp.sqrt(delta[..., 0] * delta[..., 0] + delta[..., 1] * delta[..., 1])
-        distance = distance + np.eye(self.num_units, dtype=np.float32) + np.float32(1e-6)
+    def _push_apart(self, x: jax.Array, y: jax.Array, alive: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Each pair of living units closer than their radius sum pushed apart by half the overlap.
+
+        The coordinates are separate ``(U,)`` arrays: pairwise arrays with a minor axis of 2
+        (``(U, U, 2)``) do not vectorise on CPU, and this runs ``W`` times per step.
+        """
+        dx = x[:, None] - x[None, :]
+        dy = y[:, None] - y[None, :]
+        distance = jnp.sqrt(dx * dx + dy * dy) + np.eye(self.num_units, dtype=np.float32) + np.float32(1e-6)
         overlap = jax.nn.relu(self._radius_sum / distance - 1.0)
         overlap = jnp.where(alive[:, None] & alive[None, :], overlap, 0.0)
-        pushed = positions + jnp.sum(delta * overlap[..., None], 1) / 2
-        return jnp.where(alive[:, None], pushed, positions)
+        pushed_x = x + jnp.sum(dx * overlap, 1) / 2
+        pushed_y = y + jnp.sum(dy * overlap, 1) / 2
+        return jnp.where(alive, pushed_x, x), jnp.where(alive, pushed_y, y)
 
     def _initial_state(self, offsets: jax.Array) -> SMAXState:
         """The state whose units start at the team centres plus ``offsets`` (``(U, 2)``), pushed apart."""
@@ -424,7 +433,9 @@ class SMAX(Environment[SMAXState, SMAXParams]):
             [[self.map_width / 4, self.map_height / 2]] * a + [[self.map_width / 4 * 3, self.map_height / 2]] * e,
             np.float32,
         )
-        positions = self._push_apart(start + offsets, jnp.ones((self.num_units,), jnp.bool_))
+        positions = start + offsets
+        x, y = self._push_apart(positions[:, 0], positions[:, 1], jnp.ones((self.num_units,), jnp.bool_))
+        positions = jnp.stack([x, y], -1)
         return SMAXState(
             positions=positions,
             health=jnp.asarray(self._max_health),
@@ -436,6 +447,12 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         )
 
     def reset_env(self, key: jax.Array, params: SMAXParams) -> tuple[jax.Array, SMAXState]:
+        # One compiled program even when called eagerly (op by op, a reset is dozens of tiny
+        # programs); inside an outer jit or vmap the inner jit is inlined.
+        return self._reset_compiled(key, params)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def _reset_compiled(self, key: jax.Array, params: SMAXParams) -> tuple[jax.Array, SMAXState]:
         u = fast_random.uniform(key, (self.num_units, 2), vector=True)
         state = self._initial_state(4.0 * u - 2.0)
         return self.get_obs(state, params), state
@@ -483,31 +500,35 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         k = actions - NUM_MOVE_ACTIONS
         target = jnp.where(k >= 0, jnp.where(self._is_enemy, a - 1 - k, a + k), -1)
         targets = target[:, None] == np.arange(u)[None, :]  # (U, U) one-hot rows
-        step_length = jnp.asarray(self._step_length)[:, None]
-        limit = np.array([self.map_width, self.map_height], np.float32)
+        step_x = move[:, 0] * self._step_length
+        step_y = move[:, 1] * self._step_length
+        width, height = np.float32(self.map_width), np.float32(self.map_height)
         dt = np.float32(self.time_per_step)
+        walls_kill = jnp.asarray(params.walls_cause_death)
 
         def world_step(carry: tuple[jax.Array, ...], jitter: jax.Array) -> tuple[tuple[jax.Array, ...], None]:
-            positions, health, cooldown = carry
+            x, y, health, cooldown = carry
             alive = health > 0
-            moved = jnp.clip(positions + move * step_length, 0.0, limit)
-            moved = jnp.where(alive[:, None], moved, positions)
-            aim = jnp.sum(jnp.where(targets[..., None], positions[None, :, :], 0.0), 1) - positions
-            distance = jnp.sqrt(aim[:, 0] * aim[:, 0] + aim[:, 1] * aim[:, 1])
+            moved_x = jnp.where(alive, jnp.clip(x + step_x, 0.0, width), x)
+            moved_y = jnp.where(alive, jnp.clip(y + step_y, 0.0, height), y)
+            # Shots, from the positions before the move.
+            aim_x = jnp.sum(jnp.where(targets, x[None, :], 0.0), 1) - x
+            aim_y = jnp.sum(jnp.where(targets, y[None, :], 0.0), 1) - y
+            distance = jnp.sqrt(aim_x * aim_x + aim_y * aim_y)
             target_alive = jnp.any(targets & alive[None, :], 1)
             fires = target_alive & alive & (distance < self._range) & (cooldown <= 0.0)
             damage = jnp.sum(jnp.where(targets & fires[:, None], self._damage[:, None], 0.0), 0)
             health = jnp.maximum(health - damage, 0.0)
             deviation = jnp.maximum(-dt, jitter * (3 * dt) + (-dt))
             cooldown = cooldown + jnp.where(fires, (self._period + deviation) - cooldown, -dt)
-            touching = jnp.any(moved <= 0.0, -1) | jnp.any(moved >= limit, -1)
-            health = jnp.where(touching & jnp.asarray(params.walls_cause_death), 0.0, health)
-            positions = self._push_apart(moved, health > 0)
-            return (positions, health, cooldown), None
+            touching = (moved_x <= 0.0) | (moved_y <= 0.0) | (moved_x >= width) | (moved_y >= height)
+            health = jnp.where(touching & walls_kill, 0.0, health)
+            x, y = self._push_apart(moved_x, moved_y, health > 0)
+            return (x, y, health, cooldown), None
 
-        (positions, health, cooldown), _ = jax.lax.scan(
-            world_step, (state.positions, state.health, state.weapon_cooldown), noise.cooldown
-        )
+        start = (state.positions[:, 0], state.positions[:, 1], state.health, state.weapon_cooldown)
+        (x, y, health, cooldown), _ = jax.lax.scan(world_step, start, noise.cooldown)
+        positions = jnp.stack([x, y], -1)
         alive = health > 0
         lost_fraction = (health - health_before) / self._max_health
         team_reward = jnp.abs(jnp.sum(lost_fraction[a:])) / self.num_enemies
