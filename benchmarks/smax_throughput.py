@@ -92,7 +92,9 @@ def lamella_side(env: Any, params: Any, pattern: str, bare: bool = False) -> Cal
             state, mask, value = step(inputs[0], state, mask, inputs[1])
             return (state, mask, total + jnp.sum(value)), None
 
-        (state, mask, total), _ = jax.lax.scan(body, (state, mask, jnp.zeros((), jnp.float32)), (keys, uniforms))
+        (state, mask, total), _ = jax.lax.scan(
+            body, (state, mask, jnp.zeros((), jnp.float32)), (keys, uniforms)
+        )
         return total + checksum((state, mask))
 
     return jax.jit(rollout)
@@ -108,7 +110,9 @@ def jaxmarl_side(scenario: str, pattern: str) -> tuple[Callable[..., jax.Array],
         avail = env.get_avail_actions(state)
         mask = jnp.stack([avail[name] for name in env.agents]).astype(bool)
         action = legal_action(mask, u)
-        obs, state, reward, dones, _ = env.step(step_key, state, {name: action[i] for i, name in enumerate(env.agents)})
+        obs, state, reward, dones, _ = env.step(
+            step_key, state, {name: action[i] for i, name in enumerate(env.agents)}
+        )
         read: tuple[Any, ...] = (reward,)
         if pattern in "abd":
             read += ([obs[name] for name in env.agents], dones)
@@ -159,7 +163,9 @@ def bench(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scenarios", nargs="*", default=["2s3z"])
     parser.add_argument("--patterns", default="abcd", help="which consumption patterns (default: abcd)")
     parser.add_argument("--num-envs", type=int, default=1024)
@@ -174,7 +180,9 @@ def main() -> None:
         jaxmarl_version = importlib.metadata.version("jaxmarl")
     except importlib.metadata.PackageNotFoundError:
         jaxmarl_version = None
-        print("jaxmarl is not installed in this environment: lamella alone (use `hatch run bench-jaxmarl:...`).")
+        print(
+            "jaxmarl is not installed in this environment: lamella alone (use `hatch run bench-jaxmarl:...`)."
+        )
     device = jax.devices()[0]
     print(
         f"machine: {platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
@@ -184,12 +192,25 @@ def main() -> None:
     )
     for p in args.patterns:
         print(f"pattern {p}: {PATTERNS[p]}")
-    columns = ["scenario", "pattern", "lamella steps/s", "jaxmarl steps/s", "ratio (median of pairs)", "compile lamella/jaxmarl s"]
+    columns = [
+        "scenario",
+        "pattern",
+        "lamella steps/s",
+        "jaxmarl steps/s",
+        "ratio (median of pairs)",
+        "compile lamella/jaxmarl s",
+    ]
     print("| " + " | ".join(columns) + " |")
     print("|" + "|".join("---" for _ in columns) + "|")
     for scenario in args.scenarios:
         row = bench(
-            scenario, args.patterns, args.num_envs, args.steps, args.repeats, jaxmarl_version is not None, args.bare
+            scenario,
+            args.patterns,
+            args.num_envs,
+            args.steps,
+            args.repeats,
+            jaxmarl_version is not None,
+            args.bare,
         )
         rate, compile_s = row["rate"], row["compile"]
         for p in args.patterns:
@@ -204,8 +225,11 @@ def main() -> None:
             ]
             print("| " + " | ".join(cells) + " |", flush=True)
         if args.bare:
-            print(f"| {scenario} | bare (a) | {rate['bare']:.3g} | | of bare: {rate['lamella a'] / rate['bare']:.2f} | "
-                  f"{compile_s['bare']:.1f} |", flush=True)
+            print(
+                f"| {scenario} | bare (a) | {rate['bare']:.3g} | | of bare: {rate['lamella a'] / rate['bare']:.2f} | "
+                f"{compile_s['bare']:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

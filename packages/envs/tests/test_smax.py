@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -18,9 +19,20 @@ from lamella.envs.testing import assert_parity_coverage, check_env
 # (scenario, JaxMARL max_steps, attack_mode, episodes). One JaxMARL program compiles for 10-20 s
 # here, so the test suite runs one case that holds as much as possible: five unit types, teams
 # of unequal size (the enemies' reversed ally numbering), and a short time limit so that episodes
-# end by winning, losing and on time. benchmarks/smax_parity.py runs every registered scenario and
-# the random attack mode the same way.
+# end by winning, losing and on time. LAMELLA_SMAX_PARITY=all adds the registered scenarios (and
+# the random attack mode) that Mava and JaxMARL report on, at about 20 s each.
 PARITY_CASES = [(("sMmm", "zhm"), 30, "closest", 12)]
+ALL_SCENARIO_CASES = [
+    ("3m", 30, "closest", 9),
+    ("2s3z", 40, "closest", 9),
+    ("3s5z", 40, "closest", 6),
+    ("5m_vs_6m", 40, "random", 9),
+    ("6h_vs_8z", 40, "random", 6),
+    ("3s5z_vs_3s6z", 40, "closest", 6),
+    ("3s_vs_5z", 40, "closest", 6),
+]
+if os.environ.get("LAMELLA_SMAX_PARITY") == "all":
+    PARITY_CASES += ALL_SCENARIO_CASES
 # The parity programs run a few hundred steps: compiled for compile speed (XLA's backend
 # optimisation halves their compile time here).
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
@@ -83,8 +95,12 @@ def reference_env(scenario, max_steps, attack_mode):
     else:
         allies, enemies = scenario
         types = [smax.UNIT_SHORTHANDS.index(c) for c in allies + enemies]
-        unit_scenario = jaxmarl_smax.Scenario(jnp.asarray(types, jnp.uint8), len(allies), len(enemies), False, False)
-    return jaxmarl_smax.HeuristicEnemySMAX(scenario=unit_scenario, max_steps=max_steps, attack_mode=attack_mode)
+        unit_scenario = jaxmarl_smax.Scenario(
+            jnp.asarray(types, jnp.uint8), len(allies), len(enemies), False, False
+        )
+    return jaxmarl_smax.HeuristicEnemySMAX(
+        scenario=unit_scenario, max_steps=max_steps, attack_mode=attack_mode
+    )
 
 
 def run_parity(scenario, max_steps, attack_mode, episodes):
@@ -102,7 +118,10 @@ def run_parity(scenario, max_steps, attack_mode, episodes):
         _, reset_key = jax.random.split(key)
         _, k0, k1 = jax.random.split(reset_key, 3)
         offsets = jnp.concatenate(
-            [jax.random.uniform(k0, (a, 2), minval=-2, maxval=2), jax.random.uniform(k1, (e, 2), minval=-2, maxval=2)]
+            [
+                jax.random.uniform(k0, (a, 2), minval=-2, maxval=2),
+                jax.random.uniform(k1, (e, 2), minval=-2, maxval=2),
+            ]
         )
         state = env._initial_state(offsets)
         return ref_state, dict(
@@ -175,10 +194,18 @@ def parity(request):
 
 def check_parity(case, run):
     """Assert that lamella and JaxMARL agreed on every recorded step; return the coverage counts."""
-    (scenario, max_steps, _, _), (env, starts, r, (a, e)) = case, run
+    (scenario, max_steps, _, _), (_, starts, r, (a, _)) = case, run
     close = dict(atol=1e-4, rtol=1e-5)
     # Reset: JaxMARL's start offsets pushed apart and observed as JaxMARL's reset does.
-    for name in ("positions", "health", "weapon_cooldown", "last_action", "enemy_target", "enemy_last_attacked", "time"):
+    for name in (
+        "positions",
+        "health",
+        "weapon_cooldown",
+        "last_action",
+        "enemy_target",
+        "enemy_last_attacked",
+        "time",
+    ):
         np.testing.assert_allclose(
             getattr(starts["state"], name), getattr(starts["ref_state"], name), atol=1e-5, err_msg=name
         )
@@ -203,10 +230,12 @@ def check_parity(case, run):
     )
     enemy_alive = alive_before[:, a:]
     np.testing.assert_array_equal(
-        np.where(enemy_alive, state.enemy_last_attacked, -9), np.where(enemy_alive, ref.enemy_last_attacked, -9)
+        np.where(enemy_alive, state.enemy_last_attacked, -9),
+        np.where(enemy_alive, ref.enemy_last_attacked, -9),
     )
     np.testing.assert_allclose(
-        np.where(enemy_alive[..., None], state.enemy_target, 0), np.where(enemy_alive[..., None], ref.enemy_target, 0)
+        np.where(enemy_alive[..., None], state.enemy_target, 0),
+        np.where(enemy_alive[..., None], ref.enemy_target, 0),
     )
     np.testing.assert_allclose(r["obs"], r["ref_obs"], **close)
     np.testing.assert_allclose(r["global_after"], r["ref_global_after"], **close)
@@ -247,9 +276,14 @@ def check_parity(case, run):
 
 def test_parity_with_jaxmarl_step_by_step(parity):
     counts = check_parity(*parity)
-    print(counts)
-    # Every kind of step was compared: unit deaths, won, lost and timed-out episodes, the bonus.
-    for kind in ("deaths", "won", "lost", "on_time", "bonus_steps"):
+    print(parity[0][0], counts)
+    # Every kind of step was compared: unit deaths, won, lost and timed-out episodes, the bonus
+    # (the registered scenarios of LAMELLA_SMAX_PARITY=all: unit deaths at least, since random
+    # allies rarely win the hard ones).
+    kinds = (
+        ("deaths", "won", "lost", "on_time", "bonus_steps") if parity[0] in PARITY_CASES[:1] else ("deaths",)
+    )
+    for kind in kinds:
         assert counts[kind] > 0, f"no {kind} in the compared steps: {counts}"
 
 
@@ -262,7 +296,9 @@ def marines():
     params = env.default_params
     step = jax.jit(lambda state, action, noise: env.transition(state, action, noise, params))
     noise = SMAXNoise(
-        cooldown=jnp.full((env.world_steps, env.num_units), 0.5), enemy_target=jnp.zeros(3), enemy_attack=jnp.zeros(3)
+        cooldown=jnp.full((env.world_steps, env.num_units), 0.5),
+        enemy_target=jnp.zeros(3),
+        enemy_attack=jnp.zeros(3),
     )
     _, state = env.reset(jax.random.key(0), params)
     return env, params, step, noise, state
@@ -320,7 +356,9 @@ def test_autoreset_final_observation():
     # The final observation saw each ally's north move (own last move feature 1 in y is not
     # observed, but the other allies' are: slot 0's last move y).
     assert float(final[1, 4]) == 1.0
-    np.testing.assert_array_equal(np.asarray(info["action_mask"]), np.asarray(env.unwrapped.action_mask(inner)))
+    np.testing.assert_array_equal(
+        np.asarray(info["action_mask"]), np.asarray(env.unwrapped.action_mask(inner))
+    )
 
 
 # Conformance, ids, bad input ---------------------------------------------------------------
@@ -339,7 +377,7 @@ def test_ids_spaces_and_bad_input():
     for main in ("SMAX-3m-v0", "SMAX-2s3z-v0", "SMAX-3s5z-v0", "SMAX-6h_vs_8z-v0", "SMAX-3s5z_vs_3s6z-v0"):
         assert main in le.registered(variants=False)
     assert "SMAX-27m_vs_30m-v0" in le.registered()
-    for name, (allies, enemies) in smax.SCENARIOS.items():
+    for name in smax.SCENARIOS:
         reference = jaxmarl_smax.map_name_to_scenario(name)
         env = SMAX(name)
         np.testing.assert_array_equal(env.unit_types, np.asarray(reference.unit_types))
@@ -347,7 +385,7 @@ def test_ids_spaces_and_bad_input():
         ref_env = jaxmarl_smax.SMAX(scenario=reference)
         assert env.observation_size == ref_env.obs_size
         assert env.num_actions == ref_env.num_ally_actions
-    with pytest.raises(ValueError, match="unknown scenario '4m'.*choose one of"):
+    with pytest.raises(ValueError, match=r"unknown scenario '4m'.*choose one of"):
         SMAX("4m")
     with pytest.raises(ValueError, match="unknown ally unit 'q'"):
         SMAX(("qq", "mm"))

@@ -75,7 +75,9 @@ def _units(value: str | Sequence[Any], side: str) -> tuple[int, ...]:
             types.append(UNIT_SHORTHANDS.index(item))
         elif isinstance(item, str) and item in UNIT_TYPES:
             types.append(UNIT_TYPES.index(item))
-        elif isinstance(item, (int, np.integer)) and not isinstance(item, bool) and 0 <= item < len(UNIT_TYPES):
+        elif (
+            isinstance(item, (int, np.integer)) and not isinstance(item, bool) and 0 <= item < len(UNIT_TYPES)
+        ):
             types.append(int(item))
         else:
             raise ValueError(
@@ -200,14 +202,20 @@ class SMAX(Environment[SMAXState, SMAXParams]):
             raise ValueError(f"SMAX: attack_mode must be one of {ATTACK_MODES}, got {attack_mode!r}.")
         for name, value in (("map_width", map_width), ("map_height", map_height)):
             if not float(value) > 8.0:
-                raise ValueError(f"SMAX: {name} must be > 8 (the teams start 2 units around a quarter), got {value!r}.")
+                raise ValueError(
+                    f"SMAX: {name} must be > 8 (the teams start 2 units around a quarter), got {value!r}."
+                )
         if isinstance(world_steps_per_env_step, bool) or int(world_steps_per_env_step) < 1:
             raise ValueError(
                 f"SMAX: world_steps_per_env_step must be an integer >= 1, got {world_steps_per_env_step!r}."
             )
         if not float(time_per_step) > 0:
             raise ValueError(f"SMAX: time_per_step must be > 0, got {time_per_step!r}.")
-        if isinstance(max_episode_steps, bool) or int(max_episode_steps) != max_episode_steps or max_episode_steps < 1:
+        if (
+            isinstance(max_episode_steps, bool)
+            or int(max_episode_steps) != max_episode_steps
+            or max_episode_steps < 1
+        ):
             raise ValueError(f"SMAX: max_episode_steps must be an integer >= 1, got {max_episode_steps!r}.")
         self.num_allies, self.num_enemies = len(ally_types), len(enemy_types)
         self.num_units = self.num_allies + self.num_enemies
@@ -281,7 +289,12 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         """The space of :meth:`global_state`: float32 ``(12 U,)``. Cooldowns fall without bound."""
         m = self._push_margin
         per_unit_low = [0.0, -m, -m, -np.inf] + [0.0] * len(UNIT_TYPES)
-        per_unit_high = [1.0, self.map_width + m, self.map_height + m, float(self._period.max()) + 2 * self.time_per_step]
+        per_unit_high = [
+            1.0,
+            self.map_width + m,
+            self.map_height + m,
+            float(self._period.max()) + 2 * self.time_per_step,
+        ]
         per_unit_high += [1.0] * len(UNIT_TYPES)
         u = self.num_units
         low = per_unit_low * u + [0.0] * u + [0.0] * u
@@ -329,7 +342,13 @@ class SMAX(Environment[SMAXState, SMAXParams]):
             slots.append(jnp.where(visible_slots, column, 0.0))
         others = jnp.stack(slots, -1).reshape(a, -1)
         own = jnp.stack(
-            [health[:a], x[:a] / np.float32(self.map_width), y[:a] / np.float32(self.map_height), per_unit[4][:a]], -1
+            [
+                health[:a],
+                x[:a] / np.float32(self.map_width),
+                y[:a] / np.float32(self.map_height),
+                per_unit[4][:a],
+            ],
+            -1,
         )
         own = jnp.concatenate([own, jnp.asarray(self._type_onehot[:a])], -1)
         own = jnp.where(alive[:a, None], own, 0.0)
@@ -430,14 +449,14 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         """The state whose units start at the team centres plus ``offsets`` (``(U, 2)``), pushed apart."""
         a, e = self.num_allies, self.num_enemies
         start = np.array(
-            [[self.map_width / 4, self.map_height / 2]] * a + [[self.map_width / 4 * 3, self.map_height / 2]] * e,
+            [[self.map_width / 4, self.map_height / 2]] * a
+            + [[self.map_width / 4 * 3, self.map_height / 2]] * e,
             np.float32,
         )
-        positions = start + offsets
-        x, y = self._push_apart(positions[:, 0], positions[:, 1], jnp.ones((self.num_units,), jnp.bool_))
-        positions = jnp.stack([x, y], -1)
+        placed = jnp.asarray(start) + offsets
+        x, y = self._push_apart(placed[:, 0], placed[:, 1], jnp.ones((self.num_units,), jnp.bool_))
         return SMAXState(
-            positions=positions,
+            positions=jnp.stack([x, y], -1),
             health=jnp.asarray(self._max_health),
             weapon_cooldown=jnp.zeros((self.num_units,), jnp.float32),
             last_action=jnp.full((self.num_units,), STOP, jnp.int32),
@@ -462,7 +481,9 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         w, u, e = self.world_steps, self.num_units, self.num_enemies
         draws = fast_random.uniform(key, (w * u + 2 * e,), vector=True)
         return SMAXNoise(
-            cooldown=draws[: w * u].reshape(w, u), enemy_target=draws[w * u : w * u + e], enemy_attack=draws[w * u + e :]
+            cooldown=draws[: w * u].reshape(w, u),
+            enemy_target=draws[w * u : w * u + e],
+            enemy_attack=draws[w * u + e :],
         )
 
     def step_env(self, key: jax.Array, state: SMAXState, action: Any, params: SMAXParams) -> StepOutput:
@@ -506,7 +527,9 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         dt = np.float32(self.time_per_step)
         walls_kill = jnp.asarray(params.walls_cause_death)
 
-        def world_step(carry: tuple[jax.Array, ...], jitter: jax.Array) -> tuple[tuple[jax.Array, ...], None]:
+        Carry = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+
+        def world_step(carry: Carry, jitter: jax.Array) -> tuple[Carry, None]:
             x, y, health, cooldown = carry
             alive = health > 0
             moved_x = jnp.where(alive, jnp.clip(x + step_x, 0.0, width), x)
@@ -533,7 +556,9 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         lost_fraction = (health - health_before) / self._max_health
         team_reward = jnp.abs(jnp.sum(lost_fraction[a:])) / self.num_enemies
         won, lost = ~jnp.any(alive[a:]), ~jnp.any(alive[:a])
-        team_reward = team_reward + jnp.where(won & ~lost, jnp.asarray(params.won_battle_bonus, jnp.float32), 0.0)
+        team_reward = team_reward + jnp.where(
+            won & ~lost, jnp.asarray(params.won_battle_bonus, jnp.float32), 0.0
+        )
         state = SMAXState(
             positions=positions,
             health=health,

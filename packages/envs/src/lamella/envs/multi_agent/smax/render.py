@@ -37,7 +37,9 @@ def render(env: SMAX, state: SMAXState) -> jax.Array:
     team = np.where(env._is_enemy[:, None], _ENEMY, _ALLY)
     colors = (_WOUNDED + fraction * (team - _WOUNDED)).astype(jnp.uint8)
     pixels = jnp.arange(SIZE, dtype=jnp.float32) + 0.5
-    d2 = jnp.square(pixels[None, None, :] - x[:, None, None]) + jnp.square(pixels[None, :, None] - y[:, None, None])
+    d2 = jnp.square(pixels[None, None, :] - x[:, None, None]) + jnp.square(
+        pixels[None, :, None] - y[:, None, None]
+    )
     rank = jnp.arange(1, env.num_units + 1)[:, None, None]
     live = alive[:, None, None]
     inside = jnp.max(jnp.where(live & (d2 <= jnp.square(radius)[:, None, None]), rank, 0), 0)
