@@ -23,13 +23,13 @@ from lamella.envs.testing import assert_parity_coverage, check_env
 # the random attack mode) that Mava and JaxMARL report on, at about 20 s each.
 PARITY_CASES = [(("sMmm", "zhm"), 30, "closest", 12)]
 ALL_SCENARIO_CASES = [
-    ("3m", 30, "closest", 9),
+    ("3m", 15, "closest", 9),
     ("2s3z", 40, "closest", 9),
     ("3s5z", 40, "closest", 6),
-    ("5m_vs_6m", 40, "random", 9),
+    ("5m_vs_6m", 15, "random", 9),
     ("6h_vs_8z", 40, "random", 6),
     ("3s5z_vs_3s6z", 40, "closest", 6),
-    ("3s_vs_5z", 40, "closest", 6),
+    ("3s_vs_5z", 20, "closest", 6),
 ]
 if os.environ.get("LAMELLA_SMAX_PARITY") == "all":
     PARITY_CASES += ALL_SCENARIO_CASES
