@@ -294,7 +294,10 @@ def test_parity_with_jaxmarl_step_by_step(parity):
 def marines():
     env = SMAX("3m")
     params = env.default_params
-    step = jax.jit(lambda state, action, noise: env.transition(state, action, noise, params))
+    step = jax.jit(
+        lambda state, action, noise: env.transition(state, action, noise, params),
+        compiler_options=FAST_COMPILE,
+    )
     noise = SMAXNoise(
         cooldown=jnp.full((env.world_steps, env.num_units), 0.5),
         enemy_target=jnp.zeros(3),
@@ -304,8 +307,13 @@ def marines():
     return env, params, step, noise, state
 
 
-def test_walls_kill_and_illegal_actions_stop(marines):
-    env, params, step, noise, state = marines
+def test_rules_on_hand_built_states(marines):
+    """One test (one compiled step): walls, illegal actions and the dead; shots, cooldown, bonus."""
+    walls_kill_and_illegal_actions_stop(*marines)
+    shots_damage_cooldown_and_win_bonus(*marines)
+
+
+def walls_kill_and_illegal_actions_stop(env, params, step, noise, state):
     # Ally 0 at the west edge walking west dies on the wall; ally 1 asks to attack an enemy out
     # of range (illegal: acts as stop), ally 2 asks for an action id out of range (stop too).
     positions = state.positions.at[0].set(jnp.array([0.2, 16.0]))
@@ -324,8 +332,7 @@ def test_walls_kill_and_illegal_actions_stop(marines):
     np.testing.assert_array_equal(np.asarray(later.positions[0]), np.asarray(after.positions[0]))
 
 
-def test_shots_damage_cooldown_and_win_bonus(marines):
-    env, params, step, noise, state = marines
+def shots_damage_cooldown_and_win_bonus(env, params, step, noise, state):
     # One enemy left, with 9 hit points, 3 units from ally 0: one marine shot (9) kills it.
     positions = jnp.array([[10.0, 16.0], [10.0, 18.0], [10.0, 14.0], [13.0, 16.0], [30.0, 30.0], [30.0, 2.0]])
     health = jnp.array([45.0, 45.0, 45.0, 9.0, 0.0, 0.0])
@@ -346,7 +353,9 @@ def test_autoreset_final_observation():
     env, params = le.make("SMAX-3m-v0", max_episode_steps=1)
     obs, state = env.reset(jax.random.key(0), params)
     # Every ally walks north one step: the episode is truncated, the state is a fresh episode's.
-    out = jax.jit(env.step)(jax.random.key(1), state, jnp.zeros(3, jnp.int32), params)
+    out = jax.jit(env.step, compiler_options=FAST_COMPILE)(
+        jax.random.key(1), state, jnp.zeros(3, jnp.int32), params
+    )
     obs, state, reward, terminated, truncated, info = out
     inner = env.unwrapped_state(state)
     assert bool(jnp.all(truncated)) and int(inner.time) == 0
@@ -382,9 +391,13 @@ def test_ids_spaces_and_bad_input():
         env = SMAX(name)
         np.testing.assert_array_equal(env.unit_types, np.asarray(reference.unit_types))
         assert (env.num_allies, env.num_enemies) == (reference.num_allies, reference.num_enemies)
-        ref_env = jaxmarl_smax.SMAX(scenario=reference)
-        assert env.observation_size == ref_env.obs_size
-        assert env.num_actions == ref_env.num_ally_actions
+        # JaxMARL's sizes: 13 features per other unit plus 10 own; moves, stop, one attack per enemy.
+        assert env.observation_size == 13 * (reference.num_allies + reference.num_enemies - 1) + 10
+        assert env.num_actions == reference.num_enemies + 5
+    for name in ("2s3z", "6h_vs_8z"):
+        ref_env = jaxmarl_smax.SMAX(scenario=jaxmarl_smax.map_name_to_scenario(name))
+        assert SMAX(name).observation_size == ref_env.obs_size
+        assert SMAX(name).num_actions == ref_env.num_ally_actions
     with pytest.raises(ValueError, match=r"unknown scenario '4m'.*choose one of"):
         SMAX("4m")
     with pytest.raises(ValueError, match="unknown ally unit 'q'"):
@@ -400,7 +413,8 @@ def test_ids_spaces_and_bad_input():
 def test_render():
     env, params = le.make("SMAX-2s3z-v0", autoreset=False)
     _, state = env.reset(jax.random.key(0), params)
-    frame = np.asarray(jax.jit(env.render)(state, params))
+    render = jax.jit(env.render, compiler_options=FAST_COMPILE)
+    frame = np.asarray(render(state, params))
     assert frame.shape == (256, 256, 3) and frame.dtype == np.uint8
     # Allies (blue) on the west half, enemies (red) on the east half.
     blue = (frame[..., 2] > 150) & (frame[..., 0] < 100)
@@ -409,5 +423,5 @@ def test_render():
     assert red[:, 128:].sum() > 20 and red[:, :128].sum() == 0
     # A dead unit disappears.
     dead = state.replace(health=state.health.at[:5].set(0.0))
-    frame = np.asarray(jax.jit(env.render)(dead, params))
+    frame = np.asarray(render(dead, params))
     assert ((frame[..., 2] > 150) & (frame[..., 0] < 100)).sum() == 0
