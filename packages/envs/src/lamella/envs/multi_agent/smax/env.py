@@ -236,7 +236,6 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         )
         # Per-unit constants (static: the unit types of a scenario never change).
         stats = UNIT_STATS[self.unit_types]
-        self._speed = stats[:, _SPEED]
         self._step_length = stats[:, _SPEED] * np.float32(self.time_per_step)  # exact: dt = 2^-k
         self._damage = stats[:, _DAMAGE]
         self._range = stats[:, _RANGE]
