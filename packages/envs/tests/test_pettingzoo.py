@@ -21,15 +21,18 @@ LBF_IDS = ["Foraging-8x8-2p-2f-v3", "Foraging-2s-8x8-2p-2f-coop-v3"]
 RWARE_IDS = ["rware-tiny-2ag-v2"]
 # One MPE id stands for the family: every scenario is the same env class (test_mpe.py).
 MPE_IDS = ["MPE-simple_spread-v3"]
-# Every multi-agent main id except LBF's, RWARE's and MPE's (a few ids stand for each of those
+# One SMAX id for its family (every scenario is the same env class, test_smax.py): allies die
+# one by one, so agents leave `agents` before the episode ends.
+SMAX_IDS = ["SMAX-3m-v0"]
+# Every multi-agent main id except LBF's, RWARE's, MPE's and SMAX's (a few ids stand for each of those
 # families: same code, other sizes).
 MATRIX_IDS = [
     env_id
     for env_id in le.registered(variants=False)
-    if not env_id.startswith(("Foraging-", "rware-", "MPE-"))
+    if not env_id.startswith(("Foraging-", "rware-", "MPE-", "SMAX-"))
     and le.make(env_id, autoreset=False)[0].num_agents > 1
 ]
-IDS = MATRIX_IDS + LBF_IDS + RWARE_IDS + MPE_IDS
+IDS = MATRIX_IDS + LBF_IDS + RWARE_IDS + MPE_IDS + SMAX_IDS
 # Enough cycles to play a whole episode (matrix games: 100 rounds, LBF: 50 steps), so the checks
 # see `agents` empty out at the end.
 NUM_CYCLES = 110
@@ -64,7 +67,7 @@ def adapters():
 def test_ids_cover_every_multi_agent_family():
     assert "IteratedPrisonersDilemma-v0" in MATRIX_IDS and "InfiniteMatrixGame-v0" in MATRIX_IDS
     assert len(MATRIX_IDS) >= 7
-    for env_id in LBF_IDS + RWARE_IDS:
+    for env_id in LBF_IDS + RWARE_IDS + MPE_IDS + SMAX_IDS:
         assert env_id in le.registered(variants=False)
 
 
@@ -74,6 +77,10 @@ UNBOUNDED_WARNINGS = (
     "Agent's minimum observation space value is -infinity. This is probably too low.",
     "Agent's maximum observation space value is infinity. This is probably too high",
 )
+
+
+# A dead SMAX ally observes all zeros (JaxMARL's observation); api_test warns when it sees one.
+ZERO_OBS_WARNING = "Observation numpy array is all zeros."
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -88,6 +95,8 @@ def test_pettingzoo_api_tests_pass_without_warnings(env_id, adapters):
     dict_obs = isinstance(env.observation_space(env.possible_agents[0]), gymnasium.spaces.Dict)
     expected = set(UNBOUNDED_WARNINGS) if env_id in MPE_IDS else set()
     allowed = expected | (set(OBS_DICT_WARNINGS) if dict_obs else set())
+    if env_id in SMAX_IDS:
+        allowed.add(ZERO_OBS_WARNING)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         api_test(parallel_to_aec(env), num_cycles=NUM_CYCLES)

@@ -47,6 +47,7 @@ def _register_builtin() -> None:
     multi_agent.lbf.register_all(register)
     multi_agent.rware.register_all(register)
     multi_agent.mpe.register_all(register)
+    multi_agent.smax.register_all(register)
 
     register("CartPole-v1", classic_control.CartPole)
     register("Pendulum-v1", classic_control.Pendulum)

@@ -33,6 +33,9 @@ id                                  env
 ``MPE-simple_spread-v3`` etc.       :class:`~lamella.envs.multi_agent.mpe.MultiParticleEnv`, the
                                     nine mpe2 1.1.1 scenarios, registered by
                                     :func:`lamella.envs.multi_agent.mpe.register_all`
+``SMAX-3m-v0`` etc.                 :class:`~lamella.envs.multi_agent.smax.SMAX`, JaxMARL 0.2.0's
+                                    SMAX scenarios with its heuristic enemy, registered by
+                                    :func:`lamella.envs.multi_agent.smax.register_all`
 ==================================  ==============================================================
 
 The payoff values of the presets are in :data:`PAYOFFS` and
@@ -48,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lamella.envs.multi_agent import in_the_matrix, lbf, mpe, rware
+from lamella.envs.multi_agent import in_the_matrix, lbf, mpe, rware, smax
 from lamella.envs.multi_agent.coin_game import (
     COIN_GAME_PAYOFF,
     CoinGame,
@@ -139,6 +142,7 @@ __all__ = [
     "mpe",
     "register_all",
     "rware",
+    "smax",
 ]
 
 
