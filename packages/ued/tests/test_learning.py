@@ -107,6 +107,7 @@ def test_accel_beats_a_random_policy():
     walls = np.asarray(metrics["level_walls"])
     assert (walls[:, 0] == 0).all() and (walls[:, -10:].max(1) > 0).all(), walls
 
+
 PAIRED_ITERATIONS = 16
 # The driver's fast CPU compile (lamella.agents.driver.compile_options): compile time dominates
 # a run this short.
