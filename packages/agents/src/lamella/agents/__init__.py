@@ -13,7 +13,7 @@ from lamella.agents.algorithms import ALGORITHMS, make_runner
 from lamella.agents.es import ESConfig, make_es, make_es_runner
 from lamella.agents.fixed import make_constant_agent, make_random_agent, make_scripted_agent
 from lamella.agents.ppo import PPOConfig, make_ppo, make_ppo_runner
-from lamella.agents.ppo_update import PPOBatch, make_ppo_update, ppo_batch
+from lamella.agents.ppo_update import PPOBatch, PPOSettings, make_ppo_update, ppo_batch
 from lamella.agents.presets import PRESETS
 from lamella.agents.protocol import Agent, reset_memory_where
 from lamella.agents.rollout import PolicyStep, RolloutState, Transition, actor_critic_policy, make_rollout
@@ -26,6 +26,7 @@ __all__ = [
     "Agent",
     "ESConfig",
     "PPOBatch",
+    "PPOSettings",
     "PPOConfig",
     "PolicyStep",
     "RolloutState",

@@ -51,7 +51,7 @@ from lamella.agents.actor_critic import (
 )
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
-from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
+from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import (
     ENV_AXIS,
@@ -80,7 +80,7 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(PPOSettings):
     """PPO's settings. Defaults are for CartPole-v1 (see ``PRESETS["ppo"]`` for tuned ones).
 
     Attributes:
@@ -115,24 +115,6 @@ class PPOConfig:
         log_std_init: initial log standard deviation for Box actions.
     """
 
-    env_id: str = "CartPole-v1"
-    total_timesteps: int = 200_000
-    eval_episodes: int = 16
-    eval_max_steps: int = 0
-    num_envs: int = 16
-    num_steps: int = 128
-    num_epochs: int = 4
-    num_minibatches: int = 4
-    learning_rate: float = 2.5e-3
-    anneal_lr: bool = True
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    clip_value: bool = True
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-    normalize_advantages: bool = True
     normalize_observations: bool = False
     normalize_rewards: bool = False
     torso: str = "mlp"
@@ -143,14 +125,6 @@ class PPOConfig:
     rnn_hidden_size: int = 64
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_iterations(self) -> int:
-        return self.total_timesteps // self.steps_per_iteration
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` (a ``ValueError``) naming the first

@@ -17,6 +17,7 @@ exactly the distributions the rollout acted with before its first step.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ from lamella.agents.runner import hashed_keys, hashed_permutation
 
 __all__ = [
     "PPOBatch",
+    "PPOSettings",
     "check_ppo_sizes",
     "make_ppo_optimizer",
     "make_ppo_update",
@@ -190,6 +192,62 @@ def make_ppo_update(
         return params, opt_state, metrics
 
     return update
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOSettings:
+    """The settings every runner built on the PPO update shares: the run's size and the update's
+    hyper-parameters. PPO's, IPPO/MAPPO's, the shaping runner's and the UED runners' configs
+    extend it (re-declaring a field only to change its default), so a setting has one name, one
+    meaning and one check (:func:`check_ppo_sizes`) everywhere.
+
+    Attributes:
+        env_id: registered environment id.
+        total_timesteps: env steps of training over all envs.
+        eval_episodes: episodes of each evaluation.
+        eval_max_steps: step cap of an evaluation (0: the env's own).
+        num_envs: parallel envs.
+        num_steps: steps per env per rollout.
+        num_epochs: passes over each rollout.
+        num_minibatches: minibatches per pass.
+        learning_rate: Adam step size.
+        anneal_lr: decay the step size linearly to 0 over training.
+        gamma: discount.
+        gae_lambda: GAE lambda.
+        clip_eps: PPO ratio clipping (and value clipping) range.
+        clip_value: use the clipped value loss.
+        vf_coef: weight of the value loss.
+        ent_coef: weight of the entropy bonus.
+        max_grad_norm: global gradient-norm clip.
+        normalize_advantages: standardise advantages per minibatch.
+    """
+
+    env_id: str = "CartPole-v1"
+    total_timesteps: int = 200_000
+    eval_episodes: int = 16
+    eval_max_steps: int = 0
+    num_envs: int = 16
+    num_steps: int = 128
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    learning_rate: float = 2.5e-3
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    clip_value: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return self.total_timesteps // self.steps_per_iteration
 
 
 def check_ppo_sizes(config: Any, *, recurrent: bool = False) -> None:

@@ -46,7 +46,7 @@ from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
 from lamella.agents.config import ConfigError
 from lamella.agents.networks import activation_by_name
-from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
+from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import RolloutState, Transition, actor_critic_policy, make_rollout, next_memory
 from lamella.agents.runner import Runner, episode_frames, evaluate_agent, hashed_keys, step_limit
@@ -84,7 +84,7 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True)
-class IPPOConfig:
+class IPPOConfig(PPOSettings):
     """IPPO's settings; the defaults are Mava's ``ff_ippo`` (``configs/system/ppo``, ``arch/anakin``,
     ``network/mlp``).
 
@@ -133,22 +133,10 @@ class IPPOConfig:
     env_id: str = "Foraging-8x8-2p-2f-coop-v3"
     total_timesteps: int = 4_096_000
     eval_episodes: int = 32
-    eval_max_steps: int = 0
     eval_greedy: bool = False
-    num_envs: int = 16
-    num_steps: int = 128
-    num_epochs: int = 4
     num_minibatches: int = 2
     learning_rate: float = 2.5e-4
     anneal_lr: bool = False
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    clip_value: bool = True
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-    normalize_advantages: bool = True
     hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "relu"
     share_parameters: bool = True
@@ -165,14 +153,6 @@ class IPPOConfig:
     recurrent = False
     #: The algorithm's name in messages.
     algorithm = "ippo"
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_iterations(self) -> int:
-        return self.total_timesteps // self.steps_per_iteration
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` naming the first inconsistent setting."""

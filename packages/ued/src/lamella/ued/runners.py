@@ -37,7 +37,7 @@ from flax import struct
 import lamella.envs
 from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
-from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
+from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout, next_memory
 from lamella.agents.runner import Runner, hashed_keys
 from lamella.envs import wrappers
@@ -67,7 +67,7 @@ RANDOM = "random"
 
 
 @dataclasses.dataclass(frozen=True)
-class DRConfig:
+class DRConfig(PPOSettings):
     """Domain randomisation: PPO on fresh random levels every iteration.
 
     Defaults are minimax's maze DR config (``config/configs/maze/dr.json``).
@@ -112,7 +112,6 @@ class DRConfig:
     total_timesteps: int = 245_760_000
     eval_episodes: int = 10
     eval_levels: tuple[str, ...] = ("SixteenRooms", "Labyrinth", "StandardMaze")
-    eval_max_steps: int = 0
     eval_greedy: bool = False
     num_envs: int = 32
     num_steps: int = 256
@@ -122,12 +121,7 @@ class DRConfig:
     anneal_lr: bool = False
     gamma: float = 0.995
     gae_lambda: float = 0.98
-    clip_eps: float = 0.2
-    clip_value: bool = True
-    vf_coef: float = 0.5
     ent_coef: float = 1e-3
-    max_grad_norm: float = 0.5
-    normalize_advantages: bool = True
     height: int = 0
     width: int = 0
     n_walls: int = 60
@@ -141,14 +135,6 @@ class DRConfig:
     hidden_size: int = 32
     screenshot_every: int = 0
     screenshot_dir: str = "screenshots"
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_iterations(self) -> int:
-        return self.total_timesteps // self.steps_per_iteration
 
     def validate(self) -> None:
         """Raise ``ValueError`` (:class:`~lamella.agents.config.ConfigError` for the sizes) naming the

@@ -45,6 +45,7 @@ import lamella.envs
 from lamella.agents.config import ConfigError
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
+from lamella.agents.ppo_update import PPOSettings
 from lamella.agents.protocol import Agent, reset_memory_where
 from lamella.agents.rollout import PolicyStep, RolloutState, Transition, actor_critic_policy, make_rollout
 from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, step_limit
@@ -68,7 +69,7 @@ _POLICY_TO_OBS = np.array([1, 2, 3, 4, 0])
 
 
 @dataclasses.dataclass(frozen=True)
-class ShapingConfig:
+class ShapingConfig(PPOSettings):
     """The settings of :func:`make_shaping_runner`. The defaults are PPO against tit-for-tat on
     Pax's iterated prisoner's dilemma (``presets.PRESETS["shaping"]["ppo_v_tft"]``).
 
@@ -100,22 +101,12 @@ class ShapingConfig:
     num_inner_steps: int = 0
     total_timesteps: int = 512_000
     eval_episodes: int = 8
-    eval_max_steps: int = 0
     eval_greedy: bool = False
     num_envs: int = 32
     num_steps: int = 100
-    num_epochs: int = 4
-    num_minibatches: int = 4
     learning_rate: float = 1e-2
     anneal_lr: bool = False
     gamma: float = 0.96
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    clip_value: bool = True
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-    normalize_advantages: bool = True
     hidden_sizes: tuple[int, ...] = (16,)
     activation: str = "tanh"
     recurrent: bool = False
@@ -124,14 +115,6 @@ class ShapingConfig:
 
     #: The algorithm's name in messages (``lamella train shaping``).
     algorithm = "shaping"
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_iterations(self) -> int:
-        return self.total_timesteps // self.steps_per_iteration
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` naming the first inconsistent setting
