@@ -131,6 +131,7 @@ NOT_RUN: dict[str, str] = {
     "JAX_PLATFORMS=cpu /tmp/xpagvenv/bin/python benchmarks/": "a benchmark (minutes, needs xpag); its figures are in the README",
     "python scripts/test_all.py": "the whole CI run (this test is part of it)",
     "hatch test": "the test command itself",
+    "LAMELLA_SMAX_PARITY=all hatch test": "the test command itself, with the slow parity sweep over seven SMAX maps (minutes)",
     "hatch run bench:": "a benchmark (minutes); its figures are in the README",
     "hatch run bench-marl:": "a benchmark (minutes, needs Jumanji); its figures are in the README",
     "uv venv /tmp/jaxmarl-venv": "a benchmark's own virtual environment",
