@@ -84,25 +84,8 @@ class PPOConfig(PPOSettings):
     """PPO's settings. Defaults are for CartPole-v1 (see ``PRESETS["ppo"]`` for tuned ones).
 
     Attributes:
-        env_id: registered environment id.
-        total_timesteps: env steps of training over all envs.
-        eval_episodes: episodes of each greedy evaluation.
-        eval_max_steps: step cap of an evaluation (0: the env's
-            ``max_steps_in_episode`` if it has one, else 1000).
-        num_envs: parallel envs.
-        num_steps: steps per env per rollout.
-        num_epochs: passes over each rollout.
-        num_minibatches: minibatches per pass.
-        learning_rate: Adam step size.
-        anneal_lr: decay the step size linearly to 0 over training.
-        gamma: discount.
-        gae_lambda: GAE lambda.
-        clip_eps: PPO ratio clipping (and value clipping) range.
-        clip_value: use the clipped value loss.
-        vf_coef: weight of the value loss.
-        ent_coef: weight of the entropy bonus.
-        max_grad_norm: global gradient-norm clip.
-        normalize_advantages: standardise advantages per minibatch.
+        (the run-size and update settings): see :class:`~lamella.agents.ppo_update.PPOSettings`;
+            PPO keeps its defaults.
         normalize_observations: running mean/std observation normalisation.
         normalize_rewards: scale rewards by the running std of the discounted return.
         torso: ``"mlp"`` or ``"cnn"`` (MinAtar-sized, for image observations).
