@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import os
 import re
 import subprocess
@@ -106,11 +107,30 @@ def wheel_installs_alone(package: str) -> list[str]:
     return ["bash", "-c", script]
 
 
+def hatch_data_dir() -> Path:
+    """Where Hatch keeps this run's environments: one folder per content of every pyproject.toml.
+
+    Hatch installs the workspace members once, when it creates an environment, and never again:
+    an entry point or a dependency added to a member later is missing from an environment it made
+    before (a CI machine that keeps ``~/.local/share/hatch`` between runs then fails with
+    "Unknown algorithm"). Keying the folder by the pyproject files makes every change to them
+    give fresh environments, while runs on unchanged metadata reuse the ones already built.
+    """
+    digest = hashlib.sha256()
+    for path in sorted([ROOT / "pyproject.toml", *ROOT.glob("packages/*/pyproject.toml")]):
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    return Path(tempfile.gettempdir()) / "lamella-hatch" / digest.hexdigest()[:16]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fast", action="store_true", help="skip tests marked slow")
     args = parser.parse_args()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if "HATCH_DATA_DIR" not in os.environ:
+        os.environ["HATCH_DATA_DIR"] = str(hatch_data_dir())
+        print(f"Hatch environments: {os.environ['HATCH_DATA_DIR']}", flush=True)
     marker = ["--", "-m", "not slow and not research"] if args.fast else []
     results: list[StepResult] = []
     run("lint", ["hatch", "run", "lint:check"], results)
