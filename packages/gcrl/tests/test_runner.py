@@ -72,3 +72,29 @@ def test_lamella_train_her_flag_builds_the_her_runner(tmp_path, capsys):
     with open(out / "metrics.json") as f:
         run = json.load(f)["goal"]["PointRobotGoal-v0"]["td3"]["seed_0"]
     assert "success" in run["absolute_metrics"] and "train_critic_loss" in run["step_2"]
+
+
+# The settings the package README's "SAC + HER in the Dubins maze" figures were measured with.
+MAZE_PRESET = {
+    "env_id": "GMazeGoalDubinsWalls-v0",
+    "her": True,
+    "her_strategy": "future",
+    "her_relabel_probability": 0.8,
+    "total_timesteps": 200_000,
+    "num_envs": 8,
+    "updates_per_step": 2,
+    "hidden_sizes": [128, 128],
+    "gamma": 0.98,
+    "tau": 0.05,
+    "actor_learning_rate": 1e-3,
+    "critic_learning_rate": 1e-3,
+    "batch_size": 256,
+}
+
+
+def test_maze_preset_is_the_one_the_readme_measured(capsys):
+    """``lamella train sac --env GMazeGoalDubinsWalls-v0 --her`` resolves to the settings of the
+    README's measured command (a preset change must come with new measurements)."""
+    assert train.main(["sac", "--env", "GMazeGoalDubinsWalls-v0", "--her", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)["config"]
+    assert {k: printed[k] for k in MAZE_PRESET} == MAZE_PRESET
