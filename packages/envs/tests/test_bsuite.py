@@ -314,6 +314,26 @@ def test_deep_sea_unrandomised_mapping_and_hand_computed() -> None:
     assert float(reward) == 0.0 and bool(state.bad_episode) and int(state.column) == 0
 
 
+def test_deep_sea_observation_every_cell() -> None:
+    """The flat-index one-hot equals ``(rows == row) & (columns == column)`` for every state of the
+    state space (row 0..size, column 0..size-1), all zeros once the agent has left the grid."""
+    for size in (1, 3, 8):
+        env = lb.DeepSea(size=size)
+        rows, columns = np.meshgrid(np.arange(size + 1), np.arange(size), indexing="ij")
+        states = lb.DeepSeaState(
+            row=jnp.asarray(rows.ravel(), jnp.int32),
+            column=jnp.asarray(columns.ravel(), jnp.int32),
+            bad_episode=jnp.zeros(rows.size, jnp.bool_),
+        )
+        obs = np.asarray(jax.vmap(env.get_obs)(states))
+        grid_rows, grid_columns = np.arange(size)[:, None], np.arange(size)[None, :]
+        expected = (grid_rows == rows.ravel()[:, None, None]) & (
+            grid_columns == columns.ravel()[:, None, None]
+        )
+        np.testing.assert_array_equal(obs, expected.astype(np.float32))
+        assert obs[rows.ravel() == size].sum() == 0.0 and obs.dtype == np.float32
+
+
 def test_deep_sea_mapping_is_per_params() -> None:
     """Two envs in one vmap with different mappings take the same action to different cells."""
     env = DEEP_SEA
