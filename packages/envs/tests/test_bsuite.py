@@ -248,6 +248,26 @@ def test_catch_hand_computed() -> None:
     assert float(missed[2]) == -1.0 and bool(missed[3]) and int(missed[1].paddle_x) == 2
 
 
+def test_catch_observation_every_state() -> None:
+    """The flat-index board equals the row/column compares for every ball and paddle position
+    (ball rows 0..rows, one past the board lighting no cell)."""
+    env = lb.Catch()
+    ys, xs, ps = np.meshgrid(
+        np.arange(env.rows + 1), np.arange(env.columns), np.arange(env.columns), indexing="ij"
+    )
+    ys, xs, ps = ys.ravel(), xs.ravel(), ps.ravel()
+    states = lb.CatchState(
+        ball_x=jnp.asarray(xs, jnp.int32),
+        ball_y=jnp.asarray(ys, jnp.int32),
+        paddle_x=jnp.asarray(ps, jnp.int32),
+    )
+    obs = np.asarray(jax.vmap(env.get_obs)(states))
+    rows, columns = np.arange(env.rows)[None, :, None], np.arange(env.columns)[None, None, :]
+    ball = (rows == ys[:, None, None]) & (columns == xs[:, None, None])
+    paddle = (rows == env.rows - 1) & (columns == ps[:, None, None])
+    np.testing.assert_array_equal(obs, (ball | paddle).astype(np.float32))
+
+
 def test_catch_reset_distribution() -> None:
     keys = jax.random.split(jax.random.key(2), 5000)
     _, states = jax.jit(jax.vmap(lambda k: CATCH.reset(k, CATCH.default_params)))(keys)
