@@ -1,6 +1,7 @@
 """Environment throughput: lamella against gymnax, side by side in one process.
 
     hatch run bench:envs          # or: python benchmarks/envs_throughput.py [--envs ID ...] [--sizes 1 1024 8192]
+    taskset -c 0 hatch run bench:python benchmarks/envs_throughput.py --clock cpu   # on a loaded machine
 
 Protocol (../shared/BENCHMARKS.md): same env ids on both sides, auto-reset on, a fresh key per
 env per step, actions and keys drawn before the timed call (the same arrays for both
@@ -28,6 +29,7 @@ import importlib.metadata
 import os
 import platform
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -161,7 +163,13 @@ def make_bare_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
 
 
 def bench_env(
-    env_id: str, num_envs: int, num_steps: int, repeats: int, patterns: str, bare: bool
+    env_id: str,
+    num_envs: int,
+    num_steps: int,
+    repeats: int,
+    patterns: str,
+    bare: bool,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
     import gymnax
 
@@ -187,7 +195,9 @@ def bench_env(
     if bare:
         _, bare_state = jax.vmap(lam_env.unwrapped.reset, in_axes=(0, None))(reset_keys, lam_params)
         sides["bare"] = (make_bare_rollout(lam_env, lam_params), bare_state)
-    rate, compile_s, times = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
+    rate, compile_s, times = time_interleaved(
+        sides, (step_keys, actions), num_envs * num_steps, repeats, clock
+    )
     row: dict[str, Any] = {"env": env_id, "num_envs": num_envs, "rate": rate}
     for p in patterns:
         # The ratio of each interleaved pair, then the median: robust to drift on a shared machine.
@@ -213,16 +223,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps-scale", type=float, default=1.0, help="multiply the steps per timed call")
     parser.add_argument("--bare", action="store_true", help="also time lamella's bare physics")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="time calls by wall clock (default) or by the process's CPU time (all threads; steadier "
+        "on a loaded machine, and it charges a side for the extra threads XLA runs it on)",
+    )
     args = parser.parse_args()
     unknown = sorted(set(args.patterns) - set(PATTERNS))
     if unknown:
         parser.error(f"unknown pattern(s) {unknown}; use letters of {''.join(PATTERNS)}")
 
     env_ids = args.envs or [i for i in SHARED if i in le.registered()]
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     print(
         f"machine: {platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
         f"jax {jax.__version__} on {jax.devices()[0].platform}, gymnax {importlib.metadata.version('gymnax')}, "
-        f"lamella-envs {le.__version__}"
+        f"lamella-envs {le.__version__}, clock {args.clock}, CPUs usable {len(os.sched_getaffinity(0))}"
     )
     for p in args.patterns:
         print(f"pattern {p}: {PATTERNS[p]}")
@@ -239,7 +257,7 @@ def main() -> None:
     for env_id in env_ids:
         for size in args.sizes:
             steps = max(10, int(DEFAULT_STEPS.get(size, max(10, 500_000 // size)) * args.steps_scale))
-            row = bench_env(env_id, size, steps, args.repeats, args.patterns, args.bare)
+            row = bench_env(env_id, size, steps, args.repeats, args.patterns, args.bare, clock)
             rows.append(row)
             rate = row["rate"]
             cells = [env_id, str(size), str(steps)]

@@ -248,6 +248,26 @@ def test_catch_hand_computed() -> None:
     assert float(missed[2]) == -1.0 and bool(missed[3]) and int(missed[1].paddle_x) == 2
 
 
+def test_catch_observation_every_state() -> None:
+    """The flat-index board equals the row/column compares for every ball and paddle position
+    (ball rows 0..rows, one past the board lighting no cell)."""
+    env = lb.Catch()
+    ys, xs, ps = np.meshgrid(
+        np.arange(env.rows + 1), np.arange(env.columns), np.arange(env.columns), indexing="ij"
+    )
+    ys, xs, ps = ys.ravel(), xs.ravel(), ps.ravel()
+    states = lb.CatchState(
+        ball_x=jnp.asarray(xs, jnp.int32),
+        ball_y=jnp.asarray(ys, jnp.int32),
+        paddle_x=jnp.asarray(ps, jnp.int32),
+    )
+    obs = np.asarray(jax.vmap(env.get_obs)(states))
+    rows, columns = np.arange(env.rows)[None, :, None], np.arange(env.columns)[None, None, :]
+    ball = (rows == ys[:, None, None]) & (columns == xs[:, None, None])
+    paddle = (rows == env.rows - 1) & (columns == ps[:, None, None])
+    np.testing.assert_array_equal(obs, (ball | paddle).astype(np.float32))
+
+
 def test_catch_reset_distribution() -> None:
     keys = jax.random.split(jax.random.key(2), 5000)
     _, states = jax.jit(jax.vmap(lambda k: CATCH.reset(k, CATCH.default_params)))(keys)
@@ -312,6 +332,26 @@ def test_deep_sea_unrandomised_mapping_and_hand_computed() -> None:
     _, state = env.reset(jax.random.key(0), params)
     _, state, reward, _, _, _ = env.step(jax.random.key(0), state, 0, params)
     assert float(reward) == 0.0 and bool(state.bad_episode) and int(state.column) == 0
+
+
+def test_deep_sea_observation_every_cell() -> None:
+    """The flat-index one-hot equals ``(rows == row) & (columns == column)`` for every state of the
+    state space (row 0..size, column 0..size-1), all zeros once the agent has left the grid."""
+    for size in (1, 8):
+        env = lb.DeepSea(size=size)
+        rows, columns = np.meshgrid(np.arange(size + 1), np.arange(size), indexing="ij")
+        states = lb.DeepSeaState(
+            row=jnp.asarray(rows.ravel(), jnp.int32),
+            column=jnp.asarray(columns.ravel(), jnp.int32),
+            bad_episode=jnp.zeros(rows.size, jnp.bool_),
+        )
+        obs = np.asarray(jax.vmap(env.get_obs)(states))
+        grid_rows, grid_columns = np.arange(size)[:, None], np.arange(size)[None, :]
+        expected = (grid_rows == rows.ravel()[:, None, None]) & (
+            grid_columns == columns.ravel()[:, None, None]
+        )
+        np.testing.assert_array_equal(obs, expected.astype(np.float32))
+        assert obs[rows.ravel() == size].sum() == 0.0 and obs.dtype == np.float32
 
 
 def test_deep_sea_mapping_is_per_params() -> None:

@@ -522,6 +522,24 @@ def test_gaussian_bandit_rewards() -> None:
     assert np.all(np.asarray(safe[2]) == 0.0)
 
 
+def test_gaussian_bandit_inverse_cdf_every_uniform() -> None:
+    """Every one of the 2**23 uniforms the env can draw maps to a finite normal within 1e-6 of the
+    exact inverse CDF (float64 scipy), monotone and symmetric; and a batch of keys draws no inf."""
+    from scipy.special import erfinv
+
+    from lamella.envs.misc import gaussian_bandit
+
+    u = (np.arange(1 << 23, dtype=np.float32) + np.float32(0.5)) * np.float32(1.0 / (1 << 23))
+    z = np.asarray(jax.jit(gaussian_bandit._inverse_normal_cdf)(jnp.asarray(u)), np.float64)
+    exact = np.sqrt(2.0) * erfinv(2.0 * u.astype(np.float64) - 1.0)
+    assert np.all(np.isfinite(z)) and np.all(np.diff(z) >= 0.0)
+    np.testing.assert_array_equal(z, -z[::-1])
+    assert np.max(np.abs(z - exact)) < 1e-6
+    assert 5.2 < z[-1] < 5.4
+    draws = jax.jit(jax.vmap(gaussian_bandit._standard_normal))(jax.random.split(jax.random.key(3), 1 << 16))
+    assert np.all(np.isfinite(np.asarray(draws)))
+
+
 def test_frozen_lake_slip_frequencies() -> None:
     """Slippery ice: from cell 6 "down" lands on 10 (frozen), or slips onto the holes 5 and 7, 1/3 each."""
     l_out = _step_from("FrozenLake-misc", lambda s: s.replace(position=jnp.int32(6)), 1)

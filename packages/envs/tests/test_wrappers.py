@@ -113,6 +113,30 @@ def test_auto_reset_gives_stochastic_steps_a_forked_key():
     )
 
 
+def test_auto_reset_cheap_done_changes_no_value():
+    """``cheap_done`` only changes how XLA computes ``done``: DiscountingChain (which sets it) gives
+    the same outputs, bit for bit, over two episodes of 4 envs with the flag off; wrappers pass it on."""
+    inner = le.bsuite.DiscountingChain()
+    assert inner.cheap_done and EpisodeStatistics(inner).cheap_done and not AutoReset(CountEnv()).cheap_done
+    params = inner.default_params
+    actions = jax.random.randint(jax.random.key(2), (210, 4), 0, 5)
+    keys = jax.random.split(jax.random.key(3), (210, 4))
+
+    def rollout(env):
+        def body(state, inputs):
+            out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(*inputs[:1], state, inputs[1], params)
+            return out[1], (out[0], out[2], out[3], out[4], out[5]["final_observation"], out[1])
+
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(keys[0], params)
+        return jax.jit(lambda s: jax.lax.scan(body, s, (keys, actions))[1])(state)
+
+    fast, stored = AutoReset(inner), AutoReset(inner)
+    stored.cheap_done = False
+    a, b = rollout(fast), rollout(stored)
+    assert bool(np.asarray(a[2]).any())  # episodes ended
+    jax.tree.map(np.testing.assert_array_equal, a, b)
+
+
 def test_optimistic_reset_batch_semantics():
     num_envs, ratio = 8, 4
     env = OptimisticReset(ENV, num_envs=num_envs, reset_ratio=ratio)

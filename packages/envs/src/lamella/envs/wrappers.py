@@ -57,11 +57,14 @@ class AutoReset(Wrapper):
             key_step, state, action, params
         )
         done = episode_done(terminated, truncated)
-        # Every select below reads `done`; XLA on CPU would recompute it (and the part of the step
-        # it depends on) in each of them. A division by a 1 it cannot see through makes it compute
-        # `done` once (see lamella.envs.classic_control._once); the value is unchanged.
-        done_float = done.astype(jnp.float32)
-        done = done_float / (1.0 + 0.0 * done_float) != 0.0
+        if not self.cheap_done:
+            # Every select below reads `done`; XLA on CPU would recompute it (and the part of the
+            # step it depends on) in each of them. A division by a 1 it cannot see through makes
+            # it compute `done` once (see lamella.envs.classic_control._once); the value is
+            # unchanged. Envs whose `done` is a step-counter compare skip it (`cheap_done`): the
+            # stored `done` is one more XLA kernel per step than recomputing the compare.
+            done_float = done.astype(jnp.float32)
+            done = done_float / (1.0 + 0.0 * done_float) != 0.0
         reset_obs, reset_state = self.env.reset_env(key_reset, params)
         info = {**info, "final_observation": obs}
         # The inner step's action mask is the last state's; after a reset the agents act in the new

@@ -78,10 +78,12 @@ class Catch(Environment[CatchState, CatchParams]):
 
     def get_obs(self, state: CatchState, params: CatchParams | None = None) -> jax.Array:
         """The board: 1.0 at the ball and the paddle."""
-        rows = jnp.arange(self.rows)[:, None]
-        columns = jnp.arange(self.columns)[None, :]
-        ball = (rows == state.ball_y) & (columns == state.ball_x)
-        paddle = (rows == self.rows - 1) & (columns == state.paddle_x)
+        # Each cell compares with two flat indices (a ball past the last row lights no cell)
+        # instead of four compares and two ands: XLA recomputes the step in every cell, so fewer
+        # per-cell operations are what counts (pattern b on one core: 1.68x -> 1.84x gymnax).
+        cells = jnp.arange(self.rows * self.columns, dtype=jnp.int32).reshape(self.rows, self.columns)
+        ball = cells == state.ball_y * self.columns + state.ball_x
+        paddle = cells == (self.rows - 1) * self.columns + state.paddle_x
         return (ball | paddle).astype(jnp.float32)
 
     def observation_space(self, params: CatchParams | None = None) -> spaces.Box:

@@ -130,9 +130,12 @@ class DeepSea(Environment[DeepSeaState, DeepSeaParams]):
 
     def get_obs(self, state: DeepSeaState, params: DeepSeaParams | None = None) -> jax.Array:
         """One-hot grid of the agent's cell (all zeros once ``row == size``)."""
-        rows = jnp.arange(self.size)[:, None]
-        columns = jnp.arange(self.size)[None, :]
-        return ((rows == state.row) & (columns == state.column)).astype(jnp.float32)
+        # One compare per cell with the flat index (row * size + column, past the grid once
+        # row == size; column is always in [0, size)) instead of two compares and an and: each
+        # cell recomputes the new column, so fewer per-cell operations are what counts (pattern b
+        # of benchmarks/envs_throughput.py: 1.88x -> 2.16x gymnax by CPU time).
+        cells = jnp.arange(self.size * self.size, dtype=jnp.int32).reshape(self.size, self.size)
+        return (cells == state.row * self.size + state.column).astype(jnp.float32)
 
     def observation_space(self, params: DeepSeaParams | None = None) -> spaces.Box:
         return spaces.Box(0.0, 1.0, (self.size, self.size), jnp.float32)

@@ -54,6 +54,7 @@ class DiscountingChain(Environment[DiscountingChainState, DiscountingChainParams
     """
 
     stochastic_step = False
+    cheap_done = True  # done is `time == 100`: recomputing it beats storing it (see Environment)
 
     @property
     def default_params(self) -> DiscountingChainParams:

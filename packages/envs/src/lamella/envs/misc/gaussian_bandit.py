@@ -18,14 +18,41 @@ from lamella.envs.misc.bernoulli_bandit import _bars
 __all__ = ["GaussianBandit", "GaussianBanditParams", "GaussianBanditState"]
 
 
-def _standard_normal(key: jax.Array) -> jax.Array:
-    """N(0, 1) float32 by inverting the CDF at a 24-bit uniform in (0, 1).
+# Giles (2010), "Approximating the erfinv function", single precision: erfinv(x) = x * p(w) with
+# w = -log(1 - x^2), one polynomial below w = 5 (in w - 2.5) and one above (in sqrt(w) - 3).
+_ERFINV_CENTRAL = (
+    2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 2.1858087e-04,
+    -1.25372503e-03, -4.17768164e-03, 0.246640727, 1.50140941,
+)  # fmt: skip
+_ERFINV_TAIL = (
+    -2.00214257e-04, 1.00950558e-04, 1.34934322e-03, -3.67342844e-03, 5.73950773e-03,
+    -7.6224613e-03, 9.43887047e-03, 1.00167406, 2.83297682,
+)  # fmt: skip
 
-    One ``erf_inv`` costs about half of the ``log`` + ``cos`` of Box-Muller, and this
-    env draws a normal on every step and every (auto-)reset. Tails reach about 5.3 sigma.
+
+def _standard_normal(key: jax.Array) -> jax.Array:
+    """N(0, 1) float32 by inverting the CDF at a 23-bit uniform ``u`` in (0, 1).
+
+    ``u = (k + 0.5) / 2**23`` is exact for every ``k`` (a 24-bit ``k`` rounded its top value to
+    ``u = 1``, an infinite draw once in 2**24). The inverse CDF is ``sqrt(2) * erfinv(2u - 1)``
+    with Giles' polynomials, where ``1 - x**2 = 4u(1 - u)`` needs a ``log`` instead of the
+    ``log1p`` of ``jax.lax.erf_inv``: on CPU that ``log1p`` costs more than the rest of this
+    env's step (GaussianBandit 1.6x -> 3x gymnax). Within 6e-7 of the exact inverse CDF (in
+    erfinv units) for every ``u``, monotone, symmetric; tails reach 5.3 sigma. The env draws
+    one on every step and every (auto-)reset.
     """
-    u = ((fast_random.bits(key) >> 8).astype(jnp.float32) + 0.5) * (1.0 / (1 << 24))
-    return np.float32(np.sqrt(2.0)) * jax.lax.erf_inv(2.0 * u - 1.0)
+    return _inverse_normal_cdf(((fast_random.bits(key) >> 9).astype(jnp.float32) + 0.5) * (1.0 / (1 << 23)))
+
+
+def _inverse_normal_cdf(u: jax.Array) -> jax.Array:
+    """``Phi^-1(u)`` for float32 ``u`` in (0, 1) (see :func:`_standard_normal`)."""
+    w = -jnp.log(4.0 * u * (1.0 - u))
+    central, tail = w - 2.5, jnp.sqrt(w) - 3.0
+    p_central, p_tail = jnp.float32(_ERFINV_CENTRAL[0]), jnp.float32(_ERFINV_TAIL[0])
+    for a, b in zip(_ERFINV_CENTRAL[1:], _ERFINV_TAIL[1:]):
+        p_central, p_tail = a + p_central * central, b + p_tail * tail
+    erfinv = jnp.where(w < 5.0, p_central, p_tail) * (2.0 * u - 1.0)
+    return np.float32(np.sqrt(2.0)) * erfinv
 
 
 class GaussianBanditState(struct.PyTreeNode):
