@@ -155,4 +155,4 @@ def test_one_device_axis_is_the_identity():
     axis = devices.DeviceAxis()
     x = {"a": jnp.arange(4.0)}
     assert axis.mean(x) is x and axis.sum(x) is x and axis.gather(x) is x and axis.take(x) is x
-    assert int(axis.index()) == 0 and axis.axis_names("envs") == "envs"
+    assert int(axis.position()) == 0 and axis.axis_names("envs") == "envs"

@@ -68,7 +68,7 @@ class DeviceAxis(NamedTuple):
         """More than one device: collectives are needed."""
         return self.size > 1
 
-    def index(self) -> jax.Array:
+    def position(self) -> jax.Array:
         """int32 (): this device's position on the axis (0 on one device)."""
         return jax.lax.axis_index(self.name) if self.sharded else jnp.zeros((), jnp.int32)
 
@@ -84,7 +84,7 @@ class DeviceAxis(NamedTuple):
     def start(self, local_size: int) -> jax.Array:
         """int32 (): the global position of this device's first entry of a batch split in blocks
         of ``local_size``."""
-        return self.index() * local_size
+        return self.position() * local_size
 
     def mean(self, tree: Any) -> Any:
         """Mean over devices of every leaf (``jax.lax.pmean``); the identity on one device."""

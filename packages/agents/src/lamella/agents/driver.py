@@ -496,6 +496,7 @@ def _compile_sharded(runner: Any, num_seeds: int, mode: str, num_devices: int) -
     chunk of the per-device runner under ``jax.shard_map`` (see :mod:`lamella.agents.devices`)."""
     sharding = getattr(runner, "sharding", None)
     num_devices = devices_lib.check_devices(num_devices, sharding)
+    assert sharding is not None  # check_devices refuses a runner without one
     axis = devices_lib.DeviceAxis(devices_lib.MESH_AXIS, num_devices)
     local = sharding.make(axis)  # the runner's own checks (minibatch sizes, ...) raise here
     mesh = devices_lib.make_mesh(num_devices)

@@ -305,18 +305,20 @@ def make_ppo_runner(
     return _ppo_runner(config, env, env_params, DeviceAxis())
 
 
-def _ppo_state_axes(state: PPORunnerState) -> PPORunnerState:
-    """The envs axis of each leaf of a PPO state (``None``: replicated on every device)."""
-    return PPORunnerState(
-        train_state=None,
-        env_state=0,
-        obs=0,
-        memory=0,
-        reset=0,
-        key=None,
-        iteration=None,
-        last_return=None,
-    )
+def _ppo_state_axes(state: PPORunnerState) -> Any:
+    """The envs axis of each leaf of a PPO state (``None``: replicated on every device): a
+    prefix tree of the state."""
+    axes: dict[str, Any] = {
+        "train_state": None,
+        "env_state": 0,
+        "obs": 0,
+        "memory": 0,
+        "reset": 0,
+        "key": None,
+        "iteration": None,
+        "last_return": None,
+    }
+    return PPORunnerState(**axes)
 
 
 def _ppo_runner(
