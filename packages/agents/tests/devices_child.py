@@ -8,6 +8,7 @@ parent asserts. Usage: ``python devices_child.py OUT_DIR`` (the parent sets ``XL
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from typing import Any
@@ -69,10 +70,26 @@ def main(out_dir: str) -> None:
     result: dict[str, Any] = {"device_count": jax.device_count()}
     compiled = []  # compile_ahead calls: the bad inputs below must fail before any
     real_compile_ahead = driver.compile_ahead
+    # Programs compiled after the last compile_ahead: the sharded programs must not be among
+    # them (the arrays' layouts are those the programs were compiled ahead for).
+    compiles: list[str] = []
+    since_ahead: list[int] = [0]
+
+    class CompileLog(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith("Compiling "):
+                compiles.append(message.split(" ")[1])
+
+    logging.getLogger("jax").addHandler(CompileLog())
+    logging.getLogger("jax").setLevel(logging.DEBUG)
+    jax.config.update("jax_log_compiles", True)
 
     def counting_compile_ahead(*args: Any, **kwargs: Any) -> Any:
         compiled.append(1)
-        return real_compile_ahead(*args, **kwargs)
+        shapes = real_compile_ahead(*args, **kwargs)
+        since_ahead[0] = len(compiles)
+        return shapes
 
     driver.compile_ahead = counting_compile_ahead
 
@@ -114,6 +131,8 @@ def main(out_dir: str) -> None:
 
     # The same config and seed on 1 and on 4 devices.
     one, four = ppo(1, "one"), ppo(4, "four")
+    result["compiled_after_ahead"] = compiles[since_ahead[0] :]
+    result["compiled_chunks"] = [name for name in compiles if "chunk" in name]
     result["metrics"] = {"1": flat_metrics(one.metrics_path), "4": flat_metrics(four.metrics_path)}
     params = [jax.tree.leaves(r.state.train_state.params) for r in (one, four)]
     result["params_max_abs_diff"] = max(

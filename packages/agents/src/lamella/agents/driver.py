@@ -51,7 +51,7 @@ from typing import Any, NamedTuple, TextIO
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from lamella.agents import checkpoint as ckpt
 from lamella.agents import config as config_lib
@@ -500,33 +500,40 @@ def _compile_sharded(runner: Any, num_seeds: int, mode: str, num_devices: int) -
     axis = devices_lib.DeviceAxis(devices_lib.MESH_AXIS, num_devices)
     local = sharding.make(axis)  # the runner's own checks (minibatch sizes, ...) raise here
     mesh = devices_lib.make_mesh(num_devices)
-    whole = over_seeds(_strongly_typed(runner.init), num_seeds)
     local_init = over_seeds(_strongly_typed(local.init), num_seeds)
-
-    def init(keys: jax.Array) -> Any:
-        specs = devices_lib.state_partition(jax.eval_shape(whole, keys), sharding)
-        mapped = jax.shard_map(
-            local_init, mesh=mesh, in_specs=PartitionSpec(), out_specs=specs, check_vma=False
-        )
-        return mapped(keys)
-
+    # The state's layout, fixed in every program's signature, so that the programs compiled
+    # ahead (compile_ahead, from shapes alone) are the ones the sharded arrays call.
+    keys = jax.eval_shape(lambda: jax.vmap(jax.random.key)(jnp.zeros((num_seeds,), jnp.uint32)))
+    specs = devices_lib.state_partition(jax.eval_shape(over_seeds(runner.init, num_seeds), keys), sharding)
+    layout = jax.tree.map(
+        lambda spec: NamedSharding(mesh, spec), specs, is_leaf=lambda x: isinstance(x, PartitionSpec)
+    )
+    replicated = NamedSharding(mesh, PartitionSpec())
+    init = jax.shard_map(local_init, mesh=mesh, in_specs=PartitionSpec(), out_specs=specs, check_vma=False)
+    chunk_layout = (mesh, sharding, layout)
     sharded = CompiledRunner(
         runner,
-        jax.jit(init, compiler_options=compile_options("init", num_seeds, mode)),
+        jax.jit(
+            init,
+            in_shardings=replicated,
+            out_shardings=layout,
+            compiler_options=compile_options("init", num_seeds, mode),
+        ),
         jax.jit(
             over_seeds(runner.evaluate, num_seeds),
+            in_shardings=(layout, replicated),
             compiler_options=compile_options("evaluate", num_seeds, mode),
         ),
-        _make_chunk(local.step, num_seeds, compile_options("chunk", num_seeds, mode), mesh=(mesh, sharding)),
+        _make_chunk(local.step, num_seeds, compile_options("chunk", num_seeds, mode), mesh=chunk_layout),
         num_seeds,
     )
-    _SHARDED[id(sharded.chunk)] = (mesh, sharding, local)
+    _SHARDED[id(sharded.chunk)] = (chunk_layout, local)
     return sharded
 
 
 # The mesh, sharding and per-device runner of each sharded chunk (by the chunk's id), for the
 # recording chunk built from it later.
-_SHARDED: dict[int, tuple[Any, Any, Any]] = {}
+_SHARDED: dict[int, tuple[tuple[Any, Any, Any], Any]] = {}
 
 
 def _recording(
@@ -548,13 +555,9 @@ def _recording(
         options = compile_options("chunk", compiled.num_members, mode)
         sharded = _SHARDED.get(id(compiled.chunk))
         if sharded is not None:
-            mesh, sharding, local = sharded
+            chunk_layout, local = sharded
             chunk = _make_chunk(
-                local.record_step,
-                compiled.num_members,
-                options,
-                record_capacity=capacity,
-                mesh=(mesh, sharding),
+                local.record_step, compiled.num_members, options, record_capacity=capacity, mesh=chunk_layout
             )
         else:
             chunk = _make_chunk(record_step, compiled.num_members, options, record_capacity=capacity)
@@ -638,7 +641,7 @@ def _make_chunk(
     options: dict[str, Any] | None,
     values: dict[str, np.ndarray] | None = None,
     record_capacity: int = 0,
-    mesh: tuple[Any, Any] | None = None,
+    mesh: tuple[Any, Any, Any] | None = None,
 ) -> jax.stages.Wrapped:
     """``chunk(states, length) -> (states, mean step metrics)`` for every member at once.
 
@@ -651,7 +654,8 @@ def _make_chunk(
     ``values`` (a sweep), ``step(state, member_values)``; the values are constants of the
     program, one per member.
 
-    With ``mesh`` (``(jax.sharding.Mesh, BatchSharding)``), ``step`` is a per-device runner's
+    With ``mesh`` (``(jax.sharding.Mesh, BatchSharding, the state's NamedShardings)``), ``step``
+    is a per-device runner's
     and the chunk runs under ``jax.shard_map``: the state's batch leaves (and the recorded
     experience's batch axis) split over the devices, the metrics replicated (the runner
     reduced them).
@@ -682,7 +686,7 @@ def _make_chunk(
         return (state, means, records[0][0]) if record_capacity else (state, means)
 
     if mesh is not None:
-        device_mesh, sharding = mesh
+        device_mesh, sharding, layout = mesh
         members_chunk = over_seeds(run_chunk, num_members, in_axes=(0, None))
         replicated = PartitionSpec()
         # Recorded experience: (members, capacity, time, batch, ...) per leaf.
@@ -702,7 +706,13 @@ def _make_chunk(
             )
             return mapped(states, length)
 
-        return jax.jit(sharded_chunk, compiler_options=options)
+        shardings = (layout, NamedSharding(device_mesh, replicated))
+        out_shardings: tuple[Any, ...] = shardings
+        if record_capacity:
+            out_shardings = (*shardings, NamedSharding(device_mesh, experience))
+        return jax.jit(
+            sharded_chunk, in_shardings=shardings, out_shardings=out_shardings, compiler_options=options
+        )
     if values is None:
         return jax.jit(over_seeds(run_chunk, num_members, in_axes=(0, None)), compiler_options=options)
     chunk = over_seeds(run_chunk, num_members, in_axes=(0, None, 0))
