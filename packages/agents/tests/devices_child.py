@@ -93,7 +93,7 @@ def main(out_dir: str) -> None:
 
     driver.compile_ahead = counting_compile_ahead
 
-    def ppo(num_devices: int, name: str, config: PPOConfig = CONFIG) -> Any:
+    def ppo(num_devices: int, name: str, config: PPOConfig = CONFIG, **kwargs: Any) -> Any:
         return driver.run_experiment(
             config,
             seeds=1,
@@ -102,6 +102,7 @@ def main(out_dir: str) -> None:
             num_devices=num_devices,
             progress=False,
             plot=False,
+            **kwargs,
         )
 
     # Bad input: one ConfigError each, before anything compiles.
@@ -113,6 +114,15 @@ def main(out_dir: str) -> None:
         "minibatch": error_of(
             lambda: ppo(
                 4, "minibatch", PPOConfig(num_envs=4, num_steps=2, num_minibatches=4, total_timesteps=64)
+            )
+        ),
+        "sweep": error_of(
+            lambda: driver.run_experiment(
+                CONFIG,
+                variants=[{"learning_rate": 1e-3}, {"learning_rate": 2e-3}],
+                out_dir=os.path.join(out_dir, "sweep"),
+                num_devices=4,
+                progress=False,
             )
         ),
         "no_sharding": error_of(
@@ -143,6 +153,13 @@ def main(out_dir: str) -> None:
     with open(four.config_path, encoding="utf-8") as handle:
         result["layout"] = json.load(handle)["devices"]
     result["checkpoint_devices"] = driver.ckpt.read_metadata(four.checkpoint_path)["num_devices"]
+    # Stopped after one chunk and resumed on 4 devices: bit-identical to the run that never stopped.
+    part = ppo(4, "part", max_chunks=1)
+    resumed = driver.run_experiment(
+        CONFIG, seeds=1, out_dir=part.out_dir, resume=True, progress=False, plot=False
+    )
+    result["resumed_equal"] = flat_metrics(resumed.metrics_path) == result["metrics"]["4"]
+    result["resumed_iterations"] = [part.iteration, resumed.iteration]
     result["resume_error"] = error_of(
         lambda: driver.run_experiment(CONFIG, out_dir=one.out_dir, resume=True, num_devices=4)
     )

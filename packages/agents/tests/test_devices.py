@@ -79,6 +79,9 @@ def test_the_run_log_records_the_device_layout(child):
         "per_device": 2,
     }
     assert child["checkpoint_devices"] == 4
+    # Resumed on 4 devices (the stored count) after one chunk: the same run log, bit for bit.
+    assert child["resumed_iterations"] == [2, 4]
+    assert child["resumed_equal"]
     assert child["resume_error"].startswith("ConfigError: Cannot resume with num_devices=4: the run used 1")
 
 
@@ -102,6 +105,7 @@ def test_bad_device_requests_fail_before_anything_compiles(child):
         in (errors["minibatch"])
     )
     assert "does not split its batch over devices" in errors["no_sharding"]
+    assert errors["sweep"].startswith("ConfigError: A sweep (variants) runs on one device for now")
     assert child["compiled_before_errors"] == 0
     assert child["dirs_written"] == [], "a refused run writes nothing"
 
