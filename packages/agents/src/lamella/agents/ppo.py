@@ -240,7 +240,8 @@ def make_ppo(
         return dist.to_action(raw), train_state, memory
 
     def reset_memory(memory: Any, eval: bool = False) -> Any:
-        return actor_critic.initial_memory(config.eval_episodes if eval else config.num_envs)
+        # Training memory is this device's block of envs (all of them on one device).
+        return actor_critic.initial_memory(config.eval_episodes if eval else config.num_envs // devices.size)
 
     def update(
         trajectory: Trajectory, train_state: PPOTrainState, memory: Any
