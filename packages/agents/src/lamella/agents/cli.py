@@ -123,6 +123,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "(long runs of one seed); default auto, or the resumed run's",
     )
     parser.add_argument(
+        "--devices",
+        type=int,
+        default=None,
+        metavar="N",
+        help="split the runner's batch (PPO: its envs) over N devices with jax.shard_map; default 1, or "
+        "the resumed run's (on CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N simulates N)",
+    )
+    parser.add_argument(
         "--record-vault",
         nargs="?",
         const=True,
@@ -297,6 +305,7 @@ def train_command(args: argparse.Namespace) -> int:
             max_chunks=args.max_chunks,
             extra_metadata={"preset": args.preset} if args.preset else None,
             compile_mode=args.compile,
+            num_devices=args.devices,
             record_vault=args.record_vault,
             gif=args.gif,
         )

@@ -37,9 +37,21 @@ __all__ = ["ActionHead", "Categorical", "Gaussian", "MultiCategorical", "check_a
 _LOG_2PI = float(np.log(2 * np.pi))
 
 
-def _sample_categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
+def _rows_index(shape: tuple[int, ...], first_row: Any) -> Any:
+    """Flat positions of an array of ``shape`` whose leading axis is rows ``first_row, ...`` of a
+    larger batch (``None``: the whole batch, drawn as it always was)."""
+    if first_row is None:
+        return None
+    row = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    return jnp.asarray(first_row, jnp.uint32) * np.uint32(row) + jnp.arange(
+        int(np.prod(shape)), dtype=jnp.uint32
+    ).reshape(shape)
+
+
+def _sample_categorical(key: jax.Array, logits: jax.Array, first_row: Any = None) -> jax.Array:
     """Gumbel-max sampling over the last axis with hashed uniforms (one key for the batch)."""
-    u = jnp.maximum(fast_random.uniform(key, logits.shape, vector=True), np.float32(1e-20))
+    u = fast_random.uniform(key, logits.shape, vector=True, index=_rows_index(logits.shape, first_row))
+    u = jnp.maximum(u, np.float32(1e-20))
     return jnp.argmax(logits - jnp.log(-jnp.log(u)), axis=-1).astype(jnp.int32)
 
 
@@ -49,8 +61,8 @@ class Categorical:
 
     logits: jax.Array
 
-    def sample(self, key: jax.Array) -> jax.Array:
-        return _sample_categorical(key, self.logits)
+    def sample(self, key: jax.Array, first_row: Any = None) -> jax.Array:
+        return _sample_categorical(key, self.logits, first_row)
 
     def log_prob(self, raw: jax.Array) -> jax.Array:
         log_p = jax.nn.log_softmax(self.logits)
@@ -77,8 +89,8 @@ class MultiCategorical:
 
     logits: jax.Array
 
-    def sample(self, key: jax.Array) -> jax.Array:
-        return _sample_categorical(key, self.logits)
+    def sample(self, key: jax.Array, first_row: Any = None) -> jax.Array:
+        return _sample_categorical(key, self.logits, first_row)
 
     def log_prob(self, raw: jax.Array) -> jax.Array:
         log_p = jax.nn.log_softmax(self.logits)
@@ -106,8 +118,9 @@ class Gaussian:
     high: jax.Array
     squash: str = struct.field(pytree_node=False, default="tanh")
 
-    def sample(self, key: jax.Array) -> jax.Array:
-        noise = fast_random.normal(key, jnp.shape(self.mean), vector=True)
+    def sample(self, key: jax.Array, first_row: Any = None) -> jax.Array:
+        shape = jnp.shape(self.mean)
+        noise = fast_random.normal(key, shape, vector=True, index=_rows_index(shape, first_row))
         return self.mean + jnp.exp(self.log_std) * noise
 
     def _base_log_prob(self, raw: jax.Array) -> jax.Array:

@@ -51,9 +51,11 @@ from typing import Any, NamedTuple, TextIO
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from lamella.agents import checkpoint as ckpt
 from lamella.agents import config as config_lib
+from lamella.agents import devices as devices_lib
 from lamella.agents._files import atomic_write_text, remove_temp_files
 from lamella.agents.config import ConfigError, config_diff, config_to_dict
 from lamella.agents.progress import Progress
@@ -397,6 +399,7 @@ def compile_runner(
     mode: str = "auto",
     *,
     variants: Sequence[Variant] | None = None,
+    num_devices: int = 1,
 ) -> CompiledRunner:
     """The functions :func:`run` calls, jitted with :func:`compile_options` for ``mode`` (each
     compiles at its first call, or ahead with :func:`compile_ahead`).
@@ -410,12 +413,22 @@ def compile_runner(
         mode: see :func:`compile_options`.
         variants: ``[{field: number}, ...]``: a sweep over values the runner uses as traced
             numbers (learning rates, coefficients), one compiled program for all of them.
+        num_devices: split the runner's batch axis over this many devices
+            (``Runner.sharding``, :mod:`lamella.agents.devices`): ``init`` and ``chunk`` run
+            under ``jax.shard_map``; ``evaluate`` is the unsharded runner's.
 
     Raises:
         ConfigError: a variant changes the number of iterations or steps per iteration, or
             ``runner`` uses a swept value as a Python number (a shape, a loop length, a branch).
     """
     checked = _variant_list(variants)
+    if num_devices != 1:
+        if checked is not None:
+            raise ConfigError(
+                "A sweep (variants) runs on one device for now: pass num_devices=1, or run each variant "
+                "on the devices separately."
+            )
+        return _compile_sharded(runner, num_seeds, mode, num_devices)
     if checked is None:
         return CompiledRunner(
             runner,
@@ -478,6 +491,51 @@ def compile_runner(
     )
 
 
+def _compile_sharded(runner: Any, num_seeds: int, mode: str, num_devices: int) -> CompiledRunner:
+    """:func:`compile_runner` for ``num_devices`` devices: the checks, then ``init`` and the
+    chunk of the per-device runner under ``jax.shard_map`` (see :mod:`lamella.agents.devices`)."""
+    sharding = getattr(runner, "sharding", None)
+    num_devices = devices_lib.check_devices(num_devices, sharding)
+    assert sharding is not None  # check_devices refuses a runner without one
+    axis = devices_lib.DeviceAxis(devices_lib.MESH_AXIS, num_devices)
+    local = sharding.make(axis)  # the runner's own checks (minibatch sizes, ...) raise here
+    mesh = devices_lib.make_mesh(num_devices)
+    local_init = over_seeds(_strongly_typed(local.init), num_seeds)
+    # The state's layout, fixed in every program's signature, so that the programs compiled
+    # ahead (compile_ahead, from shapes alone) are the ones the sharded arrays call.
+    keys = jax.eval_shape(lambda: jax.vmap(jax.random.key)(jnp.zeros((num_seeds,), jnp.uint32)))
+    specs = devices_lib.state_partition(jax.eval_shape(over_seeds(runner.init, num_seeds), keys), sharding)
+    layout = jax.tree.map(
+        lambda spec: NamedSharding(mesh, spec), specs, is_leaf=lambda x: isinstance(x, PartitionSpec)
+    )
+    replicated = NamedSharding(mesh, PartitionSpec())
+    init = jax.shard_map(local_init, mesh=mesh, in_specs=PartitionSpec(), out_specs=specs, check_vma=False)
+    chunk_layout = (mesh, sharding, layout)
+    sharded = CompiledRunner(
+        runner,
+        jax.jit(
+            init,
+            in_shardings=replicated,
+            out_shardings=layout,
+            compiler_options=compile_options("init", num_seeds, mode),
+        ),
+        jax.jit(
+            over_seeds(runner.evaluate, num_seeds),
+            in_shardings=(layout, replicated),
+            compiler_options=compile_options("evaluate", num_seeds, mode),
+        ),
+        _make_chunk(local.step, num_seeds, compile_options("chunk", num_seeds, mode), mesh=chunk_layout),
+        num_seeds,
+    )
+    _SHARDED[id(sharded.chunk)] = (chunk_layout, local)
+    return sharded
+
+
+# The mesh, sharding and per-device runner of each sharded chunk (by the chunk's id), for the
+# recording chunk built from it later.
+_SHARDED: dict[int, tuple[tuple[Any, Any, Any], Any]] = {}
+
+
 def _recording(
     compiled: CompiledRunner, capacity: int, variants: Any, spec: RunSpec, mode: str
 ) -> CompiledRunner:
@@ -495,7 +553,14 @@ def _recording(
     key = (id(compiled.chunk), capacity, mode)
     if key not in _RECORDING_CHUNKS:  # reused by an equal run in this process, as the other programs
         options = compile_options("chunk", compiled.num_members, mode)
-        chunk = _make_chunk(record_step, compiled.num_members, options, record_capacity=capacity)
+        sharded = _SHARDED.get(id(compiled.chunk))
+        if sharded is not None:
+            chunk_layout, local = sharded
+            chunk = _make_chunk(
+                local.record_step, compiled.num_members, options, record_capacity=capacity, mesh=chunk_layout
+            )
+        else:
+            chunk = _make_chunk(record_step, compiled.num_members, options, record_capacity=capacity)
         while len(_RECORDING_CHUNKS) >= 8:
             _RECORDING_CHUNKS.pop(next(iter(_RECORDING_CHUNKS)))
         _RECORDING_CHUNKS[key] = (compiled.chunk, chunk)  # holding the key's chunk keeps its id unique
@@ -576,6 +641,7 @@ def _make_chunk(
     options: dict[str, Any] | None,
     values: dict[str, np.ndarray] | None = None,
     record_capacity: int = 0,
+    mesh: tuple[Any, Any, Any] | None = None,
 ) -> jax.stages.Wrapped:
     """``chunk(states, length) -> (states, mean step metrics)`` for every member at once.
 
@@ -587,6 +653,12 @@ def _make_chunk(
     program serves every chunk length (the last, shorter chunk of a run included). With
     ``values`` (a sweep), ``step(state, member_values)``; the values are constants of the
     program, one per member.
+
+    With ``mesh`` (``(jax.sharding.Mesh, BatchSharding, the state's NamedShardings)``), ``step``
+    is a per-device runner's
+    and the chunk runs under ``jax.shard_map``: the state's batch leaves (and the recorded
+    experience's batch axis) split over the devices, the metrics replicated (the runner
+    reduced them).
     """
 
     # Jitted so that its trace is cached: finding the metrics' structure traces the step once,
@@ -613,6 +685,34 @@ def _make_chunk(
         means = jax.tree.map(lambda total: total / length, sums)
         return (state, means, records[0][0]) if record_capacity else (state, means)
 
+    if mesh is not None:
+        device_mesh, sharding, layout = mesh
+        members_chunk = over_seeds(run_chunk, num_members, in_axes=(0, None))
+        replicated = PartitionSpec()
+        # Recorded experience: (members, capacity, time, batch, ...) per leaf.
+        experience = PartitionSpec(None, None, None, devices_lib.MESH_AXIS)
+
+        def sharded_chunk(states: Any, length: jax.Array) -> tuple[Any, ...]:
+            specs = devices_lib.state_partition(states, sharding)
+            out_specs: tuple[Any, ...] = (specs, replicated)
+            if record_capacity:
+                out_specs = (*out_specs, experience)
+            mapped = jax.shard_map(
+                members_chunk,
+                mesh=device_mesh,
+                in_specs=(specs, replicated),
+                out_specs=out_specs,
+                check_vma=False,
+            )
+            return mapped(states, length)
+
+        shardings = (layout, NamedSharding(device_mesh, replicated))
+        out_shardings: tuple[Any, ...] = shardings
+        if record_capacity:
+            out_shardings = (*shardings, NamedSharding(device_mesh, experience))
+        return jax.jit(
+            sharded_chunk, in_shardings=shardings, out_shardings=out_shardings, compiler_options=options
+        )
     if values is None:
         return jax.jit(over_seeds(run_chunk, num_members, in_axes=(0, None)), compiler_options=options)
     chunk = over_seeds(run_chunk, num_members, in_axes=(0, None, 0))
@@ -637,14 +737,17 @@ def _compile(
     num_seeds: int,
     mode: str,
     variants: tuple[tuple[tuple[str, Any], ...], ...] | None = None,
+    num_devices: int = 1,
 ) -> CompiledRunner:
     if variants is None:
-        return compile_runner(_build_runner(make_runner, config), num_seeds, mode)
+        return compile_runner(_build_runner(make_runner, config), num_seeds, mode, num_devices=num_devices)
 
     def make(values: Mapping[str, Any]) -> Any:
         return _build_runner(make_runner, dataclasses.replace(config, **values))
 
-    return compile_runner(make, num_seeds, mode, variants=[dict(v) for v in variants])
+    return compile_runner(
+        make, num_seeds, mode, variants=[dict(v) for v in variants], num_devices=num_devices
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -654,8 +757,9 @@ def _compile_cached(
     num_seeds: int,
     mode: str,
     variants: tuple[tuple[tuple[str, Any], ...], ...] | None = None,
+    num_devices: int = 1,
 ) -> CompiledRunner:
-    return _compile(make_runner, config, num_seeds, mode, variants)
+    return _compile(make_runner, config, num_seeds, mode, variants, num_devices)
 
 
 def _compiled(
@@ -664,34 +768,51 @@ def _compiled(
     num_seeds: int,
     mode: str,
     variants: tuple[tuple[tuple[str, Any], ...], ...] | None = None,
+    num_devices: int = 1,
 ) -> CompiledRunner:
     try:
         hash((make_runner, config, variants))
     except TypeError:  # an unhashable config: build afresh
-        return _compile(make_runner, config, num_seeds, mode, variants)
-    return _compile_cached(make_runner, config, num_seeds, mode, variants)
+        return _compile(make_runner, config, num_seeds, mode, variants, num_devices)
+    return _compile_cached(make_runner, config, num_seeds, mode, variants, num_devices)
 
 
 @functools.lru_cache(maxsize=8)
 def _compile_runner_cached(
-    runner: Any, num_seeds: int, mode: str, variants: tuple[tuple[tuple[str, Any], ...], ...] | None
+    runner: Any,
+    num_seeds: int,
+    mode: str,
+    variants: tuple[tuple[tuple[str, Any], ...], ...] | None,
+    num_devices: int = 1,
 ) -> CompiledRunner:
     return compile_runner(
-        runner, num_seeds, mode, variants=None if variants is None else [dict(v) for v in variants]
+        runner,
+        num_seeds,
+        mode,
+        variants=None if variants is None else [dict(v) for v in variants],
+        num_devices=num_devices,
     )
 
 
 def _compiled_runner(
-    runner: Any, num_seeds: int, mode: str, variants: tuple[tuple[tuple[str, Any], ...], ...] | None
+    runner: Any,
+    num_seeds: int,
+    mode: str,
+    variants: tuple[tuple[tuple[str, Any], ...], ...] | None,
+    num_devices: int = 1,
 ) -> CompiledRunner:
     """:func:`compile_runner`, reused for an equal (hashable) runner in one process."""
     try:
         hash(runner)
     except TypeError:  # a runner holding a dict (metric_axes): compile afresh
         return compile_runner(
-            runner, num_seeds, mode, variants=None if variants is None else [dict(v) for v in variants]
+            runner,
+            num_seeds,
+            mode,
+            variants=None if variants is None else [dict(v) for v in variants],
+            num_devices=num_devices,
         )
-    return _compile_runner_cached(runner, num_seeds, mode, variants)
+    return _compile_runner_cached(runner, num_seeds, mode, variants, num_devices)
 
 
 def metric_key(name: str, axes: Sequence[str], index: Sequence[int]) -> str:
@@ -870,9 +991,10 @@ def _check_stored(
     variants: list[dict[str, int | float]] | None,
     chunk_iterations: int | None,
     compile_mode: str | None,
-) -> tuple[int, str]:
+    num_devices: int | None = None,
+) -> tuple[int, str, int]:
     """Refuse to continue ``stored`` (a checkpoint's metadata or a ``config.json``) with other
-    settings; return its ``(chunk_iterations, compile_mode)``."""
+    settings; return its ``(chunk_iterations, compile_mode, num_devices)``."""
     differences = config_diff(stored.get("config") or {}, dict(spec.config or {}))
     if differences:
         listed = "; ".join(f"{k}: checkpoint {old!r}, now {new!r}" for k, (old, new) in differences.items())
@@ -901,7 +1023,13 @@ def _check_stored(
             f"Cannot resume with compile_mode={compile_mode!r}: the run used {stored_mode!r} "
             "(the compiler options change results in the last bits)."
         )
-    return int(stored["chunk_iterations"]), stored_mode
+    stored_devices = int((stored.get("devices") or {}).get("num_devices", stored.get("num_devices", 1)))
+    if num_devices is not None and num_devices != stored_devices:
+        raise ConfigError(
+            f"Cannot resume with num_devices={num_devices}: the run used {stored_devices} (sums over "
+            f"devices change results in the last bits); resume with num_devices={stored_devices}."
+        )
+    return int(stored["chunk_iterations"]), stored_mode, stored_devices
 
 
 def _clean_after_kill(out_dir: str, checkpoint_dir: str, keep: int | None, resume_from: str | None) -> None:
@@ -938,6 +1066,7 @@ class _Session:
     keep_checkpoints: int | None
     checkpoint_every: int
     recorder: Any = None  # a lamella.agents.recording.VaultRecorder when recording
+    num_devices: int = 1
 
     @property
     def num_iterations(self) -> int:
@@ -962,6 +1091,7 @@ class _Session:
             "steps_per_iteration": self.steps_per_iteration,
             "chunk_iterations": self.chunk_iterations,
             "compile_mode": self.compile_mode,
+            "num_devices": self.num_devices,
             **({"record_vault": self.recorder.directory} if self.recorder is not None else {}),
             "num_evaluations": len(self.log.steps),
             "versions": ckpt.versions(),
@@ -1072,6 +1202,7 @@ def run(
     compile_mode: str | None = None,
     record_vault: bool | str | os.PathLike[str] | None = None,
     gif: bool = False,
+    num_devices: int | None = None,
 ) -> RunResult:
     """Train any runner for a population (seeds, times config variants) in one vmapped
     program, logging, checkpointing and plotting.
@@ -1086,7 +1217,7 @@ def run(
             (``ppo[learning_rate=0.001]``, :func:`variant_name`), so lamella-eval compares them.
         out_dir, resume, chunk_iterations, checkpoint_every, keep_checkpoints, progress,
         progress_stream, tensorboard, plot, max_chunks, extra_metadata, compile_mode,
-        record_vault, gif: as for :func:`run_experiment`.
+        record_vault, gif, num_devices: as for :func:`run_experiment`.
 
     Returns:
         A :class:`RunResult`.
@@ -1105,8 +1236,8 @@ def run(
     ):  # hashable, so an equal runner reuses its compiled programs
         runner = runner._replace(metric_axes=tuple(axes.items()))
 
-    def build(num_seeds: int, mode: str) -> CompiledRunner:
-        return _compiled_runner(runner, num_seeds, mode, _variants_key(checked))
+    def build(num_seeds: int, mode: str, num_devices: int) -> CompiledRunner:
+        return _compiled_runner(runner, num_seeds, mode, _variants_key(checked), num_devices)
 
     return _run(
         build,
@@ -1127,6 +1258,7 @@ def run(
         compile_mode=compile_mode,
         record_vault=record_vault,
         gif=gif,
+        num_devices=num_devices,
     )
 
 
@@ -1151,6 +1283,7 @@ def run_experiment(
     compile_mode: str | None = None,
     record_vault: bool | str | os.PathLike[str] | None = None,
     gif: bool = False,
+    num_devices: int | None = None,
 ) -> RunResult:
     """Train ``config`` for every seed (one vmapped program), logging, checkpointing and plotting.
 
@@ -1196,6 +1329,12 @@ def run_experiment(
             to ``<out_dir>/episode.gif`` (needs ``Runner.render_episode``, as IPPO and MAPPO
             have, and ``lamella-envs[render]``); a finished run resumed with ``gif=True``
             draws it without training.
+        num_devices: split the runner's batch axis (PPO: its envs) over this many devices
+            with ``jax.shard_map`` (:mod:`lamella.agents.devices`); the result equals the
+            one-device run of the same config up to the order of floating-point sums. Default
+            1, or on resume the stored count (a different one is refused). More devices than
+            present, a batch it does not divide, or a runner without ``Runner.sharding`` is a
+            :class:`ConfigError` before anything compiles. ``config.json`` records the layout.
 
     Returns:
         A :class:`RunResult`.
@@ -1226,8 +1365,8 @@ def run_experiment(
     spec = RunSpec(algorithm, task=task, config=config_dict)
     metadata = {"config_class": f"{type(config).__module__}.{type(config).__qualname__}"}
 
-    def build(num_seeds: int, mode: str) -> CompiledRunner:
-        return _compiled(make_runner, config, num_seeds, mode, _variants_key(checked))
+    def build(num_seeds: int, mode: str, num_devices: int) -> CompiledRunner:
+        return _compiled(make_runner, config, num_seeds, mode, _variants_key(checked), num_devices)
 
     return _run(
         build,
@@ -1248,11 +1387,12 @@ def run_experiment(
         compile_mode=compile_mode,
         record_vault=record_vault,
         gif=gif,
+        num_devices=num_devices,
     )
 
 
 def _run(
-    build: Callable[[int, str], CompiledRunner],
+    build: Callable[[int, str, int], CompiledRunner],
     spec: RunSpec,
     *,
     seeds: int | Sequence[int],
@@ -1271,6 +1411,7 @@ def _run(
     compile_mode: str | None,
     record_vault: bool | str | os.PathLike[str] | None = None,
     gif: bool = False,
+    num_devices: int | None = None,
 ) -> RunResult:
     started = time.perf_counter()
     seed_list = _seed_list(seeds)
@@ -1298,11 +1439,12 @@ def _run(
     checkpoint_dir = os.path.join(out_dir, "checkpoints")
     if start.stored is not None:
         where = start.checkpoint or os.path.join(out_dir, "config.json")
-        chunk_iterations, compile_mode = _check_stored(
-            start.stored, where, spec, seed_list, variants, chunk_iterations, compile_mode
+        chunk_iterations, compile_mode, num_devices = _check_stored(
+            start.stored, where, spec, seed_list, variants, chunk_iterations, compile_mode, num_devices
         )
         _clean_after_kill(out_dir, checkpoint_dir, keep_checkpoints, start.checkpoint)
     compile_mode = compile_mode or "auto"
+    num_devices = 1 if num_devices is None else num_devices
     members = [
         (variant_name(spec.algorithm, variant), f"seed_{s}") if variant is not None else f"seed_{s}"
         for variant in (variants if variants else [None])
@@ -1320,7 +1462,7 @@ def _run(
     # Every variant trains with the same seeds' keys (common random numbers across a sweep).
     keys = jnp.concatenate([seed_keys] * len(variants or [None]))
     config_path = os.path.join(out_dir, "config.json")
-    compiled = build(len(seed_list), compile_mode)
+    compiled = build(len(seed_list), compile_mode, num_devices)
     if gif and getattr(compiled.runner, "render_episode", None) is None:
         raise ConfigError(
             f"{spec.algorithm}'s runner cannot draw its episodes (its Runner has no render_episode); "
@@ -1407,6 +1549,7 @@ def _run(
         checkpoint_dir=checkpoint_dir,
         keep_checkpoints=keep_checkpoints,
         checkpoint_every=checkpoint_every,
+        num_devices=num_devices,
     )
     if record_dir is not None:
         from lamella.agents.recording import VaultRecorder
@@ -1450,6 +1593,7 @@ def _run(
             **({"variants": variants} if variants is not None else {}),
             "chunk_iterations": chunk_iterations,
             "compile_mode": compile_mode,
+            "devices": devices_lib.device_layout(num_devices, getattr(runner, "sharding", None)),
             **({"record_vault": record_dir} if record_dir is not None else {}),
             "num_iterations": num_iterations,
             "steps_per_iteration": steps_per_iteration,
@@ -1466,6 +1610,8 @@ def _run(
     label = f"{spec.algorithm} {spec.task} x{len(seed_list)} seeds"
     if variants is not None:
         label += f" x{len(variants)} variants"
+    if num_devices > 1:
+        label += f" on {num_devices} devices"
     bar = Progress(
         num_iterations * steps_per_iteration,
         label,

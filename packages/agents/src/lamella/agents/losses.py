@@ -130,6 +130,7 @@ def ppo_loss(
     ent_coef: float | jax.Array,
     clip_value: bool = True,
     normalize_advantages: bool = True,
+    axis_name: str | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """PPO's loss on a time-major minibatch: clipped surrogate + ``vf_coef`` * value loss
     - ``ent_coef`` * entropy.
@@ -150,6 +151,10 @@ def ppo_loss(
         ent_coef: weight of the entropy bonus.
         clip_value: use the clipped value loss.
         normalize_advantages: standardise ``advantage`` over the minibatch.
+        axis_name: a named axis (a mesh axis) the minibatch is split over: the advantages are
+            standardised with the mean and standard deviation of the whole minibatch (equal
+            blocks per device). The loss and metrics stay this block's; the caller averages
+            them (and the gradients) over the axis.
 
     Returns:
         ``(loss, metrics)`` with scalar metrics ``policy_loss``, ``value_loss``, ``entropy``,
@@ -157,7 +162,11 @@ def ppo_loss(
         ``params`` are the ones that collected the data).
     """
     log_prob, value, entropy = evaluate_actions(params, memory, obs, reset, raw_action)
-    if normalize_advantages:
+    if normalize_advantages and axis_name is not None:
+        mean = jax.lax.pmean(advantage.mean(), axis_name)
+        std = jnp.sqrt(jax.lax.pmean(jnp.mean(jnp.square(advantage - mean)), axis_name))
+        advantage = (advantage - mean) / (std + 1e-8)
+    elif normalize_advantages:
         advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
     flat = lambda x: x.reshape(-1)  # noqa: E731
     policy_loss, clip_fraction = ppo_policy_loss(

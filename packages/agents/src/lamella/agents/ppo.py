@@ -49,6 +49,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
+from lamella.agents.devices import BatchSharding, DeviceAxis
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
@@ -199,13 +200,24 @@ class PPO(NamedTuple):
     normalize: Callable[[PPOTrainState, Any], jax.Array]
 
 
-def make_ppo(config: PPOConfig, observation_space: spaces.Space, action_space: spaces.Space) -> PPO:
-    """PPO for these spaces: ``agent, actor_critic, normalize = make_ppo(config, obs_space, act_space)``."""
+def make_ppo(
+    config: PPOConfig,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    devices: DeviceAxis | None = None,
+) -> PPO:
+    """PPO for these spaces: ``agent, actor_critic, normalize = make_ppo(config, obs_space, act_space)``.
+
+    ``devices``: the mesh axis when the envs are split over devices; ``agent.update`` then
+    takes this device's block of envs and reduces over the devices (gradients, advantage and
+    observation statistics), giving every device the one-device update of the whole batch.
+    """
     config.validate()
+    devices = devices or DeviceAxis()
     check_action_space(action_space, config.continuous_action)
     obs_shape = tuple(observation_space.shape)
     actor_critic = make_actor_critic(config, action_space)
-    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
+    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config, devices)
 
     def normalize(train_state: PPOTrainState, obs: Any) -> jax.Array:
         if config.normalize_observations:
@@ -228,7 +240,8 @@ def make_ppo(config: PPOConfig, observation_space: spaces.Space, action_space: s
         return dist.to_action(raw), train_state, memory
 
     def reset_memory(memory: Any, eval: bool = False) -> Any:
-        return actor_critic.initial_memory(config.eval_episodes if eval else config.num_envs)
+        # Training memory is this device's block of envs (all of them on one device).
+        return actor_critic.initial_memory(config.eval_episodes if eval else config.num_envs // devices.size)
 
     def update(
         trajectory: Trajectory, train_state: PPOTrainState, memory: Any
@@ -253,7 +266,15 @@ def make_ppo(config: PPOConfig, observation_space: spaces.Space, action_space: s
         batch = ppo_batch(transitions, advantage, target, obs=normalize(train_state, transitions.obs))
         params, opt_state, metrics = ppo_update(params, train_state.opt_state, batch, trajectory.key)
         obs_stats = train_state.obs_stats
-        if config.normalize_observations:
+        if config.normalize_observations and devices.sharded:
+            # The whole batch's moments from equal blocks: means of the blocks' means.
+            flat_obs = jnp.reshape(transitions.obs, (-1, *obs_stats.mean.shape))
+            mean = devices.mean(flat_obs.mean(0))
+            var = devices.mean(jnp.mean(jnp.square(flat_obs - mean), 0))
+            obs_stats = obs_stats.update_from_moments(
+                mean, var, jnp.asarray(flat_obs.shape[0] * devices.size, jnp.float32)
+            )
+        elif config.normalize_observations:
             obs_stats = obs_stats.update_batch(transitions.obs)
         return PPOTrainState(params, opt_state, obs_stats), memory, metrics
 
@@ -274,8 +295,40 @@ def make_ppo_runner(
         env: the environment object to train on (any lamella env: auto-resetting or bare,
             wrapped, user-written). ``None``: ``lamella.envs.make(config.env_id)``.
         env_params: its params (default: ``env.default_params``).
+
+    The runner splits its envs over devices (``Runner.sharding``, the driver's
+    ``num_devices``): each device steps ``num_envs / num_devices`` envs and computes the update
+    of an equal share of every minibatch (:func:`~lamella.agents.ppo_update.make_ppo_update`).
+    The envs axis is the one to split: it is PPO's only batch axis that every part of an
+    iteration is parallel over (the rollout steps envs independently, GAE runs per env), where
+    the time axis is a sequential scan and the minibatches are sequential optimiser steps.
     """
+    return _ppo_runner(config, env, env_params, DeviceAxis())
+
+
+def _ppo_state_axes(state: PPORunnerState) -> Any:
+    """The envs axis of each leaf of a PPO state (``None``: replicated on every device): a
+    prefix tree of the state."""
+    axes: dict[str, Any] = {
+        "train_state": None,
+        "env_state": 0,
+        "obs": 0,
+        "memory": 0,
+        "reset": 0,
+        "key": None,
+        "iteration": None,
+        "last_return": None,
+    }
+    return PPORunnerState(**axes)
+
+
+def _ppo_runner(
+    config: PPOConfig, env: Environment[Any, Any] | None, env_params: Any, devices: DeviceAxis
+) -> Runner:
+    """PPO's runner for one device's block of ``config.num_envs`` (all of them on one device)."""
     config.validate()
+    check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
+    given_env, given_params = env, env_params
     # Spaces and env params are static facts of the env: evaluate them eagerly even when the
     # runner is built inside a trace (a vmap over hyper-parameters).
     with jax.ensure_compile_time_eval():
@@ -288,14 +341,17 @@ def make_ppo_runner(
     eval_env = env
     train_env: Any = wrappers.EpisodeStatistics(env)
     if config.normalize_rewards:
-        train_env = wrappers.NormalizeReward(train_env, gamma=config.gamma, axis_name=ENV_AXIS)
-    agent, actor_critic, normalize = make_ppo(config, observation_space, action_space)
+        train_env = wrappers.NormalizeReward(
+            train_env, gamma=config.gamma, axis_name=devices.axis_names(ENV_AXIS)
+        )
+    agent, actor_critic, normalize = make_ppo(config, observation_space, action_space, devices)
     rollout = make_rollout(
         train_env,
         config.num_steps,
         config.num_envs,
         info_keys=("returned_episode", "returned_episode_returns"),
         axis_name=ENV_AXIS,
+        devices=devices,
     )
     max_eval_steps = eval_max_steps(config, env_params)
 
@@ -318,7 +374,10 @@ def make_ppo_runner(
         key, key_rollout, key_update = hashed_keys(state.key, (3,))
         train_state = state.train_state
         policy = actor_critic_policy(
-            actor_critic, train_state.params, preprocess=lambda obs: normalize(train_state, obs)
+            actor_critic,
+            train_state.params,
+            preprocess=lambda obs: normalize(train_state, obs),
+            devices=devices,
         )
         start = RolloutState(state.env_state, state.obs, state.memory, state.reset)
         end, transitions = rollout.collect(start, policy, key_rollout, env_params)
@@ -326,11 +385,9 @@ def make_ppo_runner(
             Trajectory(transitions, end.memory, key_update), train_state, end.memory
         )
         ended = transitions.info["returned_episode"]
-        num_ended = ended.sum()
         ended_returns = transitions.info["returned_episode_returns"]
-        mean_return = jnp.where(
-            num_ended > 0, (ended_returns * ended).sum() / jnp.maximum(num_ended, 1), state.last_return
-        )
+        num_ended, sum_returns = devices.sum((ended.sum(), (ended_returns * ended).sum()))
+        mean_return = jnp.where(num_ended > 0, sum_returns / jnp.maximum(num_ended, 1), state.last_return)
         metrics = {
             **metrics,
             "episode_return": mean_return.astype(jnp.float32),
@@ -373,4 +430,12 @@ def make_ppo_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         record_step=record_step,
+        sharding=None
+        if devices.sharded
+        else BatchSharding(
+            "num_envs",
+            config.num_envs,
+            lambda axis: _ppo_runner(config, given_env, given_params, axis),
+            _ppo_state_axes,
+        ),
     )

@@ -29,6 +29,7 @@ from flax import struct
 from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis
 from lamella.agents.rollout import Transition
 from lamella.agents.runner import hashed_keys, hashed_permutation
 
@@ -93,6 +94,7 @@ def make_ppo_update(
     ent_coef: float | jax.Array = 0.01,
     clip_value: bool = True,
     normalize_advantages: bool = True,
+    devices: DeviceAxis | None = None,
 ) -> Callable[[Any, Any, PPOBatch, jax.Array], tuple[Any, Any, dict[str, jax.Array]]]:
     """``update(params, opt_state, batch, key) -> (params, opt_state, metrics)``.
 
@@ -105,6 +107,15 @@ def make_ppo_update(
         clip_eps, vf_coef, ent_coef: PPO's coefficients; may be traced (a vmapped sweep).
         clip_value: use the clipped value loss.
         normalize_advantages: standardise advantages per minibatch.
+        devices: the mesh axis when the batch's envs are split over devices
+            (:class:`~lamella.agents.devices.DeviceAxis`; ``batch`` is then this device's
+            block of envs). Each device gathers the whole batch, draws the same shuffles as
+            one device, and computes the gradient of an equal share of every minibatch; the
+            shares' gradients (and the metrics) are averaged with ``jax.lax.pmean``, and the
+            advantages standardised with the whole minibatch's statistics, so every optimiser
+            step is the one-device step on the same minibatch. A minibatch's size (``T * B /
+            num_minibatches`` steps, or ``B / num_minibatches`` envs when recurrent) must be a
+            multiple of the device count; checked when the update is traced.
 
     Returns:
         The update. ``metrics``: scalar means over all minibatches of ``loss``,
@@ -116,6 +127,20 @@ def make_ppo_update(
         raise ValueError(
             f"make_ppo_update: num_epochs ({num_epochs}) and num_minibatches ({num_minibatches}) must be >= 1."
         )
+    devices = devices or DeviceAxis()
+
+    def share(order: jax.Array, what: str) -> jax.Array:
+        """``order`` ``(num_minibatches, size)``: this device's equal share of each minibatch."""
+        size = order.shape[1]
+        if not devices.sharded:
+            return order
+        if size % devices.size:
+            raise ConfigError(
+                f"A minibatch of {size} {what} cannot be split evenly over {devices.size} devices; pick "
+                f"num_envs, num_steps and num_minibatches so that it is a multiple of {devices.size}."
+            )
+        part = size // devices.size
+        return jax.lax.dynamic_slice_in_dim(order, devices.start(part), part, axis=1)
 
     def loss_fn(params: Any, batch: PPOBatch) -> tuple[jax.Array, dict[str, jax.Array]]:
         return losses.ppo_loss(
@@ -134,12 +159,14 @@ def make_ppo_update(
             ent_coef=ent_coef,
             clip_value=clip_value,
             normalize_advantages=normalize_advantages,
+            axis_name=devices.name if devices.sharded else None,
         )
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def split(batch: PPOBatch, key: jax.Array) -> PPOBatch:
-        """``num_minibatches`` time-major minibatches stacked on a new leading axis."""
+        """``num_minibatches`` time-major minibatches stacked on a new leading axis (on several
+        devices: this device's share of each)."""
         num_steps, num_envs = batch.log_prob.shape[:2]
         if actor_critic.recurrent:
             if num_envs % num_minibatches:
@@ -149,6 +176,15 @@ def make_ppo_update(
                 )
             order = hashed_permutation(key, num_envs)
             size = num_envs // num_minibatches
+            if devices.sharded:
+                picked = share(order.reshape(num_minibatches, size), "envs")
+
+                def pick(x: jax.Array, env_axis: int) -> jax.Array:
+                    return jnp.moveaxis(jnp.take(x, picked, axis=env_axis), env_axis, 0)
+
+                memory = jax.tree.map(lambda x: pick(x, 0), batch.memory)
+                sequences = jax.tree.map(lambda x: pick(x, 1), batch.replace(memory=()))
+                return sequences.replace(memory=memory)
 
             def take(x: jax.Array, env_axis: int) -> jax.Array:
                 x = jnp.take(x, order, axis=env_axis)
@@ -165,6 +201,11 @@ def make_ppo_update(
             )
         order = hashed_permutation(key, total)
         size = total // num_minibatches
+        if devices.sharded:
+            picked = share(order.reshape(num_minibatches, size), "steps")
+            return jax.tree.map(
+                lambda x: x.reshape((total, *x.shape[2:]))[picked], batch.replace(memory=())
+            ).replace(memory=())
 
         def shuffle(x: jax.Array) -> jax.Array:
             # Flat minibatches (num_minibatches, size, ...): a feed-forward network takes any
@@ -180,8 +221,14 @@ def make_ppo_update(
         def minibatch_step(carry: tuple[Any, Any], minibatch: PPOBatch) -> tuple[tuple[Any, Any], Any]:
             params, opt_state = carry
             (loss, aux), grads = grad_fn(params, minibatch)
+            # Equal shares of the minibatch: the mean of their means is the minibatch's mean.
+            loss, aux, grads = devices.mean((loss, aux, grads))
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), {"loss": loss, **aux}
+
+        # On several devices every device holds the whole batch (envs gathered in order), so
+        # the shuffles are the one-device shuffles; each device then trains on its share.
+        batch = devices.gather(batch.replace(memory=()), axis=1).replace(memory=devices.gather(batch.memory))
 
         def epoch(carry: tuple[Any, Any], key: jax.Array) -> tuple[tuple[Any, Any], Any]:
             return jax.lax.scan(minibatch_step, carry, split(batch, key))
@@ -250,13 +297,15 @@ class PPOSettings:
         return self.total_timesteps // self.steps_per_iteration
 
 
-def check_ppo_sizes(config: Any, *, recurrent: bool = False) -> None:
+def check_ppo_sizes(config: Any, *, recurrent: bool = False, num_devices: int = 1) -> None:
     """Raise :class:`~lamella.agents.config.ConfigError` naming the first size setting of a
     PPO-style config that cannot work, and the fix. Every runner built on :func:`make_ppo_update`
     (PPO, IPPO/MAPPO, the UED runners) checks its config with it.
 
     ``config`` has ``num_envs``, ``num_steps``, ``num_epochs``, ``num_minibatches``,
     ``eval_episodes`` and ``total_timesteps``; ``recurrent`` minibatches split envs, not steps.
+    ``num_devices``: the envs and every minibatch are split over that many devices
+    (:mod:`lamella.agents.devices`), so both must divide by it.
     """
     name = type(config).__name__
     for field in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes"):
@@ -274,6 +323,19 @@ def check_ppo_sizes(config: Any, *, recurrent: bool = False) -> None:
             f"{name}: {what} ({split}) must be a multiple of num_minibatches "
             f"({config.num_minibatches}){' (recurrent minibatches split envs)' if recurrent else ''}."
         )
+    if num_devices > 1:
+        if config.num_envs % num_devices:
+            raise ConfigError(
+                f"{name}: num_envs ({config.num_envs}) must be a multiple of num_devices ({num_devices}): "
+                "each device steps an equal block of envs."
+            )
+        minibatch = split // config.num_minibatches
+        if minibatch % num_devices:
+            raise ConfigError(
+                f"{name}: a minibatch ({what} / num_minibatches = {minibatch}) must be a multiple of "
+                f"num_devices ({num_devices}): each device trains on an equal share of it. Change num_envs, "
+                f"num_steps or num_minibatches, or num_devices."
+            )
 
 
 def make_ppo_optimizer(config: Any) -> optax.GradientTransformation:
@@ -295,14 +357,15 @@ def make_ppo_optimizer(config: Any) -> optax.GradientTransformation:
 
 
 def make_ppo_update_from_config(
-    actor_critic: ActorCritic, config: Any
+    actor_critic: ActorCritic, config: Any, devices: DeviceAxis | None = None
 ) -> tuple[
     optax.GradientTransformation,
     Callable[[Any, Any, PPOBatch, jax.Array], tuple[Any, Any, dict[str, jax.Array]]],
 ]:
     """``(optimizer, update)``: :func:`make_ppo_optimizer` and :func:`make_ppo_update` with the
     coefficients of a PPO-style config (``num_epochs``, ``num_minibatches``, ``clip_eps``,
-    ``vf_coef``, ``ent_coef``, ``clip_value``, ``normalize_advantages``)."""
+    ``vf_coef``, ``ent_coef``, ``clip_value``, ``normalize_advantages``); ``devices``: see
+    :func:`make_ppo_update`."""
     optimizer = make_ppo_optimizer(config)
     update = make_ppo_update(
         actor_critic,
@@ -314,5 +377,6 @@ def make_ppo_update_from_config(
         ent_coef=config.ent_coef,
         clip_value=config.clip_value,
         normalize_advantages=config.normalize_advantages,
+        devices=devices,
     )
     return optimizer, update

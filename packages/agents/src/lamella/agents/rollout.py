@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from lamella.agents.devices import DeviceAxis
 from lamella.agents.runner import hashed_keys
 from lamella.envs.environment import Environment
 
@@ -166,6 +167,7 @@ def make_rollout(
     info_keys: Sequence[str] = (),
     params_axis: int | None = None,
     axis_name: str = ENV_AXIS,
+    devices: DeviceAxis | None = None,
 ) -> Rollout:
     """A collector of ``num_steps`` steps of ``num_envs`` copies of ``env`` (see the module docs).
 
@@ -180,6 +182,12 @@ def make_rollout(
             has a leading ``num_envs`` axis (one level per env).
         axis_name: the name of the env axis of the vmap, for wrappers that pool statistics
             over it (``NormalizeReward(..., axis_name=...)``).
+        devices: the mesh axis when the envs are split over devices
+            (:class:`~lamella.agents.devices.DeviceAxis`): the collector then steps this
+            device's block of ``num_envs / devices.size`` envs with exactly the keys one device
+            gives those envs (its ``num_envs`` stays the global count). With ``params_axis=0``,
+            ``env_params`` holds this device's block. A policy for it draws its block of the
+            batch's actions (``actor_critic_policy(..., devices=...)``).
 
     Raises:
         ValueError: ``num_steps`` or ``num_envs`` below 1, or ``params_axis`` not None or 0.
@@ -189,13 +197,26 @@ def make_rollout(
     if params_axis not in (None, 0):
         raise ValueError(f"make_rollout: params_axis must be None or 0, got {params_axis!r}.")
     info_keys = tuple(info_keys)
+    devices = devices or DeviceAxis()
+    total_envs = int(num_envs)
+    num_envs = devices.local(total_envs, "num_envs")
+
+    def env_keys_of(key_env: jax.Array) -> jax.Array:
+        if not devices.sharded:
+            return hashed_keys(key_env, (num_steps, num_envs))
+        return hashed_keys(key_env, (num_steps, total_envs), block=(1, devices.start(num_envs), num_envs))
+
+    def reset_keys_of(key: jax.Array) -> jax.Array:
+        if not devices.sharded:
+            return hashed_keys(key, (num_envs,))
+        return hashed_keys(key, (total_envs,), block=(0, devices.start(num_envs), num_envs))
 
     env_reset = jax.vmap(env.reset, in_axes=(0, params_axis), axis_name=axis_name)
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, params_axis), axis_name=axis_name)
     env_reset_done = jax.vmap(env.reset_done, in_axes=(0, 0, 0, 0, params_axis), axis_name=axis_name)
 
     def init(key: jax.Array, env_params: Any, memory: Any = ()) -> RolloutState:
-        obs, env_state = env_reset(jax.random.split(key, num_envs), env_params)
+        obs, env_state = env_reset(devices.take(jax.random.split(key, total_envs)), env_params)
         return RolloutState(env_state, obs, memory, jnp.ones((num_envs,), bool))
 
     def collect(
@@ -203,12 +224,18 @@ def make_rollout(
     ) -> tuple[RolloutState, Transition]:
         key_act, key_env = hashed_keys(key, (2,))
         act_keys = hashed_keys(key_act, (num_steps,))
-        env_keys = hashed_keys(key_env, (num_steps, num_envs))
+        env_keys = env_keys_of(key_env)
+        # The key a bare env's resets derive from: the step's key of env 0 (of the whole batch).
+        first_env_keys = (
+            env_keys[:, 0]
+            if not devices.sharded
+            else hashed_keys(key_env, (num_steps, total_envs), block=(1, 0, 1))[:, 0]
+        )
 
         def one_step(
-            state: RolloutState, keys: tuple[jax.Array, jax.Array]
+            state: RolloutState, keys: tuple[jax.Array, jax.Array, jax.Array]
         ) -> tuple[RolloutState, Transition]:
-            key_a, keys_e = keys
+            key_a, keys_e, key_first = keys
             memory, out = policy(key_a, state.obs, state.memory, state.reset)
             obs, env_state, reward, terminated, truncated, info = env_step(
                 keys_e, state.env_state, out.action, env_params
@@ -219,9 +246,7 @@ def make_rollout(
             else:
                 # A bare env: the observation it returned is the final one; reset the done envs.
                 final_obs = obs
-                obs, env_state = env_reset_done(
-                    hashed_keys(keys_e[0], (num_envs,)), done, env_state, obs, env_params
-                )
+                obs, env_state = env_reset_done(reset_keys_of(key_first), done, env_state, obs, env_params)
             missing = [name for name in info_keys if name not in info]
             if missing:
                 raise KeyError(
@@ -244,9 +269,9 @@ def make_rollout(
             )
             return RolloutState(env_state, obs, memory, done), transition
 
-        return jax.lax.scan(one_step, state, (act_keys, env_keys))
+        return jax.lax.scan(one_step, state, (act_keys, env_keys, first_env_keys))
 
-    return Rollout(init=init, collect=collect, num_steps=int(num_steps), num_envs=int(num_envs))
+    return Rollout(init=init, collect=collect, num_steps=int(num_steps), num_envs=total_envs)
 
 
 def _env_done(terminated: jax.Array, truncated: jax.Array, num_envs: int) -> jax.Array:
@@ -268,7 +293,10 @@ def next_memory(transitions: Transition, last_memory: Any) -> Any:
 
 
 def actor_critic_policy(
-    actor_critic: Any, params: Any, preprocess: Callable[[Any], Any] | None = None
+    actor_critic: Any,
+    params: Any,
+    preprocess: Callable[[Any], Any] | None = None,
+    devices: DeviceAxis | None = None,
 ) -> Policy:
     """A collector's policy from an :class:`~lamella.agents.actor_critic.ActorCritic`: samples
     its distribution, records the log-probability and the value.
@@ -278,12 +306,15 @@ def actor_critic_policy(
         params: its parameters.
         preprocess: applied to observations before the network (for example observation
             normalisation); the transitions keep the observations as the env returned them.
+        devices: the mesh axis when the batch is split over devices: each device samples its
+            block of the actions one device samples for the whole batch.
     """
+    devices = devices or DeviceAxis()
 
     def policy(key: jax.Array, obs: Any, memory: Any, reset: jax.Array) -> tuple[Any, PolicyStep]:
         obs_in = obs if preprocess is None else preprocess(obs)
         memory, dist, value = actor_critic.step(params, memory, obs_in, reset)
-        raw = dist.sample(key)
+        raw = dist.sample(key, devices.start(reset.shape[0])) if devices.sharded else dist.sample(key)
         return memory, PolicyStep(dist.to_action(raw), raw, dist.log_prob(raw), value)
 
     return policy

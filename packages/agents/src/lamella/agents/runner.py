@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from lamella.agents.devices import block_index
 from lamella.agents.protocol import Agent, PRNGKey, TrainState
 from lamella.envs import random as fast_random
 from lamella.envs.environment import Environment, episode_done
@@ -77,6 +78,9 @@ class Runner(NamedTuple):
             uint8 ``(max_steps + 1, H, W, 3)`` of which the first ``length`` (int32) are the
             episode (:func:`episode_frames`). The driver writes them as a GIF with ``gif=True``
             (``lamella train ... --gif``); ``None``: the runner cannot draw its episodes.
+        sharding: how the runner splits its batch axis over devices
+            (:class:`lamella.agents.devices.BatchSharding`), for the driver's
+            ``num_devices``; ``None``: it runs on one device.
     """
 
     init: Callable[[PRNGKey], RunnerState]
@@ -87,6 +91,7 @@ class Runner(NamedTuple):
     metric_axes: Mapping[str, tuple[str, ...]] | None = None
     record_step: Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array], Any]] | None = None
     render_episode: Callable[[RunnerState, PRNGKey], tuple[jax.Array, jax.Array]] | None = None
+    sharding: Any = None
 
 
 def make_train(runner: Runner) -> Callable[[PRNGKey], tuple[RunnerState, dict[str, jax.Array]]]:
@@ -108,7 +113,9 @@ def make_train(runner: Runner) -> Callable[[PRNGKey], tuple[RunnerState, dict[st
     return train
 
 
-def hashed_keys(key: PRNGKey, shape: tuple[int, ...]) -> jax.Array:
+def hashed_keys(
+    key: PRNGKey, shape: tuple[int, ...], *, block: tuple[int, Any, int] | None = None
+) -> jax.Array:
     """Fresh keys of ``shape`` derived from ``key`` by :mod:`lamella.envs.random`'s hash.
 
     A drop-in for ``jax.random.split(key, shape)`` where the keys feed env steps and
@@ -116,12 +123,21 @@ def hashed_keys(key: PRNGKey, shape: tuple[int, ...]) -> jax.Array:
     evaluation, which inside a rollout loop costs more than a CartPole step and
     adds much of the compile time. Works for typed keys of any implementation and
     for raw ``uint32`` key data.
+
+    ``block=(axis, start, size)``: only the keys ``start:start + size`` along ``axis`` of the
+    keys of ``shape`` (``start`` may be traced), computed without the others: a device's block
+    of a batch's keys (:mod:`lamella.agents.devices`).
     """
     typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
     data = jax.random.key_data(key) if typed else key
     # stream=1: with stream 0 the first word of the all-zero key (``jax.random.key(0)``) hashes
     # to zero again, and a chain of keys derived this way would never move.
-    words = fast_random.bits(data, (*shape, data.shape[-1]), stream=1, vector=True)
+    full = (*shape, data.shape[-1])
+    if block is None:
+        words = fast_random.bits(data, full, stream=1, vector=True)
+    else:
+        axis, start, size = block
+        words = fast_random.bits(data, stream=1, index=block_index(full, axis, start, size))
     return jax.random.wrap_key_data(words, impl=jax.random.key_impl(key)) if typed else words
 
 

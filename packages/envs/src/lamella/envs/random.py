@@ -72,13 +72,22 @@ def _words(key: Any, count: int, stream: int) -> list[jax.Array]:
     return words
 
 
-def bits(key: Any, shape: Sequence[int] = (), stream: int = 0, *, vector: bool = False) -> jax.Array:
+def bits(
+    key: Any, shape: Sequence[int] = (), stream: int = 0, *, vector: bool = False, index: Any = None
+) -> jax.Array:
     """Uniform uint32 words of ``shape`` derived from ``key`` (one key, not a batch).
 
     Up to 64 words are computed as separate scalars, which stays vectorised over a batch
     axis when the caller is vmapped; ``vector=True`` computes them as one vector operation
     instead (the same values), one kernel rather than one per word outside ``vmap``.
+
+    ``index`` (integer array, may be traced; ``shape`` is then ignored): only the words at these
+    flat positions of a larger draw, ``bits(key, big_shape, stream, vector=True).ravel()[index]``,
+    computed without the rest. A device holding one block of a batch draws its block of the
+    batch's numbers this way (``lamella.agents.devices``), the same numbers one device draws.
     """
+    if index is not None:
+        return _bits_at(key, jnp.asarray(index), stream)
     n = int(np.prod(shape)) if len(shape) else 1
     if n == 0:  # an empty shape such as (0,): nothing to draw (jnp.stack needs one word)
         return jnp.zeros(tuple(shape), jnp.uint32)
@@ -91,6 +100,18 @@ def bits(key: Any, shape: Sequence[int] = (), stream: int = 0, *, vector: bool =
     if stream == 0:
         hashed = hashed.at[0].set(k0).at[1].set(k1)
     return hashed.reshape(tuple(shape))
+
+
+def _bits_at(key: Any, index: jax.Array, stream: int) -> jax.Array:
+    """The words of ``bits(..., vector=True)`` at flat positions ``index`` (uint32 arithmetic
+    wraps exactly as the int64-and-mask constants of :func:`bits` do)."""
+    k0, k1 = _key_words(key)
+    position = index.astype(jnp.uint32)
+    offsets = np.uint32((int(stream) * int(_STREAM)) & 0xFFFFFFFF) + position * _GOLDEN
+    hashed = _fmix32((k0 + offsets) ^ k1)
+    if stream == 0:
+        hashed = jnp.where(position == 0, k0, jnp.where(position == 1, k1, hashed))
+    return hashed
 
 
 def _unit(words: jax.Array, mantissa_bits: int = 23) -> jax.Array:
@@ -127,9 +148,11 @@ def uniform(
     stream: int = 0,
     *,
     vector: bool = False,
+    index: Any = None,
 ) -> jax.Array:
-    """Float32 uniform in ``[minval, maxval)`` (23 random mantissa bits); ``vector``: see :func:`bits`."""
-    words = bits(key, shape, stream, vector=vector)
+    """Float32 uniform in ``[minval, maxval)`` (23 random mantissa bits); ``vector``, ``index``:
+    see :func:`bits`."""
+    words = bits(key, shape, stream, vector=vector, index=index)
     return minval + _unit(words) * (jnp.asarray(maxval, jnp.float32) - minval)
 
 
@@ -145,10 +168,12 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, stream: in
     return jnp.minimum(minval + jnp.floor(u * span).astype(jnp.int32), jnp.asarray(maxval) - 1)
 
 
-def normal(key: Any, shape: Sequence[int] = (), stream: int = 0, *, vector: bool = False) -> jax.Array:
-    """Standard normal float32 (Box-Muller on two uniforms); ``vector``: see :func:`bits`."""
-    u1 = uniform(key, shape, stream=2 * stream, vector=vector)
-    u2 = uniform(key, shape, stream=2 * stream + 1, vector=vector)
+def normal(
+    key: Any, shape: Sequence[int] = (), stream: int = 0, *, vector: bool = False, index: Any = None
+) -> jax.Array:
+    """Standard normal float32 (Box-Muller on two uniforms); ``vector``, ``index``: see :func:`bits`."""
+    u1 = uniform(key, shape, stream=2 * stream, vector=vector, index=index)
+    u2 = uniform(key, shape, stream=2 * stream + 1, vector=vector, index=index)
     radius = jnp.sqrt(-2.0 * jnp.log1p(-u1))
     return radius * jnp.cos(2.0 * jnp.pi * u2)
 
