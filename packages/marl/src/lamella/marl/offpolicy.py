@@ -111,13 +111,14 @@ class IDQNConfig(DQNTrainConfig, IndependentSettings):
     eval_greedy: bool = False
 
     env_id: str = "Foraging-5x5-2p-1f-coop-v3"
-    total_timesteps: int = 200_000
-    num_envs: int = 8
+    total_timesteps: int = 100_000
+    num_envs: int = 4
     rollout_steps: int = 250
     buffer_size: int = 100_000
-    learning_starts: int = 2_000
-    exploration_steps: int = 50_000
+    learning_starts: int = 1_000
+    exploration_steps: int = 20_000
     target_update_period: int = 200
+    hidden_sizes: tuple[int, ...] = (64, 64)
     eval_episodes: int = 32
 
     #: The algorithm's name in messages.
@@ -137,10 +138,13 @@ class ISACConfig(SACTrainConfig, IndependentSettings):
     env_kwargs: tuple[str, ...] = ("continuous_actions=true",)
     team_reward: bool = False
     total_timesteps: int = 100_000
-    num_envs: int = 8
+    num_envs: int = 4
     rollout_steps: int = 25
-    learning_starts: int = 2_000
-    hidden_sizes: tuple[int, ...] = (128, 128)
+    learning_starts: int = 1_000
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    actor_learning_rate: float = 1e-3
+    critic_learning_rate: float = 1e-3
+    alpha_learning_rate: float = 1e-3
     eval_episodes: int = 32
 
     algorithm = "isac"
