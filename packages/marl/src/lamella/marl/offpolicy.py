@@ -286,8 +286,9 @@ def _multi_agent_env(
             except KeyError as error:
                 raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
             except (TypeError, ValueError) as error:
+                hint = " Pass none with env_kwargs= (empty)." if config.env_kwargs else ""
                 raise ConfigError(
-                    f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}"
+                    f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}{hint}"
                 ) from None
             env_params = made_params if env_params is None else env_params
         elif env_params is None:
