@@ -160,3 +160,54 @@ def test_bad_inputs_raise_clear_errors():
 
     with pytest.raises(ValueError, match="drop_per_critic"):
         make_tqc(TQCConfig(num_quantiles=2, drop_per_critic=2), obs_space, box)
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_dqn_honours_action_masks_in_acting_and_in_the_target(double):
+    # A dict observation with "action_mask": illegal actions are never chosen (greedy or
+    # random) and never valued by the target; the mask is not a network input.
+    obs_space = spaces.Dict(
+        {"obs": spaces.Box(-1.0, 1.0, (4,), np.float32), "action_mask": spaces.Box(0, 1, (5,), np.bool_)}
+    )
+    config = DQNConfig(hidden_sizes=SMALL, double=double, huber=False, epsilon_start=1.0, epsilon_end=1.0)
+    agent = make_dqn(config, obs_space, spaces.Discrete(5))
+    state, _ = agent.init(jax.random.key(0))
+    kernels = {leaf.shape for leaf in jax.tree.leaves(state.params) if leaf.ndim == 2}
+    assert kernels == {(4, 16), (16, 5)}  # the input is the 4 obs features only
+    x = jax.random.normal(jax.random.key(1), (64, 4))
+    q = np.asarray(make_dqn_q(agent, state, x))
+    # Forbid each row's unmasked best action and the next one: three legal actions per row.
+    best = q.argmax(-1)
+    mask = np.ones((64, 5), bool)
+    mask[np.arange(64), best] = False
+    mask[np.arange(64), (best + 1) % 5] = False
+    obs = {"obs": x, "action_mask": jnp.asarray(mask)}
+    greedy, _, _ = agent.policy(jax.random.key(2), state, obs, (), eval=True)
+    np.testing.assert_array_equal(greedy, np.where(mask, q, -np.inf).argmax(-1))
+    assert np.all(greedy != best)
+    # epsilon 1: uniform over the legal actions only, and every legal action is drawn.
+    draws = np.concatenate(
+        [np.asarray(agent.policy(jax.random.key(k), state, obs, ())[0]) for k in range(40)]
+    )
+    rows = np.tile(np.arange(64), 40)
+    assert np.all(mask[rows, draws])
+    assert np.all(np.bincount(draws, minlength=5) > 0)
+    # Target r + 1 * max over the legal next actions (target and online networks equal at init).
+    batch = Batch(obs, jnp.zeros(64, jnp.int32), jnp.zeros(64), jnp.ones(64), obs, jax.random.key(3))
+    _, _, metrics = agent.update(batch, state, ())
+    masked_max = np.where(mask, q, -np.inf).max(-1).mean()
+    np.testing.assert_allclose(metrics["q_target"], masked_max, rtol=1e-5)
+    assert abs(masked_max - q.max(-1).mean()) > 1e-3
+    # A row with no legal action counts as all legal (no -inf reaches the target).
+    none = {"obs": x, "action_mask": jnp.zeros((64, 5), bool)}
+    _, _, metrics = agent.update(
+        Batch(none, batch.action, batch.reward, batch.discount, none, batch.key), state, ()
+    )
+    np.testing.assert_allclose(metrics["q_target"], q.max(-1).mean(), rtol=1e-5)
+
+
+def make_dqn_q(agent, state, x):
+    """DQN's Q-values of observations ``x`` (greedy actions' values, read through the network)."""
+    from lamella.agents.offpolicy.common import QNetwork
+
+    return QNetwork(5, SMALL).apply(state.params, x)

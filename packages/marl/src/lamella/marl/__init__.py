@@ -14,6 +14,13 @@ from lamella.marl.networks import (
     masked_categorical,
 )
 from lamella.marl.observation import MultiAgentObservation, check_multi_agent_env
+from lamella.marl.offpolicy import (
+    IDQNConfig,
+    ISACConfig,
+    make_idqn_runner,
+    make_independent_agent,
+    make_isac_runner,
+)
 from lamella.marl.ppo import (
     IPPOConfig,
     MAPPOConfig,
@@ -31,7 +38,9 @@ from lamella.marl.ppo import (
 from lamella.marl.recording import OfflineExperience, read_offline
 
 __all__ = [
+    "IDQNConfig",
     "IPPOConfig",
+    "ISACConfig",
     "MAPPOConfig",
     "MultiAgentActorCriticNet",
     "MultiAgentObservation",
@@ -42,7 +51,10 @@ __all__ = [
     "RecMAPPOConfig",
     "__version__",
     "check_multi_agent_env",
+    "make_idqn_runner",
+    "make_independent_agent",
     "make_ippo_runner",
+    "make_isac_runner",
     "make_mappo_runner",
     "make_multi_agent_actor_critic",
     "make_multi_agent_ppo",

@@ -17,6 +17,7 @@ from lamella.envs import random as fast_random
 from lamella.envs import spaces
 
 __all__ = [
+    "ACTION_MASK",
     "ActionScaler",
     "Batch",
     "ContinuousCritic",
@@ -28,8 +29,14 @@ __all__ = [
     "flatten_observation",
     "obs_example_input",
     "polyak",
+    "split_action_mask",
     "squashed_gaussian_sample",
+    "without_action_mask",
 ]
+
+#: The key of a dict observation that holds the legal actions (bool ``(..., num_actions)``), as
+#: lamella-marl's ``MultiAgentObservation`` gives it. DQN reads it instead of feeding it to its network.
+ACTION_MASK = "action_mask"
 
 
 @struct.dataclass
@@ -73,6 +80,22 @@ def flatten_observation(obs: Any, batch_ndim: int = 1) -> jax.Array:
     parts = [jnp.asarray(x, jnp.float32) for x in leaves]
     parts = [x.reshape((*x.shape[:batch_ndim], -1)) for x in parts]
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
+
+
+def split_action_mask(obs: Any) -> tuple[Any, jax.Array | None]:
+    """``(obs without its action mask, bool mask (..., num_actions))``; ``(obs, None)`` when
+    ``obs`` is not a dict holding :data:`ACTION_MASK`."""
+    if isinstance(obs, Mapping) and ACTION_MASK in obs:
+        rest = {k: v for k, v in obs.items() if k != ACTION_MASK}
+        return rest, jnp.asarray(obs[ACTION_MASK], jnp.bool_)
+    return obs, None
+
+
+def without_action_mask(space: spaces.Space) -> spaces.Space:
+    """``space`` less its :data:`ACTION_MASK` entry (a Dict space holding one), else ``space``."""
+    if isinstance(space, spaces.Dict) and ACTION_MASK in space.spaces:
+        return spaces.Dict({k: v for k, v in space.spaces.items() if k != ACTION_MASK})
+    return space
 
 
 class ActionScaler:

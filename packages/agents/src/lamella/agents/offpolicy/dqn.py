@@ -3,6 +3,11 @@
 
 Exploration is epsilon-greedy with a linear schedule over the env steps the policy has acted
 (counted in the train state, so the schedule is part of the checkpointed state).
+
+Action masks: a dict observation holding ``"action_mask"`` (bool ``(..., num_actions)``, as
+lamella-marl's ``MultiAgentObservation`` gives it) restricts the greedy choice, the random
+exploratory action and the max (double DQN: the argmax) of the target to legal actions; the mask
+is not fed to the network. A row with no legal action counts as all legal.
 """
 
 from __future__ import annotations
@@ -23,13 +28,24 @@ from lamella.agents.offpolicy.common import (
     flatten_observation,
     obs_example_input,
     polyak,
+    split_action_mask,
+    without_action_mask,
 )
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import hashed_keys
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
 
-__all__ = ["DQNConfig", "DQNTrainState", "make_dqn"]
+__all__ = ["DQNConfig", "DQNTrainState", "make_dqn", "masked_q_values"]
+
+
+def masked_q_values(q: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """``q`` with illegal actions at ``-inf`` (``mask`` bool, the shape of ``q``; None: all
+    legal). A row with no legal action is left whole, so its max stays finite."""
+    if mask is None:
+        return q
+    legal = jnp.logical_or(mask, ~jnp.any(mask, axis=-1, keepdims=True))
+    return jnp.where(legal, q, -jnp.inf)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +110,7 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
     optimizer = optax.flatten(
         optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate))
     )
-    example = obs_example_input(observation_space)
+    example = obs_example_input(without_action_mask(observation_space))
 
     def init(key: jax.Array, obs_example: Any = None) -> tuple[DQNTrainState, tuple[()]]:
         params = network.init(key, example)
@@ -108,14 +124,20 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
     def policy(
         key: jax.Array, train_state: DQNTrainState, obs: Any, memory: Any, eval: bool = False
     ) -> tuple[jax.Array, DQNTrainState, Any]:
-        q = network_apply(train_state.params, flatten_observation(obs))
+        obs, mask = split_action_mask(obs)
+        q = masked_q_values(network_apply(train_state.params, flatten_observation(obs)), mask)
         greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
         if eval:
             return greedy, train_state, memory
         key_explore, key_action = hashed_keys(key, (2,))
         batch = q.shape[0]
         explore = fast_random.uniform(key_explore, (batch,), vector=True) < epsilon(train_state.acted_steps)
-        random_action = fast_random.randint(key_action, (batch,), 0, num_actions)
+        if mask is None:
+            random_action = fast_random.randint(key_action, (batch,), 0, num_actions)
+        else:
+            # Uniform over the legal actions: the largest of uniform draws where legal.
+            draws = fast_random.uniform(key_action, q.shape, vector=True)
+            random_action = jnp.argmax(masked_q_values(draws, mask), axis=-1).astype(jnp.int32)
         action = jnp.where(explore, random_action, greedy)
         return action, train_state.replace(acted_steps=train_state.acted_steps + batch), memory
 
@@ -128,16 +150,20 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
     def update(
         batch: Batch, train_state: DQNTrainState, memory: Any
     ) -> tuple[DQNTrainState, Any, dict[str, jax.Array]]:
-        obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
+        next_obs, next_mask = split_action_mask(batch.next_obs)
+        obs, next_obs = flatten_observation(split_action_mask(batch.obs)[0]), flatten_observation(next_obs)
         reward, discount = batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32)
         q_next_target = network_apply(train_state.target_params, next_obs)
         if config.double:
-            q_next_online = network_apply(train_state.params, next_obs)
+            # The online network picks among the legal next actions; the target network values it.
+            q_next_online = masked_q_values(network_apply(train_state.params, next_obs), next_mask)
             target = jax.vmap(targets.double_q_learning_target)(
                 reward, discount, q_next_target, q_next_online
             )
         else:
-            target = jax.vmap(targets.q_learning_target)(reward, discount, q_next_target)
+            target = jax.vmap(targets.q_learning_target)(
+                reward, discount, masked_q_values(q_next_target, next_mask)
+            )
         target = jax.lax.stop_gradient(target)
         action = batch.action.astype(jnp.int32).reshape(-1)
         loss, grads = jax.value_and_grad(loss_fn)(train_state.params, obs, action, target)

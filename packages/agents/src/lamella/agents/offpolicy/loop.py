@@ -11,6 +11,13 @@ One ``runner.step`` is one ``lax.scan`` over ``rollout_steps`` vector env steps;
 5. runs ``updates_per_step`` gradient steps on batches from the batch sampler (uniform or
    n-step here; HER-relabelled with ``her=True``, from lamella-gcrl's plug-in).
 
+Multi-agent envs (``env.num_agents > 1``, rewards and done flags with an agent axis) run in
+the same loop: transitions keep the agent axis (reward, terminated and truncated ``(n,)``), an
+env resets when all its agents are done, the step and evaluation metrics add each agent's own
+return ``"return"`` (declared in ``Runner.metric_axes``) beside the team's ``"episode_return"``
+(their sum). lamella-marl's independent learners (IDQN, ISAC) pass their env and agent in
+(``env=``, ``make_agent=``) and reuse this loop as it is.
+
 Everything (env, buffer, agent, setter) is in the runner state, a pytree of arrays, so
 ``jax.vmap(make_train(runner))`` trains many seeds in one compiled program and the shared
 driver (``lamella.agents.driver.run_experiment``) chunks, evaluates, logs, checkpoints and
@@ -19,6 +26,7 @@ resumes it unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -72,9 +80,11 @@ class OffPolicyRunnerState(struct.PyTreeNode):
         key: PRNG key.
         iteration: int32 ().
         env_steps: int32 (): env steps taken over all envs.
-        episode_return: float32 (num_envs,): return of each running episode so far.
+        episode_return: float32 (num_envs,): return of each running episode so far
+            (``(num_envs, num_agents)`` on a multi-agent env: each agent's).
         last_return: float32 (): mean return of the episodes that ended in the last iteration
-            that had any.
+            that had any (``(num_agents,)`` on a multi-agent env: each agent's; the team's
+            return is their sum).
         last_success: float32 (): their success rate (goal-conditioned envs; else 0).
     """
 
@@ -157,6 +167,10 @@ def make_offpolicy_runner(
     config: LoopConfig,
     goal_setter: GoalSetter | None = None,
     batch_sampler: BatchSamplerFactory | None = None,
+    *,
+    env: Any = None,
+    env_params: Any = None,
+    make_agent: Callable[[Any, spaces.Space, spaces.Space], Any] | None = None,
 ) -> Runner:
     """The compiled off-policy :class:`~lamella.agents.runner.Runner` of a train config.
 
@@ -167,17 +181,38 @@ def make_offpolicy_runner(
             evaluation always uses the env's own goals.
         batch_sampler: ``make(config, buffer, goals) -> sample`` (default: see
             :func:`resolve_batch_sampler`).
+        env: a bare env object to train and evaluate on (no auto-reset); default
+            ``lamella.envs.make(config.env_id, autoreset=False)``.
+        env_params: its params (default ``env.default_params``).
+        make_agent: ``make(agent_config, observation_space, action_space) -> Agent`` (default:
+            the config's algorithm in :data:`~lamella.agents.offpolicy.configs.AGENTS`);
+            lamella-marl's independent learners give one that wraps DQN or SAC per agent.
 
     Returns:
         A Runner: ``init``, ``step`` (``rollout_steps`` vector env steps with their updates),
         ``evaluate`` (greedy, on a separate env instance), ``steps_per_iteration``,
         ``num_iterations``. Step metrics: ``episode_return``, ``success_rate`` (goal envs),
-        ``episodes`` and the agent's update metrics (``loss``, ...), averaged over the iteration.
+        ``episodes`` and the agent's update metrics (``loss``, ...), averaged over the iteration;
+        on a multi-agent env also ``return`` (each agent's, axis ``agent``).
     """
     config.validate()
     name, agent_cfg = agent_config(config)
-    env, env_params = lamella.envs.make(config.env_id, autoreset=False)
-    eval_env, _ = lamella.envs.make(config.env_id, autoreset=False)
+    if env is None:
+        env, made_params = lamella.envs.make(config.env_id, autoreset=False)
+        eval_env, _ = lamella.envs.make(config.env_id, autoreset=False)
+        env_params = made_params if env_params is None else env_params
+    else:
+        eval_env = env
+        env_params = env.default_params if env_params is None else env_params
+    num_agents = int(getattr(env, "num_agents", 1))
+    multi_agent = num_agents > 1
+    # Rewards and returns carry the agent axis on a multi-agent env.
+    agent_shape: tuple[int, ...] = (num_agents,) if multi_agent else ()
+    if multi_agent and config.n_step > 1:
+        raise ValueError(
+            f"n_step > 1 is not supported on a multi-agent env ({config.env_id}: {num_agents} agents); "
+            "set n_step=1."
+        )
     observation_space, action_space = env.observation_space(env_params), env.action_space(env_params)
     goal = is_goal_space(observation_space)
     if config.her and not goal:
@@ -186,7 +221,9 @@ def make_offpolicy_runner(
             f"desired_goal); {config.env_id} is not one. Use a goal env such as GMazeGoalDubins-v0."
         )
     make_sampler = resolve_batch_sampler(config, batch_sampler)
-    agent = AGENTS[name][1](agent_cfg, observation_space, action_space)
+    agent = (AGENTS[name][1] if make_agent is None else make_agent)(
+        agent_cfg, observation_space, action_space
+    )
     setter = passthrough() if goal_setter is None else goal_setter
     num_envs, rollout_steps = config.num_envs, config.rollout_steps
     buffer = make_episode_buffer(num_envs, config.buffer_size // num_envs, config.batch_size)
@@ -205,6 +242,13 @@ def make_offpolicy_runner(
         train_state, _ = agent.init(key_agent, obs)
         one_obs = jax.tree.map(lambda x: x[0], obs)
         example = transition_like(one_obs, action_space.sample(key_example))
+        if multi_agent:
+            example = dataclasses.replace(
+                example,
+                reward=jnp.zeros(agent_shape, jnp.float32),
+                terminated=jnp.zeros(agent_shape, jnp.bool_),
+                truncated=jnp.zeros(agent_shape, jnp.bool_),
+            )
         zero = jnp.zeros((), jnp.float32)
         return OffPolicyRunnerState(
             train_state=train_state,
@@ -215,8 +259,8 @@ def make_offpolicy_runner(
             key=key,
             iteration=jnp.zeros((), jnp.int32),
             env_steps=jnp.zeros((), jnp.int32),
-            episode_return=jnp.zeros((num_envs,), jnp.float32),
-            last_return=zero,
+            episode_return=jnp.zeros((num_envs, *agent_shape), jnp.float32),
+            last_return=jnp.zeros(agent_shape, jnp.float32),
             last_success=zero,
         )
 
@@ -251,9 +295,10 @@ def make_offpolicy_runner(
         buffer_state = buffer.add(state.buffer_state, jax.tree.map(lambda x: x[:, None], transition))
         done = jax.vmap(episode_done)(terminated, truncated)
         episode_return = state.episode_return + reward
+        done_agents = done.reshape((num_envs, *(1,) * len(agent_shape)))
         success = info.get("is_success", jnp.zeros_like(done)).astype(jnp.float32)
         sums = {
-            "returns": sums["returns"] + jnp.sum(jnp.where(done, episode_return, 0.0)),
+            "returns": sums["returns"] + jnp.sum(jnp.where(done_agents, episode_return, 0.0), axis=0),
             "successes": sums["successes"] + jnp.sum(jnp.where(done, success, 0.0)),
             "episodes": sums["episodes"] + jnp.sum(done.astype(jnp.float32)),
         }
@@ -277,20 +322,22 @@ def make_offpolicy_runner(
             setter_state=setter_state,
             key=key,
             env_steps=env_steps,
-            episode_return=jnp.where(done, 0.0, episode_return),
+            episode_return=jnp.where(done_agents, 0.0, episode_return),
         )
         return (new_state, sums), metrics
 
     def step(state: OffPolicyRunnerState) -> tuple[OffPolicyRunnerState, dict[str, jax.Array]]:
         zero = jnp.zeros((), jnp.float32)
-        sums0 = {"returns": zero, "successes": zero, "episodes": zero}
+        sums0 = {"returns": jnp.zeros(agent_shape, jnp.float32), "successes": zero, "episodes": zero}
         (state, sums), metrics = jax.lax.scan(env_step_and_learn, (state, sums0), None, length=rollout_steps)
         ended = sums["episodes"] > 0
         count = jnp.maximum(sums["episodes"], 1.0)
         last_return = jnp.where(ended, sums["returns"] / count, state.last_return)
         last_success = jnp.where(ended, sums["successes"] / count, state.last_success)
         out = {k: jnp.mean(v).astype(jnp.float32) for k, v in metrics.items()}
-        out.update(episode_return=last_return, episodes=sums["episodes"])
+        out.update(episode_return=jnp.sum(last_return), episodes=sums["episodes"])
+        if multi_agent:
+            out["return"] = last_return
         if goal:
             out["success_rate"] = last_success
         state = state.replace(
@@ -308,8 +355,14 @@ def make_offpolicy_runner(
             config.eval_episodes,
             max_eval_steps,
             memory=(),
+            # A config may ask for the exploring policy (lamella-marl's IDQN on LBF: two greedy
+            # agents can block each other for the rest of an episode); greedy by default.
+            greedy=bool(getattr(config, "eval_greedy", True)),
             success=goal,
+            per_agent=multi_agent,
         )
+        if multi_agent:
+            metrics["return"] = metrics.pop("agent_return")
         if goal:
             metrics["success_rate"] = jnp.mean(metrics["success"])
         return metrics
@@ -330,4 +383,5 @@ def make_offpolicy_runner(
         evaluate=evaluate,
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
+        metric_axes={"return": ("agent",)} if multi_agent else None,
     )
