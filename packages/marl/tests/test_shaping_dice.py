@@ -68,7 +68,7 @@ def test_lola_cooperates_where_naive_learners_defect(lola_lola, nl_nl):
 
 def test_dice_gradients_match_the_exact_gradients():
     """First order: the naive gradient is the exact one; LOLA's correction points the exact way."""
-    rounds, episodes, gamma, step = 150, 8192, 0.96, 0.3
+    rounds, episodes, gamma, step = 100, 8192, 0.96, 0.3
     env, params = lamella.envs.make("IteratedPrisonersDilemma-v0", autoreset=False)
     sample = make_sampler(env, params.replace(num_inner_steps=rounds), rounds)
     game = exact.ExactGame.prisoners_dilemma(gamma)
@@ -88,12 +88,12 @@ def test_dice_gradients_match_the_exact_gradients():
         naive = jax.grad(dice_objective)(logits[0], logits[1], batch, 0, gamma)
 
         def lookahead(own):
-            other = logits[1] + step * jax.grad(dice_objective, argnums=1)(own, logits[1], batch, 1, gamma)
+            other = logits[1] + step * jax.grad(dice_objective)(logits[1], own, batch, 1, gamma)
             return dice_objective(own, other, sample(key_1, jnp.stack([own, other]), episodes), 0, gamma)
 
         return naive, jax.grad(lookahead)(logits[0])
 
-    naive, lola = jax.lax.map(estimates, jax.random.split(jax.random.key(0), 4))
+    naive, lola = jax.lax.map(estimates, jax.random.split(jax.random.key(0), 2))
     naive, lola = np.asarray(naive).mean(0), np.asarray(lola).mean(0)
     exact_naive = np.asarray(jax.grad(exact_return)(logits[0], logits[1], 0))
     exact_lola = np.asarray(jax.grad(exact_lookahead)(logits[0]))
@@ -124,10 +124,10 @@ def test_lamella_train_lola_logs_checkpoints_and_resumes_exactly(tmp_path):
     text = (tmp_path / "split" / "metrics.json").read_text()
     assert text == (tmp_path / "whole" / "metrics.json").read_text()
     runs = json.loads(text)["multi_agent"]["IteratedPrisonersDilemma-v0"]["lola"]
-    last = runs["seed_1"]["step_4"]
+    last = runs["seed_1"]["step_2"]  # step_0 before training, then one evaluation per chunk of 2 updates
     for key in ("return_agent_0", "return_agent_1", "train_reward_agent_1", "train_cooperation_CC_agent_0"):
         assert key in last, sorted(last)
-    assert len(last["return_agent_1"]) == 4
+    assert len(last["return_agent_1"]) == 4 and last["step_count"] == 4 * 16 * 8
 
 
 def test_bad_input_is_rejected_with_the_fix():
