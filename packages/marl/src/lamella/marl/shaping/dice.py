@@ -25,8 +25,9 @@ with ``MB(x) = exp(x - stop_gradient(x))`` (value 1; its derivatives are the sco
 terms of every order) and ``log pi_j[k]`` player ``j``'s log-probability of its action in round
 ``k``. The baseline is the leave-one-out batch mean of the return-to-go ``sum_{k>=t} gamma^(k-t)
 r_i[k]`` of the episodes in the same state at round ``t`` (the time step's leave-one-out mean
-where a state has no other episode); it reduces the variance of the estimate at every order
-without changing its expectation at first order, and needs no value network.
+where a state has no other episode). It is the baseline term of Mao et al.'s DiCE baseline; it
+depends only on the other episodes, so the first-order gradient keeps its expectation, and it needs
+no value network.
 
 Each learner's own step goes through an optax optimiser (Adam by default); the look-ahead step
 is plain gradient ascent, as in the DiCE paper's LOLA. One runner iteration is one simultaneous
