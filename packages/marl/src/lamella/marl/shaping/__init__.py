@@ -1,6 +1,7 @@
 """Opponent shaping on the iterated games (Pax's setups): fixed strategies, the multi-agent RL runner,
-exact-gradient learners on the infinite game and evolved meta-agents."""
+exact-gradient learners on the infinite game, evolved meta-agents, and DiCE-LOLA on the finite game."""
 
+from lamella.marl.shaping.dice import DiceConfig, make_dice_runner
 from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner, make_meta_fitness
 from lamella.marl.shaping.exact import (
     make_exact_play,
@@ -20,9 +21,11 @@ from lamella.marl.shaping.strategies import (
 
 __all__ = [
     "STRATEGIES",
+    "DiceConfig",
     "MetaESConfig",
     "ShapingConfig",
     "check_strategy_fits",
+    "make_dice_runner",
     "make_exact_play",
     "make_fixed_learner",
     "make_lola_learner",

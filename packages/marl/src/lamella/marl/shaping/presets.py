@@ -18,6 +18,10 @@ The IPD presets play 100-round episodes with Pax's payoff (CC -1, CD -3, DC 0, D
 discount 0.96; every preset sets only the agents, the env and the budget over
 :class:`~lamella.marl.shaping.runner.ShapingConfig`'s PPO defaults.
 
+``lola``: DiCE-LOLA and the naive sample-based learner (tabular memory-one policies) on Pax's
+finite IPD (:mod:`lamella.marl.shaping.dice`); presets ``lola_v_lola`` (the default),
+``nl_v_nl``, ``lola_v_nl`` and ``lola_v_tft``.
+
 ``mfos_es``: an M-FOS-style meta-agent evolved with OpenES against exact-gradient naive learners on
 the infinite prisoner's dilemma (:mod:`lamella.marl.shaping.evolution`). The preset keeps Pax's
 ``ipd/mfos_nl`` scale where it is cheap (100 outer steps, discount 0.96, naive learners with
@@ -29,10 +33,11 @@ from __future__ import annotations
 from typing import Any
 
 from lamella.agents.algorithms import Algorithm
+from lamella.marl.shaping.dice import DiceConfig, make_dice_runner
 from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner
 from lamella.marl.shaping.runner import LEARNER, ShapingConfig, make_shaping_runner
 
-__all__ = ["MFOS_ES", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
+__all__ = ["LOLA", "MFOS_ES", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
 
 _IPD = "IteratedPrisonersDilemma-v0"
 
@@ -68,3 +73,18 @@ PRESETS: dict[str, dict[str, Any]] = {
 SHAPING = Algorithm(ShapingConfig, make_shaping_runner, PRESETS["shaping"])
 #: ``lamella train mfos_es`` (entry point ``mfos_es = "lamella.marl.shaping.presets:MFOS_ES"``).
 MFOS_ES = Algorithm(MetaESConfig, make_meta_es_runner, PRESETS["mfos_es"])
+
+
+# ``lamella train lola``: DiCE-LOLA and the naive sample-based learner with tabular memory-one
+# policies on the finite IPD (:mod:`lamella.marl.shaping.dice`); 200 updates of 256 episodes of
+# 50 rounds each (the budget counts every sampled batch: one shared, one more per LOLA agent).
+_UPDATES, _BATCH_STEPS = 200, 256 * 50
+PRESETS["lola"] = {
+    "lola_v_lola": DiceConfig(agents=("lola", "lola"), total_timesteps=_UPDATES * 3 * _BATCH_STEPS),
+    "nl_v_nl": DiceConfig(agents=("naive", "naive"), total_timesteps=_UPDATES * _BATCH_STEPS),
+    "lola_v_nl": DiceConfig(agents=("lola", "naive"), total_timesteps=_UPDATES * 2 * _BATCH_STEPS),
+    "lola_v_tft": DiceConfig(agents=("lola", "tit_for_tat"), total_timesteps=_UPDATES * 2 * _BATCH_STEPS),
+}
+PRESETS["lola"][_IPD] = PRESETS["lola"]["lola_v_lola"]
+#: ``lamella train lola`` (entry point ``lola = "lamella.marl.shaping.presets:LOLA"``).
+LOLA = Algorithm(DiceConfig, make_dice_runner, PRESETS["lola"])
