@@ -136,7 +136,9 @@ def main() -> None:
             suffix = "" if i == 0 else f" {rule}"
             lam, bare = rate["lamella" + suffix], rate["bare" + suffix]
             ratio = f"{lam / jumanji:5.2f}x" if jumanji else "   n/a"
-            compile_text = f"{compile_s['lamella' + suffix]:.2f} / {compile_s.get('jumanji', float('nan')):.2f}"
+            compile_text = (
+                f"{compile_s['lamella' + suffix]:.2f} / {compile_s.get('jumanji', float('nan')):.2f}"
+            )
             label = f"{env_id} ({rule})" if len(args.rules) > 1 or rule != "lbforaging" else env_id
             print(
                 f"| {label:<30} | {lam:>15.3g} | {jumanji_text} | {ratio} | {bare:>12.3g} "

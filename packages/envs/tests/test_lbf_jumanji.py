@@ -56,7 +56,9 @@ def seek_food(key, agents, foods, live, explore):
     action = jnp.where(distance.min(-1) == 1, LOAD, move)
     explore_key, action_key = jax.random.split(key)
     random = jax.random.randint(action_key, action.shape, 0, 6)
-    return jnp.where(jax.random.uniform(explore_key, action.shape) < explore, random, action).astype(jnp.int32)
+    return jnp.where(jax.random.uniform(explore_key, action.shape) < explore, random, action).astype(
+        jnp.int32
+    )
 
 
 # (Jumanji generator kwargs, time limit, penalty, normalised, exploration rate). One case, since
@@ -64,7 +66,13 @@ def seek_food(key, agents, foods, live, explore):
 # other), levels 1..3 with foods up to 9, foods at distance 2 (one loader touching two), a
 # penalty; the unnormalised reward is a param of the same rule (checked by hand below).
 PARITY_CASES = [
-    (dict(grid_size=7, fov=2, num_agents=4, num_food=3, max_agent_level=3, force_coop=False), 20, 0.4, True, 0.35),
+    (
+        dict(grid_size=7, fov=2, num_agents=4, num_food=3, max_agent_level=3, force_coop=False),
+        20,
+        0.4,
+        True,
+        0.35,
+    ),
 ]
 BATCH, STEPS = 64, 60
 
@@ -141,8 +149,17 @@ def rollout(reference, env, params, key, explore):
 @pytest.fixture(scope="module")
 def parity_counts():
     counts = dict.fromkeys(
-        ["steps", "eaten", "penalty", "terminated", "truncated", "illegal", "into_agent", "same_target",
-         "two_foods"],
+        [
+            "steps",
+            "eaten",
+            "penalty",
+            "terminated",
+            "truncated",
+            "illegal",
+            "into_agent",
+            "same_target",
+            "two_foods",
+        ],
         0,
     )
     for case, (generator, time_limit, penalty, normalize, explore) in enumerate(PARITY_CASES):
@@ -187,7 +204,9 @@ def parity_counts():
         occupied &= ~np.eye(agents.shape[-2], dtype=bool)
         is_move = (action >= NORTH) & (action <= EAST)
         adjacent = np.abs(agents[..., :, None, :] - foods[..., None, :, :]).sum(-1) == 1
-        free_target = np.where((is_move & legal)[..., None], target, -1 - np.arange(agents.shape[-2])[:, None])
+        free_target = np.where(
+            (is_move & legal)[..., None], target, -1 - np.arange(agents.shape[-2])[:, None]
+        )
         counts["steps"] += action.shape[0] * action.shape[1]
         counts["eaten"] += int((r["reward"] > 0).any(-1).sum())
         counts["penalty"] += int((r["reward"] < 0).any(-1).sum())
@@ -195,7 +214,9 @@ def parity_counts():
         counts["truncated"] += int((last & ~terminal).sum())
         counts["illegal"] += int((~legal).sum())
         counts["into_agent"] += int((is_move & np.any(occupied, -1)).sum())
-        counts["same_target"] += int((np.all(free_target[..., :, None, :] == free_target[..., None, :, :], -1).sum(-1) > 1).sum())
+        counts["same_target"] += int(
+            (np.all(free_target[..., :, None, :] == free_target[..., None, :, :], -1).sum(-1) > 1).sum()
+        )
         counts["two_foods"] += int(((action == LOAD) & ((adjacent & live[..., None, :]).sum(-1) >= 2)).sum())
     return counts
 
@@ -204,8 +225,16 @@ def test_parity_with_jumanji_step_by_step(parity_counts):
     counts = parity_counts
     assert counts["steps"] == BATCH * STEPS * len(PARITY_CASES), counts
     # Every rule was exercised, not only compared on quiet steps.
-    for outcome in ("eaten", "penalty", "terminated", "truncated", "illegal", "into_agent", "same_target",
-                    "two_foods"):
+    for outcome in (
+        "eaten",
+        "penalty",
+        "terminated",
+        "truncated",
+        "illegal",
+        "into_agent",
+        "same_target",
+        "two_foods",
+    ):
         assert counts[outcome] >= 20, (outcome, counts)
 
 
@@ -242,10 +271,14 @@ def test_agents_block_moves_no_swaps_no_following_no_stacking(small):
         expected = [[2, 2], [2, 3], [4, 4]] if action[1] == WEST else [[2, 2], [2, 4], [4, 4]]
         np.testing.assert_array_equal(np.asarray(out[1].agent_positions), expected)
     # Two agents aiming at one free cell both stay.
-    out = step(key, make_state([[2, 2], [2, 4], [4, 4]], [1, 1, 1], *food), jnp.array([EAST, WEST, NORTH]), params)
+    out = step(
+        key, make_state([[2, 2], [2, 4], [4, 4]], [1, 1, 1], *food), jnp.array([EAST, WEST, NORTH]), params
+    )
     np.testing.assert_array_equal(np.asarray(out[1].agent_positions), [[2, 2], [2, 4], [3, 4]])
     # lbforaging's stacking case: A's move onto B's cell is blocked here.
-    out = step(key, make_state([[3, 0], [3, 1], [3, 3]], [1, 1, 1], *food), jnp.array([EAST, EAST, WEST]), params)
+    out = step(
+        key, make_state([[3, 0], [3, 1], [3, 3]], [1, 1, 1], *food), jnp.array([EAST, EAST, WEST]), params
+    )
     np.testing.assert_array_equal(np.asarray(out[1].agent_positions), [[3, 0], [3, 1], [3, 3]])
 
 
@@ -305,7 +338,9 @@ def test_reset_places_food_first_apart_and_agents_off_food():
 
 
 def test_check_env_and_bad_rules():
-    env = LevelBasedForaging(players=3, field_size=6, max_num_food=2, sight=2, rules="jumanji", max_episode_steps=4)
+    env = LevelBasedForaging(
+        players=3, field_size=6, max_num_food=2, sight=2, rules="jumanji", max_episode_steps=4
+    )
     check_env(env, env.default_params, num_steps=6, num_envs=2)  # crosses the time limit: an auto-reset
-    with pytest.raises(ValueError, match="rules must be 'lbforaging'.*or 'jumanji'"):
+    with pytest.raises(ValueError, match=r"rules must be 'lbforaging' \(lbforaging 2.0\) or 'jumanji'"):
         LevelBasedForaging(rules="mava")

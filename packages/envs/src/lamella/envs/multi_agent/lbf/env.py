@@ -386,7 +386,10 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
 
         seen = jnp.all(jnp.abs(position[None, :, :] - position[:, None, :]) <= self.sight, -1)  # (obs, other)
         agent_values = jnp.concatenate(
-            [position[None, :, :] - origin[:, None, :], jnp.broadcast_to(state.agent_levels, (n, n))[..., None]],
+            [
+                position[None, :, :] - origin[:, None, :],
+                jnp.broadcast_to(state.agent_levels, (n, n))[..., None],
+            ],
             -1,
         ).astype(jnp.float32)
         agent_values = jnp.where(seen[..., None], agent_values, empty)
@@ -445,7 +448,10 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         if self.jumanji:  # Jumanji: foods first, then agents on cells without food
             no_agents = jnp.zeros((0, 2), jnp.int32)
             food_positions, food_levels = self._spawn_food(key, u_food, no_agents, food_levels_drawn)
-            food_cells = [jnp.where(level > 0, p[0] * cols + p[1], cells) for p, level in zip(food_positions, food_levels)]
+            food_cells = [
+                jnp.where(level > 0, p[0] * cols + p[1], cells)
+                for p, level in zip(food_positions, food_levels)
+            ]
             taken = jnp.stack(food_cells).astype(jnp.int32)
             agent_cells = self._spawn_agents(u_cell, taken, jnp.sum((taken < cells).astype(jnp.int32)))
             agent_positions = jnp.stack([agent_cells // cols, agent_cells % cols], -1).astype(jnp.int32)
