@@ -27,6 +27,7 @@ import argparse
 import importlib.metadata
 import os
 import platform
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -90,8 +91,15 @@ def bench(
     actions = jax.random.randint(k_actions, (num_steps, num_envs, env.num_agents), 0, 6, jnp.int32)
     if with_jumanji:
         sides["jumanji"] = jumanji_side(CONFIGS[env_id], reset_keys)
-    rate, compile_s, _ = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
-    return {"env": env_id, "rate": rate, "compile": compile_s}
+    rate, compile_s, times = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
+    # Paired: the median over rounds of each round's Jumanji time / lamella time (the two calls of a
+    # round run back to back, so they share the machine's load).
+    paired = {
+        name: statistics.median(j / t for j, t in zip(times["jumanji"], times[name]))
+        for name in times
+        if with_jumanji and name.startswith("lamella")
+    }
+    return {"env": env_id, "rate": rate, "compile": compile_s, "paired": paired}
 
 
 def main() -> None:
@@ -123,10 +131,10 @@ def main() -> None:
         f"median of {args.repeats}"
     )
     print(
-        f"| {'env':<30} | {'lamella steps/s':>15} | {'jumanji steps/s':>15} | {'ratio':>6} | {'bare steps/s':>12} "
-        f"| {'of bare':>7} | {'compile lamella/jumanji s':>25} |"
+        f"| {'env':<30} | {'lamella steps/s':>15} | {'jumanji steps/s':>15} | {'ratio':>6} | {'paired':>6} "
+        f"| {'bare steps/s':>12} | {'of bare':>7} | {'compile lamella/jumanji s':>25} |"
     )
-    print(f"|{'-' * 32}|{'-' * 17}|{'-' * 17}|{'-' * 8}|{'-' * 14}|{'-' * 9}|{'-' * 27}|")
+    print(f"|{'-' * 32}|{'-' * 17}|{'-' * 17}|{'-' * 8}|{'-' * 8}|{'-' * 14}|{'-' * 9}|{'-' * 27}|")
     for env_id in args.envs:
         row = bench(env_id, args.num_envs, args.steps, args.repeats, jumanji_version is not None, args.rules)
         rate, compile_s = row["rate"], row["compile"]
@@ -136,12 +144,13 @@ def main() -> None:
             suffix = "" if i == 0 else f" {rule}"
             lam, bare = rate["lamella" + suffix], rate["bare" + suffix]
             ratio = f"{lam / jumanji:5.2f}x" if jumanji else "   n/a"
+            paired = f"{row['paired']['lamella' + suffix]:5.2f}x" if jumanji else "   n/a"
             compile_text = (
                 f"{compile_s['lamella' + suffix]:.2f} / {compile_s.get('jumanji', float('nan')):.2f}"
             )
             label = f"{env_id} ({rule})" if len(args.rules) > 1 or rule != "lbforaging" else env_id
             print(
-                f"| {label:<30} | {lam:>15.3g} | {jumanji_text} | {ratio} | {bare:>12.3g} "
+                f"| {label:<30} | {lam:>15.3g} | {jumanji_text} | {ratio} | {paired} | {bare:>12.3g} "
                 f"| {lam / bare:>7.2f} | {compile_text:>25} |",
                 flush=True,
             )
