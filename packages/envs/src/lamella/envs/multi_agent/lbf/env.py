@@ -30,26 +30,36 @@ def _near_food(row: jax.Array, col: jax.Array, food_row: jax.Array, food_col: ja
     return jnp.where(d_row == 0, d_col <= 2, jnp.where(d_col == 0, d_row <= 2, (d_row <= 1) & (d_col <= 1)))
 
 
+def _adjacent_food(row: jax.Array, col: jax.Array, food_row: jax.Array, food_col: jax.Array) -> jax.Array:
+    """Cells where Jumanji refuses a new food: a food's own cell and its 4 neighbours."""
+    return jnp.abs(row - food_row) + jnp.abs(col - food_col) <= 1
+
+
+RULES = ("lbforaging", "jumanji")
+
+
 def _positive_int(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or int(value) != value or int(value) < minimum:
         raise ValueError(f"LevelBasedForaging: {name} must be an integer >= {minimum}, got {value!r}.")
     return int(value)
 
 
-def _rejection_candidates(interior: int, players: int, num_food: int) -> int:
+def _rejection_candidates(interior: int, players: int, num_food: int, excluded_per_food: int = 13) -> int:
     """Candidates per food for rejection sampling, or 0 where one pass over the grid is cheaper.
 
-    At worst every agent stands in the interior and every earlier food excludes 13 cells, so
-    at least ``interior - players - 13 (num_food - 1)`` cells are allowed; K is the fewest
-    candidates that all miss them with probability below 1e-6.
+    At worst every agent stands in the interior and every earlier food excludes
+    ``excluded_per_food`` cells (13 for lbforaging, 5 for Jumanji, whose agents come after the
+    food), so at least ``interior - players - excluded_per_food (num_food - 1)`` cells are
+    allowed; K is the fewest candidates that all miss them with probability below 1e-6.
     """
-    allowed = interior - players - 13 * (num_food - 1)
+    allowed = interior - players - excluded_per_food * (num_food - 1)
     if allowed <= 0:
         return 0
     miss = 1.0 - allowed / interior
     candidates = 1 if miss <= 0 else int(np.ceil(np.log(1e-6) / np.log(miss)))
-    # A candidate costs about as much as four cells of the exact pass (a hash, n + F tests).
-    return candidates if 4 * candidates * (players + num_food) < interior * num_food else 0
+    # Measured on CPU (1024 envs, 8x8): one agent or food test of a candidate costs about a third
+    # of a cell of the exact pass, whose running count (a cumulative sum) is the expensive part.
+    return candidates if candidates * (players + num_food) < 3 * interior * num_food else 0
 
 
 class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForagingParams]):
@@ -121,10 +131,36 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
     or, when that is None, the sum of the three lowest agent levels;
     ``force_coop`` makes every food exactly ``cap``. Food that does not fit
     leaves its slot empty (level 0), as lbforaging's 1000 attempts do (a 5x5
-    grid holds at most 2 foods). On large grids a food is the first allowed of
-    ``K`` uniform candidates (``K`` fixed at construction so that all miss with
-    probability below 1e-6; the slot then stays empty), elsewhere exactly
+    grid holds at most 2 foods). Wherever the grid leaves room (8x8 with 2 agents
+    and 2 foods and anything roomier) a food is the first allowed of ``K``
+    uniform candidates (``K`` fixed at construction so that all miss with
+    probability below 1e-6; the slot then stays empty), on crowded grids exactly
     uniform over the allowed cells. The step is deterministic.
+
+    ``rules="jumanji"`` gives the rules of Jumanji 1.1.2's ``LevelBasedForaging``
+    (the LBF Mava trains on), checked step by step against it
+    (``tests/test_lbf_jumanji.py``), and a default of 100 steps; everything
+    else above stands:
+
+    - Moves: a move onto another agent's cell is illegal (masked, so NONE),
+      even when that agent moves away: no swaps, no following, no stacking.
+      Two agents aiming at one free cell both stay, as above.
+    - Penalty: a group that falls short costs *every* agent ``penalty``
+      (``penalty / (group_level * food_spawned)`` with normalised rewards),
+      once per such food.
+    - Observation: fixed slots. Food slot ``f`` is food ``f`` while it is
+      uneaten and within ``sight``; agent slots are the agent itself, then
+      every other agent in index order, each ``(-1, -1, 0)`` when farther than
+      ``sight`` on either axis (no compaction, no visibility quirk).
+    - Reset: foods first, each uniform among the interior cells that are
+      neither a food nor 4-adjacent to one (Manhattan distance 2 is allowed,
+      so an agent can touch two foods and counts for both); then agents on
+      distinct uniform cells without food. Jumanji's own generator also keeps
+      agents off every row whose index is a food's row *or column* (a
+      row-indexing slip); lamella does not copy that.
+    - Time limit: reported as ``truncated`` as always (Jumanji reports a
+      step that both clears the food and hits the limit as termination only;
+      here both flags are True).
 
     Args:
         players: number of agents, >= 2.
@@ -135,7 +171,9 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         min_player_level, max_player_level: agent level range.
         min_food_level, max_food_level: food level range (None: the cap above).
         observe_agent_levels: include agent levels in the observation.
-        max_episode_steps, penalty, normalize_reward: defaults of the params.
+        max_episode_steps, penalty, normalize_reward: defaults of the params
+            (``max_episode_steps`` None: 50, or 100 with ``rules="jumanji"``).
+        rules: ``"lbforaging"`` (lbforaging 2.0) or ``"jumanji"`` (Jumanji 1.1.2).
     """
 
     stochastic_step = False
@@ -152,10 +190,18 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         min_food_level: int = 1,
         max_food_level: int | None = None,
         observe_agent_levels: bool = True,
-        max_episode_steps: int = 50,
+        max_episode_steps: int | None = None,
         penalty: float = 0.0,
         normalize_reward: bool = True,
+        rules: str = "lbforaging",
     ):
+        if rules not in RULES:
+            raise ValueError(
+                f"LevelBasedForaging: rules must be 'lbforaging' (lbforaging 2.0) or 'jumanji' "
+                f"(Jumanji 1.1.2), got {rules!r}."
+            )
+        self.rules = rules
+        self.jumanji = rules == "jumanji"
         self.num_agents = _positive_int(players, "players", 2)  # type: ignore[misc]
         size = (field_size, field_size) if np.ndim(field_size) == 0 else tuple(field_size)  # type: ignore[arg-type]
         if len(size) != 2:
@@ -182,8 +228,13 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         )
         self.observe_agent_levels = bool(observe_agent_levels)
         self._food_candidates = _rejection_candidates(
-            (self.rows - 2) * (self.cols - 2), self.num_agents, self.max_num_food
+            (self.rows - 2) * (self.cols - 2),
+            0 if self.jumanji else self.num_agents,
+            self.max_num_food,
+            5 if self.jumanji else 13,
         )
+        if max_episode_steps is None:
+            max_episode_steps = 100 if self.jumanji else 50
         _positive_int(max_episode_steps, "max_episode_steps", 1)
         self._defaults = (int(max_episode_steps), float(penalty), bool(normalize_reward))
 
@@ -258,7 +309,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         """Legal actions in ``state``, bool ``(n, 6)`` (lbforaging's ``_valid_actions``).
 
         NONE is always legal; a move is legal when its target is on the grid and
-        holds no food (other agents do not block it); LOAD is legal when a food
+        holds no food (other agents do not block it; with ``rules="jumanji"``
+        they do, as Jumanji's action mask has it); LOAD is legal when a food
         is 4-adjacent.
         """
         position = state.agent_positions
@@ -268,6 +320,9 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         on_grid &= (target[..., 1] >= 0) & (target[..., 1] < self.cols)
         hits_food = jnp.all(target[:, :, None, :] == state.food_positions[None, None, :, :], -1)
         hits_food = jnp.any(hits_food & food_present[None, None, :], -1)
+        if self.jumanji:  # Jumanji: another agent's cell is blocked too
+            hits_agent = jnp.all(target[:, :, None, :] == position[None, None, :, :], -1)  # (n, 4, n)
+            hits_food |= jnp.any(hits_agent & ~jnp.eye(self.num_agents, dtype=jnp.bool_)[:, None, :], -1)
         can_load = jnp.any((self._food_distance(state) == 1) & food_present[None, :], -1)
         none = jnp.ones((self.num_agents, 1), jnp.bool_)
         return jnp.concatenate([none, on_grid & ~hits_food, can_load[:, None]], axis=1)
@@ -279,6 +334,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         n, num_food = self.num_agents, self.max_num_food
         position, food_position = state.agent_positions, state.food_positions
         origin = jnp.maximum(position - self.sight, 0)  # (n, 2) top-left of each clipped view
+        if self.jumanji:
+            return self._jumanji_obs(state, origin)
 
         # Food slots: visible foods in row-major order.
         near = jnp.abs(food_position[None, :, :] - position[:, None, :]) <= self.sight
@@ -313,6 +370,38 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         agent_obs = jnp.where(empty_agent, jnp.array([-1.0, -1.0, 0.0][: self.agent_features]), agent_obs)
         return jnp.concatenate([food_obs.reshape(n, -1), agent_obs.reshape(n, -1)], -1)
 
+    def _jumanji_obs(self, state: LevelBasedForagingState, origin: jax.Array) -> jax.Array:
+        """Jumanji's vector observation: fixed slots, ``(-1, -1, 0)`` for what is eaten or unseen."""
+        n, num_food = self.num_agents, self.max_num_food
+        position, food_position = state.agent_positions, state.food_positions
+        empty = jnp.array([-1.0, -1.0, 0.0])
+        near = jnp.all(jnp.abs(food_position[None, :, :] - position[:, None, :]) <= self.sight, -1)
+        seen_food = near & (state.food_levels > 0)[None, :]  # (n, F)
+        food_values = jnp.concatenate(
+            [
+                food_position[None, :, :] - origin[:, None, :],
+                jnp.broadcast_to(state.food_levels, (n, num_food))[..., None],
+            ],
+            -1,
+        ).astype(jnp.float32)
+        food_obs = jnp.where(seen_food[..., None], food_values, empty)
+
+        seen = jnp.all(jnp.abs(position[None, :, :] - position[:, None, :]) <= self.sight, -1)  # (obs, other)
+        agent_values = jnp.concatenate(
+            [
+                position[None, :, :] - origin[:, None, :],
+                jnp.broadcast_to(state.agent_levels, (n, n))[..., None],
+            ],
+            -1,
+        ).astype(jnp.float32)
+        agent_values = jnp.where(seen[..., None], agent_values, empty)
+        # Slot order per observer i: i itself, then the others in index order (a fixed permutation).
+        source = np.array([[i] + [j for j in range(n) if j != i] for i in range(n)])
+        slots = np.arange(n)[None, :, None] == source[:, None, :]  # (observer, other, slot), static
+        agent_obs = jnp.sum(jnp.where(slots[..., None], agent_values[:, :, None, :], 0.0), 1)
+        agent_obs = agent_obs[..., : self.agent_features]
+        return jnp.concatenate([food_obs.reshape(n, -1), agent_obs.reshape(n, -1)], -1)
+
     def global_state(
         self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
     ) -> jax.Array:
@@ -342,19 +431,6 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         u = fast_random.uniform16(key, (2 * n + 2 * num_food,))
         u_cell, u_level, u_food, u_food_level = jnp.split(u, np.cumsum([n, n, num_food]))
 
-        # Agents one at a time, each uniform among the cells not taken yet: draw the rank r
-        # among the free cells, then the cell c with c = r + #{taken cells <= c} (a fixed
-        # point reached in at most i rounds; exact, and n^3 scalar operations rather than a
-        # pass over the grid).
-        ranks = jnp.floor(u_cell * (cells - np.arange(n))).astype(jnp.int32)
-        ranks = jnp.minimum(ranks, cells - 1 - np.arange(n))
-        agent_cells = ranks[:1]
-        for i in range(1, n):
-            cell = ranks[i]
-            for _ in range(i):
-                cell = ranks[i] + jnp.sum((agent_cells <= cell).astype(jnp.int32))
-            agent_cells = jnp.concatenate([agent_cells, cell[None]])
-        agent_positions = jnp.stack([agent_cells // cols, agent_cells % cols], -1).astype(jnp.int32)
         level_span = self.max_player_level - self.min_player_level + 1
         agent_levels = self.min_player_level + jnp.minimum(
             jnp.floor(u_level * level_span).astype(jnp.int32), level_span - 1
@@ -371,12 +447,20 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         )
         food_levels_drawn = jnp.minimum(food_levels_drawn, cap)
 
-        if self._food_candidates:
-            food_positions, food_levels = self._spawn_food_by_rejection(
-                key, agent_positions, food_levels_drawn
-            )
+        if self.jumanji:  # Jumanji: foods first, then agents on cells without food
+            no_agents = jnp.zeros((0, 2), jnp.int32)
+            food_positions, food_levels = self._spawn_food(key, u_food, no_agents, food_levels_drawn)
+            food_cells = [
+                jnp.where(level > 0, p[0] * cols + p[1], cells)
+                for p, level in zip(food_positions, food_levels)
+            ]
+            taken = jnp.stack(food_cells).astype(jnp.int32)
+            agent_cells = self._spawn_agents(u_cell, taken, jnp.sum((taken < cells).astype(jnp.int32)))
+            agent_positions = jnp.stack([agent_cells // cols, agent_cells % cols], -1).astype(jnp.int32)
         else:
-            food_positions, food_levels = self._spawn_food_exactly(u_food, agent_positions, food_levels_drawn)
+            agent_cells = self._spawn_agents(u_cell, jnp.zeros((0,), jnp.int32), 0)
+            agent_positions = jnp.stack([agent_cells // cols, agent_cells % cols], -1).astype(jnp.int32)
+            food_positions, food_levels = self._spawn_food(key, u_food, agent_positions, food_levels_drawn)
         food_level_array = jnp.stack(food_levels).astype(jnp.int32)
         state = LevelBasedForagingState(
             agent_positions=agent_positions,
@@ -391,6 +475,34 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         state = jax.lax.optimization_barrier(state)
         return self.get_obs(state), state
 
+    def _spawn_agents(self, u_cell: jax.Array, taken: jax.Array, num_taken: Any) -> jax.Array:
+        """Agents one at a time, each uniform among the cells not taken yet (flat indices).
+
+        ``taken`` holds the flat cells already occupied (entries ``>= rows * cols`` are
+        ignored; ``num_taken`` counts the others). Draw the rank r among the free cells, then
+        the cell c with c = r + #{taken cells <= c}: a fixed point reached in at most
+        (number taken) rounds; exact, and a few scalar operations per agent rather than a pass
+        over the grid.
+        """
+        n, cells = self.num_agents, self.rows * self.cols
+        free = cells - num_taken - np.arange(n)
+        ranks = jnp.minimum(jnp.floor(u_cell * free).astype(jnp.int32), free - 1)
+        agent_cells = jnp.zeros((0,), jnp.int32)
+        for i in range(n):
+            occupied = jnp.concatenate([taken, agent_cells])
+            cell = ranks[i]
+            for _ in range(occupied.shape[0]):
+                cell = ranks[i] + jnp.sum((occupied <= cell).astype(jnp.int32))
+            agent_cells = jnp.concatenate([agent_cells, cell[None].astype(jnp.int32)])
+        return agent_cells
+
+    def _spawn_food(
+        self, key: jax.Array, u_food: jax.Array, agent_positions: jax.Array, levels: jax.Array
+    ) -> tuple[list[jax.Array], list[jax.Array]]:
+        if self._food_candidates:
+            return self._spawn_food_by_rejection(key, agent_positions, levels)
+        return self._spawn_food_exactly(u_food, agent_positions, levels)
+
     def _spawn_food_exactly(
         self, u_food: jax.Array, agent_positions: jax.Array, levels: jax.Array
     ) -> tuple[list[jax.Array], list[jax.Array]]:
@@ -400,7 +512,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         cell_row = jnp.asarray(1 + np.arange(inner_rows * inner_cols) // inner_cols, jnp.int32)
         cell_col = jnp.asarray(1 + np.arange(inner_rows * inner_cols) % inner_cols, jnp.int32)
         allowed = jnp.ones((inner_rows * inner_cols,), jnp.bool_)
-        for i in range(self.num_agents):
+        near = _adjacent_food if self.jumanji else _near_food
+        for i in range(agent_positions.shape[0]):
             allowed &= (cell_row != agent_positions[i, 0]) | (cell_col != agent_positions[i, 1])
         food_positions: list[jax.Array] = []
         food_levels: list[jax.Array] = []
@@ -412,7 +525,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
             food_positions.append(jnp.stack([row, col]))
             food_levels.append(jnp.where(count > 0, levels[f], 0))
             if f + 1 < self.max_num_food:
-                allowed &= ~_near_food(cell_row, cell_col, row, col)
+                allowed &= ~near(cell_row, cell_col, row, col)
         return food_positions, food_levels
 
     def _spawn_food_by_rejection(
@@ -420,8 +533,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
     ) -> tuple[list[jax.Array], list[jax.Array]]:
         """Foods one at a time, each the first allowed one of K uniform interior candidates.
 
-        Used on large grids, where a pass over every cell per food costs more than K
-        candidates; K is chosen at construction so that all K are rejected with probability
+        Used wherever a pass over every cell per food costs more than K candidates (all but
+        crowded grids); K is chosen at construction so that all K are rejected with probability
         below 1e-6 even on the most crowded grid the settings allow (the slot then stays
         empty, as it does when lbforaging runs out of attempts).
         """
@@ -440,7 +553,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
                 -1,
             )
             for g in range(f):
-                ok &= ~(_near_food(row, col, food_positions[g][0], food_positions[g][1]) & placed[g])
+                near = _adjacent_food if self.jumanji else _near_food
+                ok &= ~(near(row, col, food_positions[g][0], food_positions[g][1]) & placed[g])
             first = jnp.argmax(ok)
             food_positions.append(jnp.stack([row[first], col[first]]))
             placed.append(ok[first])
@@ -477,7 +591,13 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         scale = jnp.where(params.normalize_reward, group_level.astype(jnp.float32) * state.food_spawned, 1.0)
         gain = share / jnp.maximum(scale, 1e-30)[None, :]
         penalty = jnp.asarray(params.penalty, jnp.float32)
-        reward = jnp.sum(jnp.where(loaders, jnp.where(eaten[None, :], gain, -penalty), 0.0), 1)
+        if self.jumanji:
+            # A group that falls short costs every agent, scaled like a gain.
+            short = (group_level > 0) & ~eaten
+            loss = jnp.sum(jnp.where(short, penalty / jnp.maximum(scale, 1e-30), 0.0))
+            reward = jnp.sum(jnp.where(loaders & eaten[None, :], gain, 0.0), 1) - loss
+        else:
+            reward = jnp.sum(jnp.where(loaders, jnp.where(eaten[None, :], gain, -penalty), 0.0), 1)
         food_levels = jnp.where(eaten, 0, food_levels)
 
         state = state.replace(agent_positions=positions, food_levels=food_levels, time=state.time + 1)
