@@ -41,6 +41,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+import lamella.envs
 from lamella.agents.config import ConfigError
 from lamella.agents.ppo import PPOConfig, make_actor_critic
 from lamella.agents.protocol import Agent
@@ -56,6 +57,11 @@ __all__ = ["MetaConfig", "make_meta_agent", "make_meta_runner", "make_outer_epis
 @dataclasses.dataclass(frozen=True)
 class MetaConfig:
     """A meta-agent evolved against PPO co-players that learn over inner episodes of a finite game.
+
+    The defaults are the setup the outcome test checks (``tests/test_shaping_meta.py``), run for
+    200 generations: 20-round inner episodes, 48 of them per outer episode, two tabular PPO
+    co-players (no hidden layer: a linear policy on the one-hot state; Adam 0.2), a feed-forward
+    tabular meta-agent (a memory-one strategy) searched by CMA-ES with 16 members.
 
     Attributes:
         env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...; the
@@ -74,7 +80,8 @@ class MetaConfig:
         sigma_init: initial search scale.
         es_learning_rate: Adam step size of the strategies that take one.
         fitness_shaping: ``"default"`` or one of :data:`lamella.agents.es.FITNESS_SHAPING`.
-        meta_hidden_sizes: MLP widths of the meta-agent's torso.
+        meta_hidden_sizes: MLP widths of the meta-agent's torso (``()``: logits linear in the
+            observation, a memory-one strategy on the IPD's one-hot).
         meta_recurrent: a GRU core whose state persists across the inner episodes (Shaper);
             ``False``: a feed-forward policy (Good Shepherd).
         meta_rnn_hidden_size: width of that core.
@@ -87,22 +94,22 @@ class MetaConfig:
     """
 
     env_id: str = "IteratedPrisonersDilemma-v0"
-    total_timesteps: int = 100_000_000
+    total_timesteps: int = 200 * 16 * 4 * 20 * 48  # 200 generations
     eval_episodes: int = 8
-    num_inner_steps: int = 50
-    num_outer_steps: int = 32
-    num_envs: int = 8
+    num_inner_steps: int = 20
+    num_outer_steps: int = 48
+    num_envs: int = 4
     num_opponents: int = 2
-    strategy: str = "Open_ES"
-    population_size: int = 32
-    sigma_init: float = 0.1
-    es_learning_rate: float = 0.05
+    strategy: str = "CMA_ES"
+    population_size: int = 16
+    sigma_init: float = 0.5
+    es_learning_rate: float = 0.1
     fitness_shaping: str = "default"
-    meta_hidden_sizes: tuple[int, ...] = (16,)
+    meta_hidden_sizes: tuple[int, ...] = ()
     meta_recurrent: bool = False
     meta_rnn_hidden_size: int = 16
     activation: str = "tanh"
-    learning_rate: float = 1e-2
+    learning_rate: float = 0.2
     num_epochs: int = 4
     num_minibatches: int = 2
     gamma: float = 0.96
@@ -113,7 +120,7 @@ class MetaConfig:
     ent_coef: float = 0.01
     max_grad_norm: float = 0.5
     normalize_advantages: bool = True
-    hidden_sizes: tuple[int, ...] = (16,)
+    hidden_sizes: tuple[int, ...] = ()
 
     #: The algorithm's name in messages (``lamella train meta_es``).
     algorithm = "meta_es"
@@ -226,28 +233,14 @@ def make_meta_agent(config: MetaConfig, action_space: spaces.Discrete) -> tuple[
 def _cooperation(metrics: dict[str, jax.Array]) -> jax.Array:
     """Each agent's expected cooperation rate over an inner episode, ``(n,)``: its P(C) in each
     state weighted by its visits to that state."""
-    return sum(
-        metrics[f"cooperation_{state}"] * metrics[f"visits_{state}"] for state in watchers.STATE_NAMES
-    )  # type: ignore[return-value]
+    return sum(metrics[f"cooperation_{state}"] * metrics[f"visits_{state}"] for state in watchers.STATE_NAMES)  # type: ignore[return-value]
 
 
-def make_outer_episode(
-    config: MetaConfig,
-) -> tuple[Callable[[Any, jax.Array], dict[str, jax.Array]], Callable[[jax.Array], Any]]:
-    """``(outer_episode, init_params)``.
-
-    ``outer_episode(params, key) -> metrics``: the meta-agent with ``params`` against fresh
-    co-players over ``num_outer_steps`` inner episodes. Metrics, float32: ``meta_return`` and
-    ``co_player_return`` (mean reward per round over the outer episode), ``meta_cooperation`` and
-    ``co_player_cooperation`` (mean cooperation rates), ``co_player_cooperation_per_episode``
-    ``(num_outer_steps,)`` and ``co_player_return_per_episode`` ``(num_outer_steps,)`` (each inner
-    episode's). ``init_params(key)``: fresh meta-agent parameters.
-    """
+def _game_and_meta_agent(config: MetaConfig) -> tuple[Any, Any, Agent, Callable[[jax.Array], Any]]:
+    """``(env, env_params, meta_agent, init_params)`` after checking the env is a two-player
+    iterated matrix game."""
     config.validate()
-    inner_config = config.co_player_config()
     with jax.ensure_compile_time_eval():
-        import lamella.envs
-
         try:
             env, env_params = lamella.envs.make(
                 config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps
@@ -266,16 +259,31 @@ def make_outer_episode(
             f"{tuple(observation_space.shape)}."
         )
     meta_agent, network_init = make_meta_agent(config, spaces.Discrete(int(action_space.nvec[0])))
-    inner = make_shaping_runner(inner_config, env, env_params, agents=[meta_agent, LEARNER])
 
     def init_params(key: jax.Array) -> Any:
         return network_init(key, jnp.zeros((1, len(watchers.STATE_NAMES)), jnp.float32))
 
+    return env, env_params, meta_agent, init_params
+
+
+def make_outer_episode(
+    config: MetaConfig,
+) -> tuple[Callable[[Any, jax.Array], dict[str, jax.Array]], Callable[[jax.Array], Any]]:
+    """``(outer_episode, init_params)``.
+
+    ``outer_episode(params, key) -> metrics``: the meta-agent with ``params`` against fresh
+    co-players over ``num_outer_steps`` inner episodes. Metrics, float32: ``meta_return`` and
+    ``co_player_return`` (mean reward per round over the outer episode), ``meta_cooperation`` and
+    ``co_player_cooperation`` (mean cooperation rates), ``co_player_cooperation_per_episode``
+    ``(num_outer_steps,)`` and ``co_player_return_per_episode`` ``(num_outer_steps,)`` (each inner
+    episode's). ``init_params(key)``: fresh meta-agent parameters.
+    """
+    env, env_params, meta_agent, init_params = _game_and_meta_agent(config)
+    inner = make_shaping_runner(config.co_player_config(), env, env_params, agents=[meta_agent, LEARNER])
+
     def outer_episode(params: Any, key: jax.Array) -> dict[str, jax.Array]:
         state = inner.init(key)
-        state = state.replace(
-            train_states=(jax.tree.map(lambda x: x[None], params), *state.train_states[1:])
-        )
+        state = state.replace(train_states=(jax.tree.map(lambda x: x[None], params), *state.train_states[1:]))
         _, metrics = jax.lax.scan(lambda s, _: inner.step(s), state, None, length=config.num_outer_steps)
         reward = metrics["reward"]  # (K, 2): mean reward per round of each inner episode
         cooperation = jax.vmap(_cooperation)(metrics)  # (K, 2)
@@ -303,7 +311,7 @@ def make_meta_runner(config: MetaConfig) -> Runner:
     ``co_player_return``, ``co_player_cooperation_first`` and ``co_player_cooperation_last``, each
     float32 ``(eval_episodes,)``.
     """
-    outer_episode, init_params = make_outer_episode(config)
+    _, _, _, init_params = _game_and_meta_agent(config)
     try:
         search = make_search(
             config.strategy,
@@ -315,6 +323,7 @@ def make_meta_runner(config: MetaConfig) -> Runner:
         )
     except ValueError as error:
         raise ConfigError(f"MetaConfig: {error}") from None
+    outer_episode, _ = make_outer_episode(config)
 
     def summary(results: dict[str, jax.Array]) -> dict[str, jax.Array]:
         per_episode = results["co_player_cooperation_per_episode"]

@@ -22,6 +22,12 @@ discount 0.96; every preset sets only the agents, the env and the budget over
 the infinite prisoner's dilemma (:mod:`lamella.marl.shaping.evolution`). The preset keeps Pax's
 ``ipd/mfos_nl`` scale where it is cheap (100 outer steps, discount 0.96, naive learners with
 learning rate 1) and a population of 64 with 4 opponents per member for 500 generations.
+
+``meta_es``: a meta-agent evolved against PPO co-players that learn over inner episodes of the
+finite prisoner's dilemma (:mod:`lamella.marl.shaping.meta`, Pax's ``evo`` runner). The
+``IteratedPrisonersDilemma-v0`` preset is Good Shepherd's setup (a feed-forward meta-agent);
+``shaper_v_ppo`` gives the meta-agent a GRU whose state persists across the inner episodes
+(Shaper).
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ from typing import Any
 
 from lamella.agents.algorithms import Algorithm
 from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner
+from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
 from lamella.marl.shaping.runner import LEARNER, ShapingConfig, make_shaping_runner
 
-__all__ = ["MFOS_ES", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
+__all__ = ["META_ES", "MFOS_ES", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
 
 _IPD = "IteratedPrisonersDilemma-v0"
 
@@ -62,9 +69,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         # Against LOLA instead of a naive learner.
         "mfos_es_vs_lola": MetaESConfig(opponent="lola"),
     },
+    "meta_es": {
+        _IPD: MetaConfig(env_id=_IPD),
+        "good_shepherd_v_ppo": MetaConfig(env_id=_IPD),
+        "shaper_v_ppo": MetaConfig(env_id=_IPD, meta_recurrent=True, meta_hidden_sizes=(16,)),
+    },
 }
 
 #: ``lamella train shaping`` (entry point ``shaping = "lamella.marl.shaping.presets:SHAPING"``).
 SHAPING = Algorithm(ShapingConfig, make_shaping_runner, PRESETS["shaping"])
 #: ``lamella train mfos_es`` (entry point ``mfos_es = "lamella.marl.shaping.presets:MFOS_ES"``).
 MFOS_ES = Algorithm(MetaESConfig, make_meta_es_runner, PRESETS["mfos_es"])
+#: ``lamella train meta_es`` (entry point ``meta_es = "lamella.marl.shaping.presets:META_ES"``).
+META_ES = Algorithm(MetaConfig, make_meta_runner, PRESETS["meta_es"])
