@@ -28,13 +28,17 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from lamella.agents.algorithms import load_algorithm
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
-from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
+from lamella.agents.protocol import reset_memory_where
+from lamella.envs import spaces
+from lamella.marl.shaping.meta import MetaConfig, make_meta_agent, make_meta_runner
 
 SEEDS = 3
 GENERATIONS = 48
@@ -136,3 +140,26 @@ def test_lamella_train_finds_the_presets():
     assert algorithm.presets["shaper_v_ppo"].meta_recurrent
     for config in algorithm.presets.values():
         config.validate()
+
+
+def test_recurrent_meta_agent_keeps_its_state_across_inner_episodes():
+    # The shaping runner resets a fixed agent's memory where an episode ended with
+    # reset_memory_where; the meta-agent's reset keeps it, so Shaper's GRU state runs through the
+    # whole outer episode (fresh only from init, at each outer episode).
+    config = MetaConfig(meta_recurrent=True, meta_hidden_sizes=(8,), meta_rnn_hidden_size=8)
+    agent, _ = make_meta_agent(config, spaces.Discrete(2))
+    obs = jnp.eye(5, dtype=jnp.float32)[jnp.array([4, 0, 3])]  # three envs: START, CC, DD
+
+    @jax.jit
+    def play(key):
+        params, fresh = agent.init(key, obs)
+        action, _, memory = agent.policy(key, params, obs, fresh)
+        return fresh, action, memory, reset_memory_where(agent, jnp.ones((3,), bool), memory)
+
+    fresh, action, memory, kept = play(jax.random.key(0))
+    assert jax.tree.leaves(fresh)[0].shape == (3, 8)
+    np.testing.assert_array_equal(jax.tree.leaves(fresh)[0], 0.0)
+    assert action.shape == (3,) and action.dtype == jnp.int32
+    assert np.all(np.abs(np.asarray(jax.tree.leaves(memory)[0])) > 0), memory
+    for a, b in zip(jax.tree.leaves(kept), jax.tree.leaves(memory), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -316,7 +316,10 @@ def make_meta_runner(config: MetaConfig) -> Runner:
         search = make_search(
             config.strategy,
             config.population_size,
-            init_params(jax.random.key(0)),
+            # A template of the parameters' shapes (nothing runs; the search starts from init's).
+            jax.tree.map(
+                lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(init_params, jax.random.key(0))
+            ),
             config.sigma_init,
             config.es_learning_rate,
             config.fitness_shaping,
