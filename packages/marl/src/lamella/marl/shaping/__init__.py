@@ -9,6 +9,7 @@ from lamella.marl.shaping.exact import (
     make_lola_learner,
     make_naive_learner,
 )
+from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
 from lamella.marl.shaping.runner import ShapingConfig, make_shaping_runner
 from lamella.marl.shaping.strategies import (
     STRATEGIES,
@@ -22,6 +23,7 @@ from lamella.marl.shaping.strategies import (
 __all__ = [
     "STRATEGIES",
     "DiceConfig",
+    "MetaConfig",
     "MetaESConfig",
     "ShapingConfig",
     "check_strategy_fits",
@@ -32,6 +34,7 @@ __all__ = [
     "make_memory_one_agent",
     "make_meta_es_runner",
     "make_meta_fitness",
+    "make_meta_runner",
     "make_naive_learner",
     "make_shaping_runner",
     "memory_one",

@@ -26,6 +26,12 @@ finite IPD (:mod:`lamella.marl.shaping.dice`); presets ``lola_v_lola`` (the defa
 the infinite prisoner's dilemma (:mod:`lamella.marl.shaping.evolution`). The preset keeps Pax's
 ``ipd/mfos_nl`` scale where it is cheap (100 outer steps, discount 0.96, naive learners with
 learning rate 1) and a population of 64 with 4 opponents per member for 500 generations.
+
+``meta_es``: a meta-agent evolved against PPO co-players that learn over inner episodes of the
+finite prisoner's dilemma (:mod:`lamella.marl.shaping.meta`, Pax's ``evo`` runner). The
+``IteratedPrisonersDilemma-v0`` preset is Good Shepherd's setup (a feed-forward meta-agent);
+``shaper_v_ppo`` gives the meta-agent a GRU whose state persists across the inner episodes
+(Shaper).
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ from typing import Any
 from lamella.agents.algorithms import Algorithm
 from lamella.marl.shaping.dice import DiceConfig, make_dice_runner
 from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner
+from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
 from lamella.marl.shaping.runner import LEARNER, ShapingConfig, make_shaping_runner
 
-__all__ = ["LOLA", "MFOS_ES", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
+__all__ = ["LOLA", "META_ES", "MFOS_ES", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
 
 _IPD = "IteratedPrisonersDilemma-v0"
 
@@ -67,6 +74,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         # Against LOLA instead of a naive learner.
         "mfos_es_vs_lola": MetaESConfig(opponent="lola"),
     },
+    "meta_es": {
+        _IPD: MetaConfig(env_id=_IPD),
+        "good_shepherd_v_ppo": MetaConfig(env_id=_IPD),
+        "shaper_v_ppo": MetaConfig(env_id=_IPD, meta_recurrent=True, meta_hidden_sizes=(16,)),
+    },
 }
 
 #: ``lamella train shaping`` (entry point ``shaping = "lamella.marl.shaping.presets:SHAPING"``).
@@ -88,3 +100,5 @@ PRESETS["lola"] = {
 PRESETS["lola"][_IPD] = PRESETS["lola"]["lola_v_lola"]
 #: ``lamella train lola`` (entry point ``lola = "lamella.marl.shaping.presets:LOLA"``).
 LOLA = Algorithm(DiceConfig, make_dice_runner, PRESETS["lola"])
+#: ``lamella train meta_es`` (entry point ``meta_es = "lamella.marl.shaping.presets:META_ES"``).
+META_ES = Algorithm(MetaConfig, make_meta_runner, PRESETS["meta_es"])

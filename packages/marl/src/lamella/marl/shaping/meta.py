@@ -1,0 +1,378 @@
+"""Meta-learning on the finite iterated games: a shaper evolved across its co-player's learning.
+
+Pax's ``evo`` runner with inner and outer episodes (Good Shepherd, Shaper, M-FOS-ES on the finite
+IPD), built from lamella's pieces:
+
+* **Inner episode**: ``num_inner_steps`` rounds of the iterated game on ``num_envs`` envs. It is one
+  iteration of :func:`lamella.marl.shaping.runner.make_shaping_runner`: the meta-agent acts, the
+  co-player (lamella-agents' PPO, ``num_opponents`` independent instances) acts, then each
+  co-player takes its PPO update on the episode it just played.
+* **Outer episode**: ``num_outer_steps`` inner episodes, the co-player's whole learning run. The
+  co-players start afresh (new network, new optimiser) at every outer episode; the meta-agent's
+  recurrent state (``meta_recurrent=True``, Shaper) is **not** reset between inner episodes, so it
+  can read how its co-player is learning. Its parameters do not change within an outer episode.
+* **Meta-training**: an evosax strategy (:func:`lamella.marl.shaping.evolution.make_search`:
+  ``Open_ES``, ``CMA_ES``, ``PGPE``, ``SimpleGA``, ...) over the meta-agent's parameters, one
+  generation per runner iteration. A member's fitness is the meta-agent's mean reward per round
+  over its outer episode; every member meets the same co-player seeds (common random numbers).
+  The population, the envs and the co-players' learning all run in one compiled program.
+
+The meta-agent is lamella-agents' actor-critic network (:func:`lamella.agents.ppo.make_actor_critic`:
+an MLP torso, with a GRU core when ``meta_recurrent``); only its policy head acts. A feed-forward
+meta-agent on the IPD's one-hot observation is a memory-one strategy (Good Shepherd's PPO agent);
+a recurrent one is Shaper's ``PPO_memory``.
+
+::
+
+    import jax
+    from lamella.agents.runner import make_train
+    from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
+
+    runner = make_meta_runner(MetaConfig(total_timesteps=2_000_000))
+    state, metrics = jax.jit(make_train(runner))(jax.random.key(0))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+import lamella.envs
+from lamella.agents.config import ConfigError
+from lamella.agents.ppo import PPOConfig, make_actor_critic
+from lamella.agents.protocol import Agent
+from lamella.agents.runner import Runner
+from lamella.envs import spaces
+from lamella.marl.shaping import watchers
+from lamella.marl.shaping.evolution import MetaESState, make_search
+from lamella.marl.shaping.runner import LEARNER, ShapingConfig, make_shaping_runner
+
+__all__ = ["MetaConfig", "make_meta_agent", "make_meta_runner", "make_outer_episode"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaConfig:
+    """A meta-agent evolved against PPO co-players that learn over inner episodes of a finite game.
+
+    The defaults are the setup the outcome test checks (``tests/test_shaping_meta.py``), run for
+    200 generations: 20-round inner episodes, 48 of them per outer episode, two tabular PPO
+    co-players (no hidden layer: a linear policy on the one-hot state; Adam 0.2), a feed-forward
+    tabular meta-agent (a memory-one strategy) searched by CMA-ES with 16 members.
+
+    Attributes:
+        env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...; the
+            meta-agent is player 0).
+        total_timesteps: budget in env steps, counted as ``population_size * num_envs *
+            num_inner_steps * num_outer_steps`` per generation.
+        eval_episodes: outer episodes (fresh co-players each) per evaluation of the strategy's
+            centre.
+        num_inner_steps: rounds per inner episode (Pax's ``num_inner_steps``).
+        num_outer_steps: inner episodes per outer episode: the co-player's updates (Pax's
+            ``num_outer_steps``).
+        num_envs: games per member; each co-player plays ``num_envs // num_opponents`` of them.
+        num_opponents: independent co-players per member (Pax's ``num_opps``).
+        strategy: an evosax strategy name (``"Open_ES"``, ``"CMA_ES"``, ``"PGPE"``, ``"SimpleGA"``, ...).
+        population_size: members per generation (even for the antithetic ``Open_ES`` / ``PGPE``).
+        sigma_init: initial search scale.
+        es_learning_rate: Adam step size of the strategies that take one.
+        fitness_shaping: ``"default"`` or one of :data:`lamella.agents.es.FITNESS_SHAPING`.
+        meta_hidden_sizes: MLP widths of the meta-agent's torso (``()``: logits linear in the
+            observation, a memory-one strategy on the IPD's one-hot).
+        meta_recurrent: a GRU core whose state persists across the inner episodes (Shaper);
+            ``False``: a feed-forward policy (Good Shepherd).
+        meta_rnn_hidden_size: width of that core.
+        activation: activation of the meta-agent and of the co-players.
+        learning_rate, num_epochs, num_minibatches, gamma, gae_lambda, clip_eps, clip_value,
+            vf_coef, ent_coef, max_grad_norm, normalize_advantages, hidden_sizes: the co-players'
+            PPO settings (:class:`~lamella.marl.shaping.runner.ShapingConfig`); each co-player
+            updates once per inner episode, on its ``num_envs // num_opponents * num_inner_steps``
+            steps.
+    """
+
+    env_id: str = "IteratedPrisonersDilemma-v0"
+    total_timesteps: int = 200 * 16 * 4 * 20 * 48  # 200 generations
+    eval_episodes: int = 8
+    num_inner_steps: int = 20
+    num_outer_steps: int = 48
+    num_envs: int = 4
+    num_opponents: int = 2
+    strategy: str = "CMA_ES"
+    population_size: int = 16
+    sigma_init: float = 0.5
+    es_learning_rate: float = 0.1
+    fitness_shaping: str = "default"
+    meta_hidden_sizes: tuple[int, ...] = ()
+    meta_recurrent: bool = False
+    meta_rnn_hidden_size: int = 16
+    activation: str = "tanh"
+    learning_rate: float = 0.2
+    num_epochs: int = 4
+    num_minibatches: int = 2
+    gamma: float = 0.96
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    clip_value: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    hidden_sizes: tuple[int, ...] = ()
+
+    #: The algorithm's name in messages (``lamella train meta_es``).
+    algorithm = "meta_es"
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps of one generation."""
+        return self.population_size * self.num_envs * self.num_inner_steps * self.num_outer_steps
+
+    @property
+    def num_iterations(self) -> int:
+        """Generations for ``total_timesteps``."""
+        return self.total_timesteps // self.steps_per_iteration
+
+    def co_player_config(self) -> ShapingConfig:
+        """The settings of one outer episode as the shaping runner's: one iteration per inner episode."""
+        return ShapingConfig(
+            env_id=self.env_id,
+            agents=(LEARNER, LEARNER),  # player 0 is replaced by the meta-agent
+            num_opponents=self.num_opponents,
+            num_inner_steps=self.num_inner_steps,
+            total_timesteps=self.num_outer_steps * self.num_envs * self.num_inner_steps,
+            eval_episodes=self.num_opponents,
+            num_envs=self.num_envs,
+            num_steps=self.num_inner_steps,
+            num_epochs=self.num_epochs,
+            num_minibatches=self.num_minibatches,
+            learning_rate=self.learning_rate,
+            anneal_lr=False,
+            gamma=self.gamma,
+            gae_lambda=self.gae_lambda,
+            clip_eps=self.clip_eps,
+            clip_value=self.clip_value,
+            vf_coef=self.vf_coef,
+            ent_coef=self.ent_coef,
+            max_grad_norm=self.max_grad_norm,
+            normalize_advantages=self.normalize_advantages,
+            hidden_sizes=tuple(self.hidden_sizes),
+            activation=self.activation,
+        )
+
+    def validate(self) -> None:
+        """Raise :class:`~lamella.agents.config.ConfigError` naming the first bad setting and the fix."""
+        name = type(self).__name__
+        for field in (
+            "num_inner_steps",
+            "num_outer_steps",
+            "num_envs",
+            "num_opponents",
+            "population_size",
+            "eval_episodes",
+            "meta_rnn_hidden_size",
+        ):
+            if int(getattr(self, field)) < 1:
+                raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
+        if self.num_envs % self.num_opponents:
+            raise ConfigError(
+                f"{name}: num_opponents ({self.num_opponents}) must divide num_envs ({self.num_envs}): each "
+                f"co-player plays num_envs // num_opponents games. Set num_envs="
+                f"{-(-self.num_envs // self.num_opponents) * self.num_opponents} or a num_opponents that "
+                f"divides {self.num_envs}."
+            )
+        if self.num_iterations < 1:
+            raise ConfigError(
+                f"{name}.total_timesteps ({self.total_timesteps}) is less than one generation "
+                f"(population_size * num_envs * num_inner_steps * num_outer_steps = "
+                f"{self.steps_per_iteration}); raise it."
+            )
+
+
+def make_meta_agent(config: MetaConfig, action_space: spaces.Discrete) -> tuple[Agent, Callable[..., Any]]:
+    """The meta-agent as a lamella :class:`~lamella.agents.protocol.Agent`, and its network's ``init``.
+
+    Its train state is the network's parameters (what the search evolves); ``update`` changes
+    nothing; ``reset_memory`` returns the memory unchanged, so the runner's reset at the end of an
+    inner episode keeps the recurrent state (it starts fresh only from ``init``, at each outer
+    episode).
+    """
+    actor_critic = make_actor_critic(
+        PPOConfig(
+            hidden_sizes=tuple(config.meta_hidden_sizes),
+            activation=config.activation,
+            recurrent=config.meta_recurrent,
+            rnn_hidden_size=config.meta_rnn_hidden_size,
+        ),
+        action_space,
+    )
+
+    def init(key: jax.Array, obs_example: jax.Array) -> tuple[Any, Any]:
+        params = actor_critic.init(key, jnp.zeros((1, *obs_example.shape[1:]), jnp.float32))
+        return params, actor_critic.initial_memory(obs_example.shape[0])
+
+    def policy(
+        key: jax.Array, params: Any, obs: jax.Array, memory: Any, eval: bool = False
+    ) -> tuple[jax.Array, Any, Any]:
+        keep = jnp.zeros(obs.shape[:1], bool)
+        memory, dist, _ = actor_critic.step(params, memory, jnp.asarray(obs, jnp.float32), keep)
+        raw = dist.mode() if eval else dist.sample(key)
+        return dist.to_action(raw), params, memory
+
+    agent = Agent(
+        init=init,
+        policy=policy,
+        update=lambda trajectory, params, memory: (params, memory, {}),
+        reset_memory=lambda memory, eval=False: memory,
+    )
+    return agent, actor_critic.init
+
+
+def _cooperation(metrics: dict[str, jax.Array]) -> jax.Array:
+    """Each agent's expected cooperation rate over an inner episode, ``(n,)``: its P(C) in each
+    state weighted by its visits to that state."""
+    return sum(metrics[f"cooperation_{state}"] * metrics[f"visits_{state}"] for state in watchers.STATE_NAMES)  # type: ignore[return-value]
+
+
+def _game_and_meta_agent(config: MetaConfig) -> tuple[Any, Any, Agent, Callable[[jax.Array], Any]]:
+    """``(env, env_params, meta_agent, init_params)`` after checking the env is a two-player
+    iterated matrix game."""
+    config.validate()
+    with jax.ensure_compile_time_eval():
+        try:
+            env, env_params = lamella.envs.make(
+                config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+    action_space = env.action_space(env_params)
+    observation_space = env.observation_space(env_params)
+    if not (
+        isinstance(action_space, spaces.MultiDiscrete)
+        and tuple(observation_space.shape) == (2, len(watchers.STATE_NAMES))
+    ):
+        raise ConfigError(
+            f"MetaConfig.env_id must name a two-player iterated matrix game (observations (2, 5), "
+            f"e.g. 'IteratedPrisonersDilemma-v0'); {config.env_id!r} has observations "
+            f"{tuple(observation_space.shape)}."
+        )
+    meta_agent, network_init = make_meta_agent(config, spaces.Discrete(int(action_space.nvec[0])))
+
+    def init_params(key: jax.Array) -> Any:
+        return network_init(key, jnp.zeros((1, len(watchers.STATE_NAMES)), jnp.float32))
+
+    return env, env_params, meta_agent, init_params
+
+
+def make_outer_episode(
+    config: MetaConfig,
+) -> tuple[Callable[[Any, jax.Array], dict[str, jax.Array]], Callable[[jax.Array], Any]]:
+    """``(outer_episode, init_params)``.
+
+    ``outer_episode(params, key) -> metrics``: the meta-agent with ``params`` against fresh
+    co-players over ``num_outer_steps`` inner episodes. Metrics, float32: ``meta_return`` and
+    ``co_player_return`` (mean reward per round over the outer episode), ``meta_cooperation`` and
+    ``co_player_cooperation`` (mean cooperation rates), ``co_player_cooperation_per_episode``
+    ``(num_outer_steps,)`` and ``co_player_return_per_episode`` ``(num_outer_steps,)`` (each inner
+    episode's). ``init_params(key)``: fresh meta-agent parameters.
+    """
+    env, env_params, meta_agent, init_params = _game_and_meta_agent(config)
+    inner = make_shaping_runner(config.co_player_config(), env, env_params, agents=[meta_agent, LEARNER])
+
+    def outer_episode(params: Any, key: jax.Array) -> dict[str, jax.Array]:
+        state = inner.init(key)
+        state = state.replace(train_states=(jax.tree.map(lambda x: x[None], params), *state.train_states[1:]))
+        _, metrics = jax.lax.scan(lambda s, _: inner.step(s), state, None, length=config.num_outer_steps)
+        reward = metrics["reward"]  # (K, 2): mean reward per round of each inner episode
+        cooperation = jax.vmap(_cooperation)(metrics)  # (K, 2)
+        return {
+            "meta_return": reward[:, 0].mean(),
+            "co_player_return": reward[:, 1].mean(),
+            "meta_cooperation": cooperation[:, 0].mean(),
+            "co_player_cooperation": cooperation[:, 1].mean(),
+            "co_player_cooperation_per_episode": cooperation[:, 1],
+            "co_player_return_per_episode": reward[:, 1],
+        }
+
+    return outer_episode, init_params
+
+
+def make_meta_runner(config: MetaConfig) -> Runner:
+    """A :class:`~lamella.agents.runner.Runner`: one generation of the search per iteration.
+
+    Step metrics (float32 scalars, population means): ``episode_return`` (the meta-agent's mean
+    reward per round, the fitness), ``max_return`` (the best member's), ``co_player_return``,
+    ``meta_cooperation``, ``co_player_cooperation`` (mean cooperation rates over the outer
+    episode), ``co_player_cooperation_first`` / ``_last`` (in its first and last inner episode),
+    ``loss`` (``-episode_return``). ``evaluate(state, key)`` plays the strategy's centre for
+    ``eval_episodes`` outer episodes (fresh co-players each) and returns ``episode_return``,
+    ``co_player_return``, ``co_player_cooperation_first`` and ``co_player_cooperation_last``, each
+    float32 ``(eval_episodes,)``.
+    """
+    _, _, _, init_params = _game_and_meta_agent(config)
+    try:
+        search = make_search(
+            config.strategy,
+            config.population_size,
+            # A template of the parameters' shapes (nothing runs; the search starts from init's).
+            jax.tree.map(
+                lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(init_params, jax.random.key(0))
+            ),
+            config.sigma_init,
+            config.es_learning_rate,
+            config.fitness_shaping,
+        )
+    except ValueError as error:
+        raise ConfigError(f"MetaConfig: {error}") from None
+    outer_episode, _ = make_outer_episode(config)
+
+    def summary(results: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        per_episode = results["co_player_cooperation_per_episode"]
+        return {
+            "episode_return": results["meta_return"],
+            "co_player_return": results["co_player_return"],
+            "meta_cooperation": results["meta_cooperation"],
+            "co_player_cooperation": results["co_player_cooperation"],
+            "co_player_cooperation_first": per_episode[..., 0],
+            "co_player_cooperation_last": per_episode[..., -1],
+        }
+
+    def init(key: jax.Array) -> MetaESState:
+        key, key_net, key_search = jax.random.split(key, 3)
+        return MetaESState(search.init(key_search, init_params(key_net)), key, jnp.zeros((), jnp.int32))
+
+    def step(state: MetaESState) -> tuple[MetaESState, dict[str, jax.Array]]:
+        key, key_ask, key_play, key_tell = jax.random.split(state.key, 4)
+        population, search_state = search.ask(key_ask, state.search_state)
+        # Every member meets the same co-player seeds (common random numbers).
+        results = summary(jax.vmap(outer_episode, in_axes=(0, None))(population, key_play))
+        returns = results["episode_return"]
+        search_state, _ = search.tell(key_tell, population, returns, search_state)
+        metrics = {name: value.mean() for name, value in results.items()}
+        metrics["max_return"] = returns.max()
+        metrics["loss"] = -metrics["episode_return"]
+        return MetaESState(search_state, key, state.iteration + 1), metrics
+
+    def evaluate(state: MetaESState, key: jax.Array) -> dict[str, jax.Array]:
+        params = search.center(state.search_state)
+        keys = jax.random.split(key, config.eval_episodes)
+        results = summary(jax.vmap(outer_episode, in_axes=(None, 0))(params, keys))
+        return {
+            name: results[name]
+            for name in (
+                "episode_return",
+                "co_player_return",
+                "co_player_cooperation_first",
+                "co_player_cooperation_last",
+            )
+        }
+
+    return Runner(
+        init=init,
+        step=step,
+        evaluate=evaluate,
+        steps_per_iteration=config.steps_per_iteration,
+        num_iterations=config.num_iterations,
+    )
