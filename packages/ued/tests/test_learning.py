@@ -17,6 +17,10 @@ iterations, 3 seeds in one program. The protagonist is evaluated the same way ag
 baseline, with the same thresholds; the teacher's regret signal must be live (at least 0, and
 a mean of at least 0.02 per seed: the antagonist's best return beats the protagonist's mean on
 the teacher's levels) and the protagonist's solve rate on the teacher's levels must rise.
+
+Parallel PLR and Parallel ACCEL (``test_parallel_plr_and_accel_beat_a_random_policy``): their
+``ci`` presets for 24 iterations, 3 seeds, against the same baseline (thresholds in its
+docstring).
 """
 
 import dataclasses
@@ -142,3 +146,48 @@ def test_paired_protagonist_learns_on_the_teachers_levels():
     assert (rate[:, -5:].mean(1) > rate[:, :5].mean(1) + 0.2).all(), rate
     for name in ("teacher_loss", "teacher_entropy", "student_loss", "student_value_loss"):
         assert np.isfinite(np.asarray(metrics[name])).all(), name
+
+
+PARALLEL_ITERATIONS = 24
+
+
+@pytest.mark.parametrize("name", ["parallel_plr", "parallel_accel"])
+def test_parallel_plr_and_accel_beat_a_random_policy(name):
+    """Parallel PLR and Parallel ACCEL (``ci`` presets: 16 levels per batch, so 32 or 48 envs x
+    64 steps per iteration; PLR on 7x7 levels with 8 walls, ACCEL from empty 7x7 levels with 4
+    edits per mutation; Robust) for 24 iterations, 3 seeds in one program each, evaluated like
+    the tests above on 256 fresh random 7x7 levels with 8 walls. Measured here: solve rates 0.41,
+    0.48, 0.45 (PLR) and 0.46, 0.59, 0.54 (ACCEL) per seed against 0.09 and 0.125 for the
+    uniformly random policy (about 17 and 21 CPU-seconds, mostly compiling). Thresholds: a mean
+    solve rate of at least 0.35, every seed at least 0.2 above the baseline; the training solve
+    rate rises by 0.2; and the parallel schedule: a gradient step exactly when the buffer is warm
+    (every iteration from the third on), ACCEL's edited batch growing walls from empty levels."""
+    base = PRESETS[name]["ci"]
+    config = dataclasses.replace(
+        base, total_timesteps=base.steps_per_iteration * PARALLEL_ITERATIONS, eval_episodes=EVAL_LEVELS
+    )
+    runner = make_ued_runner(config)
+    train = jax.jit(jax.vmap(make_train(runner)), compiler_options=FAST_COMPILE)
+    state, metrics = train(jax.random.split(jax.random.key(0), SEEDS))
+    evaluate = jax.jit(jax.vmap(runner.evaluate, in_axes=(0, None)), compiler_options=FAST_COMPILE)
+    key = jax.random.key(2024)
+    solved = np.asarray(evaluate(state, key)["solved"].mean(axis=(1, 2)))
+    uniform = state.replace(params=uniform_policy(state.params))
+    random_solved = np.asarray(evaluate(uniform, key)["solved"].mean(axis=(1, 2)))
+    rate = np.asarray(metrics["solve_rate"])
+    print(f"{name}: solve rate per seed {solved}, uniformly random policy {random_solved}")
+
+    assert 0.02 < random_solved.mean() < 0.2
+    assert solved.mean() >= 0.35, (name, solved)
+    assert (solved > random_solved + 0.2).all(), (name, solved, random_solved)
+    assert rate.shape == (SEEDS, PARALLEL_ITERATIONS)
+    assert (rate[:, -5:].mean(1) > rate[:, :5].mean(1) + 0.2).all(), rate
+
+    replay = np.asarray(metrics["replay"])
+    np.testing.assert_array_equal(metrics["learned"], replay)
+    assert (replay[:, 0] == 0).all() and (replay[:, 2:] == 1).all(), replay
+    if name == "parallel_accel":
+        np.testing.assert_array_equal(metrics["mutate"], replay)
+        assert (np.asarray(metrics["level_walls"]) == 0).all()  # new levels: empty
+        edited = np.asarray(metrics["mutated_level_walls"])
+        assert (edited[:, 0] == 0).all() and (edited[:, -10:].mean(1) > 0.5).all(), edited

@@ -388,6 +388,8 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
     parallel = isinstance(config, PLRConfig) and config.parallel
     # Parallel PLR / ACCEL play 2 or 3 batches of num_envs levels side by side in one rollout.
     num_slices = config.num_slices if isinstance(config, PLRConfig) else 1
+    robust = isinstance(config, PLRConfig) and config.robust
+    score_name = config.score if isinstance(config, PLRConfig) else ""
     rollout = make_rollout(
         train_env,
         num_steps,
@@ -612,7 +614,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         )
 
         # The gradient step sees the replayed batch only (Robust: and only once it is replayed).
-        learn = jnp.logical_or(warm, not config.robust)
+        learn = jnp.logical_or(warm, not robust)
         replay_cut = lambda x: x[:, n : 2 * n]  # noqa: E731
         train_batch = ppo_batch(jax.tree.map(replay_cut, tr), replay_cut(advantage), replay_cut(target))
 
@@ -635,7 +637,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         for name in scores_lib.SCORES:
             value, best = scores_lib.level_score(name, tr.reward, tr.value, advantage, done, prior_best)
             metrics[f"score_{name}"] = _mean_where(value, jnp.isfinite(value))
-            if name == config.score:
+            if name == score_name:
                 level_scores, best_returns = value, best
 
         buf = parallel_buffer_update(
