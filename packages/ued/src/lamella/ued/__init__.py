@@ -25,6 +25,8 @@ from lamella.ued.presets import PRESETS
 from lamella.ued.runners import (
     ACCELConfig,
     DRConfig,
+    ParallelACCELConfig,
+    ParallelPLRConfig,
     PLRConfig,
     UEDRunnerState,
     evaluate_on_levels,
@@ -44,6 +46,8 @@ __all__ = [
     "PAIREDConfig",
     "PAIREDRunnerState",
     "PLRConfig",
+    "ParallelACCELConfig",
+    "ParallelPLRConfig",
     "PopulationPAIREDConfig",
     "UEDRunnerState",
     "__version__",

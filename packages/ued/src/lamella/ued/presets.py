@@ -1,5 +1,5 @@
 """Presets of the UED runners and their ``lamella.algorithms`` entry points (``dr``, ``plr``,
-``accel``, ``paired``, ``minimax``, ``population_paired``).
+``accel``, ``parallel_plr``, ``parallel_accel``, ``paired``, ``minimax``, ``population_paired``).
 
 ``PRESETS[algorithm]["AMaze-13x13-v0"]`` is minimax's maze config for that algorithm
 (``config/configs/maze/{dr,plr,accel}.json`` at minimax v0.2.0: 13x13, 60 walls drawn with
@@ -8,6 +8,10 @@ rates, discounts, entropy and buffer settings, 30,000 updates, an LSTM student; 
 SixteenRooms, Labyrinth and StandardMaze). ``PRESETS[algorithm]["ci"]`` is a small setting for
 tests and a first run on a CPU: 7x7 mazes with 8 walls, 64-step episodes, a feed-forward
 student, 100 iterations of 32 envs x 64 steps, evaluated on fresh random 7x7 levels.
+
+``PRESETS["parallel_plr" | "parallel_accel"]["AMaze-13x13-v0"]`` is minimax's ``pplr.json`` /
+``paccel.json`` (``num_envs`` = 32 levels per batch: 64 or 96 envs per rollout); their ``ci``
+presets are the PLR / ACCEL ones with 16 levels per batch.
 
 ``PRESETS["paired" | "minimax" | "population_paired"]["AMaze-13x13-v0"]`` is minimax's maze PAIRED
 config (``paired.json``: a teacher of 60 wall steps with 50 noise inputs, 128 conv filters and
@@ -23,9 +27,26 @@ from typing import Any
 
 from lamella.agents.algorithms import Algorithm
 from lamella.ued.paired import MinimaxConfig, PAIREDConfig, PopulationPAIREDConfig, make_paired_runner
-from lamella.ued.runners import ACCELConfig, DRConfig, PLRConfig, make_ued_runner
+from lamella.ued.runners import (
+    ACCELConfig,
+    DRConfig,
+    ParallelACCELConfig,
+    ParallelPLRConfig,
+    PLRConfig,
+    make_ued_runner,
+)
 
-__all__ = ["ACCEL", "DR", "MINIMAX", "PAIRED", "PLR", "POPULATION_PAIRED", "PRESETS"]
+__all__ = [
+    "ACCEL",
+    "DR",
+    "MINIMAX",
+    "PAIRED",
+    "PARALLEL_ACCEL",
+    "PARALLEL_PLR",
+    "PLR",
+    "POPULATION_PAIRED",
+    "PRESETS",
+]
 
 _CI: dict[str, Any] = {
     "env_id": "AMaze-13x13-v0",
@@ -76,6 +97,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "AMaze-13x13-v0": ACCELConfig(),
         "ci": dataclasses.replace(ACCELConfig(**_CI, **_CI_BUFFER), n_walls=0, num_edits=4),
     },
+    # minimax's pplr.json / paccel.json; num_envs counts the levels of each batch (2 or 3 batches).
+    "parallel_plr": {
+        "AMaze-13x13-v0": ParallelPLRConfig(),
+        "ci": ParallelPLRConfig(**{**_CI, "num_envs": 16}, **_CI_BUFFER),
+    },
+    "parallel_accel": {
+        "AMaze-13x13-v0": ParallelACCELConfig(),
+        "ci": dataclasses.replace(
+            ParallelACCELConfig(**{**_CI, "num_envs": 16}, **_CI_BUFFER), n_walls=0, num_edits=4
+        ),
+    },
     "paired": {
         "AMaze-13x13-v0": PAIREDConfig(),
         "ci": PAIREDConfig(**_CI, **_CI_TEACHER),
@@ -96,6 +128,10 @@ DR = Algorithm(DRConfig, make_ued_runner, PRESETS["dr"])
 PLR = Algorithm(PLRConfig, make_ued_runner, PRESETS["plr"])
 #: ``lamella train accel``.
 ACCEL = Algorithm(ACCELConfig, make_ued_runner, PRESETS["accel"])
+#: ``lamella train parallel_plr``: Parallel PLR (new and replayed levels every iteration).
+PARALLEL_PLR = Algorithm(ParallelPLRConfig, make_ued_runner, PRESETS["parallel_plr"])
+#: ``lamella train parallel_accel``: Parallel ACCEL (new, replayed and edited levels every iteration).
+PARALLEL_ACCEL = Algorithm(ParallelACCELConfig, make_ued_runner, PRESETS["parallel_accel"])
 #: ``lamella train paired``: PAIRED (protagonist, antagonist, a regret-seeking teacher).
 PAIRED = Algorithm(PAIREDConfig, make_paired_runner, PRESETS["paired"])
 #: ``lamella train minimax``: the minimax adversary (a teacher paid minus the protagonist's return).

@@ -22,6 +22,13 @@ ACCEL runs as JaxUED does: an iteration after a replay iteration evaluates mutat
 replayed levels (``num_edits`` edits each) with no gradient step and inserts them, so every
 iteration is one rollout (minimax runs the mutation rollout inside the replay iteration: for
 the same number of rollouts, lamella counts about 1.5 times as many ACCEL iterations).
+
+Parallel PLR and Parallel ACCEL (``parallel=True``: :class:`ParallelPLRConfig`,
+:class:`ParallelACCELConfig`) run minimax's ``use_parallel_eval`` instead of step 1's choice:
+every iteration plays ``num_envs`` new levels, ``num_envs`` replayed levels and (ACCEL)
+``num_envs`` edits of those replayed levels in one rollout of ``2`` or ``3 * num_envs`` envs;
+every batch is scored and updates the buffer (:func:`parallel_buffer_update`), and the PPO step
+uses the replayed batch only (none until the buffer is warm, with ``robust=True``).
 """
 
 from __future__ import annotations
@@ -52,12 +59,15 @@ __all__ = [
     "ACCELConfig",
     "DRConfig",
     "PLRConfig",
+    "ParallelACCELConfig",
+    "ParallelPLRConfig",
     "UEDRunnerState",
     "default_family",
     "evaluate_on_levels",
     "make_actor_critic",
     "make_level_evaluator",
     "make_ued_runner",
+    "parallel_buffer_update",
     "rollout_advantages",
 ]
 
@@ -164,6 +174,11 @@ class PLRConfig(DRConfig):
         min_fill_ratio: buffer fill before replay starts.
         robust: gradient steps on replayed levels only.
         dedupe: the buffer keeps one entry per distinct level.
+        parallel: Parallel PLR (minimax's ``use_parallel_eval``): every iteration plays
+            ``num_envs`` new levels and ``num_envs`` replayed levels (ACCEL: and ``num_envs``
+            edits of the replayed ones) in one rollout, scores them all, and takes the
+            gradient step on the replayed levels only (see :class:`ParallelPLRConfig`).
+            Requires ``replay_prob=1``.
     """
 
     learning_rate: float = 3e-4
@@ -178,10 +193,29 @@ class PLRConfig(DRConfig):
     min_fill_ratio: float = 0.5
     robust: bool = True
     dedupe: bool = True
+    parallel: bool = False
+
+    @property
+    def num_slices(self) -> int:
+        """Level batches of ``num_envs`` played per iteration: 1; Parallel PLR 2 (new,
+        replayed); Parallel ACCEL 3 (new, replayed, edits of the replayed)."""
+        if not self.parallel:
+            return 1
+        return 3 if isinstance(self, ACCELConfig) else 2
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_slices * self.num_envs * self.num_steps
 
     def validate(self) -> None:
         super().validate()
         name = type(self).__name__
+        if self.parallel and self.replay_prob != 1.0:
+            raise ValueError(
+                f"{name}: parallel=True replays a batch every iteration once the buffer is warm "
+                f"(minimax forces replay_prob=1), but replay_prob is {self.replay_prob}; set "
+                "replay_prob=1.0 (or use the parallel_plr / parallel_accel presets)."
+            )
         if self.score not in scores_lib.SCORES:
             raise ValueError(
                 f"{name}.score must be one of {', '.join(scores_lib.SCORES)}, got {self.score!r}."
@@ -224,6 +258,37 @@ class ACCELConfig(PLRConfig):
         super().validate()
         if self.num_edits < 1:
             raise ValueError(f"ACCELConfig.num_edits must be >= 1, got {self.num_edits}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ParallelPLRConfig(PLRConfig):
+    """Parallel PLR (minimax's PLR with ``use_parallel_eval``; ``pplr.json``): every iteration
+    rolls out ``num_envs`` new random levels and ``num_envs`` levels replayed from the buffer
+    side by side (``2 * num_envs`` envs, one rollout). Both batches are scored and update the
+    buffer (new levels inserted, replayed levels re-scored); the PPO gradient step uses the
+    replayed batch only. Until the buffer is ``min_fill_ratio`` full the replayed batch is a
+    second batch of new levels and, with ``robust=True``, there is no gradient step.
+    """
+
+    staleness_coef: float = 0.5
+    gae_lambda: float = 0.95
+    replay_prob: float = 1.0
+    parallel: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class ParallelACCELConfig(ACCELConfig):
+    """Parallel ACCEL (minimax's ACCEL with ``use_parallel_eval``; ``paccel.json``): as
+    :class:`ParallelPLRConfig`, plus a third batch of ``num_envs`` levels, each an edit
+    (``num_edits`` edits) of one of this iteration's replayed levels, rolled out in the same
+    rollout (``3 * num_envs`` envs), scored and inserted; no gradient step on it. Until the
+    buffer is warm that batch is a third batch of new levels.
+    """
+
+    learning_rate: float = 1e-4
+    ent_coef: float = 1e-3
+    replay_prob: float = 1.0
+    parallel: bool = True
 
 
 class UEDRunnerState(struct.PyTreeNode):
@@ -320,14 +385,19 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
     # DR restarts an ended episode on a new random level (minimax's DR); PLR/ACCEL on the same one.
     inner = wrappers.AutoReset(bare) if method == "dr" else family.replay_wrapper(bare)
     train_env = wrappers.EpisodeStatistics(OnLevel(inner))
+    parallel = isinstance(config, PLRConfig) and config.parallel
+    # Parallel PLR / ACCEL play 2 or 3 batches of num_envs levels side by side in one rollout.
+    num_slices = config.num_slices if isinstance(config, PLRConfig) else 1
+    robust = isinstance(config, PLRConfig) and config.robust
+    score_name = config.score if isinstance(config, PLRConfig) else ""
     rollout = make_rollout(
         train_env,
         num_steps,
-        num_envs,
+        num_slices * num_envs,
         info_keys=("returned_episode", "returned_episode_returns"),
         params_axis=0,
     )
-    batch_params = tile_params(env_params, num_envs)
+    batch_params = tile_params(env_params, num_slices * num_envs)
 
     optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
     buffer: LevelBuffer | None = None
@@ -356,7 +426,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         example = family.sample_level(key_level, env_params)
         obs_example, _ = OnLevel(bare).reset(key_level, LevelParams(example, env_params))
         params = actor_critic.init(key_net, jax.tree.map(lambda x: x[None], obs_example))
-        accel = method == "accel"
+        accel = method == "accel" and not parallel
         levels = jax.tree.map(lambda x: jnp.zeros((num_envs, *x.shape), x.dtype), example)
         return UEDRunnerState(
             params=params,
@@ -497,17 +567,190 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         )
         return new_state, metrics
 
+    def parallel_step(state: UEDRunnerState) -> tuple[UEDRunnerState, dict[str, jax.Array]]:
+        """Parallel PLR / ACCEL (minimax's ``use_parallel_eval``): one rollout of
+        ``[new | replayed | edits of the replayed]`` levels; every batch updates the buffer, the
+        gradient step uses the replayed batch only."""
+        assert buffer is not None
+        keys = hashed_keys(state.key, (8,))
+        n = num_envs
+        fresh = sample_levels(hashed_keys(keys[1], (num_slices * n,)), env_params)
+        part = lambda tree, i: jax.tree.map(lambda x: x[i * n : (i + 1) * n], tree)  # noqa: E731
+        # replay_prob is 1: the replayed batch is replayed as soon as the buffer is warm.
+        warm = buffer.should_replay(state.buffer, keys[2])
+        zeros = jnp.zeros((n,), jnp.int32)
+
+        def replayed(_: Any) -> tuple[Any, Any, jax.Array, jax.Array]:
+            buf, slots, levels = buffer.sample(state.buffer, keys[3], n)
+            return buf, levels, slots, buf.num_edits[slots]
+
+        def cold(_: Any) -> tuple[Any, Any, jax.Array, jax.Array]:
+            return state.buffer, part(fresh, 1), zeros - 1, zeros
+
+        buf, replay_levels, replay_slots, replay_edits = jax.lax.cond(warm, replayed, cold, None)
+        parts, slots, edits = (
+            [part(fresh, 0), replay_levels],
+            [zeros - 1, replay_slots],
+            [zeros, replay_edits],
+        )
+        if num_slices == 3:
+            # Edits of this iteration's replayed levels (cold: a third batch of new levels).
+            mutated = jax.vmap(family.mutate_level, in_axes=(0, 0, None, None))(
+                hashed_keys(keys[4], (n,)), replay_levels, env_params, num_edits
+            )
+            mutated = jax.tree.map(lambda m, f: jnp.where(warm, m, f), mutated, part(fresh, 2))
+            parts.append(mutated)
+            slots.append(zeros - 1)
+            edits.append(jnp.where(warm, replay_edits + num_edits, 0))
+        levels = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+        slots_all, edits_all = jnp.concatenate(slots), jnp.concatenate(edits)
+
+        level_params = LevelParams(levels, batch_params)
+        start = rollout.init(keys[5], level_params, actor_critic.initial_memory(num_slices * n))
+        params = state.params
+        end, tr = rollout.collect(start, actor_critic_policy(actor_critic, params), keys[6], level_params)
+        advantage, target = rollout_advantages(
+            actor_critic, params, tr, end.memory, config.gamma, config.gae_lambda
+        )
+
+        # The gradient step sees the replayed batch only (Robust: and only once it is replayed).
+        learn = jnp.logical_or(warm, not robust)
+        replay_cut = lambda x: x[:, n : 2 * n]  # noqa: E731
+        train_batch = ppo_batch(jax.tree.map(replay_cut, tr), replay_cut(advantage), replay_cut(target))
+
+        def update(_: Any) -> tuple[Any, Any, dict[str, jax.Array]]:
+            return ppo_update(params, state.opt_state, train_batch, keys[7])
+
+        def skip(_: Any) -> tuple[Any, Any, dict[str, jax.Array]]:
+            shapes = jax.eval_shape(update, None)[2]
+            return params, state.opt_state, {k: jnp.zeros(v.shape, v.dtype) for k, v in shapes.items()}
+
+        new_params, opt_state, ppo_metrics = jax.lax.cond(learn, update, skip, None)
+
+        done = tr.done
+        stats = scores_lib.episode_stats(tr.reward, done)
+        is_replayed = jnp.logical_and(warm, slots_all >= 0)
+        prior_best = jnp.where(is_replayed, buf.best_returns[jnp.maximum(slots_all, 0)], -jnp.inf).astype(
+            jnp.float32
+        )
+        metrics: dict[str, jax.Array] = {}
+        for name in scores_lib.SCORES:
+            value, best = scores_lib.level_score(name, tr.reward, tr.value, advantage, done, prior_best)
+            metrics[f"score_{name}"] = _mean_where(value, jnp.isfinite(value))
+            if name == score_name:
+                level_scores, best_returns = value, best
+
+        buf = parallel_buffer_update(
+            buffer, buf, warm, levels, slots_all, level_scores, best_returns, edits_all, num_slices
+        )
+        filled = buf.filled
+        ended = tr.info["returned_episode"]
+        ended_returns = tr.info["returned_episode_returns"]
+        num_ended = ended.sum()
+        mean_return = jnp.where(
+            num_ended > 0, (ended_returns * ended).sum() / jnp.maximum(num_ended, 1), state.last_return
+        ).astype(jnp.float32)
+        solved = ((ended_returns > 0) & ended).astype(jnp.float32)
+        metrics.update({k: v.astype(jnp.float32) for k, v in ppo_metrics.items()})
+        metrics.update(
+            {
+                "buffer_size": buf.size.astype(jnp.float32),
+                "buffer_mean_score": _mean_where(buf.scores, filled & jnp.isfinite(buf.scores)),
+                "buffer_mean_staleness": _mean_where(buf.staleness.astype(jnp.float32), filled),
+                "buffer_mean_edits": _mean_where(buf.num_edits.astype(jnp.float32), filled),
+                "buffer_max_score": jnp.max(jnp.where(filled, buf.scores, -jnp.inf)),
+                "replay": warm.astype(jnp.float32),
+                "mutate": jnp.logical_and(warm, num_slices == 3).astype(jnp.float32),
+                "learned": learn.astype(jnp.float32),
+                "train_return": mean_return,
+                "episodes": num_ended.astype(jnp.float32),
+                # Over the episodes of every batch; replay_solve_rate: of the replayed batch.
+                "solve_rate": _mean_where(solved, ended),
+                "replay_solve_rate": _mean_where(replay_cut(solved), replay_cut(ended)),
+                "levels_completed": (stats.num_episodes > 0).mean(dtype=jnp.float32),
+            }
+        )
+        for i, prefix in enumerate(("level", "replay_level", "mutated_level")[:num_slices]):
+            level_stats = jax.vmap(family.level_stats)(part(levels, i))
+            metrics.update({f"{prefix}_{k}": v.mean().astype(jnp.float32) for k, v in level_stats.items()})
+        if record is not None:
+            # One grid per batch kind (cold: the extra batches are new levels, already written).
+            record(state.iteration, state.seed, jnp.int32(NEW), part(levels, 0), buf)
+            record(state.iteration, state.seed, jnp.where(warm, REPLAY, NEW), part(levels, 1), None)
+            if num_slices == 3:
+                record(state.iteration, state.seed, jnp.where(warm, MUTATE, NEW), part(levels, 2), None)
+        new_state = UEDRunnerState(
+            params=new_params,
+            opt_state=opt_state,
+            buffer=buf,
+            parent_levels=(),
+            parent_edits=(),
+            last_branch=jnp.where(warm, REPLAY, NEW).astype(jnp.int32),
+            key=keys[0],
+            iteration=state.iteration + 1,
+            last_return=mean_return,
+            seed=state.seed,
+        )
+        return new_state, metrics
+
     def evaluate(state: UEDRunnerState, key: jax.Array) -> dict[str, jax.Array]:
         return evaluate_params(state.params, key)
 
     return Runner(
         init=init,
-        step=step,
+        step=parallel_step if parallel else step,
         evaluate=evaluate,
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes=EVAL_METRIC_AXES,
     )
+
+
+def parallel_buffer_update(
+    buffer: LevelBuffer,
+    state: LevelBufferState,
+    replayed: jax.Array,
+    levels: Any,
+    slots: jax.Array,
+    scores: jax.Array,
+    best_returns: jax.Array,
+    num_edits: jax.Array,
+    num_slices: int,
+) -> LevelBufferState:
+    """The buffer after a Parallel PLR / ACCEL iteration, in minimax's order (one pass over
+    ``[new | replayed | edited]``):
+
+    1. the new levels (first ``num_envs``) are inserted;
+    2. the replayed levels (next ``num_envs``, in ``slots``) get their new scores and best
+       returns, except a slot step 1 just gave to a new level (minimax's ``insert_mask``);
+       when the buffer was cold (``replayed`` False) they are new levels and are inserted;
+    3. with ``num_slices == 3``, the edited levels (last ``num_envs``) are inserted with
+       ``num_edits``.
+
+    Levels without a score (``-inf``) change nothing (:meth:`LevelBuffer.insert`/``update``).
+    """
+    num = int(jnp.shape(scores)[0]) // num_slices
+    part = lambda tree, i: jax.tree.map(lambda x: x[i * num : (i + 1) * num], tree)  # noqa: E731
+    state, _ = buffer.insert(state, part(levels, 0), part(scores, 0), part(best_returns, 0))
+
+    def rescore(state: LevelBufferState) -> LevelBufferState:
+        replay_slots = part(slots, 1)
+        stored = jax.tree.map(lambda x: x[replay_slots], state.levels)
+        same = jax.tree.leaves(
+            jax.tree.map(lambda a, b: jnp.all((a == b).reshape(num, -1), axis=1), stored, part(levels, 1))
+        )
+        still_there = jnp.all(jnp.stack(same), axis=0)
+        return buffer.update(state, replay_slots, part(scores, 1), part(best_returns, 1), mask=still_there)
+
+    def insert(state: LevelBufferState) -> LevelBufferState:
+        return buffer.insert(state, part(levels, 1), part(scores, 1), part(best_returns, 1))[0]
+
+    state = jax.lax.cond(replayed, rescore, insert, state)
+    if num_slices == 3:
+        state, _ = buffer.insert(
+            state, part(levels, 2), part(scores, 2), part(best_returns, 2), num_edits=part(num_edits, 2)
+        )
+    return state
 
 
 def default_family(config: DRConfig) -> LevelFamily:
