@@ -123,6 +123,8 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella animate --all": ("", "one short episode of each of about 40 envs (about 10 s)"),
     # lamella-ued (packages/ued/README.md)
     "lamella train plr": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
+    "lamella train parallel_plr": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
+    "lamella train parallel_accel": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train accel": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train paired": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train minimax": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
