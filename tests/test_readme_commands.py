@@ -101,14 +101,17 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train rec_ippo": (_PPO_SHORT, _MARL_WHY),
     "lamella train rec_mappo": (_PPO_SHORT, _MARL_WHY),
     "lamella train idqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
-    "lamella train idqn --resume": ("", "the config comes from the checkpoint (a config given here would be refused)"),
+    "lamella train idqn --resume": (
+        "",
+        "the config comes from the checkpoint (a config given here would be refused)",
+    ),
     "lamella train isac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train lola": (
         "batch_size=8 total_timesteps=2400 eval_episodes=2",
         "the presets take 200 updates of 256 episodes (minutes); two to six updates of 8 episodes run the same code",
     ),
     "lamella train meta_es": (
-        "population_size=4 num_envs=2 num_inner_steps=5 num_outer_steps=2 total_timesteps=160 eval_episodes=2",
+        "population_size=4 num_envs=2 num_inner_steps=6 num_outer_steps=2 total_timesteps=192 eval_episodes=2",
         "the command trains 50 generations of 16 members (two minutes); two generations of 4 run the same code",
     ),
     "lamella train dqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
@@ -123,8 +126,8 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella animate --all": ("", "one short episode of each of about 40 envs (about 10 s)"),
     # lamella-ued (packages/ued/README.md)
     "lamella train plr": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
-    "lamella train parallel_plr": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
-    "lamella train parallel_accel": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
+    "lamella train parallel_plr": ("total_timesteps=3072 eval_episodes=2", _UED_WHY),
+    "lamella train parallel_accel": ("total_timesteps=3072 eval_episodes=2", _UED_WHY),
     "lamella train accel": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train paired": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train minimax": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
