@@ -36,7 +36,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import lamella.envs
 from lamella.agents.algorithms import Algorithm
 from lamella.agents.config import ConfigError
 from lamella.agents.offpolicy import (
@@ -50,10 +49,10 @@ from lamella.agents.offpolicy import (
 from lamella.agents.offpolicy.common import ACTION_MASK
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import Runner
-from lamella.envs import spaces, wrappers
+from lamella.envs import spaces
 from lamella.envs.environment import Environment
 from lamella.marl.observation import MultiAgentObservation, check_multi_agent_env
-from lamella.marl.ppo import env_keyword_arguments
+from lamella.marl.ppo import bare_multi_agent_env
 
 __all__ = [
     "IDQN",
@@ -275,26 +274,8 @@ def _multi_agent_env(
 ) -> tuple[Environment[Any, Any], Any]:
     """The bare multi-agent env of ``config`` (or the one given), checked for the algorithm."""
     algorithm = config.algorithm
-    env_id = None
     with jax.ensure_compile_time_eval():
-        if env is None:
-            env_id = config.env_id
-            try:
-                env, made_params = lamella.envs.make(
-                    config.env_id, autoreset=False, **env_keyword_arguments(config)
-                )
-            except KeyError as error:
-                raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
-            except (TypeError, ValueError) as error:
-                hint = " Pass none with env_kwargs= (empty)." if config.env_kwargs else ""
-                raise ConfigError(
-                    f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}{hint}"
-                ) from None
-            env_params = made_params if env_params is None else env_params
-        elif env_params is None:
-            env_params = env.default_params
-        if isinstance(env, wrappers.AutoReset):
-            env = env.env
+        env, env_params, env_id = bare_multi_agent_env(config, env, env_params)
         check_multi_agent_env(env, env_params, algorithm, env_id=env_id, team_reward=config.team_reward)
         name = env_id or env.name
         is_box = isinstance(env.action_space(env_params), spaces.Box)

@@ -248,6 +248,34 @@ def env_keyword_arguments(config: IPPOConfig) -> dict[str, Any]:
     return out
 
 
+def bare_multi_agent_env(
+    config: Any, env: Environment[Any, Any] | None, env_params: Any
+) -> tuple[Environment[Any, Any], Any, str | None]:
+    """``(env, env_params, env_id)``: the env given (its ``AutoReset`` taken off) or ``config.env_id``
+    made without auto-reset with ``config.env_kwargs``; an unknown id or a keyword the env refuses
+    is a :class:`~lamella.agents.config.ConfigError`. ``env_id`` is ``None`` for an env given."""
+    env_id = None
+    if env is None:
+        env_id = config.env_id
+        try:
+            env, made_params = lamella.envs.make(
+                config.env_id, autoreset=False, **env_keyword_arguments(config)
+            )
+        except KeyError as error:
+            raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+        except (TypeError, ValueError) as error:
+            hint = " Pass none with env_kwargs= (empty)." if config.env_kwargs else ""
+            raise ConfigError(
+                f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}{hint}"
+            ) from None
+        env_params = made_params if env_params is None else env_params
+    elif env_params is None:
+        env_params = env.default_params
+    if isinstance(env, wrappers.AutoReset):
+        env = env.env
+    return env, env_params, env_id
+
+
 #: The named axes of the runners' per-agent metrics (``Runner.metric_axes``).
 METRIC_AXES: tuple[tuple[str, tuple[str, ...]], ...] = (("return", ("agent",)), ("reward", ("agent",)))
 
@@ -440,25 +468,8 @@ def make_multi_agent_ppo_runner(
             with status 2).
     """
     config.validate()
-    env_id = None
     with jax.ensure_compile_time_eval():
-        if env is None:
-            env_id = config.env_id
-            try:
-                env, made_params = lamella.envs.make(
-                    config.env_id, autoreset=False, **env_keyword_arguments(config)
-                )
-            except KeyError as error:
-                raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
-            except (TypeError, ValueError) as error:
-                raise ConfigError(
-                    f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}"
-                ) from None
-            env_params = made_params if env_params is None else env_params
-        elif env_params is None:
-            env_params = env.default_params
-        if isinstance(env, wrappers.AutoReset):
-            env = env.env
+        env, env_params, env_id = bare_multi_agent_env(config, env, env_params)
         check_multi_agent_env(
             env,
             env_params,
