@@ -128,6 +128,10 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train plr": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train parallel_plr": ("total_timesteps=3072 eval_episodes=2", _UED_WHY),
     "lamella train parallel_accel": ("total_timesteps=3072 eval_episodes=2", _UED_WHY),
+    "lamella train parallel_accel --env AMaze-13x13-v0": (
+        "total_timesteps=384 num_envs=4 num_steps=32 eval_episodes=1",
+        "minimax's paccel config trains 8,192 steps per batch for 30,000 updates; one iteration of 4 envs runs the same code",
+    ),
     "lamella train accel": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train paired": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
     "lamella train minimax": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
