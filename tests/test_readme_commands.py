@@ -116,6 +116,10 @@ RUN: dict[str, tuple[str, str]] = {
     ),
     "lamella train dqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train sac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
+    "lamella train sac --env GMazeGoalDubinsWalls-v0 --her --seeds 3 --eval-episodes": (
+        _OFFPOLICY_SHORT.replace("eval_episodes=2", "--eval-episodes 2"),
+        _OFFPOLICY_WHY + " (--eval-episodes as written, shortened; a key given twice is refused)",
+    ),
     "lamella train td3": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella demo": (
         "--envs CartPole-v1 Pendulum-v1 --num-envs 8 --num-steps 20",
