@@ -312,10 +312,14 @@ def check_ppo_sizes(config: Any, *, recurrent: bool = False, num_devices: int = 
         if int(getattr(config, field)) < 1:
             raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(config, field)}.")
     steps = config.num_envs * config.num_steps
-    if config.total_timesteps // steps < 1:
+    # A runner that plays several batches per iteration (Parallel PLR / ACCEL) says so in its
+    # config's steps_per_iteration; the bound is that, not one batch.
+    per_iteration = int(getattr(config, "steps_per_iteration", steps))
+    if config.total_timesteps // per_iteration < 1:
+        what = "num_envs * num_steps" if per_iteration == steps else "steps per iteration"
         raise ConfigError(
             f"{name}.total_timesteps ({config.total_timesteps}) is less than one iteration "
-            f"(num_envs * num_steps = {steps}); raise it."
+            f"({what} = {per_iteration}); raise it."
         )
     split, what = (config.num_envs, "num_envs") if recurrent else (steps, "num_envs * num_steps")
     if split % config.num_minibatches:
