@@ -1,7 +1,8 @@
 """Run every check of the workspace and report them all (never stop at the first failure).
 
-Usage: ``python scripts/test_all.py [--fast]``. Needs only ``hatch`` on PATH; every
-environment is created from scratch by Hatch. The last line sums the pytest counts:
+Usage: ``python scripts/test_all.py [--fast] [--jobs N]``. Needs only ``hatch`` on PATH; every
+environment is created from scratch by Hatch. The test steps run ``--jobs`` at a time (default
+2, longest first), each printed whole when it ends. The last line sums the pytest counts:
 ``total: N passed, N failed, N skipped``. A skipped test counts as failed unless its file and
 reason are in ``ALLOWED_SKIPS`` (a check that did not run is not a check that passed).
 """
@@ -16,7 +17,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +30,9 @@ PACKAGES = [
     if any((ROOT / "packages" / name / "tests").glob("test_*.py"))
 ]
 WHEEL_ALONE = ["envs", "eval"]  # packages whose built wheel must install and import alone
+# The order the test steps start in, longest first (seconds of a 2-core CI run), so that the last
+# step to start is a short one; a step not listed starts last.
+STEP_SECONDS = {"integration": 560, "envs": 415, "agents": 280, "marl": 150, "ued": 115, "gcrl": 90}
 
 # A skipped test is a failed check unless it is listed here: (test file, reason pattern) -> why the
 # skip is legitimate. A missing reference package is never a reason: declare it in pyproject.toml.
@@ -67,19 +73,36 @@ class StepResult:
         return self.code == 0 and unlisted == 0 and unexplained <= 0
 
 
+_PRINT = threading.Lock()
+
+
 def run(
-    name: str, command: list[str], results: list[StepResult], env: dict[str, str] | None = None
+    name: str,
+    command: list[str],
+    results: list[StepResult],
+    env: dict[str, str] | None = None,
+    live: bool = True,
 ) -> StepResult:
-    print(f"\n=== {name}: {' '.join(command)}", flush=True)
+    """Run one step; its output goes to stdout as it comes (``live``) or whole when it ends."""
+    header = f"\n=== {name}: {' '.join(command)}\n"
+    if live:
+        print(header, end="", flush=True)
+    else:
+        with _PRINT:
+            print(f"=== started: {name}", flush=True)
     start = time.perf_counter()
     process = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     assert process.stdout is not None
     result = StepResult(name, 0)
+    held = [header]
     for line in process.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
+        if live:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        else:
+            held.append(line)
         stripped = line.strip()
         if SUMMARY.match(stripped):
             result.passed += sum(int(n) for n in re.findall(r"(\d+) passed", stripped))
@@ -89,9 +112,15 @@ def run(
             result.skips.append((int(skip.group(1)), f"{skip.group(2)}:{skip.group(3)}", skip.group(4)))
     result.code = process.wait()
     result.seconds = time.perf_counter() - start
-    results.append(result)
-    for count, where, reason in result.unallowed_skips():
-        print(f"!!! {name}: {count} skipped at {where} ({reason}): not in ALLOWED_SKIPS, counted as failed")
+    with _PRINT:
+        if not live:
+            sys.stdout.write("".join(held))
+        results.append(result)
+        for count, where, reason in result.unallowed_skips():
+            print(
+                f"!!! {name}: {count} skipped at {where} ({reason}): not in ALLOWED_SKIPS, counted as failed"
+            )
+        sys.stdout.flush()
     return result
 
 
@@ -126,7 +155,16 @@ def hatch_data_dir() -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fast", action="store_true", help="skip tests marked slow")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="test steps run at once (each is itself pytest on 2 workers: two steps keep both "
+        "cores busy while the other waits for its last test); 1 streams each step's output live",
+    )
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, not {args.jobs}")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if "HATCH_DATA_DIR" not in os.environ:
         os.environ["HATCH_DATA_DIR"] = str(hatch_data_dir())
@@ -135,19 +173,35 @@ def main() -> int:
     results: list[StepResult] = []
     run("lint", ["hatch", "run", "lint:check"], results)
     run("types", ["hatch", "run", "types:check"], results)
-    for package in PACKAGES:
-        run(
+    steps: list[tuple[str, str, list[str]]] = [  # (key in STEP_SECONDS, step name, command)
+        (
+            package,
             f"tests lamella-{package}",
             ["hatch", "test", "-i", f"pkg={package}", "--parallel", *marker],
-            results,
         )
-    run(
-        "tests integration",
-        ["hatch", "run", "integration:test", *(["-m", "not slow and not research"] if args.fast else [])],
-        results,
+        for package in PACKAGES
+    ]
+    steps.append(
+        (
+            "integration",
+            "tests integration",
+            ["hatch", "run", "integration:test", *(["-m", "not slow and not research"] if args.fast else [])],
+        )
     )
-    for package in WHEEL_ALONE:
-        run(f"wheel lamella-{package} installs alone", wheel_installs_alone(package), results)
+    steps.extend(
+        (f"wheel {package}", f"wheel lamella-{package} installs alone", wheel_installs_alone(package))
+        for package in WHEEL_ALONE
+    )
+    steps.sort(key=lambda step: -STEP_SECONDS.get(step[0], 0))  # stable: the rest in order
+    if args.jobs == 1:
+        for _, name, command in steps:
+            run(name, command, results)
+    else:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            for done in [pool.submit(run, name, command, results, None, False) for _, name, command in steps]:
+                done.result()
+    order = [name for _, name, _ in steps]
+    results.sort(key=lambda result: order.index(result.name) if result.name in order else -1)
 
     print("\n=== summary")
     total_passed = total_failed = total_skipped = 0

@@ -1,0 +1,48 @@
+"""Run the longest integration tests first, so that the two xdist workers finish together.
+
+The page tests (every shell command and every Python block of a README) take from seconds to
+minutes each and were collected last (``packages/ued`` sorts after everything else): one worker
+then ran a long page alone at the end while the other sat idle. Longest-first is the classic fix.
+``PAGE_SECONDS`` holds each page test's measured share (seconds, scaled from the ``--durations``
+of a loaded run); it only orders the tests, so a stale figure costs minutes, never a check.
+A page not listed counts by its size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# (test file, page) -> seconds.
+PAGE_SECONDS = {
+    ("test_readme_commands.py", "packages/agents/README.md"): 150,
+    ("test_readme_commands.py", "packages/ued/README.md"): 145,
+    ("test_readme_commands.py", "packages/marl/README.md"): 118,
+    ("test_readme_commands.py", "packages/envs/README.md"): 102,
+    ("test_readme_commands.py", "README.md"): 100,
+    ("test_docs.py", "packages/marl/README.md"): 75,
+    ("test_docs.py", "packages/ued/README.md"): 59,
+    ("test_docs.py", "packages/agents/README.md"): 56,
+    ("test_docs.py", "packages/envs/README.md"): 48,
+    ("test_readme_commands.py", "packages/gcrl/README.md"): 47,
+    ("test_docs.py", "packages/buffers/README.md"): 24,
+    ("test_docs.py", "packages/gcrl/README.md"): 20,
+}
+PAGE_TESTS = {"test_readme_commands.py", "test_docs.py"}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _seconds(item: pytest.Item) -> float:
+    """The expected duration of a page test; 0 for every other test."""
+    callspec = getattr(item, "callspec", None)
+    page = callspec.params.get("page") if callspec is not None else None
+    if item.path.name not in PAGE_TESTS or not isinstance(page, Path):
+        return 0.0
+    name = page.relative_to(ROOT).as_posix()
+    return PAGE_SECONDS.get((item.path.name, name), page.stat().st_size / 10_000)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Stable: the other tests keep their collection order, after the pages.
+    items.sort(key=lambda item: -_seconds(item))
