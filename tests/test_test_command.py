@@ -50,3 +50,28 @@ def test_skips_fail_unless_allowed(tmp_path: Path) -> None:
     assert not result.ok(allowed={})
     assert result.ok(allowed={("test_probe.py", "needs a GPU"): "no GPU on CI"})
     assert not result.ok(allowed={("test_probe.py", "needs a TPU"): "wrong reason"})
+
+
+def test_steps_run_together_print_whole(capsys) -> None:
+    # Two steps at once (the default --jobs 2): each step's output is printed in one piece when
+    # it ends, never interleaved line by line with the other's.
+    from concurrent.futures import ThreadPoolExecutor
+
+    test_all = _test_all()
+    talk = "import sys, time\nfor i in range(5):\n    print('{0}', i, flush=True); time.sleep(0.05)\n"
+    results: list = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        steps = [
+            pool.submit(test_all.run, name, [sys.executable, "-c", talk.format(name)], results, None, False)
+            for name in ["first", "second"]
+        ]
+        for step in steps:
+            step.result()
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("first ", "second "))]
+    assert len(printed) == 10, printed
+    assert printed in (
+        [f"first {i}" for i in range(5)] + [f"second {i}" for i in range(5)],
+        [f"second {i}" for i in range(5)] + [f"first {i}" for i in range(5)],
+    ), printed
+    assert sorted(result.name for result in results) == ["first", "second"]
+    assert all(result.code == 0 for result in results)
