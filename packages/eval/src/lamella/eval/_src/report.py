@@ -691,13 +691,8 @@ def _config_section(run_dirs: Sequence[RunDir]) -> str:
 
 
 def _wall_time(run_dir: RunDir) -> str:
-    for key in ("wall_time", "wall_time_s", "elapsed_time"):
-        value = (run_dir.config or {}).get(key)
-        if isinstance(value, int | float):
-            return f"{value:.1f} s"
-    for run in run_dir.runs:  # marl-eval producers (Mava) log elapsed_time per evaluation
-        if run.evaluations and "elapsed_time" in run.evaluations[-1].metrics:
-            return f"{float(np.sum([e.metrics.get('elapsed_time', [0.0])[0] for e in run.evaluations])):.1f} s (elapsed_time)"
+    """From the run's start (lamella's driver writes config.json then) to the run log's last write:
+    the run log records no duration; a resumed run's time includes the pause."""
     config_path = os.path.join(run_dir.path, "config.json")
     if os.path.isfile(config_path):
         seconds = os.path.getmtime(run_dir.log) - os.path.getmtime(config_path)
