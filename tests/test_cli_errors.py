@@ -136,6 +136,11 @@ CASES = {
         ["eval", "checkpoints", "{work}/damaged"],
         ["not a readable lamella checkpoint"],
     ),
+    "eval report: missing path": (["eval", "report", "{work}/nowhere"], ["nowhere", "no such file"]),
+    "eval report: no run log": (
+        ["eval", "report", "{work}/runs/demo", "{work}/runs/gifs", "-o", "{work}/r.html"],
+        ["No run log (metrics.json or metrics.csv)", "lamella train"],
+    ),
     "demo: unknown env": (
         ["demo", "--envs", "CartPol-v1"],
         ["Unknown environment id 'CartPol-v1'", "CartPole-v1"],

@@ -19,26 +19,9 @@ ENVS = ["CartPole-v1", "CartPole-v1:length=1.0,gravity=9"]
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    from lamella.agents.config import resolve_config
-    from lamella.agents.driver import run_experiment
-
-    config = resolve_config(
-        "ppo",
-        env_id="CartPole-v1",
-        overrides=[
-            "num_envs=4",
-            "num_steps=16",
-            "total_timesteps=192",  # 3 iterations
-            "num_minibatches=2",
-            "num_epochs=1",
-            "hidden_sizes=16",
-            "eval_episodes=2",
-        ],
-    )
-    out = tmp_path_factory.mktemp("ppo_run")
-    run_experiment(config, seeds=SEEDS, out_dir=out, progress=False, plot=False, chunk_iterations=3)
-    return str(out)
+def run_dir(ppo_run_dir):
+    """The tiny PPO run of conftest.py (3 iterations, ``SEEDS`` seeds), shared with test_report."""
+    return ppo_run_dir
 
 
 @pytest.fixture(scope="module")

@@ -92,4 +92,5 @@ def test_readme_runs_as_written(tmp_path, monkeypatch):
     # Both Python blocks, the aggregate and the checkpoints commands and the sample all ran.
     assert ran.count("python") == 2 and ran.count("sample") == 1
     assert ["lamella", "eval", "aggregate"] in ran and ["lamella", "eval", "checkpoints"] in ran
+    assert ["lamella", "eval", "report"] in ran and (tmp_path / "report.html").stat().st_size > 1_000_000
     assert (tmp_path / "eval" / "aggregates.png").is_file() and (tmp_path / "results.csv").is_file()

@@ -1326,7 +1326,7 @@ def run_experiment(
             ``Runner.record_step`` (PPO, IPPO, MAPPO) and no ``variants``. A resumed run goes on
             recording where it recorded (:mod:`lamella.agents.recording`).
         gif: at the end of the call, draw one evaluation episode of the first seed's policy
-            to ``<out_dir>/episode.gif`` (needs ``Runner.render_episode``, as IPPO and MAPPO
+            to ``<out_dir>/episode.gif`` (needs ``Runner.render_episode``, as PPO, IPPO and MAPPO
             have, and ``lamella-envs[render]``); a finished run resumed with ``gif=True``
             draws it without training.
         num_devices: split the runner's batch axis (PPO: its envs) over this many devices

@@ -63,7 +63,7 @@ from lamella.agents.rollout import (
     next_memory,
     recorded_experience,
 )
-from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent, hashed_keys
+from lamella.agents.runner import Runner, episode_frames, eval_max_steps, evaluate_agent, hashed_keys
 from lamella.envs import spaces, wrappers
 from lamella.envs.environment import Environment
 from lamella.envs.wrappers import RunningMeanStd
@@ -430,6 +430,16 @@ def _ppo_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         record_step=record_step,
+        # One greedy episode drawn with the env's render (lamella train --gif, lamella eval report).
+        render_episode=lambda state, key: episode_frames(
+            agent,
+            state.train_state,
+            eval_env,
+            env_params,
+            key,
+            max_eval_steps,
+            jax.tree.map(lambda x: x[:1], agent.reset_memory(state.memory, eval=True)),
+        ),
         sharding=None
         if devices.sharded
         else BatchSharding(

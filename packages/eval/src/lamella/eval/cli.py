@@ -25,7 +25,7 @@ import numpy as np
 
 from lamella.eval._src.errors import EvalError, EvalFileNotFoundError
 
-__all__ = ["aggregate", "checkpoints", "register"]
+__all__ = ["aggregate", "checkpoints", "register", "report"]
 
 
 def _write(path: str, text: str) -> str:
@@ -338,6 +338,31 @@ def _aggregate_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def report(paths: list[str], out: str = "report.html", **options: Any) -> str:
+    """Write the HTML report of ``lamella eval report`` (see :mod:`lamella.eval._src.report`);
+    the module, and Plotly, are imported only here."""
+    from lamella.eval._src.report import write_report
+
+    return write_report(paths, out, **options)
+
+
+def _report_command(args: argparse.Namespace) -> int:
+    report(
+        args.run_dirs,
+        args.out,
+        metric=args.metric,
+        normalize=args.normalize,
+        source=args.source,
+        reps=args.reps,
+        confidence=args.confidence,
+        seed=args.seed,
+        truncate=args.truncate,
+        gifs=not args.no_gifs,
+        allow_mixed_versions=args.allow_mixed_versions,
+    )
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add ``eval`` (with ``aggregate`` and ``checkpoints``) to the ``lamella`` command's sub-parsers."""
     parser = subparsers.add_parser(
@@ -347,7 +372,7 @@ def register(subparsers: Any) -> None:
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``aggregate`` and ``checkpoints`` to a sub-parser set (``lamella eval``'s, or
+    """Add ``aggregate``, ``report`` and ``checkpoints`` to a sub-parser set (``lamella eval``'s, or
     ``python -m lamella.eval``'s)."""
     agg = commands.add_parser(
         "aggregate",
@@ -373,6 +398,34 @@ def add_commands(commands: Any) -> None:
     agg.add_argument("--truncate", action="store_true", help="cut learning curves to the shortest run")
     agg.add_argument("--no-plots", action="store_true", help="write the tables only (no matplotlib)")
     agg.set_defaults(func=_aggregate_command)
+
+    rep = commands.add_parser(
+        "report",
+        help="one self-contained HTML report: curves, aggregates, improvement, profiles, episodes, configs",
+        description=(
+            "Write one HTML file (no network needed to open it) over run directories: learning "
+            "curves with bootstrap intervals, the aggregate table, the probability-of-improvement "
+            "matrix, performance profiles, per-agent and per-level breakdowns, a GIF of each run's "
+            "final checkpoint, config differences, and each run's device, versions and wall time. "
+            "Needs plotly: pip install 'lamella-eval[report]'."
+        ),
+    )
+    rep.add_argument("run_dirs", nargs="+", metavar="RUN", help="run directories or metrics.json/.csv files")
+    rep.add_argument("-o", "--out", default="report.html", help="the HTML file (default: report.html)")
+    rep.add_argument("--metric", default="mean_episode_return")
+    rep.add_argument("--normalize", default="minmax", help="as for aggregate: minmax, none, or a JSON file")
+    rep.add_argument("--source", choices=("auto", "absolute", "last"), default="auto")
+    rep.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    rep.add_argument("--confidence", type=float, default=0.95)
+    rep.add_argument("--seed", type=int, default=0, help="bootstrap and episode seed (default 0)")
+    rep.add_argument("--truncate", action="store_true", help="cut learning curves to the shortest run")
+    rep.add_argument("--no-gifs", action="store_true", help="do not draw the checkpoints' episodes")
+    rep.add_argument(
+        "--allow-mixed-versions",
+        action="store_true",
+        help="report run logs written by different lamella-agents versions",
+    )
+    rep.set_defaults(func=_report_command)
 
     chk = commands.add_parser(
         "checkpoints",
