@@ -257,3 +257,18 @@ def test_bad_arguments_raise(dataset):
         le.interval_estimates(dataset, confidence=95)
     with pytest.raises(ValueError, match="no scores for algorithm 'c'"):
         le.probability_of_improvement_estimates(dataset, [("a", "c")])
+
+
+def test_numpy_interval_is_np_quantile_bit_for_bit():
+    # bootstrap_np._interval sorts each column itself (np.quantile along axis 0 is slow); the
+    # bounds must be np.quantile's "linear" ones exactly, ties and odd confidences included.
+    rng = np.random.default_rng(3)
+    for shape in [(2000, 101), (2000, 4, 1), (2000,), (7, 3), (2, 5), (1999, 2, 3)]:
+        for confidence in (0.95, 0.9, 0.5, 0.683):
+            for replicates in (rng.normal(size=shape), np.round(rng.normal(size=shape), 1)):
+                expected = np.quantile(
+                    replicates, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0, method="linear"
+                )
+                got = bootstrap_np._interval(replicates, confidence)
+                assert got.shape == expected.shape
+                np.testing.assert_array_equal(got, expected)
