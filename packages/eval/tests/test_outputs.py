@@ -235,19 +235,28 @@ def test_cli_default_plots_never_import_matplotlib(tmp_path, monkeypatch):
     import sys
 
     dirs = [str(_write_run_dir(tmp_path, "ppo", 10.0)), str(_write_run_dir(tmp_path, "dqn", 0.0))]
-    pngs = {"aggregates.png", "performance_profiles.png", "probability_of_improvement.png", "sample_efficiency.png"}
+    pngs = {
+        "aggregates.png",
+        "performance_profiles.png",
+        "probability_of_improvement.png",
+        "sample_efficiency.png",
+    }
     code = (
         "import sys; from lamella.eval.cli import aggregate; "
         f"aggregate({dirs!r}, out_dir=sys.argv[1], reps=50); print('matplotlib' in sys.modules)"
     )
     out = tmp_path / "quick"
-    result = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(out)], capture_output=True, text=True, check=True
+    )
     assert result.stdout.splitlines()[-1] == "False"
     assert {p.name for p in out.glob("*.png")} == pngs
     # --matplotlib: the same four files, each saved by the matplotlib plots.
     saved = []
     original = plots._save
-    monkeypatch.setattr(plots, "_save", lambda figure, path, dpi: saved.append(path) or original(figure, path, dpi))
+    monkeypatch.setattr(
+        plots, "_save", lambda figure, path, dpi: saved.append(path) or original(figure, path, dpi)
+    )
     cli.aggregate(dirs, out_dir=str(tmp_path / "mpl"), reps=50, matplotlib=True)
     assert {p.name for p in (tmp_path / "mpl").glob("*.png")} == pngs
     assert sorted(os.path.basename(p) for p in saved) == sorted(pngs)

@@ -378,7 +378,9 @@ def add_commands(commands: Any) -> None:
     agg.add_argument("--truncate", action="store_true", help="cut learning curves to the shortest run")
     agg.add_argument("--no-plots", action="store_true", help="write the tables only (no plots)")
     agg.add_argument(
-        "--matplotlib", action="store_true", help="draw the PNG plots with matplotlib (slower start; publication style)"
+        "--matplotlib",
+        action="store_true",
+        help="draw the PNG plots with matplotlib (slower start; publication style)",
     )
     agg.set_defaults(func=_aggregate_command)
 

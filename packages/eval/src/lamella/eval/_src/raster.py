@@ -15,6 +15,7 @@ For publication figures, or other formats than PNG, use the ``plot_*`` functions
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Sequence
@@ -104,14 +105,14 @@ def _tick_text(values: list[float]) -> list[str]:
         if largest >= size:
             scaled = _tick_text([v / size for v in values])
             return ["0" if v == 0 else f"{text}{suffix}" for v, text in zip(values, scaled)]
-    step = min((abs(b - a) for a, b in zip(values, values[1:])), default=1.0) or 1.0
+    step = min((abs(b - a) for a, b in itertools.pairwise(values)), default=1.0) or 1.0
     decimals = max(0, -math.floor(math.log10(step) + 1e-9))
     if abs(round(step * 10**decimals) - step * 10**decimals) > 1e-6:  # 0.25, 2.5: one more digit
         decimals += 1
     return [f"{v:.{decimals}f}".replace("-", "\u2212") for v in values]
 
 
-def _limits(values: Sequence[float], margin: float = 0.05) -> tuple[float, float]:
+def _limits(values: Any, margin: float = 0.05) -> tuple[float, float]:
     finite = [float(v) for v in values if math.isfinite(float(v))]
     low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
     if high == low:
@@ -181,7 +182,9 @@ class _Canvas:
 
     def line(self, points: Sequence[tuple[float, float]], color: Sequence[int], width_points: float) -> None:
         width = max(1, round(self.points(width_points) * _SCALE))
-        self.draw.line([(x * _SCALE, y * _SCALE) for x, y in points], fill=tuple(color), width=width, joint="curve")
+        self.draw.line(
+            [(x * _SCALE, y * _SCALE) for x, y in points], fill=tuple(color), width=width, joint="curve"
+        )
 
     def rectangle(self, box: tuple[float, float, float, float], color: Sequence[int]) -> None:
         x0, y0, x1, y1 = (v * _SCALE for v in box)
@@ -214,8 +217,8 @@ class _Axes:
         return y1 - (float(value) - low) / (high - low) * (y1 - y0)
 
     def grid(self, xticks: Sequence[float] = (), yticks: Sequence[float] = ()) -> None:
-        alpha, color = _GRID
-        color = _blend(color, alpha)
+        alpha, grey = _GRID
+        color = _blend(grey, alpha)
         x0, y0, x1, y1 = self.box
         for value in xticks:
             self.canvas.line([(self.x(value), y0), (self.x(value), y1)], color, 0.8)
@@ -232,12 +235,13 @@ class _Axes:
         """The four spines, outward ticks and their labels (``None``: no labels)."""
         canvas, (x0, y0, x1, y1) = self.canvas, self.box
         length, pad = canvas.points(3.5), canvas.points(3.5)
-        for value, label in zip(xticks, xlabels or [None] * len(xticks)):
+        no_labels: list[str | None] = [None] * max(len(xticks), len(yticks))
+        for value, label in zip(xticks, xlabels or no_labels):
             x = self.x(value)
             canvas.line([(x, y1), (x, y1 + length)], (0, 0, 0), 0.8)
             if label is not None:
                 canvas.text((x, y1 + length + pad), label, "mt")
-        for value, label in zip(yticks, ylabels or [None] * len(yticks)):
+        for value, label in zip(yticks, ylabels or no_labels):
             y = self.y(value)
             canvas.line([(x0 - length, y), (x0, y)], (0, 0, 0), 0.8)
             if label is not None:
@@ -268,7 +272,13 @@ def _xlabel(canvas: _Canvas, axes: _Axes, text: str) -> None:
 
 
 def _intervals(
-    axes: _Axes, rows: np.ndarray, low: np.ndarray, high: np.ndarray, point: np.ndarray, colors: Any, alpha: float
+    axes: _Axes,
+    rows: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    point: np.ndarray,
+    colors: Any,
+    alpha: float,
 ) -> None:
     canvas = axes.canvas
     for row, lo, hi, pt, color in zip(rows, low, high, point, colors):
@@ -307,8 +317,12 @@ def plot_interval_estimates(
         axes.grid(xticks=xticks)
         _intervals(axes, rows, low, high, point, [colors[a] for a in algorithms], 0.75)
         axes.frame(xticks, list(rows), _tick_text(xticks), algorithms if k == 0 else None)
-        canvas.text(((axes.box[0] + axes.box[2]) / 2, top - canvas.points(6.0)), _plain(
-            _LABELS.get(str(label), str(label))), "mb", canvas.title_font)
+        canvas.text(
+            ((axes.box[0] + axes.box[2]) / 2, top - canvas.points(6.0)),
+            _plain(_LABELS.get(str(label), str(label))),
+            "mb",
+            canvas.title_font,
+        )
         _xlabel(canvas, axes, xlabel)
     return canvas.save(path)
 
@@ -333,7 +347,12 @@ def _legend(
 
     def covered(corner: tuple[float, float]) -> int:
         cx, cy = corner
-        return sum(int(np.sum((c[:, 0] >= cx) & (c[:, 0] <= cx + width) & (c[:, 1] >= cy) & (c[:, 1] <= cy + height))) for c in curves)
+        return sum(
+            int(
+                np.sum((c[:, 0] >= cx) & (c[:, 0] <= cx + width) & (c[:, 1] >= cy) & (c[:, 1] <= cy + height))
+            )
+            for c in curves
+        )
 
     cx, cy = min(corners, key=covered)
     canvas.rectangle((cx, cy, cx + width, cy + height), _blend((204, 204, 204), 1.0))
@@ -369,7 +388,7 @@ def _curves_plot(
     axes.grid(xticks, yticks)
     colors = _colors(list(series))
     curves = []
-    for algorithm, (x, point, lower, upper) in series.items():
+    for algorithm, (x, _, lower, upper) in series.items():
         band = [(axes.x(a), axes.y(b)) for a, b in zip(x, upper)] + [
             (axes.x(a), axes.y(b)) for a, b in zip(x[::-1], lower[::-1])
         ]
@@ -404,7 +423,10 @@ def plot_performance_profiles(
     """Fraction of runs with score above tau, per algorithm, with confidence bands."""
     canvas = _Canvas(figsize, dpi)
     series = {
-        a: tuple(np.asarray(v, dtype=np.float64).reshape(-1) for v in (profiles.x[a], p, profiles.lower[a], profiles.upper[a]))
+        a: tuple(
+            np.asarray(v, dtype=np.float64).reshape(-1)
+            for v in (profiles.x[a], p, profiles.lower[a], profiles.upper[a])
+        )
         for a, p in profiles.point.items()
     }
     _curves_plot(canvas, series, xlabel, r"fraction of runs with score $> \tau$", (0.0, 1.0), markers=False)  # type: ignore[arg-type]
@@ -430,7 +452,9 @@ def plot_probability_of_improvement(
     axes.grid(xticks=xticks)
     rows = np.arange(len(pairs), dtype=np.float64)
     low, high = np.asarray(improvement.lower, np.float64), np.asarray(improvement.upper, np.float64)
-    _intervals(axes, rows, low, high, np.asarray(improvement.point, np.float64), [_TAB10[0]] * len(pairs), 0.7)
+    _intervals(
+        axes, rows, low, high, np.asarray(improvement.point, np.float64), [_TAB10[0]] * len(pairs), 0.7
+    )
     x = axes.x(0.5)
     dash, gap = canvas.points(3.7), canvas.points(1.6)
     y = top
