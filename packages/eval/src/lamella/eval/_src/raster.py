@@ -274,7 +274,9 @@ def _margins(
     top = pad + (canvas.line_height(canvas.title_font) + canvas.points(6.0) if title else line / 2)
     bottom = pad + tick + 2 * line + canvas.points(3.5)
     right_edge = canvas.width - pad - max(line / 2, canvas.text_size(right)[0] / 2)
-    return left, top, right_edge, canvas.height - bottom
+    # Labels too long for the figure: keep a third of it for the data (the labels are clipped).
+    left = min(left, right_edge - canvas.width / 3)
+    return left, top, right_edge, max(canvas.height - bottom, top + 1.0)
 
 
 def _xlabel(canvas: _Canvas, axes: _Axes, text: str) -> None:
