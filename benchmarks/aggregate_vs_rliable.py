@@ -7,8 +7,7 @@ every pair (10 pairs).
 Cold (what a user runs once; the issue's measure): fresh processes, start to last file
 written, interleaved. The run logs are written once as metrics.json files; lamella's side is
 the ``lamella eval aggregate`` command with its defaults (aggregates, performance profiles,
-probability of improvement, PNG plots and tables), and again with ``--matplotlib`` (the plots
-drawn by matplotlib) and with ``--no-plots``; rliable's
+probability of improvement, PNG plots and tables), and again with ``--no-plots``; rliable's
 side is a Python process that imports rliable, reads the same files and writes the aggregates
 (or the probability of improvement) to a CSV file. Each side runs once untimed first (bytecode
 written, files cached: what an installed package has). Wall and CPU time (user + system) of
@@ -132,7 +131,6 @@ def _ratio(reference: list[float], these: list[float]) -> str:
 
 
 LAMELLA = "lamella eval aggregate (default: PNG plots)"
-MATPLOTLIB = "lamella eval aggregate --matplotlib"
 NO_PLOTS = "lamella eval aggregate --no-plots"
 RLIABLE = "rliable: aggregates"
 RLIABLE_POI = "rliable: PoI, 10 pairs"
@@ -149,7 +147,6 @@ def cold(scores: dict[str, np.ndarray], repeats: int, poi_repeats: int) -> None:
     lamella += ["--normalize", "none", "--out-dir", out_dir]
     sides = {
         LAMELLA: (lamella, out_dir),
-        MATPLOTLIB: ([*lamella, "--matplotlib"], out_dir),
         NO_PLOTS: ([*lamella, "--no-plots"], out_dir),
         RLIABLE: (
             [sys.executable, script, "aggregates", os.path.join(root, "r.csv"), *dirs],

@@ -2,7 +2,6 @@
 
 import argparse
 import json
-import os
 from importlib.metadata import entry_points
 
 import matplotlib.image
@@ -181,82 +180,3 @@ def test_cli_reports_bad_file(tmp_path):
         le.RunLogError, match=r"run env/task/ppo/seed_0, step_0: field 'step_count' is missing"
     ):
         cli.aggregate([str(tmp_path)], "x", str(tmp_path / "out"))
-
-
-def test_quick_plots_draw_every_algorithm_at_the_requested_size(tmp_path, estimates):
-    # The command's default PNGs (Pillow, no matplotlib): size, and each algorithm's colour
-    # (tab10, at the plots' alpha over white) drawn with a visible area.
-    from PIL import Image
-
-    from lamella.eval._src import raster
-
-    aggregates, improvement, profiles, curves = estimates
-    written = [
-        raster.plot_interval_estimates(aggregates, tmp_path / "a.png", figsize=(8, 3), dpi=50),
-        raster.plot_probability_of_improvement(improvement, tmp_path / "p.png", figsize=(5, 2), dpi=50),
-        raster.plot_performance_profiles(profiles, tmp_path / "sub" / "f.png", figsize=(6, 4), dpi=50),
-        raster.plot_sample_efficiency(curves, tmp_path / "s.png", statistic="iqm", figsize=(6, 4), dpi=50),
-        raster.plot_interval_estimates(aggregates, tmp_path / "default.png"),
-    ]
-    sizes = [(400, 150), (250, 100), (300, 200), (300, 200), (1280, 210)]
-    blue, orange = raster._TAB10[0], raster._TAB10[1]
-    colours = [
-        [raster._blend(blue, 0.75), raster._blend(orange, 0.75)],  # interval bars
-        [raster._blend(blue, 0.7)],  # P(X > Y) bars
-        [blue, orange],  # profile lines
-        [blue, orange],  # sample-efficiency lines
-        [raster._blend(blue, 0.75), raster._blend(orange, 0.75)],
-    ]
-    for path, size, expected in zip(written, sizes, colours):
-        with open(path, "rb") as file:
-            assert file.read(8) == b"\x89PNG\r\n\x1a\n"
-        image = Image.open(path)
-        assert image.size == size and image.mode == "RGB"
-        pixels = np.asarray(image).reshape(-1, 3)
-        assert (pixels < 100).all(axis=1).sum() > 50  # dark text, ticks and frame
-        for colour in expected:
-            assert (np.abs(pixels.astype(int) - colour).max(axis=1) <= 2).sum() >= 10, (path, colour)
-
-
-def test_quick_plot_ticks_are_round_and_inside_the_axis():
-    from lamella.eval._src import raster
-
-    assert raster._ticks(0.13, 0.87) == pytest.approx([0.2, 0.4, 0.6, 0.8])
-    assert raster._tick_text([0.0, 0.25, 0.5]) == ["0.00", "0.25", "0.50"]
-    assert raster._tick_text([0.0, 500_000.0, 1_000_000.0]) == ["0", "0.5M", "1.0M"]
-    assert raster._tick_text([-1.0, 0.0, 1.0]) == ["\u22121", "0", "1"]
-    assert raster._plain(r"fraction of runs with score $> \tau$") == "fraction of runs with score > τ"
-
-
-def test_cli_default_plots_never_import_matplotlib(tmp_path, monkeypatch):
-    # A fresh `lamella eval aggregate` spends most of its time in matplotlib's import when it
-    # draws with it; the default renderer must not import it at all (--matplotlib does).
-    import subprocess
-    import sys
-
-    dirs = [str(_write_run_dir(tmp_path, "ppo", 10.0)), str(_write_run_dir(tmp_path, "dqn", 0.0))]
-    pngs = {
-        "aggregates.png",
-        "performance_profiles.png",
-        "probability_of_improvement.png",
-        "sample_efficiency.png",
-    }
-    code = (
-        "import sys; from lamella.eval.cli import aggregate; "
-        f"aggregate({dirs!r}, out_dir=sys.argv[1], reps=50); print('matplotlib' in sys.modules)"
-    )
-    out = tmp_path / "quick"
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(out)], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.splitlines()[-1] == "False"
-    assert {p.name for p in out.glob("*.png")} == pngs
-    # --matplotlib: the same four files, each saved by the matplotlib plots.
-    saved = []
-    original = plots._save
-    monkeypatch.setattr(
-        plots, "_save", lambda figure, path, dpi: saved.append(path) or original(figure, path, dpi)
-    )
-    cli.aggregate(dirs, out_dir=str(tmp_path / "mpl"), reps=50, matplotlib=True)
-    assert {p.name for p in (tmp_path / "mpl").glob("*.png")} == pngs
-    assert sorted(os.path.basename(p) for p in saved) == sorted(pngs)

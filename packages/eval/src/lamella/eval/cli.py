@@ -143,7 +143,6 @@ def aggregate(
     seed: int = 0,
     truncate: bool = False,
     plots: bool = True,
-    matplotlib: bool = False,
 ) -> list[str]:
     """Aggregate run logs into plots and tables; return the files written.
 
@@ -158,19 +157,16 @@ def aggregate(
         confidence: interval coverage.
         seed: bootstrap seed.
         truncate: cut learning curves to the shortest run instead of raising.
-        plots: write the PNG plots; False writes the tables only.
-        matplotlib: draw the plots with matplotlib (the ``plot_*`` functions) instead of the
-            quick Pillow renderer (``_src/raster.py``, same content, no matplotlib import).
+        plots: write the PNG plots (matplotlib); False writes the tables only.
     """
     import lamella.eval as le
     from lamella.eval._src import tables
 
     def plot(name: str, *args: Any, **kwargs: Any) -> None:
-        if plots:  # Pillow (or matplotlib) is imported only here
-            import importlib
+        if plots:  # matplotlib is imported only here
+            from lamella.eval._src import plots as plotting
 
-            renderer = importlib.import_module(f"lamella.eval._src.{'plots' if matplotlib else 'raster'}")
-            written.append(getattr(renderer, name)(*args, **kwargs))
+            written.append(getattr(plotting, name)(*args, **kwargs))
 
     from lamella.eval._src.bootstrap import _check
 
@@ -338,7 +334,6 @@ def _aggregate_command(args: argparse.Namespace) -> int:
         seed=args.seed,
         truncate=args.truncate,
         plots=not args.no_plots,
-        matplotlib=args.matplotlib,
     )
     return 0
 
@@ -376,12 +371,7 @@ def add_commands(commands: Any) -> None:
     agg.add_argument("--confidence", type=float, default=0.95)
     agg.add_argument("--seed", type=int, default=0)
     agg.add_argument("--truncate", action="store_true", help="cut learning curves to the shortest run")
-    agg.add_argument("--no-plots", action="store_true", help="write the tables only (no plots)")
-    agg.add_argument(
-        "--matplotlib",
-        action="store_true",
-        help="draw the PNG plots with matplotlib (slower start; publication style)",
-    )
+    agg.add_argument("--no-plots", action="store_true", help="write the tables only (no matplotlib)")
     agg.set_defaults(func=_aggregate_command)
 
     chk = commands.add_parser(
