@@ -10,7 +10,8 @@ the ``lamella eval aggregate`` command with its defaults (aggregates, performanc
 probability of improvement, PNG plots and tables), and again with ``--no-plots``; rliable's
 side is a Python process that imports rliable, reads the same files and writes the aggregates
 (or the probability of improvement) to a CSV file. Each side runs once untimed first (bytecode
-written, files cached: what an installed package has).
+written, files cached: what an installed package has). Wall and CPU time (user + system) of
+each process; on a loaded machine the CPU-time ratios are the steadier ones.
 
 Warm: the library calls in this process, timed calls alternating; lamella's JAX backend's
 first call (compile) is reported apart.
@@ -98,12 +99,18 @@ def _write_run_logs(root: str, scores: dict[str, np.ndarray]) -> list[str]:
     return dirs
 
 
-def _fresh(command: list[str], outputs: str) -> float:
-    """Seconds from starting ``command`` to the last file written under/as ``outputs``."""
+def _fresh(command: list[str], outputs: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``command``: wall from its start to the last file written
+    under/as ``outputs``, CPU the user + system time of the process (and its children)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["JAX_PLATFORMS"] = "cpu"
     start = time.time()
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    cpu = usage.ru_utime + usage.ru_stime
     if os.path.isdir(outputs):
         files = [os.path.join(outputs, f) for f in os.listdir(outputs)]
     else:
@@ -112,7 +119,21 @@ def _fresh(command: list[str], outputs: str) -> float:
     os.sync()
     for f in files:
         os.remove(f)
-    return last - start
+    return last - start, cpu
+
+
+def _ratio(reference: list[float], these: list[float]) -> str:
+    """Median and range of the per-round ratios reference / these (paired by round)."""
+    ratios = [r / t for r, t in zip(reference, these)]
+    if not ratios:
+        return ""
+    return f"{np.median(ratios):.1f}x ({min(ratios):.1f}-{max(ratios):.1f})"
+
+
+LAMELLA = "lamella eval aggregate (default: PNG plots)"
+NO_PLOTS = "lamella eval aggregate --no-plots"
+RLIABLE = "rliable: aggregates"
+RLIABLE_POI = "rliable: PoI, 10 pairs"
 
 
 def cold(scores: dict[str, np.ndarray], repeats: int, poi_repeats: int) -> None:
@@ -125,9 +146,9 @@ def cold(scores: dict[str, np.ndarray], repeats: int, poi_repeats: int) -> None:
     lamella = [sys.executable, "-m", "lamella.envs.cli", "eval", "aggregate", *dirs, "--metric", "score"]
     lamella += ["--normalize", "none", "--out-dir", out_dir]
     sides = {
-        "lamella eval aggregate (all outputs, PNG plots)": (lamella, out_dir),
-        "lamella eval aggregate --no-plots": ([*lamella, "--no-plots"], out_dir),
-        "rliable: aggregates": (
+        LAMELLA: (lamella, out_dir),
+        NO_PLOTS: ([*lamella, "--no-plots"], out_dir),
+        RLIABLE: (
             [sys.executable, script, "aggregates", os.path.join(root, "r.csv"), *dirs],
             os.path.join(root, "r.csv"),
         ),
@@ -138,36 +159,38 @@ def cold(scores: dict[str, np.ndarray], repeats: int, poi_repeats: int) -> None:
     )
     for command, outputs in sides.values():  # untimed: bytecode and file cache, as installed
         _fresh(command, outputs)
-    times: dict[str, list[float]] = {name: [] for name in [*sides, "rliable: probability of improvement"]}
+    wall: dict[str, list[float]] = {name: [] for name in [*sides, RLIABLE_POI]}
+    cpu: dict[str, list[float]] = {name: [] for name in wall}
     for i in range(repeats):
         for name, (command, outputs) in sides.items():
-            times[name].append(_fresh(command, outputs))
+            w, c = _fresh(command, outputs)
+            wall[name].append(w)
+            cpu[name].append(c)
         if i < poi_repeats:  # about a minute on an idle core: fewer of these, still interleaved
-            times["rliable: probability of improvement"].append(_fresh(*poi))
-    median = {name: float(np.median(t)) if t else float("nan") for name, t in times.items()}
-    full = median["lamella eval aggregate (all outputs, PNG plots)"]
-    tables = median["lamella eval aggregate --no-plots"]
+            w, c = _fresh(*poi)
+            wall[RLIABLE_POI].append(w)
+            cpu[RLIABLE_POI].append(c)
     print(
-        f"cold: fresh processes, start to last file written; median of {repeats} (rliable PoI: {poi_repeats}), interleaved"
+        f"cold: fresh processes, start to last file written (wall) and user + system time (CPU); "
+        f"median of {repeats} (rliable PoI: {poi_repeats}), interleaved; ratios: median (range) "
+        "of the per-round ratios (PoI: rliable PoI's median over this side's rounds)"
     )
     print()
-    print("| process | seconds | rliable aggregates / this | rliable PoI / this |")
-    print("| --- | --- | --- | --- |")
-    for name, seconds in median.items():
+    print(
+        "| process | wall (s) | CPU (s) | rliable aggregates / this, wall | CPU "
+        "| rliable PoI / this, wall | CPU |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    poi_wall, poi_cpu = float(np.median(wall[RLIABLE_POI])), float(np.median(cpu[RLIABLE_POI]))
+    for name in wall:
+        row = f"| {name} | {np.median(wall[name]):.2f} | {np.median(cpu[name]):.2f} |"
         if name.startswith("rliable"):
-            print(f"| {name} | {seconds:.2f} | | |")
+            print(row + " | | | |")
             continue
         print(
-            f"| {name} | {seconds:.2f} | {median['rliable: aggregates'] / seconds:.1f}x | "
-            f"{median['rliable: probability of improvement'] / seconds:.0f}x |"
+            f"{row} {_ratio(wall[RLIABLE], wall[name])} | {_ratio(cpu[RLIABLE], cpu[name])} | "
+            f"{_ratio([poi_wall] * repeats, wall[name])} | {_ratio([poi_cpu] * repeats, cpu[name])} |"
         )
-    print()
-    print(
-        f"lamella (one process computes aggregates, profiles and PoI) vs rliable: aggregates "
-        f"{median['rliable: aggregates'] / full:.1f}x ({median['rliable: aggregates'] / tables:.1f}x without plots), "
-        f"probability of improvement {median['rliable: probability of improvement'] / full:.0f}x "
-        f"({median['rliable: probability of improvement'] / tables:.0f}x without plots)"
-    )
     print()
 
 

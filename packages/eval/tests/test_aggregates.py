@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lamella.eval as le
-from lamella.eval._src import bootstrap, bootstrap_jax, bootstrap_np
+from lamella.eval._src import bootstrap, bootstrap_jax, bootstrap_np, metrics
 
 rliable_library = pytest.importorskip("rliable.library")
 rliable_metrics = pytest.importorskip("rliable.metrics")
@@ -257,3 +257,37 @@ def test_bad_arguments_raise(dataset):
         le.interval_estimates(dataset, confidence=95)
     with pytest.raises(ValueError, match="no scores for algorithm 'c'"):
         le.probability_of_improvement_estimates(dataset, [("a", "c")])
+
+
+def test_numpy_interval_is_np_quantile_bit_for_bit():
+    # bootstrap_np._interval sorts each column itself (np.quantile along axis 0 is slow); the
+    # bounds must be np.quantile's "linear" ones exactly, ties and odd confidences included.
+    rng = np.random.default_rng(3)
+    for shape in [(2000, 101), (2000, 4, 1), (2000,), (7, 3), (2, 5), (1999, 2, 3)]:
+        for confidence in (0.95, 0.9, 0.5, 0.683):
+            for replicates in (rng.normal(size=shape), np.round(rng.normal(size=shape), 1)):
+                expected = np.quantile(
+                    replicates, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0, method="linear"
+                )
+                got = bootstrap_np._interval(replicates, confidence)
+                assert got.shape == expected.shape
+                np.testing.assert_array_equal(got, expected)
+
+
+def test_numpy_improvement_with_shared_resamples_matches_per_pair_bootstrap():
+    # The NumPy backend resamples each algorithm once for all its pairs; every pair's interval
+    # must still be the independent bootstrap's (per-pair kernel), runs of unequal counts too.
+    rng = np.random.default_rng(4)
+    scores = {"a": rng.normal(0.4, 0.25, (10, 6)), "b": rng.normal(0.5, 0.25, (10, 6))}
+    scores["c"] = rng.normal(0.45, 0.3, (7, 6))
+    shared = le.probability_of_improvement_estimates(scores, reps=4000, key=1, backend="numpy")
+    assert shared.pairs == (("a", "b"), ("a", "c"), ("b", "c"))
+    for i, (x, y) in enumerate(shared.pairs):
+        wins = metrics._improvement_matrix(scores[x], scores[y], np)
+        alone = bootstrap_np.improvement_bounds(np.random.default_rng(10 + i), wins, 4000, 0.95)
+        # 4000 replicates: a bound's Monte-Carlo standard error is about 0.004 here.
+        np.testing.assert_allclose([shared.lower[i], shared.upper[i]], alone, atol=0.02)
+        assert shared.lower[i] < shared.point[i] < shared.upper[i]
+    # A pair of an algorithm with itself keeps two independent resamples (per-pair kernel).
+    same = le.probability_of_improvement_estimates(scores, [("a", "a")], reps=2000, key=1, backend="numpy")
+    assert same.lower[0] < 0.5 < same.upper[0]

@@ -3,7 +3,9 @@
 Resampling follows rliable 1.2's ``StratifiedBootstrap``: within each task, the
 runs are drawn with replacement (``runs`` draws from ``runs``), independently per
 task; tasks are never resampled. Probability of improvement resamples X and Y
-independently (rliable's ``StratifiedIndependentBootstrap``). Intervals are
+independently (rliable's ``StratifiedIndependentBootstrap``; the NumPy backend draws each
+algorithm's resample once per replicate for all the pairs it is in, so pairs' replicates are
+correlated but every pair's interval is the same). Intervals are
 percentile intervals (rliable's default ``method="percentile"``): the
 ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the bootstrap
 replicates, linearly interpolated like ``np.percentile``.
@@ -283,8 +285,18 @@ def probability_of_improvement_estimates(
     wins = [metrics._improvement_matrix(arrays[x], arrays[y], np) for x, y in pairs]
     work = sum(reps * w.size for w in wins)
     if _use_numpy(backend, work):
-        for i, rng in enumerate(_rngs(key, max(len(pairs), 1))[: len(pairs)]):
-            bounds[i] = bootstrap_np.improvement_bounds(rng, wins[i], reps, float(confidence))
+        if pairs and all(x != y for x, y in pairs):
+            # Each algorithm resampled once per replicate for all its pairs (X and Y still
+            # independent within a pair): a quarter of the draws for 5 algorithms.
+            names = list(dict.fromkeys(name for pair in pairs for name in pair))
+            rngs = dict(zip(names, _rngs(key, len(names))))
+            shapes = {name: arrays[name].shape for name in names}
+            bounds[:] = bootstrap_np.improvement_bounds_shared(
+                rngs, shapes, pairs, wins, reps, float(confidence)
+            )
+        else:
+            for i, rng in enumerate(_rngs(key, max(len(pairs), 1))[: len(pairs)]):
+                bounds[i] = bootstrap_np.improvement_bounds(rng, wins[i], reps, float(confidence))
         return ImprovementEstimates(pairs, point, bounds[:, 0], bounds[:, 1], confidence, reps)
 
     import jax.numpy as jnp
