@@ -142,7 +142,11 @@ def rollout(params: AMazeParams, num_envs: int, steps: int, explore: float, seed
     reach the goal and run out of time.
     """
     env = le.wrappers.AutoReset(AMaze() if env is None else env)
-    seek = (lambda s, i: seek_goal(s, params)) if target is None else (lambda s, i: seek_goal(s, params, target(s, i)))
+    seek = (
+        (lambda s, i: seek_goal(s, params))
+        if target is None
+        else (lambda s, i: seek_goal(s, params, target(s, i)))
+    )
 
     @jax.jit
     def run(key):

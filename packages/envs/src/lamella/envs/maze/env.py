@@ -225,7 +225,9 @@ def _maze_map(level: MazeLevel, params: AMazeParams) -> jax.Array:
         # The goal is the top (red) or the bottom (green) cell; the other is a solid distractor
         # of its own colour, and the solid clue shows the goal's colour.
         top = _is_top_goal(level.goal_pos)
-        codes = codes.at[MEMORY_TOP[1], MEMORY_TOP[0]].set(jnp.where(top, _RED_GOAL, _RED_MARK).astype(jnp.uint8))
+        codes = codes.at[MEMORY_TOP[1], MEMORY_TOP[0]].set(
+            jnp.where(top, _RED_GOAL, _RED_MARK).astype(jnp.uint8)
+        )
         bottom = jnp.where(top, _GREEN_MARK, codes[MEMORY_BOTTOM[1], MEMORY_BOTTOM[0]]).astype(jnp.uint8)
         codes = codes.at[MEMORY_BOTTOM[1], MEMORY_BOTTOM[0]].set(bottom)
         clue = jnp.where(top, _RED_MARK, _GREEN_MARK).astype(jnp.uint8)
