@@ -573,6 +573,9 @@ def test_memory_maze_level():
             jax.random.key(0), level.replace(goal_pos=jnp.asarray(goal, jnp.int32)), params
         )
         assert tuple(np.asarray(obs["image"])[1, 4]) == (8, colour, 0), goal
+        frame = np.asarray(maze.render_level(level.replace(goal_pos=jnp.asarray(goal, jnp.int32)), params))
+        clue = tuple(frame[(6 + 1) * 8 + 1, (0 + 1) * 8 + 1])
+        assert clue == ((255, 0, 0) if colour == 0 else (0, 255, 0)), (goal, clue)
 
 
 def test_named_maze_errors():
