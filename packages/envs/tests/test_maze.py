@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from minigrid.core.grid import Grid
 from minigrid.core.mission import MissionSpace
-from minigrid.core.world_object import Goal, Wall
+from minigrid.core.world_object import Goal, Wall, WorldObj
 from minigrid.minigrid_env import MiniGridEnv
 
 import lamella.envs as le
@@ -58,6 +58,40 @@ class InjectedMiniGrid(MiniGridEnv):
         return obs
 
 
+class Marker(WorldObj):
+    """Memory's clue and distractor: a solid cell that looks like a goal of its colour."""
+
+    def __init__(self, color: str, distractor: bool):
+        super().__init__("goal", color)
+        self.distractor = distractor
+
+    def can_overlap(self) -> bool:
+        return False
+
+
+class InjectedMemory(InjectedMiniGrid):
+    """MiniGrid with minimax's Memory rules on top (its own code, not minigrid's MemoryEnv): the
+    goal is red at the top cell or green at the bottom one, the other cell a solid distractor of
+    its colour that ends the episode with reward 0, the solid clue shows the goal's colour."""
+
+    def _gen_grid(self, width: int, height: int) -> None:
+        super()._gen_grid(width, height)
+        gx, gy = (int(v) for v in np.asarray(self.level.goal_pos))
+        top = (gx, gy) == maze.MEMORY_TOP
+        self.grid.get(gx + 1, gy + 1).color = "red" if top else "green"
+        other = maze.MEMORY_BOTTOM if top else maze.MEMORY_TOP
+        self.grid.set(other[0] + 1, other[1] + 1, Marker("green" if top else "red", distractor=True))
+        clue = maze.MEMORY_CLUE
+        self.grid.set(clue[0] + 1, clue[1] + 1, Marker("red" if top else "green", distractor=False))
+
+    def step(self, action):
+        cell = self.grid.get(*self.front_pos)
+        obs, reward, terminated, truncated, info = super().step(action)
+        if action == self.actions.forward and isinstance(cell, Marker):
+            reward, terminated = 0.0, cell.distractor
+        return obs, reward, terminated, truncated, info
+
+
 def take(tree, *index):
     return jax.tree.map(lambda x: x[index], tree)
 
@@ -85,12 +119,13 @@ PARITY_CASES = {
 }
 
 
-def seek_goal(state, params):
-    """Forward when that brings the agent closer to the goal and is not blocked, else turn right."""
+def seek_goal(state, params, target=None):
+    """Forward when that brings the agent closer to the goal (or ``target``) and is not blocked,
+    else turn right."""
     dx = (state.agent_dir == 0).astype(jnp.int32) - (state.agent_dir == 2)
     dy = (state.agent_dir == 1).astype(jnp.int32) - (state.agent_dir == 3)
     x, y = state.agent_pos[0] + dx, state.agent_pos[1] + dy
-    gx, gy = state.level.goal_pos[0], state.level.goal_pos[1]
+    gx, gy = state.level.goal_pos if target is None else target
     closer = jnp.abs(gx - x) + jnp.abs(gy - y) < jnp.abs(gx - state.agent_pos[0]) + jnp.abs(
         gy - state.agent_pos[1]
     )
@@ -99,13 +134,19 @@ def seek_goal(state, params):
     return jnp.where(closer & free, FORWARD, RIGHT).astype(jnp.int32)
 
 
-def rollout(params: AMazeParams, num_envs: int, steps: int, explore: float, seed: int):
-    """lamella's auto-reset rollout on random levels, inputs and outputs of every step.
+def rollout(params: AMazeParams, num_envs: int, steps: int, explore: float, seed: int, env=None, target=None):
+    """lamella's auto-reset rollout on random levels (or ``env``'s), inputs and outputs of every step.
 
     The policy takes a uniform random action (all 7) with probability ``explore``, else
-    :func:`seek_goal`'s, so that episodes both reach the goal and run out of time.
+    :func:`seek_goal`'s (toward ``target(state, env_index)`` if given), so that episodes both
+    reach the goal and run out of time.
     """
-    env = le.wrappers.AutoReset(AMaze())
+    env = le.wrappers.AutoReset(AMaze() if env is None else env)
+    seek = (
+        (lambda s, i: seek_goal(s, params))
+        if target is None
+        else (lambda s, i: seek_goal(s, params, target(s, i)))
+    )
 
     @jax.jit
     def run(key):
@@ -116,7 +157,7 @@ def rollout(params: AMazeParams, num_envs: int, steps: int, explore: float, seed
             obs, state = carry
             k_explore, k_action = jax.random.split(key[0])
             random = jax.random.randint(k_action, (num_envs,), 0, 7)
-            greedy = jax.vmap(seek_goal, in_axes=(0, None))(state, params)
+            greedy = jax.vmap(seek)(state, jnp.arange(num_envs))
             action = jnp.where(jax.random.uniform(k_explore, (num_envs,)) < explore, random, greedy)
             out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(key, state, action, params)
             return (out[0], out[1]), (out, state, action)
@@ -128,14 +169,14 @@ def rollout(params: AMazeParams, num_envs: int, steps: int, explore: float, seed
     return actions, (obs0, state0, outs, before)
 
 
-@pytest.mark.parametrize("case", list(PARITY_CASES))
-def test_parity_with_minigrid(case):
-    params, num_envs, steps, explore = PARITY_CASES[case]
-    actions, (obs0, state0, outs, before) = rollout(params, num_envs, steps, explore, seed=len(case))
+def check_parity(case, params, num_envs, steps, actions, data, reference_class=InjectedMiniGrid):
+    """Replay lamella's rollout in MiniGrid env by env, every observation, reward and flag equal;
+    returns what was compared (for the coverage check)."""
+    obs0, state0, outs, before = data
     obs, states, rewards, terminated, truncated, info = outs
     compared = collections.defaultdict(list)
     for e in range(num_envs):
-        reference = InjectedMiniGrid(params)
+        reference = reference_class(params)
         ref_obs = reference.reset_to(take(state0.level, e))
         np.testing.assert_array_equal(obs0["image"][e], ref_obs["image"])
         for t in range(steps):
@@ -170,14 +211,46 @@ def test_parity_with_minigrid(case):
                 ("auto_reset", auto_reset),
             ):
                 compared[name].append(value)
-    counts = assert_parity_coverage(
-        f"AMaze {case}",
+    return compared
+
+
+def coverage(case, compared):
+    return assert_parity_coverage(
+        case,
         terminated=np.array(compared["terminated"]),
         truncated=np.array(compared["truncated"]),
         reward=np.array(compared["reward"]),
         auto_reset=np.array(compared["auto_reset"]),
     )
+
+
+@pytest.mark.parametrize("case", list(PARITY_CASES))
+def test_parity_with_minigrid(case):
+    params, num_envs, steps, explore = PARITY_CASES[case]
+    actions, data = rollout(params, num_envs, steps, explore, seed=len(case))
+    counts = coverage(f"AMaze {case}", check_parity(case, params, num_envs, steps, actions, data))
     assert counts.terminations >= 3 and counts.truncations >= 2, counts
+
+
+def test_memory_parity_with_minigrid():
+    """minimax's Memory maze: MiniGrid's dynamics and view, the clue's and goals' colours, the
+    distractor ending the episode with reward 0; odd envs walk to the distractor."""
+    env, params = maze.named_env("Memory", max_episode_steps=40)
+    top, bottom = jnp.asarray(maze.MEMORY_TOP), jnp.asarray(maze.MEMORY_BOTTOM)
+
+    def target(state, index):
+        is_top = jnp.all(state.level.goal_pos == top)
+        return jnp.where(index % 2 == 1, jnp.where(is_top, bottom, top), state.level.goal_pos)
+
+    num_envs, steps = 8, 120
+    actions, data = rollout(params, num_envs, steps, 0.3, seed=5, env=env, target=target)
+    compared = check_parity("Memory", params, num_envs, steps, actions, data, InjectedMemory)
+    counts = coverage("AMaze Memory", compared)
+    rewards, terminated = np.array(compared["reward"]), np.array(compared["terminated"])
+    reached, misled = int((terminated & (rewards > 0)).sum()), int((terminated & (rewards == 0)).sum())
+    assert reached >= 3 and misled >= 3 and counts.truncations >= 2, (reached, misled, counts)
+    goals = {tuple(g) for g in np.asarray(data[2][1].level.goal_pos).reshape(-1, 2).tolist()}
+    assert goals == {maze.MEMORY_TOP, maze.MEMORY_BOTTOM}, goals  # both clue colours were played
 
 
 # Conformance ---------------------------------------------------------------------------------
@@ -486,11 +559,32 @@ def test_four_rooms_and_crossing():
     assert len({fingerprint(take(levels, i)) for i in range(50)}) > 10
 
 
+def test_memory_maze_level():
+    sample, params = maze.named_maze_sampler("Memory")
+    assert (params.height, params.width, params.max_episode_steps, params.agent_view_size) == (15, 15, 250, 5)
+    assert params.memory
+    level = maze.named_maze("Memory", jax.random.key(0))[0]
+    # minimax's 47 walls (its clue and goal cells are placed by the rules, not walls here).
+    assert int(level.wall_map.sum()) == 47 and fingerprint(level) == "045e4455ef7c0ff7"
+    assert tuple(np.asarray(level.agent_pos)) == (0, 7) and int(level.agent_dir) == 0
+    # The start view shows the clue on the agent's left, in the goal's colour.
+    for goal, colour in ((maze.MEMORY_TOP, 0), (maze.MEMORY_BOTTOM, 1)):
+        obs, _ = maze.named_env("Memory")[0].reset_to_level(
+            jax.random.key(0), level.replace(goal_pos=jnp.asarray(goal, jnp.int32)), params
+        )
+        assert tuple(np.asarray(obs["image"])[1, 4]) == (8, colour, 0), goal
+        frame = np.asarray(maze.render_level(level.replace(goal_pos=jnp.asarray(goal, jnp.int32)), params))
+        clue = tuple(frame[(6 + 1) * 8 + 1, (0 + 1) * 8 + 1])
+        assert clue == ((255, 0, 0) if colour == 0 else (0, 255, 0)), (goal, clue)
+
+
 def test_named_maze_errors():
     with pytest.raises(MazeError, match=r"unknown named maze 'Labyrinth3'.*SixteenRooms"):
         maze.named_maze("Labyrinth3")
-    with pytest.raises(MazeError, match="Memory has its own rules"):
+    with pytest.raises(MazeError, match="pass a key"):
         maze.named_maze("Memory")
+    with pytest.raises(MazeError, match="fixed on a 15x15 grid"):
+        AMaze(memory=True)
     assert len(maze.NAMED_MAZES) == 16
     # PerfectMazeMedium is the generator of the test above at 19x19 (its params only, no compile).
     params = maze.named_maze_sampler("PerfectMazeMedium")[1]

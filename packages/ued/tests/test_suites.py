@@ -67,6 +67,19 @@ def test_known_answers_on_a_trivially_solvable_maze(action, solved, length, epis
     np.testing.assert_allclose(result["episode_return"], episode_return, rtol=1e-6)
 
 
+def test_memory_plays_by_its_own_rules():
+    """Memory with the agent two cells below the top goal cell, facing it: a forward-only student
+    ends every episode in 2 steps, solved when the goal is the top cell and stopped by the
+    distractor (return 0) when it is the bottom one."""
+    sample, params = maze.named_maze_sampler("Memory")
+    start = {"agent_pos": jnp.asarray([9, 7], jnp.int32), "agent_dir": jnp.asarray(3, jnp.int32)}
+    case = ("memory-up", lambda key: sample(key).replace(**start), params)
+    out = suites.evaluate_suite(CONFIG, scripted_params(FORWARD), None, KEYS, 8, cases=[case])["memory-up"]
+    np.testing.assert_array_equal(out["episode_length"], 2)
+    np.testing.assert_allclose(out["episode_return"], out["solved"] * (1 - 0.9 * 2 / 250), rtol=1e-6)
+    assert 0 < out["solved"].mean() < 1, out["solved"]  # both goals were drawn
+
+
 def test_fixed_mazes_run_to_their_own_horizon():
     """A forward-only student never reaches the goal of the eight fixed 13x13 mazes (each start
     faces a wall or a dead end): every episode runs the maze's 450 steps, unsolved. The student
@@ -82,8 +95,8 @@ def test_fixed_mazes_run_to_their_own_horizon():
 
 
 def test_suites_name_known_mazes():
-    assert suites.SUITES["minimax-test"] == tuple(n for n in maze.NAMED_MAZES if n != "Memory")
-    assert len(suites.SUITES["minimax-test"]) == 15
+    assert suites.SUITES["minimax-test"] == maze.NAMED_MAZES
+    assert len(suites.SUITES["minimax-test"]) == 16 and "Memory" in suites.MAZE_SUITES.cases
     for names in suites.SUITES.values():
         assert set(names) <= set(maze.NAMED_MAZES)
     assert suites.resolve_suite("perfect-mazes") == ("PerfectMaze", "PerfectMazeMedium", "PerfectMazeXL")
@@ -99,7 +112,7 @@ def test_suites_name_known_mazes():
     [
         ("minimax", "unknown suite or maze 'minimax'"),
         ("SixteenRooms,Labirynth", "Did you mean Labyrinth"),
-        ("Memory", "Memory maze has its own rules"),
+        ("Memroy", "Did you mean Memory"),
         ("Crossing,Crossing", "more than once"),
         (" , ", "empty suite"),
     ],

@@ -54,8 +54,8 @@ _FIXED_13 = (
     "StandardMaze2",
     "StandardMaze3",
 )
-#: Every named maze AMaze implements (all 16 but Memory, whose clue and distractor rules it lacks).
-EVALUABLE = tuple(name for name in maze.NAMED_MAZES if name != "Memory")
+#: Every named maze (all 16; Memory plays by its own rules, ``AMazeParams.memory``).
+EVALUABLE = tuple(maze.NAMED_MAZES)
 
 SUITES: dict[str, tuple[str, ...]] = {
     # minimax's held-out test mazes, in its order.
@@ -80,7 +80,7 @@ def resolve_suite(suite: str | Sequence[str]) -> tuple[str, ...]:
 
     Raises:
         SuiteError: an empty suite, an unknown name (the message lists the suites and the mazes),
-            ``Memory`` (not implemented), or a maze named twice.
+            or a maze named twice.
     """
     if isinstance(suite, str):
         if suite.strip() in SUITES:
@@ -92,11 +92,6 @@ def resolve_suite(suite: str | Sequence[str]) -> tuple[str, ...]:
     if not names:
         raise SuiteError(f"empty suite {suite!r}; name a suite ({', '.join(SUITES)}) or mazes.")
     for name in names:
-        if name == "Memory":
-            raise SuiteError(
-                "the Memory maze has its own rules (a coloured clue cell and a distractor goal) that "
-                "AMaze does not implement; leave it out of the suite (minimax-test already does)."
-            )
         if name not in maze.NAMED_MAZES:
             close = difflib.get_close_matches(name, [*SUITES, *EVALUABLE], n=2, cutoff=0.6)
             hint = f" Did you mean {' or '.join(close)}?" if close else ""
@@ -135,8 +130,8 @@ def _group_program(
     """``run(params, keys) -> (returns, lengths)``, each ``(seeds, len(cases), episodes)``:
     the mazes of one size, every episode at once, vmapped over seeds."""
     train = _train_params(config)
-    height, width = cases[0][2].height, cases[0][2].width
-    env_params = train.replace(height=height, width=width, n_walls=0)
+    height, width, memory = cases[0][2].height, cases[0][2].width, cases[0][2].memory
+    env_params = train.replace(height=height, width=width, n_walls=0, memory=memory)
     bare = maze.AMaze(**{f.name: getattr(env_params, f.name) for f in dataclasses.fields(env_params)})
     env = OnLevel(bare)
     actor_critic = make_actor_critic(config, bare.action_space(env_params))
@@ -203,9 +198,9 @@ def evaluate_suite(
         raise SuiteError(f"episodes must be a whole number >= 1, got {episodes!r}.")
     chosen = list(cases) if cases is not None else _cases(resolve_suite(suite))
     greedy = config.eval_greedy if greedy is None else bool(greedy)
-    groups: dict[tuple[int, int], list[Case]] = {}
+    groups: dict[tuple[int, int, bool], list[Case]] = {}
     for case in chosen:
-        groups.setdefault((case[2].height, case[2].width), []).append(case)
+        groups.setdefault((case[2].height, case[2].width, case[2].memory), []).append(case)
     out: dict[str, dict[str, np.ndarray]] = {}
     for group in groups.values():
         program = _group_program(config, tuple(group), int(episodes), greedy)

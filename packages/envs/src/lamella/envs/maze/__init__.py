@@ -22,7 +22,15 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from lamella.envs.maze.env import ACTION_NAMES, NUM_ACTIONS, AMaze, AutoReplay
+from lamella.envs.maze.env import (
+    ACTION_NAMES,
+    MEMORY_BOTTOM,
+    MEMORY_CLUE,
+    MEMORY_TOP,
+    NUM_ACTIONS,
+    AMaze,
+    AutoReplay,
+)
 from lamella.envs.maze.levels import (
     check_level_fits,
     format_maze,
@@ -46,6 +54,9 @@ from lamella.envs.maze.types import AMazeParams, AMazeState, MazeError, MazeLeve
 __all__ = [
     "ACTION_NAMES",
     "DR_IDS",
+    "MEMORY_BOTTOM",
+    "MEMORY_CLUE",
+    "MEMORY_TOP",
     "NAMED_MAZES",
     "NUM_ACTIONS",
     "AMaze",
@@ -88,7 +99,7 @@ def named_env(name: str, **overrides: Any) -> tuple[AMaze, AMazeParams]:
     generates a 101x101 maze, which ``AutoReset`` would compute on every step).
 
     Raises:
-        MazeError: an unknown name, or Memory (not implemented).
+        MazeError: an unknown name.
     """
     sample, params = named_maze_sampler(name)
     env = AMaze(level_sampler=sample, **{**_settings(params), **overrides})

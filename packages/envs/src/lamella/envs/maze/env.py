@@ -20,6 +20,10 @@ __all__ = [
     "ACTION_NAMES",
     "COLOR_GREEN",
     "COLOR_GREY",
+    "COLOR_RED",
+    "MEMORY_BOTTOM",
+    "MEMORY_CLUE",
+    "MEMORY_TOP",
     "NUM_ACTIONS",
     "OBJECT_EMPTY",
     "OBJECT_GOAL",
@@ -34,7 +38,11 @@ NUM_ACTIONS = 7
 ACTION_NAMES = ("left", "right", "forward", "pickup", "drop", "toggle", "done")
 # MiniGrid's cell encoding [object, colour, state].
 OBJECT_UNSEEN, OBJECT_EMPTY, OBJECT_WALL, OBJECT_GOAL = 0, 1, 2, 8
-COLOR_GREEN, COLOR_GREY = 1, 5
+COLOR_RED, COLOR_GREEN, COLOR_GREY = 0, 1, 5
+# minimax's Memory maze (AMazeParams.memory): (x, y) of the clue and of the two goal cells, and
+# the extra codes of its maze_map (lamella's, not MiniGrid's: each is seen as a goal cell).
+MEMORY_CLUE, MEMORY_TOP, MEMORY_BOTTOM = (0, 6), (9, 5), (9, 9)
+_RED_GOAL, _GREEN_MARK, _RED_MARK = 9, 10, 11
 
 
 def _direction_vectors(direction: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -213,7 +221,22 @@ def _maze_map(level: MazeLevel, params: AMazeParams) -> jax.Array:
     pad = params.agent_view_size - 1
     codes = jnp.where(level.wall_map, OBJECT_WALL, OBJECT_EMPTY).astype(jnp.uint8)
     codes = codes.at[level.goal_pos[1], level.goal_pos[0]].set(OBJECT_GOAL)
+    if params.memory:
+        # The goal is the top (red) or the bottom (green) cell; the other is a solid distractor
+        # of its own colour, and the solid clue shows the goal's colour.
+        top = _is_top_goal(level.goal_pos)
+        codes = codes.at[MEMORY_TOP[1], MEMORY_TOP[0]].set(
+            jnp.where(top, _RED_GOAL, _RED_MARK).astype(jnp.uint8)
+        )
+        bottom = jnp.where(top, _GREEN_MARK, codes[MEMORY_BOTTOM[1], MEMORY_BOTTOM[0]]).astype(jnp.uint8)
+        codes = codes.at[MEMORY_BOTTOM[1], MEMORY_BOTTOM[0]].set(bottom)
+        clue = jnp.where(top, _RED_MARK, _GREEN_MARK).astype(jnp.uint8)
+        codes = codes.at[MEMORY_CLUE[1], MEMORY_CLUE[0]].set(clue)
     return jnp.pad(codes, pad, constant_values=OBJECT_WALL)
+
+
+def _is_top_goal(goal_pos: jax.Array) -> jax.Array:
+    return (goal_pos[0] == MEMORY_TOP[0]) & (goal_pos[1] == MEMORY_TOP[1])
 
 
 @jax.jit
@@ -237,7 +260,13 @@ def _observe(state: AMazeState, params: AMazeParams) -> dict[str, jax.Array]:
     if not params.see_through_walls:
         visible = _visibility(image != OBJECT_WALL, view)
         image = jnp.where(visible, image, OBJECT_UNSEEN)
-    color = jnp.where(image == OBJECT_WALL, COLOR_GREY, jnp.where(image == OBJECT_GOAL, COLOR_GREEN, 0))
+    if params.memory:
+        red = (image == _RED_GOAL) | (image == _RED_MARK)
+        green = (image == OBJECT_GOAL) | (image == _GREEN_MARK)
+        image = jnp.where(red | green, OBJECT_GOAL, image)
+        color = jnp.where(image == OBJECT_WALL, COLOR_GREY, jnp.where(green, COLOR_GREEN, COLOR_RED))
+    else:
+        color = jnp.where(image == OBJECT_WALL, COLOR_GREY, jnp.where(image == OBJECT_GOAL, COLOR_GREEN, 0))
     obs = jnp.stack([image, color.astype(jnp.uint8), jnp.zeros_like(image)], axis=-1)
     return {"image": obs, "agent_dir": direction.astype(jnp.int32)}
 
@@ -248,17 +277,27 @@ def _step(state: AMazeState, action: jax.Array, params: AMazeParams) -> StepOutp
     dx, dy = _direction_vectors(state.agent_dir)
     tx, ty = state.agent_pos[0] + dx, state.agent_pos[1] + dy
     ahead = state.maze_map[ty + pad, tx + pad]  # the padding makes the border a wall
-    moved = (action == FORWARD) & (ahead != OBJECT_WALL)
-    reached = moved & (ahead == OBJECT_GOAL)
+    if params.memory:
+        moved = (action == FORWARD) & (ahead != OBJECT_WALL) & (ahead != _GREEN_MARK) & (ahead != _RED_MARK)
+        reached = moved & ((ahead == OBJECT_GOAL) | (ahead == _RED_GOAL))
+        # Walking into the distractor (the goal cell that is not the level's goal) ends the episode.
+        top = _is_top_goal(state.level.goal_pos)
+        distractor = jnp.where(top, jnp.asarray(MEMORY_BOTTOM), jnp.asarray(MEMORY_TOP))
+        misled = (action == FORWARD) & (tx == distractor[0]) & (ty == distractor[1])
+    else:
+        moved = (action == FORWARD) & (ahead != OBJECT_WALL)
+        reached = moved & (ahead == OBJECT_GOAL)
+        misled = jnp.zeros((), jnp.bool_)
     agent_pos = jnp.where(moved, jnp.stack([tx, ty]), state.agent_pos)
     turn = (action == RIGHT).astype(jnp.int32) + 3 * (action == LEFT).astype(jnp.int32)
     agent_dir = (state.agent_dir + turn) % 4
     time = state.time + 1
     max_steps = jnp.asarray(params.max_episode_steps)
     reward = jnp.where(reached, 1.0 - 0.9 * time.astype(jnp.float32) / max_steps, 0.0).astype(jnp.float32)
-    truncated = (time >= max_steps) & ~reached
+    terminated = reached | misled
+    truncated = (time >= max_steps) & ~terminated
     new_state = state.replace(agent_pos=agent_pos, agent_dir=agent_dir, time=time)
-    return _observe(new_state, params), new_state, reward, reached, truncated, {}
+    return _observe(new_state, params), new_state, reward, terminated, truncated, {}
 
 
 class AutoReplay(Wrapper):

@@ -62,6 +62,12 @@ def check_params(params: AMazeParams) -> None:
     steps = params.max_episode_steps
     if _is_int(steps) and steps < 1:
         raise MazeError(f"AMazeParams.max_episode_steps must be >= 1, got {steps!r}.")
+    if params.memory and (params.height, params.width) != (15, 15):
+        raise MazeError(
+            "AMazeParams.memory=True is minimax's Memory maze, whose clue and goal cells are fixed "
+            f"on a 15x15 grid, got {params.height}x{params.width}; use height=width=15 "
+            "(named_maze_sampler('Memory') gives its level and params)."
+        )
 
 
 def check_level_fits(level: MazeLevel, params: AMazeParams, what: str = "level") -> None:

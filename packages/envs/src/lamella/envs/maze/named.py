@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import random as fast_random
+from lamella.envs.maze.env import MEMORY_BOTTOM, MEMORY_TOP
 from lamella.envs.maze.levels import choose_cell, parse_maze
 from lamella.envs.maze.types import AMazeParams, MazeError, MazeLevel
 
@@ -169,6 +170,27 @@ _FIXED = {
         .#...#...#...
     """,
 }
+
+
+# minimax's Memory walls (its clue and goal cells are not walls here: AMazeParams.memory places
+# them); the G only satisfies the text format, the sampler draws the goal.
+_MEMORY = """
+    ........#.#....
+    ........#.#....
+    ........#.#....
+    ........#.#....
+    ........#.#....
+    ####....#.#....
+    ...######.#....
+    >.........#....
+    ...######.#....
+    ####....#.#....
+    ........#.#....
+    ........#.#....
+    ........#.#....
+    ........#.#....
+    ........#G#....
+"""
 
 
 def _singleton_horizon(height: int, width: int) -> int:
@@ -364,11 +386,20 @@ def _spec(name: str) -> tuple[Sampler, AMazeParams]:
             size, size, _singleton_horizon(size, size)
         )
     if name == "Memory":
-        raise MazeError(
-            "Memory has its own rules (a coloured clue cell and a distractor goal that ends the "
-            "episode with 0 reward) that AMaze does not implement yet; evaluate on the other "
-            f"named mazes: {', '.join(n for n in NAMED_MAZES if n != 'Memory')}."
-        )
+        walls = jnp.asarray(parse_maze(_MEMORY).wall_map)
+        top, bottom = jnp.asarray(MEMORY_TOP, jnp.int32), jnp.asarray(MEMORY_BOTTOM, jnp.int32)
+
+        def memory(key: jax.Array) -> MazeLevel:
+            is_top = fast_random.randint(key, (), 0, 2) == 1
+            return MazeLevel(
+                wall_map=walls,
+                goal_pos=jnp.where(is_top, top, bottom),
+                agent_pos=jnp.asarray([0, 7], jnp.int32),
+                agent_dir=jnp.zeros((), jnp.int32),
+            )
+
+        params = AMazeParams(height=15, width=15, n_walls=0, max_episode_steps=250, memory=True)
+        return memory, params
     raise MazeError(f"unknown named maze {name!r}; the names are {', '.join(NAMED_MAZES)}.")
 
 
@@ -378,12 +409,14 @@ def named_maze_sampler(name: str) -> tuple[Sampler, AMazeParams]:
 
     Horizons (``max_episode_steps``) are minimax's: ``2 (H + 2) (W + 2)`` for the fixed mazes,
     the corridors and the perfect mazes (450 for 13x13), 250 for FourRooms, ``4 (H + 2) (W + 2)``
-    = 484 for Crossing. Start directions are minimax's effective ones (0, right, wherever its
+    = 484 for Crossing, 250 for Memory. Start directions are minimax's effective ones (0, right, wherever its
     classes ask for a random direction that its code never draws).
 
     Raises:
-        MazeError: an unknown name (the message lists the names), or ``Memory`` (not
-            implemented: it needs rules AMaze does not have).
+        MazeError: an unknown name (the message lists the names).
+
+    Memory's params have ``memory=True`` (its rules: :class:`~lamella.envs.maze.AMazeParams`);
+    its sampler draws the goal, top ``(9, 5)`` or bottom ``(9, 9)``, with probability 1/2.
     """
     return _spec(name)
 
@@ -395,7 +428,7 @@ def named_maze(name: str, key: jax.Array | None = None) -> tuple[MazeLevel, AMaz
     Crossing, PerfectMaze*); the eight fixed mazes ignore it.
 
     Raises:
-        MazeError: an unknown name, ``Memory``, or a random maze without a key.
+        MazeError: an unknown name, or a random maze without a key.
     """
     sample, params = _spec(name)
     if key is None:

@@ -15,6 +15,7 @@ __all__ = ["render_level"]
 FLOOR = (0, 0, 0)
 WALL = (100, 100, 100)
 GOAL = (0, 255, 0)
+RED_GOAL = (255, 0, 0)  # Memory's red goal cell (and clue)
 AGENT = (255, 0, 0)
 HIGHLIGHT = (60, 60, 60)  # added to the cells the agent sees (MiniGrid's highlight)
 
@@ -38,7 +39,8 @@ def render_level(
     """RGB uint8 ``((H + 2) * tile_size, (W + 2) * tile_size, 3)`` picture of ``level``.
 
     The border wall is drawn; walls grey, floor black, goal green, the agent a red triangle
-    pointing its way (MiniGrid's colours). ``highlight_view`` lightens the cells of the agent's
+    pointing its way (MiniGrid's colours); with ``params.memory`` the top goal cell red, the
+    bottom one green, the clue in the goal's colour. ``highlight_view`` lightens the cells of the agent's
     ``agent_view_size`` view. Jittable; vmap over levels for a batch.
     """
     height, width = params.height, params.width
@@ -51,6 +53,12 @@ def render_level(
     agent_inside = (ax >= 0) & (ax < width) & (ay >= 0) & (ay < height)
     colors = jnp.where(walls[..., None], jnp.asarray(WALL, jnp.uint8), jnp.asarray(FLOOR, jnp.uint8))
     colors = jnp.where(goal[..., None], jnp.asarray(GOAL, jnp.uint8), colors)
+    if params.memory:
+        # Memory: the top goal cell red, the bottom one green, the clue in the goal's colour.
+        top = (level.goal_pos[0] == 9) & (level.goal_pos[1] == 5)
+        red, green = jnp.asarray(RED_GOAL, jnp.uint8), jnp.asarray(GOAL, jnp.uint8)
+        for (x, y), color in (((9, 5), red), ((9, 9), green), ((0, 6), jnp.where(top, red, green))):
+            colors = colors.at[y + 1, x + 1].set(color)
     if highlight_view:
         view = params.agent_view_size
         direction = jnp.asarray(level.agent_dir, jnp.int32)

@@ -59,6 +59,12 @@ class AMazeParams(struct.PyTreeNode):
             ``0 .. n_walls`` (both ends included), then that many walls.
         max_episode_steps: int (traced), steps after which the episode is truncated; also the
             ``max_steps`` of the reward ``1 - 0.9 * t / max_steps``.
+        memory: static bool, minimax's Memory rules (15x15 only; ``named_maze_sampler("Memory")``
+            sets it): the goal is one of two goal cells, ``(9, 5)`` (red) or ``(9, 9)`` (green),
+            the level's ``goal_pos``; the other is a distractor, and the clue cell ``(0, 6)``
+            next to the start shows the goal's colour. Clue and distractor are solid (seen as
+            goals of their colour); walking into the distractor ends the episode
+            (``terminated``) with reward 0.
     """
 
     height: int = struct.field(static=True, default=13)
@@ -69,6 +75,7 @@ class AMazeParams(struct.PyTreeNode):
     replace_wall_pos: bool = struct.field(static=True, default=True)
     sample_n_walls: bool = struct.field(static=True, default=False)
     max_episode_steps: int = 250
+    memory: bool = struct.field(static=True, default=False)
 
 
 class AMazeState(struct.PyTreeNode):
@@ -81,7 +88,8 @@ class AMazeState(struct.PyTreeNode):
         agent_dir: int32 ``()``, the agent's current direction (0 right, 1 down, 2 left, 3 up).
         time: int32 ``()``, steps taken in this episode.
         maze_map: uint8 ``(H + 2 (V - 1), W + 2 (V - 1))``, the level as MiniGrid object codes
-            (1 empty, 2 wall, 8 goal) padded with ``V - 1`` wall cells on every side
+            (1 empty, 2 wall, 8 goal; with ``memory``: 9 red goal, 10 and 11 solid green and red
+            goal-coloured cells, the clue and the distractor) padded with ``V - 1`` wall cells on every side
             (``V = agent_view_size``), built by ``reset_to_level`` from ``level``: the step reads
             the cell ahead and the view window from it without bounds checks. Derived data:
             build states with ``reset_to_level``, not by hand.
