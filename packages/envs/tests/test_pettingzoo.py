@@ -25,11 +25,13 @@ MPE_IDS = ["MPE-simple_spread-v3"]
 # one by one, so agents leave `agents` before the episode ends.
 SMAX_IDS = ["SMAX-3m-v0"]
 # Every multi-agent main id except LBF's, RWARE's, MPE's and SMAX's (a few ids stand for each of those
-# families: same code, other sizes).
+# families: same code, other sizes) and IMPInTheMatrix-v0 (IPDInTheMatrix-v0 stands for it: the
+# same env class, another payoff and coin layout; its PettingZoo run was the file's longest test).
 MATRIX_IDS = [
     env_id
     for env_id in le.registered(variants=False)
     if not env_id.startswith(("Foraging-", "rware-", "MPE-", "SMAX-"))
+    and env_id != "IMPInTheMatrix-v0"
     and le.make(env_id, autoreset=False)[0].num_agents > 1
 ]
 IDS = MATRIX_IDS + LBF_IDS + RWARE_IDS + MPE_IDS + SMAX_IDS
@@ -66,6 +68,7 @@ def adapters():
 
 def test_ids_cover_every_multi_agent_family():
     assert "IteratedPrisonersDilemma-v0" in MATRIX_IDS and "InfiniteMatrixGame-v0" in MATRIX_IDS
+    assert "IPDInTheMatrix-v0" in MATRIX_IDS
     assert len(MATRIX_IDS) >= 7
     for env_id in LBF_IDS + RWARE_IDS + MPE_IDS + SMAX_IDS:
         assert env_id in le.registered(variants=False)
