@@ -1,6 +1,6 @@
 """IPPO training throughput: lamella-marl against JaxMARL's IPPO baseline, side by side, same env.
 
-    python benchmarks/marl_ippo_throughput.py --jaxmarl-src DIR [--updates 16] [--repeats 5]
+    python benchmarks/marl_ippo_throughput.py --jaxmarl-src DIR [--env ID] [--updates 16] [--repeats 5] [--clock wall|process]
 
 ``DIR`` is a checkout of FLAIROx/JaxMARL (its ``baselines/IPPO/ippo_ff_mpe.py`` is loaded from
 there, unmodified, and run as JaxMARL runs it). JaxMARL pins nothing lamella cannot share, so both
@@ -10,7 +10,7 @@ it (see the marl README for the exact commands).
 Protocol (../shared/BENCHMARKS.md):
 
 * The same env on both sides: lamella's Level-Based Foraging (``Foraging-8x8-2p-2f-coop-v3``,
-  JaxMARL has no LBF), handed to JaxMARL's ``make_train`` through a small adapter to JaxMARL's
+  JaxMARL has no LBF) or MPE (``--env MPE-simple_spread-v3``, lamella's port of mpe2), handed to JaxMARL's ``make_train`` through a small adapter to JaxMARL's
   ``MultiAgentEnv`` interface (dict observations, actions, rewards and dones; JaxMARL's own
   ``step`` auto-resets, its ``MPELogWrapper`` logs returns) in place of ``jaxmarl.make``. Both
   sides train on the team reward (the agents' rewards summed).
@@ -24,7 +24,8 @@ Protocol (../shared/BENCHMARKS.md):
   JaxMARL's per-update ``io_callback`` to ``wandb.log`` is part of its program and stays (a stub
   ``wandb`` module whose ``log`` does nothing).
 * Timed calls interleaved (lamella, JaxMARL, lamella, ...), medians, compile (first call)
-  reported separately.
+  reported separately. ``--clock process`` times the calls in CPU time of the process (all its
+  threads), steadier than wall time on a machine shared with other jobs.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -123,11 +125,14 @@ def main() -> None:
     parser.add_argument("--jaxmarl-src", type=Path, required=True, help="a checkout of FLAIROx/JaxMARL")
     parser.add_argument("--updates", type=int, default=16, help="PPO iterations per timed call")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--env", default=ENV_ID, help="a lamella multi-agent env id with discrete actions")
+    parser.add_argument("--clock", choices=("wall", "process"), default="wall")
     args = parser.parse_args()
+    env_id = args.env
     total = args.updates * NUM_ENVS * NUM_STEPS
 
     config = IPPOConfig(
-        env_id=ENV_ID,
+        env_id=env_id,
         total_timesteps=total,
         num_envs=NUM_ENVS,
         num_steps=NUM_STEPS,
@@ -158,7 +163,7 @@ def main() -> None:
         "VF_COEF": 0.5,
         "MAX_GRAD_NORM": 0.5,
         "ACTIVATION": "tanh",
-        "ENV_NAME": ENV_ID,
+        "ENV_NAME": env_id,
         "ENV_KWARGS": {},
         "ANNEAL_LR": False,
     }
@@ -173,9 +178,13 @@ def main() -> None:
         (jax.random.key(0),),
         work=total,
         repeats=args.repeats,
+        clock=time.process_time if args.clock == "process" else time.perf_counter,
     )
     ratios = [a / b for a, b in zip(times["jaxmarl"], times["lamella"], strict=True)]
-    print(f"IPPO training on {ENV_ID}: {NUM_ENVS} envs x {NUM_STEPS} steps, {args.updates} updates per call")
+    print(
+        f"IPPO training on {env_id}: {NUM_ENVS} envs x {NUM_STEPS} steps, {args.updates} updates per call, "
+        f"{args.clock} clock"
+    )
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPU(s); jax {jax.__version__}, "
         f"jaxmarl {importlib.metadata.version('jaxmarl')}, flax {importlib.metadata.version('flax')}"

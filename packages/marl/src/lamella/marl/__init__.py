@@ -35,6 +35,7 @@ from lamella.marl.ppo import (
     make_rec_ippo_runner,
     make_rec_mappo_runner,
 )
+from lamella.marl.rec_iql import RecIQLConfig, RecurrentQNetwork, make_rec_iql_runner
 from lamella.marl.recording import OfflineExperience, read_offline
 
 __all__ = [
@@ -48,7 +49,9 @@ __all__ = [
     "MultiAgentRecurrentActorCriticNet",
     "OfflineExperience",
     "RecIPPOConfig",
+    "RecIQLConfig",
     "RecMAPPOConfig",
+    "RecurrentQNetwork",
     "__version__",
     "check_multi_agent_env",
     "make_idqn_runner",
@@ -60,6 +63,7 @@ __all__ = [
     "make_multi_agent_ppo",
     "make_multi_agent_ppo_runner",
     "make_rec_ippo_runner",
+    "make_rec_iql_runner",
     "make_rec_mappo_runner",
     "masked_categorical",
     "read_offline",
