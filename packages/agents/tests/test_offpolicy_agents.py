@@ -226,8 +226,10 @@ def test_reward_bounds_clip_the_critic_targets(name):
     batch = _batch(obs_space, action).replace(reward=jnp.full(8, 10.0), discount=jnp.full(8, 0.5))
     config = config_cls(hidden_sizes=SMALL, gamma=0.5, reward_bounds=(-0.1, 0.1))
     agent = make(config, obs_space, act_space)
-    train_state, memory = agent.init(jax.random.key(0), batch.obs)
-    q_target = jax.jit(agent.update)(batch, train_state, memory)[2]["q_target"]
+    # init and update in one compiled program (an eager init costs more than compiling it)
+    q_target = jax.jit(lambda key: agent.update(batch, *agent.init(key, batch.obs))[2]["q_target"])(
+        jax.random.key(0)
+    )
     np.testing.assert_allclose(q_target, 0.2, rtol=1e-5)
 
 
@@ -236,7 +238,10 @@ def test_critic_sizes_and_layer_norm():
     parameters to every hidden layer of each critic; an unknown norm is refused."""
     obs_space, act_space = _spaces("Pendulum-v1")
     config = SACConfig(hidden_sizes=SMALL, critic_hidden_sizes=(8, 8, 8), critic_norm="layer")
-    state, _ = make_sac(config, obs_space, act_space).init(jax.random.key(0), jnp.zeros((1, 3)))
+    agent = make_sac(config, obs_space, act_space)
+    state = jax.eval_shape(
+        lambda key: agent.init(key, jnp.zeros((1, 3)))[0], jax.random.key(0)
+    )  # shapes only
     leaves = jax.tree_util.tree_leaves_with_path(state.critic_params)
     flat = {jax.tree_util.keystr(path): leaf.shape for path, leaf in leaves}
     norms = [key for key in flat if "LayerNorm" in key and "scale" in key]
