@@ -211,3 +211,44 @@ def make_dqn_q(agent, state, x):
     from lamella.agents.offpolicy.common import QNetwork
 
     return QNetwork(5, SMALL).apply(state.params, x)
+
+
+@pytest.mark.parametrize("name", ["sac", "tqc", "discrete_sac"])
+def test_reward_bounds_clip_the_critic_targets(name):
+    """Rewards of 10 with gamma 0.5 give targets of 10 + 0.5 * (next soft value);
+    ``reward_bounds=(-0.1, 0.1)`` allows returns in [-0.2, 0.2] only, so every target (TQC:
+    every atom) is clipped to 0.2, and their mean is 0.2 (unclipped it would need a next soft
+    value of exactly -19.6 at every sample)."""
+    env_id = "CartPole-v1" if name == "discrete_sac" else "Pendulum-v1"
+    config_cls, make = AGENTS["tqc" if name == "tqc" else "sac"]
+    obs_space, act_space = _spaces(env_id)
+    action = jnp.zeros(8, jnp.int32) if name == "discrete_sac" else jnp.zeros((8, 1))
+    batch = _batch(obs_space, action).replace(reward=jnp.full(8, 10.0), discount=jnp.full(8, 0.5))
+    config = config_cls(hidden_sizes=SMALL, gamma=0.5, reward_bounds=(-0.1, 0.1))
+    agent = make(config, obs_space, act_space)
+    # init and update in one compiled program (an eager init costs more than compiling it)
+    q_target = jax.jit(lambda key: agent.update(batch, *agent.init(key, batch.obs))[2]["q_target"])(
+        jax.random.key(0)
+    )
+    np.testing.assert_allclose(q_target, 0.2, rtol=1e-5)
+
+
+def test_critic_sizes_and_layer_norm():
+    """``critic_hidden_sizes`` shapes the critics only; ``critic_norm="layer"`` adds LayerNorm
+    parameters to every hidden layer of each critic; an unknown norm is refused."""
+    obs_space, act_space = _spaces("Pendulum-v1")
+    config = SACConfig(hidden_sizes=SMALL, critic_hidden_sizes=(8, 8, 8), critic_norm="layer")
+    agent = make_sac(config, obs_space, act_space)
+    state = jax.eval_shape(
+        lambda key: agent.init(key, jnp.zeros((1, 3)))[0], jax.random.key(0)
+    )  # shapes only
+    leaves = jax.tree_util.tree_leaves_with_path(state.critic_params)
+    flat = {jax.tree_util.keystr(path): leaf.shape for path, leaf in leaves}
+    norms = [key for key in flat if "LayerNorm" in key and "scale" in key]
+    dense = sorted(shape for key, shape in flat.items() if "Dense" in key and "kernel" in key)
+    assert len(norms) == 3 and all(flat[key] == (2, 8) for key in norms)  # 2 critics, 3 layers of 8
+    assert dense == sorted([(2, 4, 8), (2, 8, 8), (2, 8, 8), (2, 8, 1)])  # obs 3 + action 1 in
+    actor_kernels = [leaf.shape for leaf in jax.tree_util.tree_leaves(state.actor_params) if leaf.ndim == 2]
+    assert actor_kernels[0] == (3, 16)  # the actor keeps hidden_sizes
+    with pytest.raises(ValueError, match="critic_norm must be None or 'layer'"):
+        make_sac(SACConfig(critic_norm="batch"), obs_space, act_space)

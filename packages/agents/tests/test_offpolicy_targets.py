@@ -113,3 +113,14 @@ def test_squashed_gaussian_log_prob_matches_change_of_variables():
         -0.5 * ((u - 0.3) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi) - np.log(1 - np.tanh(u) ** 2)
     )
     np.testing.assert_allclose(log_prob, expected[:, 0], rtol=1e-4)
+
+
+def test_return_bounds():
+    # Sparse goal rewards -1 / 0 with gamma 0.98: returns in [-1 / 0.02, 0] = [-50, 0].
+    np.testing.assert_allclose(targets.return_bounds(0.98, (-1.0, 0.0)), (-50.0, 0.0), rtol=1e-6)
+    # Positive rewards in [0.5, 2], gamma 0.9: an episode may end at once (0), at most 2 / 0.1.
+    np.testing.assert_allclose(targets.return_bounds(0.9, (0.5, 2.0)), (0.0, 20.0), rtol=1e-6)
+    with pytest.raises(ValueError, match="lowest first"):
+        targets.return_bounds(0.9, (1.0, -1.0))
+    with pytest.raises(ValueError, match="gamma < 1"):
+        targets.return_bounds(1.0, (-1.0, 0.0))

@@ -136,10 +136,11 @@ def apply_fn(module: nn.Module) -> Callable[..., Any]:
     return module.apply
 
 
-def _mlp(x: jax.Array, hidden_sizes: Sequence[int], activation: str) -> jax.Array:
+def _mlp(x: jax.Array, hidden_sizes: Sequence[int], activation: str, layer_norm: bool = False) -> jax.Array:
     act = activation_by_name(activation)
     for size in hidden_sizes:
-        x = act(nn.Dense(size)(x))
+        x = nn.Dense(size)(x)
+        x = act(nn.LayerNorm()(x) if layer_norm else x)
     return x
 
 
@@ -167,23 +168,26 @@ class _CriticMLP(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
     num_outputs: int
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        return nn.Dense(self.num_outputs)(_mlp(x, self.hidden_sizes, self.activation))
+        return nn.Dense(self.num_outputs)(_mlp(x, self.hidden_sizes, self.activation, self.layer_norm))
 
 
 class ContinuousCritic(nn.Module):
     """An ensemble of ``num_critics`` independent Q(obs, action) networks.
 
     ``__call__(obs, action) -> float32 (num_critics, ..., num_outputs)`` (``num_outputs`` is 1
-    for a value, the number of quantiles for TQC).
+    for a value, the number of quantiles for TQC). ``layer_norm`` normalises every hidden
+    layer's pre-activations (LayerNorm with a learned scale and offset).
     """
 
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     num_critics: int = 2
     num_outputs: int = 1
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
@@ -195,18 +199,20 @@ class ContinuousCritic(nn.Module):
             out_axes=0,
             axis_size=self.num_critics,
         )
-        return ensemble(tuple(self.hidden_sizes), self.activation, self.num_outputs)(
+        return ensemble(tuple(self.hidden_sizes), self.activation, self.num_outputs, self.layer_norm)(
             jnp.concatenate([obs, action], axis=-1)
         )
 
 
 class DiscreteCritic(nn.Module):
-    """An ensemble of ``num_critics`` Q(obs, .) networks: ``float32 (num_critics, ..., num_actions)``."""
+    """An ensemble of ``num_critics`` Q(obs, .) networks: ``float32 (num_critics, ..., num_actions)``
+    (``layer_norm`` as in :class:`ContinuousCritic`)."""
 
     num_actions: int
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "relu"
     num_critics: int = 2
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
@@ -218,7 +224,7 @@ class DiscreteCritic(nn.Module):
             out_axes=0,
             axis_size=self.num_critics,
         )
-        return ensemble(tuple(self.hidden_sizes), self.activation, self.num_actions)(obs)
+        return ensemble(tuple(self.hidden_sizes), self.activation, self.num_actions, self.layer_norm)(obs)
 
 
 class SquashedGaussianActor(nn.Module):

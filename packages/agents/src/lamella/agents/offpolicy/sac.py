@@ -57,6 +57,13 @@ class SACConfig:
         target_entropy_scale: continuous: target entropy ``-scale * action_dim``; discrete:
             ``scale * log(num_actions)``.
         policy_frequency: actor and temperature update every this many critic updates.
+        reward_bounds: ``(lowest, highest)`` reward of one step, or None. When given, every
+            critic target is clipped to the returns such rewards allow
+            (:func:`~lamella.agents.offpolicy.targets.return_bounds`; ``(-1, 0)`` with gamma
+            0.98 clips to ``[-50, 0]``, HER's fix for sparse goal rewards).
+        critic_hidden_sizes: widths of each critic's MLP (None: ``hidden_sizes``, as the actor).
+        critic_norm: ``"layer"`` puts LayerNorm before every hidden activation of the critics;
+            None: plain MLPs.
     """
 
     gamma: float = 0.99
@@ -71,6 +78,9 @@ class SACConfig:
     autotune_alpha: bool = True
     target_entropy_scale: float = 1.0
     policy_frequency: int = 1
+    reward_bounds: tuple[float, float] | None = None
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    critic_norm: str | None = None
 
 
 class SACTrainState(struct.PyTreeNode):
@@ -119,8 +129,24 @@ def _check(config: Any) -> None:
         raise ValueError(f"gamma must be in [0, 1], got {config.gamma}.")
     if config.init_alpha <= 0:
         raise ValueError(f"init_alpha must be > 0, got {config.init_alpha}.")
-    if config.policy_frequency < 1:
+    if getattr(config, "policy_frequency", 1) < 1:
         raise ValueError(f"policy_frequency must be >= 1, got {config.policy_frequency}.")
+    critic_settings(config)
+
+
+def critic_settings(config: Any) -> tuple[tuple[int, ...], bool, tuple[float, float] | None]:
+    """``(critic widths, layer norm, target clip range or None)`` of a SAC or TQC config.
+
+    Raises:
+        ValueError: an unknown ``critic_norm``, or ``reward_bounds`` that give no finite range.
+    """
+    sizes = getattr(config, "critic_hidden_sizes", None)
+    norm = getattr(config, "critic_norm", None)
+    if norm not in (None, "layer"):
+        raise ValueError(f"critic_norm must be None or 'layer', got {norm!r}.")
+    bounds = getattr(config, "reward_bounds", None)
+    clip = None if bounds is None else targets.return_bounds(float(config.gamma), tuple(bounds))
+    return tuple(config.hidden_sizes if sizes is None else sizes), norm == "layer", clip
 
 
 def make_sac(config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
@@ -176,6 +202,7 @@ def make_squashed_gaussian_agent(
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = -float(config.target_entropy_scale) * scaler.dim
     policy_frequency = int(getattr(config, "policy_frequency", 1))
+    clip = critic_settings(config)[2]
     example = obs_example_input(observation_space)
 
     def init(key: jax.Array, obs_example: Any = None) -> tuple[SACTrainState, tuple[()]]:
@@ -231,6 +258,8 @@ def make_squashed_gaussian_agent(
             next_log_prob,
             alpha,
         )
+        if clip is not None:
+            target = jnp.clip(target, clip[0], clip[1])
         target = jax.lax.stop_gradient(target)
         c_loss, c_grads = jax.value_and_grad(critic_objective)(
             train_state.critic_params, obs, scaler.to_unit(batch.action), target
@@ -279,7 +308,8 @@ def make_squashed_gaussian_agent(
 def _make_continuous_sac(
     config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space
 ) -> Agent:
-    critic = ContinuousCritic(tuple(config.hidden_sizes), config.activation, config.num_critics)
+    sizes, layer_norm, _ = critic_settings(config)
+    critic = ContinuousCritic(sizes, config.activation, config.num_critics, layer_norm=layer_norm)
 
     def soft_target(
         reward: jax.Array,
@@ -308,7 +338,8 @@ def _make_discrete_sac(
 ) -> Agent:
     num_actions = int(action_space.n)
     actor = DiscreteActor(num_actions, tuple(config.hidden_sizes), config.activation)
-    critic = DiscreteCritic(num_actions, tuple(config.hidden_sizes), config.activation, config.num_critics)
+    sizes, layer_norm, clip = critic_settings(config)
+    critic = DiscreteCritic(num_actions, sizes, config.activation, config.num_critics, layer_norm)
     actor_apply, critic_apply = apply_fn(actor), apply_fn(critic)
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = float(config.target_entropy_scale) * float(np.log(num_actions))
@@ -366,6 +397,8 @@ def _make_discrete_sac(
             next_log_probs,
             alpha,
         )
+        if clip is not None:
+            target = jnp.clip(target, clip[0], clip[1])
         target = jax.lax.stop_gradient(target)
         c_loss, c_grads = jax.value_and_grad(critic_loss)(train_state.critic_params, batch, target)
         c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "clipped_double_q_target",
@@ -21,6 +22,7 @@ __all__ = [
     "huber_loss",
     "q_learning_target",
     "quantile_huber_loss",
+    "return_bounds",
     "soft_q_target",
     "tqc_target",
 ]
@@ -131,6 +133,30 @@ def tqc_target(
             f"tqc_target: dropping {num_dropped} of {pooled.shape[0]} atoms leaves none; drop fewer."
         )
     return r_t + discount_t * (pooled[:kept] - alpha * log_prob_next_t)
+
+
+def return_bounds(gamma: float, reward_bounds: tuple[float, float]) -> tuple[float, float]:
+    """The discounted returns that per-step rewards in ``reward_bounds`` allow.
+
+    With rewards in ``[lo, hi]`` and an episode that may end at any step (a terminal state is
+    worth 0), every return lies in ``[min(lo, 0) / (1 - gamma), max(hi, 0) / (1 - gamma)]``:
+    for the sparse goal reward ``-1 / 0`` and gamma 0.98, ``[-50, 0]``. Clipping critic targets
+    to this range (HER's robotics setting) keeps a critic that has not learned yet from
+    bootstrapping values no policy can reach.
+
+    Raises:
+        ValueError: ``lo > hi``, a bound that is not finite, or ``gamma >= 1`` (no finite range).
+    """
+    lo, hi = (float(b) for b in reward_bounds)
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
+        raise ValueError(
+            f"reward_bounds must be two finite numbers (lowest, highest reward), lowest first; got {reward_bounds}."
+        )
+    if not 0.0 <= gamma < 1.0:
+        raise ValueError(
+            f"reward_bounds needs gamma < 1 (the return range is reward / (1 - gamma)); got gamma {gamma}."
+        )
+    return min(lo, 0.0) / (1.0 - gamma), max(hi, 0.0) / (1.0 - gamma)
 
 
 def huber_loss(error: jax.Array, delta: float = 1.0) -> jax.Array:

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import ContinuousCritic
-from lamella.agents.offpolicy.sac import make_squashed_gaussian_agent
+from lamella.agents.offpolicy.sac import critic_settings, make_squashed_gaussian_agent
 from lamella.agents.protocol import Agent
 from lamella.envs import spaces
 
@@ -33,7 +33,8 @@ class TQCConfig:
         num_critics: distributional critics (5 in the paper; 2 is cheaper and works on small tasks).
         num_quantiles: quantiles per critic (25 in the paper).
         drop_per_critic: top quantiles dropped per critic from the pooled target (2 in the paper).
-        Others: as :class:`~lamella.agents.offpolicy.sac.SACConfig`.
+        Others: as :class:`~lamella.agents.offpolicy.sac.SACConfig` (``reward_bounds`` clips
+            every target atom).
     """
 
     gamma: float = 0.99
@@ -49,6 +50,9 @@ class TQCConfig:
     init_alpha: float = 1.0
     autotune_alpha: bool = True
     target_entropy_scale: float = 1.0
+    reward_bounds: tuple[float, float] | None = None
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    critic_norm: str | None = None
 
 
 def make_tqc(config: TQCConfig, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
@@ -61,9 +65,8 @@ def make_tqc(config: TQCConfig, observation_space: spaces.Space, action_space: s
             f"TQC: drop_per_critic ({config.drop_per_critic}) must be in [0, num_quantiles) "
             f"({config.num_quantiles})."
         )
-    critic = ContinuousCritic(
-        tuple(config.hidden_sizes), config.activation, config.num_critics, config.num_quantiles
-    )
+    sizes, layer_norm, _ = critic_settings(config)
+    critic = ContinuousCritic(sizes, config.activation, config.num_critics, config.num_quantiles, layer_norm)
 
     def soft_target(
         reward: jax.Array,
