@@ -67,7 +67,9 @@ def test_steps_run_together_print_whole(capsys) -> None:
         ]
         for step in steps:
             step.result()
-    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("first ", "second "))]
+    printed = [
+        line for line in capsys.readouterr().out.splitlines() if line.startswith(("first ", "second "))
+    ]
     assert len(printed) == 10, printed
     assert printed in (
         [f"first {i}" for i in range(5)] + [f"second {i}" for i in range(5)],
