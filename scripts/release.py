@@ -134,9 +134,7 @@ def unreleased_section(changelog: str) -> tuple[int, int]:
 def unreleased_entries(changelog: str) -> list[str]:
     """The entry lines of [Unreleased] (not blank, not a '### Added'-style subheading)."""
     start, end = unreleased_section(changelog)
-    return [
-        line for line in changelog[start:end].splitlines() if line.strip() and not line.startswith("#")
-    ]
+    return [line for line in changelog[start:end].splitlines() if line.strip() and not line.startswith("#")]
 
 
 def changelog_released(changelog: str, version: str, date: str) -> str:
@@ -208,7 +206,9 @@ def check_sdist(sdist: Path, package: str, version: str) -> None:
     sources = {name.removeprefix(top) for name in names}
     if "pyproject.toml" not in sources or f"src/lamella/{package}/__init__.py" not in sources:
         raise ReleaseError(f"{sdist.name} lacks pyproject.toml or src/lamella/{package}/__init__.py")
-    stray = [name for name in sources if name.startswith("src/") and not name.startswith(f"src/lamella/{package}")]
+    stray = [
+        name for name in sources if name.startswith("src/") and not name.startswith(f"src/lamella/{package}")
+    ]
     stray = [name for name in stray if name not in ("src/lamella",)]
     if stray:
         raise ReleaseError(f"{sdist.name} holds other packages' sources: {', '.join(stray[:5])}")
@@ -278,7 +278,9 @@ def release(package: str, bump: str, index_url: str, skip_tests: bool) -> str:
         run_step(["uv", "build", "--out-dir", str(out), str(folder)], "build the sdist and the wheel")
         wheels, sdists = sorted(out.glob("*.whl")), sorted(out.glob("*.tar.gz"))
         if len(wheels) != 1 or len(sdists) != 1:
-            raise ReleaseError(f"the build made {[p.name for p in out.iterdir()]}, not one sdist and one wheel")
+            raise ReleaseError(
+                f"the build made {[p.name for p in out.iterdir()]}, not one sdist and one wheel"
+            )
         check_wheel(wheels[0], package, version)
         check_sdist(sdists[0], package, version)
         artefacts = [str(sdists[0]), str(wheels[0])]

@@ -118,16 +118,28 @@ def test_bad_input_is_refused_before_anything_changes(repo: Path, refusing_index
     start = text.index("## [Unreleased]") + len("## [Unreleased]\n")
     following = text.find("\n## [", start)
     changelog.write_text(text[:start] + ("" if following < 0 else text[following:]))
-    subprocess.run(["git", "commit", "-qam", "empty [Unreleased]"], cwd=repo, check=True, env={**os.environ, **GIT_ENV})
+    subprocess.run(
+        ["git", "commit", "-qam", "empty [Unreleased]"], cwd=repo, check=True, env={**os.environ, **GIT_ENV}
+    )
     head = _git(repo, "rev-parse", "HEAD")
-    current = re.search(r'"(.+)"', (repo / "packages/envs/src/lamella/envs/__about__.py").read_text()).group(1)
+    current = re.search(r'"(.+)"', (repo / "packages/envs/src/lamella/envs/__about__.py").read_text()).group(
+        1
+    )
     closed = f"http://127.0.0.1:{_free_port()}/"
     cases = [
         ("dirty tree", ["envs", "patch", "--index-url", refusing_index], "not clean"),
         ("non-increasing version", ["envs", current, "--index-url", refusing_index], "does not increase"),
-        ("missing CHANGELOG entry", ["buffers", "patch", "--index-url", refusing_index], "empty '## [Unreleased]'"),
+        (
+            "missing CHANGELOG entry",
+            ["buffers", "patch", "--index-url", refusing_index],
+            "empty '## [Unreleased]'",
+        ),
         # lamella-agents requires lamella-envs <0.2 (and so do marl, ued, gcrl, eval).
-        ("range excludes a sibling", ["envs", "minor", "--index-url", refusing_index], "require lamella-envs"),
+        (
+            "range excludes a sibling",
+            ["envs", "minor", "--index-url", refusing_index],
+            "require lamella-envs",
+        ),
         ("unreachable index", ["envs", "patch", "--index-url", closed], "unreachable"),
         ("unknown package", ["nope", "patch", "--index-url", refusing_index], "no package 'nope'"),
     ]
@@ -153,7 +165,9 @@ def test_an_upload_failure_rolls_back_the_bump_the_commit_and_the_tag(
     result = _release(repo, "buffers", "patch", "--index-url", refusing_index, hatch_data=tmp_path / "hatch")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "upload to" in result.stderr and "403" in result.stderr, result.stderr
-    assert "render the metadata" in result.stdout, "the artefacts were not built and checked before the upload"
+    assert "render the metadata" in result.stdout, (
+        "the artefacts were not built and checked before the upload"
+    )
     assert _git(repo, "rev-parse", "HEAD") == head
     assert _git(repo, "tag") == ""
     assert _git(repo, "status", "--porcelain") == ""
@@ -167,7 +181,21 @@ def pypiserver(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     log = (tmp_path / "pypiserver.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port), "-a", ".", "-P", ".", str(served)],
+        [
+            sys.executable,
+            "-m",
+            "pypiserver",
+            "run",
+            "-i",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-a",
+            ".",
+            "-P",
+            ".",
+            str(served),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -201,7 +229,9 @@ def test_released_agents_install_from_the_index_and_train(repo: Path, pypiserver
         released[f"lamella-{package}"] = tag.group(2)
         assert _git(repo, "tag", "--list", tag.group(1)).strip() == tag.group(1)
         changelog = (repo / "packages" / package / "CHANGELOG.md").read_text()
-        assert re.search(rf"^## \[Unreleased\]\n\n## \[{re.escape(tag.group(2))}\] - \d{{4}}-\d\d-\d\d$", changelog, re.M)
+        assert re.search(
+            rf"^## \[Unreleased\]\n\n## \[{re.escape(tag.group(2))}\] - \d{{4}}-\d\d-\d\d$", changelog, re.M
+        )
     assert _git(repo, "status", "--porcelain") == ""
     assert sorted(path.name for path in served.iterdir()) == sorted(
         f"{name.replace('-', '_')}-{version}{suffix}"
@@ -217,24 +247,49 @@ def test_released_agents_install_from_the_index_and_train(repo: Path, pypiserver
     subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
     python = venv / "bin" / "python"
     install = subprocess.run(
-        [uv, "pip", "install", "--quiet", "--python", str(python), "--index", f"{url}simple/",
-         f"lamella-agents=={released['lamella-agents']}"],
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(python),
+            "--index",
+            f"{url}simple/",
+            f"lamella-agents=={released['lamella-agents']}",
+        ],
         capture_output=True,
         text=True,
     )
     assert install.returncode == 0, install.stderr
     listed = subprocess.run(
-        [uv, "pip", "list", "--python", str(python), "--format", "json"], capture_output=True, text=True, check=True
+        [uv, "pip", "list", "--python", str(python), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     installed = {entry["name"]: entry for entry in json.loads(listed.stdout)}
     for name, version in released.items():
         assert installed[name]["version"] == version, installed.get(name)
-        assert "editable_project_location" not in installed[name], f"{name} installed from the tree, not the index"
+        assert "editable_project_location" not in installed[name], (
+            f"{name} installed from the tree, not the index"
+        )
 
     runs = tmp_path / "runs"
     train = subprocess.run(
-        [str(venv / "bin" / "lamella"), "train", "ppo", "--env", "CartPole-v1", "--out-dir", str(runs),
-         "total_timesteps=2048", "num_envs=4", "num_steps=64", "eval_episodes=2"],
+        [
+            str(venv / "bin" / "lamella"),
+            "train",
+            "ppo",
+            "--env",
+            "CartPole-v1",
+            "--out-dir",
+            str(runs),
+            "total_timesteps=2048",
+            "num_envs=4",
+            "num_steps=64",
+            "eval_episodes=2",
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
