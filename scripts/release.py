@@ -216,7 +216,9 @@ def check_sdist(sdist: Path, package: str, version: str) -> None:
 
 def run_step(command: list[str], what: str, cwd: Path = ROOT) -> None:
     print(f"release: {what}: {' '.join(command)}", flush=True)
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    # Run from `hatch run release:...`, HATCH_ENV_ACTIVE names an env the member projects lack.
+    env = {key: value for key, value in os.environ.items() if key != "HATCH_ENV_ACTIVE"}
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
         raise ReleaseError(f"{what} failed (exit {result.returncode}):\n{tail}")
