@@ -160,9 +160,9 @@ def check_ranges(versions: dict[str, str]) -> None:
             if not requirement.name.startswith(PREFIX) or target not in versions or target == package:
                 continue
             if not requirement.specifier.contains(versions[target], prereleases=True):
-                where = f"[{extra}] extra" if extra else "dependencies"
+                where = f" (its [{extra}] extra)" if extra else ""
                 problems.append(
-                    f"{PREFIX}{package}'s {where} require {requirement} but the tree holds "
+                    f"{PREFIX}{package} requires {requirement}{where} but the tree would hold "
                     f"{requirement.name} {versions[target]}"
                 )
     if problems:

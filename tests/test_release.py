@@ -138,7 +138,7 @@ def test_bad_input_is_refused_before_anything_changes(repo: Path, refusing_index
         (
             "range excludes a sibling",
             ["envs", "minor", "--index-url", refusing_index],
-            "require lamella-envs",
+            "requires lamella-envs",
         ),
         ("unreachable index", ["envs", "patch", "--index-url", closed], "unreachable"),
         ("unknown package", ["nope", "patch", "--index-url", refusing_index], "no package 'nope'"),
