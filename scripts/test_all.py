@@ -1,8 +1,9 @@
 """Run every check of the workspace and report them all (never stop at the first failure).
 
-Usage: ``python scripts/test_all.py [--fast] [--jobs N]``. Needs only ``hatch`` on PATH; every
-environment is created from scratch by Hatch. The test steps run ``--jobs`` at a time (default
-2, longest first), each printed whole when it ends. The last line sums the pytest counts:
+Usage: ``python scripts/test_all.py [--fast] [--jobs N]``. The first step flags a package changed
+without a new CHANGELOG entry (``scripts/check_changelogs.py``). Needs only ``hatch`` on PATH;
+every environment is created from scratch by Hatch. The test steps run ``--jobs`` at a time
+(default 2, longest first), each printed whole when it ends. The last line sums the pytest counts:
 ``total: N passed, N failed, N skipped``. A skipped test counts as failed unless its file and
 reason are in ``ALLOWED_SKIPS`` (a check that did not run is not a check that passed).
 """
@@ -171,6 +172,9 @@ def main() -> int:
         print(f"Hatch environments: {os.environ['HATCH_DATA_DIR']}", flush=True)
     marker = ["--", "-m", "not slow and not research"] if args.fast else []
     results: list[StepResult] = []
+    # A package whose src/ or pyproject.toml changed since its last release tag (or the merge base
+    # with main) needs a new [Unreleased] entry in its CHANGELOG (scripts/check_changelogs.py).
+    run("changelog entries", [sys.executable, "scripts/check_changelogs.py"], results)
     run("lint", ["hatch", "run", "lint:check"], results)
     run("types", ["hatch", "run", "types:check"], results)
     steps: list[tuple[str, str, list[str]]] = [  # (key in STEP_SECONDS, step name, command)

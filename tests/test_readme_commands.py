@@ -164,6 +164,13 @@ NOT_RUN: dict[str, str] = {
     "/tmp/jaxmarl-venv/bin/python benchmarks/": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
     "hatch run bench-jaxmarl:": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
     "hatch run bench-amaze:": "a benchmark (minutes, needs JaxUED and minimax's own environment); its figures are in the README",
+    "hatch run release:": (
+        "a real release (needs a token); tests/test_release.py runs scripts/release.py against a local index"
+    ),
+    "hatch run full:": "the full test matrix (every package on three Pythons: hours)",
+    "hatch run +py=3.13 +pkg=agents full:": "a package's whole suite on Python 3.13 (10 to 25 minutes)",
+    "hatch run min-deps:": "every package against its lowest dependencies (hours)",
+    "hatch run +pkg=agents min-deps:": "a package's whole suite against its lowest dependencies (10 to 25 minutes)",
 }
 # Sample outputs whose numbers vary from run to run (and with the budget override): (page,
 # command) -> why. Every other sample output is compared exactly.

@@ -102,6 +102,17 @@ def test_ppo_metrics_and_state(cartpole_result):
     assert all(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(state))
 
 
+def _unregister_duration_listener(callback) -> None:
+    """jax.monitoring's public remover arrived in jax 0.8.1; lamella-agents allows jax 0.6.1."""
+    public = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+    if public is not None:
+        public(callback)
+    else:
+        from jax._src import monitoring
+
+        monitoring._unregister_event_duration_listener_by_callback(callback)
+
+
 def test_hyperparameters_vmap_in_one_compile():
     base = PPOConfig(total_timesteps=2 * 16 * 32, num_steps=32, hidden_sizes=(16,), eval_episodes=2)
     traces = []
@@ -133,7 +144,7 @@ def test_hyperparameters_vmap_in_one_compile():
         state, _ = train_many(other_learning_rates, other_ent_coefs, same_key)
         jax.block_until_ready(state)
     finally:
-        jax.monitoring.unregister_event_duration_listener(count)
+        _unregister_duration_listener(count)
     assert len(traces) == 1, f"train was traced {len(traces)} times"
     # Two configurations x two seeds: one XLA program, compiled once, reused for new values.
     assert (first_call, len(compiles)) == (1, 1), f"compiles: first call {first_call}, both {len(compiles)}"
