@@ -29,12 +29,19 @@ PAGE_SECONDS = {
     ("test_docs.py", "packages/buffers/README.md"): 24,
     ("test_docs.py", "packages/gcrl/README.md"): 20,
 }
+# Other long tests (test name) -> seconds.
+LONG_TESTS = {
+    "test_released_agents_install_from_the_index_and_train": 65,
+    "test_ippo_trains_a_few_iterations_on_adapted_smax": 19,
+}
 PAGE_TESTS = {"test_readme_commands.py", "test_docs.py"}
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _seconds(item: pytest.Item) -> float:
-    """The expected duration of a page test; 0 for every other test."""
+    """The expected duration of a page test or a listed long test; 0 for every other test."""
+    if item.name in LONG_TESTS:
+        return LONG_TESTS[item.name]
     callspec = getattr(item, "callspec", None)
     page = callspec.params.get("page") if callspec is not None else None
     if item.path.name not in PAGE_TESTS or not isinstance(page, Path):
