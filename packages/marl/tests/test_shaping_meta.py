@@ -88,9 +88,6 @@ def test_meta_agent_shapes_a_learning_co_player(evolved):
     first, second, log = evolved
     assert not first.finished and second.finished
     meta = _train_series(log, "episode_return")  # (3 seeds, 4 chunks of 12 generations)
-    open("/tmp/meta_scratch/train.txt", "a").write(
-        f"{meta}\n{_train_series(log, 'co_player_cooperation_last')}\n{_train_series(log, 'co_player_return')}\n"
-    )
     assert meta.shape == (SEEDS, 4), meta.shape
     co_last = _train_series(log, "co_player_cooperation_last")
     co_first = _train_series(log, "co_player_cooperation_first")
