@@ -94,6 +94,10 @@ RUN: dict[str, tuple[str, str]] = {
         "population_size=8 num_opps=1 num_envs=1 num_outer_steps=10 total_timesteps=160 eval_episodes=2",
         "the command trains 100 generations (a minute); two generations run the same code",
     ),
+    "lamella train mfos_rl": (
+        "num_envs=4 num_steps=10 num_outer_steps=10 num_minibatches=1 total_timesteps=80 eval_episodes=2",
+        "the preset trains 400 PPO updates of 32 outer episodes (two minutes); two updates of 4 run the same code",
+    ),
     "lamella train shaping": (
         "total_timesteps=1600 num_envs=4 eval_episodes=2",
         "the presets train 512,000 to 1,024,000 steps per seed (minutes); a few iterations of 4 envs run the same code",

@@ -36,6 +36,7 @@ import pytest
 from lamella.agents.algorithms import load_algorithm
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
+from lamella.agents.ppo_update import PPOSettings
 from lamella.agents.protocol import reset_memory_where
 from lamella.envs import spaces
 from lamella.marl.shaping.meta import MetaConfig, make_meta_agent, make_meta_runner
@@ -88,9 +89,6 @@ def test_meta_agent_shapes_a_learning_co_player(evolved):
     first, second, log = evolved
     assert not first.finished and second.finished
     meta = _train_series(log, "episode_return")  # (3 seeds, 4 chunks of 12 generations)
-    open("/tmp/meta_scratch/train.txt", "a").write(
-        f"{meta}\n{_train_series(log, 'co_player_cooperation_last')}\n{_train_series(log, 'co_player_return')}\n"
-    )
     assert meta.shape == (SEEDS, 4), meta.shape
     co_last = _train_series(log, "co_player_cooperation_last")
     co_first = _train_series(log, "co_player_cooperation_first")
@@ -131,6 +129,23 @@ def test_bad_input_is_rejected_with_the_fix():
         make_meta_runner(MetaConfig(env_id="CoinGame-v0"))
     with pytest.raises(ConfigError, match=r"num_outer_steps must be >= 1"):
         MetaConfig(num_outer_steps=0).validate()
+    with pytest.raises(ConfigError, match=r"num_steps \(7\): a co-player updates once per inner episode"):
+        MetaConfig(num_steps=7).validate()
+    with pytest.raises(ConfigError, match=r"eval_max_steps \(5\).*leave it at 0"):
+        MetaConfig(eval_max_steps=5).validate()
+
+
+def test_co_players_take_the_ppo_settings_of_the_meta_config():
+    # MetaConfig extends lamella-agents' PPOSettings: every PPO setting reaches the co-players
+    # unchanged, and one co-player rollout is one inner episode.
+    config = MetaConfig(num_inner_steps=7, learning_rate=0.3, clip_eps=0.1, anneal_lr=True, gae_lambda=0.9)
+    assert isinstance(config, PPOSettings)
+    co_player = config.co_player_config()
+    for field in dataclasses.fields(PPOSettings):
+        if field.name not in ("num_steps", "total_timesteps", "eval_episodes"):
+            assert getattr(co_player, field.name) == getattr(config, field.name), field.name
+    assert co_player.num_steps == co_player.num_inner_steps == 7
+    assert co_player.num_iterations == config.num_outer_steps
 
 
 def test_lamella_train_finds_the_presets():

@@ -1,5 +1,6 @@
 """Opponent shaping on the iterated games (Pax's setups): fixed strategies, the multi-agent RL runner,
-exact-gradient learners on the infinite game, evolved meta-agents, and DiCE-LOLA on the finite game."""
+exact-gradient learners on the infinite game, M-FOS (RL and ES) and evolved meta-agents, and DiCE-LOLA on the
+finite game."""
 
 from lamella.marl.shaping.dice import DiceConfig, make_dice_runner
 from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner, make_meta_fitness
@@ -10,6 +11,7 @@ from lamella.marl.shaping.exact import (
     make_naive_learner,
 )
 from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
+from lamella.marl.shaping.mfos import LearningOpponentGame, MFOSConfig, make_mfos_runner
 from lamella.marl.shaping.runner import ShapingConfig, make_shaping_runner
 from lamella.marl.shaping.strategies import (
     STRATEGIES,
@@ -23,6 +25,8 @@ from lamella.marl.shaping.strategies import (
 __all__ = [
     "STRATEGIES",
     "DiceConfig",
+    "LearningOpponentGame",
+    "MFOSConfig",
     "MetaConfig",
     "MetaESConfig",
     "ShapingConfig",
@@ -35,6 +39,7 @@ __all__ = [
     "make_meta_es_runner",
     "make_meta_fitness",
     "make_meta_runner",
+    "make_mfos_runner",
     "make_naive_learner",
     "make_shaping_runner",
     "memory_one",

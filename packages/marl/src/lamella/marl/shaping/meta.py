@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import lamella.envs
 from lamella.agents.config import ConfigError
 from lamella.agents.ppo import PPOConfig, make_actor_critic
+from lamella.agents.ppo_update import PPOSettings
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import Runner
 from lamella.envs import spaces
@@ -55,13 +56,16 @@ __all__ = ["MetaConfig", "make_meta_agent", "make_meta_runner", "make_outer_epis
 
 
 @dataclasses.dataclass(frozen=True)
-class MetaConfig:
+class MetaConfig(PPOSettings):
     """A meta-agent evolved against PPO co-players that learn over inner episodes of a finite game.
 
-    The defaults are the setup the outcome test checks (``tests/test_shaping_meta.py``), run for
-    200 generations: 20-round inner episodes, 48 of them per outer episode, two tabular PPO
-    co-players (no hidden layer: a linear policy on the one-hot state; Adam 0.2), a feed-forward
-    tabular meta-agent (a memory-one strategy) searched by CMA-ES with 16 members.
+    The co-players' PPO settings are lamella-agents' :class:`~lamella.agents.ppo_update.PPOSettings`,
+    which this config extends (re-declaring a field only to change its default); the rest are the
+    meta-game's and the search's. The defaults are the setup the outcome test checks
+    (``tests/test_shaping_meta.py``), run for 200 generations: 20-round inner episodes, 48 of them
+    per outer episode, two tabular PPO co-players (no hidden layer: a linear policy on the one-hot
+    state; Adam 0.2), a feed-forward tabular meta-agent (a memory-one strategy) searched by CMA-ES
+    with 16 members.
 
     Attributes:
         env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...; the
@@ -70,10 +74,13 @@ class MetaConfig:
             num_inner_steps * num_outer_steps`` per generation.
         eval_episodes: outer episodes (fresh co-players each) per evaluation of the strategy's
             centre.
+        eval_max_steps: must stay 0: an evaluation plays whole outer episodes.
         num_inner_steps: rounds per inner episode (Pax's ``num_inner_steps``).
         num_outer_steps: inner episodes per outer episode: the co-player's updates (Pax's
             ``num_outer_steps``).
         num_envs: games per member; each co-player plays ``num_envs // num_opponents`` of them.
+        num_steps: the co-player's rollout per update: one inner episode. 0 (the default) means
+            ``num_inner_steps``; another value is refused.
         num_opponents: independent co-players per member (Pax's ``num_opps``).
         strategy: an evosax strategy name (``"Open_ES"``, ``"CMA_ES"``, ``"PGPE"``, ``"SimpleGA"``, ...).
         population_size: members per generation (even for the antithetic ``Open_ES`` / ``PGPE``).
@@ -86,19 +93,25 @@ class MetaConfig:
             ``False``: a feed-forward policy (Good Shepherd).
         meta_rnn_hidden_size: width of that core.
         activation: activation of the meta-agent and of the co-players.
-        learning_rate, num_epochs, num_minibatches, gamma, gae_lambda, clip_eps, clip_value,
-            vf_coef, ent_coef, max_grad_norm, normalize_advantages, hidden_sizes: the co-players'
-            PPO settings (:class:`~lamella.marl.shaping.runner.ShapingConfig`); each co-player
+        hidden_sizes: the co-players' MLP widths.
+        num_epochs, num_minibatches, learning_rate, anneal_lr, gamma, gae_lambda, clip_eps,
+            clip_value, vf_coef, ent_coef, max_grad_norm, normalize_advantages: the co-players'
+            PPO settings (:class:`~lamella.agents.ppo_update.PPOSettings`); each co-player
             updates once per inner episode, on its ``num_envs // num_opponents * num_inner_steps``
-            steps.
+            steps (``anneal_lr`` decays its step size over its outer episode).
     """
 
     env_id: str = "IteratedPrisonersDilemma-v0"
     total_timesteps: int = 200 * 16 * 4 * 20 * 48  # 200 generations
     eval_episodes: int = 8
+    num_envs: int = 4
+    num_steps: int = 0
+    num_minibatches: int = 2
+    learning_rate: float = 0.2
+    anneal_lr: bool = False
+    gamma: float = 0.96
     num_inner_steps: int = 20
     num_outer_steps: int = 48
-    num_envs: int = 4
     num_opponents: int = 2
     strategy: str = "CMA_ES"
     population_size: int = 16
@@ -109,17 +122,6 @@ class MetaConfig:
     meta_recurrent: bool = False
     meta_rnn_hidden_size: int = 16
     activation: str = "tanh"
-    learning_rate: float = 0.2
-    num_epochs: int = 4
-    num_minibatches: int = 2
-    gamma: float = 0.96
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    clip_value: bool = True
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-    normalize_advantages: bool = True
     hidden_sizes: tuple[int, ...] = ()
 
     #: The algorithm's name in messages (``lamella train meta_es``).
@@ -137,29 +139,19 @@ class MetaConfig:
 
     def co_player_config(self) -> ShapingConfig:
         """The settings of one outer episode as the shaping runner's: one iteration per inner episode."""
+        ppo = {field.name: getattr(self, field.name) for field in dataclasses.fields(PPOSettings)}
         return ShapingConfig(
-            env_id=self.env_id,
-            agents=(LEARNER, LEARNER),  # player 0 is replaced by the meta-agent
-            num_opponents=self.num_opponents,
-            num_inner_steps=self.num_inner_steps,
-            total_timesteps=self.num_outer_steps * self.num_envs * self.num_inner_steps,
-            eval_episodes=self.num_opponents,
-            num_envs=self.num_envs,
-            num_steps=self.num_inner_steps,
-            num_epochs=self.num_epochs,
-            num_minibatches=self.num_minibatches,
-            learning_rate=self.learning_rate,
-            anneal_lr=False,
-            gamma=self.gamma,
-            gae_lambda=self.gae_lambda,
-            clip_eps=self.clip_eps,
-            clip_value=self.clip_value,
-            vf_coef=self.vf_coef,
-            ent_coef=self.ent_coef,
-            max_grad_norm=self.max_grad_norm,
-            normalize_advantages=self.normalize_advantages,
-            hidden_sizes=tuple(self.hidden_sizes),
-            activation=self.activation,
+            **{
+                **ppo,
+                "agents": (LEARNER, LEARNER),  # player 0 is replaced by the meta-agent
+                "num_opponents": self.num_opponents,
+                "num_inner_steps": self.num_inner_steps,
+                "total_timesteps": self.num_outer_steps * self.num_envs * self.num_inner_steps,
+                "eval_episodes": self.num_opponents,
+                "num_steps": self.num_inner_steps,
+                "hidden_sizes": tuple(self.hidden_sizes),
+                "activation": self.activation,
+            }
         )
 
     def validate(self) -> None:
@@ -176,6 +168,17 @@ class MetaConfig:
         ):
             if int(getattr(self, field)) < 1:
                 raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
+        if self.num_steps not in (0, self.num_inner_steps):
+            raise ConfigError(
+                f"{name}.num_steps ({self.num_steps}): a co-player updates once per inner episode, on "
+                f"num_inner_steps ({self.num_inner_steps}) rounds; leave num_steps at 0 or set "
+                "num_inner_steps instead."
+            )
+        if self.eval_max_steps:
+            raise ConfigError(
+                f"{name}.eval_max_steps ({self.eval_max_steps}): an evaluation plays whole outer episodes "
+                "(num_outer_steps * num_inner_steps rounds); leave it at 0."
+            )
         if self.num_envs % self.num_opponents:
             raise ConfigError(
                 f"{name}: num_opponents ({self.num_opponents}) must divide num_envs ({self.num_envs}): each "

@@ -27,6 +27,11 @@ the infinite prisoner's dilemma (:mod:`lamella.marl.shaping.evolution`). The pre
 ``ipd/mfos_nl`` scale where it is cheap (100 outer steps, discount 0.96, naive learners with
 learning rate 1) and a population of 64 with 4 opponents per member for 500 generations.
 
+``mfos_rl``: M-FOS with reinforcement learning, a PPO meta-agent against exact-gradient learners on
+the infinite prisoner's dilemma (:mod:`lamella.marl.shaping.mfos`, Pax's ``ipd/inf_mfos_v_nl``);
+presets ``mfos_v_nl`` (also ``InfiniteMatrixGame-v0``) and ``mfos_v_lola``. ``mfos_es`` has a
+``mfos_v_nl`` preset too (its default), so both variants run as ``--preset mfos_v_nl``.
+
 ``meta_es``: a meta-agent evolved against PPO co-players that learn over inner episodes of the
 finite prisoner's dilemma (:mod:`lamella.marl.shaping.meta`, Pax's ``evo`` runner). The
 ``IteratedPrisonersDilemma-v0`` preset is Good Shepherd's setup (a feed-forward meta-agent);
@@ -42,9 +47,10 @@ from lamella.agents.algorithms import Algorithm
 from lamella.marl.shaping.dice import DiceConfig, make_dice_runner
 from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner
 from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
+from lamella.marl.shaping.mfos import MFOSConfig, make_mfos_runner
 from lamella.marl.shaping.runner import LEARNER, ShapingConfig, make_shaping_runner
 
-__all__ = ["LOLA", "META_ES", "MFOS_ES", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
+__all__ = ["LOLA", "META_ES", "MFOS_ES", "MFOS_RL", "PRESETS", "SHAPING", "SHAPING_PRESETS"]
 
 _IPD = "IteratedPrisonersDilemma-v0"
 
@@ -71,8 +77,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "shaping": SHAPING_PRESETS,
     "mfos_es": {
         "InfiniteMatrixGame-v0": MetaESConfig(),
+        "mfos_v_nl": MetaESConfig(),
         # Against LOLA instead of a naive learner.
         "mfos_es_vs_lola": MetaESConfig(opponent="lola"),
+    },
+    "mfos_rl": {
+        "InfiniteMatrixGame-v0": MFOSConfig(),
+        "mfos_v_nl": MFOSConfig(),
+        "mfos_v_lola": MFOSConfig(opponent="lola"),
     },
     "meta_es": {
         _IPD: MetaConfig(env_id=_IPD),
@@ -85,6 +97,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 SHAPING = Algorithm(ShapingConfig, make_shaping_runner, PRESETS["shaping"])
 #: ``lamella train mfos_es`` (entry point ``mfos_es = "lamella.marl.shaping.presets:MFOS_ES"``).
 MFOS_ES = Algorithm(MetaESConfig, make_meta_es_runner, PRESETS["mfos_es"])
+#: ``lamella train mfos_rl`` (entry point ``mfos_rl = "lamella.marl.shaping.presets:MFOS_RL"``).
+MFOS_RL = Algorithm(MFOSConfig, make_mfos_runner, PRESETS["mfos_rl"])
 
 
 # ``lamella train lola``: DiCE-LOLA and the naive sample-based learner with tabular memory-one
