@@ -212,7 +212,11 @@ def replacement_draws(reference: Warehouse, before: dict, after: dict, picks: li
     ``picks`` holds (index, number of candidates, id) per pick. Replaying the deliveries in goal
     order tells which goal each pick served; the draw is the middle of that index's interval.
     """
-    draws, queue, picks = np.full(2, 0.5, np.float32), list(before["request_queue"]), list(picks)
+    draws, queue, picks = (
+        np.full(len(reference.goals), 0.5, np.float32),
+        list(before["request_queue"]),
+        list(picks),
+    )
     carried_on = {tuple(p): c for p, c in zip(after["agent_positions"], after["carried_shelves"])}
     for g, (x, y) in enumerate(reference.goals):
         shelf = carried_on.get((y, x), 0)
@@ -252,6 +256,32 @@ PARITY_CASES = [
         3,
         0.3,
     ),
+    # rware's custom layout string: three goals (two in one row), a shelf block against the grid's
+    # edge and a lone shelf; upper-case letters and spaces as rware accepts them.
+    (
+        "layout",
+        dict(
+            layout="""
+            x.xx..XX
+            x.xx....
+            g......x
+            ..xx..xg
+            ...G. x..
+            """,
+            shelf_columns=3,  # required by rware's constructor, ignored with a layout
+            column_height=8,
+            shelf_rows=1,
+            n_agents=4,
+            msg_bits=0,
+            sensor_range=1,
+            request_queue_size=3,
+            max_inactivity_steps=None,
+            max_steps=100,
+            reward_type=RewardType.INDIVIDUAL,
+        ),
+        3,
+        0.25,
+    ),
 ]
 _REWARD_NAMES = {
     RewardType.INDIVIDUAL: "individual",
@@ -266,6 +296,16 @@ def _lamella_env(name: str, kwargs: dict) -> tuple[RobotWarehouse, object]:
         if "reward_type" in kwargs:
             overrides["reward_type"] = _REWARD_NAMES[kwargs["reward_type"]]
         return le.make(name, autoreset=False, **overrides)
+    if "layout" in kwargs:  # rware ignores its (required) shelf arguments then; lamella refuses them
+        env = RobotWarehouse(
+            n_agents=kwargs["n_agents"],
+            sensor_range=kwargs["sensor_range"],
+            request_queue_size=kwargs["request_queue_size"],
+            reward_type=_REWARD_NAMES[kwargs["reward_type"]],
+            max_steps=kwargs["max_steps"],
+            layout=kwargs["layout"],
+        )
+        return env, env.default_params
     env = RobotWarehouse(
         n_agents=kwargs["n_agents"],
         column_height=kwargs["column_height"],
@@ -404,6 +444,14 @@ def test_parity_with_rware_step_by_step(parity):
             never_terminates="rware has no terminal state: both of its limits are truncations in lamella",
             no_auto_reset=None if auto is not None else f"AutoReset is compared on {PARITY_CASES[0][0]}",
         )
+        if name == "layout":  # every goal of the custom layout sees a delivery
+            after_positions = _stack(ref["after"])["agent_positions"]
+            served = {
+                tuple(p)
+                for p, r in zip(after_positions[keep].reshape(-1, 2), ref_reward[keep].reshape(-1))
+                if r > 0
+            }
+            assert served == {tuple(g) for g in env.goals}, served
         totals["steps"] += len(done)
         totals["ties"] += int(tie.sum())
         totals["deliveries"] += int(delivered[keep].sum())
@@ -748,6 +796,47 @@ def test_check_env(env_id):
     # A 30-step limit, so check_env's 40 steps see an auto-reset; one agent: no agent axis.
     env, params = le.make(env_id, max_steps=30)
     check_env(env, params, num_steps=40, num_envs=2)
+
+
+def test_layout_string_passes_check_env_and_matches_rwares_grid():
+    layout = PARITY_CASES[-1][1]["layout"]
+    env, params = le.make("rware-tiny-2ag-v2", layout=layout, max_steps=30)
+    check_env(env, params, num_steps=40, num_envs=2)
+    reference = Warehouse(3, 8, 1, 2, 0, 1, 2, None, 30, RewardType.INDIVIDUAL, layout=layout)
+    bare = env.unwrapped
+    reference.reset(seed=0)
+    assert (
+        (bare.rows, bare.cols, bare.num_shelves)
+        == (*reference.grid_size, len(reference.shelfs))
+        == (5, 8, 13)
+    )
+    np.testing.assert_array_equal(bare.highway, reference.highways.astype(bool))
+    # Goals in rware's order, as (x, y) (the parity case delivers on all three).
+    assert [tuple(g) for g in bare.goals[:, ::-1]] == reference.goals == [(0, 2), (7, 3), (3, 4)]
+    assert "layout=" in repr(bare)
+
+
+def test_bad_layouts_are_rejected_clearly():
+    with pytest.raises(ValueError, match="rectangular"):
+        RobotWarehouse(layout="x.g\nx.")
+    with pytest.raises(
+        ValueError, match=r"only hold 'x' \(shelf\), '.' \(highway\) and 'g' \(goal\), got \['o'\]"
+    ):
+        RobotWarehouse(layout="x.g\nx.o")
+    with pytest.raises(ValueError, match="at least one goal"):
+        RobotWarehouse(layout="x..\nx..")
+    with pytest.raises(ValueError, match="no shelf"):
+        RobotWarehouse(layout="g..\n...")
+    with pytest.raises(ValueError, match="must be a string"):
+        RobotWarehouse(layout=["x.g"])
+    with pytest.raises(ValueError, match="drop shelf_rows / shelf_columns"):
+        RobotWarehouse(layout="x.g", shelf_rows=2)
+    with pytest.raises(ValueError, match="cannot hold 4 agents"):
+        RobotWarehouse(n_agents=4, layout="xg.")
+    with pytest.raises(
+        ValueError, match=r"request_queue_size \(2\) must be below the number of shelves \(1\)"
+    ):
+        RobotWarehouse(n_agents=2, layout="xg.\n...")
 
 
 def test_single_agent_ids_pass_gymnasiums_checker():

@@ -66,6 +66,34 @@ def is_highway(row: Any, col: Any, rows: int, cols: int, column_height: int) -> 
     )
 
 
+def parse_layout(layout: str, owner: str = "RobotWarehouse") -> np.ndarray:
+    """rware's layout string as a ``(H, W)`` array of ``"x"`` (shelf), ``"."`` (highway) and ``"g"``
+    (goal, a highway cell); rware's reading: surrounding blank lines dropped, spaces ignored, letters
+    in either case. Raises ``ValueError`` naming the fix for anything rware would reject (and for a
+    layout without shelves, where rware fails later)."""
+    if not isinstance(layout, str):
+        raise ValueError(
+            f"{owner}: layout must be a string (rows of 'x', '.', 'g'), got {type(layout).__name__}."
+        )
+    lines = layout.strip().replace(" ", "").lower().split("\n")
+    if any(len(line) != len(lines[0]) for line in lines):
+        lengths = sorted({len(line) for line in lines})
+        raise ValueError(
+            f"{owner}: the layout must be rectangular (every row as long), got row lengths {lengths}."
+        )
+    bad = sorted(set("".join(lines)) - set("x.g"))
+    if bad:
+        raise ValueError(
+            f"{owner}: the layout may only hold 'x' (shelf), '.' (highway) and 'g' (goal), got {bad}."
+        )
+    grid = np.array([list(line) for line in lines])
+    if not np.any(grid == "g"):
+        raise ValueError(f"{owner}: the layout needs at least one goal 'g' (rware's rule).")
+    if not np.any(grid == "x"):
+        raise ValueError(f"{owner}: the layout has no shelf 'x'; add at least one (requests are shelves).")
+    return grid
+
+
 def _int_at_least(owner: str, value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
         raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}.")
@@ -135,7 +163,10 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     ``W = 3 shelf_columns + 1``; tiny 11x10 (32 shelves), small 20x10 (80),
     medium 20x16 (144), large 29x16 (224). Highways are listed in
     :func:`is_highway`; the two goals are the middle cells of the bottom row,
-    ``(H - 1, W // 2 - 1)`` and ``(H - 1, W // 2)``.
+    ``(H - 1, W // 2 - 1)`` and ``(H - 1, W // 2)``. Or ``layout``, rware's
+    custom-layout string: one text row per grid row, ``x`` a shelf's home cell,
+    ``.`` a highway, ``g`` a goal (a highway cell; ``G`` goals in row-major order,
+    at least one); shelf ids row-major over the ``x`` cells, as rware numbers them.
 
     Agents: ``n`` (leading agent axis on everything below). With one agent
     (the ``-1ag`` ids) the env is single-agent by lamella's convention: no
@@ -226,6 +257,12 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
             ``W - 1, H - 1`` (rware's option).
         collisions: ``"resolve"`` (rware) or ``"terminate"`` (Jumanji).
         max_steps, max_inactivity_steps: defaults of the params.
+        layout: rware's ``layout`` string (see Layout above), or None for the
+            generated layout; with it ``size`` and ``column_height`` are ignored (as in
+            rware) and ``shelf_rows`` / ``shelf_columns`` are refused. Spaces and
+            surrounding blank lines are dropped and letters may be upper case, as in
+            rware; anything else rware rejects (ragged rows, other characters, no
+            goal) or fails on later (no shelf) is a ``ValueError`` here.
     """
 
     def __init__(
@@ -244,48 +281,64 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         collisions: str = "resolve",
         max_steps: int = 500,
         max_inactivity_steps: int = 0,
+        layout: str | None = None,
     ):
         owner = "RobotWarehouse"
         size = _choice(owner, size, "size", SIZES)
         difficulty = _choice(owner, difficulty, "difficulty", DIFFICULTIES)
         self.reward_type = _choice(owner, reward_type, "reward_type", REWARD_TYPES)
         self.collisions = _choice(owner, collisions, "collisions", COLLISIONS)
-        default_rows, default_columns = SIZES[size]
-        self.shelf_rows = _int_at_least(
-            owner, default_rows if shelf_rows is None else shelf_rows, "shelf_rows", 1
-        )
-        self.shelf_columns = _int_at_least(
-            owner, default_columns if shelf_columns is None else shelf_columns, "shelf_columns", 1
-        )
-        if self.shelf_columns % 2 == 0:
-            raise ValueError(
-                f"{owner}: shelf_columns must be odd (the goals sit under the middle column), "
-                f"got {self.shelf_columns}; use {self.shelf_columns + 1}."
+        self.layout: str | None = None
+        if layout is not None:
+            if shelf_rows is not None or shelf_columns is not None:
+                raise ValueError(
+                    f"{owner}: a layout string sets the whole grid; drop shelf_rows / shelf_columns "
+                    "(size and column_height are ignored, as in rware)."
+                )
+            grid = parse_layout(layout, owner)
+            self.layout = "\n".join("".join(row) for row in grid)
+        if layout is None:
+            default_rows, default_columns = SIZES[size]
+            self.shelf_rows: int | None = _int_at_least(
+                owner, default_rows if shelf_rows is None else shelf_rows, "shelf_rows", 1
             )
-        self.column_height = _int_at_least(owner, column_height, "column_height", 1)
+            self.shelf_columns: int | None = _int_at_least(
+                owner, default_columns if shelf_columns is None else shelf_columns, "shelf_columns", 1
+            )
+            if self.shelf_columns % 2 == 0:
+                raise ValueError(
+                    f"{owner}: shelf_columns must be odd (the goals sit under the middle column), "
+                    f"got {self.shelf_columns}; use {self.shelf_columns + 1}."
+                )
+            self.column_height: int | None = _int_at_least(owner, column_height, "column_height", 1)
+            self.rows = (self.column_height + 1) * self.shelf_rows + 2
+            self.cols = 3 * self.shelf_columns + 1
+            rows_np, cols_np = np.indices((self.rows, self.cols))
+            self.highway = np.asarray(
+                is_highway(rows_np, cols_np, self.rows, self.cols, self.column_height), bool
+            )
+            # (row, column) of each goal, in rware's order.
+            self.goals = np.array(
+                [[self.rows - 1, self.cols // 2 - 1], [self.rows - 1, self.cols // 2]], np.int32
+            )
+        else:
+            self.shelf_rows = self.shelf_columns = self.column_height = None
+            self.rows, self.cols = grid.shape
+            self.highway = grid != "x"
+            self.goals = np.argwhere(grid == "g").astype(np.int32)  # row-major: rware's order
         self.sensor_range = _int_at_least(owner, sensor_range, "sensor_range", 1)
-        self.rows = (self.column_height + 1) * self.shelf_rows + 2
-        self.cols = 3 * self.shelf_columns + 1
         self.num_agents = _int_at_least(owner, n_agents, "n_agents", 1)  # type: ignore[misc]
         if self.num_agents > self.rows * self.cols:
             raise ValueError(
                 f"{owner}: a {self.rows}x{self.cols} grid cannot hold {self.num_agents} agents; "
-                "use a larger size (or more shelf_rows / shelf_columns) or fewer agents."
+                "use a larger size (or more shelf_rows / shelf_columns, or a larger layout) or fewer agents."
             )
 
-        rows_np, cols_np = np.indices((self.rows, self.cols))
-        self.highway = np.asarray(
-            is_highway(rows_np, cols_np, self.rows, self.cols, self.column_height), bool
-        )
         shelf_cells = np.flatnonzero(~self.highway)  # row-major: rware's shelf ids 1..S
         self.num_shelves = len(shelf_cells)
         home = np.zeros(self.rows * self.cols, np.int32)
         home[shelf_cells] = np.arange(1, self.num_shelves + 1)
         self.initial_shelf_grid = home.reshape(self.rows, self.cols)
-        # (row, column) of each goal, in rware's order.
-        self.goals = np.array(
-            [[self.rows - 1, self.cols // 2 - 1], [self.rows - 1, self.cols // 2]], np.int32
-        )
 
         if request_queue_size is None:
             request_queue_size = int(self.num_agents * DIFFICULTIES[difficulty])
@@ -349,7 +402,11 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         return positions[..., 0] * self.cols + positions[..., 1]
 
     def _on_highway(self, positions: jax.Array) -> jax.Array:
-        return is_highway(positions[..., 0], positions[..., 1], self.rows, self.cols, self.column_height)
+        if self.column_height is not None:  # a generated layout: the rule's arithmetic
+            return is_highway(positions[..., 0], positions[..., 1], self.rows, self.cols, self.column_height)
+        # A layout string: look the cell up (compare-and-sum over the highway cells' flat indices).
+        cells = np.flatnonzero(self.highway)
+        return jnp.any(self._cells(positions)[..., None] == cells, -1)
 
     def _observe(self, state: RobotWarehouseState) -> jax.Array:
         """Every agent's observation, float32 ``(n, L)`` (the agent axis always present)."""
@@ -496,7 +553,8 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     def step_with_draws(
         self, state: RobotWarehouseState, action: Any, params: RobotWarehouseParams, draws: jax.Array
     ) -> StepOutput:
-        """:meth:`step` with its random numbers given: ``draws``, float32 ``(2,)`` in ``[0, 1)``.
+        """:meth:`step` with its random numbers given: ``draws``, float32 ``(G,)`` in ``[0, 1)``, one per
+        goal (``G = 2`` on the generated layouts).
 
         ``draws[g]`` picks the shelf that replaces a delivery on goal ``g``: the
         ``floor(draws[g] * (S - R))``-th (from 0, by id) of the shelves not in the
@@ -631,6 +689,12 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         return rware_render.render(self, state)
 
     def __repr__(self) -> str:
+        if self.layout is not None:
+            return (
+                f"RobotWarehouse(layout={self.layout!r}, n_agents={self.num_agents}, "
+                f"request_queue_size={self.request_queue_size}, sensor_range={self.sensor_range}, "
+                f"reward_type={self.reward_type!r}, collisions={self.collisions!r})"
+            )
         return (
             f"RobotWarehouse(shelf_rows={self.shelf_rows}, shelf_columns={self.shelf_columns}, "
             f"column_height={self.column_height}, n_agents={self.num_agents}, "
