@@ -27,7 +27,9 @@ def _gather(values: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
     return jnp.take_along_axis(padded, index[..., None], 1)
 
 
-def make(N: int = 3, num_agent_neighbors: int | None = None, num_landmark_neighbors: int | None = None) -> Scenario:
+def make(
+    N: int = 3, num_agent_neighbors: int | None = None, num_landmark_neighbors: int | None = None
+) -> Scenario:
     """N movable silent colliding agents (size 0.15) and N landmarks (size 0.05).
 
     Observation (``4 + 2N + 4(N - 1)``; 18 for N=3): ``[self_vel, self_pos, landmark_rel (N),
