@@ -34,7 +34,10 @@ def snapshot(reference: Warehouse) -> dict[str, np.ndarray]:
     for shelf in reference.shelfs:
         if shelf.id not in carried:
             grid[shelf.y, shelf.x] = shelf.id
-    return {
+    messages = (
+        {"messages": np.array([a.message for a in reference.agents], np.int32)} if reference.msg_bits else {}
+    )
+    return messages | {
         "agent_positions": np.array([[a.y, a.x] for a in reference.agents], np.int32),
         "agent_directions": np.array([a.dir.value for a in reference.agents], np.int32),
         "carried_shelves": np.array(
@@ -60,6 +63,8 @@ def inject(reference: Warehouse, state: dict[str, np.ndarray]) -> None:
         agent.y, agent.x, agent.dir = int(row), int(col), Direction(int(heading))
         agent.carrying_shelf = reference.shelfs[carried - 1] if carried else None
         agent.has_delivered = bool(delivered)
+    for agent, message in zip(reference.agents, state.get("messages", [])):
+        agent.message[:] = message
         if carried:
             agent.carrying_shelf.y, agent.carrying_shelf.x = int(row), int(col)
     for row, col in zip(*np.nonzero(state["shelf_grid"])):
@@ -256,6 +261,24 @@ PARITY_CASES = [
         3,
         0.3,
     ),
+    # rware's communication: 2 message bits per agent, random, seen in each other's sensor window.
+    (
+        "messages",
+        dict(
+            shelf_columns=3,
+            column_height=4,
+            shelf_rows=1,
+            n_agents=4,
+            msg_bits=2,
+            sensor_range=1,
+            request_queue_size=3,
+            max_inactivity_steps=None,
+            max_steps=80,
+            reward_type=RewardType.INDIVIDUAL,
+        ),
+        2,
+        0.2,
+    ),
     # rware's custom layout string: three goals (two in one row), a shelf block against the grid's
     # edge and a lone shelf; upper-case letters and spaces as rware accepts them.
     (
@@ -317,6 +340,7 @@ def _lamella_env(name: str, kwargs: dict) -> tuple[RobotWarehouse, object]:
         normalised_coordinates=kwargs.get("normalised_coordinates", False),
         max_steps=kwargs["max_steps"],
         max_inactivity_steps=kwargs["max_inactivity_steps"] or 0,
+        msg_bits=kwargs["msg_bits"],
     )
     return env, env.default_params
 
@@ -340,7 +364,9 @@ def reference_transitions(name: str, kwargs: dict, episodes: int, explore: float
         done = False
         while not done:
             before = snapshot(reference)
-            actions = scripted_actions(reference, rng, explore)
+            moves = actions = scripted_actions(reference, rng, explore)
+            if reference.msg_bits:  # random message bits after each move
+                actions = [[move, *rng.integers(0, 2, reference.msg_bits).tolist()] for move in moves]
             recorder.picks.clear()
             obs, reward, done, truncated, _ = reference.step(actions)
             assert truncated is False  # rware reports its limits as done, never as truncated
@@ -352,7 +378,7 @@ def reference_transitions(name: str, kwargs: dict, episodes: int, explore: float
             record["obs"].append(np.stack(obs))
             record["reward"].append(np.asarray(reward, np.float32))
             record["done"].append(bool(done))
-            record["tie"].append(chain_tie(before, actions, reference.grid_size))
+            record["tie"].append(chain_tie(before, moves, reference.grid_size))
     return record
 
 
@@ -455,7 +481,11 @@ def test_parity_with_rware_step_by_step(parity):
         totals["steps"] += len(done)
         totals["ties"] += int(tie.sum())
         totals["deliveries"] += int(delivered[keep].sum())
-        totals["drops"] += int(np.sum((np.stack(ref["action"]) == TOGGLE)[keep]))
+        moves = np.stack(ref["action"])
+        moves = moves[..., 0] if moves.ndim == 3 else moves  # (steps, n, 1 + msg_bits) with messages
+        totals["drops"] += int(np.sum((moves == TOGGLE)[keep]))
+        if name == "messages":  # the messages reached the observations, not only zeros
+            assert np.any(np.asarray(state.messages)[keep]) and not np.all(np.asarray(state.messages)[keep])
     # Ties are rare (MARL.md §2.6: 0.15-0.45 % of random steps; the dense case has more).
     assert totals["ties"] <= 0.02 * totals["steps"], totals
     assert totals["steps"] >= 1500 and totals["deliveries"] >= 30, totals
@@ -798,10 +828,11 @@ def test_check_env(env_id):
     check_env(env, params, num_steps=40, num_envs=2)
 
 
-def test_layout_string_passes_check_env_and_matches_rwares_grid():
+def test_layout_string_and_messages_pass_check_env_and_match_rwares_grid():
     layout = PARITY_CASES[-1][1]["layout"]
-    env, params = le.make("rware-tiny-2ag-v2", layout=layout, max_steps=30)
+    env, params = le.make("rware-tiny-2ag-v2", layout=layout, msg_bits=2, max_steps=30)
     check_env(env, params, num_steps=40, num_envs=2)
+    assert env.action_space(params).shape == (2, 3) and env.observation_space(params).shape == (2, 8 + 9 * 9)
     reference = Warehouse(3, 8, 1, 2, 0, 1, 2, None, 30, RewardType.INDIVIDUAL, layout=layout)
     bare = env.unwrapped
     reference.reset(seed=0)
@@ -816,7 +847,11 @@ def test_layout_string_passes_check_env_and_matches_rwares_grid():
     assert "layout=" in repr(bare)
 
 
-def test_bad_layouts_are_rejected_clearly():
+def test_bad_layouts_and_message_bits_are_rejected_clearly():
+    with pytest.raises(ValueError, match="msg_bits must be an integer >= 0, got -1"):
+        RobotWarehouse(msg_bits=-1)
+    with pytest.raises(ValueError, match="msg_bits must be an integer >= 0, got True"):
+        RobotWarehouse(msg_bits=True)
     with pytest.raises(ValueError, match="rectangular"):
         RobotWarehouse(layout="x.g\nx.")
     with pytest.raises(

@@ -178,7 +178,11 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     cell, or put the carried shelf down on a non-highway cell). rware has no
     illegal actions and no action mask; an action outside ``0..4`` is NOOP,
     and a toggle with nothing to pick up, or on a highway while carrying,
-    does nothing, as in rware.
+    does nothing, as in rware. With ``msg_bits = M > 0`` (rware's
+    communication) the action is int32 ``(n, 1 + M)``, ``MultiDiscrete`` of
+    ``[5, 2, ..., 2]`` per agent: the move, then the agent's ``M`` message bits
+    (any non-zero entry counts as 1), kept in ``state.messages`` until its next
+    action.
 
     Movement (``collisions="resolve"``, rware's rule): a carrying agent's
     FORWARD into a cell with a standing shelf is cancelled. Each moving agent
@@ -205,7 +209,8 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     ``H - 1`` with ``normalised_coordinates``), then for each cell of the
     ``(2r + 1) x (2r + 1)`` window around the agent, rows top to bottom and
     columns left to right, the agent's own cell included: ``[has_agent,
-    heading one-hot, has_shelf, shelf_requested]``. A cell without an agent,
+    heading one-hot, message (M bits, with msg_bits; zeros without an agent),
+    has_shelf, shelf_requested]``; ``L = 8 + (7 + M) (2r + 1)^2``. A cell without an agent,
     and a cell off the grid, has heading ``[1, 0, 0, 0]``, as in rware.
 
     Reward: float32 ``(n,)``. ``reward_type="individual"`` (every registered
@@ -257,6 +262,8 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
             ``W - 1, H - 1`` (rware's option).
         collisions: ``"resolve"`` (rware) or ``"terminate"`` (Jumanji).
         max_steps, max_inactivity_steps: defaults of the params.
+        msg_bits: rware's message bits per agent, >= 0 (0: no communication, as
+            in every registered id); see Action and Observation.
         layout: rware's ``layout`` string (see Layout above), or None for the
             generated layout; with it ``size`` and ``column_height`` are ignored (as in
             rware) and ``shelf_rows`` / ``shelf_columns`` are refused. Spaces and
@@ -282,8 +289,10 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         max_steps: int = 500,
         max_inactivity_steps: int = 0,
         layout: str | None = None,
+        msg_bits: int = 0,
     ):
         owner = "RobotWarehouse"
+        self.msg_bits = _int_at_least(owner, msg_bits, "msg_bits", 0)
         size = _choice(owner, size, "size", SIZES)
         difficulty = _choice(owner, difficulty, "difficulty", DIFFICULTIES)
         self.reward_type = _choice(owner, reward_type, "reward_type", REWARD_TYPES)
@@ -370,7 +379,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
 
     @property
     def observation_size(self) -> int:
-        return _SELF_FEATURES + _CELL_FEATURES * len(self._window)
+        return _SELF_FEATURES + (_CELL_FEATURES + self.msg_bits) * len(self._window)
 
     def _agent_shape(self, *shape: int) -> tuple[int, ...]:
         return shape if self.num_agents == 1 else (self.num_agents, *shape)
@@ -387,6 +396,9 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         return spaces.Box(np.zeros(shape), np.broadcast_to(high, shape), shape)
 
     def action_space(self, params: RobotWarehouseParams | None = None) -> spaces.Space:
+        if self.msg_bits:  # per agent: the move, then one binary entry per message bit
+            per_agent = [NUM_ACTIONS] + [2] * self.msg_bits
+            return spaces.MultiDiscrete(np.broadcast_to(per_agent, self._agent_shape(len(per_agent))))
         if self.num_agents == 1:
             return spaces.Discrete(NUM_ACTIONS)
         return spaces.MultiDiscrete([NUM_ACTIONS] * self.num_agents)
@@ -422,6 +434,9 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         seen_heading = jnp.any(here[..., None] & heading[None, None], 2)
         seen_heading = jnp.where(has_agent[..., None], seen_heading, np.array([True, False, False, False]))
         carried_here = jnp.sum(jnp.where(here, state.carried_shelves[None, None, :], 0), -1)
+        heard: list[jax.Array] = []
+        if self.msg_bits:  # the message of the agent on each window cell (zeros where none)
+            heard = [jnp.sum(jnp.where(here[..., None], state.messages[None, None], 0), 2)]
         # Shelves: the one carried by the agent on the cell, else the one standing there.
         flat = jnp.clip(window[..., 0], 0, self.rows - 1) * self.cols + jnp.clip(
             window[..., 1], 0, self.cols - 1
@@ -430,7 +445,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         shelf = jnp.where(carried_here > 0, carried_here, standing)
         requested = jnp.any(shelf[..., None] == state.request_queue, -1) & (shelf > 0)
         sensors = jnp.concatenate(
-            [has_agent[..., None], seen_heading, (shelf > 0)[..., None], requested[..., None]], -1
+            [has_agent[..., None], seen_heading, *heard, (shelf > 0)[..., None], requested[..., None]], -1
         ).astype(jnp.float32)
         xy = position[:, ::-1].astype(jnp.float32)
         if self.normalised_coordinates:
@@ -501,6 +516,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
             request_queue=queue.astype(jnp.int32),
             inactive_steps=jnp.zeros((), jnp.int32),
             time=jnp.zeros((), jnp.int32),
+            messages=jnp.zeros((n, self.msg_bits), jnp.int32) if self.msg_bits else None,
         )
         return self.observation_of(state, params), state
 
@@ -570,6 +586,10 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         standing or carried by an agent there, is cancelled.
         """
         n, cols = self.num_agents, self.cols
+        messages = None
+        if self.msg_bits:  # (n, 1 + M): the move, then the message bits (any non-zero entry is 1)
+            action = jnp.asarray(action).reshape(n, 1 + self.msg_bits).astype(jnp.int32)
+            action, messages = action[:, 0], (action[:, 1:] != 0).astype(jnp.int32)
         action = jnp.asarray(action).reshape(n).astype(jnp.int32)
         action = jnp.where((action >= 0) & (action < NUM_ACTIONS), action, NOOP)
         position, heading, carried = state.agent_positions, state.agent_directions, state.carried_shelves
@@ -652,6 +672,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
             request_queue=queue,
             inactive_steps=inactive.astype(jnp.int32),
             time=time,
+            messages=messages,
         )
         # Computed once, not once per reader (observation, flags, auto-reset selects).
         state, reward = jax.lax.optimization_barrier((state, reward))
