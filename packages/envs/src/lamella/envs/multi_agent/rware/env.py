@@ -435,7 +435,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         seen_heading = jnp.where(has_agent[..., None], seen_heading, np.array([True, False, False, False]))
         carried_here = jnp.sum(jnp.where(here, state.carried_shelves[None, None, :], 0), -1)
         heard: list[jax.Array] = []
-        if self.msg_bits:  # the message of the agent on each window cell (zeros where none)
+        if state.messages is not None:  # msg_bits > 0: the message of the agent on each window cell
             heard = [jnp.sum(jnp.where(here[..., None], state.messages[None, None], 0), 2)]
         # Shelves: the one carried by the agent on the cell, else the one standing there.
         flat = jnp.clip(window[..., 0], 0, self.rows - 1) * self.cols + jnp.clip(
