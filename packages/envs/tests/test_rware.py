@@ -844,7 +844,7 @@ def test_layout_string_and_messages_pass_check_env_and_match_rwares_grid():
     np.testing.assert_array_equal(bare.highway, reference.highways.astype(bool))
     # Goals in rware's order, as (x, y) (the parity case delivers on all three).
     assert [tuple(g) for g in bare.goals[:, ::-1]] == reference.goals == [(0, 2), (7, 3), (3, 4)]
-    assert "layout=" in repr(bare)
+    assert "layout=" in repr(bare) and "msg_bits=2" in repr(bare)
 
 
 def test_bad_layouts_and_message_bits_are_rejected_clearly():

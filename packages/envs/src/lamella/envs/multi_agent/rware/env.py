@@ -710,15 +710,16 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         return rware_render.render(self, state)
 
     def __repr__(self) -> str:
+        messages = f", msg_bits={self.msg_bits}" if self.msg_bits else ""
         if self.layout is not None:
             return (
                 f"RobotWarehouse(layout={self.layout!r}, n_agents={self.num_agents}, "
                 f"request_queue_size={self.request_queue_size}, sensor_range={self.sensor_range}, "
-                f"reward_type={self.reward_type!r}, collisions={self.collisions!r})"
+                f"reward_type={self.reward_type!r}, collisions={self.collisions!r}{messages})"
             )
         return (
             f"RobotWarehouse(shelf_rows={self.shelf_rows}, shelf_columns={self.shelf_columns}, "
             f"column_height={self.column_height}, n_agents={self.num_agents}, "
             f"request_queue_size={self.request_queue_size}, sensor_range={self.sensor_range}, "
-            f"reward_type={self.reward_type!r}, collisions={self.collisions!r})"
+            f"reward_type={self.reward_type!r}, collisions={self.collisions!r}{messages})"
         )
