@@ -63,10 +63,10 @@ def inject(reference: Warehouse, state: dict[str, np.ndarray]) -> None:
         agent.y, agent.x, agent.dir = int(row), int(col), Direction(int(heading))
         agent.carrying_shelf = reference.shelfs[carried - 1] if carried else None
         agent.has_delivered = bool(delivered)
-    for agent, message in zip(reference.agents, state.get("messages", [])):
-        agent.message[:] = message
         if carried:
             agent.carrying_shelf.y, agent.carrying_shelf.x = int(row), int(col)
+    for agent, message in zip(reference.agents, state.get("messages", [])):
+        agent.message[:] = message
     for row, col in zip(*np.nonzero(state["shelf_grid"])):
         shelf = reference.shelfs[state["shelf_grid"][row, col] - 1]
         shelf.y, shelf.x = int(row), int(col)
