@@ -2,14 +2,23 @@
 coin_game and storm_2p (its port of Pax's InTheMatrix), side by side.
 
     hatch run bench-marl:python benchmarks/coin_game_throughput.py [--num-envs 1024] [--steps 1000] [--repeats 7]
+        [--patterns abc] [--clock cpu] [--bare]
 
 Protocol (../shared/BENCHMARKS.md): 1024 envs, auto-reset on both sides (lamella's `make` default;
 JaxMARL's `step`), uniform random actions in 0..4 and one key per env and step drawn before the
-timed calls (the same arrays for both), one call = `jit(scan(vmap(step)))`, every output consumed
-in a checksum (observations, rewards, done flags, the inner-episode flag, lamella's own/other coin
-counts and final observation, the final state), timed calls interleaved (lamella, JaxMARL,
-lamella, ...), medians reported, compile time separately. "bare" is lamella's dynamics alone (no
-keys, no resets, no respawns): the practical ceiling.
+timed calls (the same arrays for both), one call = `jit(scan(vmap(step)))`, timed calls
+interleaved (lamella, JaxMARL, lamella, ...), the ratio the median over rounds of the two calls'
+time ratio, compile time separately. Each consumption pattern of benchmarks/envs_throughput.py is
+timed (every output a pattern reads, and the final state, go into a checksum):
+
+    a  obs + reward + flags        lamella: observation, reward, terminated, truncated;
+                                   JaxMARL: observations, rewards, dones
+    b  a + final observation       lamella: a + info["final_observation"]; JaxMARL has none (its
+                                   step returns the reset's observation): it reads what a reads
+    c  reward only
+
+Neither side's `info` (per-agent coin statistics) is read. "bare" (`--bare`) is lamella's dynamics
+alone (no keys, no resets, no respawns, every output read): the practical ceiling.
 
 Both sides play Pax's CoinGame: egocentric flat observations, payoff [[1, 1, -2], [1, 1, -2]],
 16-step inner episodes. Configurations: `outer600` is Pax's coin-game trial (600 inner episodes
@@ -34,8 +43,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
-from _interleave import time_interleaved
-from _rollouts import bare_rollout, checksum, lamella_rollout
+from _patterns import add_arguments, parse, print_header, print_rows, time_patterns
+from _rollouts import bare_rollout, checksum, lamella_rollout, peer_consumed
 
 import lamella.envs as le
 
@@ -44,7 +53,7 @@ INNER = 16
 STORM_INNER = 152
 
 
-def jaxmarl_side(num_outer: int, reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
+def jaxmarl_side(num_outer: int, reset_keys: jax.Array, pattern: str) -> tuple[Callable[..., jax.Array], Any]:
     from jaxmarl.environments.coin_game.coin_game import CoinGame
 
     env = CoinGame(num_inner_steps=INNER, num_outer_steps=num_outer, egocentric=True)
@@ -55,8 +64,8 @@ def jaxmarl_side(num_outer: int, reset_keys: jax.Array) -> tuple[Callable[..., j
             state, total = carry
             step_keys, step_actions = inputs
             joint = {"0": step_actions[:, 0], "1": step_actions[:, 1]}
-            obs, state, reward, done, info = jax.vmap(env.step)(step_keys, state, joint)
-            return (state, total + checksum((obs, reward, done, info))), None
+            obs, state, reward, done, _ = jax.vmap(env.step)(step_keys, state, joint)
+            return (state, total + checksum(peer_consumed(pattern, obs, reward, done))), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
         return total + checksum((state.red_pos, state.blue_pos, state.red_coin_pos, state.blue_coin_pos))
@@ -64,7 +73,7 @@ def jaxmarl_side(num_outer: int, reset_keys: jax.Array) -> tuple[Callable[..., j
     return jax.jit(rollout), state
 
 
-def storm_side(reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
+def storm_side(reset_keys: jax.Array, pattern: str) -> tuple[Callable[..., jax.Array], Any]:
     from jaxmarl.environments.storm.storm_2p import InTheGrid_2p
 
     env = InTheGrid_2p(num_inner_steps=STORM_INNER, num_outer_steps=1, fixed_coin_location=True)
@@ -75,8 +84,8 @@ def storm_side(reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
             state, total = carry
             step_keys, step_actions = inputs
             # storm_2p unpacks the joint action as a pair: one (2,) array per env.
-            obs, state, reward, done, info = jax.vmap(env.step)(step_keys, state, step_actions)
-            return (state, total + checksum((obs, reward, done, info))), None
+            obs, state, reward, done, _ = jax.vmap(env.step)(step_keys, state, step_actions)
+            return (state, total + checksum(peer_consumed(pattern, obs, reward, done))), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
         return total + checksum((state.red_pos, state.blue_pos, state.grid, state.freeze))
@@ -84,7 +93,16 @@ def storm_side(reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
     return jax.jit(rollout), state
 
 
-def bench(config: str, num_envs: int, num_steps: int, repeats: int, with_jaxmarl: bool) -> dict[str, Any]:
+def bench(
+    config: str,
+    num_envs: int,
+    num_steps: int,
+    repeats: int,
+    with_jaxmarl: bool,
+    patterns: list[str],
+    clock: Callable[[], float],
+    bare: bool,
+) -> dict[str, Any]:
     num_outer = CONFIGS[config]
     if config == "storm":
         env, params = le.make("IPDInTheMatrix-v0", num_inner_steps=STORM_INNER, pax_quirks=True)
@@ -95,16 +113,18 @@ def bench(config: str, num_envs: int, num_steps: int, repeats: int, with_jaxmarl
     step_keys = jax.random.split(k_steps, (num_steps, num_envs))
     actions = jax.random.randint(k_actions, (num_steps, num_envs, 2), 0, 5, jnp.int32)
     _, lam_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)
-    sides: dict[str, tuple[Callable[..., jax.Array], Any]] = {
-        "lamella": (lamella_rollout(env, params), lam_state),
-        "bare": (bare_rollout(env, params), lam_state),
-    }
+    lamella = {"lamella": lambda p: (lamella_rollout(env, params, p), lam_state)}
+    peers: dict[str, Callable[[str], Any]] = {}
     if with_jaxmarl:
-        sides["jaxmarl"] = (
-            storm_side(reset_keys) if config == "storm" else jaxmarl_side(num_outer, reset_keys)
+        peers["jaxmarl"] = (
+            (lambda p: storm_side(reset_keys, p))
+            if config == "storm"
+            else (lambda p: jaxmarl_side(num_outer, reset_keys, p))
         )
-    rate, compile_s, _ = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
-    return {"config": config, "rate": rate, "compile": compile_s}
+    extra = {"bare": (bare_rollout(env, params), lam_state)} if bare else {}
+    return time_patterns(
+        lamella, peers, patterns, (step_keys, actions), num_envs * num_steps, repeats, clock, extra
+    )
 
 
 def main() -> None:
@@ -115,7 +135,9 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=1000, help="env steps per timed call (per env)")
     parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args()
+    parser.add_argument("--bare", action="store_true", help="also time lamella's bare dynamics")
+    add_arguments(parser)
+    args, patterns, clock = parse(parser)
     try:
         jaxmarl_version = importlib.metadata.version("jaxmarl")
     except importlib.metadata.PackageNotFoundError:
@@ -126,25 +148,23 @@ def main() -> None:
         f"machine: {platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
         f"jax {jax.__version__} on {device.platform} ({device.device_kind}), jaxmarl {jaxmarl_version}, "
         f"lamella-envs {le.__version__}; {args.num_envs} envs x {args.steps} steps per call, "
-        f"median of {args.repeats}"
+        f"median of {args.repeats}, clock {args.clock}"
     )
-    print(
-        f"| {'config':<9} | {'lamella steps/s':>15} | {'jaxmarl steps/s':>15} | {'ratio':>6} | {'bare steps/s':>12} "
-        f"| {'of bare':>7} | {'compile lamella/jaxmarl s':>25} |"
-    )
-    print(f"|{'-' * 11}|{'-' * 17}|{'-' * 17}|{'-' * 8}|{'-' * 14}|{'-' * 9}|{'-' * 27}|")
+    print_header("jaxmarl", patterns)
     for config in args.configs:
-        row = bench(config, args.num_envs, args.steps, args.repeats, jaxmarl_version is not None)
-        rate, compile_s = row["rate"], row["compile"]
-        peer = rate.get("jaxmarl")
-        ratio = f"{rate['lamella'] / peer:5.2f}x" if peer else "   n/a"
-        peer_text = f"{peer:>15.3g}" if peer else f"{'n/a':>15}"
-        compile_text = f"{compile_s['lamella']:.2f} / {compile_s.get('jaxmarl', float('nan')):.2f}"
-        print(
-            f"| {config:<9} | {rate['lamella']:>15.3g} | {peer_text} | {ratio} | {rate['bare']:>12.3g} "
-            f"| {rate['lamella'] / rate['bare']:>7.2f} | {compile_text:>25} |",
-            flush=True,
+        row = bench(
+            config,
+            args.num_envs,
+            args.steps,
+            args.repeats,
+            jaxmarl_version is not None,
+            patterns,
+            clock,
+            args.bare,
         )
+        print_rows(config, row, ["lamella"], "jaxmarl" if jaxmarl_version else None, patterns)
+        if args.bare:
+            print(f"| {config} bare (every output) | | {row['rate']['bare']:.3g} | | | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,25 @@
 """Level-Based Foraging throughput: lamella against Jumanji's LevelBasedForaging, side by side.
 
     hatch run bench-marl:python benchmarks/lbf_throughput.py [--num-envs 1024] [--steps 500] [--repeats 7]
-        [--rules lbforaging jumanji]
+        [--rules lbforaging jumanji] [--patterns abc] [--clock cpu] [--bare]
 
 Protocol (../shared/BENCHMARKS.md): 1024 envs, auto-reset on both sides (lamella's `make` default;
 Jumanji's `AutoResetWrapper`), uniform random actions in 0..5 drawn before the timed calls (the same
 array for both; actions illegal under the mask are NONE on both sides), one call =
-`jit(scan(vmap(step)))`, every output consumed in a checksum (lamella: observation, reward,
-terminated, truncated, `info["action_mask"]`, `info["final_observation"]`; Jumanji: agent views,
-action mask, step count, reward, discount, step type), timed calls interleaved (lamella, Jumanji,
-lamella, ...), medians reported, compile time separately. "bare" is lamella's dynamics alone (no
-keys, no resets): the practical ceiling.
+`jit(scan(vmap(step)))`, timed calls interleaved (lamella, Jumanji, lamella, ...), the ratio the
+median over rounds of the two calls' time ratio, compile time separately. Each consumption pattern
+of benchmarks/envs_throughput.py is timed (every output a pattern reads, and the final state, go
+into a checksum):
+
+    a  obs + reward + flags        lamella: observation, reward, terminated, truncated;
+                                   Jumanji: agent views, reward, discount, step type
+    b  a + final observation       lamella: a + info["final_observation"]; Jumanji has none (its
+                                   auto-reset returns the reset's observation): it reads what a reads
+    c  reward only
+
+Neither side's action mask is read (a masked policy would read lamella's `info["action_mask"]`
+and Jumanji's `observation.action_mask`). "bare" (`--bare`) is lamella's dynamics alone (no keys,
+no resets, every output read): the practical ceiling.
 
 The configurations match as far as the two rule sets allow (MARL.md §1.6: Jumanji blocks moves
 into agents and has its own spawn rules): grid, sight (Jumanji's fov), agents, food, force_coop,
@@ -24,10 +33,10 @@ says so.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
 import os
 import platform
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -35,8 +44,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
-from _interleave import time_interleaved
-from _rollouts import bare_rollout, checksum, lamella_rollout
+from _patterns import add_arguments, parse, print_header, print_rows, time_patterns
+from _rollouts import bare_rollout, checksum, lamella_rollout, peer_consumed
 
 import lamella.envs as le
 
@@ -50,7 +59,9 @@ CONFIGS = {
 TIME_LIMIT = 50
 
 
-def jumanji_side(settings: dict[str, Any], reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
+def jumanji_side(
+    settings: dict[str, Any], reset_keys: jax.Array, pattern: str
+) -> tuple[Callable[..., jax.Array], Any]:
     from jumanji.environments import LevelBasedForaging
     from jumanji.environments.routing.lbf.generator import RandomGenerator
     from jumanji.wrappers import AutoResetWrapper
@@ -66,8 +77,13 @@ def jumanji_side(settings: dict[str, Any], reset_keys: jax.Array) -> tuple[Calla
         def body(carry: Any, step_actions: Any) -> Any:
             state, total = carry
             state, timestep = jax.vmap(env.step)(state, step_actions)
-            consumed = (timestep.observation, timestep.reward, timestep.discount, timestep.step_type)
-            return (state, total + checksum(consumed)), None
+            read = peer_consumed(
+                pattern,
+                timestep.observation.agents_view,
+                timestep.reward,
+                (timestep.discount, timestep.step_type),
+            )
+            return (state, total + checksum(read)), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), actions)
         return total + checksum(state.agents.position) + checksum(state.food_items.eaten)
@@ -76,30 +92,38 @@ def jumanji_side(settings: dict[str, Any], reset_keys: jax.Array) -> tuple[Calla
 
 
 def bench(
-    env_id: str, num_envs: int, num_steps: int, repeats: int, with_jumanji: bool, rules: list[str]
+    env_id: str,
+    num_envs: int,
+    num_steps: int,
+    repeats: int,
+    with_jumanji: bool,
+    rules: list[str],
+    patterns: list[str],
+    clock: Callable[[], float],
+    bare: bool,
 ) -> dict[str, Any]:
     k_reset, k_actions, k_steps = jax.random.split(jax.random.key(7), 3)
     reset_keys = jax.random.split(k_reset, num_envs)
     step_keys = jax.random.split(k_steps, (num_steps, num_envs))
-    sides: dict[str, tuple[Callable[..., jax.Array], Any]] = {}
+    lamella: dict[str, Callable[[str], Any]] = {}
+    extra: dict[str, Any] = {}
     for rule in rules:
         env, params = le.make(env_id, rules=rule, max_episode_steps=TIME_LIMIT)
         _, lam_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)
-        suffix = "" if rule == rules[0] else f" {rule}"
-        sides["lamella" + suffix] = (lamella_rollout(env, params), lam_state)
-        sides["bare" + suffix] = (bare_rollout(env, params), lam_state)
+        suffix = "" if len(rules) == 1 else f" {rule}"
+        lamella["lamella" + suffix] = functools.partial(
+            lambda p, env, params, state: (lamella_rollout(env, params, p), state),
+            env=env,
+            params=params,
+            state=lam_state,
+        )
+        if bare:
+            extra["bare" + suffix] = (bare_rollout(env, params), lam_state)
     actions = jax.random.randint(k_actions, (num_steps, num_envs, env.num_agents), 0, 6, jnp.int32)
-    if with_jumanji:
-        sides["jumanji"] = jumanji_side(CONFIGS[env_id], reset_keys)
-    rate, compile_s, times = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
-    # Paired: the median over rounds of each round's Jumanji time / lamella time (the two calls of a
-    # round run back to back, so they share the machine's load).
-    paired = {
-        name: statistics.median(j / t for j, t in zip(times["jumanji"], times[name]))
-        for name in times
-        if with_jumanji and name.startswith("lamella")
-    }
-    return {"env": env_id, "rate": rate, "compile": compile_s, "paired": paired}
+    peers = {"jumanji": lambda p: jumanji_side(CONFIGS[env_id], reset_keys, p)} if with_jumanji else {}
+    return time_patterns(
+        lamella, peers, patterns, (step_keys, actions), num_envs * num_steps, repeats, clock, extra
+    )
 
 
 def main() -> None:
@@ -115,9 +139,11 @@ def main() -> None:
         nargs="+",
         default=["lbforaging"],
         choices=["lbforaging", "jumanji"],
-        help="lamella's rule set(s); the first is the table's lamella column, the others extra rows",
+        help="lamella's rule set(s), each timed against Jumanji in the same rounds",
     )
-    args = parser.parse_args()
+    parser.add_argument("--bare", action="store_true", help="also time lamella's bare dynamics")
+    add_arguments(parser)
+    args, patterns, clock = parse(parser)
     try:
         jumanji_version = importlib.metadata.version("jumanji")
     except importlib.metadata.PackageNotFoundError:
@@ -128,32 +154,27 @@ def main() -> None:
         f"machine: {platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
         f"jax {jax.__version__} on {device.platform} ({device.device_kind}), jumanji {jumanji_version}, "
         f"lamella-envs {le.__version__}; {args.num_envs} envs x {args.steps} steps per call, "
-        f"median of {args.repeats}"
+        f"median of {args.repeats}, clock {args.clock}"
     )
-    print(
-        f"| {'env':<30} | {'lamella steps/s':>15} | {'jumanji steps/s':>15} | {'ratio':>6} | {'paired':>6} "
-        f"| {'bare steps/s':>12} | {'of bare':>7} | {'compile lamella/jumanji s':>25} |"
-    )
-    print(f"|{'-' * 32}|{'-' * 17}|{'-' * 17}|{'-' * 8}|{'-' * 8}|{'-' * 14}|{'-' * 9}|{'-' * 27}|")
+    print_header("jumanji", patterns)
+    names = ["lamella"] if len(args.rules) == 1 else [f"lamella {rule}" for rule in args.rules]
     for env_id in args.envs:
-        row = bench(env_id, args.num_envs, args.steps, args.repeats, jumanji_version is not None, args.rules)
-        rate, compile_s = row["rate"], row["compile"]
-        jumanji = rate.get("jumanji")
-        jumanji_text = f"{jumanji:>15.3g}" if jumanji else f"{'n/a':>15}"
-        for i, rule in enumerate(args.rules):
-            suffix = "" if i == 0 else f" {rule}"
-            lam, bare = rate["lamella" + suffix], rate["bare" + suffix]
-            ratio = f"{lam / jumanji:5.2f}x" if jumanji else "   n/a"
-            paired = f"{row['paired']['lamella' + suffix]:5.2f}x" if jumanji else "   n/a"
-            compile_text = (
-                f"{compile_s['lamella' + suffix]:.2f} / {compile_s.get('jumanji', float('nan')):.2f}"
-            )
-            label = f"{env_id} ({rule})" if len(args.rules) > 1 or rule != "lbforaging" else env_id
-            print(
-                f"| {label:<30} | {lam:>15.3g} | {jumanji_text} | {ratio} | {paired} | {bare:>12.3g} "
-                f"| {lam / bare:>7.2f} | {compile_text:>25} |",
-                flush=True,
-            )
+        row = bench(
+            env_id,
+            args.num_envs,
+            args.steps,
+            args.repeats,
+            jumanji_version is not None,
+            args.rules,
+            patterns,
+            clock,
+            args.bare,
+        )
+        label = env_id if len(args.rules) > 1 or args.rules == ["lbforaging"] else f"{env_id} (jumanji)"
+        print_rows(label, row, names, "jumanji" if jumanji_version else None, patterns)
+        for name in row["rate"]:
+            if name.startswith("bare"):
+                print(f"| {env_id} {name} (every output) | | {row['rate'][name]:.3g} | | | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,23 @@
 """MPE throughput: lamella against JaxMARL's MPE, side by side in one process.
 
     hatch run bench-jaxmarl:python benchmarks/mpe_throughput.py [--num-envs 1024] [--steps 500] [--repeats 7]
+        [--patterns abc] [--clock cpu] [--bare]      (bench-marl holds the same jaxmarl 0.2.0)
 
 Protocol (../shared/BENCHMARKS.md): 1024 envs, auto-reset on both sides (lamella's `make`
 default; JaxMARL's `step`, which resets inside), uniform random actions drawn before the timed
-calls (the same array for both sides), one call = `jit(scan(vmap(step)))`, every output consumed
-in a checksum (lamella: observation, reward, terminated, truncated, `info["final_observation"]`
-and the final state; JaxMARL: observations, rewards, dones, the final state), timed calls
-interleaved (lamella, JaxMARL, lamella, ...), medians reported, compile time separately. "bare"
-is lamella's dynamics alone (no keys, no resets): the practical ceiling.
+calls (the same array for both sides), one call = `jit(scan(vmap(step)))`, timed calls
+interleaved (lamella, JaxMARL, lamella, ...), the ratio the median over rounds of the two calls'
+time ratio, compile time separately. Each consumption pattern of benchmarks/envs_throughput.py is
+timed (every output a pattern reads, and the final state, go into a checksum):
+
+    a  obs + reward + flags        lamella: observation, reward, terminated, truncated;
+                                   JaxMARL: observations, rewards, dones
+    b  a + final observation       lamella: a + info["final_observation"]; JaxMARL has none (its
+                                   step returns the reset's observation): it reads what a reads
+    c  reward only
+
+"bare" (`--bare`) is lamella's dynamics alone (no keys, no resets, every output read): the
+practical ceiling.
 
 Both sides run the same scenario with discrete actions: mpe2's physics and rewards (JaxMARL's
 MPE matches mpe2 step by step, MARL.md §3.6), except the episode length (JaxMARL: 26 steps,
@@ -29,8 +38,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
-from _interleave import time_interleaved
-from _rollouts import bare_rollout, checksum, lamella_rollout
+from _patterns import add_arguments, parse, print_header, print_rows, time_patterns
+from _rollouts import bare_rollout, checksum, lamella_rollout, peer_consumed
 
 import lamella.envs as le
 
@@ -42,7 +51,7 @@ CONFIGS = {
 }
 
 
-def jaxmarl_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
+def jaxmarl_side(env_id: str, reset_keys: jax.Array, pattern: str) -> tuple[Callable[..., jax.Array], Any]:
     import jaxmarl
 
     env = jaxmarl.make(env_id)
@@ -54,7 +63,7 @@ def jaxmarl_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.
             step_keys, step_actions = inputs
             joint = {agent: step_actions[:, i] for i, agent in enumerate(env.agents)}
             obs, state, reward, dones, _ = jax.vmap(env.step)(step_keys, state, joint)
-            return (state, total + checksum((obs, reward, dones))), None
+            return (state, total + checksum(peer_consumed(pattern, obs, reward, dones))), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), (keys, actions))
         return total + checksum(state)
@@ -62,7 +71,16 @@ def jaxmarl_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.
     return jax.jit(rollout), state
 
 
-def bench(env_id: str, num_envs: int, num_steps: int, repeats: int, with_jaxmarl: bool) -> dict[str, Any]:
+def bench(
+    env_id: str,
+    num_envs: int,
+    num_steps: int,
+    repeats: int,
+    with_jaxmarl: bool,
+    patterns: list[str],
+    clock: Callable[[], float],
+    bare: bool,
+) -> dict[str, Any]:
     env, params = le.make(env_id)
     k_reset, k_actions, k_steps = jax.random.split(jax.random.key(7), 3)
     reset_keys = jax.random.split(k_reset, num_envs)
@@ -72,18 +90,12 @@ def bench(env_id: str, num_envs: int, num_steps: int, repeats: int, with_jaxmarl
     u = jax.random.uniform(k_actions, (num_steps, num_envs, env.num_agents))
     actions = jnp.floor(u * counts).astype(jnp.int32)
     _, lam_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)
-    sides: dict[str, tuple[Callable[..., jax.Array], Any]] = {
-        "lamella": (lamella_rollout(env, params), lam_state),
-        "bare": (bare_rollout(env, params), lam_state),
-    }
-    if with_jaxmarl:
-        sides["jaxmarl"] = jaxmarl_side(CONFIGS[env_id], reset_keys)
-    rate, compile_s, times = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
-    paired = None
-    if with_jaxmarl:
-        ratios = sorted(j / lam for lam, j in zip(times["lamella"], times["jaxmarl"]))
-        paired = (ratios[0], ratios[len(ratios) // 2], ratios[-1])
-    return {"env": env_id, "rate": rate, "compile": compile_s, "paired": paired}
+    lamella = {"lamella": lambda p: (lamella_rollout(env, params, p), lam_state)}
+    peers = {"jaxmarl": lambda p: jaxmarl_side(CONFIGS[env_id], reset_keys, p)} if with_jaxmarl else {}
+    extra = {"bare": (bare_rollout(env, params), lam_state)} if bare else {}
+    return time_patterns(
+        lamella, peers, patterns, (step_keys, actions), num_envs * num_steps, repeats, clock, extra
+    )
 
 
 def main() -> None:
@@ -94,7 +106,9 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=500, help="env steps per timed call (per env)")
     parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args()
+    parser.add_argument("--bare", action="store_true", help="also time lamella's bare dynamics")
+    add_arguments(parser)
+    args, patterns, clock = parse(parser)
     try:
         jaxmarl_version = importlib.metadata.version("jaxmarl")
     except importlib.metadata.PackageNotFoundError:
@@ -107,26 +121,23 @@ def main() -> None:
         f"machine: {platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
         f"jax {jax.__version__} on {device.platform} ({device.device_kind}), jaxmarl {jaxmarl_version}, "
         f"lamella-envs {le.__version__}; {args.num_envs} envs x {args.steps} steps per call, "
-        f"median of {args.repeats}"
+        f"median of {args.repeats}, clock {args.clock}"
     )
-    print(
-        f"| {'env':<30} | {'lamella steps/s':>15} | {'jaxmarl steps/s':>15} | {'ratio':>6} "
-        f"| {'paired min/med/max':>18} | {'bare steps/s':>12} | {'of bare':>7} | {'compile lamella/jaxmarl s':>25} |"
-    )
-    print(f"|{'-' * 32}|{'-' * 17}|{'-' * 17}|{'-' * 8}|{'-' * 20}|{'-' * 14}|{'-' * 9}|{'-' * 27}|")
+    print_header("jaxmarl", patterns)
     for env_id in args.envs:
-        row = bench(env_id, args.num_envs, args.steps, args.repeats, jaxmarl_version is not None)
-        rate, compile_s, paired = row["rate"], row["compile"], row["paired"]
-        jaxmarl = rate.get("jaxmarl")
-        ratio = f"{rate['lamella'] / jaxmarl:5.2f}x" if jaxmarl else "   n/a"
-        paired_text = f"{paired[0]:.2f}/{paired[1]:.2f}/{paired[2]:.2f}" if paired else "n/a"
-        jaxmarl_text = f"{jaxmarl:>15.3g}" if jaxmarl else f"{'n/a':>15}"
-        compile_text = f"{compile_s['lamella']:.2f} / {compile_s.get('jaxmarl', float('nan')):.2f}"
-        print(
-            f"| {env_id:<30} | {rate['lamella']:>15.3g} | {jaxmarl_text} | {ratio} | {paired_text:>18} "
-            f"| {rate['bare']:>12.3g} | {rate['lamella'] / rate['bare']:>7.2f} | {compile_text:>25} |",
-            flush=True,
+        row = bench(
+            env_id,
+            args.num_envs,
+            args.steps,
+            args.repeats,
+            jaxmarl_version is not None,
+            patterns,
+            clock,
+            args.bare,
         )
+        print_rows(env_id, row, ["lamella"], "jaxmarl" if jaxmarl_version else None, patterns)
+        if args.bare:
+            print(f"| {env_id} bare (every output) | | {row['rate']['bare']:.3g} | | | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,23 @@
 """Multi-Robot Warehouse throughput: lamella against Jumanji's RobotWarehouse, side by side.
 
     hatch run bench-marl:python benchmarks/rware_throughput.py [--num-envs 1024] [--steps 200] [--repeats 7]
+        [--patterns abc] [--clock cpu] [--bare]
 
 Protocol (../shared/BENCHMARKS.md): 1024 envs, auto-reset on both sides (lamella's `make` default;
 Jumanji's `AutoResetWrapper`), uniform random actions in 0..4 drawn before the timed calls (the same
 array for both; Jumanji turns its masked actions into NOOP, lamella's cancels the same moves), one
-call = `jit(scan(vmap(step)))`, every output consumed in a checksum (lamella: observation, reward,
-terminated, truncated, `info["final_observation"]`; Jumanji: agent views, action mask, step count,
-reward, discount, step type), timed calls interleaved (lamella, Jumanji, lamella, ...), medians
-reported, compile time separately. "bare" is lamella's dynamics alone (no keys, no resets, the
-request draws fixed): the practical ceiling. The ratio column is lamella / Jumanji.
+call = `jit(scan(vmap(step)))`, timed calls interleaved (lamella, Jumanji, lamella, ...), the ratio
+(lamella / Jumanji) the median over rounds of the two calls' time ratio, compile time separately.
+Each consumption pattern of benchmarks/envs_throughput.py is timed (every output a pattern reads,
+and the final state, go into a checksum):
+
+    a  obs + reward + flags        lamella: observation, reward, terminated, truncated;
+                                   Jumanji: agent views, reward, discount, step type
+    b  a + final observation       lamella: a + info["final_observation"]; Jumanji has none: as a
+    c  reward only
+
+"bare" (`--bare`) is lamella's dynamics alone (no keys, no resets, the request draws fixed, every
+output read): the practical ceiling.
 
 The tasks match: layout (shelf rows, columns, column height), agents, sensor range, request queue
 and the 500-step limit. The rules differ where the two envs differ (MARL.md §2.5): Jumanji moves
@@ -32,8 +40,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
-from _interleave import time_interleaved
-from _rollouts import bare_rollout, checksum, lamella_rollout
+from _patterns import add_arguments, parse, print_header, print_rows, time_patterns
+from _rollouts import bare_rollout, checksum, lamella_rollout, peer_consumed
 
 import lamella.envs as le
 
@@ -48,7 +56,7 @@ def rware_bare_rollout(env: Any, params: Any) -> Callable[..., jax.Array]:
     )
 
 
-def jumanji_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.Array], Any]:
+def jumanji_side(env_id: str, reset_keys: jax.Array, pattern: str) -> tuple[Callable[..., jax.Array], Any]:
     from jumanji.environments import RobotWarehouse
     from jumanji.environments.routing.robot_warehouse.generator import RandomGenerator
     from jumanji.wrappers import AutoResetWrapper
@@ -71,8 +79,13 @@ def jumanji_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.
         def body(carry: Any, step_actions: Any) -> Any:
             state, total = carry
             state, timestep = jax.vmap(env.step)(state, step_actions)
-            consumed = (timestep.observation, timestep.reward, timestep.discount, timestep.step_type)
-            return (state, total + checksum(consumed)), None
+            read = peer_consumed(
+                pattern,
+                timestep.observation.agents_view,
+                timestep.reward,
+                (timestep.discount, timestep.step_type),
+            )
+            return (state, total + checksum(read)), None
 
         (state, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), actions)
         return total + checksum((state.grid, state.request_queue))
@@ -80,25 +93,28 @@ def jumanji_side(env_id: str, reset_keys: jax.Array) -> tuple[Callable[..., jax.
     return jax.jit(rollout), state
 
 
-def bench(env_id: str, num_envs: int, num_steps: int, repeats: int, with_jumanji: bool) -> dict[str, Any]:
+def bench(
+    env_id: str,
+    num_envs: int,
+    num_steps: int,
+    repeats: int,
+    with_jumanji: bool,
+    patterns: list[str],
+    clock: Callable[[], float],
+    bare: bool,
+) -> dict[str, Any]:
     env, params = le.make(env_id)
     k_reset, k_actions, k_steps = jax.random.split(jax.random.key(7), 3)
     reset_keys = jax.random.split(k_reset, num_envs)
     step_keys = jax.random.split(k_steps, (num_steps, num_envs))
     actions = jax.random.randint(k_actions, (num_steps, num_envs, env.num_agents), 0, 5, jnp.int32)
     _, lam_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)
-    sides: dict[str, tuple[Callable[..., jax.Array], Any]] = {
-        "lamella": (lamella_rollout(env, params), lam_state),
-        "bare": (rware_bare_rollout(env, params), lam_state),
-    }
-    if with_jumanji:
-        sides["jumanji"] = jumanji_side(env_id, reset_keys)
-    rate, compile_s, times = time_interleaved(sides, (step_keys, actions), num_envs * num_steps, repeats)
-    paired = None
-    if with_jumanji:
-        ratios = sorted(j / lam for lam, j in zip(times["lamella"], times["jumanji"]))
-        paired = ratios[len(ratios) // 2]
-    return {"env": env_id, "rate": rate, "compile": compile_s, "paired": paired}
+    lamella = {"lamella": lambda p: (lamella_rollout(env, params, p), lam_state)}
+    peers = {"jumanji": lambda p: jumanji_side(env_id, reset_keys, p)} if with_jumanji else {}
+    extra = {"bare": (rware_bare_rollout(env, params), lam_state)} if bare else {}
+    return time_patterns(
+        lamella, peers, patterns, (step_keys, actions), num_envs * num_steps, repeats, clock, extra
+    )
 
 
 def main() -> None:
@@ -109,7 +125,9 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=200, help="env steps per timed call (per env)")
     parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args()
+    parser.add_argument("--bare", action="store_true", help="also time lamella's bare dynamics")
+    add_arguments(parser)
+    args, patterns, clock = parse(parser)
     try:
         jumanji_version = importlib.metadata.version("jumanji")
     except importlib.metadata.PackageNotFoundError:
@@ -120,26 +138,23 @@ def main() -> None:
         f"machine: {platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
         f"jax {jax.__version__} on {device.platform} ({device.device_kind}), jumanji {jumanji_version}, "
         f"lamella-envs {le.__version__}; {args.num_envs} envs x {args.steps} steps per call, "
-        f"median of {args.repeats}"
+        f"median of {args.repeats}, clock {args.clock}"
     )
-    print(
-        f"| {'env':<22} | {'lamella steps/s':>15} | {'jumanji steps/s':>15} | {'ratio':>6} | {'paired':>6} "
-        f"| {'bare steps/s':>12} | {'of bare':>7} | {'compile lamella/jumanji s':>25} |"
-    )
-    print(f"|{'-' * 24}|{'-' * 17}|{'-' * 17}|{'-' * 8}|{'-' * 8}|{'-' * 14}|{'-' * 9}|{'-' * 27}|")
+    print_header("jumanji", patterns)
     for env_id in args.envs:
-        row = bench(env_id, args.num_envs, args.steps, args.repeats, jumanji_version is not None)
-        rate, compile_s = row["rate"], row["compile"]
-        jumanji = rate.get("jumanji")
-        ratio = f"{rate['lamella'] / jumanji:5.1f}x" if jumanji else "   n/a"
-        paired = f"{row['paired']:5.1f}x" if row["paired"] else "   n/a"
-        jumanji_text = f"{jumanji:>15.3g}" if jumanji else f"{'n/a':>15}"
-        compile_text = f"{compile_s['lamella']:.2f} / {compile_s.get('jumanji', float('nan')):.2f}"
-        print(
-            f"| {env_id:<22} | {rate['lamella']:>15.3g} | {jumanji_text} | {ratio} | {paired} "
-            f"| {rate['bare']:>12.3g} | {rate['lamella'] / rate['bare']:>7.2f} | {compile_text:>25} |",
-            flush=True,
+        row = bench(
+            env_id,
+            args.num_envs,
+            args.steps,
+            args.repeats,
+            jumanji_version is not None,
+            patterns,
+            clock,
+            args.bare,
         )
+        print_rows(env_id, row, ["lamella"], "jumanji" if jumanji_version else None, patterns)
+        if args.bare:
+            print(f"| {env_id} bare (every output) | | {row['rate']['bare']:.3g} | | | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """SMAX throughput: lamella against JaxMARL's HeuristicEnemySMAX, side by side in one process.
 
     hatch run bench-jaxmarl:python benchmarks/smax_throughput.py [--scenarios 2s3z 3s5z] [--patterns abcd]
-        [--num-envs 1024] [--steps 50] [--repeats 7]
+        [--num-envs 1024] [--steps 50] [--repeats 7] [--clock cpu]
 
 Protocol (../shared/BENCHMARKS.md): 1024 envs, auto-reset on both sides (lamella's `make` default;
 JaxMARL's `step`, which resets inside), the same episode length on both sides (JaxMARL's
@@ -36,6 +36,7 @@ import importlib.metadata
 import os
 import platform
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -135,7 +136,14 @@ def jaxmarl_side(scenario: str, pattern: str) -> tuple[Callable[..., jax.Array],
 
 
 def bench(
-    scenario: str, patterns: str, num_envs: int, num_steps: int, repeats: int, with_jaxmarl: bool, bare: bool
+    scenario: str,
+    patterns: str,
+    num_envs: int,
+    num_steps: int,
+    repeats: int,
+    with_jaxmarl: bool,
+    bare: bool,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
     env, params = le.make(f"SMAX-{scenario}-v0", max_episode_steps=101)
     k_reset, k_actions, k_steps = jax.random.split(jax.random.key(7), 3)
@@ -153,7 +161,9 @@ def bench(
             sides[f"jaxmarl {p}"] = (rollout, jm_state)
     if bare:
         sides["bare"] = (lamella_side(env, params, "a", bare=True), lam_start)
-    rate, compile_s, times = time_interleaved(sides, (step_keys, uniforms), num_envs * num_steps, repeats)
+    rate, compile_s, times = time_interleaved(
+        sides, (step_keys, uniforms), num_envs * num_steps, repeats, clock
+    )
     row: dict[str, Any] = {"rate": rate, "compile": compile_s}
     for p in patterns:
         if with_jaxmarl:
@@ -172,7 +182,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="env steps per timed call (per env)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--bare", action="store_true", help="also time lamella's bare dynamics")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="time calls by wall clock (default) or by the process's CPU time (all threads)",
+    )
     args = parser.parse_args()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     unknown = sorted(set(args.patterns) - set(PATTERNS))
     if unknown:
         parser.error(f"unknown pattern(s) {unknown}; use letters of {''.join(PATTERNS)}")
@@ -188,7 +205,7 @@ def main() -> None:
         f"machine: {platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'cpu'}), "
         f"jax {jax.__version__} on {device.platform} ({device.device_kind}), jaxmarl {jaxmarl_version}, "
         f"lamella-envs {le.__version__}; {args.num_envs} envs x {args.steps} steps per call, "
-        f"median of {args.repeats}"
+        f"median of {args.repeats}, clock {args.clock}"
     )
     for p in args.patterns:
         print(f"pattern {p}: {PATTERNS[p]}")
@@ -211,6 +228,7 @@ def main() -> None:
             args.repeats,
             jaxmarl_version is not None,
             args.bare,
+            clock,
         )
         rate, compile_s = row["rate"], row["compile"]
         for p in args.patterns:

@@ -217,6 +217,10 @@ def test_parity_with_mpe2_sizes_and_local_ratio():
         ("simple_spread", dict(N=4, local_ratio=0.2)),
         ("simple_tag", dict(num_good=2, num_adversaries=2, num_obstacles=1)),
         ("simple_adversary", dict(N=3)),
+        # mpe2's partial observability: the 2 nearest other agents and 3 nearest of 4 landmarks,
+        # and more slots than there are entities (zero-padded).
+        ("simple_spread", dict(N=4, num_agent_neighbors=2, num_landmark_neighbors=3)),
+        ("simple_spread", dict(N=2, num_agent_neighbors=3, num_landmark_neighbors=4)),
     ]
     rng = np.random.default_rng(7)
     for scenario, kwargs in cases:
@@ -327,6 +331,12 @@ def test_check_env(scenario, continuous):
     check_env(env, params, num_steps=30, num_envs=2)
 
 
+def test_partial_observability_passes_check_env():
+    env, params = le.make("MPE-simple_spread-v3", num_agent_neighbors=1, num_landmark_neighbors=2)
+    assert env.observation_space(params).shape == (3, 4 + 2 * 2 + 4 * 1)
+    check_env(env, params, num_steps=30, num_envs=2)
+
+
 def test_ids():
     assert mpe.env_ids() == [f"MPE-{name}-v{module[-1]}" for name, module in MODULES.items()]
     assert set(mpe.env_ids()) <= set(le.registered(variants=False))
@@ -345,6 +355,12 @@ def test_bad_input_is_rejected_clearly():
         MultiParticleEnv("simple_push", N=3)
     with pytest.raises(ValueError, match="N must be an integer >= 1"):
         le.make("MPE-simple_spread-v3", N=0)
+    with pytest.raises(ValueError, match="num_agent_neighbors must be an integer >= 1, got 0"):
+        le.make("MPE-simple_spread-v3", num_agent_neighbors=0)
+    with pytest.raises(ValueError, match=r"num_landmark_neighbors must be an integer >= 1, got 1\.5"):
+        le.make("MPE-simple_spread-v3", num_landmark_neighbors=1.5)
+    with pytest.raises(TypeError, match=r"simple_push takes no \['num_agent_neighbors'\]"):
+        MultiParticleEnv("simple_push", num_agent_neighbors=2)
     with pytest.raises(ValueError, match="takes no local_ratio"):
         MultiParticleEnv("simple_tag", local_ratio=0.5)
     with pytest.raises(TypeError, match="unknown override"):

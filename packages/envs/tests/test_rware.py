@@ -34,7 +34,10 @@ def snapshot(reference: Warehouse) -> dict[str, np.ndarray]:
     for shelf in reference.shelfs:
         if shelf.id not in carried:
             grid[shelf.y, shelf.x] = shelf.id
-    return {
+    messages = (
+        {"messages": np.array([a.message for a in reference.agents], np.int32)} if reference.msg_bits else {}
+    )
+    return messages | {
         "agent_positions": np.array([[a.y, a.x] for a in reference.agents], np.int32),
         "agent_directions": np.array([a.dir.value for a in reference.agents], np.int32),
         "carried_shelves": np.array(
@@ -62,6 +65,8 @@ def inject(reference: Warehouse, state: dict[str, np.ndarray]) -> None:
         agent.has_delivered = bool(delivered)
         if carried:
             agent.carrying_shelf.y, agent.carrying_shelf.x = int(row), int(col)
+    for agent, message in zip(reference.agents, state.get("messages", [])):
+        agent.message[:] = message
     for row, col in zip(*np.nonzero(state["shelf_grid"])):
         shelf = reference.shelfs[state["shelf_grid"][row, col] - 1]
         shelf.y, shelf.x = int(row), int(col)
@@ -212,7 +217,11 @@ def replacement_draws(reference: Warehouse, before: dict, after: dict, picks: li
     ``picks`` holds (index, number of candidates, id) per pick. Replaying the deliveries in goal
     order tells which goal each pick served; the draw is the middle of that index's interval.
     """
-    draws, queue, picks = np.full(2, 0.5, np.float32), list(before["request_queue"]), list(picks)
+    draws, queue, picks = (
+        np.full(len(reference.goals), 0.5, np.float32),
+        list(before["request_queue"]),
+        list(picks),
+    )
     carried_on = {tuple(p): c for p, c in zip(after["agent_positions"], after["carried_shelves"])}
     for g, (x, y) in enumerate(reference.goals):
         shelf = carried_on.get((y, x), 0)
@@ -252,6 +261,50 @@ PARITY_CASES = [
         3,
         0.3,
     ),
+    # rware's communication: 2 message bits per agent, random, seen in each other's sensor window.
+    (
+        "messages",
+        dict(
+            shelf_columns=3,
+            column_height=4,
+            shelf_rows=1,
+            n_agents=4,
+            msg_bits=2,
+            sensor_range=1,
+            request_queue_size=3,
+            max_inactivity_steps=None,
+            max_steps=80,
+            reward_type=RewardType.INDIVIDUAL,
+        ),
+        2,
+        0.2,
+    ),
+    # rware's custom layout string: three goals (two in one row), a shelf block against the grid's
+    # edge and a lone shelf; upper-case letters and spaces as rware accepts them.
+    (
+        "layout",
+        dict(
+            layout="""
+            x.xx..XX
+            x.xx....
+            g......x
+            ..xx..xg
+            ...G. x..
+            """,
+            shelf_columns=3,  # required by rware's constructor, ignored with a layout
+            column_height=8,
+            shelf_rows=1,
+            n_agents=4,
+            msg_bits=0,
+            sensor_range=1,
+            request_queue_size=3,
+            max_inactivity_steps=None,
+            max_steps=100,
+            reward_type=RewardType.INDIVIDUAL,
+        ),
+        3,
+        0.25,
+    ),
 ]
 _REWARD_NAMES = {
     RewardType.INDIVIDUAL: "individual",
@@ -266,6 +319,16 @@ def _lamella_env(name: str, kwargs: dict) -> tuple[RobotWarehouse, object]:
         if "reward_type" in kwargs:
             overrides["reward_type"] = _REWARD_NAMES[kwargs["reward_type"]]
         return le.make(name, autoreset=False, **overrides)
+    if "layout" in kwargs:  # rware ignores its (required) shelf arguments then; lamella refuses them
+        env = RobotWarehouse(
+            n_agents=kwargs["n_agents"],
+            sensor_range=kwargs["sensor_range"],
+            request_queue_size=kwargs["request_queue_size"],
+            reward_type=_REWARD_NAMES[kwargs["reward_type"]],
+            max_steps=kwargs["max_steps"],
+            layout=kwargs["layout"],
+        )
+        return env, env.default_params
     env = RobotWarehouse(
         n_agents=kwargs["n_agents"],
         column_height=kwargs["column_height"],
@@ -277,6 +340,7 @@ def _lamella_env(name: str, kwargs: dict) -> tuple[RobotWarehouse, object]:
         normalised_coordinates=kwargs.get("normalised_coordinates", False),
         max_steps=kwargs["max_steps"],
         max_inactivity_steps=kwargs["max_inactivity_steps"] or 0,
+        msg_bits=kwargs["msg_bits"],
     )
     return env, env.default_params
 
@@ -300,7 +364,9 @@ def reference_transitions(name: str, kwargs: dict, episodes: int, explore: float
         done = False
         while not done:
             before = snapshot(reference)
-            actions = scripted_actions(reference, rng, explore)
+            moves = actions = scripted_actions(reference, rng, explore)
+            if reference.msg_bits:  # random message bits after each move
+                actions = [[move, *rng.integers(0, 2, reference.msg_bits).tolist()] for move in moves]
             recorder.picks.clear()
             obs, reward, done, truncated, _ = reference.step(actions)
             assert truncated is False  # rware reports its limits as done, never as truncated
@@ -312,7 +378,7 @@ def reference_transitions(name: str, kwargs: dict, episodes: int, explore: float
             record["obs"].append(np.stack(obs))
             record["reward"].append(np.asarray(reward, np.float32))
             record["done"].append(bool(done))
-            record["tie"].append(chain_tie(before, actions, reference.grid_size))
+            record["tie"].append(chain_tie(before, moves, reference.grid_size))
     return record
 
 
@@ -404,10 +470,22 @@ def test_parity_with_rware_step_by_step(parity):
             never_terminates="rware has no terminal state: both of its limits are truncations in lamella",
             no_auto_reset=None if auto is not None else f"AutoReset is compared on {PARITY_CASES[0][0]}",
         )
+        if name == "layout":  # every goal of the custom layout sees a delivery
+            after_positions = _stack(ref["after"])["agent_positions"]
+            served = {
+                tuple(p)
+                for p, r in zip(after_positions[keep].reshape(-1, 2), ref_reward[keep].reshape(-1))
+                if r > 0
+            }
+            assert served == {tuple(g) for g in env.goals}, served
         totals["steps"] += len(done)
         totals["ties"] += int(tie.sum())
         totals["deliveries"] += int(delivered[keep].sum())
-        totals["drops"] += int(np.sum((np.stack(ref["action"]) == TOGGLE)[keep]))
+        moves = np.stack(ref["action"])
+        moves = moves[..., 0] if moves.ndim == 3 else moves  # (steps, n, 1 + msg_bits) with messages
+        totals["drops"] += int(np.sum((moves == TOGGLE)[keep]))
+        if name == "messages":  # the messages reached the observations, not only zeros
+            assert np.any(np.asarray(state.messages)[keep]) and not np.all(np.asarray(state.messages)[keep])
     # Ties are rare (MARL.md §2.6: 0.15-0.45 % of random steps; the dense case has more).
     assert totals["ties"] <= 0.02 * totals["steps"], totals
     assert totals["steps"] >= 1500 and totals["deliveries"] >= 30, totals
@@ -748,6 +826,52 @@ def test_check_env(env_id):
     # A 30-step limit, so check_env's 40 steps see an auto-reset; one agent: no agent axis.
     env, params = le.make(env_id, max_steps=30)
     check_env(env, params, num_steps=40, num_envs=2)
+
+
+def test_layout_string_and_messages_pass_check_env_and_match_rwares_grid():
+    layout = PARITY_CASES[-1][1]["layout"]
+    env, params = le.make("rware-tiny-2ag-v2", layout=layout, msg_bits=2, max_steps=30)
+    check_env(env, params, num_steps=40, num_envs=2)
+    assert env.action_space(params).shape == (2, 3) and env.observation_space(params).shape == (2, 8 + 9 * 9)
+    reference = Warehouse(3, 8, 1, 2, 0, 1, 2, None, 30, RewardType.INDIVIDUAL, layout=layout)
+    bare = env.unwrapped
+    reference.reset(seed=0)
+    assert (
+        (bare.rows, bare.cols, bare.num_shelves)
+        == (*reference.grid_size, len(reference.shelfs))
+        == (5, 8, 13)
+    )
+    np.testing.assert_array_equal(bare.highway, reference.highways.astype(bool))
+    # Goals in rware's order, as (x, y) (the parity case delivers on all three).
+    assert [tuple(g) for g in bare.goals[:, ::-1]] == reference.goals == [(0, 2), (7, 3), (3, 4)]
+    assert "layout=" in repr(bare) and "msg_bits=2" in repr(bare)
+
+
+def test_bad_layouts_and_message_bits_are_rejected_clearly():
+    with pytest.raises(ValueError, match="msg_bits must be an integer >= 0, got -1"):
+        RobotWarehouse(msg_bits=-1)
+    with pytest.raises(ValueError, match="msg_bits must be an integer >= 0, got True"):
+        RobotWarehouse(msg_bits=True)
+    with pytest.raises(ValueError, match="rectangular"):
+        RobotWarehouse(layout="x.g\nx.")
+    with pytest.raises(
+        ValueError, match=r"only hold 'x' \(shelf\), '.' \(highway\) and 'g' \(goal\), got \['o'\]"
+    ):
+        RobotWarehouse(layout="x.g\nx.o")
+    with pytest.raises(ValueError, match="at least one goal"):
+        RobotWarehouse(layout="x..\nx..")
+    with pytest.raises(ValueError, match="no shelf"):
+        RobotWarehouse(layout="g..\n...")
+    with pytest.raises(ValueError, match="must be a string"):
+        RobotWarehouse(layout=["x.g"])
+    with pytest.raises(ValueError, match="drop shelf_rows / shelf_columns"):
+        RobotWarehouse(layout="x.g", shelf_rows=2)
+    with pytest.raises(ValueError, match="cannot hold 4 agents"):
+        RobotWarehouse(n_agents=4, layout="xg.")
+    with pytest.raises(
+        ValueError, match=r"request_queue_size \(2\) must be below the number of shelves \(1\)"
+    ):
+        RobotWarehouse(n_agents=2, layout="xg.\n...")
 
 
 def test_single_agent_ids_pass_gymnasiums_checker():

@@ -361,7 +361,10 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         visible = jnp.all((relative >= 0) & (relative <= 2 * self.sight), -1)
         me = jnp.eye(n, dtype=jnp.bool_)
         others = visible & ~me
-        agent_slot = jnp.where(me, 0, jnp.cumsum(others, 1) - others + 1)
+        # 1 + the number of visible others before each one: a compare-and-sum over a static
+        # triangle (a cumulative sum is a slow reduce-window on CPU).
+        before = np.arange(n)[None, :] < np.arange(n)[:, None]  # (other, earlier other)
+        agent_slot = jnp.where(me, 0, jnp.sum(others[:, None, :] & before[None], -1) + 1)
         agent_onehot = (visible | me)[..., None] & (agent_slot[..., None] == jnp.arange(n))
         features = [relative, jnp.broadcast_to(state.agent_levels, (n, n))[..., None]]
         agent_values = jnp.concatenate(features[: 1 + self.observe_agent_levels], -1).astype(jnp.float32)
@@ -369,6 +372,14 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         empty_agent = ~jnp.any(agent_onehot, 1)[..., None]
         agent_obs = jnp.where(empty_agent, jnp.array([-1.0, -1.0, 0.0][: self.agent_features]), agent_obs)
         return jnp.concatenate([food_obs.reshape(n, -1), agent_obs.reshape(n, -1)], -1)
+
+    def observation_of(
+        self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
+    ) -> jax.Array:
+        # The observation is a function of the state: under auto-reset the wrapper selects the
+        # (small) state and builds one observation from it, rather than the step's and the reset's
+        # and a select (the step's is then built only when info["final_observation"] is read).
+        return self.get_obs(state, params)
 
     def _jumanji_obs(self, state: LevelBasedForagingState, origin: jax.Array) -> jax.Array:
         """Jumanji's vector observation: fixed slots, ``(-1, -1, 0)`` for what is eaten or unseen."""

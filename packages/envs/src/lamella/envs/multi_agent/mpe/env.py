@@ -282,6 +282,8 @@ def _check_sizes(scenario: str, make_scenario: Callable[..., Any], kwargs: dict[
         )
     minimum = {"num_obstacles": 0, "num_forests": 0}
     for name, value in kwargs.items():
+        if value is None and name.endswith("_neighbors"):  # partial observability off
+            continue
         low = minimum.get(name, 1)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(

@@ -66,6 +66,34 @@ def is_highway(row: Any, col: Any, rows: int, cols: int, column_height: int) -> 
     )
 
 
+def parse_layout(layout: str, owner: str = "RobotWarehouse") -> np.ndarray:
+    """rware's layout string as a ``(H, W)`` array of ``"x"`` (shelf), ``"."`` (highway) and ``"g"``
+    (goal, a highway cell); rware's reading: surrounding blank lines dropped, spaces ignored, letters
+    in either case. Raises ``ValueError`` naming the fix for anything rware would reject (and for a
+    layout without shelves, where rware fails later)."""
+    if not isinstance(layout, str):
+        raise ValueError(
+            f"{owner}: layout must be a string (rows of 'x', '.', 'g'), got {type(layout).__name__}."
+        )
+    lines = layout.strip().replace(" ", "").lower().split("\n")
+    if any(len(line) != len(lines[0]) for line in lines):
+        lengths = sorted({len(line) for line in lines})
+        raise ValueError(
+            f"{owner}: the layout must be rectangular (every row as long), got row lengths {lengths}."
+        )
+    bad = sorted(set("".join(lines)) - set("x.g"))
+    if bad:
+        raise ValueError(
+            f"{owner}: the layout may only hold 'x' (shelf), '.' (highway) and 'g' (goal), got {bad}."
+        )
+    grid = np.array([list(line) for line in lines])
+    if not np.any(grid == "g"):
+        raise ValueError(f"{owner}: the layout needs at least one goal 'g' (rware's rule).")
+    if not np.any(grid == "x"):
+        raise ValueError(f"{owner}: the layout has no shelf 'x'; add at least one (requests are shelves).")
+    return grid
+
+
 def _int_at_least(owner: str, value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
         raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}.")
@@ -135,7 +163,10 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     ``W = 3 shelf_columns + 1``; tiny 11x10 (32 shelves), small 20x10 (80),
     medium 20x16 (144), large 29x16 (224). Highways are listed in
     :func:`is_highway`; the two goals are the middle cells of the bottom row,
-    ``(H - 1, W // 2 - 1)`` and ``(H - 1, W // 2)``.
+    ``(H - 1, W // 2 - 1)`` and ``(H - 1, W // 2)``. Or ``layout``, rware's
+    custom-layout string: one text row per grid row, ``x`` a shelf's home cell,
+    ``.`` a highway, ``g`` a goal (a highway cell; ``G`` goals in row-major order,
+    at least one); shelf ids row-major over the ``x`` cells, as rware numbers them.
 
     Agents: ``n`` (leading agent axis on everything below). With one agent
     (the ``-1ag`` ids) the env is single-agent by lamella's convention: no
@@ -147,7 +178,11 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     cell, or put the carried shelf down on a non-highway cell). rware has no
     illegal actions and no action mask; an action outside ``0..4`` is NOOP,
     and a toggle with nothing to pick up, or on a highway while carrying,
-    does nothing, as in rware.
+    does nothing, as in rware. With ``msg_bits = M > 0`` (rware's
+    communication) the action is int32 ``(n, 1 + M)``, ``MultiDiscrete`` of
+    ``[5, 2, ..., 2]`` per agent: the move, then the agent's ``M`` message bits
+    (any non-zero entry counts as 1), kept in ``state.messages`` until its next
+    action.
 
     Movement (``collisions="resolve"``, rware's rule): a carrying agent's
     FORWARD into a cell with a standing shelf is cancelled. Each moving agent
@@ -174,7 +209,8 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     ``H - 1`` with ``normalised_coordinates``), then for each cell of the
     ``(2r + 1) x (2r + 1)`` window around the agent, rows top to bottom and
     columns left to right, the agent's own cell included: ``[has_agent,
-    heading one-hot, has_shelf, shelf_requested]``. A cell without an agent,
+    heading one-hot, message (M bits, with msg_bits; zeros without an agent),
+    has_shelf, shelf_requested]``; ``L = 8 + (7 + M) (2r + 1)^2``. A cell without an agent,
     and a cell off the grid, has heading ``[1, 0, 0, 0]``, as in rware.
 
     Reward: float32 ``(n,)``. ``reward_type="individual"`` (every registered
@@ -226,6 +262,14 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
             ``W - 1, H - 1`` (rware's option).
         collisions: ``"resolve"`` (rware) or ``"terminate"`` (Jumanji).
         max_steps, max_inactivity_steps: defaults of the params.
+        msg_bits: rware's message bits per agent, >= 0 (0: no communication, as
+            in every registered id); see Action and Observation.
+        layout: rware's ``layout`` string (see Layout above), or None for the
+            generated layout; with it ``size`` and ``column_height`` are ignored (as in
+            rware) and ``shelf_rows`` / ``shelf_columns`` are refused. Spaces and
+            surrounding blank lines are dropped and letters may be upper case, as in
+            rware; anything else rware rejects (ragged rows, other characters, no
+            goal) or fails on later (no shelf) is a ``ValueError`` here.
     """
 
     def __init__(
@@ -244,48 +288,66 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         collisions: str = "resolve",
         max_steps: int = 500,
         max_inactivity_steps: int = 0,
+        layout: str | None = None,
+        msg_bits: int = 0,
     ):
         owner = "RobotWarehouse"
+        self.msg_bits = _int_at_least(owner, msg_bits, "msg_bits", 0)
         size = _choice(owner, size, "size", SIZES)
         difficulty = _choice(owner, difficulty, "difficulty", DIFFICULTIES)
         self.reward_type = _choice(owner, reward_type, "reward_type", REWARD_TYPES)
         self.collisions = _choice(owner, collisions, "collisions", COLLISIONS)
-        default_rows, default_columns = SIZES[size]
-        self.shelf_rows = _int_at_least(
-            owner, default_rows if shelf_rows is None else shelf_rows, "shelf_rows", 1
-        )
-        self.shelf_columns = _int_at_least(
-            owner, default_columns if shelf_columns is None else shelf_columns, "shelf_columns", 1
-        )
-        if self.shelf_columns % 2 == 0:
-            raise ValueError(
-                f"{owner}: shelf_columns must be odd (the goals sit under the middle column), "
-                f"got {self.shelf_columns}; use {self.shelf_columns + 1}."
+        self.layout: str | None = None
+        if layout is not None:
+            if shelf_rows is not None or shelf_columns is not None:
+                raise ValueError(
+                    f"{owner}: a layout string sets the whole grid; drop shelf_rows / shelf_columns "
+                    "(size and column_height are ignored, as in rware)."
+                )
+            grid = parse_layout(layout, owner)
+            self.layout = "\n".join("".join(row) for row in grid)
+        if layout is None:
+            default_rows, default_columns = SIZES[size]
+            self.shelf_rows: int | None = _int_at_least(
+                owner, default_rows if shelf_rows is None else shelf_rows, "shelf_rows", 1
             )
-        self.column_height = _int_at_least(owner, column_height, "column_height", 1)
+            self.shelf_columns: int | None = _int_at_least(
+                owner, default_columns if shelf_columns is None else shelf_columns, "shelf_columns", 1
+            )
+            if self.shelf_columns % 2 == 0:
+                raise ValueError(
+                    f"{owner}: shelf_columns must be odd (the goals sit under the middle column), "
+                    f"got {self.shelf_columns}; use {self.shelf_columns + 1}."
+                )
+            self.column_height: int | None = _int_at_least(owner, column_height, "column_height", 1)
+            self.rows = (self.column_height + 1) * self.shelf_rows + 2
+            self.cols = 3 * self.shelf_columns + 1
+            rows_np, cols_np = np.indices((self.rows, self.cols))
+            self.highway = np.asarray(
+                is_highway(rows_np, cols_np, self.rows, self.cols, self.column_height), bool
+            )
+            # (row, column) of each goal, in rware's order.
+            self.goals = np.array(
+                [[self.rows - 1, self.cols // 2 - 1], [self.rows - 1, self.cols // 2]], np.int32
+            )
+        else:
+            self.shelf_rows = self.shelf_columns = self.column_height = None
+            self.rows, self.cols = grid.shape
+            self.highway = grid != "x"
+            self.goals = np.argwhere(grid == "g").astype(np.int32)  # row-major: rware's order
         self.sensor_range = _int_at_least(owner, sensor_range, "sensor_range", 1)
-        self.rows = (self.column_height + 1) * self.shelf_rows + 2
-        self.cols = 3 * self.shelf_columns + 1
         self.num_agents = _int_at_least(owner, n_agents, "n_agents", 1)  # type: ignore[misc]
         if self.num_agents > self.rows * self.cols:
             raise ValueError(
                 f"{owner}: a {self.rows}x{self.cols} grid cannot hold {self.num_agents} agents; "
-                "use a larger size (or more shelf_rows / shelf_columns) or fewer agents."
+                "use a larger size (or more shelf_rows / shelf_columns, or a larger layout) or fewer agents."
             )
 
-        rows_np, cols_np = np.indices((self.rows, self.cols))
-        self.highway = np.asarray(
-            is_highway(rows_np, cols_np, self.rows, self.cols, self.column_height), bool
-        )
         shelf_cells = np.flatnonzero(~self.highway)  # row-major: rware's shelf ids 1..S
         self.num_shelves = len(shelf_cells)
         home = np.zeros(self.rows * self.cols, np.int32)
         home[shelf_cells] = np.arange(1, self.num_shelves + 1)
         self.initial_shelf_grid = home.reshape(self.rows, self.cols)
-        # (row, column) of each goal, in rware's order.
-        self.goals = np.array(
-            [[self.rows - 1, self.cols // 2 - 1], [self.rows - 1, self.cols // 2]], np.int32
-        )
 
         if request_queue_size is None:
             request_queue_size = int(self.num_agents * DIFFICULTIES[difficulty])
@@ -317,7 +379,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
 
     @property
     def observation_size(self) -> int:
-        return _SELF_FEATURES + _CELL_FEATURES * len(self._window)
+        return _SELF_FEATURES + (_CELL_FEATURES + self.msg_bits) * len(self._window)
 
     def _agent_shape(self, *shape: int) -> tuple[int, ...]:
         return shape if self.num_agents == 1 else (self.num_agents, *shape)
@@ -334,6 +396,9 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         return spaces.Box(np.zeros(shape), np.broadcast_to(high, shape), shape)
 
     def action_space(self, params: RobotWarehouseParams | None = None) -> spaces.Space:
+        if self.msg_bits:  # per agent: the move, then one binary entry per message bit
+            per_agent = [NUM_ACTIONS] + [2] * self.msg_bits
+            return spaces.MultiDiscrete(np.broadcast_to(per_agent, self._agent_shape(len(per_agent))))
         if self.num_agents == 1:
             return spaces.Discrete(NUM_ACTIONS)
         return spaces.MultiDiscrete([NUM_ACTIONS] * self.num_agents)
@@ -349,7 +414,11 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         return positions[..., 0] * self.cols + positions[..., 1]
 
     def _on_highway(self, positions: jax.Array) -> jax.Array:
-        return is_highway(positions[..., 0], positions[..., 1], self.rows, self.cols, self.column_height)
+        if self.column_height is not None:  # a generated layout: the rule's arithmetic
+            return is_highway(positions[..., 0], positions[..., 1], self.rows, self.cols, self.column_height)
+        # A layout string: look the cell up (compare-and-sum over the highway cells' flat indices).
+        cells = np.flatnonzero(self.highway)
+        return jnp.any(self._cells(positions)[..., None] == cells, -1)
 
     def _observe(self, state: RobotWarehouseState) -> jax.Array:
         """Every agent's observation, float32 ``(n, L)`` (the agent axis always present)."""
@@ -365,6 +434,9 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         seen_heading = jnp.any(here[..., None] & heading[None, None], 2)
         seen_heading = jnp.where(has_agent[..., None], seen_heading, np.array([True, False, False, False]))
         carried_here = jnp.sum(jnp.where(here, state.carried_shelves[None, None, :], 0), -1)
+        heard: list[jax.Array] = []
+        if state.messages is not None:  # msg_bits > 0: the message of the agent on each window cell
+            heard = [jnp.sum(jnp.where(here[..., None], state.messages[None, None], 0), 2)]
         # Shelves: the one carried by the agent on the cell, else the one standing there.
         flat = jnp.clip(window[..., 0], 0, self.rows - 1) * self.cols + jnp.clip(
             window[..., 1], 0, self.cols - 1
@@ -373,7 +445,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         shelf = jnp.where(carried_here > 0, carried_here, standing)
         requested = jnp.any(shelf[..., None] == state.request_queue, -1) & (shelf > 0)
         sensors = jnp.concatenate(
-            [has_agent[..., None], seen_heading, (shelf > 0)[..., None], requested[..., None]], -1
+            [has_agent[..., None], seen_heading, *heard, (shelf > 0)[..., None], requested[..., None]], -1
         ).astype(jnp.float32)
         xy = position[:, ::-1].astype(jnp.float32)
         if self.normalised_coordinates:
@@ -444,6 +516,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
             request_queue=queue.astype(jnp.int32),
             inactive_steps=jnp.zeros((), jnp.int32),
             time=jnp.zeros((), jnp.int32),
+            messages=jnp.zeros((n, self.msg_bits), jnp.int32) if self.msg_bits else None,
         )
         return self.observation_of(state, params), state
 
@@ -496,7 +569,8 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
     def step_with_draws(
         self, state: RobotWarehouseState, action: Any, params: RobotWarehouseParams, draws: jax.Array
     ) -> StepOutput:
-        """:meth:`step` with its random numbers given: ``draws``, float32 ``(2,)`` in ``[0, 1)``.
+        """:meth:`step` with its random numbers given: ``draws``, float32 ``(G,)`` in ``[0, 1)``, one per
+        goal (``G = 2`` on the generated layouts).
 
         ``draws[g]`` picks the shelf that replaces a delivery on goal ``g``: the
         ``floor(draws[g] * (S - R))``-th (from 0, by id) of the shelves not in the
@@ -512,6 +586,10 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         standing or carried by an agent there, is cancelled.
         """
         n, cols = self.num_agents, self.cols
+        messages = None
+        if self.msg_bits:  # (n, 1 + M): the move, then the message bits (any non-zero entry is 1)
+            action = jnp.asarray(action).reshape(n, 1 + self.msg_bits).astype(jnp.int32)
+            action, messages = action[:, 0], (action[:, 1:] != 0).astype(jnp.int32)
         action = jnp.asarray(action).reshape(n).astype(jnp.int32)
         action = jnp.where((action >= 0) & (action < NUM_ACTIONS), action, NOOP)
         position, heading, carried = state.agent_positions, state.agent_directions, state.carried_shelves
@@ -594,6 +672,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
             request_queue=queue,
             inactive_steps=inactive.astype(jnp.int32),
             time=time,
+            messages=messages,
         )
         # Computed once, not once per reader (observation, flags, auto-reset selects).
         state, reward = jax.lax.optimization_barrier((state, reward))
@@ -631,9 +710,16 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         return rware_render.render(self, state)
 
     def __repr__(self) -> str:
+        messages = f", msg_bits={self.msg_bits}" if self.msg_bits else ""
+        if self.layout is not None:
+            return (
+                f"RobotWarehouse(layout={self.layout!r}, n_agents={self.num_agents}, "
+                f"request_queue_size={self.request_queue_size}, sensor_range={self.sensor_range}, "
+                f"reward_type={self.reward_type!r}, collisions={self.collisions!r}{messages})"
+            )
         return (
             f"RobotWarehouse(shelf_rows={self.shelf_rows}, shelf_columns={self.shelf_columns}, "
             f"column_height={self.column_height}, n_agents={self.num_agents}, "
             f"request_queue_size={self.request_queue_size}, sensor_range={self.sensor_range}, "
-            f"reward_type={self.reward_type!r}, collisions={self.collisions!r})"
+            f"reward_type={self.reward_type!r}, collisions={self.collisions!r}{messages})"
         )

@@ -33,6 +33,8 @@ class RobotWarehouseState(struct.PyTreeNode):
         inactive_steps: int32 ``()``, steps since the last delivery (rware's
             ``_cur_inactive_steps``).
         time: int32 ``()``, steps taken in this episode (rware's ``_cur_steps``).
+        messages: int32 ``(n, M)``, each agent's message bits of its last action
+            (0 or 1; zeros at reset), with ``msg_bits = M > 0``; None otherwise.
     """
 
     agent_positions: jax.Array
@@ -43,6 +45,7 @@ class RobotWarehouseState(struct.PyTreeNode):
     request_queue: jax.Array
     inactive_steps: jax.Array
     time: jax.Array
+    messages: jax.Array | None = None
 
 
 class RobotWarehouseParams(struct.PyTreeNode):

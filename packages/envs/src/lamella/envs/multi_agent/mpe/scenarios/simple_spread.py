@@ -9,13 +9,38 @@ from lamella.envs.multi_agent.mpe.core import Scenario, constant_colors, distanc
 from lamella.envs.multi_agent.mpe.types import MultiParticleState
 
 
-def make(N: int = 3) -> Scenario:
+def _nearest(relative: jnp.ndarray, k: int | None) -> jnp.ndarray:
+    """mpe2's partial observability: per row, the ``k`` entries of ``relative`` ``(n, m, 2)`` nearest
+    to the observer, closest first (``(n, k)`` indices into ``m``; ``m`` marks a zero-padded slot
+    when ``k > m``), or every entry in index order when ``k`` is None."""
+    n, m = relative.shape[:2]
+    if k is None:
+        return jnp.broadcast_to(jnp.arange(m), (n, m))
+    distance = jnp.sqrt(jnp.square(relative[..., 0]) + jnp.square(relative[..., 1]))
+    order = jnp.argsort(distance, axis=1)[:, : min(k, m)]
+    return jnp.pad(order, ((0, 0), (0, k - order.shape[1])), constant_values=m)
+
+
+def _gather(values: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
+    """``values[i, index[i, s]]`` for ``values`` ``(n, m, d)``, zeros where ``index == m``."""
+    padded = jnp.pad(values, ((0, 0), (0, 1), (0, 0)))
+    return jnp.take_along_axis(padded, index[..., None], 1)
+
+
+def make(
+    N: int = 3, num_agent_neighbors: int | None = None, num_landmark_neighbors: int | None = None
+) -> Scenario:
     """N movable silent colliding agents (size 0.15) and N landmarks (size 0.05).
 
     Observation (``4 + 2N + 4(N - 1)``; 18 for N=3): ``[self_vel, self_pos, landmark_rel (N),
     other_rel (N - 1, index order), other_comm (N - 1, always zero: the agents are silent)]``.
     Local reward: ``-1`` per other agent closer than 0.3 (touching). Global reward:
     ``-sum over landmarks of the nearest agent's distance``; mixed by ``local_ratio``.
+
+    Partial observability (mpe2 1.1's options): ``num_landmark_neighbors = k`` keeps the ``k``
+    nearest landmarks, closest first; ``num_agent_neighbors = k`` the ``k`` nearest other agents
+    (positions and, in the same slots, their comm), closest first; slots beyond the entities
+    there are zeros, so the observation is ``4 + 2 k_landmarks + 4 k_agents`` wide.
     """
     n = N
     # others[i] = the agents other than i, in index order.
@@ -23,10 +48,20 @@ def make(N: int = 3) -> Scenario:
 
     def observe(state: MultiParticleState) -> list[jnp.ndarray]:
         pos = state.agent_pos
-        landmark_rel = (state.landmark_pos[None, :, :] - pos[:, None, :]).reshape(n, -1)
-        other_rel = (pos[other_index] - pos[:, None, :]).reshape(n, -1)
-        comm = state.comm[other_index].reshape(n, -1)
-        return [jnp.concatenate([state.agent_vel, pos, landmark_rel, other_rel, comm], -1)]
+        landmark_rel = state.landmark_pos[None, :, :] - pos[:, None, :]
+        other_rel = pos[other_index] - pos[:, None, :]
+        comm = state.comm[other_index]
+        if num_landmark_neighbors is not None:
+            landmark_rel = _gather(landmark_rel, _nearest(landmark_rel, num_landmark_neighbors))
+        if num_agent_neighbors is not None:
+            nearest = _nearest(other_rel, num_agent_neighbors)
+            other_rel, comm = _gather(other_rel, nearest), _gather(comm, nearest)
+        flat = [x.reshape(n, -1) for x in (landmark_rel, other_rel, comm)]
+        return [jnp.concatenate([state.agent_vel, pos, *flat], -1)]
+
+    landmarks_seen = n if num_landmark_neighbors is None else num_landmark_neighbors
+    agents_seen = n - 1 if num_agent_neighbors is None else num_agent_neighbors
+    observation_size = 4 + 2 * landmarks_seen + 4 * agents_seen
 
     def reward(state: MultiParticleState) -> jnp.ndarray:
         touching = (distances(state.agent_pos, state.agent_pos) < 0.3) & ~np.eye(n, dtype=bool)
@@ -54,5 +89,5 @@ def make(N: int = 3) -> Scenario:
         global_reward=global_reward,
         agent_colors=constant_colors([[0.35, 0.35, 0.85]] * n),
         landmark_colors=constant_colors([[0.25, 0.25, 0.25]] * n),
-        agent_roles=(f"0..{n - 1}: agent_i, identical (5 actions, observation {4 + 2 * n + 4 * (n - 1)})",),
+        agent_roles=(f"0..{n - 1}: agent_i, identical (5 actions, observation {observation_size})",),
     )
