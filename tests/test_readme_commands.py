@@ -155,6 +155,7 @@ RUN: dict[str, tuple[str, str]] = {
 NOT_RUN: dict[str, str] = {
     "pip install": "needs the package index; CI installs the workspace (and scripts/test_all.py the envs wheel alone)",
     "python -m venv": "a benchmark's own virtual environment, from the package index",
+    "git clone": "a benchmark peer's source, from the network (not run by tests)",
     "/tmp/xpagvenv/bin/pip install": "needs the package index (a benchmark-only dependency)",
     "JAX_PLATFORMS=cpu /tmp/xpagvenv/bin/python benchmarks/": "a benchmark (minutes, needs xpag); its figures are in the README",
     "python scripts/test_all.py": "the whole CI run (this test is part of it)",
