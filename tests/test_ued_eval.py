@@ -148,7 +148,6 @@ def test_score_curves_of_the_run(run_dir):
     "arguments, message",
     [
         (["--suite", "minimax"], "unknown suite or maze 'minimax'"),
-        (["--suite", "Memory"], "Memory maze has its own rules"),
         (["--suite", "SixteenRooms,Labirynth"], "Did you mean Labyrinth"),
         (["--suite", "minimax-test", "--envs", "CartPole-v1"], "not both"),
     ],
