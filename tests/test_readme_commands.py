@@ -15,8 +15,10 @@ earlier one wrote, as ``lamella eval aggregate runs/*`` reads the training runs 
 Every command is classified by prefix: in ``RUN`` (run, with the budget override appended that
 the table states with its reason) or in ``NOT_RUN`` (with the reason); a command in neither fails
 the test. ``lamella ...`` and ``hatch run lamella ...`` run as ``python -m lamella.envs.cli ...``
-(the ``lamella`` script of lamella-envs' ``pyproject.toml``) with this interpreter; shell globs
-(``runs/*``) are expanded as the shell would.
+(the ``lamella`` script of lamella-envs' ``pyproject.toml``) with this interpreter, in one
+child interpreter per page that imports the CLI once (``tests/lamella_server.py``: each command
+still gets its own argv, working directory, exit status and output, as from its own process);
+shell globs (``runs/*``) are expanded as the shell would.
 
 Sample outputs are compared exactly, except that a line ``...`` (or ``...`` inside a line) stands
 for elided text, and, for the commands in ``NUMBERS_VARY`` (with the reason), every number is a
@@ -27,13 +29,17 @@ wildcard and consecutive sample lines that differ only in numbers may repeat any
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
+import select
 import shlex
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +53,7 @@ RUN_BY_THEIR_OWN_TEST = {"packages/eval/README.md": "packages/eval/tests/test_re
 
 CODE = {"python", "toml", "json"}
 SHELL = {"bash", "sh"}
+SERVER = Path(__file__).with_name("lamella_server.py")  # runs a page's lamella commands
 MARKER = re.compile(r"<!--\s*(illustration|output of):\s*(\S.*?)\s*-->")
 
 # Off-policy runs cut to a few hundred steps: one rollout of 100 steps per env after 100 random
@@ -270,8 +277,64 @@ def classify(command: str) -> tuple[str, str, str]:
     return "run", *RUN[prefix]
 
 
-def run(command: str, appended: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run one command as written plus ``appended``, globs expanded in ``cwd``; stdout and stderr together."""
+class LamellaServer:
+    """A child interpreter that runs ``lamella`` commands (``python -m lamella.envs.cli``)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(SERVER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        self.outputs = Path(tempfile.mkdtemp(prefix="lamella-server-"))
+        self.count = 0
+
+    def run(self, argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+        """``lamella ARGV`` in ``cwd``: its exit status and its output (stdout and stderr, in order)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.count += 1
+        output = self.outputs / f"{self.count}.txt"
+        request = {"argv": argv, "cwd": str(cwd), "output": str(output)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        answer = self.process.stdout.readline() if ready else ""
+        printed = output.read_text(errors="replace") if output.exists() else ""
+        if not answer:  # timed out, or the child died (a crash: no answer, status below)
+            self.close()
+            code = self.process.returncode if not ready else (self.process.returncode or 1)
+            reason = f"no answer within {timeout:.0f} s" if not ready else f"the server died ({code})"
+            return subprocess.CompletedProcess(["lamella", *argv], code or 1, printed + f"\n[{reason}]\n")
+        return subprocess.CompletedProcess(["lamella", *argv], json.loads(answer)["code"], printed)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> LamellaServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# What every command runs with.
+COMMAND_ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "COLUMNS": "80"}
+
+
+def run(
+    command: str, appended: str, cwd: Path, server: LamellaServer | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run one command as written plus ``appended``, globs expanded in ``cwd``; stdout and stderr
+    together. A ``lamella`` command runs in ``server`` when one is given."""
     extra = shlex.split(appended)
     replaced = {word.split("=", 1)[0] for word in extra if "=" in word and not word.startswith("-")}
     written = [
@@ -281,15 +344,22 @@ def run(command: str, appended: str, cwd: Path) -> subprocess.CompletedProcess[s
     for word in written + extra:
         expanded = sorted(glob.glob(word, root_dir=cwd)) if any(c in word for c in "*?[") else []
         argv.extend(expanded or [word])
+    if argv[0] == "lamella" and server is not None:
+        return server.run(argv[1:], cwd, timeout=600)
     if argv[0] == "lamella":
         argv = [sys.executable, "-m", "lamella.envs.cli", *argv[1:]]
     elif argv[:2] == ["python", "-m"]:
         argv = [sys.executable, *argv[1:]]
     else:
         pytest.fail(f"command {command!r} is in RUN but is neither `lamella ...` nor `python -m ...`")
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg", "COLUMNS": "80"}
     return subprocess.run(
-        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600
+        argv,
+        cwd=cwd,
+        env=COMMAND_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
     )
 
 
@@ -400,6 +470,12 @@ def test_pages_run_elsewhere_are_run_there() -> None:
 
 @pytest.mark.parametrize("page", PAGES_CHECKED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_commands_run_and_print_their_samples(page: Path, tmp_path: Path) -> None:
+    with LamellaServer(COMMAND_ENV) as server:
+        check_page(page, tmp_path, server)
+
+
+def check_page(page: Path, tmp_path: Path, server: LamellaServer) -> None:
+    """Run the page's commands in order in ``tmp_path``; compare what they print to its samples."""
     name = str(page.relative_to(ROOT))
     outputs: dict[str, str] = {}  # command as written -> what it printed
     for block in blocks(page.read_text()):
@@ -414,7 +490,7 @@ def test_page_commands_run_and_print_their_samples(page: Path, tmp_path: Path) -
             for command in commands(block.body):
                 action, appended, _ = classify(command)
                 if action == "run":
-                    done = run(command, appended, tmp_path)
+                    done = run(command, appended, tmp_path, server)
                     assert done.returncode == 0, (
                         f"{where}: `{command}` (+ `{appended}`) exits {done.returncode}:\n{done.stdout[-4000:]}"
                     )
@@ -423,7 +499,7 @@ def test_page_commands_run_and_print_their_samples(page: Path, tmp_path: Path) -
             for command, expected in console_pairs(block.body):
                 action, appended, why = classify(command)
                 assert action == "run", f"{where}: `{command}` shows its output but is not run ({why})"
-                done = run(command, appended, tmp_path)
+                done = run(command, appended, tmp_path, server)
                 assert sample_pattern(expected, False).fullmatch(done.stdout.rstrip("\n") + "\n"), (
                     f"{where}: `{command}` prints\n{done.stdout}\nnot what the page shows:\n{expected}"
                 )
