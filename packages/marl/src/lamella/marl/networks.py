@@ -260,11 +260,21 @@ class MultiAgentActorCriticNet(_MultiAgentBase):
         self.critic = _per_agent(_Critic, self.num_agents, self.share_parameters, **common)
 
     def _apply(self, module: nn.Module, x: jax.Array) -> Any:
-        """``module`` on ``x`` ``(..., n, F)``, each agent with its own parameters unless shared."""
+        """``module`` on ``x`` ``(..., n, F)``, each agent with its own parameters unless shared.
+
+        The module sees a 2-D ``(rows, F)`` input (one per agent when not shared): XLA on the CPU
+        differentiates a dense layer over a 3-D input ``(batch, n, F)`` with a transposed copy
+        of every layer's output gradient, which cost a quarter of the PPO update's time.
+        """
+        lead = x.shape[:-1]
         if self.share_parameters:
-            return module(x)
-        out = module(jnp.moveaxis(x, -2, 0))
-        return jax.tree.map(lambda y: jnp.moveaxis(y, 0, x.ndim - 2), out)
+            out = module(x.reshape((-1, x.shape[-1])))
+            return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), out)
+        rows = jnp.moveaxis(x, -2, 0)
+        out = module(rows.reshape((rows.shape[0], -1, rows.shape[-1])))
+        return jax.tree.map(
+            lambda y: jnp.moveaxis(y.reshape((*rows.shape[:-1], *y.shape[2:])), 0, x.ndim - 2), out
+        )
 
     def __call__(self, obs: dict[str, jax.Array]) -> tuple[Any, jax.Array]:
         x = self._with_id(obs["obs"].astype(jnp.float32))
