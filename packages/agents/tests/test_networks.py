@@ -23,8 +23,9 @@ def test_mlp_and_cnn_shapes():
 def test_dense_is_flax_dense_with_the_same_parameters_values_and_gradients():
     # (batch, agents, F) input: the leading axes are folded and restored.
     x = jax.random.normal(jax.random.key(1), (4, 3, 5))
-    fast, flax_dense = networks.Dense(6, kernel_init=networks.orthogonal(1.0)), flax.linen.Dense(
-        6, kernel_init=networks.orthogonal(1.0)
+    fast, flax_dense = (
+        networks.Dense(6, kernel_init=networks.orthogonal(1.0)),
+        flax.linen.Dense(6, kernel_init=networks.orthogonal(1.0)),
     )
     params = fast.init(jax.random.key(0), x)
     flax_params = flax_dense.init(jax.random.key(0), x)
