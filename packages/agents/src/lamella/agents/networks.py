@@ -23,6 +23,7 @@ import numpy as np
 __all__ = [
     "ACTIVATIONS",
     "MLP",
+    "Dense",
     "MinAtarCNN",
     "RecurrentCore",
     "activation_by_name",
@@ -79,22 +80,82 @@ def orthogonal(scale: float = 1.0) -> Callable[..., jax.Array]:
     return init
 
 
+class Dense(nn.Module):
+    """``flax.linen.Dense``'s layer (the same parameters ``kernel`` ``(in, features)`` and
+    ``bias``, the same initialisers and names, so parameters and checkpoints are
+    interchangeable, and the same values and gradients), with a gradient XLA's CPU backend
+    computes faster.
+
+    * The input's leading axes are folded into one: XLA's CPU backend differentiated a dense
+      layer over a 3-D input ``(batch, agents, F)`` with a transposed copy of the output
+      gradient (a quarter of IPPO's update time on MPE simple_spread).
+    * The kernel gradient ``x^T g`` is taken from a materialised ``x^T``: XLA's CPU dot runs
+      ``(in, batch) @ (batch, out)`` about 2.5 times faster than the ``(batch, in)^T @
+      (batch, out)`` it picks otherwise (IPPO's update on MPE: about 20% less time).
+
+    Reverse-mode derivatives of any order work (a ``jax.custom_vjp``); forward mode
+    (``jax.jvp``, ``jax.jacfwd``) does not: use ``flax.linen.Dense`` for that.
+
+    Attributes:
+        features: output width.
+        kernel_init: initialiser of the kernel (``nn.Dense``'s default: LeCun normal).
+        bias_init: initialiser of the bias (zeros).
+    """
+
+    features: int
+    kernel_init: Callable[..., jax.Array] = nn.initializers.lecun_normal()
+    bias_init: Callable[..., jax.Array] = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kernel = self.param("kernel", self.kernel_init, (jnp.shape(x)[-1], self.features), jnp.float32)
+        bias = self.param("bias", self.bias_init, (self.features,), jnp.float32)
+        x, kernel, bias = nn.dtypes.promote_dtype(x, kernel, bias)
+        lead = x.shape[:-1]
+        out = _dense(x.reshape((-1, x.shape[-1])), kernel, bias)
+        return out.reshape((*lead, self.features))
+
+
+@jax.custom_vjp
+def _dense(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+    return x @ kernel + bias
+
+
+def _dense_forward(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> tuple[jax.Array, Any]:
+    return x @ kernel + bias, (x, kernel)
+
+
+def _dense_backward(residuals: Any, grad: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    x, kernel = residuals
+    # x^T materialised (the barrier keeps XLA from folding the transpose back into the product):
+    # XLA's CPU dot takes (in, batch) @ (batch, out) far faster than (batch, in)^T @ (batch, out).
+    x_t = jax.lax.optimization_barrier(x.T)
+    return grad @ kernel.T, x_t @ grad, grad.sum(0)
+
+
+_dense.defvjp(_dense_forward, _dense_backward)
+
+
 class MLP(nn.Module):
     """Dense layers with an activation after each (orthogonal init, gain sqrt(2)).
 
     Attributes:
         hidden_sizes: width of each layer.
         activation: name of the activation (see :data:`ACTIVATIONS`).
+        fast_gradient: use :class:`Dense` (the same parameters and values, a faster gradient
+            on the CPU, float sums in another order) instead of ``flax.linen.Dense``.
     """
 
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
+    fast_gradient: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = activation_by_name(self.activation)
-        for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=orthogonal(np.sqrt(2)))(x))
+        layer = Dense if self.fast_gradient else nn.Dense
+        for i, size in enumerate(self.hidden_sizes):
+            x = act(layer(size, kernel_init=orthogonal(np.sqrt(2)), name=f"Dense_{i}")(x))
         return x
 
 

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.agents.distributions import ActionHead, Categorical, Gaussian
-from lamella.agents.networks import MLP, RecurrentCore, orthogonal, zero_carry
+from lamella.agents.networks import MLP, Dense, RecurrentCore, orthogonal, zero_carry
 from lamella.envs import spaces
 
 __all__ = [
@@ -71,16 +71,17 @@ def _policy_outputs(
     action_high: tuple[float, ...],
     squash: str,
     log_std_init: float,
+    fast_gradient: bool = False,
 ) -> tuple[jax.Array, ...]:
     """The policy head on features ``x`` (called inside a compact module): ``(logits,)`` for
     ``num_actions`` discrete actions, ``(mean, log_std)`` (both ``(..., D)``) for a Box of
     ``len(action_low)`` dimensions."""
     if not action_low:
-        dist = ActionHead(spaces.Discrete(num_actions), name="head")(x)
+        dist = ActionHead(spaces.Discrete(num_actions), fast_gradient=fast_gradient, name="head")(x)
         assert isinstance(dist, Categorical)
         return (dist.logits,)
     box = spaces.Box(np.asarray(action_low), np.asarray(action_high), (len(action_low),), np.float32)
-    gaussian = ActionHead(box, squash, log_std_init, name="head")(x)
+    gaussian = ActionHead(box, squash, log_std_init, fast_gradient, name="head")(x)
     assert isinstance(gaussian, Gaussian)
     # Broadcast to the mean's shape: every leaf of the outputs then carries the leading axes
     # (time, batch, agent), which the recurrent wrapper slices and nn.vmap stacks.
@@ -93,8 +94,8 @@ class _Critic(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = MLP(self.hidden_sizes, self.activation, name="torso")(x)
-        return nn.Dense(1, kernel_init=orthogonal(1.0), name="out")(x)[..., 0]
+        x = MLP(self.hidden_sizes, self.activation, fast_gradient=True, name="torso")(x)
+        return Dense(1, kernel_init=orthogonal(1.0), name="out")(x)[..., 0]
 
 
 class _Actor(nn.Module):
@@ -108,9 +109,9 @@ class _Actor(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> tuple[jax.Array, ...]:
-        x = MLP(self.hidden_sizes, self.activation, name="torso")(x)
+        x = MLP(self.hidden_sizes, self.activation, fast_gradient=True, name="torso")(x)
         return _policy_outputs(
-            x, self.num_actions, self.action_low, self.action_high, self.squash, self.log_std_init
+            x, self.num_actions, self.action_low, self.action_high, self.squash, self.log_std_init, True
         )
 
 
@@ -260,11 +261,21 @@ class MultiAgentActorCriticNet(_MultiAgentBase):
         self.critic = _per_agent(_Critic, self.num_agents, self.share_parameters, **common)
 
     def _apply(self, module: nn.Module, x: jax.Array) -> Any:
-        """``module`` on ``x`` ``(..., n, F)``, each agent with its own parameters unless shared."""
+        """``module`` on ``x`` ``(..., n, F)``, each agent with its own parameters unless shared.
+
+        The module sees a 2-D ``(rows, F)`` input (one per agent when not shared): XLA on the CPU
+        differentiates a dense layer over a 3-D input ``(batch, n, F)`` with a transposed copy
+        of every layer's output gradient, which cost a quarter of the PPO update's time.
+        """
+        lead = x.shape[:-1]
         if self.share_parameters:
-            return module(x)
-        out = module(jnp.moveaxis(x, -2, 0))
-        return jax.tree.map(lambda y: jnp.moveaxis(y, 0, x.ndim - 2), out)
+            out = module(x.reshape((-1, x.shape[-1])))
+            return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), out)
+        rows = jnp.moveaxis(x, -2, 0)
+        out = module(rows.reshape((rows.shape[0], -1, rows.shape[-1])))
+        return jax.tree.map(
+            lambda y: jnp.moveaxis(y.reshape((*rows.shape[:-1], *y.shape[2:])), 0, x.ndim - 2), out
+        )
 
     def __call__(self, obs: dict[str, jax.Array]) -> tuple[Any, jax.Array]:
         x = self._with_id(obs["obs"].astype(jnp.float32))

@@ -1,0 +1,129 @@
+"""Where lamella-marl's IPPO spends its time: the rollout against the PPO update, and the update's
+most expensive compiled operations.
+
+    python benchmarks/marl_ippo_profile.py [--env ID] [--ops 25]
+
+The config is ``marl_ippo_throughput.py``'s (16 envs x 128 steps, 4 epochs, 2 minibatches, (64, 64)
+tanh, shared parameters, no agent ids, team reward). One call runs 16 rollouts (or 16 updates of
+one fixed rollout) in one compiled program; medians of 5 calls in CPU time of the process. With
+``--ops N`` one update call runs under ``jax.profiler`` and the N operations (XLA thunks) with
+the most time are listed, read back with ``jax.profiler.ProfileData`` (nested events, such as a
+``while`` loop, include their bodies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import os
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jnp
+
+import lamella.envs
+from lamella.agents.rollout import actor_critic_policy, make_rollout
+from lamella.envs import wrappers
+from lamella.marl import IPPOConfig
+from lamella.marl.observation import MultiAgentObservation, num_actions_of
+from lamella.marl.ppo import Trajectory, make_multi_agent_ppo
+
+CALLS = 16
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="MPE-simple_spread-v3")
+    parser.add_argument("--ops", type=int, default=25, help="operations to list (0: no profile)")
+    args = parser.parse_args()
+    config = IPPOConfig(
+        env_id=args.env,
+        total_timesteps=CALLS * 16 * 128,
+        num_envs=16,
+        num_steps=128,
+        num_epochs=4,
+        num_minibatches=2,
+        learning_rate=2.5e-4,
+        anneal_lr=False,
+        hidden_sizes=(64, 64),
+        activation="tanh",
+        agent_id=False,
+        share_parameters=True,
+        team_reward=True,
+    )
+    env, params = lamella.envs.make(args.env, autoreset=False)
+    agent, actor_critic = make_multi_agent_ppo(config, env.num_agents, num_actions_of(env, params))
+    train_env = wrappers.EpisodeStatistics(wrappers.AutoReset(MultiAgentObservation(env)))
+    rollout = make_rollout(train_env, 128, 16, info_keys=("returned_episode", "returned_episode_returns"))
+    key = jax.random.key(0)
+    start = rollout.init(key, params)
+    train_state, _ = agent.init(key, start.obs)
+    _, transitions = rollout.collect(
+        start, actor_critic_policy(actor_critic, train_state.params), key, params
+    )
+
+    @jax.jit
+    def rollouts(train_state, start, key):
+        def body(state, key):
+            policy = actor_critic_policy(actor_critic, train_state.params)
+            state, batch = rollout.collect(state, policy, key, params)
+            return state, jnp.sum(batch.reward) + jnp.sum(batch.log_prob) + jnp.sum(batch.value)
+
+        return jax.lax.scan(body, start, jax.random.split(key, CALLS))[1]
+
+    @jax.jit
+    def updates(train_state, transitions, key):
+        def body(train_state, key):
+            train_state, _, metrics = agent.update(Trajectory(transitions, key, ()), train_state, ())
+            return train_state, metrics["loss"]
+
+        return jax.lax.scan(body, train_state, jax.random.split(key, CALLS))
+
+    def timed(fn, *inputs):
+        jax.block_until_ready(fn(*inputs))
+        times = []
+        for _ in range(5):
+            begin = time.process_time()
+            jax.block_until_ready(fn(*inputs))
+            times.append(time.process_time() - begin)
+        return statistics.median(times) / CALLS
+
+    rollout_s, update_s = (
+        timed(rollouts, train_state, start, key),
+        timed(updates, train_state, transitions, key),
+    )
+    print(f"IPPO on {args.env}, 16 envs x 128 steps, CPU time per iteration (jax {jax.__version__}):")
+    print(
+        f"  rollout {rollout_s * 1e3:.1f} ms, update {update_s * 1e3:.1f} ms ({update_s / (rollout_s + update_s):.0%})"
+    )
+    if args.ops <= 0:
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        jax.profiler.start_trace(folder)
+        jax.block_until_ready(updates(train_state, transitions, key))
+        jax.profiler.stop_trace()
+        path = sorted(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True))[-1]
+        profile = jax.profiler.ProfileData.from_file(path)
+    total: collections.Counter[str] = collections.Counter()
+    count: collections.Counter[str] = collections.Counter()
+    for plane in profile.planes:
+        for line in plane.lines:
+            if "XLAEigen" not in line.name:  # XLA's CPU worker threads
+                continue
+            for event in line.events:
+                if event.name.startswith("ThunkExecutor"):
+                    continue
+                total[event.name] += event.duration_ns
+                count[event.name] += 1
+    print(f"  the update's {args.ops} costliest operations (ms per iteration, runs per iteration):")
+    for name, ns in total.most_common(args.ops):
+        print(f"    {ns / 1e6 / CALLS:7.2f}  {count[name] / CALLS:5.1f}  {name}")
+
+
+if __name__ == "__main__":
+    main()
