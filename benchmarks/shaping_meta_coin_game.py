@@ -1,6 +1,6 @@
 """Meta-learning on CoinGame: does an evolved meta-agent shape a learning PPO co-player's coin-taking?
 
-    python benchmarks/shaping_meta_coin_game.py [--generations 32] [--outer 32] [--seeds 3]
+    python benchmarks/shaping_meta_coin_game.py [--generations 48] [--outer 48] [--seeds 3]
 
 Pax's CoinGame (3 x 3 torus, payoff ``[[1, 1, -2], [1, 1, -2]]``: every coin pays its taker +1,
 and its owner -2 when the other player takes it; 16-step inner episodes), the setup of Pax's
@@ -58,8 +58,8 @@ def config_for(args: argparse.Namespace) -> MetaConfig:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--generations", type=int, default=32)
-    parser.add_argument("--outer", type=int, default=32, help="inner episodes per outer episode")
+    parser.add_argument("--generations", type=int, default=48)
+    parser.add_argument("--outer", type=int, default=48, help="inner episodes per outer episode")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--strategy", default="CMA_ES")
     args = parser.parse_args()
@@ -75,12 +75,15 @@ def main() -> None:
         _, metrics = jax.lax.scan(
             lambda s, _: pair.step(s), pair.init(key), None, length=config.num_outer_steps
         )
-        return metrics["own_coin_share"].mean(0), metrics["reward"].mean(0)
+        return metrics["own_coin_share"], metrics["reward"].mean(0)
 
     start = time.perf_counter()
     share, reward = jax.jit(jax.vmap(naive))(jax.random.split(jax.random.key(0), args.seeds))
+    share = np.asarray(share)  # (seeds, inner episodes, 2)
+    last = max(config.num_outer_steps // 4, 1)
     print(f"naive PPO pair ({time.perf_counter() - start:.0f} s), per seed, over the outer episode:")
-    print(f"  own-coin share, player 0 {np.asarray(share[:, 0])}, player 1 {np.asarray(share[:, 1])}")
+    print(f"  own-coin share, player 0 {share[:, :, 0].mean(1)}, player 1 {share[:, :, 1].mean(1)}")
+    print(f"  player 1's own-coin share, last quarter of the inner episodes {share[:, -last:, 1].mean(1)}")
     print(f"  reward per step, player 0 {np.asarray(reward[:, 0])}, player 1 {np.asarray(reward[:, 1])}")
 
     runner = make_meta_runner(config)
@@ -95,7 +98,13 @@ def main() -> None:
     print(
         f"evolved meta-agent, {args.strategy}, {args.generations} generations ({time.perf_counter() - start:.0f} s):"
     )
-    for name in ("episode_return", "co_player_return", "meta_cooperation", "co_player_cooperation"):
+    for name in (
+        "episode_return",
+        "co_player_return",
+        "meta_cooperation",
+        "co_player_cooperation",
+        "co_player_cooperation_last",
+    ):
         series = np.asarray(metrics[name])
         print(
             f"  {name:<22} first quarter {series[:, :quarter].mean(1)}, last quarter {series[:, -quarter:].mean(1)}"

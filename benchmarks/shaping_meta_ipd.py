@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -41,9 +40,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _interleave import time_interleaved
 
 from lamella.agents.runner import make_train
 from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
@@ -144,21 +140,21 @@ def main() -> None:
             return checksum(state) + checksum(metrics)
 
         per_generation = config.steps_per_iteration
-        rates, compiles = {}, []
-        for clock in (time.perf_counter, time.process_time):  # the first call compiles
-            rate, compile_s, times = time_interleaved(
-                {name: (lambda state, key, train=train: train(key), None)},
-                (jax.random.key(0),),
-                args.generations,
-                args.repeats,
-                clock=clock,
-            )
-            rates[clock.__name__] = rate[name]
-            compiles.append(compile_s[name])
-        median = sorted(times[name])[len(times[name]) // 2]
-        wall, cpu = rates["perf_counter"], rates["process_time"]
+        key = jax.random.key(0)
+        start = time.perf_counter()
+        train(key).block_until_ready()  # compiles
+        compile_s = time.perf_counter() - start
+        walls, cpus = [], []
+        for _ in range(args.repeats):
+            wall, cpu = time.perf_counter(), time.process_time()
+            train(key).block_until_ready()
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        median = sorted(walls)[len(walls) // 2]
+        wall = args.generations / median
+        cpu = args.generations / sorted(cpus)[len(cpus) // 2]
         print(
-            f"{name:<14} {compiles[0]:>10.1f} {median:>9.3f}  {wall:.3g} generations/s, "
+            f"{name:<14} {compile_s:>10.1f} {median:>9.3f}  {wall:.3g} generations/s, "
             f"{wall * per_generation:.3g} env steps/s; CPU {cpu:.3g} generations/s, "
             f"{cpu * per_generation:.3g} env steps/s"
         )
