@@ -59,7 +59,14 @@ PAX = {
     "pax_ipd": ("ipd/shaper_v_ppo", ["popsize=16"]),
     "pax_coin_game": (
         "cg/train_gs",
-        ["popsize=16", "num_devices=1", "num_outer_steps=60", "agent2=PPO", "ppo2.with_memory=False"],
+        [
+            "popsize=16",
+            "num_devices=1",
+            "num_outer_steps=60",
+            "agent2=PPO",
+            "ppo2.with_memory=False",
+            "+es.mean_reduce=False",
+        ],
     ),
 }
 
