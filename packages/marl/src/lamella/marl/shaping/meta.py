@@ -1,7 +1,7 @@
 """Meta-learning on the finite iterated games: a shaper evolved across its co-player's learning.
 
 Pax's ``evo`` runner with inner and outer episodes (Good Shepherd, Shaper, M-FOS-ES on the finite
-IPD), built from lamella's pieces:
+iterated games and on CoinGame), built from lamella's pieces:
 
 * **Inner episode**: ``num_inner_steps`` rounds of the iterated game on ``num_envs`` envs. It is one
   iteration of :func:`lamella.marl.shaping.runner.make_shaping_runner`: the meta-agent acts, the
@@ -68,8 +68,9 @@ class MetaConfig(PPOSettings):
     with 16 members.
 
     Attributes:
-        env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...; the
-            meta-agent is player 0).
+        env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...) or
+            ``CoinGame-v0``; the meta-agent is player 0. On CoinGame the ``cooperation`` metrics
+            are own-coin shares (of the coins a player took, the fraction of its own colour).
         total_timesteps: budget in env steps, counted as ``population_size * num_envs *
             num_inner_steps * num_outer_steps`` per generation.
         eval_episodes: outer episodes (fresh co-players each) per evaluation of the strategy's
