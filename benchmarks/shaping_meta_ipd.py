@@ -168,7 +168,7 @@ def main() -> None:
         if args.pax_python and name in PAX:
             pax = run_pax(args.pax_python, args.pax_src, name, args.generations)
             print(
-                f"{'  Pax':<14} {pax['compile_s']:>10.1f} {1 / pax['generations_per_s']:>9.3f}  "
+                f"{'  Pax':<14} {pax['compile_s']:>10.1f} {args.generations / pax['generations_per_s']:>9.3f}  "
                 f"{pax['generations_per_s']:.3g} generations/s, {pax['steps_per_s']:.3g} env steps/s; CPU "
                 f"{pax['generations_per_cpu_s']:.3g} generations/s, {pax['steps_per_cpu_s']:.3g} env steps/s "
                 f"(jax {pax['jax']})"
