@@ -17,7 +17,8 @@ a stand-in ``wandb`` module when it is not installed), and ``EvoRunner.run_loop`
 ``1 + --generations`` generations. The harness only wraps the runner's compiled rollout to take a
 timestamp (wall and process CPU time) at each generation's start: the first generation (compile)
 is left out, the rest are Pax's loop as it runs (ask, rollout, tell, its host-side bookkeeping).
-Prints one JSON line: generations/s and env steps/s (``popsize * num_opps * num_envs *
+Pax's ``cg/*.yaml`` at 6ae3d07 lack ``es.mean_reduce``, which ``EvoRunner`` reads: pass
+``+es.mean_reduce=False`` with them. Prints one JSON line: generations/s and env steps/s (``popsize * num_opps * num_envs *
 num_inner_steps * num_outer_steps`` per generation) by wall and by CPU time.
 """
 
