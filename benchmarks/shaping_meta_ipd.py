@@ -1,37 +1,45 @@
-"""Meta-learning on the finite IPD (inner and outer episodes): ES generations and env steps per second.
+"""Meta-learning (inner and outer episodes, ES over a meta-agent): lamella side by side with Pax.
 
-    python benchmarks/shaping_meta_ipd.py [--generations 4] [--repeats 3]
+    python benchmarks/shaping_meta_ipd.py [--generations 4] [--repeats 3] \
+        [--pax-python /tmp/pax_meta/bin/python --pax-src /tmp/pax_src] [--programs default,pax_ipd,pax_coin_game]
 
-Lamella only (Pax's ``evo`` runner is not run side by side here; see the marl README). Two
-programs of :func:`lamella.marl.shaping.meta.make_meta_runner`, each one jitted call of
+Programs of :func:`lamella.marl.shaping.meta.make_meta_runner`, each one jitted call of
 ``--generations`` generations (``lax.scan`` of the runner's step), outputs consumed in a checksum:
 
 * ``default``: ``MetaConfig()`` (the tested setup: CMA-ES with 16 members, 4 envs, two tabular PPO
-  co-players, 20-round inner episodes, 48 per outer episode);
-* ``pax_shape``: Pax's ``ipd/shaper_v_ppo`` episode shape (100-round inner episodes, 100 per outer
-  episode, 10 co-players on 10 envs, PPO co-players with a 16-unit layer, 2 epochs x 4 minibatches)
-  with a GRU meta-agent and OpenES, but 16 members instead of Pax's 1000.
+  co-players, 20-round inner episodes, 48 per outer episode); lamella only;
+* ``pax_ipd``: Pax's ``ipd/shaper_v_ppo`` (100-round inner episodes, 100 per outer episode, 10
+  PPO co-players with a 16-unit layer each on 2 envs, 2 epochs x 4 minibatches, a GRU meta-agent,
+  OpenES) with 16 members instead of Pax's 1000;
+* ``pax_coin_game``: Pax's ``cg/train_gs`` on CoinGame (Good Shepherd: a feed-forward PPO network
+  as the meta-agent, 100 envs, one co-player, 16-step inner episodes, 8 minibatches x 2 epochs)
+  with 16 members, 60 inner episodes per outer episode instead of 600, and a feed-forward PPO
+  co-player (Pax's yaml has ``PPO_memory``; lamella's meta runner takes feed-forward co-players).
+
+With ``--pax-python``, each ``pax_*`` program also runs in Pax from its source
+(``benchmarks/pax_meta.py`` in Pax's own virtual environment, a subprocess: Pax pins jax 0.4.31)
+with the same sizes, and the table adds Pax's rates and lamella / Pax ratios by CPU time (process
+CPU time of all threads, steadier than wall time on a shared machine).
 
 Reported: compile time (the first call), generations/s and env steps/s (members x envs x rounds x
-inner episodes per generation, over the median of ``--repeats`` timed calls).
+inner episodes per generation) over the median of ``--repeats`` timed calls, by wall and CPU time.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import platform
-import sys
+import subprocess
+import time
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _interleave import time_interleaved
 
 from lamella.agents.runner import make_train
 from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
@@ -46,33 +54,89 @@ def checksum(tree: object) -> jax.Array:
     return jnp.sum(jnp.stack(leaves))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--generations", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    configs = {
+#: Each Pax-shaped program's Pax counterpart: (experiment yaml, overrides).
+PAX = {
+    "pax_ipd": ("ipd/shaper_v_ppo", ["popsize=16"]),
+    "pax_coin_game": (
+        "cg/train_gs",
+        [
+            "popsize=16",
+            "num_devices=1",
+            "num_outer_steps=60",
+            "agent2=PPO",
+            "ppo2.with_memory=False",
+            "+es.mean_reduce=False",
+        ],
+    ),
+}
+
+
+def programs() -> dict[str, MetaConfig]:
+    return {
         "default": MetaConfig(),
-        "pax_shape": MetaConfig(
+        "pax_ipd": MetaConfig(
             strategy="Open_ES",
             population_size=16,
+            sigma_init=0.04,
             num_inner_steps=100,
             num_outer_steps=100,
-            num_envs=10,
+            num_envs=20,  # Pax: num_opps 10 x num_envs 2
             num_opponents=10,
             meta_recurrent=True,
             meta_hidden_sizes=(16,),
             hidden_sizes=(16,),
             num_epochs=2,
             num_minibatches=4,
-            learning_rate=0.01,
+            learning_rate=1.0,
+            ent_coef=0.02,
+        ),
+        "pax_coin_game": MetaConfig(
+            env_id="CoinGame-v0",
+            strategy="Open_ES",
+            population_size=16,
+            sigma_init=0.04,
+            num_inner_steps=16,
+            num_outer_steps=60,
+            num_envs=100,
+            num_opponents=1,
+            meta_hidden_sizes=(16,),
+            hidden_sizes=(16,),
+            num_epochs=2,
+            num_minibatches=8,
+            learning_rate=0.005,
+            ent_coef=0.1,
         ),
     }
+
+
+def run_pax(python: str, src: str, name: str, generations: int) -> dict:
+    experiment, overrides = PAX[name]
+    script = str(Path(__file__).resolve().parent / "pax_meta.py")
+    command = [python, script, "--experiment", experiment, "--generations", str(generations), *overrides]
+    done = subprocess.run(
+        command, env={**os.environ, "PAX_SRC": src}, capture_output=True, text=True, check=False
+    )
+    if done.returncode:
+        raise SystemExit(f"Pax's run failed ({' '.join(command)}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generations", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--programs", default="default,pax_ipd,pax_coin_game")
+    parser.add_argument("--pax-python", help="the Python of Pax's virtual environment (see pax_meta.py)")
+    parser.add_argument("--pax-src", default=os.environ.get("PAX_SRC"), help="Pax's source tree")
+    args = parser.parse_args()
+    if args.pax_python and not args.pax_src:
+        parser.error("--pax-python needs --pax-src (or PAX_SRC): the folder holding Pax's pax/ package")
+    configs = {name: config for name, config in programs().items() if name in args.programs.split(",")}
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"jax {jax.__version__} on {jax.devices()[0].device_kind}"
     )
-    print(f"{'program':<10} {'compile s':>10} {'median s':>9}  rate")
+    print(f"{'program':<14} {'compile s':>10} {'median s':>9}  rate (wall; CPU)")
     for name, config in configs.items():
         config = dataclasses.replace(config, total_timesteps=args.generations * config.steps_per_iteration)
         runner = make_meta_runner(config)
@@ -82,18 +146,37 @@ def main() -> None:
             state, metrics = make_train(runner)(key)
             return checksum(state) + checksum(metrics)
 
-        rate, compile_s, times = time_interleaved(
-            {name: (lambda state, key, train=train: train(key), None)},
-            (jax.random.key(0),),
-            args.generations,
-            args.repeats,
-        )
-        median = sorted(times[name])[len(times[name]) // 2]
-        steps = args.generations * config.steps_per_iteration / median
+        per_generation = config.steps_per_iteration
+        key = jax.random.key(0)
+        start = time.perf_counter()
+        train(key).block_until_ready()  # compiles
+        compile_s = time.perf_counter() - start
+        walls, cpus = [], []
+        for _ in range(args.repeats):
+            wall, cpu = time.perf_counter(), time.process_time()
+            train(key).block_until_ready()
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        median = sorted(walls)[len(walls) // 2]
+        wall = args.generations / median
+        cpu = args.generations / sorted(cpus)[len(cpus) // 2]
         print(
-            f"{name:<10} {compile_s[name]:>10.1f} {median:>9.3f}  {rate[name]:.3g} generations/s, "
-            f"{steps:.3g} env steps/s"
+            f"{name:<14} {compile_s:>10.1f} {median:>9.3f}  {wall:.3g} generations/s, "
+            f"{wall * per_generation:.3g} env steps/s; CPU {cpu:.3g} generations/s, "
+            f"{cpu * per_generation:.3g} env steps/s"
         )
+        if args.pax_python and name in PAX:
+            pax = run_pax(args.pax_python, args.pax_src, name, args.generations)
+            print(
+                f"{'  Pax':<14} {pax['compile_s']:>10.1f} {args.generations / pax['generations_per_s']:>9.3f}  "
+                f"{pax['generations_per_s']:.3g} generations/s, {pax['steps_per_s']:.3g} env steps/s; CPU "
+                f"{pax['generations_per_cpu_s']:.3g} generations/s, {pax['steps_per_cpu_s']:.3g} env steps/s "
+                f"(jax {pax['jax']})"
+            )
+            print(
+                f"{'  lamella/Pax':<14} wall {wall / pax['generations_per_s']:.2f}x, "
+                f"CPU {cpu / pax['generations_per_cpu_s']:.2f}x"
+            )
 
 
 if __name__ == "__main__":

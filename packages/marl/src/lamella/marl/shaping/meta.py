@@ -1,7 +1,7 @@
 """Meta-learning on the finite iterated games: a shaper evolved across its co-player's learning.
 
 Pax's ``evo`` runner with inner and outer episodes (Good Shepherd, Shaper, M-FOS-ES on the finite
-IPD), built from lamella's pieces:
+iterated games and on CoinGame), built from lamella's pieces:
 
 * **Inner episode**: ``num_inner_steps`` rounds of the iterated game on ``num_envs`` envs. It is one
   iteration of :func:`lamella.marl.shaping.runner.make_shaping_runner`: the meta-agent acts, the
@@ -68,8 +68,9 @@ class MetaConfig(PPOSettings):
     with 16 members.
 
     Attributes:
-        env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...; the
-            meta-agent is player 0).
+        env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...) or
+            ``CoinGame-v0``; the meta-agent is player 0. On CoinGame the ``cooperation`` metrics
+            are own-coin shares (of the coins a player took, the fraction of its own colour).
         total_timesteps: budget in env steps, counted as ``population_size * num_envs *
             num_inner_steps * num_outer_steps`` per generation.
         eval_episodes: outer episodes (fresh co-players each) per evaluation of the strategy's
@@ -252,21 +253,35 @@ def _game_and_meta_agent(config: MetaConfig) -> tuple[Any, Any, Agent, Callable[
             raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
     action_space = env.action_space(env_params)
     observation_space = env.observation_space(env_params)
+    matrix_game = tuple(observation_space.shape) == (2, len(watchers.STATE_NAMES))
     if not (
         isinstance(action_space, spaces.MultiDiscrete)
-        and tuple(observation_space.shape) == (2, len(watchers.STATE_NAMES))
+        and len(action_space.nvec) == 2
+        and len(observation_space.shape) == 2
+        and (matrix_game or _is_coin_game(env, env_params))
     ):
         raise ConfigError(
             f"MetaConfig.env_id must name a two-player iterated matrix game (observations (2, 5), "
-            f"e.g. 'IteratedPrisonersDilemma-v0'); {config.env_id!r} has observations "
-            f"{tuple(observation_space.shape)}."
+            f"e.g. 'IteratedPrisonersDilemma-v0') or CoinGame ('CoinGame-v0'); {config.env_id!r} has "
+            f"observations {tuple(observation_space.shape)}."
         )
     meta_agent, network_init = make_meta_agent(config, spaces.Discrete(int(action_space.nvec[0])))
 
     def init_params(key: jax.Array) -> Any:
-        return network_init(key, jnp.zeros((1, len(watchers.STATE_NAMES)), jnp.float32))
+        return network_init(key, jnp.zeros((1, *observation_space.shape[1:]), jnp.float32))
 
     return env, env_params, meta_agent, init_params
+
+
+def _is_coin_game(env: Any, env_params: Any) -> bool:
+    """Whether the env reports CoinGame's coin counts in its ``info`` (from shapes: nothing runs)."""
+
+    def probe_info(key: jax.Array) -> dict[str, Any]:
+        _, state = env.reset(key, env_params)
+        return env.step(key, state, jnp.zeros((2,), jnp.int32), env_params)[5]
+
+    info = jax.eval_shape(probe_info, jax.random.key(0))
+    return "own_coins" in info and "other_coins" in info
 
 
 def make_outer_episode(
@@ -289,7 +304,10 @@ def make_outer_episode(
         state = state.replace(train_states=(jax.tree.map(lambda x: x[None], params), *state.train_states[1:]))
         _, metrics = jax.lax.scan(lambda s, _: inner.step(s), state, None, length=config.num_outer_steps)
         reward = metrics["reward"]  # (K, 2): mean reward per round of each inner episode
-        cooperation = jax.vmap(_cooperation)(metrics)  # (K, 2)
+        # (K, 2): expected P(C) on a matrix game, the own-coin share on CoinGame (Pax's "coop").
+        cooperation = (
+            jax.vmap(_cooperation)(metrics) if "cooperation_CC" in metrics else metrics["own_coin_share"]
+        )
         return {
             "meta_return": reward[:, 0].mean(),
             "co_player_return": reward[:, 1].mean(),

@@ -1,0 +1,111 @@
+"""Pax's own ``evo`` runner (meta-learning with ES) timed, for benchmarks/shaping_meta_ipd.py's table.
+
+Runs in Pax's virtual environment (Pax pins jax 0.4.31; a separate process), with Pax's source on
+the path. ``benchmarks/shaping_meta_ipd.py --pax-python`` starts it; by hand:
+
+    uv venv /tmp/pax_meta && uv pip install --python /tmp/pax_meta/bin/python "jax==0.4.31" \\
+        "jaxlib==0.4.31" "numpy<2" "chex==0.1.86" "flax==0.8.5" "gymnax==0.0.6" "optax==0.2.3" six \\
+        "evosax==0.1.6" "dm-haiku==0.0.12" "distrax==0.1.5" "tensorflow-probability==0.24.0" \\
+        hydra-core omegaconf dm-tree tqdm
+    git clone https://github.com/ucl-dark/pax /tmp/pax_src   # read at 6ae3d07
+    PAX_SRC=/tmp/pax_src /tmp/pax_meta/bin/python benchmarks/pax_meta.py \\
+        --experiment ipd/shaper_v_ppo --generations 3 popsize=16
+
+Pax's own ``pax.experiment`` functions build the env, the agents and the ``EvoRunner`` from Pax's
+hydra config (the named experiment yaml plus the ``key=value`` overrides; wandb logging off, and
+a stand-in ``wandb`` module when it is not installed), and ``EvoRunner.run_loop`` runs
+``1 + --generations`` generations. The harness only wraps the runner's compiled rollout to take a
+timestamp (wall and process CPU time) at each generation's start: the first generation (compile)
+is left out, the rest are Pax's loop as it runs (ask, rollout, tell, its host-side bookkeeping).
+Pax's ``cg/*.yaml`` at 6ae3d07 lack ``es.mean_reduce``, which ``EvoRunner`` reads: pass
+``+es.mean_reduce=False`` with them. Prints one JSON line: generations/s and env steps/s (``popsize * num_opps * num_envs *
+num_inner_steps * num_outer_steps`` per generation) by wall and by CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+import types
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+sys.path.insert(0, os.environ["PAX_SRC"])
+
+try:
+    import wandb  # noqa: F401
+except ImportError:  # Pax imports it at module level; logging is off, so a stand-in will do.
+    stand_in = types.ModuleType("wandb")
+    for name in ("init", "log", "save", "finish", "define_metric"):
+        setattr(stand_in, name, lambda *args, **kwargs: None)
+    stand_in.Settings = lambda *args, **kwargs: None
+    sys.modules["wandb"] = stand_in
+
+import jax
+import pax.experiment as pax_experiment  # Pax's module
+from hydra import compose, initialize_config_dir
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", default="ipd/shaper_v_ppo", help="a yaml under pax/conf/experiment")
+    parser.add_argument("--generations", type=int, default=3, help="timed generations (after one to compile)")
+    parser.add_argument("overrides", nargs="*", help="Pax config overrides, key=value")
+    args = parser.parse_args()
+    save_dir = tempfile.mkdtemp(prefix="pax_meta_")
+    overrides = [
+        "+experiment/{}={}".format(*args.experiment.rsplit("/", 1)),
+        "wandb.log=False",
+        "save=False",
+        f"num_iters={1 + args.generations}",
+        *args.overrides,
+    ]
+    with initialize_config_dir(config_dir=os.path.join(os.environ["PAX_SRC"], "pax/conf"), version_base=None):
+        config = compose("config", overrides=overrides)
+    logger = logging.getLogger()
+    env, env_params = pax_experiment.env_setup(config, logger)
+    agents = pax_experiment.agent_setup(config, env, env_params, logger)
+    runner = pax_experiment.runner_setup(config, env, agents, save_dir, logger)
+
+    stamps: list[tuple[float, float]] = []
+    rollout = runner.rollout
+
+    def timed_rollout(*args, **kwargs):
+        stamps.append((time.perf_counter(), time.process_time()))
+        return rollout(*args, **kwargs)
+
+    runner.rollout = timed_rollout
+    runner.run_loop(env_params, agents, 1 + args.generations, False)
+    stamps.append((time.perf_counter(), time.process_time()))
+    wall = stamps[-1][0] - stamps[1][0]
+    cpu = stamps[-1][1] - stamps[1][1]
+    steps = (
+        config.popsize
+        * config.num_devices
+        * config.num_opps
+        * config.num_envs
+        * config.num_inner_steps
+        * config.num_outer_steps
+    )
+    print(
+        json.dumps(
+            {
+                "program": f"Pax {args.experiment} {' '.join(args.overrides)}",
+                "jax": jax.__version__,
+                "compile_s": stamps[1][0] - stamps[0][0],
+                "generations": args.generations,
+                "generations_per_s": args.generations / wall,
+                "steps_per_s": args.generations * steps / wall,
+                "generations_per_cpu_s": args.generations / cpu,
+                "steps_per_cpu_s": args.generations * steps / cpu,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
