@@ -133,5 +133,6 @@ def test_brax_not_installed_names_the_extra(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(importlib, "import_module", no_brax)
-    with pytest.raises(ImportError, match=r"pip install 'lamella-envs\[brax\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'lamella-envs\[brax\]'") as error:
         lamella.envs.make("brax:ant")
+    assert isinstance(error.value, UserError)  # the lamella command: one line, exit status 2

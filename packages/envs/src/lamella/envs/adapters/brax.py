@@ -29,7 +29,16 @@ from lamella.envs import rendering, spaces, struct
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.errors import UserError
 
-__all__ = ["BACKENDS", "BraxEnv", "BraxError", "BraxParams", "BraxState", "from_brax", "parse_env_id"]
+__all__ = [
+    "BACKENDS",
+    "BraxEnv",
+    "BraxError",
+    "BraxNotInstalledError",
+    "BraxParams",
+    "BraxState",
+    "from_brax",
+    "parse_env_id",
+]
 
 PRNGKey = jax.Array
 #: Brax's physics backends, cheapest to compile first on CPU (measured in the package README).
@@ -49,13 +58,19 @@ class BraxError(UserError, ValueError):
     """A Brax env name, backend or setting the adapter cannot use; the message names the fix."""
 
 
+class BraxNotInstalledError(UserError, ImportError):
+    """brax is not installed; the message names the extra to install."""
+
+
 def _import_brax_envs() -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # brax's "not actively maintained" notice, once per process
             return importlib.import_module("brax.envs")
     except ImportError as error:
-        raise ImportError(f"lamella.envs.adapters.brax needs Brax (brax 0.14): {_INSTALL}") from error
+        raise BraxNotInstalledError(
+            f"Brax envs need brax (0.14), which is not installed: {_INSTALL}"
+        ) from error
 
 
 def parse_env_id(env_id: str) -> tuple[str, str | None]:
@@ -314,7 +329,8 @@ def from_brax(
         **kwargs: the Brax env's own constructor settings (``ctrl_cost_weight=...``).
 
     Raises:
-        ImportError: brax is not installed (``pip install 'lamella-envs[brax]'``).
+        BraxNotInstalledError: brax is not installed (an ``ImportError`` and a lamella user
+            error naming ``pip install 'lamella-envs[brax]'``).
         BraxError: an unknown env name or backend, or settings the Brax env does not take.
     """
     if backend is not None and backend not in BACKENDS:
