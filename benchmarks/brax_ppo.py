@@ -2,7 +2,7 @@
 
 Run it in the hatch env of lamella-agents' tests (it has brax 0.14.2 beside lamella)::
 
-    hatch run +py=3.11 +pkg=agents hatch-test:python benchmarks/brax_ppo.py --steps 200000 --seeds 2
+    hatch -e hatch-test.py3.11-agents run python benchmarks/brax_ppo.py --steps 200000 --seeds 2
 
 Protocol (one process, the two sides alternated per seed):
 
