@@ -159,6 +159,14 @@ NOT_RUN: dict[str, str] = {
     "/tmp/xpagvenv/bin/pip install": "needs the package index (a benchmark-only dependency)",
     "JAX_PLATFORMS=cpu /tmp/xpagvenv/bin/python benchmarks/": "a benchmark (minutes, needs xpag); its figures are in the README",
     "python scripts/test_all.py": "the whole CI run (this test is part of it)",
+    "lamella train ppo --env brax:": (
+        "a Brax body (compiling its physics costs 30+ s of CI); packages/agents/tests/test_brax.py "
+        "runs lamella train ppo and sac on brax:inverted_pendulum@spring"
+    ),
+    "lamella train sac --env brax:": (
+        "a Brax body (compiling its physics costs 30+ s of CI); packages/agents/tests/test_brax.py "
+        "runs lamella train ppo and sac on brax:inverted_pendulum@spring"
+    ),
     "hatch test": "the test command itself",
     "LAMELLA_SMAX_PARITY=all hatch test": "the test command itself, with the slow parity sweep over seven SMAX maps (minutes)",
     "hatch run bench:": "a benchmark (minutes); its figures are in the README",

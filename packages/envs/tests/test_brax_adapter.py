@@ -136,3 +136,13 @@ def test_brax_not_installed_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"pip install 'lamella-envs\[brax\]'") as error:
         lamella.envs.make("brax:ant")
     assert isinstance(error.value, UserError)  # the lamella command: one line, exit status 2
+
+
+def test_brax_ids_are_envs_for_the_commands_and_the_run_log():
+    from lamella.envs.cli import _check_env_ids
+    from lamella.envs.registry import adapter_prefix, env_family
+
+    _check_env_ids([ENV_ID])  # `lamella animate brax:...` / `lamella demo --envs brax:...` take it
+    assert adapter_prefix(ENV_ID) == "brax" and adapter_prefix("CartPole-v1") is None
+    assert env_family(ENV_ID) == "brax"
+    assert ENV_ID not in lamella.envs.registered()  # listing ids never imports brax

@@ -130,6 +130,14 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
     return env, params
 
 
+def adapter_prefix(env_id: str) -> str | None:
+    """The adapter prefix of ``env_id`` (``"brax"`` for ``"brax:ant@spring"``), else None."""
+    for prefix in _PREFIXES:
+        if env_id.startswith(prefix):
+            return prefix.rstrip(":")
+    return None
+
+
 def _prefixed_factory(env_id: str) -> Callable[..., Environment[Any, Any]] | None:
     """The adapter factory for an id with an adapter prefix (``brax:...``), bound to the id."""
     import functools
@@ -153,9 +161,9 @@ def env_family(env: Environment[Any, Any] | str) -> str:
     not registered and for envs defined outside ``lamella.envs``.
     """
     if isinstance(env, str):
-        for prefix in _PREFIXES:
-            if env.startswith(prefix):
-                return prefix.rstrip(":")
+        prefix = adapter_prefix(env)
+        if prefix is not None:
+            return prefix
         if env not in registered():
             return "custom"
         env, _ = make(env, autoreset=False)
