@@ -2,7 +2,7 @@
 
 Run it in the hatch env of lamella-agents' tests (it has brax 0.14.2 beside lamella)::
 
-    hatch -e hatch-test.py3.11-agents run python benchmarks/brax_ppo.py --steps 200000 --seeds 2
+    hatch -e hatch-test.py3.11-agents run python benchmarks/brax_ppo.py --steps 200000 --seeds 1
 
 Protocol (one process, the two sides alternated per seed):
 
@@ -54,7 +54,21 @@ def lamella_side(env_id: str, steps: int, seed: int) -> tuple[float, float, floa
     return value, time.perf_counter() - start, compile_time
 
 
+def _shim_removed_jax_apis() -> None:
+    """brax.training 0.14.2's PPO calls ``jax.device_put_replicated``, which jax 0.10 removed
+    (it raises AttributeError there): the same thing, a leading device axis, for it to call."""
+    try:
+        jax.device_put_replicated  # noqa: B018
+    except AttributeError:
+
+        def device_put_replicated(tree, devices):  # type: ignore[no-untyped-def]
+            return jax.tree.map(lambda x: jax.device_put(jax.numpy.stack([x] * len(devices))), tree)
+
+        jax.device_put_replicated = device_put_replicated  # type: ignore[attr-defined]
+
+
 def brax_side(name: str, backend: str, steps: int, seed: int) -> tuple[float, float]:
+    _shim_removed_jax_apis()
     from brax import envs
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as ppo
@@ -106,6 +120,7 @@ def main() -> None:
     rows = []
     for seed in range(args.seeds):
         ours, ours_wall, ours_compile = lamella_side(env_id, args.steps, seed)
+        print(f"seed {seed}: lamella done ({ours:.1f}, {ours_wall:.1f} s)", flush=True)
         theirs, theirs_wall = brax_side(args.env, args.backend, args.steps, seed)
         rows.append((ours, ours_wall, ours_compile, theirs, theirs_wall))
         print(
