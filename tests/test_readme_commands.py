@@ -166,6 +166,20 @@ NOT_RUN: dict[str, str] = {
     "/tmp/xpagvenv/bin/pip install": "needs the package index (a benchmark-only dependency)",
     "JAX_PLATFORMS=cpu /tmp/xpagvenv/bin/python benchmarks/": "a benchmark (minutes, needs xpag); its figures are in the README",
     "python scripts/test_all.py": "the whole CI run (this test is part of it)",
+    "hatch -e hatch-test.py3.11-envs run python benchmarks/brax_backends.py": (
+        "a benchmark (minutes, needs brax, in the envs test env that has it); its figures are in the README"
+    ),
+    "hatch -e hatch-test.py3.11-agents run python benchmarks/brax_ppo.py": (
+        "a benchmark (minutes, needs brax, in the agents test env that has it); its figures are in the README"
+    ),
+    "lamella train ppo --env brax:": (
+        "a Brax body (compiling its physics costs 30+ s of CI); packages/agents/tests/test_brax.py "
+        "runs lamella train ppo and sac on brax:inverted_pendulum@spring"
+    ),
+    "lamella train sac --env brax:": (
+        "a Brax body (compiling its physics costs 30+ s of CI); packages/agents/tests/test_brax.py "
+        "runs lamella train ppo and sac on brax:inverted_pendulum@spring"
+    ),
     "hatch test": "the test command itself",
     "LAMELLA_SMAX_PARITY=all hatch test": "the test command itself, with the slow parity sweep over seven SMAX maps (minutes)",
     "hatch run bench:": "a benchmark (minutes); its figures are in the README",

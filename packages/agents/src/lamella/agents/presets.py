@@ -45,6 +45,26 @@ PRESETS: dict[str, dict[str, Any]] = {
             continuous_action="tanh",
             log_std_init=0.0,
         ),
+        # Brax's inverted pendulum on the spring backend (lamella-envs[brax]); 1000-step episodes,
+        # reward 1 per step, a uniformly random policy returns 23 on average (100 episodes, max 71).
+        # Greedy return after 2e5 steps: 155 .. 912 over 16 runs of a sweep of learning rate
+        # (3e-4, 1e-3), gamma (0.97, 0.99) and entropy bonus (0, 0.01); these settings: 511, 912.
+        "brax:inverted_pendulum@spring": PPOConfig(
+            env_id="brax:inverted_pendulum@spring",
+            total_timesteps=200_000,
+            num_envs=16,
+            num_steps=64,
+            num_epochs=8,
+            num_minibatches=4,
+            learning_rate=1e-3,
+            gamma=0.97,
+            ent_coef=0.0,
+            hidden_sizes=(32, 32),
+            normalize_observations=True,
+            normalize_rewards=True,
+            continuous_action="tanh",
+            eval_episodes=4,
+        ),
         "Breakout-MinAtar": PPOConfig(
             env_id="Breakout-MinAtar",
             total_timesteps=10_000_000,

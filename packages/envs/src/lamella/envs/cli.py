@@ -40,10 +40,11 @@ def _check_env_ids(env_ids: list[str] | None) -> None:
     import difflib
 
     import lamella.envs as le
+    from lamella.envs.registry import adapter_prefix
 
     known = le.registered()
     for env_id in env_ids or ():
-        if env_id not in known:
+        if env_id not in known and adapter_prefix(env_id) is None:  # brax:... is checked by its adapter
             close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise UserError(

@@ -18,6 +18,10 @@ _REGISTRY: dict[str, Callable[..., Environment[Any, Any]]] = {}
 # `lamella animate` walk.
 _VARIANTS: set[str] = set()
 _BUILTIN_REGISTERED = False
+# Id prefixes of adapters that build any env of another library by name (``brax:ant@spring``):
+# prefix -> (module, factory). The factory takes the whole id first; the adapter's library is
+# imported only when such an id is made.
+_PREFIXES: dict[str, tuple[str, str]] = {"brax:": ("lamella.envs.adapters.brax", "make_from_id")}
 
 
 def _ensure_builtin() -> None:
@@ -95,14 +99,15 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
         TypeError: an override that is neither a params field nor a constructor argument.
     """
     _ensure_builtin()
-    if env_id not in _REGISTRY:
+    prefixed = _prefixed_factory(env_id) if env_id not in _REGISTRY else None
+    if env_id not in _REGISTRY and prefixed is None:
         close = difflib.get_close_matches(env_id, _REGISTRY, n=5, cutoff=0.4)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise KeyError(
             f"Unknown environment id {env_id!r}.{hint} "
             "See lamella.envs.registered() for all ids, or register your own with lamella.envs.register()."
         )
-    factory = _REGISTRY[env_id]
+    factory = _REGISTRY[env_id] if prefixed is None else prefixed
     accepted = _factory_kwargs(factory)
     static_kwargs = {k: v for k, v in overrides.items() if accepted is None or k in accepted}
     env = factory(**static_kwargs)
@@ -125,6 +130,25 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
     return env, params
 
 
+def adapter_prefix(env_id: str) -> str | None:
+    """The adapter prefix of ``env_id`` (``"brax"`` for ``"brax:ant@spring"``), else None."""
+    for prefix in _PREFIXES:
+        if env_id.startswith(prefix):
+            return prefix.rstrip(":")
+    return None
+
+
+def _prefixed_factory(env_id: str) -> Callable[..., Environment[Any, Any]] | None:
+    """The adapter factory for an id with an adapter prefix (``brax:...``), bound to the id."""
+    import functools
+    import importlib
+
+    for prefix, (module, name) in _PREFIXES.items():
+        if env_id.startswith(prefix):
+            return functools.partial(getattr(importlib.import_module(module), name), env_id)
+    return None
+
+
 # Modules of lamella.envs that hold no env family of their own.
 _NOT_FAMILIES = {"adapters", "wrappers", "environment", "registry", "testing"}
 
@@ -137,6 +161,9 @@ def env_family(env: Environment[Any, Any] | str) -> str:
     not registered and for envs defined outside ``lamella.envs``.
     """
     if isinstance(env, str):
+        prefix = adapter_prefix(env)
+        if prefix is not None:
+            return prefix
         if env not in registered():
             return "custom"
         env, _ = make(env, autoreset=False)
