@@ -387,6 +387,12 @@ def test_sample_dr_level_packed_path_matches_scatter():
     agents = np.asarray(packed[1])
     assert (agents[::2] < 3).all() and (agents[1::2] >= 3).any()  # both kinds of placement ran
     assert (np.asarray(packed[0]).sum(1)[1::2] < 100).any()  # sparse walls too
+    # End to end, minimax's 13x13 DR setting: the sampler and its scatter version give the same levels.
+    keys = jax.random.split(jax.random.key(6), 256)
+    got = jax.jit(jax.vmap(maze_levels._sample_dr_level, in_axes=(0, None)))(keys, AMazeParams())
+    want = jax.jit(jax.vmap(maze_levels._sample_dr_level_scatter, in_axes=(0, None)))(keys, AMazeParams())
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_mutate_level():

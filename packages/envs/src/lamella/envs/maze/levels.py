@@ -162,6 +162,17 @@ def sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
 def _sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
     # Jitted (the static settings are part of the params' tree structure), so an eager call is
     # one compiled program instead of dozens of op-by-op compilations.
+    return _sample(key, params, packed=True)
+
+
+@jax.jit
+def _sample_dr_level_scatter(key: jax.Array, params: AMazeParams) -> MazeLevel:
+    """The same levels as :func:`_sample_dr_level`, by a scatter and gathers (the sampler before
+    the packed bits; benchmarks/amaze_throughput.py times both)."""
+    return _sample(key, params, packed=False)
+
+
+def _sample(key: jax.Array, params: AMazeParams, packed: bool) -> MazeLevel:
     height, width, n = params.height, params.width, params.n_walls
     cells = height * width
     if params.replace_wall_pos:
@@ -180,7 +191,7 @@ def _sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
     k_goal = placement_candidates(n + 1, cells)
     u = fast_random.uniform(key, (3,), stream=3)
     words = fast_random.bits(key, (max(k_agent, 1) + max(k_goal, 1),), stream=4, vector=True)
-    if _packs(n, cells) and k_agent > 0 and k_goal > 0:
+    if packed and _packs(n, cells) and k_agent > 0 and k_goal > 0:
         walls, agent, goal = _walls_and_placements_packed(draws, count, words, n, cells, k_agent, k_goal)
     else:
         keep = jnp.arange(max(n, 1)) < n
