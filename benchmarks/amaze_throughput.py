@@ -210,8 +210,10 @@ def minimax_worker(num_envs: int, steps: int, clock: Any = time.perf_counter) ->
 class MinimaxSide:
     def __init__(self, python: str, num_envs: int, steps: int, clock: str):
         self.process = subprocess.Popen(
-            [python, __file__, "--worker", "minimax", "--num-envs", str(num_envs), "--steps", str(steps)]
-            + ["--clock", clock],
+            [
+                *(python, __file__, "--worker", "minimax", "--num-envs", str(num_envs)),
+                *("--steps", str(steps), "--clock", clock),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
