@@ -228,8 +228,16 @@ def _bit_words(cells: jax.Array, on: jax.Array | None, n_words: int) -> jax.Arra
     bit = jnp.left_shift(np.uint32(1), (cells & 31).astype(jnp.uint32))
     if on is not None:
         bit = jnp.where(on, bit, np.uint32(0))
-    spread = jnp.where((cells[None, :] >> 5) == np.arange(n_words)[:, None], bit[None, :], np.uint32(0))
-    return jax.lax.reduce(spread, np.uint32(0), jax.lax.bitwise_or, (1,))
+    # In chunks of 32 draws: XLA on CPU splits a longer reduction into a windowed one that first
+    # writes the whole (draws, words) array to memory; a short one it computes in one fusion.
+    words = jnp.zeros((n_words,), jnp.uint32)
+    for start in range(0, cells.shape[0], 32):
+        part, part_bit = cells[start : start + 32], bit[start : start + 32]
+        spread = jnp.where(
+            (part[None, :] >> 5) == np.arange(n_words)[:, None], part_bit[None, :], np.uint32(0)
+        )
+        words = words | jax.lax.reduce(spread, np.uint32(0), jax.lax.bitwise_or, (1,))
+    return words
 
 
 def _first_clear_bit(occupied: jax.Array, cells: int) -> jax.Array:
