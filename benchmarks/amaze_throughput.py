@@ -122,6 +122,22 @@ def lamella_sides(reset_keys: jax.Array) -> dict[str, tuple[Any, Any]]:
         return state, check + jnp.sum(info["final_observation"]["image"][:, 0, 0, 0].astype(jnp.float32))
 
     sides["lamella dr-pool"] = (_scan(step_optimistic), state)
+
+    # The DR step with the sampler as it was before the packed bits (a scatter of the wall draws,
+    # gathers for the placements; the same levels bit for bit): the before/after of issue 17.
+    from lamella.envs.maze.levels import _sample_dr_level_scatter
+    from lamella.envs.wrappers import AutoReset
+
+    before = AutoReset(maze.AMaze(level_sampler=lambda key: _sample_dr_level_scatter(key, params)))
+
+    def step_before(keys: jax.Array, state: Any, actions: jax.Array) -> Any:
+        obs, state, reward, terminated, truncated, info = jax.vmap(before.step, in_axes=(0, 0, 0, None))(
+            keys, state, actions, params
+        )
+        check = _checksum(obs["image"], obs["agent_dir"], reward, terminated | truncated)
+        return state, check + jnp.sum(info["final_observation"]["image"][:, 0, 0, 0].astype(jnp.float32))
+
+    sides["lamella dr-before"] = (_scan(step_before), state)
     return sides
 
 
@@ -160,7 +176,7 @@ def jaxued_sides(reset_keys: jax.Array) -> dict[str, tuple[Any, Any]]:
 # minimax (worker process in its own environment) ---------------------------------------------
 
 
-def minimax_worker(num_envs: int, steps: int) -> None:
+def minimax_worker(num_envs: int, steps: int, clock: Any = time.perf_counter) -> None:
     """Build minimax's side, then answer each line on stdin with one timed call's seconds."""
     jax.tree_map = getattr(jax, "tree_map", jax.tree_util.tree_map)  # type: ignore[attr-defined]
     from minimax.envs.maze.maze import Maze
@@ -186,15 +202,18 @@ def minimax_worker(num_envs: int, steps: int) -> None:
     rollout(state, keys, actions).block_until_ready()
     print(json.dumps({"compile_s": time.perf_counter() - start, "jax": jax.__version__}), flush=True)
     for _ in sys.stdin:
-        start = time.perf_counter()
+        start = clock()
         rollout(state, keys, actions).block_until_ready()
-        print(json.dumps({"seconds": time.perf_counter() - start}), flush=True)
+        print(json.dumps({"seconds": clock() - start}), flush=True)
 
 
 class MinimaxSide:
-    def __init__(self, python: str, num_envs: int, steps: int):
+    def __init__(self, python: str, num_envs: int, steps: int, clock: str):
         self.process = subprocess.Popen(
-            [python, __file__, "--worker", "minimax", "--num-envs", str(num_envs), "--steps", str(steps)],
+            [
+                *(python, __file__, "--worker", "minimax", "--num-envs", str(num_envs)),
+                *("--steps", str(steps), "--clock", clock),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -290,10 +309,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--minimax-python", default=None, help="python of an env with minimax-lib 0.2.0")
     parser.add_argument("--xl-episodes", type=int, default=500, help="0 skips the PerfectMazeXL evaluation")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="time calls by wall clock (default) or by the CPU time of the process running them "
+        "(steadier on a loaded machine; minimax's worker times itself the same way)",
+    )
     parser.add_argument("--worker", choices=["minimax"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.worker == "minimax":
-        minimax_worker(args.num_envs, args.steps)
+        minimax_worker(args.num_envs, args.steps, clock)
         return
 
     reset_keys, keys, actions = _inputs(args.num_envs, args.steps)
@@ -305,7 +332,7 @@ def main() -> None:
         missing.append(f"JaxUED ({error}; run in the bench-amaze env)")
     minimax = None
     if args.minimax_python:
-        minimax = MinimaxSide(args.minimax_python, args.num_envs, args.steps)
+        minimax = MinimaxSide(args.minimax_python, args.num_envs, args.steps, args.clock)
     else:
         missing.append("minimax (pass --minimax-python from the bench-amaze-minimax env)")
 
@@ -320,9 +347,9 @@ def main() -> None:
         compile_s["minimax dr"] = minimax.compile_s
     for _ in range(args.repeats):
         for name, (fn, state) in sides.items():
-            start = time.perf_counter()
+            start = clock()
             fn(state, keys, actions).block_until_ready()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
         if minimax is not None:
             times["minimax dr"].append(minimax.time_call())
     if minimax is not None:
@@ -332,7 +359,7 @@ def main() -> None:
     rate = {name: work / statistics.median(t) for name, t in times.items()}
     print(
         f"AMaze 13x13, {N_WALLS} walls (with replacement), {args.num_envs} envs x {args.steps} steps, "
-        f"random actions, median of {args.repeats} interleaved calls"
+        f"random actions, median of {args.repeats} interleaved calls, {args.clock} clock"
     )
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
@@ -351,6 +378,13 @@ def main() -> None:
                     f"lamella / {peer} ({mode}): {ours / theirs:.1f}x "
                     f"(paired per round: {min(paired):.1f}-{max(paired):.1f}x)"
                 )
+    if rate.get("lamella dr-before"):
+        paired = [b / a for a, b in zip(times["lamella dr"], times["lamella dr-before"])]
+        print(
+            f"lamella dr / dr-before (the sampler before the packed bits): "
+            f"{rate['lamella dr'] / rate['lamella dr-before']:.2f}x "
+            f"(paired per round: {min(paired):.2f}-{max(paired):.2f}x)"
+        )
     if rate.get("lamella bare"):
         for mode in ("dr", "replay"):
             print(f"lamella {mode}: {rate[f'lamella {mode}'] / rate['lamella bare']:.0%} of the bare step")

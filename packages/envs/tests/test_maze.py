@@ -359,6 +359,42 @@ def test_sample_dr_level_distribution():
     assert len({(int(x), int(y)) for x, y in np.asarray(levels.agent_pos)}) > 50
 
 
+def test_sample_dr_level_packed_path_matches_scatter():
+    # The DR sampler's packed-bits path (levels._walls_and_placements_packed) against the plain
+    # scatter of the draws and the gather placement (levels._place), on the same random words,
+    # 13x13: random draws with a random wall count, and (every other key) draws that fill all
+    # but 3 cells, so that the placements mostly fall back to the first free cell.
+    from lamella.envs.maze import levels as maze_levels
+
+    cells, n, k = 169, 166, 20
+
+    def both(key, dense):
+        draws = jnp.floor(jax.random.uniform(key, (n,)) * cells).astype(jnp.int32)
+        draws = jnp.where(dense, (jnp.arange(n) + 3) % cells, draws)
+        count = jnp.where(dense, n, jax.random.randint(jax.random.fold_in(key, 1), (), 0, n + 1))
+        words = jax.random.bits(jax.random.fold_in(key, 2), (2 * k,), jnp.uint32)
+        packed = maze_levels._walls_and_placements_packed(draws, count, words, n, cells, k, k)
+        kept = jnp.where(jnp.arange(n) < count, draws, cells)
+        walls = jnp.zeros((cells,), jnp.bool_).at[kept].set(True, mode="drop")
+        agent = maze_levels._place(words[:k], ~walls, k, 0.0)
+        goal = maze_levels._place(words[k:], (~walls).at[agent].set(False), k, 0.0)
+        return packed, (walls, agent, goal)
+
+    dense = jnp.arange(512) % 2 == 0
+    packed, reference = jax.jit(jax.vmap(both))(jax.random.split(jax.random.key(5), 512), dense)
+    for got, want in zip(packed, reference):
+        np.testing.assert_array_equal(got, want)
+    agents = np.asarray(packed[1])
+    assert (agents[::2] < 3).all() and (agents[1::2] >= 3).any()  # both kinds of placement ran
+    assert (np.asarray(packed[0]).sum(1)[1::2] < 100).any()  # sparse walls too
+    # End to end, minimax's 13x13 DR setting: the sampler and its scatter version give the same levels.
+    keys = jax.random.split(jax.random.key(6), 256)
+    got = jax.jit(jax.vmap(maze_levels._sample_dr_level, in_axes=(0, None)))(keys, AMazeParams())
+    want = jax.jit(jax.vmap(maze_levels._sample_dr_level_scatter, in_axes=(0, None)))(keys, AMazeParams())
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_mutate_level():
     params = AMazeParams(height=9, width=9, n_walls=20)
     keys = jax.random.split(jax.random.key(1), 200)
