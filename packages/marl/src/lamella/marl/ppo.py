@@ -620,19 +620,21 @@ def make_multi_agent_ppo_runner(
     )
 
 
-def _state_axes(state: MultiAgentPPORunnerState) -> MultiAgentPPORunnerState:
-    """The envs axis of each leaf of a runner state (``None``: replicated on every device)."""
-    return MultiAgentPPORunnerState(
-        train_state=None,
-        env_state=0,
-        obs=0,
-        memory=0,
-        reset=0,
-        key=None,
-        iteration=None,
-        last_return=None,
-        last_agent_return=None,
-    )
+def _state_axes(state: MultiAgentPPORunnerState) -> Any:
+    """The envs axis of each leaf of a runner state (``None``: replicated on every device): a
+    prefix tree of the state."""
+    axes: dict[str, Any] = {
+        "train_state": None,
+        "env_state": 0,
+        "obs": 0,
+        "memory": 0,
+        "reset": 0,
+        "key": None,
+        "iteration": None,
+        "last_return": None,
+        "last_agent_return": None,
+    }
+    return MultiAgentPPORunnerState(**axes)
 
 
 def make_ippo_runner(
