@@ -7,6 +7,7 @@ parent asserts. Usage: ``python devices_child.py OUT_DIR`` (the parent sets ``XL
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import lamella.envs
 from lamella.agents import devices, driver
 from lamella.agents.config import ConfigError
 from lamella.agents.distributions import Gaussian
+from lamella.agents.es import ESConfig
 from lamella.agents.ppo import PPOConfig
 from lamella.agents.rollout import PolicyStep, make_rollout
 from lamella.agents.testing import BanditConfig, make_bandit_runner
@@ -38,6 +40,20 @@ CONFIG = PPOConfig(
     hidden_sizes=(16, 16),
     normalize_observations=True,
     normalize_rewards=True,
+)
+
+
+# ES: a population of 8 members, 2 per device; 4 generations of 8 members x 1 episode x 20 steps.
+# Pendulum: every member's return is its own float, so a member told another's return would show.
+ES = ESConfig(
+    env_id="Pendulum-v1",
+    population_size=8,
+    num_rollouts=1,
+    max_episode_steps=20,
+    total_timesteps=8 * 20 * 4,
+    eval_episodes=4,
+    eval_max_steps=20,
+    hidden_sizes=(8,),
 )
 
 
@@ -125,6 +141,14 @@ def main(out_dir: str) -> None:
                 progress=False,
             )
         ),
+        "es_not_divisible": error_of(
+            lambda: driver.run_experiment(
+                dataclasses.replace(ES, population_size=6, total_timesteps=6 * 20 * 4),
+                out_dir=os.path.join(out_dir, "es_not_divisible"),
+                num_devices=4,
+                progress=False,
+            )
+        ),
         "no_sharding": error_of(
             lambda: driver.run_experiment(
                 BanditConfig(total_timesteps=64),
@@ -197,6 +221,26 @@ def main(out_dir: str) -> None:
         float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float))))
         for a, b in zip(expected, got, strict=True)
     ]
+    # ES: the population split over 4 devices (ask and tell replicated), against 1 device.
+    es = [
+        driver.run_experiment(
+            ES,
+            seeds=1,
+            out_dir=os.path.join(out_dir, f"es_{n}"),
+            chunk_iterations=2,
+            num_devices=n,
+            progress=False,
+            plot=False,
+        )
+        for n in (1, 4)
+    ]
+    result["es_metrics"] = {str(n): flat_metrics(r.metrics_path) for n, r in zip((1, 4), es, strict=True)}
+    result["es_state_max_abs_diff"] = max(
+        float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)), initial=0.0))
+        for a, b in zip(*(jax.tree.leaves(r.state.train_state) for r in es), strict=True)
+    )
+    with open(es[1].config_path, encoding="utf-8") as handle:
+        result["es_layout"] = json.load(handle)["devices"]
     print(json.dumps(result))
 
 

@@ -7,10 +7,7 @@ is fixed when jax starts; this process keeps its one device.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -23,21 +20,17 @@ from lamella.agents.distributions import Categorical, Gaussian
 from lamella.agents.ppo import PPOConfig, make_ppo_runner
 from lamella.agents.ppo_update import check_ppo_sizes
 from lamella.agents.runner import hashed_keys
-from lamella.agents.testing import BanditConfig, make_bandit_runner
+from lamella.agents.testing import BanditConfig, device_child, make_bandit_runner
 from lamella.envs import random as fast_random
+from lamella.envs.wrappers import RunningMeanStd
 
 CHILD = os.path.join(os.path.dirname(__file__), "devices_child.py")
 
 
 @pytest.fixture(scope="module")
 def child(tmp_path_factory):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    out = tmp_path_factory.mktemp("devices")
-    done = subprocess.run(
-        [sys.executable, CHILD, str(out / "runs")], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # Once per session, however pytest-xdist spreads this module's tests over workers.
+    return device_child(CHILD, tmp_path_factory.getbasetemp())
 
 
 def test_four_devices_train_as_one_device_on_the_same_global_batch(child):
@@ -83,6 +76,25 @@ def test_the_run_log_records_the_device_layout(child):
     assert child["resumed_iterations"] == [2, 4]
     assert child["resumed_equal"]
     assert child["resume_error"].startswith("ConfigError: Cannot resume with num_devices=4: the run used 1")
+
+
+def test_es_on_four_devices_is_es_on_one(child):
+    # The population split over the devices: every device plays its block of members and tells
+    # the strategy every member's return (gathered in order), so the strategy states agree.
+    one, four = child["es_metrics"]["1"], child["es_metrics"]["4"]
+    assert sorted(one) == sorted(four)
+    assert len(one) >= 3 * 5, "three evaluations with their metrics"
+    for key in one:
+        np.testing.assert_allclose(four[key], one[key], rtol=1e-4, atol=1e-5, err_msg=key)
+    # Pendulum returns differ from member to member and generation to generation: a member
+    # told another's return would change the strategy's state.
+    assert len({one[k][0] for k in one if k.endswith("train_max_return")}) >= 2
+    assert child["es_state_max_abs_diff"] <= 1e-5
+    assert child["es_layout"]["batch"] == "population_size"
+    assert (child["es_layout"]["batch_size"], child["es_layout"]["per_device"]) == (8, 2)
+    assert child["errors"]["es_not_divisible"].startswith(
+        "ConfigError: population_size=6 is not divisible by num_devices=4"
+    )
 
 
 def test_a_device_block_of_a_rollout_is_that_block_of_the_one_device_rollout(child):
@@ -170,3 +182,11 @@ def test_one_device_axis_is_the_identity():
     x = {"a": jnp.arange(4.0)}
     assert axis.mean(x) is x and axis.sum(x) is x and axis.gather(x) is x and axis.take(x) is x
     assert int(axis.position()) == 0 and axis.axis_names("envs") == "envs"
+    stats = RunningMeanStd.zeros((2,))
+    batch = jnp.arange(12.0).reshape(3, 2, 2)
+    for got, expected in zip(
+        jax.tree.leaves(axis.update_stats(stats, batch)),
+        jax.tree.leaves(stats.update_batch(batch)),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))

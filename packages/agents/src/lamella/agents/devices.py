@@ -36,6 +36,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from lamella.agents.config import ConfigError
+from lamella.envs.wrappers import RunningMeanStd
 
 __all__ = [
     "MESH_AXIS",
@@ -45,6 +46,7 @@ __all__ = [
     "check_devices",
     "device_layout",
     "make_mesh",
+    "runner_sharding",
     "state_partition",
 ]
 
@@ -111,6 +113,18 @@ class DeviceAxis(NamedTuple):
 
         return jax.tree.map(block, tree)
 
+    def update_stats(self, stats: RunningMeanStd, batch: jax.Array) -> RunningMeanStd:
+        """``stats`` with every sample of ``batch`` (any leading axes before the statistic's
+        shape) added, pooled over the devices' equal blocks: the mean and variance of the whole
+        batch (means of the blocks' moments), counted ``size`` times the block. On one device,
+        ``stats.update_batch(batch)``."""
+        if not self.sharded:
+            return stats.update_batch(batch)
+        flat = jnp.reshape(batch, (-1, *stats.mean.shape))
+        mean = self.mean(flat.mean(0))
+        var = self.mean(jnp.mean(jnp.square(flat - mean), 0))
+        return stats.update_from_moments(mean, var, jnp.asarray(flat.shape[0] * self.size, jnp.float32))
+
     def axis_names(self, name: str | None) -> Any:
         """``name`` (a ``vmap`` axis name, or None) together with the mesh axis when sharded: what
         a statistic pooled over a vmapped batch pools over once the batch is split."""
@@ -159,6 +173,19 @@ class BatchSharding(NamedTuple):
     size: int
     make: Callable[[DeviceAxis], Any]
     state_axes: Callable[[Any], Any]
+
+
+def runner_sharding(
+    devices: DeviceAxis,
+    batch: str,
+    size: int,
+    make: Callable[[DeviceAxis], Any],
+    state_axes: Callable[[Any], Any],
+) -> BatchSharding | None:
+    """What a runner built for ``devices`` puts in ``Runner.sharding``: its
+    :class:`BatchSharding` when it is the whole-batch runner (one device), ``None`` when it is
+    already one device's runner (a per-device runner is not split again)."""
+    return None if devices.sharded else BatchSharding(batch, int(size), make, state_axes)
 
 
 def make_mesh(num_devices: int) -> Mesh:

@@ -30,6 +30,7 @@ from evosax.core import fitness_shaping as _shaping
 from flax import struct
 
 import lamella.envs
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
 from lamella.agents.protocol import Agent
@@ -246,8 +247,23 @@ def make_es(
 
 
 def make_es_runner(config: ESConfig) -> Runner:
-    """A :class:`~lamella.agents.runner.Runner`: one generation per iteration."""
+    """A :class:`~lamella.agents.runner.Runner`: one generation per iteration.
+
+    The runner splits its population over devices (``Runner.sharding``, the driver's
+    ``num_devices``): every device asks the strategy for the whole population (the same key
+    and state give the same members), plays the episodes of its block of ``population_size /
+    num_devices`` members, and gathers every member's return, so that each device tells the
+    strategy the same returns and keeps the same strategy state. The members' episodes are the
+    expensive part and independent of each other; ``ask`` and ``tell`` are cheap, so they stay
+    replicated.
+    """
+    return _es_runner(config, DeviceAxis())
+
+
+def _es_runner(config: ESConfig, devices: DeviceAxis) -> Runner:
+    """ES's runner for one device's block of the population (all of it on one device)."""
     config.validate()
+    devices.local(config.population_size, "population_size")
     with jax.ensure_compile_time_eval():
         env, env_params = lamella.envs.make(config.env_id)
         observation_space, action_space = env.observation_space(env_params), env.action_space(env_params)
@@ -275,16 +291,17 @@ def make_es_runner(config: ESConfig) -> Runner:
     def step(state: ESRunnerState) -> tuple[ESRunnerState, dict[str, jax.Array]]:
         key, key_ask, key_eval, key_tell = jax.random.split(state.key, 4)
         population, es_state = strategy.ask(key_ask, state.train_state.es_state, es_params)
-        # Every member plays the same episodes (common random numbers).
-        results = jax.vmap(fitness, in_axes=(0, None))(population, key_eval)
-        returns = results["episode_return"].mean(-1)
+        # Every member plays the same episodes (common random numbers); each device plays
+        # those of its block of members, and every device then holds every member's return.
+        results = jax.vmap(fitness, in_axes=(0, None))(devices.take(population), key_eval)
+        returns = devices.gather(results["episode_return"].mean(-1))
         train_state, _, metrics = agent.update((population, returns, key_tell), ESTrainState(es_state), ())
         metrics = {
             **metrics,
             "episode_return": returns.mean(),
             "max_return": returns.max(),
             "loss": -returns.mean(),
-            "env_steps": results["episode_length"].sum().astype(jnp.float32),
+            "env_steps": devices.sum(results["episode_length"].sum()).astype(jnp.float32),
         }
         return ESRunnerState(train_state, key, state.iteration + 1), metrics
 
@@ -299,4 +316,12 @@ def make_es_runner(config: ESConfig) -> Runner:
         evaluate=evaluate,
         steps_per_iteration=steps_per_iteration,
         num_iterations=num_iterations,
+        # Nothing in the state has a population axis: the members are drawn afresh each step.
+        sharding=runner_sharding(
+            devices,
+            "population_size",
+            config.population_size,
+            lambda axis: _es_runner(config, axis),
+            lambda state: None,
+        ),
     )

@@ -49,7 +49,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.devices import BatchSharding, DeviceAxis
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
@@ -266,16 +266,9 @@ def make_ppo(
         batch = ppo_batch(transitions, advantage, target, obs=normalize(train_state, transitions.obs))
         params, opt_state, metrics = ppo_update(params, train_state.opt_state, batch, trajectory.key)
         obs_stats = train_state.obs_stats
-        if config.normalize_observations and devices.sharded:
-            # The whole batch's moments from equal blocks: means of the blocks' means.
-            flat_obs = jnp.reshape(transitions.obs, (-1, *obs_stats.mean.shape))
-            mean = devices.mean(flat_obs.mean(0))
-            var = devices.mean(jnp.mean(jnp.square(flat_obs - mean), 0))
-            obs_stats = obs_stats.update_from_moments(
-                mean, var, jnp.asarray(flat_obs.shape[0] * devices.size, jnp.float32)
-            )
-        elif config.normalize_observations:
-            obs_stats = obs_stats.update_batch(transitions.obs)
+        if config.normalize_observations:
+            # Pooled over devices: the whole batch's moments from equal blocks.
+            obs_stats = devices.update_stats(obs_stats, transitions.obs)
         return PPOTrainState(params, opt_state, obs_stats), memory, metrics
 
     agent = Agent(init=init, policy=policy, update=update, reset_memory=reset_memory)
@@ -440,9 +433,8 @@ def _ppo_runner(
             max_eval_steps,
             jax.tree.map(lambda x: x[:1], agent.reset_memory(state.memory, eval=True)),
         ),
-        sharding=None
-        if devices.sharded
-        else BatchSharding(
+        sharding=runner_sharding(
+            devices,
             "num_envs",
             config.num_envs,
             lambda axis: _ppo_runner(config, given_env, given_params, axis),

@@ -15,6 +15,12 @@ exactly. It is registered nowhere by default; tests add it with
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import json
+import os
+import pathlib
+import subprocess
+import sys
 from typing import Any, NamedTuple
 
 import jax
@@ -22,7 +28,14 @@ import jax.numpy as jnp
 
 from lamella.agents.runner import Runner
 
-__all__ = ["BanditConfig", "BanditState", "assert_threshold", "learning_curves", "make_bandit_runner"]
+__all__ = [
+    "BanditConfig",
+    "BanditState",
+    "assert_threshold",
+    "device_child",
+    "learning_curves",
+    "make_bandit_runner",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,3 +161,43 @@ def assert_threshold(values: Any, threshold: float, what: str, at_least: bool = 
     print(report)  # shown with pytest -rP: the measured figures of a passing run
     if not np.all(margins >= 0):
         raise AssertionError(report)
+
+
+def device_child(script: str, base: Any, num_devices: int = 4, timeout: float = 900) -> dict[str, Any]:
+    """Run ``python script OUT_DIR`` on ``num_devices`` simulated CPU devices, once per test
+    session, and return the JSON object it printed last.
+
+    A process gets several CPU devices only from ``XLA_FLAGS`` set before jax starts, so the
+    many-device checks of a package run in one child process that computes and prints, and the
+    tests assert on what it printed. ``base``: pytest's ``tmp_path_factory.getbasetemp()``.
+    Under pytest-xdist the workers' base directories share a parent: the first worker to ask
+    runs the child (a file lock) and the others read its result, so the child runs once however
+    the tests are spread over workers.
+
+    Raises:
+        AssertionError: the child failed (its last lines of stderr in the message).
+    """
+    base = pathlib.Path(base)
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    name = pathlib.Path(script).stem
+    result = shared / f"{name}.{num_devices}.json"
+    with open(shared / f"{name}.{num_devices}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not result.exists():
+            env = dict(
+                os.environ,
+                XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}",
+                JAX_PLATFORMS="cpu",
+            )
+            out = shared / f"{name}.{num_devices}.out"
+            done = subprocess.run(
+                [sys.executable, script, str(out)], env=env, capture_output=True, text=True, timeout=timeout
+            )
+            lines = done.stdout.strip().splitlines()
+            answer = {"returncode": done.returncode, "stderr": done.stderr[-4000:], "result": None}
+            if done.returncode == 0 and lines:
+                answer["result"] = json.loads(lines[-1])
+            result.write_text(json.dumps(answer), encoding="utf-8")
+    answer = json.loads(result.read_text(encoding="utf-8"))
+    assert answer["returncode"] == 0 and answer["result"] is not None, answer["stderr"]
+    return answer["result"]

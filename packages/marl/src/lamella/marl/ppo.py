@@ -45,6 +45,7 @@ import lamella.envs
 from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
@@ -372,6 +373,7 @@ def make_multi_agent_ppo(
     num_agents: int,
     num_actions: int,
     action_bounds: tuple[tuple[float, ...], tuple[float, ...]] = ((), ()),
+    devices: DeviceAxis | None = None,
 ) -> MultiAgentPPO:
     """IPPO (or MAPPO, by ``config.centralised_critic``; recurrent by ``config.recurrent``) for
     ``num_agents`` agents with ``num_actions`` discrete actions each, or continuous actions in
@@ -379,10 +381,16 @@ def make_multi_agent_ppo(
 
     The agent's memory is the network's (``()`` feed-forward); ``policy`` continues it (a new
     episode starts from ``agent.reset_memory``).
+
+    ``devices``: the mesh axis when the envs are split over devices
+    (:class:`~lamella.agents.devices.DeviceAxis`): ``update`` takes this device's block of envs
+    and reduces over the devices (gradients and advantage statistics in
+    :func:`~lamella.agents.ppo_update.make_ppo_update`, the value-target statistics here).
     """
     config.validate()
+    devices = devices or DeviceAxis()
     actor_critic = make_multi_agent_actor_critic(config, num_agents, num_actions, action_bounds)
-    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
+    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config, devices)
 
     def init(key: jax.Array, obs_example: Any) -> tuple[MultiAgentTrainState, Any]:
         params = actor_critic.init(key, obs_example)
@@ -399,7 +407,8 @@ def make_multi_agent_ppo(
         return dist.to_action(raw), train_state, memory
 
     def reset_memory(memory: Any, eval: bool = False) -> Any:
-        return actor_critic.initial_memory(config.eval_episodes if eval else config.num_envs)
+        # Training memory is this device's block of envs (all of them on one device).
+        return actor_critic.initial_memory(config.eval_episodes if eval else config.num_envs // devices.size)
 
     def update(
         trajectory: Trajectory, train_state: MultiAgentTrainState, memory: Any
@@ -436,7 +445,7 @@ def make_multi_agent_ppo(
         if config.normalize_values:
             # The critic learns the targets in units of the statistics updated with them; the
             # values it gave while acting are re-expressed in those units for the value clip.
-            stats = stats.update_batch(target)
+            stats = devices.update_stats(stats, target)  # pooled over devices
             batch = batch.replace(
                 value=value_norm.normalize(stats, value), target=value_norm.normalize(stats, target)
             )
@@ -449,7 +458,10 @@ def make_multi_agent_ppo(
 
 
 def make_multi_agent_ppo_runner(
-    config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
+    config: IPPOConfig,
+    env: Environment[Any, Any] | None = None,
+    env_params: Any = None,
+    devices: DeviceAxis | None = None,
 ) -> Runner:
     """A :class:`~lamella.agents.runner.Runner` training IPPO or MAPPO, feed-forward or recurrent
     (by the config's class).
@@ -460,6 +472,9 @@ def make_multi_agent_ppo_runner(
         env: a bare multi-agent env object (``lamella.envs.make(id, autoreset=False)`` or
             user-written; an ``AutoReset`` env is unwrapped). ``None``: ``config.env_id``.
         env_params: its params (default: ``env.default_params``).
+        devices: leave it out: the runner one device runs on its block of envs is built by
+            the runner's ``sharding`` (the driver's ``num_devices`` splits ``num_envs``, as
+            PPO's runner does; :mod:`lamella.agents.devices`).
 
     Raises:
         lamella.agents.config.ConfigError: a single-agent env, an action space other than
@@ -468,6 +483,9 @@ def make_multi_agent_ppo_runner(
             with status 2).
     """
     config.validate()
+    devices = devices or DeviceAxis()
+    check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
+    given_env, given_params = env, env_params
     with jax.ensure_compile_time_eval():
         env, env_params, env_id = bare_multi_agent_env(config, env, env_params)
         check_multi_agent_env(
@@ -483,12 +501,13 @@ def make_multi_agent_ppo_runner(
         action_bounds = action_bounds_of(env, env_params)
     observed = MultiAgentObservation(env, global_state=config.centralised_critic)
     train_env = wrappers.EpisodeStatistics(wrappers.AutoReset(observed))
-    agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions, action_bounds)
+    agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions, action_bounds, devices)
     rollout = make_rollout(
         train_env,
         config.num_steps,
         config.num_envs,
         info_keys=("returned_episode", "returned_episode_returns"),
+        devices=devices,
     )
     max_eval_steps = step_limit(config.eval_max_steps, env_params)
 
@@ -512,7 +531,7 @@ def make_multi_agent_ppo_runner(
         state: MultiAgentPPORunnerState,
     ) -> tuple[MultiAgentPPORunnerState, dict[str, jax.Array], Any]:
         key, key_rollout, key_update = hashed_keys(state.key, (3,))
-        policy = actor_critic_policy(actor_critic, state.train_state.params)
+        policy = actor_critic_policy(actor_critic, state.train_state.params, devices=devices)
         start = RolloutState(state.env_state, state.obs, state.memory, state.reset)
         end, transitions = rollout.collect(start, policy, key_rollout, env_params)
         train_state, _, metrics = agent.update(
@@ -520,17 +539,18 @@ def make_multi_agent_ppo_runner(
         )
         # Returns of the episodes that ended in this rollout: the team's (sum over agents) and
         # each agent's own; the previous values when none ended.
+        # Sums over this device's envs, then over the devices.
         ended = transitions.info["returned_episode"].astype(jnp.float32)  # (T, E)
-        num_ended = ended.sum()
         agent_returns = transitions.info["returned_episode_returns"]  # (T, E, n)
-        agent_return = (agent_returns * ended[..., None]).sum((0, 1)) / jnp.maximum(num_ended, 1.0)
+        num_ended, sum_returns = devices.sum((ended.sum(), (agent_returns * ended[..., None]).sum((0, 1))))
+        agent_return = sum_returns / jnp.maximum(num_ended, 1.0)
         agent_return = jnp.where(num_ended > 0, agent_return, state.last_agent_return)
         team_return = jnp.where(num_ended > 0, agent_return.sum(), state.last_return)
         metrics = {
             **metrics,
             "episode_return": team_return,
             "return": agent_return,
-            "reward": transitions.reward.mean((0, 1)),
+            "reward": devices.mean(transitions.reward.mean((0, 1))),
             "episodes": num_ended,
         }
         new_state = MultiAgentPPORunnerState(
@@ -590,7 +610,31 @@ def make_multi_agent_ppo_runner(
             jax.tree.map(lambda x: x[:1], agent.reset_memory(state.memory, eval=True)),
             config.eval_greedy,
         ),
+        sharding=runner_sharding(
+            devices,
+            "num_envs",
+            config.num_envs,
+            lambda axis: make_multi_agent_ppo_runner(config, given_env, given_params, axis),
+            _state_axes,
+        ),
     )
+
+
+def _state_axes(state: MultiAgentPPORunnerState) -> Any:
+    """The envs axis of each leaf of a runner state (``None``: replicated on every device): a
+    prefix tree of the state."""
+    axes: dict[str, Any] = {
+        "train_state": None,
+        "env_state": 0,
+        "obs": 0,
+        "memory": 0,
+        "reset": 0,
+        "key": None,
+        "iteration": None,
+        "last_return": None,
+        "last_agent_return": None,
+    }
+    return MultiAgentPPORunnerState(**axes)
 
 
 def make_ippo_runner(

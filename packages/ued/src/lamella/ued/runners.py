@@ -44,6 +44,7 @@ from flax import struct
 import lamella.envs
 from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout, next_memory
 from lamella.agents.runner import Runner, hashed_keys
@@ -370,7 +371,19 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
 
     Raises:
         ValueError: an inconsistent config, or evaluation levels that do not fit the env.
+
+    DR, PLR and ACCEL (not their parallel forms) split their envs over devices
+    (``Runner.sharding``, the driver's ``num_devices``): every device chooses the iteration's
+    levels as one device does (the level buffer is replicated; sampling and its updates are
+    cheap), plays its block of ``num_envs / num_devices`` of them, and trains on them with the
+    gradients averaged over devices; the rollout's per-level rewards, values and advantages are
+    gathered, so the level scores, the buffer update and the metrics are those of one device.
     """
+    return _ued_runner(config, family, DeviceAxis())
+
+
+def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxis) -> Runner:
+    """The UED runner for one device's block of ``config.num_envs`` (all of them on one device)."""
     config.validate()
     method = _method(config)
     with jax.ensure_compile_time_eval():
@@ -379,6 +392,9 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         bare, env_params = family.env, family.env_params
         action_space = bare.action_space(env_params)
     num_envs, num_steps = config.num_envs, config.num_steps
+    given_family = family
+    check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
+    local_envs = devices.local(num_envs, "num_envs")
     actor_critic = make_actor_critic(config, action_space)
     evaluate_params = make_level_evaluator(config, family, actor_critic)
 
@@ -396,10 +412,11 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         num_slices * num_envs,
         info_keys=("returned_episode", "returned_episode_returns"),
         params_axis=0,
+        devices=devices,
     )
-    batch_params = tile_params(env_params, num_slices * num_envs)
+    batch_params = tile_params(env_params, num_slices * local_envs)
 
-    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
+    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config, devices)
     buffer: LevelBuffer | None = None
     if isinstance(config, PLRConfig):
         buffer = make_level_buffer(
@@ -474,10 +491,12 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
     def step(state: UEDRunnerState) -> tuple[UEDRunnerState, dict[str, jax.Array]]:
         keys = hashed_keys(state.key, (8,))
         branch, buf, levels, slots, edits = choose_levels(state, keys[1:5])
-        level_params = LevelParams(levels, batch_params)
-        start = rollout.init(keys[5], level_params, actor_critic.initial_memory(num_envs))
+        # This device plays its block of the levels (all of them on one device).
+        level_params = LevelParams(devices.take(levels), batch_params)
+        start = rollout.init(keys[5], level_params, actor_critic.initial_memory(local_envs))
         params = state.params
-        end, tr = rollout.collect(start, actor_critic_policy(actor_critic, params), keys[6], level_params)
+        policy = actor_critic_policy(actor_critic, params, devices=devices)
+        end, tr = rollout.collect(start, policy, keys[6], level_params)
 
         advantage, target = rollout_advantages(
             actor_critic, params, tr, end.memory, config.gamma, config.gae_lambda
@@ -496,6 +515,11 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
 
         new_params, opt_state, ppo_metrics = jax.lax.cond(learn, update, skip, None)
 
+        # Every level's rewards, values and advantages (on several devices: gathered in order),
+        # so the scores, the buffer update and the metrics below are those of one device.
+        tr, advantage = devices.gather(
+            (tr.replace(obs=(), action=(), raw_action=(), final_obs=(), memory=()), advantage), axis=1
+        )
         # Level scores of this rollout (every score, for the logs; config.score drives the buffer).
         done = tr.done
         stats = scores_lib.episode_stats(tr.reward, done)
@@ -703,6 +727,17 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes=EVAL_METRIC_AXES,
+        # The state holds no envs (each iteration starts its rollout from the levels it
+        # chooses): the envs axis is split inside the step, and every state leaf is replicated.
+        sharding=None
+        if parallel
+        else runner_sharding(
+            devices,
+            "num_envs",
+            num_envs,
+            lambda axis: _ued_runner(config, given_family, axis),
+            lambda state: None,
+        ),
     )
 
 

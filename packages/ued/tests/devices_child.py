@@ -1,0 +1,140 @@
+"""The child process of ``test_devices.py``: DR and PLR on 4 simulated CPU devices and on 1,
+printed as JSON.
+
+``XLA_FLAGS=--xla_force_host_platform_device_count=4`` must be set before jax is imported, so
+this runs in its own process (the parent's test suite keeps one device). One process, one jax
+start, every runner of the package: it computes, the parent asserts. Usage:
+``python devices_child.py OUT_DIR`` (the parent sets ``XLA_FLAGS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import jax
+import numpy as np
+
+from lamella.agents import driver
+from lamella.agents.config import ConfigError
+from lamella.ued.runners import DRConfig, ParallelPLRConfig, PLRConfig
+
+# 8 levels, 2 per device; one minibatch of 8 x 24 steps (48 per device); 6 iterations.
+TINY: dict[str, Any] = {
+    "height": 5,
+    "width": 5,
+    "n_walls": 3,
+    "max_episode_steps": 12,
+    "num_envs": 8,
+    "num_steps": 24,
+    "num_epochs": 2,
+    "num_minibatches": 1,
+    "recurrent": False,
+    "torso_size": 16,
+    "total_timesteps": 8 * 24 * 6,
+    "eval_levels": ("random",),
+    "eval_episodes": 4,
+    "learning_rate": 1e-3,
+}
+CONFIGS: dict[str, Any] = {
+    "dr": DRConfig(**TINY),
+    # The buffer is warm after the first batch: replays (scores from the gathered rollout) and
+    # insertions both happen in 6 iterations.
+    "plr": PLRConfig(**TINY, buffer_size=16, min_fill_ratio=0.5, replay_prob=0.5, score="max_mc"),
+}
+
+
+def flat_metrics(path: str) -> dict[str, list[float]]:
+    """``{"seed_0/step_1/train_loss": [...], ...}`` of a run's metrics.json."""
+    with open(path, encoding="utf-8") as handle:
+        log = json.load(handle)
+    out: dict[str, list[float]] = {}
+    for env in log.values():
+        for task in env.values():
+            for algorithm in task.values():
+                for run, steps in algorithm.items():
+                    for step, metrics in steps.items():
+                        for name, value in metrics.items():
+                            out[f"{run}/{step}/{name}"] = np.ravel(np.asarray(value, float)).tolist()
+    return out
+
+
+def error_of(call: Any) -> str:
+    try:
+        call()
+    except ConfigError as error:
+        return f"ConfigError: {error}"
+    except Exception as error:  # reported to the parent, which fails the test with it
+        return f"{type(error).__name__}: {error}"
+    return "no error"
+
+
+def max_abs_diff(a: Any, b: Any) -> float:
+    return (
+        max(
+            float(np.max(np.abs(np.asarray(x, float) - np.asarray(y, float)), initial=0.0))
+            for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+        )
+        if jax.tree.leaves(a)
+        else 0.0
+    )
+
+
+def main(out_dir: str) -> None:
+    result: dict[str, Any] = {"device_count": jax.device_count()}
+    compiled: list[int] = []  # compile_ahead calls: the bad inputs below must fail before any
+    real_compile_ahead = driver.compile_ahead
+
+    def counting_compile_ahead(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(1)
+        return real_compile_ahead(*args, **kwargs)
+
+    driver.compile_ahead = counting_compile_ahead
+
+    def train(config: Any, num_devices: int, name: str) -> Any:
+        return driver.run_experiment(
+            config,
+            seeds=1,
+            out_dir=os.path.join(out_dir, name),
+            chunk_iterations=3,
+            num_devices=num_devices,
+            progress=False,
+            plot=False,
+        )
+
+    result["errors"] = {
+        "not_divisible": error_of(lambda: train(DRConfig(**{**TINY, "num_envs": 6}), 4, "not_divisible")),
+        "parallel": error_of(lambda: train(ParallelPLRConfig(**TINY, buffer_size=16), 4, "parallel")),
+    }
+    result["compiled_before_errors"] = len(compiled)
+    result["dirs_written"] = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
+
+    result["runs"] = {}
+    for name, config in CONFIGS.items():
+        one, four = train(config, 1, f"{name}_1"), train(config, 4, f"{name}_4")
+        with open(four.config_path, encoding="utf-8") as handle:
+            layout = json.load(handle)["devices"]
+        result["runs"][name] = {
+            "metrics": {"1": flat_metrics(one.metrics_path), "4": flat_metrics(four.metrics_path)},
+            "params_max_abs_diff": max_abs_diff(one.state.params, four.state.params),
+            "params_max_abs": max(
+                float(np.max(np.abs(np.asarray(x)))) for x in jax.tree.leaves(one.state.params)
+            ),
+            # The level buffer (levels, scores, staleness, ...): the same on every device and on one.
+            "buffer_max_abs_diff": max_abs_diff(one.state.buffer, four.state.buffer),
+            "buffer_levels_equal": all(
+                np.array_equal(np.asarray(x), np.asarray(y))
+                for x, y in zip(
+                    jax.tree.leaves(one.state.buffer), jax.tree.leaves(four.state.buffer), strict=True
+                )
+                if not np.issubdtype(np.asarray(x).dtype, np.floating)
+            ),
+            "layout": layout,
+        }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
