@@ -314,8 +314,16 @@ def plan_sweep(
     # Every config of the grid must build before anything compiles (sizes that do not divide, ...).
     combos = [dict(zip(typed, values)) for values in itertools.product(*typed.values())]
     for combo in combos:
-        build(combo)
-    traced, static = _classify(lambda c: _build_runner(make, c), base, typed)
+        runner = build(combo)
+        if int(runner.num_iterations) < 1:
+            raise ConfigError(
+                f"The config {config_label(algorithm, combo)} has {int(runner.num_iterations)} training "
+                f"iterations ({int(runner.steps_per_iteration)} steps per iteration); raise total_timesteps."
+            )
+    # Fields are classified around the grid's first config (the base alone may not build).
+    traced, static = _classify(
+        lambda c: _build_runner(make, c), dataclasses.replace(base, **combos[0]), typed
+    )
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for combo in combos:
         key = tuple(repr(combo[name]) for name in static)
@@ -369,6 +377,7 @@ def _run_program(payload: Mapping[str, Any], out_dir: str) -> dict[str, Any]:
         "name": payload["name"],
         "seconds": round(time.perf_counter() - start, 3),
         "host": socket.gethostname(),
+        "pid": os.getpid(),
         "steps_per_seed": result.step_count,
         "scores": scores,
     }
@@ -446,7 +455,7 @@ def _plan_record(plan: SweepPlan) -> dict[str, Any]:
         "programs": [
             {
                 "name": p.name,
-                "fixed": {k: _text(v) for k, v in p.fixed.items()},
+                "fixed": {k: list(v) if isinstance(v, tuple) else v for k, v in p.fixed.items()},
                 "variants": p.variants,
                 "labels": p.labels,
             }

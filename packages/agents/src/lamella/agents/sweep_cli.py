@@ -83,13 +83,23 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``sweep`` sub-command to a ``lamella`` sub-parser set (entry point ``lamella.commands``)."""
-    parser = subparsers.add_parser(
-        "sweep",
-        help="train a grid of configs (one compiled program per shape), locally or on a Ray cluster",
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    from lamella.agents.cli import _TrainParser
+
+    # key=value overrides anywhere on the line, and --NAME switches, as for lamella train.
+    previous = getattr(subparsers, "_parser_class", None)
+    try:
+        if previous is not None:
+            subparsers._parser_class = _TrainParser
+        parser = subparsers.add_parser(
+            "sweep",
+            help="train a grid of configs (one compiled program per shape), locally or on a Ray cluster",
+            description=_DESCRIPTION,
+            epilog=_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    finally:
+        if previous is not None:
+            subparsers._parser_class = previous
     _add_arguments(parser)
     parser.set_defaults(func=sweep_command)
     return parser
@@ -118,10 +128,11 @@ def sweep_command(args: argparse.Namespace) -> int:
     if args.chunk_iterations is not None and args.chunk_iterations < 1:
         raise config_lib.ConfigError(f"--chunk-iterations must be >= 1, got {args.chunk_iterations}.")
     grid = sweep.parse_grid(args.grid)
-    config = config_lib.resolve_config(
-        args.algorithm, args.env_id, args.preset, config_lib.parse_overrides(args.overrides)
-    )
-    overlap = sorted(set(grid) & set(config_lib.parse_overrides(args.overrides)))
+    config_cls, _, _ = config_lib.algorithm_spec(args.algorithm)
+    overrides = config_lib.parse_overrides(args.overrides)
+    overrides.update(config_lib.switch_overrides(config_cls, getattr(args, "switches", []), overrides))
+    config = config_lib.resolve_config(args.algorithm, args.env_id, args.preset, overrides)
+    overlap = sorted(set(grid) & set(overrides))
     if overlap:
         raise config_lib.ConfigError(f"{', '.join(overlap)} is given both as an override and in --grid.")
     out_dir = args.out or _default_out(args.algorithm, config.env_id)
