@@ -163,7 +163,9 @@ def _session_processes(session: int) -> list[int]:
                     fields = handle.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[3]) == session:  # the session id, after state, ppid, pgrp
+            if (
+                int(fields[3]) == session and fields[0] != "Z"
+            ):  # session id (after state, ppid, pgrp); zombies are gone
                 found.append(int(entry))
     return found
 
