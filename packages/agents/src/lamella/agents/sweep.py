@@ -63,7 +63,9 @@ SWEEP_FILE = "sweep.json"
 
 def _split_top_level(text: str) -> list[str]:
     """``"1e-4,3e-4"`` -> two items; commas inside brackets stay (``"(64,64),(32,32)"``)."""
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char in "([":
             depth += 1
@@ -306,7 +308,8 @@ def plan_sweep(
             "No grid field has two values or more, so there is nothing to sweep; give values as "
             "key=value1,value2 (or use lamella train for one config)."
         )
-    base = dataclasses.replace(config, **overrides)
+    original: Any = config  # isinstance against a runtime class narrows to object for mypy
+    base: Any = dataclasses.replace(original, **overrides)
 
     def build(settings: Mapping[str, Any]) -> Any:
         return _build_runner(make, dataclasses.replace(base, **settings))
