@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -71,17 +72,13 @@ def test_plan_splits_traced_from_static_fields():
     assert plan.traced == [] and len(plan.programs) == 2 and plan.programs[0].variants is None
 
 
-@pytest.fixture(scope="module")
-def local_sweep(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sweep") / "s"
+def test_local_sweep_one_folder_equal_runs_and_resume(tmp_path, capsys):
+    """One test (one set of compiles, whichever xdist worker runs it): the folder, a config
+    against its own run, and resume."""
+    out = tmp_path / "s"
     argv = ["sweep", "bandit", "--grid", "learning_rate=0.1,0.5", "num_envs=2,4", "--seeds", "2"]
-    code = main([*argv, "noise_scale=0.02", "--out", str(out), "--no-progress"])
-    return out, code
-
-
-def test_sweep_writes_one_run_log_folder(local_sweep, capsys):
-    out, code = local_sweep
-    assert code == 0
+    argv += ["noise_scale=0.02", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
     record = json.loads((out / "sweep.json").read_text())
     assert record["traced"] == ["learning_rate"] and list(record["static"]) == ["num_envs"]
     names = [p["name"] for p in record["programs"]]
@@ -97,14 +94,10 @@ def test_sweep_writes_one_run_log_folder(local_sweep, capsys):
         assert all(sorted(r) == ["seed_0", "seed_1"] for r in runs.values())
         labels |= set(runs)
     assert labels == {f"bandit[learning_rate={lr},num_envs={n}]" for lr in (0.1, 0.5) for n in (2, 4)}
-    scores = {s["name"]: s["scores"] for s in record["programs_run"]}
-    assert len(scores["p1-num_envs=4"]["bandit[learning_rate=0.5,num_envs=4]"]) == 2
+    scores = record["programs_run"][1]["scores"]
+    assert sorted(scores) == ["bandit[learning_rate=0.1,num_envs=4]", "bandit[learning_rate=0.5,num_envs=4]"]
 
-
-def test_a_swept_config_equals_its_own_run(local_sweep, tmp_path):
-    out, _ = local_sweep
-    record = json.loads((out / "sweep.json").read_text())
-    swept = record["programs_run"][1]["scores"]["bandit[learning_rate=0.5,num_envs=4]"]
+    # A config of the sweep trains as it would alone (the same seeds' keys).
     alone = run_experiment(
         BanditConfig(learning_rate=0.5, num_envs=4, noise_scale=0.02),
         algorithm="bandit",
@@ -113,7 +106,21 @@ def test_a_swept_config_equals_its_own_run(local_sweep, tmp_path):
         progress=False,
         plot=False,
     )
-    np.testing.assert_allclose(swept, alone.final_return, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(scores["bandit[learning_rate=0.5,num_envs=4]"], alone.final_return, rtol=1e-4)
+
+    # Resume: p0 finished (kept as it is, nothing trains), p1 lost (trained again, identically).
+    kept = (out / names[0] / "metrics.json").read_bytes()
+    shutil.rmtree(out / names[1])
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0
+    assert (out / names[0] / "metrics.json").read_bytes() == kept
+    again = json.loads((out / "sweep.json").read_text())["programs_run"]
+    assert again[1]["scores"] == scores and again[0]["scores"] == record["programs_run"][0]["scores"]
+    # A resume with another grid is refused, and a fresh run into the folder too.
+    assert main([*argv[:3], "learning_rate=0.1,0.3", *argv[4:], "--resume"]) == 2
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert "its grid, programs differ" in err[0] and "continue it with --resume" in err[1]
 
 
 @pytest.mark.parametrize(

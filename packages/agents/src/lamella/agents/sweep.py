@@ -36,6 +36,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -368,6 +369,7 @@ def _run_program(payload: Mapping[str, Any], out_dir: str) -> dict[str, Any]:
         variants=payload["variants"],
         labels=payload["labels"],
         out_dir=out_dir,
+        resume=bool(payload.get("resume", False)),
         chunk_iterations=payload.get("chunk_iterations"),
         compile_mode=payload.get("compile_mode"),
         progress=bool(payload.get("progress", False)),
@@ -467,6 +469,28 @@ def _plan_record(plan: SweepPlan) -> dict[str, Any]:
     }
 
 
+def _finished(run_dir: str) -> bool:
+    from lamella.agents.driver import _finished_log
+
+    return _finished_log(run_dir)
+
+
+def _check_resume(out_dir: str, record: Mapping[str, Any]) -> None:
+    path = os.path.join(out_dir, SWEEP_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Nothing to resume: no {SWEEP_FILE} in {out_dir!r}.")
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle)
+    differing = [
+        key for key in ("algorithm", "config", "grid", "seeds", "programs") if stored.get(key) != record[key]
+    ]
+    if differing:
+        raise ConfigError(
+            f"Cannot resume the sweep in {out_dir!r}: its {', '.join(differing)} differ from this command's; "
+            "resume with the command that started it, or pick another --out."
+        )
+
+
 def run_sweep(
     plan: SweepPlan,
     out_dir: str | os.PathLike[str],
@@ -478,6 +502,7 @@ def run_sweep(
     progress: bool = True,
     plot: bool = False,
     log: Callable[[str], None] | None = None,
+    resume: bool = False,
 ) -> SweepResult:
     """Train every program of ``plan`` into ``out_dir/<program>/`` and write ``out_dir/sweep.json``.
 
@@ -492,39 +517,55 @@ def run_sweep(
         progress: a progress display per program (local runs only).
         plot: each program's ``learning_curve.png``.
         log: called with a line per finished program (default: nothing).
+        resume: continue the sweep in ``out_dir`` (the same plan; a different one is refused):
+            a finished program is not trained again (nothing compiles), a stopped one resumes
+            from its newest checkpoint (on Ray: starts over), a missing one starts.
 
     Returns:
         A :class:`SweepResult`.
     """
     out_dir = os.fspath(out_dir)
-    if os.path.exists(os.path.join(out_dir, SWEEP_FILE)) or os.path.exists(
-        os.path.join(out_dir, "metrics.json")
-    ):
-        raise FileExistsError(f"{out_dir!r} already holds a sweep or a run; pick another --out.")
-    for program in plan.programs:
-        if os.path.exists(os.path.join(out_dir, program.name)):
-            raise FileExistsError(f"{os.path.join(out_dir, program.name)!r} exists; pick another --out.")
+    record = _plan_record(plan)
+    if resume:
+        _check_resume(out_dir, record)
+    else:
+        if os.path.exists(os.path.join(out_dir, SWEEP_FILE)) or os.path.exists(
+            os.path.join(out_dir, "metrics.json")
+        ):
+            raise FileExistsError(
+                f"{out_dir!r} already holds a sweep or a run; continue it with --resume or pick another --out."
+            )
+        for program in plan.programs:
+            if os.path.exists(os.path.join(out_dir, program.name)):
+                raise FileExistsError(f"{os.path.join(out_dir, program.name)!r} exists; pick another --out.")
     ray = ray_module
     if ray is None and ray_address is not None:
         ray = connect_ray(ray_address)
     os.makedirs(out_dir, exist_ok=True)
-    record = _plan_record(plan)
     record["ray"] = ray_address if ray is not None else None
     atomic_write_text(os.path.join(out_dir, SWEEP_FILE), json.dumps(record, indent=1) + "\n")
     options = {"chunk_iterations": chunk_iterations, "compile_mode": compile_mode, "plot": plot}
     start = time.perf_counter()
     summaries: list[dict[str, Any]] = []
-    if ray is None:
-        for program in plan.programs:
-            payload = _payload(plan, program, {**options, "progress": progress})
-            summary = _run_program(payload, os.path.join(out_dir, program.name))
-            summaries.append(summary)
-            if log is not None:
-                log(f"  {program.name}: {len(program.labels)} config(s) in {summary['seconds']:.1f} s")
-    else:
+    local = plan.programs
+    if ray is not None:
+        # Resumed on Ray: finished programs are read here (nothing trains); the others start over there.
+        local = [p for p in plan.programs if resume and _finished(os.path.join(out_dir, p.name))]
+    for program in local:
+        run_dir = os.path.join(out_dir, program.name)
+        started = resume and os.path.isfile(os.path.join(run_dir, "config.json"))
+        payload = _payload(plan, program, {**options, "progress": progress, "resume": started})
+        summary = _run_program(payload, run_dir)
+        summaries.append(summary)
+        if log is not None:
+            log(f"  {program.name}: {len(program.labels)} config(s) in {summary['seconds']:.1f} s")
+    if ray is not None:
+        remote = [p for p in plan.programs if p not in local]
+        for program in remote:
+            shutil.rmtree(os.path.join(out_dir, program.name), ignore_errors=True)
         resources = {"num_gpus": 1} if ray.cluster_resources().get("GPU", 0) >= 1 else {"num_cpus": 1}
         task = ray.remote(**resources)(_remote_program)
-        pending = {task.remote(_payload(plan, p, options)): p for p in plan.programs}
+        pending = {task.remote(_payload(plan, p, options)): p for p in remote}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             program = pending.pop(done[0])
@@ -536,7 +577,7 @@ def run_sweep(
                     f"  {program.name}: {len(program.labels)} config(s) in {summary['seconds']:.1f} s "
                     f"on {summary['host']} ({summary['device']})"
                 )
-        summaries.sort(key=lambda s: [p.name for p in plan.programs].index(s["name"]))
+    summaries.sort(key=lambda s: [p.name for p in plan.programs].index(s["name"]))
     scores: dict[str, list[float]] = {}
     for summary in summaries:
         scores.update(summary["scores"])

@@ -79,6 +79,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the programs as JSON and exit (nothing compiles)"
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the sweep in --out (the same command plus --resume): finished programs are kept",
+    )
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -135,9 +140,15 @@ def sweep_command(args: argparse.Namespace) -> int:
     overlap = sorted(set(grid) & set(overrides))
     if overlap:
         raise config_lib.ConfigError(f"{', '.join(overlap)} is given both as an override and in --grid.")
+    if args.resume and not args.out:
+        raise config_lib.ConfigError("--resume needs --out DIR, the sweep's folder.")
     out_dir = args.out or _default_out(args.algorithm, config.env_id)
-    if os.path.exists(os.path.join(out_dir, sweep.SWEEP_FILE)):
-        raise config_lib.ConfigError(f"{out_dir!r} already holds a sweep; pick another --out.")
+    if args.resume and not os.path.isfile(os.path.join(out_dir, sweep.SWEEP_FILE)):
+        raise config_lib.ConfigError(f"Nothing to resume: no {sweep.SWEEP_FILE} in {out_dir!r}.")
+    if not args.resume and os.path.exists(os.path.join(out_dir, sweep.SWEEP_FILE)):
+        raise config_lib.ConfigError(
+            f"{out_dir!r} already holds a sweep; continue it with --resume or pick another --out."
+        )
     # Ray before anything else that takes time: a missing package or a wrong address fails now.
     ray = sweep.connect_ray(args.ray) if args.ray and not args.dry_run else None
     try:
@@ -165,6 +176,7 @@ def sweep_command(args: argparse.Namespace) -> int:
                 progress=not args.no_progress,
                 plot=args.plot,
                 log=lambda line: print(line, flush=True),
+                resume=args.resume,
             )
         except FileExistsError as error:
             raise config_lib.ConfigError(str(error)) from None
