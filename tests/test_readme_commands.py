@@ -155,6 +155,7 @@ RUN: dict[str, tuple[str, str]] = {
         "total_timesteps=256 num_envs=4 num_steps=32 eval_episodes=1",
         "minimax's config trains 245,760,000 steps; two iterations of 4 envs run the same code",
     ),
+    "lamella sweep ppo --env CartPole-v1": (_PPO_SHORT, _PPO_WHY + " (each of the 4 configs)"),
     "lamella eval aggregate": ("--reps 200", "2,000 bootstrap replicates by default; 200 run the same code"),
     "lamella eval checkpoints": ("--episodes 4", "100 greedy episodes per seed and env; 4 run the same code"),
 }
@@ -165,6 +166,9 @@ NOT_RUN: dict[str, str] = {
     "git clone": "a benchmark peer's source, from the network (not run by tests)",
     "/tmp/xpagvenv/bin/pip install": "needs the package index (a benchmark-only dependency)",
     "JAX_PLATFORMS=cpu /tmp/xpagvenv/bin/python benchmarks/": "a benchmark (minutes, needs xpag); its figures are in the README",
+    "lamella sweep ppo --grid learning_rate=1e-3,2.5e-3 num_envs=4,8 --seeds 4 --ray": (
+        "needs a Ray cluster at that address; packages/agents/tests/test_sweep.py runs --ray against a local head"
+    ),
     "python scripts/test_all.py": "the whole CI run (this test is part of it)",
     "hatch -e hatch-test.py3.11-envs run python benchmarks/brax_backends.py": (
         "a benchmark (minutes, needs brax, in the envs test env that has it); its figures are in the README"

@@ -158,6 +158,10 @@ def test_cli_aggregate_end_to_end(tmp_path, capsys):
         "probability_of_improvement.tex",
         "sample_efficiency.png",
         "sample_efficiency.csv",
+        "ranking.md",
+        "ranking.csv",
+        "ranking.tex",
+        "ranking.png",
     }
     assert {p.name for p in out.iterdir()} == expected
     for name in expected:

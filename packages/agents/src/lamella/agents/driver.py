@@ -268,6 +268,25 @@ def _variant_list(variants: Sequence[Variant] | None) -> list[dict[str, int | fl
     return checked
 
 
+def _label_list(
+    labels: Sequence[str] | None, variants: list[dict[str, int | float]] | None
+) -> list[str] | None:
+    """``labels`` checked: distinct non-empty strings, one per variant (one without variants)."""
+    if labels is None:
+        return None
+    if isinstance(labels, str) or not isinstance(labels, Sequence):
+        raise ValueError(f"labels must be a list of names, one per variant, got {labels!r}.")
+    names = list(labels)
+    expected = len(variants) if variants is not None else 1
+    if len(names) != expected or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(
+            f"labels must be {expected} non-empty name(s), one per variant (one without variants), got {names!r}."
+        )
+    if len(set(names)) != len(names):
+        raise ValueError(f"labels must be distinct, got {names!r}.")
+    return names
+
+
 def variant_name(algorithm: str, variant: Variant | None) -> str:
     """The run log's ``algorithm`` for one variant of a sweep: ``ppo[learning_rate=0.001]``."""
     if not variant:
@@ -1067,6 +1086,7 @@ class _Session:
     checkpoint_every: int
     recorder: Any = None  # a lamella.agents.recording.VaultRecorder when recording
     num_devices: int = 1
+    labels: list[str] | None = None
 
     @property
     def num_iterations(self) -> int:
@@ -1086,6 +1106,7 @@ class _Session:
             "config": dict(self.spec.config or {}),
             "seeds": self.seed_list,
             **({"variants": self.variants} if self.variants is not None else {}),
+            **({"labels": self.labels} if self.labels is not None else {}),
             "iteration": iteration,
             "num_iterations": self.num_iterations,
             "steps_per_iteration": self.steps_per_iteration,
@@ -1284,6 +1305,7 @@ def run_experiment(
     record_vault: bool | str | os.PathLike[str] | None = None,
     gif: bool = False,
     num_devices: int | None = None,
+    labels: Sequence[str] | None = None,
 ) -> RunResult:
     """Train ``config`` for every seed (one vmapped program), logging, checkpointing and plotting.
 
@@ -1335,6 +1357,11 @@ def run_experiment(
             1, or on resume the stored count (a different one is refused). More devices than
             present, a batch it does not divide, or a runner without ``Runner.sharding`` is a
             :class:`ConfigError` before anything compiles. ``config.json`` records the layout.
+
+        labels: the run log's ``algorithm`` name of each variant (one name without
+            ``variants``), instead of :func:`variant_name`'s; ``lamella sweep`` names each
+            config of a program this way with its shape-changing settings too. Stored, and
+            checked on resume.
 
     Returns:
         A :class:`RunResult`.
@@ -1388,6 +1415,7 @@ def run_experiment(
         record_vault=record_vault,
         gif=gif,
         num_devices=num_devices,
+        labels=labels,
     )
 
 
@@ -1412,9 +1440,11 @@ def _run(
     record_vault: bool | str | os.PathLike[str] | None = None,
     gif: bool = False,
     num_devices: int | None = None,
+    labels: Sequence[str] | None = None,
 ) -> RunResult:
     started = time.perf_counter()
     seed_list = _seed_list(seeds)
+    label_list = _label_list(labels, variants)
     if chunk_iterations is not None and chunk_iterations < 1:
         raise ValueError(f"chunk_iterations must be >= 1, got {chunk_iterations}.")
     if checkpoint_every < 1:
@@ -1442,14 +1472,20 @@ def _run(
         chunk_iterations, compile_mode, num_devices = _check_stored(
             start.stored, where, spec, seed_list, variants, chunk_iterations, compile_mode, num_devices
         )
+        if start.stored.get("labels") != label_list:
+            raise ConfigError(
+                f"Cannot resume: the run has labels {start.stored.get('labels')}, not {label_list}."
+            )
         _clean_after_kill(out_dir, checkpoint_dir, keep_checkpoints, start.checkpoint)
     compile_mode = compile_mode or "auto"
     num_devices = 1 if num_devices is None else num_devices
-    members = [
+    members: list[Any] = [
         (variant_name(spec.algorithm, variant), f"seed_{s}") if variant is not None else f"seed_{s}"
         for variant in (variants if variants else [None])
         for s in seed_list
     ]
+    if label_list is not None:
+        members = [(label, f"seed_{s}") for label in label_list for s in seed_list]
     log = RunLog(
         out_dir,
         spec.environment or env_family(spec.task),
@@ -1550,6 +1586,7 @@ def _run(
         keep_checkpoints=keep_checkpoints,
         checkpoint_every=checkpoint_every,
         num_devices=num_devices,
+        labels=label_list,
     )
     if record_dir is not None:
         from lamella.agents.recording import VaultRecorder
@@ -1591,6 +1628,7 @@ def _run(
             **{k: v for k, v in dict(extra_metadata or {}).items() if k == "config_class"},
             "seeds": seed_list,
             **({"variants": variants} if variants is not None else {}),
+            **({"labels": label_list} if label_list is not None else {}),
             "chunk_iterations": chunk_iterations,
             "compile_mode": compile_mode,
             "devices": devices_lib.device_layout(num_devices, getattr(runner, "sharding", None)),

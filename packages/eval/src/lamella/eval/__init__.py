@@ -54,7 +54,15 @@ from lamella.eval._src.runlog import (
     write_csv,
 )
 from lamella.eval._src.scores import Curves, Scores, curve_scores, final_scores, normalize
-from lamella.eval._src.tables import estimates_table, improvement_table, to_csv, to_latex, to_markdown
+from lamella.eval._src.tables import (
+    estimates_table,
+    improvement_table,
+    parse_config_label,
+    ranking_table,
+    to_csv,
+    to_latex,
+    to_markdown,
+)
 
 __all__ = [
     "CSV_HEADER",
@@ -84,6 +92,7 @@ __all__ = [
     "median",
     "normalize",
     "optimality_gap",
+    "parse_config_label",
     "parse_env_spec",
     "performance_profile",
     "performance_profiles",
@@ -93,6 +102,7 @@ __all__ = [
     "plot_sample_efficiency",
     "probability_of_improvement",
     "probability_of_improvement_estimates",
+    "ranking_table",
     "read_csv",
     "read_run_log",
     "read_run_logs",

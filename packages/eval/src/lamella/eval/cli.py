@@ -56,6 +56,24 @@ def _curves_csv(estimates: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _select(estimates: Any, algorithms: list[str], statistic: str) -> Any:
+    """``estimates`` of one statistic, the algorithms in the given order (for the ranking plot)."""
+    import dataclasses
+
+    k = list(estimates.labels).index(statistic)
+
+    def pick(values: Any) -> dict[str, Any]:
+        return {a: values[a][k : k + 1] for a in algorithms}
+
+    return dataclasses.replace(
+        estimates,
+        labels=(statistic,),
+        point=pick(estimates.point),
+        lower=pick(estimates.lower),
+        upper=pick(estimates.upper),
+    )
+
+
 def _has_run_log(path: str) -> bool:
     for _, _, files in os.walk(path):
         if "metrics.json" in files or "metrics.csv" in files:
@@ -201,6 +219,16 @@ def aggregate(
     )
 
     if len(scores.values) > 1:
+        # The ranking (a sweep's configs, or any algorithms) by IQM, best first.
+        ranking = tables.ranking_table(estimates, "iqm")
+        written += _write_tables(out_dir, "ranking", ranking, f"ranking by IQM of {label}; {caption}")
+        ranked = [row[1] for row in ranking[1]]
+        plot(
+            "plot_interval_estimates",
+            _select(estimates, ranked, "iqm"),
+            os.path.join(out_dir, "ranking.png"),
+            xlabel=f"IQM {label}",
+        )
         improvement = le.probability_of_improvement_estimates(
             scores.values, reps=reps, confidence=confidence, key=key + 2
         )
@@ -236,6 +264,9 @@ def aggregate(
         f"{len(runs)} runs, {len(scores.values)} algorithms, {len(scores.tasks)} tasks; scores from {scores.source}"
     )
     print(tables.to_markdown(aggregate_table), end="")
+    if len(scores.values) > 1:
+        print("ranking by IQM (best first):")
+        print(tables.to_markdown(ranking), end="")
     for path in written:
         print(f"wrote {path}")
     return written

@@ -7,7 +7,15 @@ import io
 
 from lamella.eval._src.estimates import Estimates, ImprovementEstimates
 
-__all__ = ["estimates_table", "improvement_table", "to_csv", "to_latex", "to_markdown"]
+__all__ = [
+    "estimates_table",
+    "improvement_table",
+    "parse_config_label",
+    "ranking_table",
+    "to_csv",
+    "to_latex",
+    "to_markdown",
+]
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -31,6 +39,76 @@ def estimates_table(estimates: Estimates, digits: int = 3) -> Table:
             )
         lower, upper = estimates.lower[algorithm], estimates.upper[algorithm]
         rows.append([algorithm, *(_cell(point[k], lower[k], upper[k], digits) for k in range(len(point)))])
+    return header, rows
+
+
+def _split_top_level(text: str) -> list[str]:
+    items, depth, current = [], 0, ""
+    for char in text:
+        depth += (char in "([") - (char in ")]")
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += char
+    return [*items, current]
+
+
+def parse_config_label(name: str) -> tuple[str, dict[str, str]] | None:
+    """``"ppo[learning_rate=0.001,num_envs=8]"`` -> ``("ppo", {"learning_rate": "0.001", "num_envs": "8"})``.
+
+    The run-log ``algorithm`` name of one config of a sweep (docs/run-log-format.md, "Sweeps");
+    None for a name of another form.
+    """
+    if not name.endswith("]") or "[" not in name:
+        return None
+    base, _, inner = name[:-1].partition("[")
+    settings = {}
+    for item in _split_top_level(inner):
+        key, sep, value = item.partition("=")
+        if not sep or not key or key in settings:
+            return None
+        settings[key] = value
+    return (base, settings) if base and settings else None
+
+
+def ranking_table(estimates: Estimates, statistic: str = "iqm", digits: int = 3) -> Table:
+    """Algorithms ranked by ``statistic`` (best first; lowest first for the optimality gap).
+
+    Columns: ``rank``, ``algorithm``, one column per swept setting when every name is a sweep
+    config label (:func:`parse_config_label`), ``<statistic> [lower, upper]``, and ``overlaps
+    best``: whether the interval overlaps the best one's (``yes``: not separated from it at this
+    confidence).
+    """
+    if statistic not in estimates.labels:
+        raise ValueError(f"statistic {statistic!r} is not estimated; estimated: {list(estimates.labels)}")
+    k = list(estimates.labels).index(statistic)
+    sign = 1.0 if statistic == "optimality_gap" else -1.0
+    order = sorted(estimates.point, key=lambda a: (sign * float(estimates.point[a][k]), a))
+    parsed = {a: parse_config_label(a) for a in order}
+    keys: list[str] = []
+    if all(p is not None for p in parsed.values()):
+        for p in parsed.values():
+            keys += [key for key in p[1] if key not in keys]  # type: ignore[index]
+    best = order[0]
+    low_best, high_best = float(estimates.lower[best][k]), float(estimates.upper[best][k])
+    header = ["rank", "algorithm", *keys, f"{statistic} [{estimates.confidence:.0%} CI]", "overlaps best"]
+    rows = []
+    for rank, algorithm in enumerate(order, 1):
+        point, low, high = (
+            float(x[algorithm][k]) for x in (estimates.point, estimates.lower, estimates.upper)
+        )
+        settings = parsed[algorithm][1] if keys else {}  # type: ignore[index]
+        overlaps = "best" if rank == 1 else ("yes" if low <= high_best and high >= low_best else "no")
+        rows.append(
+            [
+                str(rank),
+                algorithm,
+                *(settings.get(key, "") for key in keys),
+                _cell(point, low, high, digits),
+                overlaps,
+            ]
+        )
     return header, rows
 
 

@@ -1,0 +1,266 @@
+"""``lamella sweep``: grid parsing, the split into programs, one run-log folder, errors before
+compiling, and the programs as tasks on a real local Ray head."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from lamella.agents import sweep
+from lamella.agents.config import ConfigError, register_algorithm, unregister_algorithm
+from lamella.agents.driver import run_experiment
+from lamella.agents.testing import BanditConfig, make_bandit_runner
+from lamella.envs.cli import main
+
+built: list[object] = []
+
+
+def counted(config):
+    built.append(config)
+    return make_bandit_runner(config)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bandit():
+    register_algorithm("bandit", BanditConfig, counted, {"Bandit-v0": BanditConfig()}, overwrite=True)
+    yield
+    unregister_algorithm("bandit")
+
+
+def test_parse_grid():
+    assert sweep.parse_grid(["lr=1e-4,3e-4", "hidden_sizes=(64,64),(32,32)", "clip=0.1"]) == {
+        "lr": ["1e-4", "3e-4"],
+        "hidden_sizes": ["(64,64)", "(32,32)"],
+        "clip": ["0.1"],
+    }
+    for bad, needle in [(["lr"], "key=value1,value2"), (["lr=1,"], "empty value"), (["a=1", "a=2"], "twice")]:
+        with pytest.raises(ConfigError, match=needle):
+            sweep.parse_grid(bad)
+
+
+def test_plan_splits_traced_from_static_fields():
+    grid = {
+        "learning_rate": ["0.1", "0.5"],
+        "num_envs": ["2", "4"],
+        "eval_episodes": ["4", "8"],
+        "target": ["2.0"],
+    }
+    plan = sweep.plan_sweep("bandit", BanditConfig(), grid, seeds=2)
+    assert plan.traced == ["learning_rate"]
+    assert "iterations" in plan.static["num_envs"] and "Python value" in plan.static["eval_episodes"]
+    assert plan.config.target == 2.0  # a single value is an override
+    assert [p.fixed for p in plan.programs] == [
+        {"num_envs": n, "eval_episodes": e} for n in (2, 4) for e in (4, 8)
+    ]
+    assert plan.programs[0].variants == [{"learning_rate": 0.1}, {"learning_rate": 0.5}]
+    assert plan.programs[0].labels == [
+        "bandit[learning_rate=0.1,num_envs=2,eval_episodes=4]",
+        "bandit[learning_rate=0.5,num_envs=2,eval_episodes=4]",
+    ]
+    # Strings and booleans always split programs.
+    plan = sweep.plan_sweep("bandit", BanditConfig(), {"greedy_eval": ["true", "false"]})
+    assert plan.traced == [] and len(plan.programs) == 2 and plan.programs[0].variants is None
+
+
+def test_local_sweep_one_folder_equal_runs_and_resume(tmp_path, capsys):
+    """One test (one set of compiles, whichever xdist worker runs it): the folder, a config
+    against its own run, and resume."""
+    out = tmp_path / "s"
+    argv = ["sweep", "bandit", "--grid", "learning_rate=0.1,0.5", "num_envs=2,4", "--seeds", "2"]
+    argv += ["noise_scale=0.02", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    record = json.loads((out / "sweep.json").read_text())
+    assert record["traced"] == ["learning_rate"] and list(record["static"]) == ["num_envs"]
+    names = [p["name"] for p in record["programs"]]
+    assert names == ["p0-num_envs=2", "p1-num_envs=4"]
+    labels = set()
+    for name in names:
+        config = json.loads((out / name / "config.json").read_text())
+        # Both learning rates trained side by side in this one program.
+        assert config["variants"] == [{"learning_rate": 0.1}, {"learning_rate": 0.5}]
+        assert config["config"]["noise_scale"] == 0.02
+        log = json.loads((out / name / "metrics.json").read_text())
+        runs = log["custom"]["Bandit-v0"]
+        assert all(sorted(r) == ["seed_0", "seed_1"] for r in runs.values())
+        labels |= set(runs)
+    assert labels == {f"bandit[learning_rate={lr},num_envs={n}]" for lr in (0.1, 0.5) for n in (2, 4)}
+    scores = record["programs_run"][1]["scores"]
+    assert sorted(scores) == ["bandit[learning_rate=0.1,num_envs=4]", "bandit[learning_rate=0.5,num_envs=4]"]
+
+    # A config of the sweep trains as it would alone (the same seeds' keys).
+    alone = run_experiment(
+        BanditConfig(learning_rate=0.5, num_envs=4, noise_scale=0.02),
+        algorithm="bandit",
+        seeds=2,
+        out_dir=tmp_path / "alone",
+        progress=False,
+        plot=False,
+    )
+    np.testing.assert_allclose(scores["bandit[learning_rate=0.5,num_envs=4]"], alone.final_return, rtol=1e-4)
+
+    # Resume: p0 finished (kept as it is, nothing trains), p1 lost (trained again, identically).
+    kept = (out / names[0] / "metrics.json").read_bytes()
+    shutil.rmtree(out / names[1])
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0
+    assert (out / names[0] / "metrics.json").read_bytes() == kept
+    again = json.loads((out / "sweep.json").read_text())["programs_run"]
+    assert again[1]["scores"] == scores and again[0]["scores"] == record["programs_run"][0]["scores"]
+    # A resume with another grid is refused, and a fresh run into the folder too.
+    assert main([*argv[:3], "learning_rate=0.1,0.3", *argv[4:], "--resume"]) == 2
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert "its grid, programs differ" in err[0] and "continue it with --resume" in err[1]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--grid", "learnin_rate=0.1,0.2"], "did you mean 'learning_rate'"),
+        (["--grid", "learning_rate=0.1"], "nothing to sweep"),
+        (["--grid", "num_envs=2,x"], "num_envs='x': expected int"),
+        (["--grid", "num_envs=2,400"], "bandit[num_envs=400] has 0 training iterations"),
+    ],
+)
+def test_bad_grid_is_one_line_before_compiling(extra, needle, capsys, tmp_path, monkeypatch):
+    built.clear()
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: pytest.fail("ran"))
+    assert main(["sweep", "bandit", *extra, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lamella sweep: error:") and needle in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ray_missing_or_unreachable_fails_before_compiling(capsys, tmp_path, monkeypatch):
+    argv = ["sweep", "bandit", "--grid", "learning_rate=0.1,0.2", "--out", str(tmp_path / "x")]
+    built.clear()
+    port = free_port()  # nothing listens there
+    assert main([*argv, "--ray", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert f"Cannot reach a Ray cluster at 127.0.0.1:{port}" in err and err.count("\n") == 1
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    assert main([*argv, "--ray", "127.0.0.1:6379"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'lamella-agents[ray]'" in err and err.count("\n") == 1
+    assert not built and not (tmp_path / "x").exists()
+
+
+def _session_processes(session: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if (
+                int(fields[3]) == session and fields[0] != "Z"
+            ):  # session id (after state, ppid, pgrp); zombies are gone
+                found.append(int(entry))
+    return found
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """A real Ray head on 127.0.0.1 (2 CPUs), in its own session; every process of that
+    session is gone after the module."""
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    port = free_port()
+    temp = tempfile.mkdtemp(prefix="lr", dir="/tmp")  # Ray's socket paths must stay short
+    env = dict(os.environ, JAX_PLATFORMS="cpu", RAY_USAGE_STATS_ENABLED="0")
+    head = subprocess.Popen(
+        [
+            ray_bin,
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--num-gpus=0",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={temp}",
+        ],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None and time.monotonic() < deadline, "the Ray head did not start"
+                time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        # A throw-away test cluster: no graceful drain (SIGTERM waits up to 30 s), every
+        # process of the head's session killed by id.
+        for pid in _session_processes(head.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while _session_processes(head.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        head.wait(10)
+        left = _session_processes(head.pid)
+        assert not left, f"Ray processes left behind: {left}"
+
+
+def test_sweep_on_a_ray_cluster(ray_head, tmp_path, capsys):
+    out = tmp_path / "ray-sweep"
+    tiny = ["total_timesteps=32", "num_steps=8", "num_epochs=1", "num_minibatches=1"]
+    tiny += ["eval_episodes=2", "eval_max_steps=10", "hidden_sizes=8"]
+    argv = ["sweep", "ppo", "--grid", "learning_rate=1e-3,3e-3", "num_envs=2,4", *tiny]
+    assert (
+        main(
+            [
+                *argv,
+                "--seeds",
+                "2",
+                "--compile",
+                "fast",
+                "--out",
+                str(out),
+                "--ray",
+                ray_head,
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert f"on Ray {ray_head}" in printed
+    record = json.loads((out / "sweep.json").read_text())
+    assert record["ray"] == ray_head
+    run = {s["name"]: s for s in record["programs_run"]}
+    assert sorted(run) == ["p0-num_envs=2", "p1-num_envs=4"]
+    # One task per program, in two worker processes; the run directories copied back.
+    assert run["p0-num_envs=2"]["pid"] != run["p1-num_envs=4"]["pid"]
+    for name in run:
+        log = json.loads((out / name / "metrics.json").read_text())
+        labels = sorted(log["classic_control"]["CartPole-v1"])
+        assert labels == [f"ppo[learning_rate={lr},{name[3:]}]" for lr in (0.001, 0.003)]
+        assert (out / name / "config.json").is_file() and os.listdir(out / name / "checkpoints")
