@@ -21,12 +21,11 @@ from jax.sharding import PartitionSpec
 
 import lamella.envs
 from lamella.agents import devices, driver
-from lamella.agents.config import ConfigError
 from lamella.agents.distributions import Gaussian
 from lamella.agents.es import ESConfig
 from lamella.agents.ppo import PPOConfig
 from lamella.agents.rollout import PolicyStep, make_rollout
-from lamella.agents.testing import BanditConfig, make_bandit_runner
+from lamella.agents.testing import BanditConfig, error_text, flat_run_log, make_bandit_runner
 
 # Observation and reward normalisation on: every statistic the update pools over envs is
 # reduced over devices too. 8 envs, 2 per device; minibatches of 32 steps, 8 per device.
@@ -55,31 +54,6 @@ ES = ESConfig(
     eval_max_steps=20,
     hidden_sizes=(8,),
 )
-
-
-def flat_metrics(path: str) -> dict[str, list[float]]:
-    """``{"seed_0/step_1/train_loss": [...], ...}`` of a run's metrics.json."""
-    with open(path, encoding="utf-8") as handle:
-        log = json.load(handle)
-    out: dict[str, list[float]] = {}
-    for env in log.values():
-        for task in env.values():
-            for algorithm in task.values():
-                for run, steps in algorithm.items():
-                    for step, metrics in steps.items():
-                        for name, value in metrics.items():
-                            out[f"{run}/{step}/{name}"] = np.ravel(np.asarray(value, float)).tolist()
-    return out
-
-
-def error_of(call: Any) -> str:
-    try:
-        call()
-    except ConfigError as error:
-        return f"ConfigError: {error}"
-    except Exception as error:  # reported to the parent, which fails the test with it
-        return f"{type(error).__name__}: {error}"
-    return "no error"
 
 
 def main(out_dir: str) -> None:
@@ -123,16 +97,16 @@ def main(out_dir: str) -> None:
 
     # Bad input: one ConfigError each, before anything compiles.
     result["errors"] = {
-        "too_many": error_of(lambda: ppo(8, "too_many")),
-        "not_divisible": error_of(
+        "too_many": error_text(lambda: ppo(8, "too_many")),
+        "not_divisible": error_text(
             lambda: ppo(4, "not_divisible", PPOConfig(num_envs=6, total_timesteps=6 * 128))
         ),
-        "minibatch": error_of(
+        "minibatch": error_text(
             lambda: ppo(
                 4, "minibatch", PPOConfig(num_envs=4, num_steps=2, num_minibatches=4, total_timesteps=64)
             )
         ),
-        "sweep": error_of(
+        "sweep": error_text(
             lambda: driver.run_experiment(
                 CONFIG,
                 variants=[{"learning_rate": 1e-3}, {"learning_rate": 2e-3}],
@@ -141,7 +115,7 @@ def main(out_dir: str) -> None:
                 progress=False,
             )
         ),
-        "es_not_divisible": error_of(
+        "es_not_divisible": error_text(
             lambda: driver.run_experiment(
                 dataclasses.replace(ES, population_size=6, total_timesteps=6 * 20 * 4),
                 out_dir=os.path.join(out_dir, "es_not_divisible"),
@@ -149,7 +123,7 @@ def main(out_dir: str) -> None:
                 progress=False,
             )
         ),
-        "no_sharding": error_of(
+        "no_sharding": error_text(
             lambda: driver.run_experiment(
                 BanditConfig(total_timesteps=64),
                 algorithm="bandit",
@@ -167,7 +141,7 @@ def main(out_dir: str) -> None:
     one, four = ppo(1, "one"), ppo(4, "four")
     result["compiled_after_ahead"] = compiles[since_ahead[0] :]
     result["compiled_chunks"] = [name for name in compiles if "chunk" in name]
-    result["metrics"] = {"1": flat_metrics(one.metrics_path), "4": flat_metrics(four.metrics_path)}
+    result["metrics"] = {"1": flat_run_log(one.metrics_path), "4": flat_run_log(four.metrics_path)}
     params = [jax.tree.leaves(r.state.train_state.params) for r in (one, four)]
     result["params_max_abs_diff"] = max(
         float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(*params, strict=True)
@@ -182,9 +156,9 @@ def main(out_dir: str) -> None:
     resumed = driver.run_experiment(
         CONFIG, seeds=1, out_dir=part.out_dir, resume=True, progress=False, plot=False
     )
-    result["resumed_equal"] = flat_metrics(resumed.metrics_path) == result["metrics"]["4"]
+    result["resumed_equal"] = flat_run_log(resumed.metrics_path) == result["metrics"]["4"]
     result["resumed_iterations"] = [part.iteration, resumed.iteration]
-    result["resume_error"] = error_of(
+    result["resume_error"] = error_text(
         lambda: driver.run_experiment(CONFIG, out_dir=one.out_dir, resume=True, num_devices=4)
     )
 
@@ -234,7 +208,7 @@ def main(out_dir: str) -> None:
         )
         for n in (1, 4)
     ]
-    result["es_metrics"] = {str(n): flat_metrics(r.metrics_path) for n, r in zip((1, 4), es, strict=True)}
+    result["es_metrics"] = {str(n): flat_run_log(r.metrics_path) for n, r in zip((1, 4), es, strict=True)}
     result["es_state_max_abs_diff"] = max(
         float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)), initial=0.0))
         for a, b in zip(*(jax.tree.leaves(r.state.train_state) for r in es), strict=True)

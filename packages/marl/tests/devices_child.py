@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from lamella.agents import driver
-from lamella.agents.config import ConfigError
+from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log
 from lamella.marl import IPPOConfig, RecMAPPOConfig
 
 MPE = "MPE-simple_spread-v3"  # dense rewards: every logged return and reward is non-zero
@@ -48,41 +48,9 @@ CONFIGS: dict[str, Any] = {
 }
 
 
-def flat_metrics(path: str) -> dict[str, list[float]]:
-    """``{"seed_0/step_1/train_loss": [...], ...}`` of a run's metrics.json."""
-    with open(path, encoding="utf-8") as handle:
-        log = json.load(handle)
-    out: dict[str, list[float]] = {}
-    for env in log.values():
-        for task in env.values():
-            for algorithm in task.values():
-                for run, steps in algorithm.items():
-                    for step, metrics in steps.items():
-                        for name, value in metrics.items():
-                            out[f"{run}/{step}/{name}"] = np.ravel(np.asarray(value, float)).tolist()
-    return out
-
-
-def error_of(call: Any) -> str:
-    try:
-        call()
-    except ConfigError as error:
-        return f"ConfigError: {error}"
-    except Exception as error:  # reported to the parent, which fails the test with it
-        return f"{type(error).__name__}: {error}"
-    return "no error"
-
-
 def main(out_dir: str) -> None:
     result: dict[str, Any] = {"device_count": jax.device_count()}
-    compiled: list[int] = []  # compile_ahead calls: the bad inputs below must fail before any
-    real_compile_ahead = driver.compile_ahead
-
-    def counting_compile_ahead(*args: Any, **kwargs: Any) -> Any:
-        compiled.append(1)
-        return real_compile_ahead(*args, **kwargs)
-
-    driver.compile_ahead = counting_compile_ahead
+    compiled = count_compile_ahead()  # the bad inputs below must fail before any compile
 
     def train(config: Any, num_devices: int, name: str) -> Any:
         return driver.run_experiment(
@@ -98,12 +66,12 @@ def main(out_dir: str) -> None:
     ippo = CONFIGS["ippo"]
     started = time.perf_counter()
     result["errors"] = {
-        "too_many": error_of(lambda: train(ippo, 8, "too_many")),
-        "not_divisible": error_of(lambda: train(dataclasses.replace(ippo, num_envs=6), 4, "not_divisible")),
-        "minibatch": error_of(
+        "too_many": error_text(lambda: train(ippo, 8, "too_many")),
+        "not_divisible": error_text(lambda: train(dataclasses.replace(ippo, num_envs=6), 4, "not_divisible")),
+        "minibatch": error_text(
             lambda: train(dataclasses.replace(ippo, num_envs=4, num_steps=2, num_minibatches=4), 4, "mb")
         ),
-        "recurrent_minibatch": error_of(
+        "recurrent_minibatch": error_text(
             lambda: train(dataclasses.replace(CONFIGS["rec_mappo"], num_minibatches=4), 4, "rec_mb")
         ),
     }
@@ -117,7 +85,7 @@ def main(out_dir: str) -> None:
         with open(four.config_path, encoding="utf-8") as handle:
             layout = json.load(handle)["devices"]
         result["runs"][name] = {
-            "metrics": {"1": flat_metrics(one.metrics_path), "4": flat_metrics(four.metrics_path)},
+            "metrics": {"1": flat_run_log(one.metrics_path), "4": flat_run_log(four.metrics_path)},
             "params_max_abs_diff": max(
                 float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(*params, strict=True)
             ),

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from lamella.agents import driver
-from lamella.agents.config import ConfigError
+from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log
 from lamella.ued.runners import DRConfig, ParallelPLRConfig, PLRConfig
 
 # 8 levels, 2 per device; one minibatch of 8 x 24 steps (48 per device); 6 iterations.
@@ -46,31 +46,6 @@ CONFIGS: dict[str, Any] = {
 }
 
 
-def flat_metrics(path: str) -> dict[str, list[float]]:
-    """``{"seed_0/step_1/train_loss": [...], ...}`` of a run's metrics.json."""
-    with open(path, encoding="utf-8") as handle:
-        log = json.load(handle)
-    out: dict[str, list[float]] = {}
-    for env in log.values():
-        for task in env.values():
-            for algorithm in task.values():
-                for run, steps in algorithm.items():
-                    for step, metrics in steps.items():
-                        for name, value in metrics.items():
-                            out[f"{run}/{step}/{name}"] = np.ravel(np.asarray(value, float)).tolist()
-    return out
-
-
-def error_of(call: Any) -> str:
-    try:
-        call()
-    except ConfigError as error:
-        return f"ConfigError: {error}"
-    except Exception as error:  # reported to the parent, which fails the test with it
-        return f"{type(error).__name__}: {error}"
-    return "no error"
-
-
 def max_abs_diff(a: Any, b: Any) -> float:
     return (
         max(
@@ -84,14 +59,7 @@ def max_abs_diff(a: Any, b: Any) -> float:
 
 def main(out_dir: str) -> None:
     result: dict[str, Any] = {"device_count": jax.device_count()}
-    compiled: list[int] = []  # compile_ahead calls: the bad inputs below must fail before any
-    real_compile_ahead = driver.compile_ahead
-
-    def counting_compile_ahead(*args: Any, **kwargs: Any) -> Any:
-        compiled.append(1)
-        return real_compile_ahead(*args, **kwargs)
-
-    driver.compile_ahead = counting_compile_ahead
+    compiled = count_compile_ahead()  # the bad inputs below must fail before any compile
 
     def train(config: Any, num_devices: int, name: str) -> Any:
         return driver.run_experiment(
@@ -105,8 +73,8 @@ def main(out_dir: str) -> None:
         )
 
     result["errors"] = {
-        "not_divisible": error_of(lambda: train(DRConfig(**{**TINY, "num_envs": 6}), 4, "not_divisible")),
-        "parallel": error_of(lambda: train(ParallelPLRConfig(**TINY, buffer_size=16), 4, "parallel")),
+        "not_divisible": error_text(lambda: train(DRConfig(**{**TINY, "num_envs": 6}), 4, "not_divisible")),
+        "parallel": error_text(lambda: train(ParallelPLRConfig(**TINY, buffer_size=16), 4, "parallel")),
     }
     result["compiled_before_errors"] = len(compiled)
     result["dirs_written"] = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
@@ -117,7 +85,7 @@ def main(out_dir: str) -> None:
         with open(four.config_path, encoding="utf-8") as handle:
             layout = json.load(handle)["devices"]
         result["runs"][name] = {
-            "metrics": {"1": flat_metrics(one.metrics_path), "4": flat_metrics(four.metrics_path)},
+            "metrics": {"1": flat_run_log(one.metrics_path), "4": flat_run_log(four.metrics_path)},
             "params_max_abs_diff": max_abs_diff(one.state.params, four.state.params),
             "params_max_abs": max(
                 float(np.max(np.abs(np.asarray(x)))) for x in jax.tree.leaves(one.state.params)

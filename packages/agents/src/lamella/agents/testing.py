@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lamella.agents.runner import Runner
 
@@ -32,7 +33,10 @@ __all__ = [
     "BanditConfig",
     "BanditState",
     "assert_threshold",
+    "count_compile_ahead",
     "device_child",
+    "error_text",
+    "flat_run_log",
     "learning_curves",
     "make_bandit_runner",
 ]
@@ -149,7 +153,6 @@ def assert_threshold(values: Any, threshold: float, what: str, at_least: bool = 
     worst seed's margin (negative: by how much it missed), so a near miss reads as one. A
     passing check prints the same line (``pytest -rP`` shows it).
     """
-    import numpy as np
 
     values = np.asarray(values, np.float64).reshape(-1)
     margins = values - threshold if at_least else threshold - values
@@ -201,3 +204,46 @@ def device_child(script: str, base: Any, num_devices: int = 4, timeout: float = 
     answer = json.loads(result.read_text(encoding="utf-8"))
     assert answer["returncode"] == 0 and answer["result"] is not None, answer["stderr"]
     return answer["result"]
+
+
+def flat_run_log(path: str | os.PathLike[str]) -> dict[str, list[float]]:
+    """``{"seed_0/step_1/train_loss": [...], ...}``: every number of a run's ``metrics.json``,
+    keyed by run, evaluation step and metric (what a device child compares between layouts)."""
+    with open(path, encoding="utf-8") as handle:
+        log = json.load(handle)
+    out: dict[str, list[float]] = {}
+    for env in log.values():
+        for task in env.values():
+            for algorithm in task.values():
+                for run, steps in algorithm.items():
+                    for step, metrics in steps.items():
+                        for name, value in metrics.items():
+                            out[f"{run}/{step}/{name}"] = np.ravel(np.asarray(value, float)).tolist()
+    return out
+
+
+def error_text(call: Any) -> str:
+    """``"ConfigError: ..."`` (any exception's type and message) that ``call()`` raised, or
+    ``"no error"``: a device child reports its bad-input cases to the parent, which asserts."""
+    try:
+        call()
+    except Exception as error:  # reported to the parent, which fails the test with it
+        return f"{type(error).__name__}: {error}"
+    return "no error"
+
+
+def count_compile_ahead() -> list[int]:
+    """Count the driver's ahead-of-time compiles from now on: ``driver.compile_ahead`` is
+    wrapped to append to the returned list, so a test sees whether bad input was refused before
+    anything compiled (the list is still empty)."""
+    from lamella.agents import driver
+
+    compiled: list[int] = []
+    real = driver.compile_ahead
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(1)
+        return real(*args, **kwargs)
+
+    driver.compile_ahead = counting
+    return compiled
