@@ -155,24 +155,33 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``train`` sub-command to a ``lamella`` sub-parser set (entry point ``lamella.commands``)."""
+def add_train_style_parser(subparsers: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """Add sub-command ``name`` whose parser takes ``key=value`` overrides anywhere on the line
+    and ``--NAME`` switches, as ``lamella train`` does (``kwargs`` go to ``add_parser``)."""
     # add_parser builds parsers of the class held in _parser_class; swapping it for this one
     # call is the only public-behaviour way to get a sub-parser of our own class.
     previous = getattr(subparsers, "_parser_class", None)
     try:
         if previous is not None:
             subparsers._parser_class = _TrainParser
-        parser = subparsers.add_parser(
-            "train",
-            help="train an algorithm (PPO, ES, ...) with logs, checkpoints and a learning-curve plot",
-            description=_DESCRIPTION,
-            epilog=_EPILOG,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+        parser: argparse.ArgumentParser = subparsers.add_parser(
+            name, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
         )
     finally:
         if previous is not None:
             subparsers._parser_class = previous
+    return parser
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``train`` sub-command to a ``lamella`` sub-parser set (entry point ``lamella.commands``)."""
+    parser = add_train_style_parser(
+        subparsers,
+        "train",
+        help="train an algorithm (PPO, ES, ...) with logs, checkpoints and a learning-curve plot",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+    )
     _add_arguments(parser)
     parser.set_defaults(func=train_command, _train_parser=parser)
     return parser

@@ -88,23 +88,15 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``sweep`` sub-command to a ``lamella`` sub-parser set (entry point ``lamella.commands``)."""
-    from lamella.agents.cli import _TrainParser
+    from lamella.agents.cli import add_train_style_parser
 
-    # key=value overrides anywhere on the line, and --NAME switches, as for lamella train.
-    previous = getattr(subparsers, "_parser_class", None)
-    try:
-        if previous is not None:
-            subparsers._parser_class = _TrainParser
-        parser = subparsers.add_parser(
-            "sweep",
-            help="train a grid of configs (one compiled program per shape), locally or on a Ray cluster",
-            description=_DESCRIPTION,
-            epilog=_EPILOG,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-    finally:
-        if previous is not None:
-            subparsers._parser_class = previous
+    parser = add_train_style_parser(
+        subparsers,
+        "sweep",
+        help="train a grid of configs (one compiled program per shape), locally or on a Ray cluster",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+    )
     _add_arguments(parser)
     parser.set_defaults(func=sweep_command)
     return parser
