@@ -64,6 +64,9 @@ def test_the_runner_declares_its_envs_axis_and_checks_the_sampled_batch():
     config = DQNTrainConfig(num_envs=8, batch_size=16, rollout_steps=8, total_timesteps=64, hidden_sizes=(8,))
     sharding = make_offpolicy_runner(config).sharding
     assert (sharding.batch, sharding.size) == ("num_envs", 8)
+    # The env states split; everything else, observations and buffer included, replicated.
+    axes = sharding.state_axes(None)
+    assert axes.env_state == 0 and axes.obs is None and axes.buffer_state is None
     assert sharding.make(DeviceAxis(size=4)).sharding is None  # a per-device runner is not split again
     with pytest.raises(ConfigError, match=r"batch_size=16 is not divisible by num_devices=3"):
         sharding.make(DeviceAxis(size=3))

@@ -217,19 +217,8 @@ def make_offpolicy_runner(
 def _offpolicy_state_axes(state: OffPolicyRunnerState) -> Any:
     """The envs axis of each leaf of an off-policy state (``None``: replicated on every device;
     the observations too: every device acts for every env): a prefix tree of the state."""
-    return OffPolicyRunnerState(
-        train_state=None,
-        buffer_state=None,
-        env_state=0,
-        obs=None,
-        setter_state=None,
-        key=None,
-        iteration=None,
-        env_steps=None,
-        episode_return=None,
-        last_return=None,
-        last_success=None,
-    )
+    axes: dict[str, Any] = {field.name: None for field in dataclasses.fields(OffPolicyRunnerState)}
+    return OffPolicyRunnerState(**{**axes, "env_state": 0})
 
 
 def _offpolicy_runner(
