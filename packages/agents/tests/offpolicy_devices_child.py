@@ -20,7 +20,7 @@ import numpy as np
 
 from lamella.agents import driver
 from lamella.agents.offpolicy import DQNTrainConfig, SACTrainConfig
-from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log
+from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log, max_abs, max_abs_diff
 
 # 8 envs (2 per device), batches of 16 (4 per device); learning starts in the first iteration,
 # so every iteration's metrics include updates. Four iterations in two chunks: three evaluations.
@@ -66,16 +66,6 @@ def run(config: Any, num_devices: int, out_dir: str) -> Any:
     )
 
 
-def floats(tree: Any) -> list[np.ndarray]:
-    return [np.asarray(x, float) for x in jax.tree.leaves(tree) if jax.numpy.issubdtype(x.dtype, np.floating)]
-
-
-def max_abs_diff(one: Any, four: Any) -> float:
-    return max(
-        float(np.max(np.abs(a - b), initial=0.0)) for a, b in zip(floats(one), floats(four), strict=True)
-    )
-
-
 def main(out_dir: str) -> None:
     result: dict[str, Any] = {"device_count": jax.device_count()}
     compiled = count_compile_ahead()
@@ -102,7 +92,7 @@ def main(out_dir: str) -> None:
         result[name] = {
             "metrics": {"1": flat_run_log(one.metrics_path), "4": flat_run_log(four.metrics_path)},
             "train_state_max_abs_diff": max_abs_diff(*trained),
-            "train_state_max_abs": max(float(np.max(np.abs(x))) for x in floats(trained[0])),
+            "train_state_max_abs": max_abs(trained[0]),
             "buffer_max_abs_diff": max_abs_diff(one.state.buffer_state, four.state.buffer_state),
             "updates": [int(np.asarray(t.updates).max()) for t in trained],
             "moved": max_abs_diff(getattr(trained[0], online), getattr(trained[0], target)),

@@ -14,12 +14,11 @@ import sys
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import lamella.envs
 from lamella.agents import driver
-from lamella.agents.testing import flat_run_log
+from lamella.agents.testing import flat_run_log, max_abs, max_abs_diff
 from lamella.gcrl import SACTrainConfig, TD3TrainConfig, goal_override, make_offpolicy_runner
 
 # 8 envs (2 per device), batches of 16 (4 per device), HER relabelling from the replicated
@@ -56,15 +55,6 @@ def with_setter(config: Any) -> Any:
     return make_offpolicy_runner(config, goal_setter=setter)
 
 
-def floats(tree: Any) -> list[np.ndarray]:
-    return [np.asarray(x, float) for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, np.floating)]
-
-
-def max_abs_diff(one: Any, four: Any) -> float:
-    pairs = zip(floats(one), floats(four), strict=True)
-    return max((float(np.max(np.abs(a - b))) for a, b in pairs), default=0.0)
-
-
 def main(out_dir: str) -> None:
     result: dict[str, Any] = {"device_count": jax.device_count()}
     for name, config, make in (("sac_her", SAC, None), ("td3_her_setter", TD3, with_setter)):
@@ -85,11 +75,9 @@ def main(out_dir: str) -> None:
         result[name] = {
             "metrics": {str(n): flat_run_log(r.metrics_path) for n, r in zip((1, 4), runs, strict=True)},
             "train_state_max_abs_diff": max_abs_diff(*states),
-            "train_state_max_abs": max(float(np.max(np.abs(x))) for x in floats(states[0])),
+            "train_state_max_abs": max_abs(states[0]),
             "setter_state_max_abs_diff": max_abs_diff(*(r.state.setter_state for r in runs)),
-            "setter_state_max_abs": max(
-                (float(np.max(np.abs(x))) for x in floats(runs[0].state.setter_state)), default=0.0
-            ),
+            "setter_state_max_abs": max_abs(runs[0].state.setter_state),
             "updates": [int(np.asarray(s.updates).max()) for s in states],
             # The critics against their target copies, which started equal: learning moved them.
             "critic_moved": max_abs_diff(states[0].critic_params, states[0].target_critic_params),
