@@ -32,12 +32,12 @@ from lamella.agents.networks import Dense, orthogonal
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
 
-__all__ = ["ActionHead", "Categorical", "Gaussian", "MultiCategorical", "check_action_space"]
+__all__ = ["ActionHead", "Categorical", "Gaussian", "MultiCategorical", "check_action_space", "rows_index"]
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
 
-def _rows_index(shape: tuple[int, ...], first_row: Any) -> Any:
+def rows_index(shape: tuple[int, ...], first_row: Any) -> Any:
     """Flat positions of an array of ``shape`` whose leading axis is rows ``first_row, ...`` of a
     larger batch (``None``: the whole batch, drawn as it always was)."""
     if first_row is None:
@@ -50,7 +50,7 @@ def _rows_index(shape: tuple[int, ...], first_row: Any) -> Any:
 
 def _sample_categorical(key: jax.Array, logits: jax.Array, first_row: Any = None) -> jax.Array:
     """Gumbel-max sampling over the last axis with hashed uniforms (one key for the batch)."""
-    u = fast_random.uniform(key, logits.shape, vector=True, index=_rows_index(logits.shape, first_row))
+    u = fast_random.uniform(key, logits.shape, vector=True, index=rows_index(logits.shape, first_row))
     u = jnp.maximum(u, np.float32(1e-20))
     return jnp.argmax(logits - jnp.log(-jnp.log(u)), axis=-1).astype(jnp.int32)
 
@@ -120,7 +120,7 @@ class Gaussian:
 
     def sample(self, key: jax.Array, first_row: Any = None) -> jax.Array:
         shape = jnp.shape(self.mean)
-        noise = fast_random.normal(key, shape, vector=True, index=_rows_index(shape, first_row))
+        noise = fast_random.normal(key, shape, vector=True, index=rows_index(shape, first_row))
         return self.mean + jnp.exp(self.log_std) * noise
 
     def _base_log_prob(self, raw: jax.Array) -> jax.Array:

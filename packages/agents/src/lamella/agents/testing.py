@@ -39,6 +39,8 @@ __all__ = [
     "flat_run_log",
     "learning_curves",
     "make_bandit_runner",
+    "max_abs",
+    "max_abs_diff",
 ]
 
 
@@ -247,3 +249,24 @@ def count_compile_ahead() -> list[int]:
 
     driver.compile_ahead = counting
     return compiled
+
+
+def _float_leaves(tree: Any) -> list[np.ndarray]:
+    return [
+        np.asarray(x, np.float64)
+        for x in jax.tree.leaves(tree)
+        if jnp.issubdtype(jnp.result_type(x), jnp.floating)
+    ]
+
+
+def max_abs(tree: Any) -> float:
+    """The largest magnitude among the float leaves of ``tree`` (0 without any): the scale a
+    device child compares a difference of states against."""
+    return max((float(np.max(np.abs(x), initial=0.0)) for x in _float_leaves(tree)), default=0.0)
+
+
+def max_abs_diff(one: Any, other: Any) -> float:
+    """The largest difference between the float leaves of two pytrees of one structure (a
+    state trained on one device and on several; integer counters are left out)."""
+    pairs = zip(_float_leaves(one), _float_leaves(other), strict=True)
+    return max((float(np.max(np.abs(a - b), initial=0.0)) for a, b in pairs), default=0.0)

@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from lamella.agents.devices import DeviceAxis
+from lamella.agents.distributions import rows_index
 from lamella.agents.networks import activation_by_name
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
@@ -26,6 +28,7 @@ __all__ = [
     "DiscreteCritic",
     "QNetwork",
     "SquashedGaussianActor",
+    "device_block",
     "flatten_observation",
     "obs_example_input",
     "polyak",
@@ -64,6 +67,15 @@ class Batch:
     discount: jax.Array
     next_obs: Any
     key: jax.Array
+
+
+def device_block(batch: Batch, devices: DeviceAxis) -> Batch:
+    """This device's equal block of a sampled batch (every device samples the whole batch with
+    the same key; its ``key`` stays whole). On one device, the batch's own leaves."""
+    obs, action, reward, discount, next_obs = devices.take(
+        (batch.obs, batch.action, batch.reward, batch.discount, batch.next_obs)
+    )
+    return Batch(obs, action, reward, discount, next_obs, batch.key)
 
 
 def flatten_observation(obs: Any, batch_ndim: int = 1) -> jax.Array:
@@ -247,10 +259,14 @@ class SquashedGaussianActor(nn.Module):
 
 
 def squashed_gaussian_sample(
-    key: jax.Array, mean: jax.Array, log_std: jax.Array
+    key: jax.Array, mean: jax.Array, log_std: jax.Array, first_row: Any = None
 ) -> tuple[jax.Array, jax.Array]:
-    """A reparameterised sample ``tanh(mean + std * noise)`` and its log-probability ``(...,)``."""
-    noise = fast_random.normal(key, mean.shape, vector=True)
+    """A reparameterised sample ``tanh(mean + std * noise)`` and its log-probability ``(...,)``.
+
+    ``first_row``: ``mean`` is rows ``first_row, ...`` of a larger batch (a device's block), and
+    the noise is those rows of the larger batch's noise; None: the whole batch.
+    """
+    noise = fast_random.normal(key, mean.shape, vector=True, index=rows_index(mean.shape, first_row))
     u = mean + jnp.exp(log_std) * noise
     log_prob = jnp.sum(-0.5 * jnp.square(noise) - log_std - 0.5 * np.log(2 * np.pi), axis=-1)
     # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.

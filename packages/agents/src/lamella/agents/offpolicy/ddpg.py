@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy.td3 import make_deterministic_actor_critic
 from lamella.agents.protocol import Agent
 from lamella.envs import spaces
@@ -45,6 +46,12 @@ class DDPGConfig:
         return 1
 
 
-def make_ddpg(config: DDPGConfig, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
-    """DDPG as an Agent for a 1-D Box action space."""
-    return make_deterministic_actor_critic(config, observation_space, action_space)
+def make_ddpg(
+    config: DDPGConfig,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    devices: DeviceAxis | None = None,
+) -> Agent:
+    """DDPG as an Agent for a 1-D Box action space (``devices``: see
+    :func:`~lamella.agents.offpolicy.td3.make_deterministic_actor_critic`)."""
+    return make_deterministic_actor_critic(config, observation_space, action_space, devices)

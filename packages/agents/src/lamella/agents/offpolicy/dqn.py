@@ -20,11 +20,13 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import (
     Batch,
     QNetwork,
     apply_fn,
+    device_block,
     flatten_observation,
     obs_example_input,
     polyak,
@@ -94,8 +96,19 @@ class DQNTrainState(struct.PyTreeNode):
     acted_steps: jax.Array  # int32 (): env steps acted by the (non-greedy) policy
 
 
-def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
-    """DQN as an Agent for a Discrete action space."""
+def make_dqn(
+    config: DQNConfig,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    devices: DeviceAxis | None = None,
+) -> Agent:
+    """DQN as an Agent for a Discrete action space.
+
+    ``devices``: the mesh axis when the loop's envs are split over devices; ``update`` then
+    takes the whole sampled batch (the same on every device), computes the loss on this
+    device's equal block and averages gradients and metrics over the devices.
+    """
+    devices = devices or DeviceAxis()
     if not isinstance(action_space, spaces.Discrete):
         raise TypeError(
             f"DQN needs a Discrete action space, got {action_space!r}; use SAC/TD3/TQC for Box actions."
@@ -150,6 +163,7 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
     def update(
         batch: Batch, train_state: DQNTrainState, memory: Any
     ) -> tuple[DQNTrainState, Any, dict[str, jax.Array]]:
+        batch = device_block(batch, devices)
         next_obs, next_mask = split_action_mask(batch.next_obs)
         obs, next_obs = flatten_observation(split_action_mask(batch.obs)[0]), flatten_observation(next_obs)
         reward, discount = batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32)
@@ -166,7 +180,7 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
             )
         target = jax.lax.stop_gradient(target)
         action = batch.action.astype(jnp.int32).reshape(-1)
-        loss, grads = jax.value_and_grad(loss_fn)(train_state.params, obs, action, target)
+        loss, grads = devices.mean(jax.value_and_grad(loss_fn)(train_state.params, obs, action, target))
         updates, opt_state = optimizer.update(grads, train_state.opt_state, train_state.params)
         params = optax.apply_updates(train_state.params, updates)
         count = train_state.updates + 1
@@ -180,7 +194,11 @@ def make_dqn(config: DQNConfig, observation_space: spaces.Space, action_space: s
         state = train_state.replace(
             params=params, target_params=target_params, opt_state=opt_state, updates=count
         )
-        metrics = {"loss": loss, "q_target": jnp.mean(target), "epsilon": epsilon(train_state.acted_steps)}
+        metrics = {
+            "loss": loss,
+            "q_target": devices.mean(jnp.mean(target)),
+            "epsilon": epsilon(train_state.acted_steps),
+        }
         return state, memory, metrics
 
     return Agent(init=init, policy=policy, update=update, reset_memory=lambda memory, eval=False: ())

@@ -22,6 +22,16 @@ Everything (env, buffer, agent, setter) is in the runner state, a pytree of arra
 ``jax.vmap(make_train(runner))`` trains many seeds in one compiled program and the shared
 driver (``lamella.agents.driver.run_experiment``) chunks, evaluates, logs, checkpoints and
 resumes it unchanged.
+
+Many devices (``Runner.sharding``, the driver's ``num_devices``): the envs split over the
+devices, everything else is replicated. Each device steps its block of envs; their new
+observations, rewards, flags and infos are gathered, so every device holds every env's
+observation, acts for all envs with the same key (the policy is a small forward pass; its
+exploration draws and counters are then those of one device), runs the goal setter on the
+whole batch and adds the same transitions to its replicated buffer. Every device samples the
+same batch with the same key; the agent's update learns from this device's equal block of it
+and averages gradients and metrics over the devices (the agents' ``devices`` argument), so
+parameters stay equal and the run equals the one-device run up to the order of float sums.
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ import jax.numpy as jnp
 from flax import struct
 
 import lamella.envs
+from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.offpolicy.common import Batch
 from lamella.agents.offpolicy.configs import AGENTS, LoopConfig, agent_config
 from lamella.agents.offpolicy.plugins import (
@@ -194,9 +206,41 @@ def make_offpolicy_runner(
         ``num_iterations``. Step metrics: ``episode_return``, ``success_rate`` (goal envs),
         ``episodes`` and the agent's update metrics (``loss``, ...), averaged over the iteration;
         on a multi-agent env also ``return`` (each agent's, axis ``agent``).
+
+        The runner splits its envs over devices (``Runner.sharding``; see the module's
+        docstring) unless ``make_agent`` is given (an agent that does not take ``devices``).
+        ``batch_size`` must then be a multiple of the device count, as ``num_envs`` must.
     """
+    return _offpolicy_runner(config, goal_setter, batch_sampler, env, env_params, make_agent, DeviceAxis())
+
+
+def _offpolicy_state_axes(state: OffPolicyRunnerState) -> Any:
+    """The envs axis of each leaf of an off-policy state (``None``: replicated on every device;
+    the observations too: every device acts for every env): a prefix tree of the state."""
+    axes: dict[str, Any] = {field.name: None for field in dataclasses.fields(OffPolicyRunnerState)}
+    return OffPolicyRunnerState(**{**axes, "env_state": 0})
+
+
+def _offpolicy_runner(
+    config: LoopConfig,
+    goal_setter: GoalSetter | None,
+    batch_sampler: BatchSamplerFactory | None,
+    given_env: Any,
+    given_params: Any,
+    make_agent: Callable[[Any, spaces.Space, spaces.Space], Any] | None,
+    devices: DeviceAxis,
+) -> Runner:
     config.validate()
     name, agent_cfg = agent_config(config)
+    if config.batch_size % devices.size:
+        # Checked when the driver builds the per-device runner, before anything compiles.
+        raise ConfigError(
+            f"{type(config).__name__}: batch_size={config.batch_size} is not divisible by num_devices="
+            f"{devices.size}: each device learns from an equal block of every sampled batch. Set batch_size "
+            f"to a multiple of {devices.size} (for example {-(-config.batch_size // devices.size) * devices.size}), "
+            "or another num_devices."
+        )
+    env, env_params = given_env, given_params
     if env is None:
         env, made_params = lamella.envs.make(config.env_id, autoreset=False)
         eval_env, _ = lamella.envs.make(config.env_id, autoreset=False)
@@ -221,9 +265,10 @@ def make_offpolicy_runner(
             f"desired_goal); {config.env_id} is not one. Use a goal env such as GMazeGoalDubins-v0."
         )
     make_sampler = resolve_batch_sampler(config, batch_sampler)
-    agent = (AGENTS[name][1] if make_agent is None else make_agent)(
-        agent_cfg, observation_space, action_space
-    )
+    if make_agent is None:
+        agent = AGENTS[name][1](agent_cfg, observation_space, action_space, devices)
+    else:
+        agent = make_agent(agent_cfg, observation_space, action_space)
     setter = passthrough() if goal_setter is None else goal_setter
     num_envs, rollout_steps = config.num_envs, config.rollout_steps
     buffer = make_episode_buffer(num_envs, config.buffer_size // num_envs, config.batch_size)
@@ -233,10 +278,16 @@ def make_offpolicy_runner(
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     env_reset_done = jax.vmap(env.reset_done, in_axes=(0, 0, 0, 0, None))
     sample_actions = jax.vmap(action_space.sample)
+    take, gather = devices.take, devices.gather
+
+    def env_keys(key: jax.Array) -> jax.Array:
+        """The keys of this device's envs: its block of the keys of all envs."""
+        return take(jax.random.split(key, num_envs))
 
     def init(key: jax.Array) -> OffPolicyRunnerState:
         key, key_agent, key_env, key_setter, key_example = jax.random.split(key, 5)
-        obs, env_state = env_reset(jax.random.split(key_env, num_envs), env_params)
+        obs, env_state = env_reset(env_keys(key_env), env_params)
+        obs = gather(obs)
         setter_state = setter.init(key_setter, obs)
         obs, setter_state = setter.reset(key_setter, setter_state, obs, jnp.ones((num_envs,), bool))
         train_state, _ = agent.init(key_agent, obs)
@@ -284,7 +335,11 @@ def make_offpolicy_runner(
         random_action = sample_actions(jax.random.split(k_random, num_envs))
         action = jnp.where(warming_up, random_action.astype(action.dtype), action)
         next_obs, env_state, reward, terminated, truncated, info = env_step(
-            jax.random.split(k_step, num_envs), state.env_state, action, env_params
+            env_keys(k_step), state.env_state, take(action), env_params
+        )
+        # Every env's step on every device (the env states stay split).
+        next_obs, reward, terminated, truncated, info = gather(
+            (next_obs, reward, terminated, truncated, info)
         )
         k_setter_step, k_setter_reset = jax.random.split(k_setter)
         next_obs, reward, terminated, truncated, info, setter_state = setter.step(
@@ -302,16 +357,18 @@ def make_offpolicy_runner(
             "successes": sums["successes"] + jnp.sum(jnp.where(done, success, 0.0)),
             "episodes": sums["episodes"] + jnp.sum(done.astype(jnp.float32)),
         }
-        obs, env_state = env_reset_done(
-            jax.random.split(k_reset, num_envs), done, env_state, next_obs, env_params
-        )
+        obs, env_state = env_reset_done(env_keys(k_reset), take(done), env_state, take(next_obs), env_params)
+        obs = gather(obs)
         obs, setter_state = setter.reset(k_setter_reset, setter_state, obs, done)
         env_steps = state.env_steps + num_envs
+        metrics_shape = update_metrics_shape
+        if metrics_shape is None:  # one device's runner: found here, where the mesh axis is bound
+            metrics_shape = jax.eval_shape(learn, train_state, buffer_state, k_update)[1]
         # Under vmap over seeds this cond runs both branches (a select); alone it skips the updates.
         train_state, metrics = jax.lax.cond(
             env_steps >= config.learning_starts,
             lambda ts: learn(ts, buffer_state, k_update),
-            lambda ts: (ts, jax.tree.map(jnp.zeros_like, update_metrics_shape)),
+            lambda ts: (ts, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)),
             train_state,
         )
         new_state = state.replace(
@@ -368,14 +425,14 @@ def make_offpolicy_runner(
         return metrics
 
     # The structure of the agent's update metrics (zeros before learning starts), found
-    # abstractly, without compiling anything.
+    # abstractly, without compiling anything (and so a config the env cannot take fails when the
+    # runner is built). A per-device runner's update reduces over the mesh axis, which is bound
+    # only inside its step: it finds them there.
     def _update_metrics(key: jax.Array) -> dict[str, jax.Array]:
         state = init(key)
         return learn(state.train_state, state.buffer_state, key)[1]
 
-    update_metrics_shape = jax.tree.map(
-        lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(_update_metrics, jax.random.key(0))
-    )
+    update_metrics_shape = None if devices.sharded else jax.eval_shape(_update_metrics, jax.random.key(0))
 
     return Runner(
         init=init,
@@ -384,4 +441,15 @@ def make_offpolicy_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={"return": ("agent",)} if multi_agent else None,
+        sharding=None
+        if make_agent is not None
+        else runner_sharding(
+            devices,
+            "num_envs",
+            num_envs,
+            lambda axis: _offpolicy_runner(
+                config, goal_setter, batch_sampler, given_env, given_params, None, axis
+            ),
+            _offpolicy_state_axes,
+        ),
     )

@@ -19,6 +19,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from lamella.agents.devices import DeviceAxis
 from lamella.agents.distributions import Categorical
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import (
@@ -29,6 +30,7 @@ from lamella.agents.offpolicy.common import (
     DiscreteCritic,
     SquashedGaussianActor,
     apply_fn,
+    device_block,
     flatten_observation,
     obs_example_input,
     polyak,
@@ -149,16 +151,26 @@ def critic_settings(config: Any) -> tuple[tuple[int, ...], bool, tuple[float, fl
     return tuple(config.hidden_sizes if sizes is None else sizes), norm == "layer", clip
 
 
-def make_sac(config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
+def make_sac(
+    config: SACConfig,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    devices: DeviceAxis | None = None,
+) -> Agent:
     """SAC as an Agent: continuous for a 1-D Box action space, discrete SAC for a Discrete one.
 
     ``policy(key, train_state, obs, memory, eval)`` samples (``eval=True``: the mean action, or
     the most likely discrete action); ``update(batch, train_state, memory)`` does one step.
+    ``devices``: the mesh axis when the loop's envs are split over devices; ``update`` then
+    takes the whole sampled batch (the same on every device), learns from this device's equal
+    block (its rows of the whole batch's action noise) and averages gradients and metrics over
+    the devices.
     """
     _check(config)
+    devices = devices or DeviceAxis()
     if isinstance(action_space, spaces.Discrete):
-        return _make_discrete_sac(config, observation_space, action_space)
-    return _make_continuous_sac(config, observation_space, action_space)
+        return _make_discrete_sac(config, observation_space, action_space, devices)
+    return _make_continuous_sac(config, observation_space, action_space, devices)
 
 
 def _optimizers(config: Any) -> tuple[Any, Any, Any]:
@@ -179,6 +191,7 @@ def make_squashed_gaussian_agent(
     soft_target: Callable[..., jax.Array],
     critic_loss: Callable[[jax.Array, jax.Array], jax.Array],
     actor_value: Callable[[jax.Array], jax.Array],
+    devices: DeviceAxis | None = None,
 ) -> Agent:
     """The agent continuous SAC and TQC share: a tanh-squashed Gaussian actor, an ensemble
     critic, a learned temperature, Polyak-averaged target critics. They differ only in what the
@@ -195,7 +208,9 @@ def make_squashed_gaussian_agent(
             critics at a sampled next action.
         critic_loss: ``(out (critics, B, outputs), target) -> scalar`` at the stored actions.
         actor_value: ``out (critics, B, outputs) -> (B,)``: the value the actor maximises.
+        devices: the mesh axis when the envs are split over devices (see :func:`make_sac`).
     """
+    devices = devices or DeviceAxis()
     scaler = ActionScaler(action_space)
     actor = SquashedGaussianActor(scaler.dim, tuple(config.hidden_sizes), config.activation)
     actor_apply, critic_apply = apply_fn(actor), apply_fn(critic)
@@ -235,21 +250,29 @@ def make_squashed_gaussian_agent(
         return critic_loss(critic_apply(critic_params, obs, action), target)
 
     def actor_loss(
-        actor_params: Any, critic_params: Any, obs: jax.Array, alpha: jax.Array, key: jax.Array
+        actor_params: Any,
+        critic_params: Any,
+        obs: jax.Array,
+        alpha: jax.Array,
+        key: jax.Array,
+        first_row: Any = None,
     ) -> tuple[jax.Array, jax.Array]:
         mean, log_std = actor_apply(actor_params, obs)
-        action, log_prob = squashed_gaussian_sample(key, mean, log_std)
+        action, log_prob = squashed_gaussian_sample(key, mean, log_std, first_row)
         value = actor_value(critic_apply(critic_params, obs, action))
         return jnp.mean(alpha * log_prob - value), log_prob
 
     def update(
         batch: Batch, train_state: SACTrainState, memory: Any
     ) -> tuple[SACTrainState, Any, dict[str, jax.Array]]:
+        batch = device_block(batch, devices)
         key_next, key_actor = hashed_keys(batch.key, (2,))
         alpha = jnp.exp(train_state.log_alpha)
         obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
+        # This device's rows of the whole batch's noise (None on one device: the whole batch).
+        first_row = devices.start(obs.shape[0]) if devices.sharded else None
         mean, log_std = actor_apply(train_state.actor_params, next_obs)
-        next_action, next_log_prob = squashed_gaussian_sample(key_next, mean, log_std)
+        next_action, next_log_prob = squashed_gaussian_sample(key_next, mean, log_std, first_row)
         next_out = critic_apply(train_state.target_critic_params, next_obs, next_action)
         target = soft_target(
             batch.reward.astype(jnp.float32),
@@ -261,22 +284,27 @@ def make_squashed_gaussian_agent(
         if clip is not None:
             target = jnp.clip(target, clip[0], clip[1])
         target = jax.lax.stop_gradient(target)
-        c_loss, c_grads = jax.value_and_grad(critic_objective)(
-            train_state.critic_params, obs, scaler.to_unit(batch.action), target
+        c_loss, c_grads = devices.mean(
+            jax.value_and_grad(critic_objective)(
+                train_state.critic_params, obs, scaler.to_unit(batch.action), target
+            )
         )
         c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
         critic_params = optax.apply_updates(train_state.critic_params, c_updates)
 
         def actor_and_alpha(state: SACTrainState) -> tuple[SACTrainState, jax.Array, jax.Array]:
             (a_loss, log_prob), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
-                state.actor_params, critic_params, obs, alpha, key_actor
+                state.actor_params, critic_params, obs, alpha, key_actor, first_row
             )
             # d/d log_alpha of -log_alpha * mean(log_prob + target_entropy)
             alpha_grad = -jnp.mean(jax.lax.stop_gradient(log_prob + target_entropy))
+            a_loss, a_grads, alpha_grad, entropy = devices.mean(
+                (a_loss, a_grads, alpha_grad, -jnp.mean(log_prob))
+            )
             new = step_actor_and_temperature(
                 state, a_grads, alpha_grad if config.autotune_alpha else None, actor_opt, alpha_opt
             )
-            return new, a_loss, -jnp.mean(log_prob)
+            return new, a_loss, entropy
 
         state = train_state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state)
         if policy_frequency == 1:
@@ -298,7 +326,7 @@ def make_squashed_gaussian_agent(
             "actor_loss": a_loss,
             "alpha": jnp.exp(state.log_alpha),
             "entropy": entropy,
-            "q_target": jnp.mean(target),
+            "q_target": devices.mean(jnp.mean(target)),
         }
         return state, memory, metrics
 
@@ -306,7 +334,7 @@ def make_squashed_gaussian_agent(
 
 
 def _make_continuous_sac(
-    config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space
+    config: SACConfig, observation_space: spaces.Space, action_space: spaces.Space, devices: DeviceAxis
 ) -> Agent:
     sizes, layer_norm, _ = critic_settings(config)
     critic = ContinuousCritic(sizes, config.activation, config.num_critics, layer_norm=layer_norm)
@@ -329,12 +357,12 @@ def _make_continuous_sac(
         return jnp.min(out[..., 0], axis=0)  # clipped double Q
 
     return make_squashed_gaussian_agent(
-        config, observation_space, action_space, critic, soft_target, critic_loss, actor_value
+        config, observation_space, action_space, critic, soft_target, critic_loss, actor_value, devices
     )
 
 
 def _make_discrete_sac(
-    config: SACConfig, observation_space: spaces.Space, action_space: spaces.Discrete
+    config: SACConfig, observation_space: spaces.Space, action_space: spaces.Discrete, devices: DeviceAxis
 ) -> Agent:
     num_actions = int(action_space.n)
     actor = DiscreteActor(num_actions, tuple(config.hidden_sizes), config.activation)
@@ -386,6 +414,7 @@ def _make_discrete_sac(
     def update(
         batch: Batch, train_state: SACTrainState, memory: Any
     ) -> tuple[SACTrainState, Any, dict[str, jax.Array]]:
+        batch = device_block(batch, devices)
         alpha = jnp.exp(train_state.log_alpha)
         next_obs = flatten_observation(batch.next_obs)
         next_log_probs = jax.nn.log_softmax(actor_apply(train_state.actor_params, next_obs))
@@ -400,7 +429,9 @@ def _make_discrete_sac(
         if clip is not None:
             target = jnp.clip(target, clip[0], clip[1])
         target = jax.lax.stop_gradient(target)
-        c_loss, c_grads = jax.value_and_grad(critic_loss)(train_state.critic_params, batch, target)
+        c_loss, c_grads = devices.mean(
+            jax.value_and_grad(critic_loss)(train_state.critic_params, batch, target)
+        )
         c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
         critic_params = optax.apply_updates(train_state.critic_params, c_updates)
         obs = flatten_observation(batch.obs)
@@ -409,6 +440,7 @@ def _make_discrete_sac(
             train_state.actor_params, q, obs, alpha
         )
         alpha_grad = jnp.mean(jax.lax.stop_gradient(entropy) - target_entropy)
+        a_loss, a_grads, alpha_grad, entropy = devices.mean((a_loss, a_grads, alpha_grad, jnp.mean(entropy)))
         state = step_actor_and_temperature(
             train_state, a_grads, alpha_grad if config.autotune_alpha else None, actor_opt, alpha_opt
         ).replace(
@@ -423,8 +455,8 @@ def _make_discrete_sac(
             "critic_loss": c_loss,
             "actor_loss": a_loss,
             "alpha": jnp.exp(log_alpha),
-            "entropy": jnp.mean(entropy),
-            "q_target": jnp.mean(target),
+            "entropy": entropy,
+            "q_target": devices.mean(jnp.mean(target)),
         }
         return state, memory, metrics
 

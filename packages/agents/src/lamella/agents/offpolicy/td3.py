@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import (
     ActionScaler,
@@ -21,6 +22,7 @@ from lamella.agents.offpolicy.common import (
     ContinuousCritic,
     DeterministicActor,
     apply_fn,
+    device_block,
     flatten_observation,
     obs_example_input,
     polyak,
@@ -73,15 +75,30 @@ class DeterministicTrainState(struct.PyTreeNode):
     updates: jax.Array  # int32 ()
 
 
-def make_td3(config: TD3Config, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
-    """TD3 as an Agent for a 1-D Box action space."""
-    return make_deterministic_actor_critic(config, observation_space, action_space)
+def make_td3(
+    config: TD3Config,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    devices: DeviceAxis | None = None,
+) -> Agent:
+    """TD3 as an Agent for a 1-D Box action space (``devices``: see
+    :func:`make_deterministic_actor_critic`)."""
+    return make_deterministic_actor_critic(config, observation_space, action_space, devices)
 
 
 def make_deterministic_actor_critic(
-    config: Any, observation_space: spaces.Space, action_space: spaces.Space
+    config: Any,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    devices: DeviceAxis | None = None,
 ) -> Agent:
-    """The deterministic actor-critic core of TD3 and DDPG, configured by ``config``'s fields."""
+    """The deterministic actor-critic core of TD3 and DDPG, configured by ``config``'s fields.
+
+    ``devices``: the mesh axis when the loop's envs are split over devices; ``update`` then
+    takes the whole sampled batch, learns from this device's equal block (its rows of the
+    whole batch's smoothing noise) and averages gradients and metrics over the devices.
+    """
+    devices = devices or DeviceAxis()
     if config.num_critics < 1 or config.policy_frequency < 1:
         raise ValueError(
             f"num_critics ({config.num_critics}) and policy_frequency ({config.policy_frequency}) must be >= 1."
@@ -130,10 +147,12 @@ def make_deterministic_actor_critic(
     def update(
         batch: Batch, train_state: DeterministicTrainState, memory: Any
     ) -> tuple[DeterministicTrainState, Any, dict[str, jax.Array]]:
+        batch = device_block(batch, devices)
         obs, next_obs = flatten_observation(batch.obs), flatten_observation(batch.next_obs)
         next_action = actor_apply(train_state.target_actor_params, next_obs)
         if config.policy_noise > 0:
-            noise = config.policy_noise * jax.random.normal(batch.key, next_action.shape)
+            whole = (next_action.shape[0] * devices.size, *next_action.shape[1:])
+            noise = config.policy_noise * devices.take(jax.random.normal(batch.key, whole))
             noise = jnp.clip(noise, -config.noise_clip, config.noise_clip)
             next_action = jnp.clip(next_action + noise, -1.0, 1.0)
         q_next = critic_apply(train_state.target_critic_params, next_obs, next_action)[..., 0]
@@ -142,13 +161,17 @@ def make_deterministic_actor_critic(
         )
         target = jax.lax.stop_gradient(target)
         action = scaler.to_unit(batch.action)
-        c_loss, c_grads = jax.value_and_grad(critic_loss)(train_state.critic_params, obs, action, target)
+        c_loss, c_grads = devices.mean(
+            jax.value_and_grad(critic_loss)(train_state.critic_params, obs, action, target)
+        )
         c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
         critic_params = optax.apply_updates(train_state.critic_params, c_updates)
         state = train_state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state)
 
         def actor_and_targets(state: DeterministicTrainState) -> tuple[DeterministicTrainState, jax.Array]:
-            a_loss, a_grads = jax.value_and_grad(actor_loss)(state.actor_params, critic_params, obs)
+            a_loss, a_grads = devices.mean(
+                jax.value_and_grad(actor_loss)(state.actor_params, critic_params, obs)
+            )
             a_updates, actor_opt_state = actor_opt.update(a_grads, state.actor_opt_state)
             actor_params = optax.apply_updates(state.actor_params, a_updates)
             return state.replace(
@@ -172,7 +195,7 @@ def make_deterministic_actor_critic(
             "loss": c_loss + a_loss,
             "critic_loss": c_loss,
             "actor_loss": a_loss,
-            "q_target": jnp.mean(target),
+            "q_target": devices.mean(jnp.mean(target)),
         }
         return state, memory, metrics
 

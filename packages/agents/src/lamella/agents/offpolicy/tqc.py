@@ -16,6 +16,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import ContinuousCritic
 from lamella.agents.offpolicy.sac import critic_settings, make_squashed_gaussian_agent
@@ -55,8 +56,14 @@ class TQCConfig:
     critic_norm: str | None = None
 
 
-def make_tqc(config: TQCConfig, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
-    """TQC as an Agent for a 1-D Box action space."""
+def make_tqc(
+    config: TQCConfig,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    devices: DeviceAxis | None = None,
+) -> Agent:
+    """TQC as an Agent for a 1-D Box action space (``devices``: as
+    :func:`~lamella.agents.offpolicy.sac.make_sac`'s)."""
     if config.num_critics < 1 or config.num_quantiles < 1:
         raise ValueError("TQC needs num_critics >= 1 and num_quantiles >= 1.")
     num_dropped = config.drop_per_critic * config.num_critics
@@ -87,5 +94,5 @@ def make_tqc(config: TQCConfig, observation_space: spaces.Space, action_space: s
         return quantiles.mean(axis=(0, 2))  # the mean of every critic's quantiles
 
     return make_squashed_gaussian_agent(
-        config, observation_space, action_space, critic, soft_target, critic_loss, actor_value
+        config, observation_space, action_space, critic, soft_target, critic_loss, actor_value, devices
     )
