@@ -127,7 +127,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="split the runner's batch (PPO: its envs) over N devices with jax.shard_map; default 1, or "
+        help="split the runner's batch (its envs; ES: its population) over N devices with jax.shard_map; "
+        "default 1, or "
         "the resumed run's (on CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N simulates N)",
     )
     parser.add_argument(
