@@ -80,7 +80,9 @@ def params_of(state: Any) -> list[float]:
     import jax
     import numpy as np
 
-    return [float(x) for leaf in jax.tree.leaves(state.train_state.params) for x in np.ravel(np.asarray(leaf))]
+    return [
+        float(x) for leaf in jax.tree.leaves(state.train_state.params) for x in np.ravel(np.asarray(leaf))
+    ]
 
 
 def reference(out_dir: str) -> dict[str, Any]:
@@ -129,7 +131,10 @@ def many_hosts(out_dir: str) -> dict[str, Any]:
         str(cluster.process_id),
     ]
     statuses = []
-    for argv in (["ppo", *OVERRIDES, "--out-dir", run_dir, "--max-chunks", "1"], ["ppo", "--resume", run_dir]):
+    for argv in (
+        ["ppo", *OVERRIDES, "--out-dir", run_dir, "--max-chunks", "1"],
+        ["ppo", "--resume", run_dir],
+    ):
         args = build_parser().parse_args([*argv, *flags])
         statuses.append(args.func(args))
 
@@ -160,7 +165,12 @@ def many_hosts(out_dir: str) -> dict[str, Any]:
 
     def ppo(name: str, **kwargs: Any) -> Any:
         return driver.run_experiment(
-            config, out_dir=os.path.join(out_dir, name), chunk_iterations=2, progress=False, plot=False, **kwargs
+            config,
+            out_dir=os.path.join(out_dir, name),
+            chunk_iterations=2,
+            progress=False,
+            plot=False,
+            **kwargs,
         )
 
     result["errors"] = {

@@ -99,7 +99,9 @@ def test_a_run_of_two_processes_is_not_resumed_on_one(processes, monkeypatch, ca
     before = sorted(os.listdir(run_dir))
     compiled = _no_compiles(monkeypatch)
     with pytest.raises(ConfigError, match=r"on 1 process\(es\): the run used 2 \(4 devices") as info:
-        driver.run_experiment(resolve_config("ppo", overrides=_child_overrides()), out_dir=run_dir, resume=True)
+        driver.run_experiment(
+            resolve_config("ppo", overrides=_child_overrides()), out_dir=run_dir, resume=True
+        )
     assert "Resume it on 2 processes (--num-processes 2, one --process-id each)" in str(info.value)
     with pytest.raises(SystemExit) as exit_info:
         train.main(["ppo", "--resume", run_dir, "--no-progress"])
@@ -166,7 +168,11 @@ def test_bad_many_host_settings_exit_2_before_anything_starts(
 
 
 def test_make_cluster_reads_arguments_then_the_environment():
-    environ = {"LAMELLA_COORDINATOR_ADDRESS": "10.0.0.1:1234", "LAMELLA_NUM_PROCESSES": "4", "LAMELLA_PROCESS_ID": "3"}
+    environ = {
+        "LAMELLA_COORDINATOR_ADDRESS": "10.0.0.1:1234",
+        "LAMELLA_NUM_PROCESSES": "4",
+        "LAMELLA_PROCESS_ID": "3",
+    }
     assert hosts.make_cluster(environ={}) is None
     assert hosts.make_cluster(environ=environ) == hosts.Cluster("10.0.0.1:1234", 4, 3)
     assert hosts.make_cluster(process_id=1, environ=environ) == hosts.Cluster("10.0.0.1:1234", 4, 1)
@@ -181,6 +187,8 @@ def test_the_library_refuses_to_join_after_jax_started(monkeypatch, tmp_path):
     monkeypatch.setenv("LAMELLA_NUM_PROCESSES", "2")
     monkeypatch.setenv("LAMELLA_PROCESS_ID", "1")
     compiled = _no_compiles(monkeypatch)
-    with pytest.raises(ConfigError, match=r"call lamella.agents.hosts.initialize\(...\) at the start of the program"):
+    with pytest.raises(
+        ConfigError, match=r"call lamella.agents.hosts.initialize\(...\) at the start of the program"
+    ):
         driver.run_experiment(resolve_config("ppo"), out_dir=str(tmp_path / "run"), progress=False)
     assert compiled == [] and os.listdir(tmp_path) == []

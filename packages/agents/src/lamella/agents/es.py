@@ -47,25 +47,27 @@ __all__ = [
     "strategy_names",
 ]
 
+# Each fitness shaping's function in evosax.core.fitness_shaping.
+_SHAPING_FUNCTIONS = {
+    "centered_rank": "centered_rank_fitness_shaping_fn",
+    "standardize": "standardize_fitness_shaping_fn",
+    "normalize": "normalize_fitness_shaping_fn",
+    "identity": "identity_fitness_shaping_fn",
+}
+
+
 class _FitnessShapings(Mapping[str, Any]):
     """``{name: evosax fitness-shaping function}``, looked up in evosax at first use (see
     :func:`_evosax`)."""
 
-    _FUNCTIONS = {
-        "centered_rank": "centered_rank_fitness_shaping_fn",
-        "standardize": "standardize_fitness_shaping_fn",
-        "normalize": "normalize_fitness_shaping_fn",
-        "identity": "identity_fitness_shaping_fn",
-    }
-
     def __getitem__(self, name: str) -> Any:
-        return getattr(_evosax()[2], self._FUNCTIONS[name])
+        return getattr(_evosax()[2], _SHAPING_FUNCTIONS[name])
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._FUNCTIONS)
+        return iter(_SHAPING_FUNCTIONS)
 
     def __len__(self) -> int:
-        return len(self._FUNCTIONS)
+        return len(_SHAPING_FUNCTIONS)
 
 
 #: The fitness shapings ``ESConfig.fitness_shaping`` names, ``{name: evosax function}``.

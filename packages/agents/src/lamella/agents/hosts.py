@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from lamella.agents.config import ConfigError
@@ -109,9 +110,14 @@ def make_cluster(
             started: call this before :func:`initialize` to report bad input at once.
     """
     environ = os.environ if environ is None else environ
-    given = {"coordinator_address": coordinator_address, "num_processes": num_processes, "process_id": process_id}
+    given = {
+        "coordinator_address": coordinator_address,
+        "num_processes": num_processes,
+        "process_id": process_id,
+    }
     values = {
-        name: value if value is not None else (environ.get(ENV_VARS[name]) or None) for name, value in given.items()
+        name: value if value is not None else (environ.get(ENV_VARS[name]) or None)
+        for name, value in given.items()
     }
     missing = [name for name, value in values.items() if value is None]
     if len(missing) == len(values):
@@ -173,7 +179,7 @@ def initialize(
                 f"it cannot join another as process {cluster.process_id} of {cluster.num_processes}."
             )
         return cluster
-    if jax.config.jax_cpu_collectives_implementation in (None, "none"):
+    if getattr(jax.config, "jax_cpu_collectives_implementation", "gloo") in (None, "none"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     try:
         jax.distributed.initialize(cluster.coordinator_address, cluster.num_processes, cluster.process_id)
@@ -224,7 +230,7 @@ def global_values(tree: Any) -> Any:
             return leaf
         if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             data = multihost_utils.process_allgather(jax.random.key_data(leaf), tiled=True)
-            return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(leaf))
+            return jax.random.wrap_key_data(jnp.asarray(data), impl=jax.random.key_impl(leaf))
         return np.asarray(multihost_utils.process_allgather(leaf, tiled=True))
 
     return jax.tree.map(fetch, tree)

@@ -298,7 +298,9 @@ def host_children(
         failed = [i for i, a in enumerate(answers) if a["returncode"] != 0 or a["result"] is None]
         return {
             "returncode": 1 if failed else 0,
-            "stderr": "\n".join(f"process {i} (exit {answers[i]['returncode']}): {answers[i]['stderr']}" for i in failed),
+            "stderr": "\n".join(
+                f"process {i} (exit {answers[i]['returncode']}): {answers[i]['stderr']}" for i in failed
+            ),
             "result": [a["result"] for a in answers],
         }
 
