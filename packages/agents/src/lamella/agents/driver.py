@@ -1600,6 +1600,7 @@ def _run(
         plot_path = os.path.join(out_dir, "learning_curve.png")
         if plot and writer and not os.path.exists(plot_path):
             plot_path = _plot(log, spec)
+        hosts.barrier("lamella: run written")
         return result(
             state,
             int(stored["iteration"]),
@@ -1733,7 +1734,10 @@ def _run(
     if iteration >= num_iterations:
         checkpoint_path, final_plot_path = session.finish(state, iteration, checkpoint_path, plot)
     gif_path = _write_gif(runner, state, keys, out_dir) if gif else None
-    return result(hosts.global_values(state), iteration, checkpoint_path, final_plot_path, gif_path=gif_path)
+    state = hosts.global_values(state)
+    # Every process returns once process 0 has written the run directory (a caller may read it).
+    hosts.barrier("lamella: run written")
+    return result(state, iteration, checkpoint_path, final_plot_path, gif_path=gif_path)
 
 
 class LoadedRun(NamedTuple):
