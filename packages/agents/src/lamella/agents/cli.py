@@ -46,6 +46,9 @@ examples:
   lamella train ppo --resume runs/ppo-CartPole-v1-20260101-120000
   lamella train ippo --env Foraging-8x8-2p-2f-coop-v3 --record-vault
                                                      experience to <run>/vault (flashbax Vault)
+  lamella train ppo --out-dir runs/two --coordinator-address 10.0.0.1:1234 --num-processes 2 --process-id 0
+                                                     one run on 2 processes: the same command with
+                                                     --process-id 1 on the other; process 0 writes
 """
 
 
@@ -127,8 +130,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="split the runner's batch (PPO: its envs) over N devices with jax.shard_map; default 1, or "
-        "the resumed run's (on CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N simulates N)",
+        help="split the runner's batch (PPO: its envs) over N devices with jax.shard_map; default 1 (many "
+        "processes: every device of every process), or the resumed run's (on CPU: "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N simulates N)",
     )
     parser.add_argument(
         "--coordinator-address",

@@ -1384,6 +1384,11 @@ def run_experiment(
             1, or on resume the stored count (a different one is refused). More devices than
             present, a batch it does not divide, or a runner without ``Runner.sharding`` is a
             :class:`ConfigError` before anything compiles. ``config.json`` records the layout.
+            Many hosts (:mod:`lamella.agents.hosts`; joined by this call when the
+            ``LAMELLA_*`` variables are set): the default is every device of every process;
+            process 0 alone writes the run directory (``out_dir`` is required), every process
+            gets the global ``RunResult.state``, and a resume on another process count is
+            refused.
 
         labels: the run log's ``algorithm`` name of each variant (one name without
             ``variants``), instead of :func:`variant_name`'s; ``lamella sweep`` names each
@@ -1473,11 +1478,6 @@ def _run(
     # A many-host run set up by the environment joins its processes before JAX runs anything.
     hosts.initialize()
     num_processes = jax.process_count()
-    if num_processes == 1 and hosts.expected_processes() > 1:
-        raise ConfigError(
-            f"{hosts.ENV_VARS['num_processes']}={hosts.expected_processes()}, but this process runs alone: JAX ran "
-            "before the processes joined. Call lamella.agents.hosts.initialize() at the start of the program."
-        )
     writer = hosts.is_writer()
     seed_list = _seed_list(seeds)
     label_list = _label_list(labels, variants)

@@ -40,7 +40,6 @@ __all__ = [
     "ENV_VARS",
     "Cluster",
     "barrier",
-    "expected_processes",
     "global_values",
     "initialize",
     "is_writer",
@@ -192,15 +191,6 @@ def initialize(
             f"(JAX: {error})"
         ) from error
     return cluster
-
-
-def expected_processes(environ: Mapping[str, str] | None = None) -> int:
-    """The process count the environment asks for (``LAMELLA_NUM_PROCESSES``; 1 when unset)."""
-    value = (os.environ if environ is None else environ).get(ENV_VARS["num_processes"])
-    try:
-        return int(value) if value else 1
-    except ValueError:
-        return 1
 
 
 def is_writer() -> bool:
