@@ -36,6 +36,7 @@ from lamella.envs.errors import UserError
 
 __all__ = [
     "CheckpointError",
+    "checkpoint_file",
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
@@ -128,10 +129,15 @@ def save_checkpoint(
     }
     data = msgpack.packb(payload, use_bin_type=True)
     directory = os.fspath(directory)
-    path = os.path.join(directory, f"checkpoint_{step:09d}.msgpack")
+    path = checkpoint_file(directory, step)
     atomic_write_bytes(path, data)
     prune_checkpoints(directory, keep)
     return path
+
+
+def checkpoint_file(directory: str | os.PathLike[str], step: int) -> str:
+    """The path :func:`save_checkpoint` writes for ``step``: ``directory/checkpoint_<step>.msgpack``."""
+    return os.path.join(os.fspath(directory), f"checkpoint_{step:09d}.msgpack")
 
 
 def prune_checkpoints(directory: str | os.PathLike[str], keep: int | None) -> list[str]:

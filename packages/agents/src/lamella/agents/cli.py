@@ -46,6 +46,9 @@ examples:
   lamella train ppo --resume runs/ppo-CartPole-v1-20260101-120000
   lamella train ippo --env Foraging-8x8-2p-2f-coop-v3 --record-vault
                                                      experience to <run>/vault (flashbax Vault)
+  lamella train ppo --out-dir runs/two --coordinator-address 10.0.0.1:1234 --num-processes 2 --process-id 0
+                                                     one run on 2 processes: the same command with
+                                                     --process-id 1 on the other; process 0 writes
 """
 
 
@@ -128,8 +131,26 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="split the runner's batch (its envs; ES: its population) over N devices with jax.shard_map; "
-        "default 1, or "
-        "the resumed run's (on CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N simulates N)",
+        "default 1 (many "
+        "processes: every device of every process), or the resumed run's (on CPU: "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N simulates N)",
+    )
+    parser.add_argument(
+        "--coordinator-address",
+        metavar="HOST:PORT",
+        help="many hosts: train one run on several processes (jax.distributed), each started with the same "
+        "command and its own --process-id; process 0 listens at HOST:PORT and writes the run directory "
+        "(default: $LAMELLA_COORDINATOR_ADDRESS)",
+    )
+    parser.add_argument(
+        "--num-processes",
+        metavar="N",
+        help="many hosts: the number of processes (default: $LAMELLA_NUM_PROCESSES)",
+    )
+    parser.add_argument(
+        "--process-id",
+        metavar="I",
+        help="many hosts: this process, 0..N-1 (default: $LAMELLA_PROCESS_ID)",
     )
     parser.add_argument(
         "--record-vault",
@@ -273,7 +294,19 @@ def train_command(args: argparse.Namespace) -> int:
         return 0
     if args.algorithm is None:
         parser.error("give an ALGORITHM to train (lamella train --list shows the installed ones)")
+    from lamella.agents import hosts
+
     try:
+        cluster = hosts.make_cluster(args.coordinator_address, args.num_processes, args.process_id)
+        if cluster is not None and cluster.num_processes > 1 and not (args.out_dir or args.resume):
+            raise ConfigError(
+                "A run on many processes needs --out-dir (or --resume): the processes must agree on the run "
+                "directory, and a default one is named after each process's clock."
+            )
+        if not args.print_config:
+            # Before the config is resolved: building it can start JAX, after which a process
+            # can no longer join the others.
+            hosts.initialize(cluster=cluster)
         config, seeds, _ = _resolve(args)
     except (ConfigError, ValueError) as error:
         if getattr(args, "debug", False):  # lamella --debug: the traceback
@@ -293,11 +326,13 @@ def train_command(args: argparse.Namespace) -> int:
     if out_dir is None and not args.resume:
         out_dir = default_out_dir(args.algorithm, config.env_id)
     where = args.resume if args.resume else out_dir
-    print(
-        f"lamella train {args.algorithm}: {config.env_id}, {len(seeds)} seed(s), "
-        f"{config.total_timesteps:,} steps each -> {where}",
-        flush=True,
-    )
+    writer = cluster is None or cluster.process_id == 0
+    if writer:  # process 0 of many speaks for the run
+        print(
+            f"lamella train {args.algorithm}: {config.env_id}, {len(seeds)} seed(s), "
+            f"{config.total_timesteps:,} steps each -> {where}",
+            flush=True,
+        )
     start = time.perf_counter()
     try:
         result = run_experiment(
@@ -330,6 +365,8 @@ def train_command(args: argparse.Namespace) -> int:
         )
         return 130
     seconds = time.perf_counter() - start
+    if not writer:
+        return 0
     if result.already_finished:
         print(
             f"already finished: {result.out_dir} holds a finished run ({result.step_count:,} steps per seed); "

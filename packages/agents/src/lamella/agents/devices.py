@@ -189,8 +189,20 @@ def runner_sharding(
 
 
 def make_mesh(num_devices: int) -> Mesh:
-    """A one-axis mesh (:data:`MESH_AXIS`) of the first ``num_devices`` devices."""
-    return Mesh(np.array(jax.devices()[: int(num_devices)]), (MESH_AXIS,))
+    """A one-axis mesh (:data:`MESH_AXIS`) of the first ``num_devices`` devices; with several
+    processes (:mod:`lamella.agents.hosts`), of the first ``num_devices / processes`` of each
+    process, in process order (the batch's blocks go to process 0's devices first)."""
+    num_devices = int(num_devices)
+    processes = jax.process_count()
+    if processes == 1:
+        return Mesh(np.array(jax.devices()[:num_devices]), (MESH_AXIS,))
+    per_process = num_devices // processes
+    chosen = [
+        device
+        for index in range(processes)
+        for device in [d for d in jax.devices() if d.process_index == index][:per_process]
+    ]
+    return Mesh(np.array(chosen), (MESH_AXIS,))
 
 
 def check_devices(num_devices: Any, sharding: BatchSharding | None, who: str = "The runner") -> int:
@@ -199,11 +211,21 @@ def check_devices(num_devices: Any, sharding: BatchSharding | None, who: str = "
     Raises:
         ConfigError: ``num_devices`` not a positive int; more devices than present (naming the
             CPU flag that simulates more); a runner without ``Runner.sharding``; a batch the
-            count does not divide.
+            count does not divide; with several processes, a count that is not an equal share
+            of every process's devices.
     """
     if isinstance(num_devices, bool) or not isinstance(num_devices, int | np.integer) or num_devices < 1:
         raise ConfigError(f"num_devices must be a positive int, got {num_devices!r}.")
     num_devices = int(num_devices)
+    processes = jax.process_count()
+    if processes > 1:
+        local = jax.local_device_count()
+        if num_devices % processes or num_devices // processes > local:
+            raise ConfigError(
+                f"num_devices={num_devices} cannot be split over {processes} processes with {local} device(s) "
+                f"each: every process takes an equal share of the devices. Ask for a multiple of {processes} up "
+                f"to {processes * local} (the default, every device of every process, is {processes * local})."
+            )
     if num_devices == 1:
         return 1
     present = jax.devices()
@@ -255,13 +277,15 @@ def state_partition(state: Any, sharding: BatchSharding, leading: int = 1) -> An
 
 def device_layout(num_devices: int, sharding: BatchSharding | None) -> dict[str, Any]:
     """What the run log records about where a run ran (``config.json``'s ``devices``)."""
-    devices = jax.devices()[:num_devices]
+    devices = list(make_mesh(num_devices).devices.flat)
     layout: dict[str, Any] = {
         "num_devices": num_devices,
         "platform": devices[0].platform,
         "device_kind": devices[0].device_kind,
         "mesh_axis": MESH_AXIS if num_devices > 1 else None,
     }
+    if jax.process_count() > 1:  # many hosts (lamella.agents.hosts); absent: one process
+        layout["num_processes"] = jax.process_count()
     if sharding is not None:
         layout["batch"] = sharding.batch
         layout["batch_size"] = sharding.size

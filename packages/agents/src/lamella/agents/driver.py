@@ -56,6 +56,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from lamella.agents import checkpoint as ckpt
 from lamella.agents import config as config_lib
 from lamella.agents import devices as devices_lib
+from lamella.agents import hosts
 from lamella.agents._files import atomic_write_text, remove_temp_files
 from lamella.agents.config import ConfigError, config_diff, config_to_dict
 from lamella.agents.progress import Progress
@@ -441,7 +442,7 @@ def compile_runner(
             ``runner`` uses a swept value as a Python number (a shape, a loop length, a branch).
     """
     checked = _variant_list(variants)
-    if num_devices != 1:
+    if num_devices != 1 or jax.process_count() > 1:  # many hosts: check_devices refuses one device
         if checked is not None:
             raise ConfigError(
                 "A sweep (variants) runs on one device for now: pass num_devices=1, or run each variant "
@@ -541,6 +542,9 @@ def _compile_sharded(runner: Any, num_seeds: int, mode: str, num_devices: int) -
         jax.jit(
             over_seeds(runner.evaluate, num_seeds),
             in_shardings=(layout, replicated),
+            # Replicated, so that every process holds the whole evaluation (its devices may hold
+            # no shard of a split one on many hosts).
+            out_shardings=replicated,
             compiler_options=compile_options("evaluate", num_seeds, mode),
         ),
         _make_chunk(local.step, num_seeds, compile_options("chunk", num_seeds, mode), mesh=chunk_layout),
@@ -1011,6 +1015,7 @@ def _check_stored(
     chunk_iterations: int | None,
     compile_mode: str | None,
     num_devices: int | None = None,
+    num_processes: int = 1,
 ) -> tuple[int, str, int]:
     """Refuse to continue ``stored`` (a checkpoint's metadata or a ``config.json``) with other
     settings; return its ``(chunk_iterations, compile_mode, num_devices)``."""
@@ -1042,7 +1047,19 @@ def _check_stored(
             f"Cannot resume with compile_mode={compile_mode!r}: the run used {stored_mode!r} "
             "(the compiler options change results in the last bits)."
         )
-    stored_devices = int((stored.get("devices") or {}).get("num_devices", stored.get("num_devices", 1)))
+    layout = stored.get("devices") or {}
+    stored_devices = int(layout.get("num_devices", stored.get("num_devices", 1)))
+    stored_processes = int(layout.get("num_processes", stored.get("num_processes", 1)))
+    if num_processes != stored_processes:
+        fix = (
+            "on one process (without --coordinator-address, --num-processes and --process-id)"
+            if stored_processes == 1
+            else f"on {stored_processes} processes (--num-processes {stored_processes}, one --process-id each)"
+        )
+        raise ConfigError(
+            f"Cannot resume {where} on {num_processes} process(es): the run used {stored_processes} "
+            f"({stored_devices} devices; its state is split over the devices of every process). Resume it {fix}."
+        )
     if num_devices is not None and num_devices != stored_devices:
         raise ConfigError(
             f"Cannot resume with num_devices={num_devices}: the run used {stored_devices} (sums over "
@@ -1087,6 +1104,10 @@ class _Session:
     recorder: Any = None  # a lamella.agents.recording.VaultRecorder when recording
     num_devices: int = 1
     labels: list[str] | None = None
+    # Process 0 of a many-host run (every one-process run) writes checkpoints and the plot.
+    writer: bool = True
+    # The iteration of the newest checkpoint (saved or resumed from), None before the first.
+    saved: int | None = None
 
     @property
     def num_iterations(self) -> int:
@@ -1113,10 +1134,16 @@ class _Session:
             "chunk_iterations": self.chunk_iterations,
             "compile_mode": self.compile_mode,
             "num_devices": self.num_devices,
+            **({"num_processes": jax.process_count()} if jax.process_count() > 1 else {}),
             **({"record_vault": self.recorder.directory} if self.recorder is not None else {}),
             "num_evaluations": len(self.log.steps),
             "versions": ckpt.versions(),
         }
+        # Every process takes part in gathering a state split over many hosts; one writes it.
+        state = hosts.global_values(state)
+        self.saved = iteration
+        if not self.writer:
+            return ckpt.checkpoint_file(self.checkpoint_dir, iteration)
         return ckpt.save_checkpoint(
             self.checkpoint_dir, state, meta, step=iteration, keep=self.keep_checkpoints
         )
@@ -1159,9 +1186,9 @@ class _Session:
     ) -> tuple[str, str | None]:
         """The end of a run: ``absolute_metrics``, the final checkpoint, the plot."""
         _complete_log(self.log)
-        if checkpoint_path is None or ckpt.read_metadata(checkpoint_path)["iteration"] != iteration:
+        if checkpoint_path is None or self.saved != iteration:
             checkpoint_path = self.save(state, iteration)
-        plot_path = _plot(self.log, self.spec) if plot else None
+        plot_path = _plot(self.log, self.spec) if plot and self.writer else None
         return checkpoint_path, plot_path
 
 
@@ -1357,6 +1384,11 @@ def run_experiment(
             1, or on resume the stored count (a different one is refused). More devices than
             present, a batch it does not divide, or a runner without ``Runner.sharding`` is a
             :class:`ConfigError` before anything compiles. ``config.json`` records the layout.
+            Many hosts (:mod:`lamella.agents.hosts`; joined by this call when the
+            ``LAMELLA_*`` variables are set): the default is every device of every process;
+            process 0 alone writes the run directory (``out_dir`` is required), every process
+            gets the global ``RunResult.state``, and a resume on another process count is
+            refused.
 
         labels: the run log's ``algorithm`` name of each variant (one name without
             ``variants``), instead of :func:`variant_name`'s; ``lamella sweep`` names each
@@ -1443,6 +1475,10 @@ def _run(
     labels: Sequence[str] | None = None,
 ) -> RunResult:
     started = time.perf_counter()
+    # A many-host run set up by the environment joins its processes before JAX runs anything.
+    hosts.initialize()
+    num_processes = jax.process_count()
+    writer = hosts.is_writer()
     seed_list = _seed_list(seeds)
     label_list = _label_list(labels, variants)
     if chunk_iterations is not None and chunk_iterations < 1:
@@ -1455,6 +1491,17 @@ def _run(
         raise ValueError(f"max_chunks must be >= 0, got {max_chunks}.")
     if compile_mode is not None and compile_mode not in COMPILE_MODES:
         raise ValueError(f"compile_mode must be one of {COMPILE_MODES}, got {compile_mode!r}.")
+
+    if num_processes > 1 and out_dir is None and (resume is False or resume is None):
+        raise ConfigError(
+            "A run on many processes needs out_dir: the processes must agree on the run directory, and a "
+            "default one is named after each process's clock."
+        )
+    if num_processes > 1 and (record_vault is not None or gif):
+        raise ConfigError(
+            "Recording experience (record_vault) and drawing an episode (gif) run on one process for now; "
+            "run without them on many processes."
+        )
 
     start = _resolve_start(out_dir, resume, lambda: default_out_dir(spec.algorithm, spec.task))
     out_dir = start.out_dir
@@ -1470,15 +1517,23 @@ def _run(
     if start.stored is not None:
         where = start.checkpoint or os.path.join(out_dir, "config.json")
         chunk_iterations, compile_mode, num_devices = _check_stored(
-            start.stored, where, spec, seed_list, variants, chunk_iterations, compile_mode, num_devices
+            start.stored,
+            where,
+            spec,
+            seed_list,
+            variants,
+            chunk_iterations,
+            compile_mode,
+            num_devices,
+            num_processes,
         )
         if start.stored.get("labels") != label_list:
             raise ConfigError(
                 f"Cannot resume: the run has labels {start.stored.get('labels')}, not {label_list}."
             )
-        _clean_after_kill(out_dir, checkpoint_dir, keep_checkpoints, start.checkpoint)
     compile_mode = compile_mode or "auto"
-    num_devices = 1 if num_devices is None else num_devices
+    if num_devices is None:  # many hosts: every device of every process
+        num_devices = jax.device_count() if num_processes > 1 else 1
     members: list[Any] = [
         (variant_name(spec.algorithm, variant), f"seed_{s}") if variant is not None else f"seed_{s}"
         for variant in (variants if variants else [None])
@@ -1492,7 +1547,8 @@ def _run(
         spec.task,
         spec.algorithm,
         members,
-        tensorboard=tensorboard,
+        tensorboard=tensorboard and writer,
+        writes=writer,
     )
     seed_keys = jax.vmap(jax.random.key)(jnp.asarray(seed_list, dtype=jnp.uint32))
     # Every variant trains with the same seeds' keys (common random numbers across a sweep).
@@ -1504,6 +1560,10 @@ def _run(
             f"{spec.algorithm}'s runner cannot draw its episodes (its Runner has no render_episode); "
             "run without --gif."
         )
+    # Every process has looked at the run directory (fresh or resumed) before process 0 changes it.
+    hosts.barrier("lamella: run directory resolved")
+    if start.stored is not None and writer:
+        _clean_after_kill(out_dir, checkpoint_dir, keep_checkpoints, start.checkpoint)
 
     def result(
         state: Any, iteration: int, checkpoint_path: str | None, plot_path: str | None, **kw: Any
@@ -1538,8 +1598,9 @@ def _run(
         log.truncate(int(stored["num_evaluations"]))
         _complete_log(log)
         plot_path = os.path.join(out_dir, "learning_curve.png")
-        if plot and not os.path.exists(plot_path):
+        if plot and writer and not os.path.exists(plot_path):
             plot_path = _plot(log, spec)
+        hosts.barrier("lamella: run written")
         return result(
             state,
             int(stored["iteration"]),
@@ -1587,6 +1648,7 @@ def _run(
         checkpoint_every=checkpoint_every,
         num_devices=num_devices,
         labels=label_list,
+        writer=writer,
     )
     if record_dir is not None:
         from lamella.agents.recording import VaultRecorder
@@ -1620,8 +1682,8 @@ def _run(
         # checkpoint has seen; those entries are recomputed identically below.
         log.truncate(int(metadata["num_evaluations"]))
         checkpoint_path: str | None = start.checkpoint
+        session.saved = iteration
     else:
-        os.makedirs(out_dir, exist_ok=True)
         run_info = {
             "algorithm": spec.algorithm,
             "config": dict(spec.config or {}),
@@ -1639,7 +1701,9 @@ def _run(
             "versions": ckpt.versions(),
             **{k: v for k, v in dict(extra_metadata or {}).items() if k != "config_class"},
         }
-        atomic_write_text(config_path, json.dumps(run_info, indent=1) + "\n")
+        if writer:
+            os.makedirs(out_dir, exist_ok=True)
+            atomic_write_text(config_path, json.dumps(run_info, indent=1) + "\n")
         state = compiled.init(keys)
         iteration = 0
         session.start(state)
@@ -1650,11 +1714,13 @@ def _run(
         label += f" x{len(variants)} variants"
     if num_devices > 1:
         label += f" on {num_devices} devices"
+    if num_processes > 1:
+        label += f" of {num_processes} processes"
     bar = Progress(
         num_iterations * steps_per_iteration,
         label,
         stream=progress_stream,
-        enabled=progress,
+        enabled=progress and writer,
         initial_steps=iteration * steps_per_iteration,
         seeds=len(members),
         start_time=started,
@@ -1668,6 +1734,9 @@ def _run(
     if iteration >= num_iterations:
         checkpoint_path, final_plot_path = session.finish(state, iteration, checkpoint_path, plot)
     gif_path = _write_gif(runner, state, keys, out_dir) if gif else None
+    state = hosts.global_values(state)
+    # Every process returns once process 0 has written the run directory (a caller may read it).
+    hosts.barrier("lamella: run written")
     return result(state, iteration, checkpoint_path, final_plot_path, gif_path=gif_path)
 
 

@@ -18,15 +18,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
-from evosax.algorithms import algorithms as _EVOSAX_ALGORITHMS
-from evosax.algorithms import distribution_based_algorithms as _DISTRIBUTION_BASED
-from evosax.core import fitness_shaping as _shaping
 from flax import struct
 
 import lamella.envs
@@ -49,17 +47,49 @@ __all__ = [
     "strategy_names",
 ]
 
-FITNESS_SHAPING = {
-    "centered_rank": _shaping.centered_rank_fitness_shaping_fn,
-    "standardize": _shaping.standardize_fitness_shaping_fn,
-    "normalize": _shaping.normalize_fitness_shaping_fn,
-    "identity": _shaping.identity_fitness_shaping_fn,
+# Each fitness shaping's function in evosax.core.fitness_shaping.
+_SHAPING_FUNCTIONS = {
+    "centered_rank": "centered_rank_fitness_shaping_fn",
+    "standardize": "standardize_fitness_shaping_fn",
+    "normalize": "normalize_fitness_shaping_fn",
+    "identity": "identity_fitness_shaping_fn",
 }
+
+
+class _FitnessShapings(Mapping[str, Any]):
+    """``{name: evosax fitness-shaping function}``, looked up in evosax at first use (see
+    :func:`_evosax`)."""
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(_evosax()[2], _SHAPING_FUNCTIONS[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_SHAPING_FUNCTIONS)
+
+    def __len__(self) -> int:
+        return len(_SHAPING_FUNCTIONS)
+
+
+#: The fitness shapings ``ESConfig.fitness_shaping`` names, ``{name: evosax function}``.
+FITNESS_SHAPING: Mapping[str, Any] = _FitnessShapings()
+
+
+def _evosax() -> tuple[Any, Any, Any]:
+    """evosax's ``(algorithms, distribution-based algorithms, fitness_shaping module)``.
+
+    Imported at first use: evosax computes arrays when imported, which starts JAX's back ends,
+    and a process must join a many-host run (:mod:`lamella.agents.hosts`) before that, so
+    importing lamella.agents must not.
+    """
+    from evosax.algorithms import algorithms, distribution_based_algorithms
+    from evosax.core import fitness_shaping
+
+    return algorithms, distribution_based_algorithms, fitness_shaping
 
 
 def strategy_names() -> list[str]:
     """The evosax strategies :func:`make_strategy` accepts (distribution-based ones)."""
-    return sorted(_DISTRIBUTION_BASED)
+    return sorted(_evosax()[1])
 
 
 def _canonical(name: str) -> str:
@@ -67,11 +97,12 @@ def _canonical(name: str) -> str:
 
 
 def _resolve(name: str) -> str:
-    by_canonical = {_canonical(n): n for n in _DISTRIBUTION_BASED}
+    algorithms, distribution_based, _ = _evosax()
+    by_canonical = {_canonical(n): n for n in distribution_based}
     found = by_canonical.get(_canonical(name))
     if found is not None:
         return found
-    if _canonical(name) in {_canonical(n) for n in _EVOSAX_ALGORITHMS}:
+    if _canonical(name) in {_canonical(n) for n in algorithms}:
         raise ValueError(
             f"evosax strategy {name!r} is population-based (its init takes a population); lamella's ES "
             f"runner drives distribution-based strategies: {strategy_names()}."
@@ -151,7 +182,8 @@ class PolicyNetwork(nn.Module):
 def make_strategy(config: ESConfig, solution: Any) -> tuple[Any, Any]:
     """The evosax strategy and its params for ``config``, searching over pytrees like ``solution``."""
     config.validate()
-    cls = _EVOSAX_ALGORITHMS[_resolve(config.strategy)]
+    algorithms, _, shaping_module = _evosax()
+    cls = algorithms[_resolve(config.strategy)]
     accepted = inspect.signature(cls.__init__).parameters
     kwargs: dict[str, Any] = {}
     if "optimizer" in accepted:
@@ -165,7 +197,7 @@ def make_strategy(config: ESConfig, solution: Any) -> tuple[Any, Any]:
             else accepted["fitness_shaping_fn"].default
         )
         if config.weight_decay > 0:
-            shaping = _shaping.add_weight_decay(shaping, config.weight_decay)
+            shaping = shaping_module.add_weight_decay(shaping, config.weight_decay)
         kwargs["fitness_shaping_fn"] = shaping
     strategy = cls(population_size=config.population_size, solution=solution, **kwargs)
     es_params = strategy.default_params

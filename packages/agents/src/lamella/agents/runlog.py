@@ -113,6 +113,8 @@ class RunLog:
             entries of ``runs`` are the keys of the ``{run: metrics}`` mappings passed in.
         tensorboard: also write scalars (the mean over episodes of each metric) with
             tensorboardX to ``directory/tensorboard/<run>`` (needs the ``tensorboard`` extra).
+        writes: False keeps the log in memory only (:meth:`write` does nothing): the
+            processes of a many-host run other than process 0, which writes the files.
     """
 
     def __init__(
@@ -124,8 +126,10 @@ class RunLog:
         runs: Sequence[_Run],
         *,
         tensorboard: bool = False,
+        writes: bool = True,
     ) -> None:
         self.directory = os.fspath(directory)
+        self.writes = writes
         self.environment = environment
         self.task = task
         self.algorithm = algorithm
@@ -235,6 +239,8 @@ class RunLog:
 
     def write(self) -> None:
         """Rewrite ``metrics.json`` and ``metrics.csv`` atomically (and flush TensorBoard)."""
+        if not self.writes:
+            return
         atomic_write_text(
             self.json_path, json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
         )

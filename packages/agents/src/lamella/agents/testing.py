@@ -19,8 +19,11 @@ import fcntl
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from typing import Any, NamedTuple
 
 import jax
@@ -37,6 +40,8 @@ __all__ = [
     "device_child",
     "error_text",
     "flat_run_log",
+    "free_port",
+    "host_children",
     "learning_curves",
     "make_bandit_runner",
     "max_abs",
@@ -168,6 +173,39 @@ def assert_threshold(values: Any, threshold: float, what: str, at_least: bool = 
         raise AssertionError(report)
 
 
+def _once_per_session(base: Any, name: str, compute: Any) -> dict[str, Any]:
+    """``compute(out_path)``'s answer (``{"returncode", "stderr", "result"}``), computed by the first
+    pytest-xdist worker to ask (a file lock) and read back by the others."""
+    base = pathlib.Path(base)
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    result = shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not result.exists():
+            result.write_text(json.dumps(compute(shared / f"{name}.out")), encoding="utf-8")
+    answer: dict[str, Any] = json.loads(result.read_text(encoding="utf-8"))
+    assert answer["returncode"] == 0 and answer["result"] is not None, answer["stderr"]
+    return answer
+
+
+def _cpu_child_env(num_devices: int, **extra: str) -> dict[str, str]:
+    """The environment of a child process with ``num_devices`` simulated CPU devices."""
+    return dict(
+        os.environ,
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}",
+        JAX_PLATFORMS="cpu",
+        **extra,
+    )
+
+
+def _last_json(returncode: int, stdout: str, stderr: str) -> dict[str, Any]:
+    lines = stdout.strip().splitlines()
+    answer = {"returncode": returncode, "stderr": stderr[-4000:], "result": None}
+    if returncode == 0 and lines:
+        answer["result"] = json.loads(lines[-1])
+    return answer
+
+
 def device_child(script: str, base: Any, num_devices: int = 4, timeout: float = 900) -> dict[str, Any]:
     """Run ``python script OUT_DIR`` on ``num_devices`` simulated CPU devices, once per test
     session, and return the JSON object it printed last.
@@ -182,30 +220,95 @@ def device_child(script: str, base: Any, num_devices: int = 4, timeout: float = 
     Raises:
         AssertionError: the child failed (its last lines of stderr in the message).
     """
-    base = pathlib.Path(base)
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    name = pathlib.Path(script).stem
-    result = shared / f"{name}.{num_devices}.json"
-    with open(shared / f"{name}.{num_devices}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not result.exists():
-            env = dict(
-                os.environ,
-                XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}",
-                JAX_PLATFORMS="cpu",
-            )
-            out = shared / f"{name}.{num_devices}.out"
-            done = subprocess.run(
-                [sys.executable, script, str(out)], env=env, capture_output=True, text=True, timeout=timeout
-            )
-            lines = done.stdout.strip().splitlines()
-            answer = {"returncode": done.returncode, "stderr": done.stderr[-4000:], "result": None}
-            if done.returncode == 0 and lines:
-                answer["result"] = json.loads(lines[-1])
-            result.write_text(json.dumps(answer), encoding="utf-8")
-    answer = json.loads(result.read_text(encoding="utf-8"))
-    assert answer["returncode"] == 0 and answer["result"] is not None, answer["stderr"]
-    return answer["result"]
+
+    def compute(out: pathlib.Path) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, script, str(out)],
+            env=_cpu_child_env(num_devices),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return _last_json(done.returncode, done.stdout, done.stderr)
+
+    return _once_per_session(base, f"{pathlib.Path(script).stem}.{num_devices}", compute)["result"]
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free a moment ago (for a coordinator the test starts next)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def host_children(
+    script: str, base: Any, num_processes: int = 2, devices_per_process: int = 2, timeout: float = 300
+) -> list[dict[str, Any]]:
+    """Run ``python script OUT_DIR`` as ``num_processes`` processes of one many-host run on
+    127.0.0.1 (:mod:`lamella.agents.hosts`; a free port, ``LAMELLA_COORDINATOR_ADDRESS``,
+    ``LAMELLA_NUM_PROCESSES`` and ``LAMELLA_PROCESS_ID`` set for each), each with
+    ``devices_per_process`` simulated CPU devices, once per test session as
+    :func:`device_child`; return the JSON object each printed last, in process order.
+
+    Every process is killed if it is still running when the first of them fails, when
+    ``timeout`` seconds have passed, or on any error here: none outlives this call.
+
+    Raises:
+        AssertionError: a process failed or timed out (the last lines of its stderr).
+    """
+
+    def compute(out: pathlib.Path) -> dict[str, Any]:
+        address = f"127.0.0.1:{free_port()}"
+        logs = [tempfile.TemporaryFile(mode="w+") for _ in range(2 * num_processes)]
+        children = []
+        try:
+            for index in range(num_processes):
+                env = _cpu_child_env(
+                    devices_per_process,
+                    LAMELLA_COORDINATOR_ADDRESS=address,
+                    LAMELLA_NUM_PROCESSES=str(num_processes),
+                    LAMELLA_PROCESS_ID=str(index),
+                )
+                children.append(
+                    subprocess.Popen(
+                        [sys.executable, script, str(out)],
+                        env=env,
+                        stdout=logs[2 * index],
+                        stderr=logs[2 * index + 1],
+                        text=True,
+                    )
+                )
+            deadline = time.monotonic() + timeout
+            # A process that fails leaves the others waiting on it in a collective: stop them all.
+            while any(child.poll() is None for child in children) and time.monotonic() < deadline:
+                if any(child.poll() not in (None, 0) for child in children):
+                    break
+                time.sleep(0.2)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+                child.wait()
+        answers = []
+        for index, child in enumerate(children):
+            stdout, stderr = logs[2 * index], logs[2 * index + 1]
+            stdout.seek(0)
+            stderr.seek(0)
+            answers.append(_last_json(child.returncode, stdout.read(), stderr.read()))
+        for log in logs:
+            log.close()
+        failed = [i for i, a in enumerate(answers) if a["returncode"] != 0 or a["result"] is None]
+        return {
+            "returncode": 1 if failed else 0,
+            "stderr": "\n".join(
+                f"process {i} (exit {answers[i]['returncode']}): {answers[i]['stderr']}" for i in failed
+            ),
+            "result": [a["result"] for a in answers],
+        }
+
+    name = f"{pathlib.Path(script).stem}.{num_processes}x{devices_per_process}"
+    results: list[dict[str, Any]] = _once_per_session(base, name, compute)["result"]
+    return results
 
 
 def flat_run_log(path: str | os.PathLike[str]) -> dict[str, list[float]]:

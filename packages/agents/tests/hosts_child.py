@@ -1,0 +1,196 @@
+"""The child processes of ``test_hosts.py``: one many-host PPO run, and its one-process reference.
+
+``python hosts_child.py OUT_DIR`` runs in one of two roles, chosen by the environment:
+
+* with ``LAMELLA_COORDINATOR_ADDRESS`` / ``LAMELLA_NUM_PROCESSES`` / ``LAMELLA_PROCESS_ID``
+  (``lamella.agents.testing.host_children``): one of 2 processes with 2 simulated CPU devices
+  each. It trains with ``lamella train`` and its many-host flags, stops and resumes a run through
+  the library, tries bad device requests, and records every path it writes under OUT_DIR;
+* without them (``device_child``): one process with 4 devices, the same global batch.
+
+It computes and prints JSON; the parent asserts.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+from lamella.agents import hosts
+
+OVERRIDES = [
+    # The tiny PPO of devices_child.py: 8 envs (2 per device), minibatches of 32 steps, both
+    # normalisations on, so every statistic pooled over envs is reduced over the processes too.
+    "num_envs=8",
+    "num_steps=16",
+    "num_minibatches=4",
+    "num_epochs=2",
+    f"total_timesteps={8 * 16 * 4}",
+    "eval_episodes=4",
+    "hidden_sizes=16,16",
+    "normalize_observations=true",
+    "normalize_rewards=true",
+]
+
+
+def record_writes(root: str) -> list[str]:
+    """Record every path under ``root`` this process creates, replaces, removes or opens for
+    writing (``os`` and ``open``, which every writer of the driver and of matplotlib goes through)."""
+    root = os.path.abspath(root)
+    written: list[str] = []
+
+    def note(path: Any) -> None:
+        if isinstance(path, str | os.PathLike) and os.path.abspath(os.fspath(path)).startswith(root):
+            written.append(os.path.relpath(os.path.abspath(os.fspath(path)), root))
+
+    def wrap(module: Any, name: str, *positions: int) -> None:
+        real = getattr(module, name)
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            for position in positions:
+                if position < len(args):
+                    note(args[position])
+            if "dir" in kwargs:
+                note(kwargs["dir"])
+            return real(*args, **kwargs)
+
+        setattr(module, name, recording)
+
+    for name, positions in (("replace", (0, 1)), ("rename", (0, 1)), ("makedirs", (0,)), ("mkdir", (0,))):
+        wrap(os, name, *positions)
+    for name in ("unlink", "remove"):
+        wrap(os, name, 0)
+    wrap(tempfile, "mkstemp")
+    real_open = builtins.open
+
+    def recording_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if any(flag in mode for flag in "wax+"):
+            note(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    builtins.open = recording_open  # type: ignore[assignment]
+    return written
+
+
+def params_of(state: Any) -> list[float]:
+    import jax
+    import numpy as np
+
+    return [
+        float(x) for leaf in jax.tree.leaves(state.train_state.params) for x in np.ravel(np.asarray(leaf))
+    ]
+
+
+def reference(out_dir: str) -> dict[str, Any]:
+    """One process, 4 devices: the run the many-host one must equal."""
+    import jax
+
+    from lamella.agents.config import resolve_config
+    from lamella.agents.driver import run_experiment
+    from lamella.agents.testing import flat_run_log
+
+    config = resolve_config("ppo", overrides=OVERRIDES)
+    result = run_experiment(
+        config,
+        seeds=1,
+        out_dir=os.path.join(out_dir, "reference"),
+        chunk_iterations=2,
+        num_devices=4,
+        progress=False,
+        plot=False,
+    )
+    return {
+        "device_count": jax.device_count(),
+        "metrics": flat_run_log(result.metrics_path),
+        "params": params_of(result.state),
+    }
+
+
+def many_hosts(out_dir: str) -> dict[str, Any]:
+    """One process of two: ``lamella train`` with its many-host flags, stopped after one chunk and
+    resumed, then bad device requests through the library."""
+    cluster = hosts.make_cluster()  # from the environment the test kit set
+    assert cluster is not None
+    written = record_writes(out_dir)
+    from lamella.agents.cli import build_parser
+
+    run_dir = os.path.join(out_dir, "run")
+    flags = [
+        "--chunk-iterations",
+        "2",
+        "--no-progress",
+        "--coordinator-address",
+        cluster.coordinator_address,
+        "--num-processes",
+        str(cluster.num_processes),
+        "--process-id",
+        str(cluster.process_id),
+    ]
+    statuses = []
+    for argv in (
+        ["ppo", *OVERRIDES, "--out-dir", run_dir, "--max-chunks", "1"],
+        ["ppo", "--resume", run_dir],
+    ):
+        args = build_parser().parse_args([*argv, *flags])
+        statuses.append(args.func(args))
+
+    import jax
+
+    from lamella.agents import driver
+    from lamella.agents.config import resolve_config
+    from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log
+
+    result: dict[str, Any] = {
+        "statuses": statuses,
+        "run_dir": run_dir,
+        "process_index": jax.process_index(),
+        "process_count": jax.process_count(),
+        "device_count": jax.device_count(),
+        "local_device_count": jax.local_device_count(),
+        "metrics": flat_run_log(os.path.join(run_dir, "metrics.json")),
+    }
+    loaded = driver.load_run(run_dir)  # the checkpoint process 0 wrote: the global state
+    result["params"] = params_of(loaded.state)
+    result["checkpoint_processes"] = loaded.metadata.get("num_processes")
+    with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as handle:
+        result["layout"] = json.load(handle)["devices"]
+
+    config = resolve_config("ppo", overrides=OVERRIDES)
+    hosts.initialize()  # the library's call, from the environment: already joined, nothing to do
+    compiled = count_compile_ahead()
+
+    def ppo(name: str, **kwargs: Any) -> Any:
+        return driver.run_experiment(
+            config,
+            out_dir=os.path.join(out_dir, name),
+            chunk_iterations=2,
+            progress=False,
+            plot=False,
+            **kwargs,
+        )
+
+    result["errors"] = {
+        "three_devices": error_text(lambda: ppo("three", num_devices=3)),
+        "one_device": error_text(lambda: ppo("one", num_devices=1)),
+        "no_out_dir": error_text(lambda: driver.run_experiment(config, progress=False)),
+        "gif": error_text(lambda: ppo("gif", gif=True)),
+    }
+    result["compiled_before_errors"] = len(compiled)
+    result["written"] = sorted(set(written))
+    return result
+
+
+def main(out_dir: str) -> None:
+    if hosts.make_cluster() is not None:
+        answer = many_hosts(out_dir)
+    else:
+        answer = reference(out_dir)
+    print(json.dumps(answer))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
