@@ -1,5 +1,5 @@
-"""The child process of ``test_devices.py``: DR and PLR on 4 simulated CPU devices and on 1,
-printed as JSON.
+"""The child process of ``test_devices.py``: DR, PLR, Parallel PLR and PAIRED on 4 simulated
+CPU devices and on 1, printed as JSON.
 
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` must be set before jax is imported, so
 this runs in its own process (the parent's test suite keeps one device). One process, one jax
@@ -18,7 +18,8 @@ import jax
 import numpy as np
 
 from lamella.agents import driver
-from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log
+from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log, max_abs, max_abs_diff
+from lamella.ued.paired import PAIREDConfig
 from lamella.ued.runners import DRConfig, ParallelPLRConfig, PLRConfig
 
 # 8 levels, 2 per device; one minibatch of 8 x 24 steps (48 per device); 6 iterations.
@@ -38,23 +39,40 @@ TINY: dict[str, Any] = {
     "eval_episodes": 4,
     "learning_rate": 1e-3,
 }
+# Parallel PLR: 4 new and 4 replayed levels in one rollout of 8 envs (2 per device), the
+# gradient step on the replayed 4 (1 per device). The buffer is warm after the first
+# iteration: replays and insertions in every later one.
+PARALLEL: dict[str, Any] = {**TINY, "num_envs": 4, "total_timesteps": 2 * 4 * 24 * 6}
+# PAIRED: a feed-forward teacher builds 8 levels (2 per device) of 3 x 3 cells in 5 steps each
+# (two minibatches of 20 teacher steps, 5 per device); small enough that the students solve
+# some, so the regret the teacher is paid is not all 0.
+PAIRED: dict[str, Any] = {
+    **TINY,
+    "height": 3,
+    "width": 3,
+    "teacher_noise_dim": 4,
+    "teacher_recurrent": False,
+    "teacher_conv_filters": 4,
+    "teacher_torso_size": 16,
+    "teacher_num_epochs": 2,
+    "teacher_num_minibatches": 2,
+    "teacher_learning_rate": 1e-3,
+}
 CONFIGS: dict[str, Any] = {
     "dr": DRConfig(**TINY),
     # The buffer is warm after the first batch: replays (scores from the gathered rollout) and
     # insertions both happen in 6 iterations.
     "plr": PLRConfig(**TINY, buffer_size=16, min_fill_ratio=0.5, replay_prob=0.5, score="max_mc"),
+    "parallel_plr": ParallelPLRConfig(**PARALLEL, buffer_size=16, min_fill_ratio=0.5, score="max_mc"),
+    "paired": PAIREDConfig(**PAIRED),
 }
 
 
-def max_abs_diff(a: Any, b: Any) -> float:
-    return (
-        max(
-            float(np.max(np.abs(np.asarray(x, float) - np.asarray(y, float)), initial=0.0))
-            for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
-        )
-        if jax.tree.leaves(a)
-        else 0.0
-    )
+def trained_params(state: Any) -> Any:
+    """Every agent's parameters: the student's (DR, PLR), or the students' and the teacher's."""
+    if hasattr(state, "teacher_params"):
+        return (state.student_params, state.teacher_params)
+    return state.params
 
 
 def main(out_dir: str) -> None:
@@ -74,7 +92,17 @@ def main(out_dir: str) -> None:
 
     result["errors"] = {
         "not_divisible": error_text(lambda: train(DRConfig(**{**TINY, "num_envs": 6}), 4, "not_divisible")),
-        "parallel": error_text(lambda: train(ParallelPLRConfig(**TINY, buffer_size=16), 4, "parallel")),
+        "parallel_not_divisible": error_text(
+            lambda: train(ParallelPLRConfig(**{**PARALLEL, "num_envs": 6}, buffer_size=16), 4, "parallel")
+        ),
+        # A recurrent teacher's minibatches split envs: 8 / 4 = 2 per minibatch, not 4 devices' worth.
+        "teacher_minibatch": error_text(
+            lambda: train(
+                PAIREDConfig(**{**PAIRED, "teacher_recurrent": True, "teacher_num_minibatches": 4}),
+                4,
+                "teacher_minibatch",
+            )
+        ),
     }
     result["compiled_before_errors"] = len(compiled)
     result["dirs_written"] = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
@@ -84,19 +112,16 @@ def main(out_dir: str) -> None:
         one, four = train(config, 1, f"{name}_1"), train(config, 4, f"{name}_4")
         with open(four.config_path, encoding="utf-8") as handle:
             layout = json.load(handle)["devices"]
+        buffers = [getattr(result.state, "buffer", ()) for result in (one, four)]
         result["runs"][name] = {
             "metrics": {"1": flat_run_log(one.metrics_path), "4": flat_run_log(four.metrics_path)},
-            "params_max_abs_diff": max_abs_diff(one.state.params, four.state.params),
-            "params_max_abs": max(
-                float(np.max(np.abs(np.asarray(x)))) for x in jax.tree.leaves(one.state.params)
-            ),
+            "params_max_abs_diff": max_abs_diff(trained_params(one.state), trained_params(four.state)),
+            "params_max_abs": max_abs(trained_params(one.state)),
             # The level buffer (levels, scores, staleness, ...): the same on every device and on one.
-            "buffer_max_abs_diff": max_abs_diff(one.state.buffer, four.state.buffer),
+            "buffer_max_abs_diff": max_abs_diff(*buffers),
             "buffer_levels_equal": all(
                 np.array_equal(np.asarray(x), np.asarray(y))
-                for x, y in zip(
-                    jax.tree.leaves(one.state.buffer), jax.tree.leaves(four.state.buffer), strict=True
-                )
+                for x, y in zip(*map(jax.tree.leaves, buffers), strict=True)
                 if not np.issubdtype(np.asarray(x).dtype, np.floating)
             ),
             "layout": layout,

@@ -1,6 +1,6 @@
-"""Many devices (``num_devices``): DR and PLR with their envs (levels) split over 4 simulated CPU
-devices equal the one-device run of the same global batch, level buffer included; bad requests
-fail before anything compiles.
+"""Many devices (``num_devices``): DR, PLR, Parallel PLR and PAIRED with their envs (levels) split
+over 4 simulated CPU devices equal the one-device run of the same global batch, level buffer and
+every agent's parameters included; bad requests fail before anything compiles.
 
 The 4-device runs happen in one child process (``devices_child.py``), because the device count
 is fixed when jax starts; this process keeps its one device.
@@ -15,6 +15,7 @@ import pytest
 
 from lamella.agents import devices
 from lamella.agents.testing import device_child
+from lamella.ued.paired import PAIREDConfig, make_paired_runner
 from lamella.ued.runners import DRConfig, ParallelPLRConfig, PLRConfig, make_ued_runner
 
 CHILD = os.path.join(os.path.dirname(__file__), "devices_child.py")
@@ -26,39 +27,63 @@ def child(tmp_path_factory):
     return device_child(CHILD, tmp_path_factory.getbasetemp())
 
 
-@pytest.mark.parametrize("name", ["dr", "plr"])
+# Metrics each run must log (three evaluations with the training metrics), and the ones whose
+# first value shows that training did something the comparison can see (losses, returns, KL).
+LOGGED = {
+    "dr": ("train_loss", "train_score_max_mc", "train_train_return", "level_return_level_0"),
+    "plr": ("train_loss", "train_score_max_mc", "train_buffer_mean_score", "level_return_level_0"),
+    "parallel_plr": ("train_loss", "train_replay_solve_rate", "train_buffer_mean_score", "train_mutate"),
+    "paired": ("train_teacher_loss", "train_student_loss_student_1", "train_student_return_student_1"),
+}
+TRAINED = {
+    "dr": ("train_value_loss", "train_train_return"),
+    "plr": ("train_value_loss", "train_train_return"),
+    "parallel_plr": ("train_value_loss", "train_approx_kl", "train_train_return"),
+    "paired": (
+        "train_teacher_value_loss",
+        "train_teacher_approx_kl",
+        "train_student_approx_kl_student_0",
+        "train_student_approx_kl_student_1",
+        "train_teacher_return",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", ["dr", "plr", "parallel_plr", "paired"])
 def test_four_devices_train_as_one_device_on_the_same_global_batch(child, name):
     assert child["device_count"] == 4
     run = child["runs"][name]
     one, four = run["metrics"]["1"], run["metrics"]["4"]
     assert sorted(one) == sorted(four)
-    # Three evaluations with the training metrics: losses, every level score, returns.
-    for key in ("train_loss", "train_score_max_mc", "train_train_return", "level_return_level_0"):
+    for key in LOGGED[name]:
         assert any(k.endswith(key) for k in one), (key, sorted(one))
     for key in one:
         np.testing.assert_allclose(four[key], one[key], rtol=1e-4, atol=1e-5, err_msg=f"{name}: {key}")
-    # Training did something the comparison can see: non-zero losses and training returns.
-    assert any(abs(one[k][0]) > 0 for k in one if k.endswith("train_value_loss"))
-    assert any(one[k][0] > 0 for k in one if k.endswith("train_train_return"))
+    for key in TRAINED[name]:
+        assert any(abs(one[k][0]) > 0 for k in one if k.endswith(key)), key
     assert run["params_max_abs_diff"] <= 1e-5 * max(1.0, run["params_max_abs"])
+    num_envs = 4 if name == "parallel_plr" else 8
     assert run["layout"] == {
         "num_devices": 4,
         "platform": "cpu",
         "device_kind": run["layout"]["device_kind"],
         "mesh_axis": "devices",
         "batch": "num_envs",
-        "batch_size": 8,
-        "per_device": 2,
+        "batch_size": num_envs,
+        "per_device": num_envs // 4,
     }
 
 
-def test_plr_buffer_is_the_one_device_buffer(child):
+@pytest.mark.parametrize("name", ["plr", "parallel_plr"])
+def test_plr_buffer_is_the_one_device_buffer(child, name):
     # Scores come from the gathered rollout, so every device inserts and updates the same levels.
-    run = child["runs"]["plr"]
+    run = child["runs"][name]
     one = run["metrics"]["1"]
     replays = [one[k][0] for k in one if k.endswith("train_replay")]
     assert 0 < max(replays), "the buffer replayed levels (scores from the gathered rollout were used)"
     assert min(replays) < 1, "and inserted new ones"
+    # Parallel PLR inserts new levels every iteration: the buffer filled past its first batch.
+    assert max(one[k][0] for k in one if k.endswith("train_buffer_size")) > 8
     assert run["buffer_levels_equal"]
     assert run["buffer_max_abs_diff"] <= 1e-4
 
@@ -66,8 +91,14 @@ def test_plr_buffer_is_the_one_device_buffer(child):
 def test_bad_device_requests_fail_before_anything_compiles(child):
     errors = child["errors"]
     assert errors["not_divisible"].startswith("ConfigError: num_envs=6 is not divisible by num_devices=4")
-    # Parallel PLR / ACCEL play several batches in one rollout: not split yet, and they say so.
-    assert "does not split its batch over devices" in errors["parallel"]
+    # Parallel PLR splits num_envs (each batch of its rollout), so that is what must divide.
+    assert errors["parallel_not_divisible"].startswith(
+        "ConfigError: num_envs=6 is not divisible by num_devices=4"
+    )
+    assert errors["teacher_minibatch"].startswith(
+        "ConfigError: PAIREDConfig: a teacher minibatch (num_envs / teacher_num_minibatches = 2) must be "
+        "a multiple of num_devices (4)"
+    )
     assert child["compiled_before_errors"] == 0
     assert child["dirs_written"] == [], "a refused run writes nothing"
 
@@ -80,8 +111,17 @@ def test_the_runners_declare_their_envs_axis():
         "total_timesteps": 8 * 24 * 3,
         "eval_levels": ("random",),
     }
-    for config in (DRConfig(**tiny), PLRConfig(**tiny, buffer_size=16)):
-        sharding = make_ued_runner(config).sharding
+    paired = {"teacher_recurrent": False, "teacher_conv_filters": 4, "teacher_noise_dim": 4}
+    runners = [
+        make_ued_runner(config)
+        for config in (
+            DRConfig(**tiny),
+            PLRConfig(**tiny, buffer_size=16),
+            ParallelPLRConfig(**tiny, buffer_size=16),
+        )
+    ]
+    runners.append(make_paired_runner(PAIREDConfig(**tiny | paired)))
+    for runner in runners:
+        sharding = runner.sharding
         assert (sharding.batch, sharding.size) == ("num_envs", 8)
         assert sharding.make(devices.DeviceAxis(devices.MESH_AXIS, 2)).sharding is None
-    assert make_ued_runner(ParallelPLRConfig(**tiny, buffer_size=16)).sharding is None

@@ -48,7 +48,8 @@ from flax import struct
 
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
 from lamella.agents.config import ConfigError
-from lamella.agents.ppo_update import make_ppo_update_from_config, ppo_batch
+from lamella.agents.devices import DeviceAxis, runner_sharding
+from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout
 from lamella.agents.runner import Runner, hashed_keys
 from lamella.envs.environment import Environment, StepOutput, Wrapper
@@ -305,8 +306,11 @@ def teacher_score(name: str, mean_return: jax.Array, max_return: jax.Array) -> j
     raise ValueError(f"Unknown teacher score {name!r}; choose one of {', '.join(TEACHER_SCORES)}.")
 
 
-def _check_teacher(config: PAIREDConfig, family: LevelFamily, teacher: Any, params: Any) -> int:
-    """The teacher's episode length, after checking it builds levels the students can play."""
+def _check_teacher(
+    config: PAIREDConfig, family: LevelFamily, teacher: Any, params: Any, num_devices: int = 1
+) -> int:
+    """The teacher's episode length, after checking it builds levels the students can play
+    and that its minibatches split over ``num_devices``."""
     name = type(config).__name__
     for method in ("level_of", "num_steps"):
         if not hasattr(teacher, method):
@@ -328,11 +332,18 @@ def _check_teacher(config: PAIREDConfig, family: LevelFamily, teacher: Any, para
             "teacher=(AMazeTeacher(), family.env_params)."
         )
     split = config.num_envs if config.teacher_recurrent else config.num_envs * steps
+    what = "num_envs" if config.teacher_recurrent else "num_envs * teacher steps"
     if split % config.teacher_num_minibatches:
-        what = "num_envs" if config.teacher_recurrent else "num_envs * teacher steps"
         raise ConfigError(
             f"{name}: {what} ({split}) must be a multiple of teacher_num_minibatches "
             f"({config.teacher_num_minibatches})."
+        )
+    minibatch = split // config.teacher_num_minibatches
+    if minibatch % num_devices:
+        raise ConfigError(
+            f"{name}: a teacher minibatch ({what} / teacher_num_minibatches = {minibatch}) must be a "
+            f"multiple of num_devices ({num_devices}): each device trains on an equal share of it. "
+            "Change num_envs or teacher_num_minibatches, or num_devices."
         )
     return steps
 
@@ -354,26 +365,49 @@ def make_paired_runner(
     Raises:
         ValueError: an inconsistent config, a teacher whose levels do not fit the students' env,
             or evaluation levels that do not fit it.
+
+    The runner splits its envs over devices (``Runner.sharding``, the driver's
+    ``num_devices``): the teacher builds its block of ``num_envs / num_devices`` levels (its
+    block of the teacher rollout), every student plays that block, and each of the agents
+    trains with its gradients averaged over devices; the students' returns per level are
+    gathered, so the teacher's return (the regret of every level) and the metrics are those of
+    one device.
     """
+    return _paired_runner(config, family, teacher, DeviceAxis())
+
+
+def _paired_runner(
+    config: PAIREDConfig,
+    family: LevelFamily | None,
+    teacher: tuple[Environment[Any, Any], Any] | None,
+    devices: DeviceAxis,
+) -> Runner:
+    """The PAIRED runner for one device's block of ``config.num_envs`` (all of them on one device)."""
     config.validate()
     n_students, num_envs, num_steps = config.n_students, config.num_envs, config.num_steps
     with jax.ensure_compile_time_eval():
         if family is None:
             family = default_family(config)
         teacher_env, teacher_params = teacher if teacher is not None else default_teacher(config, family)
-        teacher_steps = _check_teacher(config, family, teacher_env, teacher_params)
+        teacher_steps = _check_teacher(config, family, teacher_env, teacher_params, devices.size)
         bare, env_params = family.env, family.env_params
+    check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
+    local_envs = devices.local(num_envs, "num_envs")
     actor_critic = make_actor_critic(config, bare.action_space(env_params))
     teacher_ac = make_teacher_actor_critic(
         config, teacher_env.action_space(teacher_params), teacher_steps + 1
     )
     evaluate_params = make_level_evaluator(config, family, actor_critic)
 
-    rollout = make_rollout(OnLevel(family.replay_wrapper(bare)), num_steps, num_envs, params_axis=0)
-    teacher_rollout = make_rollout(_LevelInInfo(teacher_env), teacher_steps, num_envs, info_keys=("level",))
-    batch_params = tile_params(env_params, num_envs)
-    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config)
-    teacher_optimizer, teacher_update = make_ppo_update_from_config(teacher_ac, _teacher_ppo(config))
+    rollout = make_rollout(
+        OnLevel(family.replay_wrapper(bare)), num_steps, num_envs, params_axis=0, devices=devices
+    )
+    teacher_rollout = make_rollout(
+        _LevelInInfo(teacher_env), teacher_steps, num_envs, info_keys=("level",), devices=devices
+    )
+    batch_params = tile_params(env_params, local_envs)
+    optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config, devices)
+    teacher_optimizer, teacher_update = make_ppo_update_from_config(teacher_ac, _teacher_ppo(config), devices)
 
     def init(key: jax.Array) -> PAIREDRunnerState:
         key, key_students, key_teacher, key_level = jax.random.split(key, 4)
@@ -397,10 +431,12 @@ def make_paired_runner(
     def student_iteration(
         params: Any, opt_state: Any, key: jax.Array, level_params: LevelParams
     ) -> tuple[Any, Any, dict[str, jax.Array], dict[str, jax.Array]]:
-        """One student's rollout on the levels and PPO update; its returns per level."""
+        """One student's rollout on the levels (this device's block) and PPO update; its
+        returns per level (every level: gathered over devices)."""
         keys = hashed_keys(key, (3,))
-        start = rollout.init(keys[0], level_params, actor_critic.initial_memory(num_envs))
-        end, tr = rollout.collect(start, actor_critic_policy(actor_critic, params), keys[1], level_params)
+        start = rollout.init(keys[0], level_params, actor_critic.initial_memory(local_envs))
+        policy = actor_critic_policy(actor_critic, params, devices=devices)
+        end, tr = rollout.collect(start, policy, keys[1], level_params)
         advantage, target = rollout_advantages(
             actor_critic, params, tr, end.memory, config.gamma, config.gae_lambda
         )
@@ -415,14 +451,16 @@ def make_paired_runner(
             "solved": solved,
             "completed": completed.astype(jnp.float32),
         }
-        return params, opt_state, metrics, per_level
+        return params, opt_state, metrics, devices.gather(per_level)
 
     def step(state: PAIREDRunnerState) -> tuple[PAIREDRunnerState, dict[str, jax.Array]]:
         keys = hashed_keys(state.key, (6,))
-        # 1. The teacher builds one level per env: one whole teacher episode each.
-        teacher_start = teacher_rollout.init(keys[1], teacher_params, teacher_ac.initial_memory(num_envs))
+        # 1. The teacher builds one level per env: one whole teacher episode each (on several
+        # devices, this device's block of them).
+        teacher_start = teacher_rollout.init(keys[1], teacher_params, teacher_ac.initial_memory(local_envs))
+        teacher_policy = actor_critic_policy(teacher_ac, state.teacher_params, devices=devices)
         teacher_end, teacher_tr = teacher_rollout.collect(
-            teacher_start, actor_critic_policy(teacher_ac, state.teacher_params), keys[2], teacher_params
+            teacher_start, teacher_policy, keys[2], teacher_params
         )
         levels = jax.tree.map(lambda x: x[-1], teacher_tr.info["level"])
         level_params = LevelParams(levels, batch_params)
@@ -432,9 +470,10 @@ def make_paired_runner(
             student_iteration, in_axes=(0, 0, 0, None)
         )(state.student_params, state.student_opt_state, hashed_keys(keys[3], (n_students,)), level_params)
 
-        # 3. The teacher's return: the students' score of each level, paid at its last step.
+        # 3. The teacher's return: the students' score of each level (of every device's levels),
+        # paid at the last step of this device's teacher episodes.
         score = teacher_score(config.ued_score, per_level["mean"], per_level["max"]).astype(jnp.float32)
-        reward = teacher_tr.reward.at[-1].set(score)
+        reward = teacher_tr.reward.at[-1].set(devices.take(score))
         advantage, target = rollout_advantages(
             teacher_ac,
             state.teacher_params,
@@ -453,7 +492,7 @@ def make_paired_runner(
             raise RuntimeError(
                 f"make_paired_runner: unexpected PPO metrics {sorted(unknown)}; add them to _PPO_METRICS."
             )
-        level_stats = jax.vmap(family.level_stats)(levels)
+        level_stats = jax.vmap(family.level_stats)(devices.gather(levels))
         metrics: dict[str, jax.Array] = {
             "teacher_return": score.mean(),
             # The protagonist's training episodes (what DR/PLR report as train_return / solve_rate).
@@ -497,4 +536,13 @@ def make_paired_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={**EVAL_METRIC_AXES, **student_axes},
+        # The state holds no envs (each iteration's teacher episodes build new levels): the
+        # envs axis is split inside the step, and every state leaf is replicated.
+        sharding=runner_sharding(
+            devices,
+            "num_envs",
+            num_envs,
+            lambda axis: _paired_runner(config, family, (teacher_env, teacher_params), axis),
+            lambda state: None,
+        ),
     )

@@ -372,12 +372,15 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
     Raises:
         ValueError: an inconsistent config, or evaluation levels that do not fit the env.
 
-    DR, PLR and ACCEL (not their parallel forms) split their envs over devices
-    (``Runner.sharding``, the driver's ``num_devices``): every device chooses the iteration's
-    levels as one device does (the level buffer is replicated; sampling and its updates are
-    cheap), plays its block of ``num_envs / num_devices`` of them, and trains on them with the
-    gradients averaged over devices; the rollout's per-level rewards, values and advantages are
-    gathered, so the level scores, the buffer update and the metrics are those of one device.
+    Every one of these runners splits its envs over devices (``Runner.sharding``, the
+    driver's ``num_devices``): every device chooses the iteration's levels as one device does
+    (the level buffer is replicated; sampling and its updates are cheap), plays its block of
+    ``num_envs / num_devices`` of them, and trains on them with the gradients averaged over
+    devices; the rollout's per-level rewards, values and advantages are gathered, so the level
+    scores, the buffer update and the metrics are those of one device. Parallel PLR / ACCEL
+    split their one rollout of ``2`` or ``3 * num_envs`` envs (every batch) in equal blocks the
+    same way; the whole rollout is gathered, and each device trains on its block of the
+    replayed batch.
     """
     return _ued_runner(config, family, DeviceAxis())
 
@@ -629,18 +632,24 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
         levels = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
         slots_all, edits_all = jnp.concatenate(slots), jnp.concatenate(edits)
 
-        level_params = LevelParams(levels, batch_params)
-        start = rollout.init(keys[5], level_params, actor_critic.initial_memory(num_slices * n))
+        # This device plays its block of the rollout's envs (all batches side by side).
+        level_params = LevelParams(devices.take(levels), batch_params)
+        start = rollout.init(keys[5], level_params, actor_critic.initial_memory(num_slices * local_envs))
         params = state.params
-        end, tr = rollout.collect(start, actor_critic_policy(actor_critic, params), keys[6], level_params)
+        policy = actor_critic_policy(actor_critic, params, devices=devices)
+        end, tr = rollout.collect(start, policy, keys[6], level_params)
         advantage, target = rollout_advantages(
             actor_critic, params, tr, end.memory, config.gamma, config.gae_lambda
         )
+        # Every env of every batch (on several devices: gathered in order), so the training
+        # slice, the scores, the buffer update and the metrics are those of one device.
+        tr, advantage, target = devices.gather((tr, advantage, target), axis=1)
 
-        # The gradient step sees the replayed batch only (Robust: and only once it is replayed).
+        # The gradient step sees the replayed batch only (Robust: and only once it is replayed);
+        # each device trains on its block of it.
         learn = jnp.logical_or(warm, not robust)
         replay_cut = lambda x: x[:, n : 2 * n]  # noqa: E731
-        train_batch = ppo_batch(jax.tree.map(replay_cut, tr), replay_cut(advantage), replay_cut(target))
+        train_batch = ppo_batch(*devices.take(jax.tree.map(replay_cut, (tr, advantage, target)), axis=1))
 
         def update(_: Any) -> tuple[Any, Any, dict[str, jax.Array]]:
             return ppo_update(params, state.opt_state, train_batch, keys[7])
@@ -729,9 +738,7 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
         metric_axes=EVAL_METRIC_AXES,
         # The state holds no envs (each iteration starts its rollout from the levels it
         # chooses): the envs axis is split inside the step, and every state leaf is replicated.
-        sharding=None
-        if parallel
-        else runner_sharding(
+        sharding=runner_sharding(
             devices,
             "num_envs",
             num_envs,
