@@ -1,6 +1,7 @@
 """The child process of ``test_devices_offpolicy_shaping.py``: IDQN and ISAC (the off-policy loop,
-envs split), recurrent IQL (its own sequence loop, envs split) and the evolved meta-agents
-(``mfos_es``, ``meta_es``: population split) on 4 simulated CPU devices and on 1, printed as JSON.
+envs split), recurrent IQL (its own sequence loop, envs split), the opponent-shaping RL runner
+(envs split; opponents' instances split) and the evolved meta-agents (``mfos_es``, ``meta_es``:
+population split) on 4 simulated CPU devices and on 1, printed as JSON.
 
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` must be set before jax is imported, so
 this runs in its own process (the parent's test suite keeps one device). It computes; the
@@ -23,7 +24,7 @@ import numpy as np
 from lamella.agents import driver
 from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log, max_abs, max_abs_diff
 from lamella.marl import IDQNConfig, ISACConfig, RecIQLConfig
-from lamella.marl.shaping import MetaConfig, MetaESConfig
+from lamella.marl.shaping import MetaConfig, MetaESConfig, ShapingConfig
 
 # 8 envs (2 per device), batches of 16 (4 per device); learning starts in the first iteration,
 # so every iteration's metrics include updates. Four iterations in two chunks: three evaluations.
@@ -70,6 +71,25 @@ RECURRENT = RecIQLConfig(
     eval_episodes=2,
     eval_max_steps=20,
 )
+# The shaping RL runner on the IPD (episodes of 4 rounds), 8 envs (2 per device), minibatches of
+# 32 steps (8 per device):
+# a PPO learner over the split envs against a fixed strategy (which acts on every env on every
+# device), and a recurrent PPO learner over the split envs against 4 PPO opponents (one instance,
+# with its 2 envs, per device).
+SHAPING_COMMON: dict[str, Any] = {
+    "num_envs": 8,
+    "num_steps": 8,
+    "num_inner_steps": 4,
+    "num_minibatches": 2,
+    "num_epochs": 2,
+    "total_timesteps": 8 * 8 * 4,
+}
+SHAPING: dict[str, Any] = {
+    "shaping_tft": ShapingConfig(**SHAPING_COMMON, eval_episodes=2),
+    "shaping_ppo": ShapingConfig(
+        **SHAPING_COMMON, agents=("ppo", "ppo"), num_opponents=4, eval_episodes=4, recurrent=True
+    ),
+}
 # 8 members (2 per device), four generations (two chunks of two, one compiled chunk): Open_ES against exact-gradient naive learners,
 # CMA-ES against PPO co-players that learn over two inner episodes.
 POPULATION: dict[str, Any] = {
@@ -117,6 +137,14 @@ def main(out_dir: str) -> None:
         "windows": error_text(
             lambda: train(dataclasses.replace(RECURRENT, sample_batch_size=6), 4, "windows")
         ),
+        "opponents": error_text(
+            lambda: train(dataclasses.replace(SHAPING["shaping_ppo"], num_opponents=2), 4, "opponents")
+        ),
+        "shaping_minibatch": error_text(
+            lambda: train(
+                dataclasses.replace(SHAPING["shaping_tft"], num_minibatches=32), 4, "shaping_minibatch"
+            )
+        ),
         "population": error_text(
             lambda: train(dataclasses.replace(POPULATION["mfos_es"], population_size=6), 4, "population")
         ),
@@ -130,7 +158,7 @@ def main(out_dir: str) -> None:
     result["dirs_written"] = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
 
     result["runs"] = {}
-    for name, config in {**OFFPOLICY, "rec_iql": RECURRENT, **POPULATION}.items():
+    for name, config in {**OFFPOLICY, "rec_iql": RECURRENT, **SHAPING, **POPULATION}.items():
         one, four = train(config, 1, f"{name}_1"), train(config, 4, f"{name}_4")
         with open(four.config_path, encoding="utf-8") as handle:
             layout = json.load(handle)["devices"]
@@ -138,7 +166,16 @@ def main(out_dir: str) -> None:
             "metrics": {"1": flat_run_log(one.metrics_path), "4": flat_run_log(four.metrics_path)},
             "layout": layout,
         }
-        if name not in POPULATION:
+        if name in SHAPING:
+            trained = [r.state.train_states for r in (one, four)]
+            run.update(
+                state_max_abs_diff=max_abs_diff(*trained),
+                state_max_abs=max_abs(trained[0]),
+                env_state_max_abs_diff=max_abs_diff(one.state.env_state, four.state.env_state),
+                # Adam's step counts of every learner and instance: the updates ran.
+                adam_counts=[sorted({int(x) for x in integer_leaves(t)}) for t in trained],
+            )
+        elif name not in POPULATION:
             trained = [r.state.train_state for r in (one, four)]
             # The online networks against their target copies, which started equal: learning moved them.
             online, target = (
@@ -162,6 +199,16 @@ def main(out_dir: str) -> None:
         result["runs"][name] = run
         print(f"{name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     print(json.dumps(result))
+
+
+def integer_leaves(tree: Any) -> list[Any]:
+    """Every entry of the integer leaves of ``tree``."""
+    return [
+        v
+        for x in jax.tree.leaves(tree)
+        if np.issubdtype(np.asarray(x).dtype, np.integer)
+        for v in np.ravel(np.asarray(x))
+    ]
 
 
 if __name__ == "__main__":
