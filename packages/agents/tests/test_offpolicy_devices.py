@@ -70,6 +70,10 @@ def test_the_runner_declares_its_envs_axis_and_checks_the_sampled_batch():
     assert sharding.make(DeviceAxis(size=4)).sharding is None  # a per-device runner is not split again
     with pytest.raises(ConfigError, match=r"batch_size=16 is not divisible by num_devices=3"):
         sharding.make(DeviceAxis(size=3))
-    # An agent given from outside (lamella-marl's independent learners) takes no device axis.
+    # An agent given from outside takes no device axis, unless it says it does (lamella-marl's
+    # independent learners).
     sac = SACTrainConfig(num_envs=2, batch_size=8, rollout_steps=8, total_timesteps=16, hidden_sizes=(8,))
     assert make_offpolicy_runner(sac, make_agent=make_sac).sharding is None
+    sharding = make_offpolicy_runner(sac, make_agent=make_sac, agent_takes_devices=True).sharding
+    assert (sharding.batch, sharding.size) == ("num_envs", 2)
+    assert sharding.make(DeviceAxis(size=2)).sharding is None

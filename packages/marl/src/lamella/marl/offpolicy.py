@@ -20,7 +20,9 @@ The runners (:func:`make_idqn_runner`, :func:`make_isac_runner`) are lamella-age
 loop (:func:`lamella.agents.offpolicy.make_offpolicy_runner`) given the wrapped multi-agent env
 and the independent agent: the same flashbax episode buffer (transitions keep the agent axis),
 warm-up, update schedule and evaluation, per-agent returns in the run log, and the driver's
-progress display, checkpoints and exact resume (``lamella train idqn|isac``)::
+progress display, checkpoints and exact resume (``lamella train idqn|isac``), and the loop's
+split over devices (``num_devices``: each device steps its block of ``num_envs`` and learns from
+its block of every sampled batch, with DQN's and SAC's own device axis)::
 
     runner = make_idqn_runner(IDQNConfig(env_id="Foraging-5x5-2p-1f-coop-v3"))
     state, metrics = jax.jit(jax.vmap(make_train(runner)))(jax.random.split(jax.random.key(0), 3))
@@ -38,6 +40,7 @@ import numpy as np
 
 from lamella.agents.algorithms import Algorithm
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import (
     Batch,
     DQNTrainConfig,
@@ -66,8 +69,9 @@ __all__ = [
     "make_isac_runner",
 ]
 
-#: ``make(agent_config, observation_space, action_space) -> Agent`` of one agent (``make_dqn``).
-MakeAgent = Callable[[Any, spaces.Space, spaces.Space], Agent]
+#: ``make(agent_config, observation_space, action_space[, devices]) -> Agent`` of one agent
+#: (``make_dqn``); it takes the device axis when :func:`make_independent_agent` is given one.
+MakeAgent = Callable[..., Agent]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +181,7 @@ def make_independent_agent(
     share_parameters: bool = True,
     agent_id: bool = True,
     team_reward: bool = False,
+    devices: DeviceAxis | None = None,
 ) -> Agent:
     """``n`` independent copies of a single-agent off-policy learner as one :class:`Agent`.
 
@@ -189,6 +194,11 @@ def make_independent_agent(
         action_space: the env's ``MultiDiscrete`` or ``Box (n, D)`` space.
         num_agents: ``n``.
         share_parameters, agent_id, team_reward: see :class:`IndependentSettings`.
+        devices: the mesh axis when the off-policy loop's envs are split over devices, passed to
+            ``make_agent`` as its fourth argument (None: ``make_agent`` is called with three).
+            Each device's single-agent update then learns from its block of the sampled
+            transitions (shared parameters: of the ``batch * n`` agent rows; else of each
+            agent's ``batch`` rows) and averages gradients over the devices.
 
     Returns:
         An Agent whose ``policy`` takes dict observations with leaves ``(batch, n, ...)`` and
@@ -200,7 +210,11 @@ def make_independent_agent(
     """
     n = int(num_agents)
     one_obs_space, one_action_space = _agent_spaces(observation_space, action_space, n, agent_id)
-    one = make_agent(agent_config, one_obs_space, one_action_space)
+    one = (
+        make_agent(agent_config, one_obs_space, one_action_space)
+        if devices is None
+        else make_agent(agent_config, one_obs_space, one_action_space, devices)
+    )
     ids = jnp.eye(n, dtype=jnp.float32)
 
     def per_agent(obs: Any) -> dict[str, jax.Array]:
@@ -314,7 +328,9 @@ def _make_independent_runner(
     env, env_params = _multi_agent_env(config, env, env_params, continuous=continuous)
     num_agents = int(env.num_agents)
 
-    def make(agent_config: Any, observation_space: spaces.Space, action_space: spaces.Space) -> Agent:
+    def make(
+        agent_config: Any, observation_space: spaces.Space, action_space: spaces.Space, devices: DeviceAxis
+    ) -> Agent:
         if config.share_parameters and hasattr(agent_config, "exploration_steps"):
             # One env step is n acted agent steps of the shared network.
             agent_config = dataclasses.replace(
@@ -329,10 +345,15 @@ def _make_independent_runner(
             share_parameters=config.share_parameters,
             agent_id=config.agent_id,
             team_reward=config.team_reward,
+            devices=devices,
         )
 
     return make_offpolicy_runner(
-        config, env=MultiAgentObservation(env), env_params=env_params, make_agent=make
+        config,
+        env=MultiAgentObservation(env),
+        env_params=env_params,
+        make_agent=make,
+        agent_takes_devices=True,
     )
 
 
@@ -341,6 +362,10 @@ def make_idqn_runner(
 ) -> Runner:
     """Independent DQN's :class:`~lamella.agents.runner.Runner` on a multi-agent env with discrete
     actions (lamella-agents' off-policy loop with :func:`make_independent_agent` over ``make_dqn``).
+
+    The runner splits ``num_envs`` over devices (``Runner.sharding``, the driver's
+    ``num_devices``) as the loop does for DQN; ``num_envs`` and ``batch_size`` must be multiples
+    of the device count.
 
     Args:
         config: an :class:`IDQNConfig`.

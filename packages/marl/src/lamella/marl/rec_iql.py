@@ -28,7 +28,15 @@ One runner iteration is Mava's update step: ``rollout_length`` vector env steps 
 then ``epochs`` gradient updates (once the buffer holds ``min_buffer_size`` steps per env).
 The runner is a :class:`~lamella.agents.runner.Runner`: ``lamella train rec_iql`` gets the
 driver's progress display, run log (team and per-agent returns), checkpoints and exact resume,
-and several seeds vmap into one program::
+and several seeds vmap into one program.
+
+Many devices (``Runner.sharding``, the driver's ``num_devices``): the envs split over the
+devices, as in lamella-agents' off-policy loop. Each device steps its block of envs; their new
+observations, rewards and flags are gathered, so every device acts for every env with the same
+key and adds the same steps to its replicated sequence buffer. Every device samples the same
+windows with the same key and learns from its equal block of them (``sample_batch_size /
+num_devices`` windows), averaging gradients and metrics over the devices, so the parameters stay
+equal and the run equals the one-device run up to the order of float sums::
 
     runner = make_rec_iql_runner(RecIQLConfig(env_id="Foraging-5x5-2p-1f-coop-v3"))
     state, metrics = jax.jit(jax.vmap(make_train(runner)))(jax.random.split(jax.random.key(0), 3))
@@ -49,6 +57,7 @@ from flax import struct
 
 from lamella.agents.algorithms import Algorithm
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import MLP, RecurrentCore, activation_by_name, orthogonal
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent
@@ -301,8 +310,28 @@ def make_rec_iql_runner(
     Raises:
         lamella.agents.config.ConfigError: a single-agent env, continuous actions, ``team_reward``
             on an env whose agents are not one team, or inconsistent settings.
+
+    The runner splits its envs over devices (``Runner.sharding``; see the module's docstring);
+    ``num_envs`` and ``sample_batch_size`` must then be multiples of the device count.
     """
+    return _rec_iql_runner(config, env, env_params, DeviceAxis())
+
+
+def _rec_iql_state_axes(state: RecIQLRunnerState) -> Any:
+    """The envs axis of each leaf of the runner state (``None``: replicated on every device;
+    the observations, memories and buffer too: every device acts for every env)."""
+    axes: dict[str, Any] = {field.name: None for field in dataclasses.fields(RecIQLRunnerState)}
+    return RecIQLRunnerState(**{**axes, "env_state": 0})
+
+
+def _rec_iql_runner(
+    config: RecIQLConfig, given_env: Environment[Any, Any] | None, given_params: Any, devices: DeviceAxis
+) -> Runner:
+    """Recurrent IQL's runner for one device's block of the envs (all of them on one device)."""
     config.validate()
+    # Checked when the driver builds the per-device runner, before anything compiles.
+    devices.local(int(config.sample_batch_size), "sample_batch_size")
+    env, env_params = given_env, given_params
     algorithm = config.algorithm
     with jax.ensure_compile_time_eval():
         env, env_params, env_id = bare_multi_agent_env(config, env, env_params)
@@ -345,6 +374,11 @@ def make_rec_iql_runner(
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     env_reset_done = jax.vmap(env.reset_done, in_axes=(0, 0, 0, 0, None))
     max_eval_steps = eval_max_steps(config, env_params)
+    take, gather = devices.take, devices.gather
+
+    def env_keys(key: jax.Array) -> jax.Array:
+        """The keys of this device's envs: its block of the keys of all envs."""
+        return take(jax.random.split(key, num_envs))
 
     def features(obs: Any) -> jax.Array:
         """Each agent's network input, ``(..., n, F)`` from an observation dict with leaves ``(..., n, ...)``."""
@@ -447,15 +481,16 @@ def make_rec_iql_runner(
     def update(
         train_state: RecIQLTrainState, buffer_state: Any, key: jax.Array
     ) -> tuple[RecIQLTrainState, dict[str, jax.Array]]:
-        batch: _Step = buffer.sample(buffer_state, key).experience
+        # Every device samples the same windows and learns from its block of them.
+        batch: _Step = take(buffer.sample(buffer_state, key).experience)
         if share:
-            grads, metrics = grad_fn(train_state.params, train_state.target_params, batch)
+            grads, metrics = devices.mean(grad_fn(train_state.params, train_state.target_params, batch))
             updates, opt_state = optimizer.update(grads, train_state.opt_state, train_state.params)
             params = optax.apply_updates(train_state.params, updates)
         else:
             # One network per agent: each agent's gradient comes from its own slice of the loss
             # (the agents' losses do not share parameters, so the joint gradient is per agent).
-            grads, metrics = grad_fn(train_state.params, train_state.target_params, batch)
+            grads, metrics = devices.mean(grad_fn(train_state.params, train_state.target_params, batch))
             grads = jax.tree.map(lambda g: g * n, grads)  # the loss is a mean over agents
             updates, opt_state = jax.vmap(optimizer.update)(grads, train_state.opt_state, train_state.params)
             params = optax.apply_updates(train_state.params, updates)
@@ -484,12 +519,12 @@ def make_rec_iql_runner(
         params = init_params(key_params)
         opt_state = optimizer.init(params) if share else jax.vmap(optimizer.init)(params)
         train_state = RecIQLTrainState(params, params, opt_state, jnp.zeros((), jnp.int32))
-        obs, env_state = env_reset(jax.random.split(key_env, num_envs), env_params)
+        obs, env_state = env_reset(env_keys(key_env), env_params)
         return RecIQLRunnerState(
             train_state=train_state,
             buffer_state=buffer.init(example_step(key_example)),
             env_state=env_state,
-            obs=obs,
+            obs=gather(obs),
             first=jnp.ones((num_envs,), bool),
             memory=jnp.zeros((num_envs, n, hidden), jnp.float32),
             key=key,
@@ -508,8 +543,10 @@ def make_rec_iql_runner(
             key_act, state.train_state.params, state.obs, state.memory, epsilon(state.env_steps)
         )
         next_obs, env_state, reward, terminated, truncated, _info = env_step(
-            jax.random.split(key_step, num_envs), state.env_state, action, env_params
+            env_keys(key_step), state.env_state, take(action), env_params
         )
+        # Every env's step on every device (the env states stay split).
+        next_obs, reward, terminated, truncated = gather((next_obs, reward, terminated, truncated))
         reward = jnp.asarray(reward, jnp.float32).reshape((num_envs, n))
         terminated = jnp.asarray(terminated, bool).reshape((num_envs, n))
         stored = _Step(state.obs, action, reward, terminated, state.first, next_obs)
@@ -521,12 +558,12 @@ def make_rec_iql_runner(
             "episodes": sums["episodes"] + jnp.sum(done.astype(jnp.float32)),
         }
         obs, env_state = env_reset_done(
-            jax.random.split(key_reset, num_envs), done, env_state, next_obs, env_params
+            env_keys(key_reset), take(done), env_state, take(next_obs), env_params
         )
         state = state.replace(
             buffer_state=buffer_state,
             env_state=env_state,
-            obs=obs,
+            obs=gather(obs),
             first=done,
             memory=jnp.where(done[:, None, None], 0.0, memory),
             key=key,
@@ -550,11 +587,14 @@ def make_rec_iql_runner(
             env_step_once, (state, sums0), None, length=int(config.rollout_length)
         )
         key, key_update = jax.random.split(state.key)
+        metrics_shape = update_metrics_shape
+        if metrics_shape is None:  # one device's runner: found here, where the mesh axis is bound
+            metrics_shape = jax.eval_shape(learn, state.train_state, state.buffer_state, key_update)[1]
         # Under vmap over seeds the cond runs both branches (a select); alone it skips the updates.
         train_state, metrics = jax.lax.cond(
             buffer.can_sample(state.buffer_state),
             lambda ts: learn(ts, state.buffer_state, key_update),
-            lambda ts: (ts, jax.tree.map(jnp.zeros_like, metrics_shape)),
+            lambda ts: (ts, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)),
             state.train_state,
         )
         ended = sums["episodes"] > 0
@@ -609,9 +649,10 @@ def make_rec_iql_runner(
         state = init(key)
         return learn(state.train_state, state.buffer_state, key)[1]
 
-    metrics_shape = jax.tree.map(
-        lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(_update_metrics, jax.random.key(0))
-    )
+    # The structure of the update metrics (zeros before learning starts), found abstractly. A
+    # per-device runner's update reduces over the mesh axis, which is bound only inside its step:
+    # it finds them there.
+    update_metrics_shape = None if devices.sharded else jax.eval_shape(_update_metrics, jax.random.key(0))
 
     return Runner(
         init=init,
@@ -620,6 +661,13 @@ def make_rec_iql_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={"return": ("agent",)},
+        sharding=runner_sharding(
+            devices,
+            "num_envs",
+            num_envs,
+            lambda axis: _rec_iql_runner(config, given_env, given_params, axis),
+            _rec_iql_state_axes,
+        ),
     )
 
 

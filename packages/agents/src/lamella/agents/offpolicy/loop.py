@@ -182,7 +182,8 @@ def make_offpolicy_runner(
     *,
     env: Any = None,
     env_params: Any = None,
-    make_agent: Callable[[Any, spaces.Space, spaces.Space], Any] | None = None,
+    make_agent: Callable[..., Any] | None = None,
+    agent_takes_devices: bool = False,
 ) -> Runner:
     """The compiled off-policy :class:`~lamella.agents.runner.Runner` of a train config.
 
@@ -199,6 +200,11 @@ def make_offpolicy_runner(
         make_agent: ``make(agent_config, observation_space, action_space) -> Agent`` (default:
             the config's algorithm in :data:`~lamella.agents.offpolicy.configs.AGENTS`);
             lamella-marl's independent learners give one that wraps DQN or SAC per agent.
+        agent_takes_devices: ``make_agent`` takes a fourth argument, the
+            :class:`~lamella.agents.devices.DeviceAxis`, as the built-in agents do: its agent's
+            ``update`` learns from this device's equal block of the sampled batch and averages
+            gradients and metrics over the devices. The runner then splits its envs over
+            devices as with a built-in agent.
 
     Returns:
         A Runner: ``init``, ``step`` (``rollout_steps`` vector env steps with their updates),
@@ -208,10 +214,13 @@ def make_offpolicy_runner(
         on a multi-agent env also ``return`` (each agent's, axis ``agent``).
 
         The runner splits its envs over devices (``Runner.sharding``; see the module's
-        docstring) unless ``make_agent`` is given (an agent that does not take ``devices``).
+        docstring) unless ``make_agent`` is given without ``agent_takes_devices`` (an agent
+        that does not take ``devices``).
         ``batch_size`` must then be a multiple of the device count, as ``num_envs`` must.
     """
-    return _offpolicy_runner(config, goal_setter, batch_sampler, env, env_params, make_agent, DeviceAxis())
+    return _offpolicy_runner(
+        config, goal_setter, batch_sampler, env, env_params, make_agent, agent_takes_devices, DeviceAxis()
+    )
 
 
 def _offpolicy_state_axes(state: OffPolicyRunnerState) -> Any:
@@ -227,7 +236,8 @@ def _offpolicy_runner(
     batch_sampler: BatchSamplerFactory | None,
     given_env: Any,
     given_params: Any,
-    make_agent: Callable[[Any, spaces.Space, spaces.Space], Any] | None,
+    make_agent: Callable[..., Any] | None,
+    agent_takes_devices: bool,
     devices: DeviceAxis,
 ) -> Runner:
     config.validate()
@@ -267,6 +277,8 @@ def _offpolicy_runner(
     make_sampler = resolve_batch_sampler(config, batch_sampler)
     if make_agent is None:
         agent = AGENTS[name][1](agent_cfg, observation_space, action_space, devices)
+    elif agent_takes_devices:
+        agent = make_agent(agent_cfg, observation_space, action_space, devices)
     else:
         agent = make_agent(agent_cfg, observation_space, action_space)
     setter = passthrough() if goal_setter is None else goal_setter
@@ -442,13 +454,13 @@ def _offpolicy_runner(
         num_iterations=config.num_iterations,
         metric_axes={"return": ("agent",)} if multi_agent else None,
         sharding=None
-        if make_agent is not None
+        if make_agent is not None and not agent_takes_devices
         else runner_sharding(
             devices,
             "num_envs",
             num_envs,
             lambda axis: _offpolicy_runner(
-                config, goal_setter, batch_sampler, given_env, given_params, None, axis
+                config, goal_setter, batch_sampler, given_env, given_params, make_agent, True, axis
             ),
             _offpolicy_state_axes,
         ),

@@ -45,6 +45,7 @@ from evosax.core.fitness_shaping import weights_fitness_shaping_fn as _weights_s
 from flax import struct
 
 import lamella.envs
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.es import FITNESS_SHAPING, ESConfig, make_strategy
 from lamella.agents.networks import MLP, activation_by_name
 from lamella.agents.runner import Runner
@@ -404,8 +405,20 @@ def make_meta_es_runner(config: MetaESConfig) -> Runner:
     (``-episode_return``). ``evaluate(state, key)`` plays the strategy's centre
     against ``eval_episodes`` fresh opponents (one game each) and returns
     ``episode_return`` and ``opponent_return`` per episode, float32 ``(eval_episodes,)``.
+
+    The runner splits its population over devices (``Runner.sharding``, the driver's
+    ``num_devices``), as lamella-agents' ES does: every device asks the strategy for the whole
+    population (same key, same state, same members), plays the games of its block of
+    ``population_size / num_devices`` members and gathers every member's results, so every
+    device tells the strategy the same fitness and keeps the same search state.
     """
+    return _meta_es_runner(config, DeviceAxis())
+
+
+def _meta_es_runner(config: MetaESConfig, devices: DeviceAxis) -> Runner:
+    """The meta-ES runner for one device's block of the population (all of it on one device)."""
     config.validate()
+    devices.local(config.population_size, "population_size")
     network = MetaPolicy(tuple(config.hidden_sizes), config.activation)
     solution = network.init(jax.random.key(0), jnp.zeros((OBS_SIZE,), jnp.float32))
     search = make_search(
@@ -434,8 +447,9 @@ def make_meta_es_runner(config: MetaESConfig) -> Runner:
     def step(state: MetaESState) -> tuple[MetaESState, dict[str, jax.Array]]:
         key, key_ask, key_play, key_tell = jax.random.split(state.key, 4)
         population, search_state = search.ask(key_ask, state.search_state)
-        # Every member meets the same opponents (common random numbers).
-        results = jax.vmap(fitness, in_axes=(0, None))(population, key_play)
+        # Every member meets the same opponents (common random numbers); each device plays its
+        # block of members, then holds every member's results.
+        results = devices.gather(jax.vmap(fitness, in_axes=(0, None))(devices.take(population), key_play))
         returns = results["meta_return"]
         search_state, _ = search.tell(key_tell, population, returns, search_state)
         metrics = {
@@ -458,4 +472,12 @@ def make_meta_es_runner(config: MetaESConfig) -> Runner:
         evaluate=evaluate,
         steps_per_iteration=steps_per_iteration,
         num_iterations=num_iterations,
+        # Nothing in the state has a population axis: the members are drawn afresh each step.
+        sharding=runner_sharding(
+            devices,
+            "population_size",
+            config.population_size,
+            lambda axis: _meta_es_runner(config, axis),
+            lambda state: None,
+        ),
     )

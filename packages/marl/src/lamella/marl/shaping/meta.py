@@ -43,6 +43,7 @@ import jax.numpy as jnp
 
 import lamella.envs
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo import PPOConfig, make_actor_critic
 from lamella.agents.ppo_update import PPOSettings
 from lamella.agents.protocol import Agent
@@ -331,8 +332,19 @@ def make_meta_runner(config: MetaConfig) -> Runner:
     ``eval_episodes`` outer episodes (fresh co-players each) and returns ``episode_return``,
     ``co_player_return``, ``co_player_cooperation_first`` and ``co_player_cooperation_last``, each
     float32 ``(eval_episodes,)``.
+
+    The runner splits its population over devices (``Runner.sharding``, the driver's
+    ``num_devices``), as :func:`lamella.marl.shaping.evolution.make_meta_es_runner` does: the
+    search's ``ask`` and ``tell`` replicated, each device plays the outer episodes of its block
+    of ``population_size / num_devices`` members, and every member's results are gathered.
     """
+    return _meta_runner(config, DeviceAxis())
+
+
+def _meta_runner(config: MetaConfig, devices: DeviceAxis) -> Runner:
+    """The meta runner for one device's block of the population (all of it on one device)."""
     _, _, _, init_params = _game_and_meta_agent(config)
+    devices.local(config.population_size, "population_size")
     try:
         search = make_search(
             config.strategy,
@@ -367,8 +379,10 @@ def make_meta_runner(config: MetaConfig) -> Runner:
     def step(state: MetaESState) -> tuple[MetaESState, dict[str, jax.Array]]:
         key, key_ask, key_play, key_tell = jax.random.split(state.key, 4)
         population, search_state = search.ask(key_ask, state.search_state)
-        # Every member meets the same co-player seeds (common random numbers).
-        results = summary(jax.vmap(outer_episode, in_axes=(0, None))(population, key_play))
+        # Every member meets the same co-player seeds (common random numbers); each device plays
+        # its block of members, then holds every member's results.
+        played = jax.vmap(outer_episode, in_axes=(0, None))(devices.take(population), key_play)
+        results = summary(devices.gather(played))
         returns = results["episode_return"]
         search_state, _ = search.tell(key_tell, population, returns, search_state)
         metrics = {name: value.mean() for name, value in results.items()}
@@ -396,4 +410,12 @@ def make_meta_runner(config: MetaConfig) -> Runner:
         evaluate=evaluate,
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
+        # Nothing in the state has a population axis: the members are drawn afresh each step.
+        sharding=runner_sharding(
+            devices,
+            "population_size",
+            config.population_size,
+            lambda axis: _meta_runner(config, axis),
+            lambda state: None,
+        ),
     )

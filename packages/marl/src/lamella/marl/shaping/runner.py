@@ -27,6 +27,16 @@ ended), ``return`` and ``reward`` (each agent's episode return and mean reward p
 learner's PPO metrics as ``learner_<i>_<name>``, and the watchers of
 :mod:`lamella.marl.shaping.watchers` (per-state cooperation probabilities and state visits on
 the iterated matrix games, own-coin shares on CoinGame), each with an ``agent`` axis.
+
+**Many devices** (``Runner.sharding``, the driver's ``num_devices``): the envs split over the
+devices. Agent 0's learner (one instance on every env) and any other learner with one instance
+learn as lamella-agents' PPO does on several devices (each device acts on and trains from its
+block of envs; gradients and statistics averaged). A slot with ``num_opponents > 1`` learning
+instances splits its instances instead (each device plays and updates ``num_opponents /
+num_devices`` whole instances, which must divide). Fixed agents act on every env on every device
+(the observations gathered; cheap) and each device keeps its block of their actions. The step's
+metrics reduce over the devices, so the run equals the one-device run up to the order of float
+sums.
 """
 
 from __future__ import annotations
@@ -43,9 +53,10 @@ from flax import struct
 
 import lamella.envs
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
-from lamella.agents.ppo_update import PPOSettings
+from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes
 from lamella.agents.protocol import Agent, reset_memory_where
 from lamella.agents.rollout import PolicyStep, RolloutState, Transition, actor_critic_policy, make_rollout
 from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, step_limit
@@ -192,12 +203,24 @@ class ShapingRunnerState(struct.PyTreeNode):
 
 
 class _Slot(NamedTuple):
-    """One agent of the env: how it acts and learns, over a leading axis of its ``copies``."""
+    """One agent of the env: how it acts and learns, over a leading axis of its ``copies``
+    (this device's instances: all of them, or its block when ``split``)."""
 
     copies: int
     learner: PPO | None
     agent: Agent | None  # a fixed agent (None for a learner)
     cooperation_table: jax.Array | None  # (5,) P(cooperate) by observation, a memory-one strategy
+    split: bool = False  # several learning instances, split over the devices
+
+
+def _is_learner(spec: AgentSpec) -> bool:
+    return isinstance(spec, str) and spec == LEARNER
+
+
+def _instances_split(index: int, spec: AgentSpec, config: ShapingConfig) -> bool:
+    """On several devices, whether slot ``index``'s instances split over them (a learner with
+    ``num_opponents > 1`` instances); the others are one learner over the split envs, or fixed."""
+    return index > 0 and config.num_opponents > 1 and _is_learner(spec)
 
 
 AgentSpec = str | Agent | Sequence[float] | np.ndarray
@@ -258,11 +281,12 @@ def _make_slot(
     observation_space: spaces.Box,
     action_space: spaces.Discrete,
     env_name: str,
+    devices: DeviceAxis,
 ) -> _Slot:
     copies = 1 if index == 0 else config.num_opponents
     if isinstance(spec, Agent):
         return _Slot(copies, None, spec, None)
-    if isinstance(spec, str) and spec == LEARNER:
+    if _is_learner(spec):
         num_envs = config.num_envs // copies
         steps = num_envs * config.num_steps
         if not config.recurrent and steps % config.num_minibatches:
@@ -276,7 +300,19 @@ def _make_slot(
                 f"ShapingConfig: agent {index} is a recurrent learner on {num_envs} envs per instance, which "
                 f"num_minibatches ({config.num_minibatches}) must divide (recurrent minibatches split envs)."
             )
-        learner = make_ppo(_learner_config(config, copies), observation_space, action_space)
+        learner_config = _learner_config(config, copies)
+        if _instances_split(index, spec, config) and devices.sharded:
+            if copies % devices.size:
+                raise ConfigError(
+                    f"ShapingConfig: agent {index}'s num_opponents ({copies}) learning instances split over the "
+                    f"devices: num_opponents must be a multiple of num_devices ({devices.size}). Set "
+                    f"num_opponents={_next_multiple(copies, devices.size)}, num_opponents=1, or another num_devices."
+                )
+            learner = make_ppo(learner_config, observation_space, action_space)
+            return _Slot(copies // devices.size, learner, None, None, split=True)
+        if devices.sharded:  # one instance on every env: its envs split over the devices, as PPO's
+            check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
+        learner = make_ppo(learner_config, observation_space, action_space, devices)
         return _Slot(copies, learner, None, None)
     try:
         table = strategy(spec)
@@ -319,7 +355,8 @@ def make_shaping_runner(
     env_params: Any = None,
     agents: Sequence[AgentSpec] | None = None,
 ) -> Runner:
-    """A :class:`~lamella.agents.runner.Runner` of learners and fixed agents (see the module docs).
+    """A :class:`~lamella.agents.runner.Runner` of learners and fixed agents (see the module docs);
+    it splits its envs over devices (``Runner.sharding``, see "Many devices" there).
 
     Args:
         config: the settings.
@@ -335,7 +372,19 @@ def make_shaping_runner(
             fixed strategy on a game it does not fit, an opponent count that does not divide the
             envs, or other inconsistent settings (``lamella train`` prints one line, exit 2).
     """
+    return _shaping_runner(config, env, env_params, agents, DeviceAxis())
+
+
+def _shaping_runner(
+    config: ShapingConfig,
+    given_env: Environment[Any, Any] | None,
+    given_params: Any,
+    agents: Sequence[AgentSpec] | None,
+    devices: DeviceAxis,
+) -> Runner:
+    """The shaping runner for one device's block of the envs (all of them on one device)."""
     config.validate()
+    env, env_params = given_env, given_params
     specs: list[AgentSpec] = list(config.agents if agents is None else agents)
     env_id = None
     with jax.ensure_compile_time_eval():
@@ -362,7 +411,7 @@ def make_shaping_runner(
             )
         observation_space, action_spaces = _agent_spaces(env, env_params)
         slots = [
-            _make_slot(i, spec, config, observation_space, action_spaces[i], env_name)
+            _make_slot(i, spec, config, observation_space, action_spaces[i], env_name, devices)
             for i, spec in enumerate(specs)
         ]
         matrix_game = observation_space.shape == (len(watchers.STATE_NAMES),) and all(
@@ -385,7 +434,17 @@ def make_shaping_runner(
         ("own_coins", "other_coins") if coin_game else ()
     )
     train_env = wrappers.EpisodeStatistics(wrappers.AutoReset(env))
-    rollout = make_rollout(train_env, config.num_steps, config.num_envs, info_keys=info_keys)
+    rollout = make_rollout(train_env, config.num_steps, config.num_envs, info_keys=info_keys, devices=devices)
+    take, gather = devices.take, devices.gather
+
+    def instance_keys(key: jax.Array, slot: _Slot) -> jax.Array:
+        """One key per instance of ``slot`` on this device (its block of all instances' keys)."""
+        if not (slot.split and devices.sharded):
+            return hashed_keys(key, (slot.copies,))
+        return hashed_keys(
+            key, (slot.copies * devices.size,), block=(0, devices.start(slot.copies), slot.copies)
+        )
+
     max_eval_steps = step_limit(config.eval_max_steps, env_params)
 
     def slot_agent(slot: _Slot) -> Agent:
@@ -404,6 +463,8 @@ def make_shaping_runner(
                 learner.actor_critic,
                 train_state.params,
                 preprocess=lambda o: learner.normalize(train_state, o),
+                # One instance over the split envs draws its block of the batch's actions.
+                devices=None if slot.split else devices,
             )
             return policy(key, obs, memory, reset)
         fixed = slot_agent(slot)
@@ -419,15 +480,18 @@ def make_shaping_runner(
             keys = hashed_keys(key, (num_agents,))
             memories, steps = [], []
             for i, slot in enumerate(slots):
+                # A fixed agent acts on every env on every device; each keeps its block of actions.
+                whole = gather if slot.learner is None else (lambda x: x)
                 mem, out = jax.vmap(lambda *a, slot=slot: act(slot, *a))(
-                    hashed_keys(keys[i], (slot.copies,)),
+                    instance_keys(keys[i], slot),
                     train_states[i],
-                    _split(obs[:, i], slot.copies),
+                    _split(whole(obs[:, i]), slot.copies),
                     memory[i],
-                    _split(reset, slot.copies),
+                    _split(whole(reset), slot.copies),
                 )
                 memories.append(mem)
-                steps.append(jax.tree.map(_merge, out))
+                out = jax.tree.map(_merge, out)
+                steps.append(take(out) if slot.learner is None else out)
             stack = lambda *xs: jnp.stack(xs, axis=1)  # noqa: E731
             joint = PolicyStep(
                 stack(*[s.action.astype(jnp.int32) for s in steps]),
@@ -445,10 +509,15 @@ def make_shaping_runner(
         agent_keys = jax.random.split(key_agents, num_agents)
         train_states, memories = [], []
         for i, slot in enumerate(slots):
-            obs_i = _split(start.obs[:, i], slot.copies)
-            train_state, memory = jax.vmap(slot_agent(slot).init)(
-                jax.random.split(agent_keys[i], slot.copies), obs_i
+            obs_i = _split(
+                start.obs[:, i] if slot.learner is not None else gather(start.obs[:, i]), slot.copies
             )
+            keys_i = (
+                take(jax.random.split(agent_keys[i], slot.copies * devices.size))
+                if slot.split
+                else jax.random.split(agent_keys[i], slot.copies)
+            )
+            train_state, memory = jax.vmap(slot_agent(slot).init)(keys_i, obs_i)
             train_states.append(train_state)
             memories.append(memory)
         return ShapingRunnerState(
@@ -484,9 +553,11 @@ def make_shaping_runner(
         )
         update = slot.learner.agent.update
         train_state, _, metrics = jax.vmap(lambda t, ts, m: update(t, ts, m))(
-            Trajectory(mine, last_memory, hashed_keys(key, (c,))), train_state, last_memory
+            Trajectory(mine, last_memory, instance_keys(key, slot)), train_state, last_memory
         )
-        return train_state, {f"learner_{i}_{name}": value.mean() for name, value in metrics.items()}
+        # Split instances: the mean over every device's equal block of them.
+        reduce = devices.mean if slot.split else (lambda x: x)
+        return train_state, {f"learner_{i}_{name}": reduce(value.mean()) for name, value in metrics.items()}
 
     def cooperation_tables(train_states: tuple[Any, ...], transitions: Transition) -> jax.Array:
         """``(n, 5)``: each agent's P(cooperate) per state, from its policy where it has one."""
@@ -504,7 +575,8 @@ def make_shaping_runner(
                     _, dist, _ = learner.actor_critic.step(train_state.params, memory, obs_in, reset)
                     return jnp.exp(dist.log_prob(jnp.full((probe.shape[0],), watchers.COOPERATE, jnp.int32)))
 
-                rows.append(jax.vmap(probs)(train_states[i]).mean(0))
+                table = jax.vmap(probs)(train_states[i]).mean(0)
+                rows.append(devices.mean(table) if slot.split else table)
             elif slot.cooperation_table is not None:
                 rows.append(slot.cooperation_table)
             else:
@@ -526,23 +598,28 @@ def make_shaping_runner(
             )
             metrics.update(learner_metrics)
         ended = transitions.info["returned_episode"].astype(jnp.float32)  # (T, E)
-        num_ended = ended.sum()
         returns = transitions.info["returned_episode_returns"]  # (T, E, n)
-        agent_return = (returns * ended[..., None]).sum((0, 1)) / jnp.maximum(num_ended, 1.0)
+        num_ended, sum_returns = devices.sum((ended.sum(), (returns * ended[..., None]).sum((0, 1))))
+        agent_return = sum_returns / jnp.maximum(num_ended, 1.0)
         agent_return = jnp.where(num_ended > 0, agent_return, state.last_return).astype(jnp.float32)
         metrics.update(
             {
                 "episode_return": agent_return[0],
                 "return": agent_return,
-                "reward": transitions.reward.mean((0, 1)).astype(jnp.float32),
+                "reward": devices.mean(transitions.reward.mean((0, 1))).astype(jnp.float32),
                 "episodes": num_ended,
             }
         )
+        # The watchers read every env's steps (gathered: small one-hot and count arrays).
         if matrix_game:
-            cooperation = cooperation_tables(state.train_states, transitions)
-            metrics.update(watchers.matrix_game_metrics(cooperation, watchers.state_visits(transitions.obs)))
+            every_env = transitions.replace(
+                obs=gather(transitions.obs, axis=1), action=gather(transitions.action, axis=1)
+            )
+            cooperation = cooperation_tables(state.train_states, every_env)
+            metrics.update(watchers.matrix_game_metrics(cooperation, watchers.state_visits(every_env.obs)))
         if coin_game:
-            metrics.update(watchers.coin_game_metrics(transitions.info))
+            coins = {name: transitions.info[name] for name in ("own_coins", "other_coins")}
+            metrics.update(watchers.coin_game_metrics(gather(coins, axis=1)))
         new_state = ShapingRunnerState(
             train_states=tuple(train_states),
             env_state=end.env_state,
@@ -619,6 +696,41 @@ def make_shaping_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={name: ("agent",) for name in per_agent},
+        sharding=runner_sharding(
+            devices,
+            "num_envs",
+            config.num_envs,
+            lambda axis: _shaping_runner(config, given_env, given_params, agents, axis),
+            functools.partial(
+                _shaping_state_axes, layout=[_device_layout(i, s, config) for i, s in enumerate(specs)]
+            ),
+        ),
+    )
+
+
+def _device_layout(index: int, spec: AgentSpec, config: ShapingConfig) -> str:
+    """How slot ``index`` runs on several devices: ``"instances"`` (its learning instances split),
+    ``"envs"`` (one learner over the split envs) or ``"fixed"`` (on every env on every device)."""
+    if _instances_split(index, spec, config):
+        return "instances"
+    return "envs" if _is_learner(spec) else "fixed"
+
+
+def _shaping_state_axes(state: ShapingRunnerState, layout: Sequence[str]) -> ShapingRunnerState:
+    """The devices axis of each part of the state (a prefix tree; ``None``: replicated): the envs
+    (axis 0), each slot's train states and memory by its ``layout`` (:func:`_device_layout`):
+    split instances on axis 0; one learner's parameters replicated and its memory ``(1,
+    num_envs, ...)`` on axis 1; a fixed agent's state and memory replicated."""
+    memory_axis = {"instances": 0, "envs": 1, "fixed": None}
+    return ShapingRunnerState(
+        train_states=tuple(0 if kind == "instances" else None for kind in layout),  # type: ignore[arg-type]
+        env_state=0,
+        obs=0,
+        memory=tuple(memory_axis[kind] for kind in layout),  # type: ignore[arg-type]
+        reset=0,  # type: ignore[arg-type]
+        key=None,  # type: ignore[arg-type]
+        iteration=None,  # type: ignore[arg-type]
+        last_return=None,  # type: ignore[arg-type]
     )
 
 
