@@ -78,6 +78,26 @@ def test_the_run_log_records_the_device_layout(child):
     assert child["resume_error"].startswith("ConfigError: Cannot resume with num_devices=4: the run used 1")
 
 
+def test_a_sweep_on_four_devices_is_the_sweep_on_one(child):
+    # Two learning rates x two seeds, each member's envs split over the devices.
+    one, four = child["sweep_metrics"]["1"], child["sweep_metrics"]["4"]
+    assert sorted(one) == sorted(four)
+    names = {key.split("/")[0] for key in one}
+    assert names == {"ppo[learning_rate=0.0003]", "ppo[learning_rate=0.003]"}
+    assert {key.split("/")[1] for key in one} == {"seed_0", "seed_1"}
+    assert len(one) >= 4 * 3 * 8, "every member, three evaluations with their metrics"
+    for key in one:
+        np.testing.assert_allclose(four[key], one[key], rtol=1e-4, atol=1e-5, err_msg=key)
+    # The variants train differently, so the comparison compares something.
+    slow, fast = sorted(names)
+    losses = [
+        key for key in one if key.startswith(slow) and key.endswith("train_loss") and "step_0" not in key
+    ]
+    assert losses and any(one[k] != one[k.replace(slow, fast, 1)] for k in losses)
+    assert (child["sweep_layout"]["num_devices"], child["sweep_layout"]["per_device"]) == (4, 2)
+    assert child["sweep_devices"] == 4
+
+
 def test_es_on_four_devices_is_es_on_one(child):
     # The population split over the devices: every device plays its block of members and tells
     # the strategy every member's return (gathered in order), so the strategy states agree.
@@ -117,7 +137,12 @@ def test_bad_device_requests_fail_before_anything_compiles(child):
         in (errors["minibatch"])
     )
     assert "does not split its batch over devices" in errors["no_sharding"]
-    assert errors["sweep"].startswith("ConfigError: A sweep (variants) runs on one device for now")
+    assert errors["sweep_not_divisible"].startswith(
+        "ConfigError: num_envs=6 is not divisible by num_devices=4"
+    )
+    assert errors["sweep_plan_not_divisible"].startswith(
+        "ConfigError: num_envs=6 is not divisible by num_devices=4"
+    )
     assert child["compiled_before_errors"] == 0
     assert child["dirs_written"] == [], "a refused run writes nothing"
 
