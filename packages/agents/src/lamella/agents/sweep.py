@@ -27,6 +27,8 @@ configs, ``ppo[learning_rate=0.0003,num_envs=8]`` (grid order), so ``lamella eva
 <out>`` reads the whole sweep as one comparison of algorithms and ranks them by IQM. With a
 Ray address the programs run as Ray tasks (one per program, each holding one GPU where the
 cluster has GPUs, else one CPU), and their run directories are copied back into ``<out>``.
+With ``num_devices`` every program splits its batch over that many devices (variants and
+seeds a ``vmap`` inside each device), and a Ray task holds that many GPUs.
 """
 
 from __future__ import annotations
