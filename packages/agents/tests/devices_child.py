@@ -173,6 +173,7 @@ def main(out_dir: str) -> None:
     plan = sweep.plan_sweep("ppo", CONFIG, grid, seeds=2, num_devices=4)
     four_sweep = os.path.join(out_dir, "sweep_4")
     sweep.run_sweep(plan, four_sweep, chunk_iterations=2, progress=False)
+    result["sweep_compiled_after_ahead"] = compiles[since_ahead[0] :]
     result["sweep_metrics"] = {
         "1": flat_run_log(one_sweep.metrics_path),
         "4": flat_run_log(os.path.join(four_sweep, "p0", "metrics.json")),

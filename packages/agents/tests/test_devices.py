@@ -51,12 +51,9 @@ def test_four_devices_train_as_one_device_on_the_same_global_batch(child):
     ) or any(abs(v) > 0 for k in one if k.endswith("train_loss") for v in one[k])
 
 
-def test_the_sharded_programs_compiled_ahead_are_the_ones_called(child):
-    late = [
-        name
-        for name in child["compiled_after_ahead"]
-        if any(p in name for p in ("chunk", "evaluate", "init", "shard"))
-    ]
+@pytest.mark.parametrize("run", ["compiled_after_ahead", "sweep_compiled_after_ahead"])
+def test_the_sharded_programs_compiled_ahead_are_the_ones_called(child, run):
+    late = [name for name in child[run] if any(p in name for p in ("chunk", "evaluate", "init", "shard"))]
     assert late == [], f"compiled again at their first call: {late}"
     assert "jit(sharded_chunk)" in child["compiled_chunks"], "the compile log must see the programs it checks"
 

@@ -435,7 +435,8 @@ def compile_runner(
             numbers (learning rates, coefficients), one compiled program for all of them.
         num_devices: split the runner's batch axis over this many devices
             (``Runner.sharding``, :mod:`lamella.agents.devices`): ``init`` and ``chunk`` run
-            under ``jax.shard_map``; ``evaluate`` is the unsharded runner's.
+            under ``jax.shard_map``; ``evaluate`` is the unsharded runner's. A sweep's members
+            stay a ``vmap`` inside each device, its values replicated on every device.
 
     Raises:
         ConfigError: a variant changes the number of iterations or steps per iteration, or
