@@ -20,7 +20,7 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 import lamella.envs
-from lamella.agents import devices, driver
+from lamella.agents import devices, driver, sweep
 from lamella.agents.distributions import Gaussian
 from lamella.agents.es import ESConfig
 from lamella.agents.ppo import PPOConfig
@@ -41,6 +41,9 @@ CONFIG = PPOConfig(
     normalize_rewards=True,
 )
 
+
+# A sweep of two learning rates (each trains both seeds), on 1 and on 4 devices.
+SWEEP = [{"learning_rate": 3e-4}, {"learning_rate": 3e-3}]
 
 # ES: a population of 8 members, 2 per device; 4 generations of 8 members x 1 episode x 20 steps.
 # Pendulum: every member's return is its own float, so a member told another's return would show.
@@ -83,10 +86,10 @@ def main(out_dir: str) -> None:
 
     driver.compile_ahead = counting_compile_ahead
 
-    def ppo(num_devices: int, name: str, config: PPOConfig = CONFIG, **kwargs: Any) -> Any:
+    def ppo(num_devices: int, name: str, config: PPOConfig = CONFIG, seeds: int = 1, **kwargs: Any) -> Any:
         return driver.run_experiment(
             config,
-            seeds=1,
+            seeds=seeds,
             out_dir=os.path.join(out_dir, name),
             chunk_iterations=2,
             num_devices=num_devices,
@@ -106,13 +109,14 @@ def main(out_dir: str) -> None:
                 4, "minibatch", PPOConfig(num_envs=4, num_steps=2, num_minibatches=4, total_timesteps=64)
             )
         ),
-        "sweep": error_text(
-            lambda: driver.run_experiment(
-                CONFIG,
-                variants=[{"learning_rate": 1e-3}, {"learning_rate": 2e-3}],
-                out_dir=os.path.join(out_dir, "sweep"),
-                num_devices=4,
-                progress=False,
+        "sweep_not_divisible": error_text(
+            lambda: ppo(
+                4, "sweep_not_divisible", PPOConfig(num_envs=6, total_timesteps=6 * 128), variants=SWEEP
+            )
+        ),
+        "sweep_plan_not_divisible": error_text(
+            lambda: sweep.plan_sweep(
+                "ppo", PPOConfig(num_envs=6, total_timesteps=6 * 128), {"num_envs": [6, 8]}, num_devices=4
             )
         ),
         "es_not_divisible": error_text(
@@ -161,6 +165,23 @@ def main(out_dir: str) -> None:
     result["resume_error"] = error_text(
         lambda: driver.run_experiment(CONFIG, out_dir=one.out_dir, resume=True, num_devices=4)
     )
+
+    # A sweep: every variant x seed with its envs split over the devices, as one run would;
+    # on 4 devices through lamella sweep's plan (what --devices 4 runs).
+    one_sweep = ppo(1, "sweep_1", seeds=2, variants=SWEEP)
+    grid = {"learning_rate": [v["learning_rate"] for v in SWEEP]}
+    plan = sweep.plan_sweep("ppo", CONFIG, grid, seeds=2, num_devices=4)
+    four_sweep = os.path.join(out_dir, "sweep_4")
+    sweep.run_sweep(plan, four_sweep, chunk_iterations=2, progress=False)
+    result["sweep_compiled_after_ahead"] = compiles[since_ahead[0] :]
+    result["sweep_metrics"] = {
+        "1": flat_run_log(one_sweep.metrics_path),
+        "4": flat_run_log(os.path.join(four_sweep, "p0", "metrics.json")),
+    }
+    with open(os.path.join(four_sweep, "p0", "config.json"), encoding="utf-8") as handle:
+        result["sweep_layout"] = json.load(handle)["devices"]
+    with open(os.path.join(four_sweep, sweep.SWEEP_FILE), encoding="utf-8") as handle:
+        result["sweep_devices"] = json.load(handle)["num_devices"]
 
     # A bare env (the collector resets it) and a Gaussian policy: a device's block of the
     # transitions is that block of the one-device rollout.

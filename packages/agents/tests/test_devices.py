@@ -51,12 +51,9 @@ def test_four_devices_train_as_one_device_on_the_same_global_batch(child):
     ) or any(abs(v) > 0 for k in one if k.endswith("train_loss") for v in one[k])
 
 
-def test_the_sharded_programs_compiled_ahead_are_the_ones_called(child):
-    late = [
-        name
-        for name in child["compiled_after_ahead"]
-        if any(p in name for p in ("chunk", "evaluate", "init", "shard"))
-    ]
+@pytest.mark.parametrize("run", ["compiled_after_ahead", "sweep_compiled_after_ahead"])
+def test_the_sharded_programs_compiled_ahead_are_the_ones_called(child, run):
+    late = [name for name in child[run] if any(p in name for p in ("chunk", "evaluate", "init", "shard"))]
     assert late == [], f"compiled again at their first call: {late}"
     assert "jit(sharded_chunk)" in child["compiled_chunks"], "the compile log must see the programs it checks"
 
@@ -76,6 +73,26 @@ def test_the_run_log_records_the_device_layout(child):
     assert child["resumed_iterations"] == [2, 4]
     assert child["resumed_equal"]
     assert child["resume_error"].startswith("ConfigError: Cannot resume with num_devices=4: the run used 1")
+
+
+def test_a_sweep_on_four_devices_is_the_sweep_on_one(child):
+    # Two learning rates x two seeds, each member's envs split over the devices.
+    one, four = child["sweep_metrics"]["1"], child["sweep_metrics"]["4"]
+    assert sorted(one) == sorted(four)
+    names = {key.split("/")[0] for key in one}
+    assert names == {"ppo[learning_rate=0.0003]", "ppo[learning_rate=0.003]"}
+    assert {key.split("/")[1] for key in one} == {"seed_0", "seed_1"}
+    assert len(one) >= 4 * 3 * 8, "every member, three evaluations with their metrics"
+    for key in one:
+        np.testing.assert_allclose(four[key], one[key], rtol=1e-4, atol=1e-5, err_msg=key)
+    # The variants train differently, so the comparison compares something.
+    slow, fast = sorted(names)
+    losses = [
+        key for key in one if key.startswith(slow) and key.endswith("train_loss") and "step_0" not in key
+    ]
+    assert losses and any(one[k] != one[k.replace(slow, fast, 1)] for k in losses)
+    assert (child["sweep_layout"]["num_devices"], child["sweep_layout"]["per_device"]) == (4, 2)
+    assert child["sweep_devices"] == 4
 
 
 def test_es_on_four_devices_is_es_on_one(child):
@@ -117,7 +134,12 @@ def test_bad_device_requests_fail_before_anything_compiles(child):
         in (errors["minibatch"])
     )
     assert "does not split its batch over devices" in errors["no_sharding"]
-    assert errors["sweep"].startswith("ConfigError: A sweep (variants) runs on one device for now")
+    assert errors["sweep_not_divisible"].startswith(
+        "ConfigError: num_envs=6 is not divisible by num_devices=4"
+    )
+    assert errors["sweep_plan_not_divisible"].startswith(
+        "ConfigError: num_envs=6 is not divisible by num_devices=4"
+    )
     assert child["compiled_before_errors"] == 0
     assert child["dirs_written"] == [], "a refused run writes nothing"
 

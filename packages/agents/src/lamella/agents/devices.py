@@ -44,6 +44,7 @@ __all__ = [
     "DeviceAxis",
     "block_index",
     "check_devices",
+    "check_runner",
     "device_layout",
     "make_mesh",
     "runner_sharding",
@@ -254,6 +255,22 @@ def check_devices(num_devices: Any, sharding: BatchSharding | None, who: str = "
             f"(for example {-(-sharding.size // num_devices) * num_devices}), or num_devices={lower}."
         )
     return num_devices
+
+
+def check_runner(num_devices: Any, runner: Any, who: str = "The runner") -> tuple[int, DeviceAxis, Any]:
+    """:func:`check_devices` for ``runner`` (its ``Runner.sharding``), then the runner one device
+    runs (built here, so its own size checks raise now). Returns ``(num_devices, axis,
+    per-device runner)``; on one device the per-device runner is ``runner`` itself.
+
+    Raises:
+        ConfigError: as :func:`check_devices`, or a size the runner cannot split (minibatches).
+    """
+    sharding = getattr(runner, "sharding", None)
+    num_devices = check_devices(num_devices, sharding, who)
+    axis = DeviceAxis(MESH_AXIS, num_devices)
+    if num_devices == 1 or sharding is None:  # check_devices refuses no sharding on several devices
+        return num_devices, axis, runner
+    return num_devices, axis, sharding.make(axis)
 
 
 def state_partition(state: Any, sharding: BatchSharding, leading: int = 1) -> Any:

@@ -435,19 +435,16 @@ def compile_runner(
             numbers (learning rates, coefficients), one compiled program for all of them.
         num_devices: split the runner's batch axis over this many devices
             (``Runner.sharding``, :mod:`lamella.agents.devices`): ``init`` and ``chunk`` run
-            under ``jax.shard_map``; ``evaluate`` is the unsharded runner's.
+            under ``jax.shard_map``; ``evaluate`` is the unsharded runner's. A sweep's members
+            stay a ``vmap`` inside each device, its values replicated on every device.
 
     Raises:
         ConfigError: a variant changes the number of iterations or steps per iteration, or
             ``runner`` uses a swept value as a Python number (a shape, a loop length, a branch).
     """
     checked = _variant_list(variants)
-    if num_devices != 1 or jax.process_count() > 1:  # many hosts: check_devices refuses one device
-        if checked is not None:
-            raise ConfigError(
-                "A sweep (variants) runs on one device for now: pass num_devices=1, or run each variant "
-                "on the devices separately."
-            )
+    sharded = num_devices != 1 or jax.process_count() > 1  # many hosts: check_devices refuses one device
+    if checked is None and sharded:
         return _compile_sharded(runner, num_seeds, mode, num_devices)
     if checked is None:
         return CompiledRunner(
@@ -485,6 +482,8 @@ def compile_runner(
         jax.eval_shape(lambda v: (make(v), jnp.zeros(()))[1], {k: a[0] for k, a in values.items()})
     except _STATIC_USE_ERRORS as error:
         raise _static_use_error(checked[0], error) from error
+    if sharded:
+        return _compile_sharded(first, members, mode, num_devices, make, values)
 
     def init(key: jax.Array, v: dict[str, jax.Array]) -> Any:
         return _strongly_typed(make(v).init)(key)
@@ -511,46 +510,86 @@ def compile_runner(
     )
 
 
-def _compile_sharded(runner: Any, num_seeds: int, mode: str, num_devices: int) -> CompiledRunner:
+def _compile_sharded(
+    runner: Any,
+    num_members: int,
+    mode: str,
+    num_devices: int,
+    make: Callable[[Mapping[str, Any]], Any] | None = None,
+    values: dict[str, np.ndarray] | None = None,
+) -> CompiledRunner:
     """:func:`compile_runner` for ``num_devices`` devices: the checks, then ``init`` and the
-    chunk of the per-device runner under ``jax.shard_map`` (see :mod:`lamella.agents.devices`)."""
-    sharding = getattr(runner, "sharding", None)
-    num_devices = devices_lib.check_devices(num_devices, sharding)
-    assert sharding is not None  # check_devices refuses a runner without one
-    axis = devices_lib.DeviceAxis(devices_lib.MESH_AXIS, num_devices)
-    local = sharding.make(axis)  # the runner's own checks (minibatch sizes, ...) raise here
+    chunk of the per-device runner under ``jax.shard_map`` (see :mod:`lamella.agents.devices`).
+
+    With ``make`` and ``values`` (a sweep; ``runner`` is the first variant's), each member
+    builds its per-device runner from its variant's values, which every device holds whole
+    (replicated inputs of the ``shard_map``, vmapped with the members inside each device).
+    """
+    num_devices, axis, local = devices_lib.check_runner(num_devices, runner)
+    sharding = runner.sharding
     mesh = devices_lib.make_mesh(num_devices)
-    local_init = over_seeds(_strongly_typed(local.init), num_seeds)
+    init_member: Callable[..., Any] = _strongly_typed(local.init)
+    step: Callable[..., Any] = local.step
+    evaluate_member: Callable[..., Any] = runner.evaluate
+    extra: tuple[dict[str, np.ndarray], ...] = ()
+    if make is not None and values is not None:
+        build = make
+
+        def per_device(v: Mapping[str, jax.Array]) -> Any:
+            return build(v).sharding.make(axis)
+
+        def variant_init(key: jax.Array, v: Mapping[str, jax.Array]) -> Any:
+            return _strongly_typed(per_device(v).init)(key)
+
+        def variant_step(state: Any, v: Mapping[str, jax.Array]) -> tuple[Any, dict[str, jax.Array]]:
+            return per_device(v).step(state)
+
+        def variant_evaluate(state: Any, key: jax.Array, v: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+            return build(v).evaluate(state, key)
+
+        init_member, step, evaluate_member = variant_init, variant_step, variant_evaluate
+        extra = (values,)
+
     # The state's layout, fixed in every program's signature, so that the programs compiled
     # ahead (compile_ahead, from shapes alone) are the ones the sharded arrays call.
-    keys = jax.eval_shape(lambda: jax.vmap(jax.random.key)(jnp.zeros((num_seeds,), jnp.uint32)))
-    specs = devices_lib.state_partition(jax.eval_shape(over_seeds(runner.init, num_seeds), keys), sharding)
+    keys = jax.eval_shape(lambda: jax.vmap(jax.random.key)(jnp.zeros((num_members,), jnp.uint32)))
+    specs = devices_lib.state_partition(jax.eval_shape(over_seeds(runner.init, num_members), keys), sharding)
     layout = jax.tree.map(
         lambda spec: NamedSharding(mesh, spec), specs, is_leaf=lambda x: isinstance(x, PartitionSpec)
     )
     replicated = NamedSharding(mesh, PartitionSpec())
-    init = jax.shard_map(local_init, mesh=mesh, in_specs=PartitionSpec(), out_specs=specs, check_vma=False)
+    init = jax.shard_map(
+        over_seeds(init_member, num_members),
+        mesh=mesh,
+        in_specs=(PartitionSpec(),) * (1 + len(extra)),
+        out_specs=specs,
+        check_vma=False,
+    )
+    evaluate = over_seeds(evaluate_member, num_members)
     chunk_layout = (mesh, sharding, layout)
     sharded = CompiledRunner(
         runner,
         jax.jit(
-            init,
+            lambda keys: init(keys, *extra),
             in_shardings=replicated,
             out_shardings=layout,
-            compiler_options=compile_options("init", num_seeds, mode),
+            compiler_options=compile_options("init", num_members, mode),
         ),
         jax.jit(
-            over_seeds(runner.evaluate, num_seeds),
+            lambda states, keys: evaluate(states, keys, *extra),
             in_shardings=(layout, replicated),
             # Replicated, so that every process holds the whole evaluation (its devices may hold
             # no shard of a split one on many hosts).
             out_shardings=replicated,
-            compiler_options=compile_options("evaluate", num_seeds, mode),
+            compiler_options=compile_options("evaluate", num_members, mode),
         ),
-        _make_chunk(local.step, num_seeds, compile_options("chunk", num_seeds, mode), mesh=chunk_layout),
-        num_seeds,
+        _make_chunk(
+            step, num_members, compile_options("chunk", num_members, mode), values, mesh=chunk_layout
+        ),
+        num_members,
     )
-    _SHARDED[id(sharded.chunk)] = (chunk_layout, local)
+    if not extra:  # a sweep records no experience (_recording refuses it)
+        _SHARDED[id(sharded.chunk)] = (chunk_layout, local)
     return sharded
 
 
@@ -675,7 +714,7 @@ def _make_chunk(
     The number of iterations is a traced argument of a ``while_loop``, so one compiled
     program serves every chunk length (the last, shorter chunk of a run included). With
     ``values`` (a sweep), ``step(state, member_values)``; the values are constants of the
-    program, one per member.
+    program, one per member (with ``mesh``, replicated inputs of the ``shard_map``).
 
     With ``mesh`` (``(jax.sharding.Mesh, BatchSharding, the state's NamedShardings)``), ``step``
     is a per-device runner's
@@ -708,9 +747,10 @@ def _make_chunk(
         means = jax.tree.map(lambda total: total / length, sums)
         return (state, means, records[0][0]) if record_capacity else (state, means)
 
+    extra: tuple[dict[str, np.ndarray], ...] = () if values is None else (values,)
     if mesh is not None:
         device_mesh, sharding, layout = mesh
-        members_chunk = over_seeds(run_chunk, num_members, in_axes=(0, None))
+        members_chunk = over_seeds(run_chunk, num_members, in_axes=(0, None, *[0] * len(extra)))
         replicated = PartitionSpec()
         # Recorded experience: (members, capacity, time, batch, ...) per leaf.
         experience = PartitionSpec(None, None, None, devices_lib.MESH_AXIS)
@@ -723,11 +763,12 @@ def _make_chunk(
             mapped = jax.shard_map(
                 members_chunk,
                 mesh=device_mesh,
-                in_specs=(specs, replicated),
+                # A sweep's values: every device holds every member's.
+                in_specs=(specs, replicated, *[replicated] * len(extra)),
                 out_specs=out_specs,
                 check_vma=False,
             )
-            return mapped(states, length)
+            return mapped(states, length, *extra)
 
         shardings = (layout, NamedSharding(device_mesh, replicated))
         out_shardings: tuple[Any, ...] = shardings

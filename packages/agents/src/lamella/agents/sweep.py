@@ -27,6 +27,8 @@ configs, ``ppo[learning_rate=0.0003,num_envs=8]`` (grid order), so ``lamella eva
 <out>`` reads the whole sweep as one comparison of algorithms and ranks them by IQM. With a
 Ray address the programs run as Ray tasks (one per program, each holding one GPU where the
 cluster has GPUs, else one CPU), and their run directories are copied back into ``<out>``.
+With ``num_devices`` every program splits its batch over that many devices (variants and
+seeds a ``vmap`` inside each device), and a Ray task holds that many GPUs.
 """
 
 from __future__ import annotations
@@ -157,6 +159,8 @@ class SweepPlan:
         static: swept fields that split the grid into programs, with the reason for each.
         seeds: the seeds every config trains with.
         programs: the programs, in grid order.
+        num_devices: the devices each program splits its runner's batch over (``None``: the
+            driver's default, or a resumed program's).
     """
 
     algorithm: str
@@ -166,6 +170,7 @@ class SweepPlan:
     static: dict[str, str]
     seeds: list[int]
     programs: list[SweepProgram]
+    num_devices: int | None = None
 
     @property
     def num_configs(self) -> int:
@@ -260,6 +265,7 @@ def plan_sweep(
     seeds: int | Sequence[int] = 1,
     *,
     make_runner: Callable[[Any], Any] | None = None,
+    num_devices: int | None = None,
 ) -> SweepPlan:
     """Check a grid against ``algorithm``'s config and split it into programs (nothing compiles).
 
@@ -270,12 +276,16 @@ def plan_sweep(
             ``key=value`` overrides) or typed. A field with one value is an override.
         seeds: a count (``0..n-1``) or a list; every config trains every seed.
         make_runner: ``config -> Runner``; default: the algorithm's.
+        num_devices: split every config's batch (PPO: its envs) over this many devices, as
+            ``run_experiment(num_devices=...)`` does for one run; ``None``: its default.
 
     Raises:
         ConfigError: an unknown field or a value of the wrong type (naming the valid keys), no
-            field with two values or more, a value listed twice, or a config the runner
-            refuses (a size that does not divide, ...), all before anything compiles.
+            field with two values or more, a value listed twice, a config the runner refuses
+            (a size that does not divide, ...), or one it cannot split over ``num_devices``
+            (:func:`lamella.agents.devices.check_runner`), all before anything compiles.
     """
+    from lamella.agents.devices import check_runner
     from lamella.agents.driver import _build_runner, _seed_list
 
     config_cls, default_make, _ = config_lib.algorithm_spec(algorithm)
@@ -324,6 +334,8 @@ def plan_sweep(
                 f"The config {config_label(algorithm, combo)} has {int(runner.num_iterations)} training "
                 f"iterations ({int(runner.steps_per_iteration)} steps per iteration); raise total_timesteps."
             )
+        if num_devices is not None:
+            check_runner(num_devices, runner, f"The config {config_label(algorithm, combo)}")
     # Fields are classified around the grid's first config (the base alone may not build).
     traced, static = _classify(
         lambda c: _build_runner(make, c), dataclasses.replace(base, **combos[0]), typed
@@ -339,7 +351,7 @@ def plan_sweep(
         labels = [config_label(algorithm, combo) for combo in members]
         program_config = dataclasses.replace(base, **fixed, **(variants[0] if variants else {}))
         programs.append(SweepProgram(_folder_name(index, fixed), fixed, variants, labels, program_config))
-    return SweepPlan(algorithm, base, typed, traced, static, seed_list, programs)
+    return SweepPlan(algorithm, base, typed, traced, static, seed_list, programs, num_devices)
 
 
 def _payload(plan: SweepPlan, program: SweepProgram, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -372,6 +384,7 @@ def _run_program(payload: Mapping[str, Any], out_dir: str) -> dict[str, Any]:
         resume=bool(payload.get("resume", False)),
         chunk_iterations=payload.get("chunk_iterations"),
         compile_mode=payload.get("compile_mode"),
+        num_devices=payload.get("num_devices"),
         progress=bool(payload.get("progress", False)),
         plot=bool(payload.get("plot", False)),
     )
@@ -466,6 +479,7 @@ def _plan_record(plan: SweepPlan) -> dict[str, Any]:
             }
             for p in plan.programs
         ],
+        "num_devices": plan.num_devices,
     }
 
 
@@ -475,7 +489,8 @@ def _finished(run_dir: str) -> bool:
     return _finished_log(run_dir)
 
 
-def _check_resume(out_dir: str, record: Mapping[str, Any]) -> None:
+def _check_resume(out_dir: str, record: Mapping[str, Any]) -> int | None:
+    """Refuse to resume a different sweep; return the stored ``num_devices``."""
     path = os.path.join(out_dir, SWEEP_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Nothing to resume: no {SWEEP_FILE} in {out_dir!r}.")
@@ -484,11 +499,14 @@ def _check_resume(out_dir: str, record: Mapping[str, Any]) -> None:
     differing = [
         key for key in ("algorithm", "config", "grid", "seeds", "programs") if stored.get(key) != record[key]
     ]
+    if record["num_devices"] is not None and stored.get("num_devices") != record["num_devices"]:
+        differing.append("num_devices")  # none given: the stored count (each program checks it)
     if differing:
         raise ConfigError(
             f"Cannot resume the sweep in {out_dir!r}: its {', '.join(differing)} differ from this command's; "
             "resume with the command that started it, or pick another --out."
         )
+    return stored.get("num_devices")
 
 
 def run_sweep(
@@ -521,13 +539,16 @@ def run_sweep(
             a finished program is not trained again (nothing compiles), a stopped one resumes
             from its newest checkpoint (on Ray: starts over), a missing one starts.
 
+    Each program splits its batch over ``plan.num_devices`` devices (on Ray, a task holds that
+    many GPUs); ``sweep.json`` records the count and each program's ``config.json`` its layout.
+
     Returns:
         A :class:`SweepResult`.
     """
     out_dir = os.fspath(out_dir)
     record = _plan_record(plan)
     if resume:
-        _check_resume(out_dir, record)
+        record["num_devices"] = _check_resume(out_dir, record)
     else:
         if os.path.exists(os.path.join(out_dir, SWEEP_FILE)) or os.path.exists(
             os.path.join(out_dir, "metrics.json")
@@ -544,7 +565,12 @@ def run_sweep(
     os.makedirs(out_dir, exist_ok=True)
     record["ray"] = ray_address if ray is not None else None
     atomic_write_text(os.path.join(out_dir, SWEEP_FILE), json.dumps(record, indent=1) + "\n")
-    options = {"chunk_iterations": chunk_iterations, "compile_mode": compile_mode, "plot": plot}
+    options = {
+        "chunk_iterations": chunk_iterations,
+        "compile_mode": compile_mode,
+        "plot": plot,
+        "num_devices": record["num_devices"],
+    }
     start = time.perf_counter()
     summaries: list[dict[str, Any]] = []
     local = plan.programs
@@ -563,7 +589,8 @@ def run_sweep(
         remote = [p for p in plan.programs if p not in local]
         for program in remote:
             shutil.rmtree(os.path.join(out_dir, program.name), ignore_errors=True)
-        resources = {"num_gpus": 1} if ray.cluster_resources().get("GPU", 0) >= 1 else {"num_cpus": 1}
+        gpus = record["num_devices"] or 1  # a task holds the devices its program splits over
+        resources = {"num_gpus": gpus} if ray.cluster_resources().get("GPU", 0) >= 1 else {"num_cpus": 1}
         task = ray.remote(**resources)(_remote_program)
         pending = {task.remote(_payload(plan, p, options)): p for p in remote}
         while pending:

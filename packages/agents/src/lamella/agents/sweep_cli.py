@@ -41,6 +41,8 @@ examples:
   lamella sweep sac --grid "hidden_sizes=(64,64),(256,256)" tau=0.005,0.01 --dry-run
                                           show the programs and exit
   lamella sweep ppo --grid learning_rate=1e-4,3e-4 --ray 127.0.0.1:6379
+  lamella sweep ppo num_envs=8 --grid learning_rate=1e-4,3e-4 --devices 4
+                                          every config's envs split over 4 devices
   lamella eval aggregate runs/sweep-ppo-...   rank the configs (IQM, 95% CIs, ranking.png)
 """
 
@@ -73,6 +75,15 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-iterations", type=int, metavar="N", help="iterations between evaluations")
     parser.add_argument(
         "--compile", choices=("auto", "fast", "optimized"), default=None, help="XLA options (as for train)"
+    )
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=None,
+        metavar="N",
+        help="split each config's batch (its envs; ES: its population) over N devices with "
+        "jax.shard_map, as for train; default 1, or the resumed sweep's (on CPU: "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N simulates N)",
     )
     parser.add_argument("--plot", action="store_true", help="each program's learning_curve.png")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
@@ -144,7 +155,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     # Ray before anything else that takes time: a missing package or a wrong address fails now.
     ray = sweep.connect_ray(args.ray) if args.ray and not args.dry_run else None
     try:
-        plan = sweep.plan_sweep(args.algorithm, config, grid, args.seeds)
+        plan = sweep.plan_sweep(args.algorithm, config, grid, args.seeds, num_devices=args.devices)
         if args.dry_run:
             print(json.dumps(sweep._plan_record(plan), indent=1))
             return 0

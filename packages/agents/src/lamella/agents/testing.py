@@ -313,17 +313,19 @@ def host_children(
 
 def flat_run_log(path: str | os.PathLike[str]) -> dict[str, list[float]]:
     """``{"seed_0/step_1/train_loss": [...], ...}``: every number of a run's ``metrics.json``,
-    keyed by run, evaluation step and metric (what a device child compares between layouts)."""
+    keyed by run, evaluation step and metric (what a device child compares between layouts);
+    a sweep's keys start with the variant's algorithm name (``ppo[learning_rate=0.001]/seed_0/...``)."""
     with open(path, encoding="utf-8") as handle:
         log = json.load(handle)
     out: dict[str, list[float]] = {}
     for env in log.values():
         for task in env.values():
-            for algorithm in task.values():
-                for run, steps in algorithm.items():
+            for algorithm, runs in task.items():
+                prefix = f"{algorithm}/" if len(task) > 1 else ""
+                for run, steps in runs.items():
                     for step, metrics in steps.items():
                         for name, value in metrics.items():
-                            out[f"{run}/{step}/{name}"] = np.ravel(np.asarray(value, float)).tolist()
+                            out[f"{prefix}{run}/{step}/{name}"] = np.ravel(np.asarray(value, float)).tolist()
     return out
 
 
