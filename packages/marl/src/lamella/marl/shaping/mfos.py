@@ -40,6 +40,7 @@ from flax import struct
 
 import lamella.envs
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo import PPOConfig, make_ppo, make_ppo_runner
 from lamella.agents.runner import Runner
 from lamella.envs import spaces
@@ -245,7 +246,16 @@ def make_mfos_runner(config: MFOSConfig) -> Runner:
     co-players for one outer episode each and returns ``episode_return`` and ``opponent_return``,
     float32 ``(eval_episodes,)``: each side's mean exact value per outer step (per round of the
     game; above -1 is better than mutual cooperation in the prisoner's dilemma).
+
+    The runner splits its envs over devices as PPO's does (``Runner.sharding``, the driver's
+    ``num_devices``): each device steps ``num_envs / num_devices`` meta-games, co-players
+    included, and PPO's update averages over the devices.
     """
+    return _mfos_runner(config, DeviceAxis())
+
+
+def _mfos_runner(config: MFOSConfig, devices: DeviceAxis) -> Runner:
+    """M-FOS-RL's runner for one device's block of ``config.num_envs`` (all of them on one device)."""
     config.validate()
     if config.num_steps % config.num_outer_steps and config.num_outer_steps % config.num_steps:
         raise ConfigError(
@@ -254,7 +264,11 @@ def make_mfos_runner(config: MFOSConfig) -> Runner:
             f"rollouts); set num_steps={config.num_outer_steps}."
         )
     env, env_params = make_learning_opponent_game(config)
+    # PPO's runner for this device's envs (its step's metrics are reduced over the devices).
     ppo_runner = make_ppo_runner(config, env, env_params)
+    ppo_sharding = ppo_runner.sharding
+    if devices.sharded:
+        ppo_runner = ppo_sharding.make(devices)
     agent = make_ppo(config, env.observation_space(env_params), env.action_space(env_params)).agent
     length = config.num_outer_steps
 
@@ -281,4 +295,15 @@ def make_mfos_runner(config: MFOSConfig) -> Runner:
         mean = values.mean(0)  # (eval_episodes, 2)
         return {"episode_return": mean[:, 0], "opponent_return": mean[:, 1]}
 
-    return ppo_runner._replace(step=step, evaluate=evaluate, record_step=None, sharding=None)
+    return ppo_runner._replace(
+        step=step,
+        evaluate=evaluate,
+        record_step=None,
+        sharding=runner_sharding(
+            devices,
+            "num_envs",
+            config.num_envs,
+            lambda axis: _mfos_runner(config, axis),
+            ppo_sharding.state_axes,
+        ),
+    )
