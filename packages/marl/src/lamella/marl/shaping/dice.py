@@ -62,6 +62,7 @@ from flax import struct
 
 import lamella.envs
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import DeviceAxis, block_index, runner_sharding
 from lamella.agents.runner import Runner, hashed_keys
 from lamella.envs import random as fast_random
 from lamella.envs.multi_agent.matrix_game import IteratedMatrixGame
@@ -222,16 +223,17 @@ def _log_prob(logits: jax.Array, state: jax.Array, action: jax.Array) -> jax.Arr
     return jnp.where(action == 0, jax.nn.log_sigmoid(chosen), jax.nn.log_sigmoid(-chosen))
 
 
-def _baseline(returns: jax.Array, state: jax.Array) -> jax.Array:
+def _baseline(returns: jax.Array, state: jax.Array, devices: DeviceAxis) -> jax.Array:
     # Leave-one-out mean return-to-go of the other episodes in the same state at the same round
     # (the round's leave-one-out mean where no other episode shares the state). (T, B) -> (T, B).
-    batch = returns.shape[1]
+    # The other episodes are every device's: the sums and counts pool the devices' blocks.
+    batch = returns.shape[1] * devices.size
     onehot = jax.nn.one_hot(state, POLICY_SIZE, dtype=returns.dtype)  # (T, B, 5)
-    sums = jnp.einsum("tbk,tb->tk", onehot, returns)
-    counts = onehot.sum(1)  # (T, 5)
+    sums = devices.sum(jnp.einsum("tbk,tb->tk", onehot, returns))
+    counts = devices.sum(onehot.sum(1))  # (T, 5)
     same_sum = jnp.take_along_axis(sums, state, axis=1) - returns
     same_count = jnp.take_along_axis(counts, state, axis=1) - 1.0
-    round_mean = (returns.sum(1, keepdims=True) - returns) / max(batch - 1, 1)
+    round_mean = (devices.sum(returns.sum(1, keepdims=True)) - returns) / max(batch - 1, 1)
     return jnp.where(same_count > 0, same_sum / jnp.maximum(same_count, 1.0), round_mean)
 
 
@@ -242,13 +244,19 @@ def dice_objective(
     player: int,
     gamma: float | jax.Array,
     baseline: bool = True,
+    devices: DeviceAxis | None = None,
 ) -> jax.Array:
     """Player ``player``'s DiCE objective (float32 ``()``), differentiable to any order in both logits.
 
     ``logits_self`` are player ``player``'s logits and ``logits_other`` the other player's;
     ``batch`` was sampled with (any) policies; only its states, actions and rewards are read.
     See the module docs for the formula.
+
+    With ``devices`` split, ``batch`` is this device's block of the episodes: the baseline pools
+    every device's episodes, and the result is the mean over this block, so its mean over the
+    devices (equal blocks), and its gradient's, is the whole batch's.
     """
+    devices = DeviceAxis() if devices is None else devices
     other = 1 - player
     log_p = _log_prob(logits_self, batch.state[..., player], batch.action[..., player]) + _log_prob(
         logits_other, batch.state[..., other], batch.action[..., other]
@@ -260,7 +268,7 @@ def dice_objective(
     if baseline:
         # Return-to-go G[t] = sum_{k>=t} gamma^(k-t) r[k], from the discounted rewards.
         to_go = jnp.cumsum((discount * reward)[::-1], axis=0)[::-1] / discount
-        values = jax.lax.stop_gradient(_baseline(to_go, batch.state[..., player]))
+        values = jax.lax.stop_gradient(_baseline(to_go, batch.state[..., player], devices))
         objective = objective + ((1.0 - magic_box(log_p)) * discount * values).sum(0).mean()
     return objective
 
@@ -272,14 +280,32 @@ def _fixed_logits(entry: str) -> np.ndarray:
     return np.clip(logits, -FIXED_LOGIT, FIXED_LOGIT).astype(np.float32)
 
 
-def make_sampler(env: Any, env_params: Any, rounds: int) -> Callable[..., Batch]:
+def make_sampler(
+    env: Any, env_params: Any, rounds: int, devices: DeviceAxis | None = None
+) -> Callable[..., Batch]:
     """``sample(key, logits, episodes, payoff=None) -> Batch``: episodes of two tabular policies.
 
     ``logits`` is float ``(2, 5)`` (each player's start, CC, CD, DC, DD logits; sampling takes no
     gradient); ``env`` an iterated matrix game made with ``autoreset=False``, ``env_params`` its
     params with ``num_inner_steps >= rounds``; ``payoff`` (``(2, 2, 2)``, may be traced) replaces
-    the params' payoff.
+    the params' payoff. With ``devices`` split, ``episodes`` is this device's block of a batch of
+    ``episodes * devices.size``, drawn exactly as one device draws that block of the whole batch.
     """
+    devices = DeviceAxis() if devices is None else devices
+
+    def block_keys(key: jax.Array, first: int, episodes: int) -> jax.Array:
+        # This device's block of the episodes' keys, hashed_keys(key, (first + whole batch,))[first:].
+        if not devices.sharded:
+            return hashed_keys(key, (first + episodes,))[first:]
+        total = first + episodes * devices.size
+        return hashed_keys(key, (total,), block=(0, first + devices.start(episodes), episodes))
+
+    def uniforms(key: jax.Array, episodes: int) -> jax.Array:
+        # This device's block of the (episodes, 2) uniforms one device draws for the whole batch.
+        if not devices.sharded:
+            return fast_random.uniform(key, (episodes, 2), vector=True)
+        shape = (episodes * devices.size, 2)
+        return fast_random.uniform(key, index=block_index(shape, 0, devices.start(episodes), episodes))
 
     def sample(key: jax.Array, logits: jax.Array, episodes: int, payoff: jax.Array | None = None) -> Batch:
         """``episodes`` episodes of both players' policies (no gradient flows through sampling)."""
@@ -288,19 +314,24 @@ def make_sampler(env: Any, env_params: Any, rounds: int) -> Callable[..., Batch]
         key_reset, key_rounds = jax.random.split(key)
         # Hashed keys and uniforms (lamella.envs.random) instead of Threefry splits in the loop:
         # the same statistics at a fraction of the compile time.
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(hashed_keys(key_reset, (episodes,)), params)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(block_keys(key_reset, 0, episodes), params)
 
         def one_round(
             carry: tuple[jax.Array, Any], key: jax.Array
         ) -> tuple[tuple[jax.Array, Any], tuple[jax.Array, ...]]:
             obs, env_state = carry
-            keys = hashed_keys(key, (episodes + 1,))
+            # One key for the actions, then one per episode for the env steps (a device: key 0
+            # and its block's; the hash draws each key from its position alone).
+            if devices.sharded:
+                key_actions, key_steps = hashed_keys(key, (1,))[0], block_keys(key, 1, episodes)
+            else:
+                keys = hashed_keys(key, (episodes + 1,))
+                key_actions, key_steps = keys[0], keys[1:]
             state = jnp.asarray(_OBS_TO_POLICY)[jnp.argmax(obs, axis=-1)]  # (E, 2)
             cooperate = jax.nn.sigmoid(logits[jnp.arange(2), state])
-            uniform = fast_random.uniform(keys[0], cooperate.shape, vector=True)
-            action = (uniform >= cooperate).astype(jnp.int32)
+            action = (uniforms(key_actions, episodes) >= cooperate).astype(jnp.int32)
             next_obs, env_state, reward, _, _, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                keys[1:], env_state, action, params
+                key_steps, env_state, action, params
             )
             return (next_obs, env_state), (state, action, reward.astype(jnp.float32), obs)
 
@@ -323,10 +354,22 @@ def make_dice_runner(config: DiceConfig) -> Runner:
     ``evaluate(state, key)`` samples ``eval_episodes`` fresh episodes: ``episode_return`` (player
     0's, ``(eval_episodes,)``) and ``return`` (``(eval_episodes, 2)``).
 
+    The runner splits its sampled episodes over devices (``Runner.sharding``, the driver's
+    ``num_devices``): each device samples ``batch_size / num_devices`` episodes of every batch.
+    The DiCE gradients (and the look-ahead step's) are means over the episodes, so each device
+    averages its block's over the devices (the baseline pools every device's episodes); the
+    logits and optimiser states, updated from the averaged gradients, stay replicated.
+
     Raises:
         ConfigError: a bad setting, an env that is not an iterated two-player matrix game, or a
             budget below one update (each with the fix).
     """
+    return _dice_runner(config, DeviceAxis())
+
+
+def _dice_runner(config: DiceConfig, devices: DeviceAxis) -> Runner:
+    """DiCE's runner for one device's block of every batch's ``config.batch_size`` episodes (all
+    of them on one device)."""
     config.validate()
     with jax.ensure_compile_time_eval():
         env, env_params = lamella.envs.make(config.env_id, autoreset=False)
@@ -356,8 +399,9 @@ def make_dice_runner(config: DiceConfig) -> Runner:
     fixed_logits = jnp.asarray(np.stack(fixed))
     optimizer = (optax.adam if config.optimizer == "adam" else optax.sgd)(config.learning_rate)
     gamma, lookahead_lr = config.gamma, config.lookahead_lr
+    episodes = devices.local(batch_size, "DiceConfig.batch_size")  # this device's block
 
-    sample = make_sampler(env, env_params, rounds)
+    sample = make_sampler(env, env_params, rounds, devices)
     # Every learner computes from its own side, as player 0: player 1 sees the payoff with the
     # roles swapped and a batch with the player axis reversed. The two sides of a symmetric pair
     # (LOLA vs LOLA, NL vs NL) are then one vmapped computation, compiled once.
@@ -367,12 +411,12 @@ def make_dice_runner(config: DiceConfig) -> Runner:
         return jax.tree.map(lambda x: x[:, :, ::-1], batch)
 
     def objective(own: jax.Array, other: jax.Array, batch: Batch) -> jax.Array:
-        return dice_objective(own, other, batch, 0, gamma, config.baseline)
+        return dice_objective(own, other, batch, 0, gamma, config.baseline, devices)
 
     def naive_gradient(
         own: jax.Array, other: jax.Array, batch: Batch, payoff: jax.Array, key: jax.Array
     ) -> jax.Array:
-        return jax.grad(objective)(own, other, batch)
+        return devices.mean(jax.grad(objective)(own, other, batch))
 
     def lola_gradient(
         own: jax.Array, other: jax.Array, batch: Batch, payoff: jax.Array, key: jax.Array
@@ -380,11 +424,12 @@ def make_dice_runner(config: DiceConfig) -> Runner:
         def after_lookahead(own: jax.Array) -> jax.Array:
             # The co-player's anticipated naive step on the shared batch (from its side), a
             # function of `own` through DiCE; then a fresh batch against the stepped co-player.
-            other_next = other + lookahead_lr * jax.grad(objective)(other, own, flip(batch))
-            fresh = sample(key, jnp.stack([own, other_next]), batch_size, payoff)
+            # The co-player's gradient is every device's mean, so other_next is replicated.
+            other_next = other + lookahead_lr * devices.mean(jax.grad(objective)(other, own, flip(batch)))
+            fresh = sample(key, jnp.stack([own, other_next]), episodes, payoff)
             return objective(own, other_next, fresh)
 
-        return jax.grad(after_lookahead)(own)
+        return devices.mean(jax.grad(after_lookahead)(own))
 
     gradients = {"naive": naive_gradient, "lola": lola_gradient}
 
@@ -398,7 +443,7 @@ def make_dice_runner(config: DiceConfig) -> Runner:
     def step(state: DiceRunnerState) -> tuple[DiceRunnerState, dict[str, jax.Array]]:
         key, key_shared, key_lola = jax.random.split(state.key, 3)
         logits = state.logits
-        batch = sample(key_shared, logits, batch_size)
+        batch = sample(key_shared, logits, episodes)
         sides = (batch, flip(batch))
         keys = jax.random.split(key_lola, 2)
         if kinds[0] == kinds[1] and kinds[0] != "fixed":
@@ -422,22 +467,32 @@ def make_dice_runner(config: DiceConfig) -> Runner:
             updates, opt_state = optimizer.update(-grads[player], state.opt_states[player], logits[player])
             new_logits.append(optax.apply_updates(logits[player], updates))
             opt_states.append(opt_state)
-        episode = batch.reward.sum(0).mean(0)  # (2,)
+        # Means over the episodes: every device's block's, averaged over the devices.
+        episode, reward, loss, visits = devices.mean(
+            (
+                batch.reward.sum(0).mean(0),  # (2,)
+                batch.reward.mean((0, 1)),
+                -objective(logits[0], logits[1], batch),
+                watchers.state_visits(batch.obs),
+            )
+        )
         cooperation = jax.nn.sigmoid(logits)[:, _POLICY_TO_OBS]  # (2, 5) in observation order
         metrics = {
             "episode_return": episode[0],
             "return": episode,
-            "reward": batch.reward.mean((0, 1)),
-            "loss": -objective(logits[0], logits[1], batch),
-            **watchers.matrix_game_metrics(cooperation, watchers.state_visits(batch.obs)),
+            "reward": reward,
+            "loss": loss,
+            **watchers.matrix_game_metrics(cooperation, visits),
         }
         new_state = DiceRunnerState(
             jnp.stack(new_logits), (opt_states[0], opt_states[1]), key, state.iteration + 1
         )
         return new_state, metrics
 
+    whole_sample = make_sampler(env, env_params, rounds)  # evaluation: every episode on one device
+
     def evaluate(state: DiceRunnerState, key: jax.Array) -> dict[str, jax.Array]:
-        batch = sample(key, state.logits, eval_episodes)
+        batch = whole_sample(key, state.logits, eval_episodes)
         returns = batch.reward.sum(0)  # (E, 2)
         return {"episode_return": returns[:, 0], "return": returns}
 
@@ -449,4 +504,9 @@ def make_dice_runner(config: DiceConfig) -> Runner:
         steps_per_iteration=steps_per_iteration,
         num_iterations=num_iterations,
         metric_axes={name: ("agent",) for name in per_agent},
+        # Every leaf of the state (logits, optimiser states, key) is replicated: the episodes
+        # are sampled afresh every iteration.
+        sharding=runner_sharding(
+            devices, "batch_size", batch_size, lambda axis: _dice_runner(config, axis), lambda state: None
+        ),
     )
