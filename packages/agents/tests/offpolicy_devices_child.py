@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from lamella.agents import driver
-from lamella.agents.offpolicy import DQNTrainConfig, SACTrainConfig
+from lamella.agents.offpolicy import DDPGTrainConfig, DQNTrainConfig, SACTrainConfig, TQCTrainConfig
 from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log, max_abs, max_abs_diff
 
 # 8 envs (2 per device), batches of 16 (4 per device); learning starts in the first iteration,
@@ -31,13 +31,13 @@ LOOP = dict(
     hidden_sizes=(16, 16),
     eval_episodes=2,
     eval_max_steps=20,
+    rollout_steps=8,
+    total_timesteps=8 * 8 * 4,
+    learning_starts=32,
 )
 # Discrete actions, epsilon-greedy exploration, n-step targets, hard target copies.
 DQN = DQNTrainConfig(
     env_id="CartPole-v1",
-    rollout_steps=8,
-    total_timesteps=8 * 8 * 4,
-    learning_starts=32,
     n_step=2,
     exploration_steps=128,
     target_update_period=8,
@@ -45,13 +45,17 @@ DQN = DQNTrainConfig(
 )
 # Continuous actions: sampled next actions and actor noise (each device its rows of the whole
 # batch's noise), the learned temperature.
-SAC = SACTrainConfig(
-    env_id="Pendulum-v1",
-    rollout_steps=8,
-    total_timesteps=8 * 8 * 4,
-    learning_starts=32,
-    **LOOP,
-)
+SAC = SACTrainConfig(env_id="Pendulum-v1", **LOOP)
+# SAC's agent (each device its rows of the batch's noise) with quantile critics and the truncated
+# pooled target; 5 quantiles instead of 25, the same code.
+TQC = TQCTrainConfig(env_id="Pendulum-v1", num_quantiles=5, drop_per_critic=1, **LOOP)
+# The deterministic core with one critic, no smoothing noise and an actor update every step
+# (TD3 itself, twin critics, block of smoothing noise, delayed actor: lamella-gcrl's TD3+HER case).
+DDPG = DDPGTrainConfig(env_id="Pendulum-v1", **LOOP)
+# Discrete SAC: expected values over CartPole's actions, a categorical policy, the temperature.
+DISCRETE_SAC = SACTrainConfig(env_id="CartPole-v1", **LOOP)
+# name -> config; the parent asserts the same things of each.
+CASES = {"dqn": DQN, "sac": SAC, "tqc": TQC, "ddpg": DDPG, "discrete_sac": DISCRETE_SAC}
 
 
 def run(config: Any, num_devices: int, out_dir: str) -> Any:
@@ -80,7 +84,7 @@ def main(out_dir: str) -> None:
     result["compiled_before_errors"] = len(compiled)
     result["dirs_written"] = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
 
-    for name, config in (("dqn", DQN), ("sac", SAC)):
+    for name, config in CASES.items():
         one, four = (run(config, n, os.path.join(out_dir, f"{name}_{n}")) for n in (1, 4))
         with open(four.config_path, encoding="utf-8") as handle:
             layout = json.load(handle)["devices"]

@@ -1,6 +1,6 @@
-"""Many devices (``num_devices``) for the off-policy loop: DQN and SAC with their envs split over
-4 simulated CPU devices equal the one-device run of the same global batch; bad requests fail
-before anything compiles.
+"""Many devices (``num_devices``) for the off-policy loop: DQN, SAC, TQC, DDPG and discrete SAC
+with their envs split over 4 simulated CPU devices equal the one-device run of the same global
+batch (TD3 is lamella-gcrl's TD3+HER case); bad requests fail before anything compiles.
 
 The 4-device runs happen in a child process (``offpolicy_devices_child.py``), because the
 device count is fixed when jax starts; this process keeps its one device.
@@ -27,7 +27,7 @@ def child(tmp_path_factory):
     return device_child(CHILD, tmp_path_factory.getbasetemp())
 
 
-@pytest.mark.parametrize("algorithm", ["dqn", "sac"])
+@pytest.mark.parametrize("algorithm", ["dqn", "sac", "tqc", "ddpg", "discrete_sac"])
 def test_four_devices_train_as_one_device_on_the_same_global_batch(child, algorithm):
     assert child["device_count"] == 4
     run = child[algorithm]
