@@ -1,5 +1,5 @@
-"""The child process of ``test_devices.py``: DR, ACCEL, Parallel ACCEL, population PAIRED and
-the minimax adversary on 4 simulated CPU devices and on 1, printed as JSON.
+"""The child process of ``test_devices.py``: DR, ACCEL, Parallel ACCEL and population PAIRED on
+4 simulated CPU devices and on 1, printed as JSON.
 
 ACCEL's step holds PLR's (its new and replayed branches, with the mutation branch beside them),
 Parallel ACCEL's holds Parallel PLR's (plus the batch of edits), and population PAIRED runs
