@@ -1,5 +1,11 @@
-"""The child process of ``test_devices.py``: DR, PLR, Parallel PLR and PAIRED on 4 simulated
-CPU devices and on 1, printed as JSON.
+"""The child process of ``test_devices.py``: DR, ACCEL, Parallel ACCEL and population PAIRED on
+4 simulated CPU devices and on 1, printed as JSON.
+
+ACCEL's step holds PLR's (its new and replayed branches, with the mutation branch beside them),
+Parallel ACCEL's holds Parallel PLR's (plus the batch of edits), and population PAIRED runs
+PAIRED's runner (as the minimax adversary does) with a third student; so these four cases cover
+DR, PLR, Parallel PLR and PAIRED too. DR keeps its own case: it alone restarts an ended episode
+on a new random level (``AutoReset``) and has no buffer.
 
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` must be set before jax is imported, so
 this runs in its own process (the parent's test suite keeps one device). One process, one jax
@@ -19,8 +25,8 @@ import numpy as np
 
 from lamella.agents import driver
 from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log, max_abs, max_abs_diff
-from lamella.ued.paired import PAIREDConfig
-from lamella.ued.runners import DRConfig, ParallelPLRConfig, PLRConfig
+from lamella.ued.paired import PAIREDConfig, PopulationPAIREDConfig
+from lamella.ued.runners import ACCELConfig, DRConfig, ParallelACCELConfig, ParallelPLRConfig
 
 # 8 levels, 2 per device; one minibatch of 8 x 24 steps (48 per device); 6 iterations.
 TINY: dict[str, Any] = {
@@ -39,10 +45,10 @@ TINY: dict[str, Any] = {
     "eval_episodes": 4,
     "learning_rate": 1e-3,
 }
-# Parallel PLR: 4 new and 4 replayed levels in one rollout of 8 envs (2 per device), the
-# gradient step on the replayed 4 (1 per device). The buffer is warm after the first
-# iteration: replays and insertions in every later one.
-PARALLEL: dict[str, Any] = {**TINY, "num_envs": 4, "total_timesteps": 2 * 4 * 24 * 6}
+# Parallel ACCEL: 4 new, 4 replayed and 4 edited levels in one rollout of 12 envs (3 per device),
+# the gradient step on the replayed 4 (1 per device). The buffer is warm after the first
+# iteration: replays, insertions and edits in every later one.
+PARALLEL: dict[str, Any] = {**TINY, "num_envs": 4, "total_timesteps": 3 * 4 * 24 * 6}
 # PAIRED: a feed-forward teacher builds 8 levels (2 per device) of 3 x 3 cells in 5 steps each
 # (two minibatches of 20 teacher steps, 5 per device); small enough that the students solve
 # some, so the regret the teacher is paid is not all 0.
@@ -60,16 +66,21 @@ PAIRED: dict[str, Any] = {
 }
 CONFIGS: dict[str, Any] = {
     "dr": DRConfig(**TINY),
-    # The buffer is warm after the first batch: replays (scores from the gathered rollout) and
-    # insertions both happen in 6 iterations.
-    "plr": PLRConfig(**TINY, buffer_size=16, min_fill_ratio=0.5, replay_prob=0.5, score="max_mc"),
-    "parallel_plr": ParallelPLRConfig(**PARALLEL, buffer_size=16, min_fill_ratio=0.5, score="max_mc"),
-    "paired": PAIREDConfig(**PAIRED),
+    # ACCEL (sequential): a new batch first, then replays once the buffer is warm, each replay
+    # followed by a batch of edits of the replayed levels; all three happen in 6 iterations.
+    "accel": ACCELConfig(
+        **TINY, buffer_size=16, min_fill_ratio=0.5, replay_prob=0.5, score="max_mc", num_edits=4
+    ),
+    "parallel_accel": ParallelACCELConfig(
+        **PARALLEL, buffer_size=16, min_fill_ratio=0.5, score="max_mc", num_edits=4
+    ),
+    # Population PAIRED: PAIRED's runner and step with 3 students (population_regret).
+    "population_paired": PopulationPAIREDConfig(**PAIRED),
 }
 
 
 def trained_params(state: Any) -> Any:
-    """Every agent's parameters: the student's (DR, PLR), or the students' and the teacher's."""
+    """Every agent's parameters: the student's (DR, ACCEL), or the students' and the teacher's."""
     if hasattr(state, "teacher_params"):
         return (state.student_params, state.teacher_params)
     return state.params

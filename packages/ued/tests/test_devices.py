@@ -1,6 +1,11 @@
-"""Many devices (``num_devices``): DR, PLR, Parallel PLR and PAIRED with their envs (levels) split
-over 4 simulated CPU devices equal the one-device run of the same global batch, level buffer and
-every agent's parameters included; bad requests fail before anything compiles.
+"""Many devices (``num_devices``): DR, ACCEL, Parallel ACCEL and population PAIRED with their envs
+(levels) split over 4 simulated CPU devices equal the one-device run of the same global batch,
+level buffer and every agent's parameters included; bad requests fail before anything compiles.
+
+ACCEL's step runs PLR's new and replayed branches and its mutation branch (each asserted to have
+run), Parallel ACCEL's runs Parallel PLR's batches and the batch of edits, and population PAIRED
+runs PAIRED's runner and step (that of the minimax adversary too) with three students: four
+cases, every UED runner's code, for the compile time of four runners.
 
 The 4-device runs happen in one child process (``devices_child.py``), because the device count
 is fixed when jax starts; this process keeps its one device.
@@ -9,14 +14,22 @@ is fixed when jax starts; this process keeps its one device.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pytest
 
 from lamella.agents import devices
 from lamella.agents.testing import device_child
-from lamella.ued.paired import PAIREDConfig, make_paired_runner
-from lamella.ued.runners import DRConfig, ParallelPLRConfig, PLRConfig, make_ued_runner
+from lamella.ued.paired import MinimaxConfig, PAIREDConfig, PopulationPAIREDConfig, make_paired_runner
+from lamella.ued.runners import (
+    ACCELConfig,
+    DRConfig,
+    ParallelACCELConfig,
+    ParallelPLRConfig,
+    PLRConfig,
+    make_ued_runner,
+)
 
 CHILD = os.path.join(os.path.dirname(__file__), "devices_child.py")
 
@@ -31,25 +44,37 @@ def child(tmp_path_factory):
 # first value shows that training did something the comparison can see (losses, returns, KL).
 LOGGED = {
     "dr": ("train_loss", "train_score_max_mc", "train_train_return", "level_return_level_0"),
-    "plr": ("train_loss", "train_score_max_mc", "train_buffer_mean_score", "level_return_level_0"),
-    "parallel_plr": ("train_loss", "train_replay_solve_rate", "train_buffer_mean_score", "train_mutate"),
-    "paired": ("train_teacher_loss", "train_student_loss_student_1", "train_student_return_student_1"),
+    "accel": ("train_loss", "train_score_max_mc", "train_buffer_mean_score", "level_return_level_0"),
+    "parallel_accel": ("train_loss", "train_replay_solve_rate", "train_buffer_mean_score", "train_mutate"),
+    "population_paired": (
+        "train_teacher_loss",
+        "train_student_loss_student_1",
+        "train_student_return_student_2",
+    ),
 }
 TRAINED = {
     "dr": ("train_value_loss", "train_train_return"),
-    "plr": ("train_value_loss", "train_train_return"),
-    "parallel_plr": ("train_value_loss", "train_approx_kl", "train_train_return"),
-    "paired": (
+    "accel": ("train_value_loss", "train_train_return"),
+    "parallel_accel": ("train_value_loss", "train_approx_kl", "train_train_return"),
+    "population_paired": (
         "train_teacher_value_loss",
         "train_teacher_approx_kl",
         "train_student_approx_kl_student_0",
         "train_student_approx_kl_student_1",
+        "train_student_approx_kl_student_2",
         "train_teacher_return",
     ),
 }
+CASES = ["dr", "accel", "parallel_accel", "population_paired"]
 
 
-@pytest.mark.parametrize("name", ["dr", "plr", "parallel_plr", "paired"])
+def train_values(run: dict[str, Any], key: str) -> list[float]:
+    """The 1-device run's training metric ``key`` at every evaluation (each a mean over iterations)."""
+    one = run["metrics"]["1"]
+    return [one[k][0] for k in sorted(one) if k.endswith(f"/{key}")]
+
+
+@pytest.mark.parametrize("name", CASES)
 def test_four_devices_train_as_one_device_on_the_same_global_batch(child, name):
     assert child["device_count"] == 4
     run = child["runs"][name]
@@ -62,7 +87,7 @@ def test_four_devices_train_as_one_device_on_the_same_global_batch(child, name):
     for key in TRAINED[name]:
         assert any(abs(one[k][0]) > 0 for k in one if k.endswith(key)), key
     assert run["params_max_abs_diff"] <= 1e-5 * max(1.0, run["params_max_abs"])
-    num_envs = 4 if name == "parallel_plr" else 8
+    num_envs = 4 if name == "parallel_accel" else 8
     assert run["layout"] == {
         "num_devices": 4,
         "platform": "cpu",
@@ -74,16 +99,23 @@ def test_four_devices_train_as_one_device_on_the_same_global_batch(child, name):
     }
 
 
-@pytest.mark.parametrize("name", ["plr", "parallel_plr"])
+@pytest.mark.parametrize("name", ["accel", "parallel_accel"])
 def test_plr_buffer_is_the_one_device_buffer(child, name):
     # Scores come from the gathered rollout, so every device inserts and updates the same levels.
     run = child["runs"][name]
-    one = run["metrics"]["1"]
-    replays = [one[k][0] for k in one if k.endswith("train_replay")]
+    replays, mutates = train_values(run, "train_replay"), train_values(run, "train_mutate")
+    assert len(replays) == len(mutates) >= 2
     assert 0 < max(replays), "the buffer replayed levels (scores from the gathered rollout were used)"
-    assert min(replays) < 1, "and inserted new ones"
-    # Parallel PLR inserts new levels every iteration: the buffer filled past its first batch.
-    assert max(one[k][0] for k in one if k.endswith("train_buffer_size")) > 8
+    assert 0 < max(mutates), "and edits of replayed levels were played"
+    assert max(train_values(run, "train_buffer_mean_edits")) > 0, "and inserted"
+    if name == "accel":
+        # The new-level branch: the first iteration (cold buffer) plays new levels, and an
+        # evaluation interval in which no iteration replayed or mutated inserted only new ones.
+        assert any(r == m == 0 for r, m in zip(replays, mutates, strict=True)), "and new levels were played"
+        assert max(train_values(run, "train_buffer_size")) > 8, "and inserted"
+    else:
+        # Parallel ACCEL inserts new levels every iteration: the buffer filled past its first batch.
+        assert max(train_values(run, "train_buffer_size")) > 12
     assert run["buffer_levels_equal"]
     assert run["buffer_max_abs_diff"] <= 1e-4
 
@@ -91,7 +123,7 @@ def test_plr_buffer_is_the_one_device_buffer(child, name):
 def test_bad_device_requests_fail_before_anything_compiles(child):
     errors = child["errors"]
     assert errors["not_divisible"].startswith("ConfigError: num_envs=6 is not divisible by num_devices=4")
-    # Parallel PLR splits num_envs (each batch of its rollout), so that is what must divide.
+    # Parallel PLR / ACCEL split num_envs (each batch of their rollout), so that is what must divide.
     assert errors["parallel_not_divisible"].startswith(
         "ConfigError: num_envs=6 is not divisible by num_devices=4"
     )
@@ -118,9 +150,14 @@ def test_the_runners_declare_their_envs_axis():
             DRConfig(**tiny),
             PLRConfig(**tiny, buffer_size=16),
             ParallelPLRConfig(**tiny, buffer_size=16),
+            ACCELConfig(**tiny, buffer_size=16),
+            ParallelACCELConfig(**tiny, buffer_size=16),
         )
     ]
-    runners.append(make_paired_runner(PAIREDConfig(**tiny | paired)))
+    runners += [
+        make_paired_runner(config(**tiny | paired))
+        for config in (PAIREDConfig, PopulationPAIREDConfig, MinimaxConfig)
+    ]
     for runner in runners:
         sharding = runner.sharding
         assert (sharding.batch, sharding.size) == ("num_envs", 8)
