@@ -19,8 +19,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from lamella.agents import driver
-from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log
+from lamella.agents.testing import count_compile_ahead, device_trainer, error_text, flat_run_log
 from lamella.marl import IPPOConfig, RecMAPPOConfig
 
 MPE = "MPE-simple_spread-v3"  # dense rewards: every logged return and reward is non-zero
@@ -52,16 +51,7 @@ def main(out_dir: str) -> None:
     result: dict[str, Any] = {"device_count": jax.device_count()}
     compiled = count_compile_ahead()  # the bad inputs below must fail before any compile
 
-    def train(config: Any, num_devices: int, name: str) -> Any:
-        return driver.run_experiment(
-            config,
-            seeds=1,
-            out_dir=os.path.join(out_dir, name),
-            chunk_iterations=2,
-            num_devices=num_devices,
-            progress=False,
-            plot=False,
-        )
+    train = device_trainer(out_dir)
 
     ippo = CONFIGS["ippo"]
     started = time.perf_counter()

@@ -21,8 +21,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from lamella.agents import driver
-from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log, max_abs, max_abs_diff
+from lamella.agents.testing import (
+    count_compile_ahead,
+    device_trainer,
+    error_text,
+    flat_run_log,
+    max_abs,
+    max_abs_diff,
+)
 from lamella.marl import IDQNConfig, ISACConfig, RecIQLConfig
 from lamella.marl.shaping import MetaConfig, MetaESConfig, ShapingConfig
 
@@ -115,16 +121,7 @@ def main(out_dir: str) -> None:
     result: dict[str, Any] = {"device_count": jax.device_count()}
     compiled = count_compile_ahead()  # the bad inputs below must fail before any compile
 
-    def train(config: Any, num_devices: int, name: str) -> Any:
-        return driver.run_experiment(
-            config,
-            seeds=1,
-            out_dir=os.path.join(out_dir, name),
-            chunk_iterations=2,
-            num_devices=num_devices,
-            progress=False,
-            plot=False,
-        )
+    train = device_trainer(out_dir)
 
     started = time.perf_counter()
     result["errors"] = {

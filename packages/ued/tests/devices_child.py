@@ -23,8 +23,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from lamella.agents import driver
-from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log, max_abs, max_abs_diff
+from lamella.agents.testing import (
+    count_compile_ahead,
+    device_trainer,
+    error_text,
+    flat_run_log,
+    max_abs,
+    max_abs_diff,
+)
 from lamella.ued.paired import PAIREDConfig, PopulationPAIREDConfig
 from lamella.ued.runners import ACCELConfig, DRConfig, ParallelACCELConfig, ParallelPLRConfig
 
@@ -90,16 +96,7 @@ def main(out_dir: str) -> None:
     result: dict[str, Any] = {"device_count": jax.device_count()}
     compiled = count_compile_ahead()  # the bad inputs below must fail before any compile
 
-    def train(config: Any, num_devices: int, name: str) -> Any:
-        return driver.run_experiment(
-            config,
-            seeds=1,
-            out_dir=os.path.join(out_dir, name),
-            chunk_iterations=3,
-            num_devices=num_devices,
-            progress=False,
-            plot=False,
-        )
+    train = device_trainer(out_dir, chunk_iterations=3)
 
     result["errors"] = {
         "not_divisible": error_text(lambda: train(DRConfig(**{**TINY, "num_envs": 6}), 4, "not_divisible")),

@@ -38,6 +38,7 @@ __all__ = [
     "assert_threshold",
     "count_compile_ahead",
     "device_child",
+    "device_trainer",
     "error_text",
     "flat_run_log",
     "free_port",
@@ -327,6 +328,25 @@ def flat_run_log(path: str | os.PathLike[str]) -> dict[str, list[float]]:
                         for name, value in metrics.items():
                             out[f"{prefix}{run}/{step}/{name}"] = np.ravel(np.asarray(value, float)).tolist()
     return out
+
+
+def device_trainer(out_dir: str, chunk_iterations: int = 2) -> Any:
+    """``train(config, num_devices, name)``: one quiet seed of ``config`` through the driver on
+    ``num_devices`` devices, in ``out_dir/name`` (what every many-device test child compares)."""
+    from lamella.agents import driver
+
+    def train(config: Any, num_devices: int, name: str) -> Any:
+        return driver.run_experiment(
+            config,
+            seeds=1,
+            out_dir=os.path.join(out_dir, name),
+            chunk_iterations=chunk_iterations,
+            num_devices=num_devices,
+            progress=False,
+            plot=False,
+        )
+
+    return train
 
 
 def error_text(call: Any) -> str:
