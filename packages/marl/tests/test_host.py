@@ -1,15 +1,21 @@
-"""IPPO on PettingZoo parallel envs through the host loop (``lamella.marl.host``), on mpe2's
-numpy MPE (a real non-JAX PettingZoo env).
+"""IPPO and MAPPO on PettingZoo parallel envs through the host loop (``lamella.marl.host``), on
+mpe2's numpy MPE (a real non-JAX PettingZoo env). The recurrent runners' host-loop checks are in
+``test_host_recurrent.py``.
 
 Learning check: ``simple_speaker_listener_v4`` with discrete actions (speaker obs 3, listener obs
-11, padded to 11; 25-step episodes that end by truncation). Two seeds (0 and 1), each 8,192 env
-steps on 8 envs (16 PPO updates of 512 env steps), then 32 sampled evaluation episodes. The random
-baseline is measured here on the same batch (uniform actions, 64 episodes; about -47 per agent).
-Threshold: every seed's per-agent return >= -35 (measured -21.5 and -27.4 at 10,240 steps).
+11, padded to 11; 25-step episodes that end by truncation; MAPPO's critic reads ``env.state()``,
+the 14 values of both observations). Two seeds (0 and 1) per algorithm, each 8,192 env steps on 8
+envs (16 PPO updates of 512 env steps), then 32 sampled evaluation episodes. The random baseline
+is measured here on the same batch (uniform actions, 64 episodes; about -47 per agent).
+Threshold: every seed's per-agent return >= -35 and >= random + 10 (measured when written: IPPO
+-22.6, -26.0; MAPPO -25.0, -25.6). The update's first minibatch recomputes exactly the
+distributions the host loop acted with (``first_minibatch_kl`` 0): the stored dict observations,
+global state included, are the ones the policy saw.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -17,8 +23,8 @@ import pytest
 from mpe2 import simple_speaker_listener_v4, simple_v3  # a test dependency of lamella-marl
 
 from lamella.agents.config import ConfigError
-from lamella.marl import IPPOConfig, MAPPOConfig
-from lamella.marl.host import ParallelEnvBatch, train_ippo_host
+from lamella.marl import IPPOConfig, MAPPOConfig, RecIPPOConfig
+from lamella.marl.host import ParallelEnvBatch, train_host, train_ippo_host
 
 
 def speaker_listener():
@@ -71,35 +77,79 @@ def test_the_batch_pads_observations_masks_padded_actions_and_keeps_final_observ
     assert not np.array_equal(final["obs"], before["obs"])
 
 
-def test_host_ippo_learns_speaker_listener_for_two_seeds(tmp_path):
-    random_return = random_agent_return()
+def test_the_batch_adds_each_envs_global_state_and_keeps_the_final_one():
+    """MAPPO's input: ``env.state()`` (mpe2: both agents' observations, unpadded) after every reset
+    and step; where an episode ended, the final observation holds the state before the reset."""
+    batch = ParallelEnvBatch([speaker_listener() for _ in range(2)], global_state=True)
+    unpadded = lambda o: np.concatenate([o["obs"][:, 0, :3], o["obs"][:, 1, :11]], axis=-1)  # noqa: E731
+    obs = batch.reset(0)
+    assert obs["global_state"].shape == (2, 14) and obs["global_state"].dtype == np.float32
+    np.testing.assert_array_equal(obs["global_state"], unpadded(obs))
+    for _ in range(25):
+        obs, _, _, _, final, done = batch.step(np.array([[0, 1], [2, 3]]))
+        np.testing.assert_array_equal(final["global_state"], unpadded(final))
+        np.testing.assert_array_equal(obs["global_state"], unpadded(obs))
+    assert done.all() and not np.array_equal(final["global_state"], obs["global_state"])
+
+
+@pytest.fixture(scope="module")
+def random_return():
+    return random_agent_return()
+
+
+@pytest.mark.parametrize("config_class", [IPPOConfig, MAPPOConfig], ids=["ippo", "mappo"])
+def test_host_loop_learns_speaker_listener_for_two_seeds(config_class, random_return, tmp_path):
     assert -60 < random_return < -40, random_return
+    config = config_class(**{f.name: getattr(CONFIG, f.name) for f in dataclasses.fields(CONFIG)})
     scores = []
     for seed in (0, 1):
-        result = train_ippo_host(
-            CONFIG,
+        result = train_host(
+            config,
             speaker_listener,
             seed=seed,
-            eval_every=CONFIG.total_timesteps,
+            eval_every=config.total_timesteps,
             out_dir=tmp_path / f"s{seed}",
         )
         assert result.env_steps == 8192 and result.eval_steps == [8192]
+        # The update recomputes the distributions the loop acted with (feed-forward: exactly).
+        assert max(abs(m["first_minibatch_kl"]) for m in result.train_metrics) < 1e-6
+        assert len(result.train_metrics) == 16
         scores.append(float(np.mean(result.eval_agent_returns[-1])))
-    print(f"host IPPO speaker-listener: per-agent return per seed {scores}, random {random_return:.1f}")
+    print(
+        f"host {config.algorithm} speaker-listener: per-agent return per seed {scores}, random {random_return:.1f}"
+    )
     assert min(scores) >= -35.0, scores
     assert min(scores) >= random_return + 10.0, (scores, random_return)
     runs = json.loads((tmp_path / "s1" / "metrics.json").read_text())
-    last = runs["pettingzoo"]["mpe2-simple_speaker_listener_v4"]["ippo"]["seed_1"]["step_0"]
+    last = runs["pettingzoo"]["mpe2-simple_speaker_listener_v4"][config.algorithm]["seed_1"]["step_0"]
     assert last["step_count"] == 8192 and len(last["return_agent_1"]) == 32
     np.testing.assert_allclose(
         np.add(last["return_agent_0"], last["return_agent_1"]), last["mean_episode_return"], rtol=1e-5
     )
 
 
+def test_train_ippo_host_is_the_host_loop():
+    assert train_ippo_host is train_host
+
+
+class WithoutState:
+    """speaker-listener without a global state: ``state()`` as PettingZoo's base class has it."""
+
+    def __init__(self):
+        self.env = speaker_listener()
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def state(self):
+        raise NotImplementedError
+
+
 @pytest.mark.parametrize(
     ("config", "make_env", "words"),
     [
-        (MAPPOConfig(), speaker_listener, ["feed-forward IPPO", "MAPPO"]),
+        (MAPPOConfig(num_envs=1, eval_episodes=1), WithoutState, ["mappo", "env.state()", "IPPOConfig"]),
+        (RecIPPOConfig(num_envs=3, num_minibatches=2), speaker_listener, ["num_minibatches", "num_envs"]),
         (IPPOConfig(num_envs=1, eval_episodes=1), lambda: simple_v3.parallel_env(), ["multi-agent", "1 agent"]),
         (IPPOConfig(num_envs=1, eval_episodes=1),
          lambda: simple_speaker_listener_v4.parallel_env(continuous_actions=True), ["discrete actions"]),
@@ -108,5 +158,5 @@ def test_host_ippo_learns_speaker_listener_for_two_seeds(tmp_path):
 )  # fmt: skip
 def test_bad_input_is_a_user_error(config, make_env, words):
     with pytest.raises(ConfigError) as error:
-        train_ippo_host(config, make_env)
+        train_host(config, make_env)
     assert all(word in str(error.value) for word in words), str(error.value)

@@ -1,14 +1,20 @@
-"""IPPO on PettingZoo parallel envs: the env steps on the host, the policy and the update are jitted.
+"""IPPO and MAPPO (feed-forward or recurrent) on PettingZoo parallel envs: the env steps on the
+host, the policy and the update are jitted.
 
 For multi-agent envs that are not JAX (mpe2, anything with the ``pettingzoo.ParallelEnv`` API):
 ``num_envs`` env objects step one by one in Python, as lamella-agents' off-policy host loop
 (:mod:`lamella.agents.offpolicy.host`) steps gymnasium vector envs, while acting and learning are
-IPPO's own compiled pieces, the same as in the compiled runner (:func:`~lamella.marl.ppo.
-make_multi_agent_ppo`: the network, its collector policy, per-agent truncation-correct GAE and the
-PPO update)::
+the compiled runner's own pieces (:func:`~lamella.marl.ppo.make_multi_agent_ppo`: the network of
+the config's class, its collector policy, per-agent truncation-correct GAE and the PPO update)::
 
     import mpe2.simple_spread_v3 as simple_spread
-    result = train_ippo_host(IPPOConfig(total_timesteps=100_000), lambda: simple_spread.parallel_env())
+    result = train_host(MAPPOConfig(total_timesteps=100_000), lambda: simple_spread.parallel_env())
+
+The config's class picks the algorithm, as for the compiled runners: :class:`~lamella.marl.ppo.
+IPPOConfig`, :class:`~lamella.marl.ppo.MAPPOConfig` (the critic reads PettingZoo's global state,
+``env.state()``), :class:`~lamella.marl.ppo.RecIPPOConfig` or :class:`~lamella.marl.ppo.
+RecMAPPOConfig` (one GRU state per agent per env, carried across rollouts, zeroed where an
+episode starts).
 
 What the host side does, per env:
 
@@ -18,50 +24,57 @@ What the host side does, per env:
   (agents with fewer actions get the extra ones masked out).
 * **Action masks** come from the observation's ``"action_mask"`` or ``info[agent]["action_mask"]``,
   else all legal.
+* **Global state** (MAPPO): ``env.state()`` flattened to float32, read after every reset and
+  step; the final observation of an episode holds the state before the env is reset.
 * **Episode ends.** An episode ends when every agent is terminated or truncated (PettingZoo then
   has no live agents); the transition keeps the final observation (a truncated episode
   bootstraps from it, a terminated one from 0) and the env is reset. An agent that leaves before
   the others gets zero observations and rewards until the episode ends, and its own
   ``terminated`` / ``truncated`` flag from the step it left.
 
-The result holds the train state, the evaluations (``eval_episodes`` episodes each, on separate
-env objects, sampled or greedy as ``eval_greedy`` says) and, with ``out_dir``, a run log
-(``metrics.json`` / ``metrics.csv``, the marl-eval layout of the driver's logs, team and
-per-agent returns) that ``lamella eval`` reads.
+The result holds the train state, the update's statistics, the evaluations (``eval_episodes``
+episodes each, on separate env objects, sampled or greedy as ``eval_greedy`` says, each from
+fresh memory) and, with ``out_dir``, a run log (``metrics.json`` / ``metrics.csv``, the
+marl-eval layout of the driver's logs, team and per-agent returns) that ``lamella eval`` reads.
+The compiled functions are cached by config and sizes, so runs of several seeds compile once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from lamella.agents.config import ConfigError
+from lamella.agents.protocol import Agent
 from lamella.agents.rollout import Transition, actor_critic_policy
 from lamella.agents.runlog import RunLog
 from lamella.marl.ppo import IPPOConfig, Trajectory, make_multi_agent_ppo
 
-__all__ = ["HostIPPOResult", "ParallelEnvBatch", "train_ippo_host"]
+__all__ = ["HostIPPOResult", "HostResult", "ParallelEnvBatch", "train_host", "train_ippo_host"]
 
 
 @dataclasses.dataclass
-class HostIPPOResult:
-    """What :func:`train_ippo_host` did.
+class HostResult:
+    """What :func:`train_host` did.
 
     Attributes:
-        train_state: IPPO's final train state.
+        train_state: the final train state.
         env_steps: env steps taken over all envs.
         eval_steps: the env step of each evaluation.
         eval_returns: each evaluation's mean team return (sum over agents).
         eval_agent_returns: each evaluation's mean return per agent.
         train_returns: mean team return of the training episodes that ended in each iteration
             (NaN where none ended).
+        train_metrics: the PPO update's statistics of each iteration (``loss``, ``entropy``,
+            ``approx_kl``, ``first_minibatch_kl``, ...), as floats.
         metrics_path: ``metrics.json`` of the run log (None without ``out_dir``).
         seconds: wall time of the loop.
     """
@@ -72,16 +85,19 @@ class HostIPPOResult:
     eval_returns: list[float]
     eval_agent_returns: list[list[float]]
     train_returns: list[float]
+    train_metrics: list[dict[str, float]]
     metrics_path: str | None
     seconds: float
+
+
+#: The result's name before MAPPO and the recurrent runners ran on the host loop.
+HostIPPOResult = HostResult
 
 
 def _space_size(space: Any) -> int:
     shape = getattr(space, "shape", None)
     if shape is None:
-        raise ConfigError(
-            f"train_ippo_host: observation space {space!r} has no shape (Box observations only)."
-        )
+        raise ConfigError(f"train_host: observation space {space!r} has no shape (Box observations only).")
     return int(np.prod(shape))
 
 
@@ -90,24 +106,30 @@ class ParallelEnvBatch:
 
     ``reset(seed) -> obs`` and ``step(actions) -> (obs, reward, terminated, truncated,
     final_obs, done)``, where ``obs`` / ``final_obs`` are dicts ``{"obs": float32 (num_envs, n,
-    L), "action_mask": bool (num_envs, n, A)}``, ``actions`` int ``(num_envs, n)``, reward and
-    flags ``(num_envs, n)`` and ``done`` bool ``(num_envs,)`` (the env was reset after this step;
-    ``obs`` is then the new episode's first observation, ``final_obs`` the old one's last).
+    L), "action_mask": bool (num_envs, n, A)}`` (with ``global_state``, also ``"global_state":
+    float32 (num_envs, G)``, each env's ``env.state()``), ``actions`` int ``(num_envs, n)``,
+    reward and flags ``(num_envs, n)`` and ``done`` bool ``(num_envs,)`` (the env was reset
+    after this step; ``obs`` is then the new episode's first observation, ``final_obs`` the old
+    one's last).
 
     Args:
         envs: the env objects (``pettingzoo.ParallelEnv``), all of the same game.
+        global_state: add each env's ``env.state()`` (MAPPO's centralised critic reads it).
+        algorithm: the algorithm's name in messages.
     """
 
-    def __init__(self, envs: Sequence[Any]):
+    def __init__(self, envs: Sequence[Any], global_state: bool = False, algorithm: str = "ippo"):
         if not envs:
-            raise ConfigError("train_ippo_host needs at least one env (num_envs >= 1).")
+            raise ConfigError("train_host needs at least one env (num_envs >= 1).")
         self.envs = list(envs)
+        self.global_state = bool(global_state)
+        self.algorithm = algorithm
         first = self.envs[0]
         self.agents: list[str] = list(first.possible_agents)
         self.num_agents = len(self.agents)
         if self.num_agents < 2:
             raise ConfigError(
-                f"train_ippo_host trains multi-agent envs; {type(first).__name__} has "
+                f"train_host trains multi-agent envs; {type(first).__name__} has "
                 f"{self.num_agents} agent(s). Use lamella-agents' single-agent runners."
             )
         sizes, actions = [], []
@@ -119,7 +141,7 @@ class ParallelEnvBatch:
             action_space = first.action_space(agent)
             if not hasattr(action_space, "n"):
                 raise ConfigError(
-                    f"train_ippo_host takes discrete actions (gymnasium Discrete); agent {agent!r} of "
+                    f"train_host takes discrete actions (gymnasium Discrete); agent {agent!r} of "
                     f"{type(first).__name__} has {action_space!r}. Make the env with discrete actions "
                     "(mpe2: continuous_actions=False)."
                 )
@@ -133,8 +155,21 @@ class ParallelEnvBatch:
         self.agent_actions = np.asarray(actions)
         self._left: list[dict[int, tuple[bool, bool]]] = [{} for _ in self.envs]
 
-    def _pack(self, obs: dict[str, Any], infos: dict[str, Any]) -> dict[str, np.ndarray]:
-        """One env's observation dict as arrays ``(n, L)`` and ``(n, A)``; absent agents: zeros."""
+    def _state(self, env: Any) -> np.ndarray:
+        """``env.state()`` as float32 ``(G,)``; an env without one is a :class:`ConfigError`."""
+        try:
+            state = env.state()
+        except NotImplementedError:
+            raise ConfigError(
+                f"{self.algorithm}'s centralised critic reads the env's global state, env.state(), which "
+                f"{type(env).__name__} does not implement. Use IPPOConfig (or RecIPPOConfig): independent "
+                "critics on each agent's observation."
+            ) from None
+        return np.asarray(state, np.float32).reshape(-1)
+
+    def _pack(self, env: Any, obs: dict[str, Any], infos: dict[str, Any]) -> dict[str, np.ndarray]:
+        """One env's observation dict as arrays ``(n, L)``, ``(n, A)`` (and ``(G,)``); absent
+        agents: zeros."""
         out = np.zeros((self.num_agents, self.obs_size), np.float32)
         mask = np.arange(self.num_actions)[None, :] < self.agent_actions[:, None]
         for i, agent in enumerate(self.agents):
@@ -153,7 +188,10 @@ class ParallelEnvBatch:
             if agent_mask is not None:
                 legal = np.asarray(agent_mask, bool).reshape(-1)
                 mask[i, : legal.size] = legal
-        return {"obs": out, "action_mask": mask}
+        packed = {"obs": out, "action_mask": mask}
+        if self.global_state:
+            packed["global_state"] = self._state(env)
+        return packed
 
     @staticmethod
     def _stack(items: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -165,7 +203,7 @@ class ParallelEnvBatch:
         packed = []
         for i, env in enumerate(self.envs):
             obs, infos = env.reset(seed=seed + i)
-            packed.append(self._pack(obs, infos))
+            packed.append(self._pack(env, obs, infos))
         return self._stack(packed)
 
     def step(self, actions: np.ndarray) -> tuple[Any, ...]:
@@ -189,18 +227,53 @@ class ParallelEnvBatch:
                         self._left[e][i] = (terminated[e, i], truncated[e, i])
                 else:
                     terminated[e, i], truncated[e, i] = self._left[e].get(i, (True, False))
-            packed = self._pack(obs, infos)
+            packed = self._pack(env, obs, infos)
             finals.append(packed)
             if not env.agents:
                 done[e] = True
                 self._left[e] = {}
                 obs, infos = env.reset()
-                packed = self._pack(obs, infos)
+                packed = self._pack(env, obs, infos)
             nexts.append(packed)
         return self._stack(nexts), reward, terminated, truncated, self._stack(finals), done
 
 
-def train_ippo_host(
+class _Compiled(NamedTuple):
+    """The jitted pieces of one config (see :func:`_compiled`)."""
+
+    agent: Agent
+    init: Callable[..., Any]
+    initial_memory: Callable[[int], Any]
+    act: Callable[..., Any]
+    act_eval: Callable[..., Any]
+    update: Callable[..., Any]
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(config: IPPOConfig, num_agents: int, num_actions: int) -> _Compiled:
+    """The agent of ``config`` for ``num_agents`` agents and its jitted acting and update
+    functions, cached so that runs of the same config (several seeds) compile once."""
+    agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions)
+
+    @jax.jit
+    def act(params: Any, key: jax.Array, obs: Any, memory: Any, reset: jax.Array) -> Any:
+        return actor_critic_policy(actor_critic, params)(key, obs, memory, reset)
+
+    @jax.jit
+    def act_eval(params: Any, key: jax.Array, obs: Any, memory: Any, reset: jax.Array) -> Any:
+        memory, dist, _ = actor_critic.step(params, memory, obs, reset)
+        raw = dist.mode() if config.eval_greedy else dist.sample(key)
+        return memory, dist.to_action(raw)
+
+    @jax.jit
+    def update(train_state: Any, trajectory: Trajectory) -> tuple[Any, dict[str, jax.Array]]:
+        train_state, _, metrics = agent.update(trajectory, train_state, trajectory.last_memory)
+        return train_state, metrics
+
+    return _Compiled(agent, jax.jit(agent.init), actor_critic.initial_memory, act, act_eval, update)
+
+
+def train_host(
     config: IPPOConfig,
     make_env: Callable[[], Any],
     *,
@@ -208,81 +281,74 @@ def train_ippo_host(
     eval_every: int | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     env_name: str | None = None,
-) -> HostIPPOResult:
-    """Train IPPO (feed-forward, ``config``'s settings) on ``config.num_envs`` PettingZoo
-    parallel envs stepped on the host.
+) -> HostResult:
+    """Train IPPO, MAPPO, rec_ippo or rec_mappo (by ``config``'s class) on ``config.num_envs``
+    PettingZoo parallel envs stepped on the host.
 
     Args:
-        config: an :class:`~lamella.marl.ppo.IPPOConfig` (``env_id`` names the run only;
-            ``num_envs``, ``num_steps``, the PPO settings, ``team_reward``, ``eval_episodes`` and
+        config: an :class:`~lamella.marl.ppo.IPPOConfig`, :class:`~lamella.marl.ppo.MAPPOConfig`,
+            :class:`~lamella.marl.ppo.RecIPPOConfig` or :class:`~lamella.marl.ppo.RecMAPPOConfig`
+            (``env_id`` names the run only; ``num_envs``, ``num_steps``, the PPO settings, the
+            network's, ``team_reward``, ``normalize_values``, ``eval_episodes`` and
             ``eval_greedy`` are used).
         make_env: ``() -> pettingzoo.ParallelEnv``, called ``num_envs + eval_episodes`` times
-            (training envs, then evaluation envs: one episode each per evaluation).
+            (training envs, then evaluation envs: one episode each per evaluation). MAPPO needs
+            the env's ``state()``.
         seed: seeds the envs (env ``i`` resets with ``seed + i`` first) and the agent.
         eval_every: env steps between evaluations (default: about 10 per run; one at the end).
         out_dir: write the run log there (None: no files).
         env_name: the task name in the run log (default ``config.env_id``).
 
     Raises:
-        lamella.agents.config.ConfigError: a recurrent or centralised-critic config (not on the
-            host loop yet), a single-agent env, continuous actions, inconsistent PPO sizes.
+        lamella.agents.config.ConfigError: a single-agent env, continuous actions, MAPPO on an
+            env without ``state()``, inconsistent PPO sizes (``num_minibatches`` must divide
+            ``num_envs`` for the recurrent configs), a budget under one rollout.
     """
     config.validate()
-    if config.recurrent or config.centralised_critic:
-        raise ConfigError(
-            f"train_ippo_host runs feed-forward IPPO; {type(config).__name__} is "
-            f"{'recurrent' if config.recurrent else 'MAPPO (a centralised critic)'}. Use IPPOConfig."
-        )
     per_iteration = int(config.num_envs) * int(config.num_steps)
     if int(config.total_timesteps) < per_iteration:
         raise ConfigError(
-            f"train_ippo_host: total_timesteps={config.total_timesteps} is less than one iteration "
+            f"train_host: total_timesteps={config.total_timesteps} is less than one iteration "
             f"(num_envs x num_steps = {per_iteration})."
         )
-    envs = ParallelEnvBatch([make_env() for _ in range(int(config.num_envs))])
-    eval_envs = ParallelEnvBatch([make_env() for _ in range(int(config.eval_episodes))])
+    with_state = bool(config.centralised_critic)
+    envs = ParallelEnvBatch([make_env() for _ in range(int(config.num_envs))], with_state, config.algorithm)
+    eval_envs = ParallelEnvBatch(
+        [make_env() for _ in range(int(config.eval_episodes))], with_state, config.algorithm
+    )
     n, num_envs, num_steps = envs.num_agents, int(config.num_envs), int(config.num_steps)
-    ppo = make_multi_agent_ppo(config, n, envs.num_actions)
-    agent, actor_critic = ppo.agent, ppo.actor_critic
+    obs = envs.reset(seed)  # before anything compiles: MAPPO on an env without state() stops here
+    pieces = _compiled(config, n, envs.num_actions)
     name = env_name or config.env_id
-
-    @jax.jit
-    def act(params: Any, key: jax.Array, obs: Any) -> Any:
-        policy = actor_critic_policy(actor_critic, params)
-        _, out = policy(key, obs, (), jnp.zeros((jax.tree.leaves(obs)[0].shape[0],), bool))
-        return out
-
-    @jax.jit
-    def act_eval(params: Any, key: jax.Array, obs: Any) -> jax.Array:
-        batch = jax.tree.leaves(obs)[0].shape[0]
-        _, dist, _ = actor_critic.step(params, (), obs, jnp.zeros((batch,), bool))
-        raw = dist.mode() if config.eval_greedy else dist.sample(key)
-        return dist.to_action(raw)
-
-    @jax.jit
-    def update(train_state: Any, transitions: Transition, key: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
-        train_state, _, metrics = agent.update(Trajectory(transitions, key), train_state, ())
-        return train_state, metrics
 
     key = jax.random.key(seed)
     key, key_init = jax.random.split(key)
-    obs = envs.reset(seed)
-    train_state, _ = agent.init(key_init, jax.tree.map(jnp.asarray, obs))
+    train_state, memory = pieces.init(key_init, obs)
     first = np.ones((num_envs,), bool)
 
     def evaluate(index: int, key: jax.Array) -> np.ndarray:
-        observation = eval_envs.reset(10_000 * (seed + 1) + index * len(eval_envs.envs))
-        returns = np.zeros((len(eval_envs.envs), n))
-        finished = np.zeros((len(eval_envs.envs),), bool)
+        episodes = len(eval_envs.envs)
+        observation = eval_envs.reset(10_000 * (seed + 1) + index * episodes)
+        eval_memory = pieces.initial_memory(episodes)  # every episode from fresh memory
+        reset = np.ones((episodes,), bool)
+        returns = np.zeros((episodes, n))
+        finished = np.zeros((episodes,), bool)
         while not finished.all():
             key, key_act = jax.random.split(key)
-            action = np.asarray(act_eval(train_state.params, key_act, observation))
-            observation, reward, _, _, _, done = eval_envs.step(action)
+            eval_memory, action = pieces.act_eval(
+                train_state.params, key_act, observation, eval_memory, reset
+            )
+            observation, reward, _, _, _, done = eval_envs.step(np.asarray(action))
             returns += np.where(finished[:, None], 0.0, reward)
             finished |= done
+            reset = np.zeros((episodes,), bool)  # an env's later episodes are not counted
         return returns
 
-    log = RunLog(out_dir, "pettingzoo", name, "ippo", [f"seed_{seed}"]) if out_dir is not None else None
+    log = (
+        RunLog(out_dir, "pettingzoo", name, config.algorithm, [f"seed_{seed}"])
+        if out_dir is not None
+        else None
+    )
     total = int(config.total_timesteps)
     eval_every = eval_every or max(total // 10, per_iteration)
     start = time.perf_counter()
@@ -291,23 +357,26 @@ def train_ippo_host(
     eval_returns: list[float] = []
     eval_agent_returns: list[list[float]] = []
     train_returns: list[float] = []
+    train_metrics: list[dict[str, float]] = []
     running = np.zeros((num_envs, n))
     while steps + per_iteration <= total:
         columns: dict[str, list[Any]] = {
-            k: [] for k in ("obs", "out", "reward", "term", "trunc", "final", "reset")
+            k: [] for k in ("obs", "out", "reward", "term", "trunc", "final", "reset", "memory")
         }
         ended: list[float] = []
         for _ in range(num_steps):
             key, key_act = jax.random.split(key)
-            out = jax.device_get(act(train_state.params, key_act, obs))
+            next_memory, out = pieces.act(train_state.params, key_act, obs, memory, first)
+            out = jax.device_get(out)
             next_obs, reward, terminated, truncated, final, done = envs.step(np.asarray(out.action))
             for name_, value in (("obs", obs), ("out", out), ("reward", reward), ("term", terminated),
-                                 ("trunc", truncated), ("final", final), ("reset", first)):  # fmt: skip
+                                 ("trunc", truncated), ("final", final), ("reset", first),
+                                 ("memory", memory)):  # fmt: skip
                 columns[name_].append(value)
             running += reward
             ended.extend(running[done].sum(-1).tolist())
             running[done] = 0.0
-            obs, first = next_obs, done
+            obs, first, memory = next_obs, done, next_memory
         stack = lambda items: jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs)), *items)  # noqa: E731
         outs = stack(columns["out"])
         transitions = Transition(
@@ -321,11 +390,13 @@ def train_ippo_host(
             truncated=stack(columns["trunc"]),
             final_obs=stack(columns["final"]),
             reset=stack(columns["reset"]),
-            memory=(),
+            memory=stack(columns["memory"]),
             info={},
         )
         key, key_update, key_eval = jax.random.split(key, 3)
-        train_state, _ = update(train_state, transitions, key_update)
+        # The memory after the last step: a recurrent critic's bootstrap of that step continues it.
+        train_state, metrics = pieces.update(train_state, Trajectory(transitions, key_update, memory))
+        train_metrics.append({k: float(np.mean(v)) for k, v in jax.device_get(metrics).items()})
         steps += per_iteration
         train_returns.append(float(np.mean(ended)) if ended else float("nan"))
         if steps >= next_eval or steps + per_iteration > total:
@@ -335,19 +406,24 @@ def train_ippo_host(
             eval_returns.append(float(returns.sum(-1).mean()))
             eval_agent_returns.append(returns.mean(0).tolist())
             if log is not None:
-                metrics: dict[str, Any] = {"mean_episode_return": returns.sum(-1).tolist()}
-                metrics.update({f"return_agent_{i}": returns[:, i].tolist() for i in range(n)})
-                log.add(steps, {f"seed_{seed}": metrics})
+                logged: dict[str, Any] = {"mean_episode_return": returns.sum(-1).tolist()}
+                logged.update({f"return_agent_{i}": returns[:, i].tolist() for i in range(n)})
+                log.add(steps, {f"seed_{seed}": logged})
                 log.write()
     if log is not None:
         log.close()
-    return HostIPPOResult(
+    return HostResult(
         train_state=train_state,
         env_steps=steps,
         eval_steps=eval_steps,
         eval_returns=eval_returns,
         eval_agent_returns=eval_agent_returns,
         train_returns=train_returns,
+        train_metrics=train_metrics,
         metrics_path=log.json_path if log is not None else None,
         seconds=time.perf_counter() - start,
     )
+
+
+#: The loop's name from when only IPPO ran on it: the same function.
+train_ippo_host = train_host
