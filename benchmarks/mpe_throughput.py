@@ -1,7 +1,8 @@
 """MPE throughput: lamella against JaxMARL's MPE, side by side in one process.
 
-    hatch run bench-jaxmarl:python benchmarks/mpe_throughput.py [--num-envs 1024] [--steps 500] [--repeats 7]
-        [--patterns abc] [--clock cpu] [--bare]      (bench-marl holds the same jaxmarl 0.2.0)
+    hatch run bench-jaxmarl:python benchmarks/mpe_throughput.py [--envs ID ...] [--continuous]
+        [--num-envs 1024] [--steps 500] [--repeats 7] [--patterns abc] [--clock cpu] [--bare]
+        (bench-marl holds the same jaxmarl 0.2.0; `--envs all` times all nine scenarios)
 
 Protocol (../shared/BENCHMARKS.md): 1024 envs, auto-reset on both sides (lamella's `make`
 default; JaxMARL's `step`, which resets inside), uniform random actions drawn before the timed
@@ -19,9 +20,13 @@ timed (every output a pattern reads, and the final state, go into a checksum):
 "bare" (`--bare`) is lamella's dynamics alone (no keys, no resets, every output read): the
 practical ceiling.
 
-Both sides run the same scenario with discrete actions: mpe2's physics and rewards (JaxMARL's
-MPE matches mpe2 step by step, MARL.md §3.6), except the episode length (JaxMARL: 26 steps,
-lamella and mpe2: 25). JaxMARL needs its own environment (`bench-jaxmarl`, jaxmarl 0.2.0 on
+Both sides run the same scenario with discrete actions, or with `--continuous` continuous ones
+(JaxMARL's `action_type` is set explicitly: its simple_world_comm defaults to continuous):
+mpe2's physics and rewards (JaxMARL's MPE matches mpe2 step by step, MARL.md §3.6), except the
+episode length (JaxMARL: 26 steps, lamella and mpe2: 25). Actions go to the agent of the same
+name on both sides (simple_crypto lists its agents in another order in JaxMARL); discrete ones
+are uniform over each agent's own ids, continuous ones uniform in [0, 1] with JaxMARL taking each
+agent's first `d_i` entries (lamella's padding is ignored there). JaxMARL needs its own environment (`bench-jaxmarl`, jaxmarl 0.2.0 on
 lamella's jax); without it the script reports lamella alone and says so.
 """
 
@@ -43,25 +48,45 @@ from _rollouts import bare_rollout, checksum, lamella_rollout, peer_consumed
 
 import lamella.envs as le
 
-# lamella id -> JaxMARL id of the same scenario.
+# lamella id -> JaxMARL id of the same scenario (the first three are the default set).
 CONFIGS = {
     "MPE-simple_spread-v3": "MPE_simple_spread_v3",
     "MPE-simple_tag-v3": "MPE_simple_tag_v3",
     "MPE-simple_speaker_listener-v4": "MPE_simple_speaker_listener_v4",
+    "MPE-simple-v3": "MPE_simple_v3",
+    "MPE-simple_adversary-v3": "MPE_simple_adversary_v3",
+    "MPE-simple_reference-v3": "MPE_simple_reference_v3",
+    "MPE-simple_push-v3": "MPE_simple_push_v3",
+    "MPE-simple_crypto-v3": "MPE_simple_crypto_v3",
+    "MPE-simple_world_comm-v3": "MPE_simple_world_comm_v3",
 }
+DEFAULT_ENVS = list(CONFIGS)[:3]
 
 
-def jaxmarl_side(env_id: str, reset_keys: jax.Array, pattern: str) -> tuple[Callable[..., jax.Array], Any]:
+def jaxmarl_side(
+    env_id: str, agent_names: tuple[str, ...], continuous: bool, reset_keys: jax.Array, pattern: str
+) -> tuple[Callable[..., jax.Array], Any]:
     import jaxmarl
 
-    env = jaxmarl.make(env_id)
+    env = jaxmarl.make(env_id, action_type="Continuous" if continuous else "Discrete")
     _, state = jax.vmap(env.reset)(reset_keys)
+    # lamella's agent index of each JaxMARL agent, and JaxMARL's own continuous action size.
+    index = {agent: agent_names.index(agent) for agent in env.agents}
+    sizes = {agent: env.action_space(agent).shape[0] if continuous else None for agent in env.agents}
 
     def rollout(state: Any, keys: jax.Array, actions: jax.Array) -> jax.Array:
+        if len(agent_names) == 1:  # lamella's single-agent actions have no agent axis
+            actions = actions[:, :, None]
+
         def body(carry: Any, inputs: Any) -> Any:
             state, total = carry
             step_keys, step_actions = inputs
-            joint = {agent: step_actions[:, i] for i, agent in enumerate(env.agents)}
+            joint = {
+                agent: step_actions[:, index[agent], : sizes[agent]]
+                if continuous
+                else step_actions[:, index[agent]]
+                for agent in env.agents
+            }
             obs, state, reward, dones, _ = jax.vmap(env.step)(step_keys, state, joint)
             return (state, total + checksum(peer_consumed(pattern, obs, reward, dones))), None
 
@@ -80,18 +105,33 @@ def bench(
     patterns: list[str],
     clock: Callable[[], float],
     bare: bool,
+    continuous: bool = False,
 ) -> dict[str, Any]:
-    env, params = le.make(env_id)
+    env, params = le.make(env_id, continuous_actions=continuous)
     k_reset, k_actions, k_steps = jax.random.split(jax.random.key(7), 3)
     reset_keys = jax.random.split(k_reset, num_envs)
     step_keys = jax.random.split(k_steps, (num_steps, num_envs))
-    # Each agent's own action count (the speaker has 3): legal actions on both sides.
-    counts = jnp.asarray(env.unwrapped.num_actions_per_agent)
-    u = jax.random.uniform(k_actions, (num_steps, num_envs, env.num_agents))
-    actions = jnp.floor(u * counts).astype(jnp.int32)
+    if continuous:
+        # Box(0, 1) of shape (n, D) (no agent axis for one agent); entries past an agent's size are padding.
+        shape = (num_steps, num_envs, *env.action_space(params).shape)
+        actions = jax.random.uniform(k_actions, shape)
+    else:
+        # Each agent's own action count (the speaker has 3): legal actions on both sides.
+        counts = jnp.asarray(env.unwrapped.num_actions_per_agent)
+        u = jax.random.uniform(k_actions, (num_steps, num_envs, len(counts)))
+        actions = (
+            jnp.floor(u * counts)
+            .astype(jnp.int32)
+            .reshape((num_steps, num_envs, *env.action_space(params).shape))
+        )
     _, lam_state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)
     lamella = {"lamella": lambda p: (lamella_rollout(env, params, p), lam_state)}
-    peers = {"jaxmarl": lambda p: jaxmarl_side(CONFIGS[env_id], reset_keys, p)} if with_jaxmarl else {}
+    names = tuple(env.unwrapped.agent_names)
+    peers = (
+        {"jaxmarl": lambda p: jaxmarl_side(CONFIGS[env_id], names, continuous, reset_keys, p)}
+        if with_jaxmarl
+        else {}
+    )
     extra = {"bare": (bare_rollout(env, params), lam_state)} if bare else {}
     return time_patterns(
         lamella, peers, patterns, (step_keys, actions), num_envs * num_steps, repeats, clock, extra
@@ -102,7 +142,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--envs", nargs="*", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--envs", nargs="*", default=DEFAULT_ENVS, choices=[*CONFIGS, "all"])
+    parser.add_argument("--continuous", action="store_true", help="continuous actions on both sides")
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=500, help="env steps per timed call (per env)")
     parser.add_argument("--repeats", type=int, default=7)
@@ -124,7 +165,7 @@ def main() -> None:
         f"median of {args.repeats}, clock {args.clock}"
     )
     print_header("jaxmarl", patterns)
-    for env_id in args.envs:
+    for env_id in list(CONFIGS) if "all" in args.envs else args.envs:
         row = bench(
             env_id,
             args.num_envs,
@@ -134,10 +175,12 @@ def main() -> None:
             patterns,
             clock,
             args.bare,
+            args.continuous,
         )
-        print_rows(env_id, row, ["lamella"], "jaxmarl" if jaxmarl_version else None, patterns)
+        label = f"{env_id} continuous" if args.continuous else env_id
+        print_rows(label, row, ["lamella"], "jaxmarl" if jaxmarl_version else None, patterns)
         if args.bare:
-            print(f"| {env_id} bare (every output) | | {row['rate']['bare']:.3g} | | | |", flush=True)
+            print(f"| {label} bare (every output) | | {row['rate']['bare']:.3g} | | | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,9 @@ PARITY_CASES = [(name, False, 3) for name in MODULES] + [
     ("simple_speaker_listener", True, 2),
     ("simple_reference", True, 2),
     ("simple_crypto", True, 2),
+    # The richest continuous case: the leader moves and talks (9 entries), predators and prey with
+    # their own accelerations and speed limits collide, forests hide them.
+    ("simple_world_comm", True, 2),
 ]
 
 
@@ -311,17 +314,25 @@ def test_speed_limit_and_contact_force():
 
 # Conformance, ids, bad input ----------------------------------------------------------------
 
-# check_env compiles about ten programs per env (3-25 s each here), so it runs on one env of each
-# kind: single agent, homogeneous, heterogeneous with continuous actions, predator/prey with
-# obstacles, and the largest (padded discrete actions with a mask). Every scenario's
-# observations, rewards, flags and auto-reset are compared with mpe2 by the parity test above.
+# check_env compiles about ten programs per env (about 9 s of CPU each here), so it runs once per
+# scenario: continuous actions on speaker_listener (heterogeneous Box rows), discrete elsewhere
+# (padded ids with a mask on world_comm). Every scenario's observations, rewards, flags and
+# auto-reset are also compared with mpe2 by the parity test above.
 CHECK_CASES = [
     ("simple", False),
     ("simple_spread", False),
     ("simple_speaker_listener", True),
     ("simple_tag", False),
     ("simple_world_comm", False),
+    ("simple_adversary", False),
+    ("simple_reference", False),
+    ("simple_push", False),
+    ("simple_crypto", False),
 ]
+
+
+def test_check_cases_cover_every_scenario():
+    assert {scenario for scenario, _ in CHECK_CASES} == set(MODULES)
 
 
 @pytest.mark.parametrize("scenario, continuous", CHECK_CASES)

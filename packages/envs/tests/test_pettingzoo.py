@@ -19,19 +19,28 @@ from lamella.envs.environment import Environment
 LBF_IDS = ["Foraging-8x8-2p-2f-v3", "Foraging-2s-8x8-2p-2f-coop-v3"]
 # One RWARE id for its family, with a 100-step limit (see `adapters`) so an episode ends in the test.
 RWARE_IDS = ["rware-tiny-2ag-v2"]
-# One MPE id stands for the family: every scenario is the same env class (test_mpe.py).
-MPE_IDS = ["MPE-simple_spread-v3"]
+# Every MPE scenario with more than one agent: each is its own module, with its own mix of agents
+# (speaker and listener, predators and prey, a leader that talks, immovable talkers) padded to
+# one shape. MPE-simple-v3 has one agent, so it is a single-agent env the adapter refuses.
+# simple_spread first: the transitions test below takes MPE_IDS[0].
+MPE_IDS = sorted(
+    (
+        env_id
+        for env_id in le.registered()
+        if env_id.startswith("MPE-") and le.make(env_id, autoreset=False)[0].num_agents > 1
+    ),
+    key=lambda env_id: env_id != "MPE-simple_spread-v3",
+)
 # One SMAX id for its family (every scenario is the same env class, test_smax.py): allies die
 # one by one, so agents leave `agents` before the episode ends.
 SMAX_IDS = ["SMAX-3m-v0"]
-# Every multi-agent main id except LBF's, RWARE's, MPE's and SMAX's (a few ids stand for each of those
-# families: same code, other sizes) and IMPInTheMatrix-v0 (IPDInTheMatrix-v0 stands for it: the
-# same env class, another payoff and coin layout; its PettingZoo run was the file's longest test).
+# Every other multi-agent main id: the matrix games, Pax's games (IPD and IMP in the Matrix, the
+# tensor games, Cournot, Fishery) and CoinGame. LBF's, RWARE's and SMAX's other ids are the same
+# env class with other sizes (their own test files cover those).
 MATRIX_IDS = [
     env_id
     for env_id in le.registered(variants=False)
     if not env_id.startswith(("Foraging-", "rware-", "MPE-", "SMAX-"))
-    and env_id != "IMPInTheMatrix-v0"
     and le.make(env_id, autoreset=False)[0].num_agents > 1
 ]
 IDS = MATRIX_IDS + LBF_IDS + RWARE_IDS + MPE_IDS + SMAX_IDS
@@ -68,10 +77,29 @@ def adapters():
 
 def test_ids_cover_every_multi_agent_family():
     assert "IteratedPrisonersDilemma-v0" in MATRIX_IDS and "InfiniteMatrixGame-v0" in MATRIX_IDS
-    assert "IPDInTheMatrix-v0" in MATRIX_IDS
-    assert len(MATRIX_IDS) >= 7
+    assert {"IPDInTheMatrix-v0", "IMPInTheMatrix-v0", "CoinGame-v0"} <= set(MATRIX_IDS)
+    assert {"IteratedTensorGame-v0", "Cournot-v0", "Fishery-v0"} <= set(MATRIX_IDS)
+    assert len(MATRIX_IDS) >= 12
+    assert len(MPE_IDS) == 8 and "MPE-simple_world_comm-v3" in MPE_IDS
     for env_id in LBF_IDS + RWARE_IDS + MPE_IDS + SMAX_IDS:
         assert env_id in le.registered(variants=False)
+    with pytest.raises(ValueError, match="single-agent"):
+        PettingZooParallelEnv("MPE-simple-v3")
+
+
+def _fresh_adapters(env_id, adapters):
+    """parallel_seed_test's factory: each call builds a new adapter (its own key, state, agents and
+    seeded spaces) that runs the module's compiled reset and step for ``env_id``, so the seed test
+    costs no compile of its own. Adapters compiled from scratch are seed-tested with masks in the
+    observations (below)."""
+    shared = adapters(env_id)
+
+    def build():
+        env = PettingZooParallelEnv(shared.lamella_env, shared.params)
+        env._reset_fn, env._step_fn = shared._reset_fn, shared._step_fn
+        return env
+
+    return build
 
 
 # MPE observations are unbounded, as mpe2's own spaces (Box(-inf, inf)) are; api_test warns about
@@ -82,8 +110,11 @@ UNBOUNDED_WARNINGS = (
 )
 
 
-# A dead SMAX ally observes all zeros (JaxMARL's observation); api_test warns when it sees one.
+# A dead SMAX ally observes all zeros (JaxMARL's observation), and so does simple_crypto's Eve
+# before Alice first speaks (she observes only Alice's utterance, silent at reset, as in mpe2);
+# api_test warns when it sees one.
 ZERO_OBS_WARNING = "Observation numpy array is all zeros."
+ZERO_OBS_IDS = (*SMAX_IDS, "MPE-simple_crypto-v3")
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -92,13 +123,13 @@ def test_pettingzoo_api_tests_pass_without_warnings(env_id, adapters):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         parallel_api_test(env, num_cycles=NUM_CYCLES)
-        parallel_seed_test(lambda: PettingZooParallelEnv(env_id), num_cycles=NUM_CYCLES)
+        parallel_seed_test(_fresh_adapters(env_id, adapters), num_cycles=NUM_CYCLES)
     # MPE observations are unbounded and IPD/IMP in the Matrix observe a dict (view and inventory,
     # as in Pax): api_test warns about exactly that there, and nothing else anywhere.
     dict_obs = isinstance(env.observation_space(env.possible_agents[0]), gymnasium.spaces.Dict)
     expected = set(UNBOUNDED_WARNINGS) if env_id in MPE_IDS else set()
     allowed = expected | (set(OBS_DICT_WARNINGS) if dict_obs else set())
-    if env_id in SMAX_IDS:
+    if env_id in ZERO_OBS_IDS:
         allowed.add(ZERO_OBS_WARNING)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
