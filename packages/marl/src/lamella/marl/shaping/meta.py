@@ -246,17 +246,23 @@ def _cooperation(metrics: dict[str, jax.Array]) -> jax.Array:
     return sum(metrics[f"cooperation_{state}"] * metrics[f"visits_{state}"] for state in watchers.STATE_NAMES)  # type: ignore[return-value]
 
 
-def _game_and_meta_agent(config: MetaConfig) -> tuple[Any, Any, Agent, Callable[[jax.Array], Any]]:
+def _game_and_meta_agent(
+    config: MetaConfig, env: Any = None, env_params: Any = None
+) -> tuple[Any, Any, Agent, Callable[[jax.Array], Any]]:
     """``(env, env_params, meta_agent, init_params)`` after checking the env is a two-player
-    iterated matrix game."""
+    iterated matrix game, CoinGame or IPD-in-the-Matrix (``config.env_id``'s, unless ``env`` is
+    given: a bare env, its inner episodes already ``num_inner_steps`` long)."""
     config.validate()
-    with jax.ensure_compile_time_eval():
-        try:
-            env, env_params = lamella.envs.make(
-                config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+    if env is None:
+        with jax.ensure_compile_time_eval():
+            try:
+                env, env_params = lamella.envs.make(
+                    config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps
+                )
+            except (KeyError, TypeError, ValueError) as error:
+                raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+    elif env_params is None:
+        env_params = env.default_params
     action_space = env.action_space(env_params)
     flat = isinstance(env.observation_space(env_params), spaces.Dict)
     if flat:
@@ -309,7 +315,7 @@ def _describe_observations(env: Any, env_params: Any) -> str:
 
 
 def make_outer_episode(
-    config: MetaConfig,
+    config: MetaConfig, env: Any = None, env_params: Any = None
 ) -> tuple[Callable[[Any, jax.Array], dict[str, jax.Array]], Callable[[jax.Array], Any]]:
     """``(outer_episode, init_params)``.
 
@@ -320,7 +326,7 @@ def make_outer_episode(
     ``(num_outer_steps,)`` and ``co_player_return_per_episode`` ``(num_outer_steps,)`` (each inner
     episode's). ``init_params(key)``: fresh meta-agent parameters.
     """
-    env, env_params, meta_agent, init_params = _game_and_meta_agent(config)
+    env, env_params, meta_agent, init_params = _game_and_meta_agent(config, env, env_params)
     inner = make_shaping_runner(config.co_player_config(), env, env_params, agents=[meta_agent, LEARNER])
 
     def outer_episode(params: Any, key: jax.Array) -> dict[str, jax.Array]:
@@ -349,7 +355,7 @@ def make_outer_episode(
     return outer_episode, init_params
 
 
-def make_meta_runner(config: MetaConfig) -> Runner:
+def make_meta_runner(config: MetaConfig, env: Any = None, env_params: Any = None) -> Runner:
     """A :class:`~lamella.agents.runner.Runner`: one generation of the search per iteration.
 
     Step metrics (float32 scalars, population means): ``episode_return`` (the meta-agent's mean
@@ -365,13 +371,19 @@ def make_meta_runner(config: MetaConfig) -> Runner:
     ``num_devices``), as :func:`lamella.marl.shaping.evolution.make_meta_es_runner` does: the
     search's ``ask`` and ``tell`` replicated, each device plays the outer episodes of its block
     of ``population_size / num_devices`` members, and every member's results are gathered.
+
+    ``env`` (with ``env_params``, default its own) replaces ``config.env_id``'s env: a bare
+    two-player env of a kind the runner takes (an iterated matrix game, CoinGame or the Matrix,
+    possibly wrapped, e.g. in :class:`~lamella.marl.shaping.observations.TheftMemory`) whose
+    inner episodes are already ``num_inner_steps`` long; ``config.env_id`` then only names the
+    task in the run log.
     """
-    return _meta_runner(config, DeviceAxis())
+    return _meta_runner(config, DeviceAxis(), env, env_params)
 
 
-def _meta_runner(config: MetaConfig, devices: DeviceAxis) -> Runner:
+def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_params: Any = None) -> Runner:
     """The meta runner for one device's block of the population (all of it on one device)."""
-    _, _, _, init_params = _game_and_meta_agent(config)
+    _, _, _, init_params = _game_and_meta_agent(config, env, env_params)
     devices.local(config.population_size, "population_size")
     try:
         search = make_search(
@@ -387,7 +399,7 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis) -> Runner:
         )
     except ValueError as error:
         raise ConfigError(f"MetaConfig: {error}") from None
-    outer_episode, _ = make_outer_episode(config)
+    outer_episode, _ = make_outer_episode(config, env, env_params)
 
     def summary(results: dict[str, jax.Array]) -> dict[str, jax.Array]:
         per_episode = results["co_player_cooperation_per_episode"]
@@ -443,7 +455,7 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis) -> Runner:
             devices,
             "population_size",
             config.population_size,
-            lambda axis: _meta_runner(config, axis),
+            lambda axis: _meta_runner(config, axis, env, env_params),
             lambda state: None,
         ),
     )
