@@ -27,7 +27,7 @@ pair's player 0 -0.05, 0.04, 0.23), its own own-coin share 0.56, 0.48, 0.60 (no 
 learner's: it shapes by taking the co-player's coins after a theft). The search's centre against
 fresh co-players: the co-player's last own-coin share 0.87, 0.86, 0.87.
 
-Marked ``research`` (not run by CI): it takes about 6 minutes of process CPU time on 2 cores. At
+Marked ``research`` (not run by CI): it takes 214 s of process CPU time on 2 loaded cores. At
 a CI budget (24 generations of 8 members, 24 inner episodes, 8 envs: about 110 CPU s) the
 co-players reached 0.61, 0.56, 0.61 against the naive pair's 0.50, 0.49, 0.55: above it in every
 seed, but not by the 0.1 this test asks for.
