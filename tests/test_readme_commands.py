@@ -160,6 +160,10 @@ RUN: dict[str, tuple[str, str]] = {
 }
 # Commands not run, by prefix, and why.
 NOT_RUN: dict[str, str] = {
+    "lamella train meta_es --preset shaper_v_ppo_in_the_matrix": (
+        "compiles the program that packages/marl/tests/test_shaping_in_the_matrix.py runs through this "
+        "command (a minute of compiling on 2 cores)"
+    ),
     "pip install": "needs the package index; CI installs the workspace (and scripts/test_all.py the envs wheel alone)",
     "python -m venv": "a benchmark's own virtual environment, from the package index",
     "git clone": "a benchmark peer's source, from the network (not run by tests)",

@@ -125,7 +125,9 @@ def test_bad_input_is_rejected_with_the_fix():
         make_meta_runner(MetaConfig(total_timesteps=10))
     with pytest.raises(ConfigError, match=r"Open_ES rejects population_size=7.*even"):
         make_meta_runner(MetaConfig(strategy="Open_ES", population_size=7))
-    with pytest.raises(ConfigError, match=r"two-player iterated matrix game .* or CoinGame"):
+    with pytest.raises(
+        ConfigError, match=r"two-player iterated matrix game .*CoinGame .*or IPD-in-the-Matrix"
+    ):
         make_meta_runner(MetaConfig(env_id="IteratedTensorGame-v0"))
     with pytest.raises(ConfigError, match=r"num_outer_steps must be >= 1"):
         MetaConfig(num_outer_steps=0).validate()

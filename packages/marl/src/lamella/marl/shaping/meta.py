@@ -1,7 +1,7 @@
 """Meta-learning on the finite iterated games: a shaper evolved across its co-player's learning.
 
 Pax's ``evo`` runner with inner and outer episodes (Good Shepherd, Shaper, M-FOS-ES on the finite
-iterated games and on CoinGame), built from lamella's pieces:
+iterated games, on CoinGame and on IPD-in-the-Matrix), built from lamella's pieces:
 
 * **Inner episode**: ``num_inner_steps`` rounds of the iterated game on ``num_envs`` envs. It is one
   iteration of :func:`lamella.marl.shaping.runner.make_shaping_runner`: the meta-agent acts, the
@@ -51,6 +51,7 @@ from lamella.agents.runner import Runner
 from lamella.envs import spaces
 from lamella.marl.shaping import watchers
 from lamella.marl.shaping.evolution import MetaESState, make_search
+from lamella.marl.shaping.observations import flatten_agent_observations
 from lamella.marl.shaping.runner import LEARNER, ShapingConfig, make_shaping_runner
 
 __all__ = ["MetaConfig", "make_meta_agent", "make_meta_runner", "make_outer_episode"]
@@ -69,9 +70,13 @@ class MetaConfig(PPOSettings):
     with 16 members.
 
     Attributes:
-        env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...) or
-            ``CoinGame-v0``; the meta-agent is player 0. On CoinGame the ``cooperation`` metrics
-            are own-coin shares (of the coins a player took, the fraction of its own colour).
+        env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...),
+            ``CoinGame-v0`` or ``IPDInTheMatrix-v0`` / ``IMPInTheMatrix-v0``; the meta-agent is
+            player 0. On CoinGame the ``cooperation`` metrics are own-coin shares (of the coins a
+            player took, the fraction of its own colour); in the Matrix they are cooperate-coin
+            shares (of the coins a player held at its paying interactions, the red = cooperate
+            fraction: Pax's ``ipditm`` ratio). The Matrix's dict observation reaches every
+            agent as one flat row (:mod:`lamella.marl.shaping.observations`).
         total_timesteps: budget in env steps, counted as ``population_size * num_envs *
             num_inner_steps * num_outer_steps`` per generation.
         eval_episodes: outer episodes (fresh co-players each) per evaluation of the strategy's
@@ -241,30 +246,40 @@ def _cooperation(metrics: dict[str, jax.Array]) -> jax.Array:
     return sum(metrics[f"cooperation_{state}"] * metrics[f"visits_{state}"] for state in watchers.STATE_NAMES)  # type: ignore[return-value]
 
 
-def _game_and_meta_agent(config: MetaConfig) -> tuple[Any, Any, Agent, Callable[[jax.Array], Any]]:
+def _game_and_meta_agent(
+    config: MetaConfig, env: Any = None, env_params: Any = None
+) -> tuple[Any, Any, Agent, Callable[[jax.Array], Any]]:
     """``(env, env_params, meta_agent, init_params)`` after checking the env is a two-player
-    iterated matrix game."""
+    iterated matrix game, CoinGame or IPD-in-the-Matrix (``config.env_id``'s, unless ``env`` is
+    given: a bare env, its inner episodes already ``num_inner_steps`` long)."""
     config.validate()
-    with jax.ensure_compile_time_eval():
-        try:
-            env, env_params = lamella.envs.make(
-                config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+    if env is None:
+        with jax.ensure_compile_time_eval():
+            try:
+                env, env_params = lamella.envs.make(
+                    config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps
+                )
+            except (KeyError, TypeError, ValueError) as error:
+                raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+    elif env_params is None:
+        env_params = env.default_params
     action_space = env.action_space(env_params)
+    flat = isinstance(env.observation_space(env_params), spaces.Dict)
+    if flat:
+        env = flatten_agent_observations(env, env_params)
     observation_space = env.observation_space(env_params)
-    matrix_game = tuple(observation_space.shape) == (2, len(watchers.STATE_NAMES))
+    matrix_game = not flat and tuple(observation_space.shape) == (2, len(watchers.STATE_NAMES))
     if not (
         isinstance(action_space, spaces.MultiDiscrete)
         and len(action_space.nvec) == 2
         and len(observation_space.shape) == 2
-        and (matrix_game or _is_coin_game(env, env_params))
+        and (matrix_game or _game_info(env, env_params) in ("coin_game", "in_the_matrix"))
     ):
         raise ConfigError(
             f"MetaConfig.env_id must name a two-player iterated matrix game (observations (2, 5), "
-            f"e.g. 'IteratedPrisonersDilemma-v0') or CoinGame ('CoinGame-v0'); {config.env_id!r} has "
-            f"observations {tuple(observation_space.shape)}."
+            f"e.g. 'IteratedPrisonersDilemma-v0'), CoinGame ('CoinGame-v0') or IPD-in-the-Matrix "
+            f"('IPDInTheMatrix-v0'); {config.env_id!r} has observations "
+            f"{_describe_observations(env, env_params)}."
         )
     meta_agent, network_init = make_meta_agent(config, spaces.Discrete(int(action_space.nvec[0])))
 
@@ -274,19 +289,33 @@ def _game_and_meta_agent(config: MetaConfig) -> tuple[Any, Any, Agent, Callable[
     return env, env_params, meta_agent, init_params
 
 
-def _is_coin_game(env: Any, env_params: Any) -> bool:
-    """Whether the env reports CoinGame's coin counts in its ``info`` (from shapes: nothing runs)."""
+def _game_info(env: Any, env_params: Any) -> str:
+    """``"coin_game"`` when the env reports CoinGame's coin counts in its ``info``,
+    ``"in_the_matrix"`` when it reports IPD-in-the-Matrix's interactions and held coins, else
+    ``""`` (from shapes: nothing runs)."""
 
     def probe_info(key: jax.Array) -> dict[str, Any]:
         _, state = env.reset(key, env_params)
         return env.step(key, state, jnp.zeros((2,), jnp.int32), env_params)[5]
 
     info = jax.eval_shape(probe_info, jax.random.key(0))
-    return "own_coins" in info and "other_coins" in info
+    if "own_coins" in info and "other_coins" in info:
+        return "coin_game"
+    if all(name in info for name in watchers.IN_THE_MATRIX_INFO):
+        return "in_the_matrix"
+    return ""
+
+
+def _describe_observations(env: Any, env_params: Any) -> str:
+    space = env.observation_space(env_params)
+    inner = getattr(env, "env", None)
+    if inner is not None and isinstance(inner.observation_space(env_params), spaces.Dict):
+        space = inner.observation_space(env_params)
+    return repr(space) if isinstance(space, spaces.Dict) else str(tuple(space.shape))
 
 
 def make_outer_episode(
-    config: MetaConfig,
+    config: MetaConfig, env: Any = None, env_params: Any = None
 ) -> tuple[Callable[[Any, jax.Array], dict[str, jax.Array]], Callable[[jax.Array], Any]]:
     """``(outer_episode, init_params)``.
 
@@ -297,7 +326,7 @@ def make_outer_episode(
     ``(num_outer_steps,)`` and ``co_player_return_per_episode`` ``(num_outer_steps,)`` (each inner
     episode's). ``init_params(key)``: fresh meta-agent parameters.
     """
-    env, env_params, meta_agent, init_params = _game_and_meta_agent(config)
+    env, env_params, meta_agent, init_params = _game_and_meta_agent(config, env, env_params)
     inner = make_shaping_runner(config.co_player_config(), env, env_params, agents=[meta_agent, LEARNER])
 
     def outer_episode(params: Any, key: jax.Array) -> dict[str, jax.Array]:
@@ -305,10 +334,15 @@ def make_outer_episode(
         state = state.replace(train_states=(jax.tree.map(lambda x: x[None], params), *state.train_states[1:]))
         _, metrics = jax.lax.scan(lambda s, _: inner.step(s), state, None, length=config.num_outer_steps)
         reward = metrics["reward"]  # (K, 2): mean reward per round of each inner episode
-        # (K, 2): expected P(C) on a matrix game, the own-coin share on CoinGame (Pax's "coop").
-        cooperation = (
-            jax.vmap(_cooperation)(metrics) if "cooperation_CC" in metrics else metrics["own_coin_share"]
-        )
+        # (K, 2): expected P(C) on a matrix game, the own-coin share on CoinGame (Pax's "coop"),
+        # the cooperate-coin share of the inventories at interactions on IPD-in-the-Matrix (Pax's
+        # ipditm "ratio").
+        if "cooperation_CC" in metrics:
+            cooperation = jax.vmap(_cooperation)(metrics)
+        elif "own_coin_share" in metrics:
+            cooperation = metrics["own_coin_share"]
+        else:
+            cooperation = metrics["cooperate_coin_share"]
         return {
             "meta_return": reward[:, 0].mean(),
             "co_player_return": reward[:, 1].mean(),
@@ -321,7 +355,7 @@ def make_outer_episode(
     return outer_episode, init_params
 
 
-def make_meta_runner(config: MetaConfig) -> Runner:
+def make_meta_runner(config: MetaConfig, env: Any = None, env_params: Any = None) -> Runner:
     """A :class:`~lamella.agents.runner.Runner`: one generation of the search per iteration.
 
     Step metrics (float32 scalars, population means): ``episode_return`` (the meta-agent's mean
@@ -337,13 +371,19 @@ def make_meta_runner(config: MetaConfig) -> Runner:
     ``num_devices``), as :func:`lamella.marl.shaping.evolution.make_meta_es_runner` does: the
     search's ``ask`` and ``tell`` replicated, each device plays the outer episodes of its block
     of ``population_size / num_devices`` members, and every member's results are gathered.
+
+    ``env`` (with ``env_params``, default its own) replaces ``config.env_id``'s env: a bare
+    two-player env of a kind the runner takes (an iterated matrix game, CoinGame or the Matrix,
+    possibly wrapped, e.g. in :class:`~lamella.marl.shaping.observations.TheftMemory`) whose
+    inner episodes are already ``num_inner_steps`` long; ``config.env_id`` then only names the
+    task in the run log.
     """
-    return _meta_runner(config, DeviceAxis())
+    return _meta_runner(config, DeviceAxis(), env, env_params)
 
 
-def _meta_runner(config: MetaConfig, devices: DeviceAxis) -> Runner:
+def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_params: Any = None) -> Runner:
     """The meta runner for one device's block of the population (all of it on one device)."""
-    _, _, _, init_params = _game_and_meta_agent(config)
+    _, _, _, init_params = _game_and_meta_agent(config, env, env_params)
     devices.local(config.population_size, "population_size")
     try:
         search = make_search(
@@ -359,7 +399,7 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis) -> Runner:
         )
     except ValueError as error:
         raise ConfigError(f"MetaConfig: {error}") from None
-    outer_episode, _ = make_outer_episode(config)
+    outer_episode, _ = make_outer_episode(config, env, env_params)
 
     def summary(results: dict[str, jax.Array]) -> dict[str, jax.Array]:
         per_episode = results["co_player_cooperation_per_episode"]
@@ -415,7 +455,7 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis) -> Runner:
             devices,
             "population_size",
             config.population_size,
-            lambda axis: _meta_runner(config, axis),
+            lambda axis: _meta_runner(config, axis, env, env_params),
             lambda state: None,
         ),
     )

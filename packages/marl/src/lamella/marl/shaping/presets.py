@@ -2,17 +2,19 @@
 
 ``lamella train shaping --preset NAME [key=value ...]``:
 
-=========================  ====================================================================
-preset                     agents
-=========================  ====================================================================
-``ppo_v_tft``              PPO vs tit-for-tat on Pax's IPD (also the ``IteratedPrisonersDilemma-v0``
-                           preset and the defaults); Pax's documented outcome: PPO learns ALL-C
-``ppo_v_all_d``            PPO vs ALL-D on the IPD; PPO learns ALL-D
-``ppo_v_ppo``              two PPO learners (naive learner vs naive learner) on the IPD; Pax's
-                           documented outcome: mutual defection
-``ppo_v_ppo_coin_game``    two PPO learners on CoinGame (16-step episodes; also the
-                           ``CoinGame-v0`` preset)
-=========================  ====================================================================
+=============================  ====================================================================
+preset                         agents
+=============================  ====================================================================
+``ppo_v_tft``                  PPO vs tit-for-tat on Pax's IPD (also the ``IteratedPrisonersDilemma-v0``
+                               preset and the defaults); Pax's documented outcome: PPO learns ALL-C
+``ppo_v_all_d``                PPO vs ALL-D on the IPD; PPO learns ALL-D
+``ppo_v_ppo``                  two PPO learners (naive learner vs naive learner) on the IPD; Pax's
+                               documented outcome: mutual defection
+``ppo_v_ppo_coin_game``        two PPO learners on CoinGame (16-step episodes; also the
+                               ``CoinGame-v0`` preset)
+``ppo_v_ppo_in_the_matrix``    two PPO learners on IPD-in-the-Matrix (152-step episodes; also the
+                               ``IPDInTheMatrix-v0`` preset)
+=============================  ====================================================================
 
 The IPD presets play 100-round episodes with Pax's payoff (CC -1, CD -3, DC 0, DD -2) and
 discount 0.96; every preset sets only the agents, the env and the budget over
@@ -36,11 +38,16 @@ presets ``mfos_v_nl`` (also ``InfiniteMatrixGame-v0``) and ``mfos_v_lola``. ``mf
 finite prisoner's dilemma (:mod:`lamella.marl.shaping.meta`, Pax's ``evo`` runner). The
 ``IteratedPrisonersDilemma-v0`` preset is Good Shepherd's setup (a feed-forward meta-agent);
 ``shaper_v_ppo`` gives the meta-agent a GRU whose state persists across the inner episodes
-(Shaper).
+(Shaper). The same two setups on CoinGame (``good_shepherd_v_ppo_coin_game``,
+``shaper_v_ppo_coin_game``, also the ``CoinGame-v0`` preset) and on IPD-in-the-Matrix
+(``good_shepherd_v_ppo_in_the_matrix``, ``shaper_v_ppo_in_the_matrix``, also the
+``IPDInTheMatrix-v0`` preset); ``shaping``'s ``ppo_v_ppo_in_the_matrix`` (also its
+``IPDInTheMatrix-v0`` preset) is their naive-learner baseline.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from lamella.agents.algorithms import Algorithm
@@ -72,6 +79,24 @@ SHAPING_PRESETS: dict[str, Any] = {
 }
 SHAPING_PRESETS[_IPD] = SHAPING_PRESETS["ppo_v_tft"]
 SHAPING_PRESETS["CoinGame-v0"] = SHAPING_PRESETS["ppo_v_ppo_coin_game"]
+# Two naive PPO learners in IPD-in-the-Matrix (the baseline of the meta presets below): Pax's
+# ipditm co-player settings (learning rate 0.005, 2 epochs, entropy 0.1) with an MLP on the
+# flattened view and inventory, 152-step episodes.
+SHAPING_PRESETS["ppo_v_ppo_in_the_matrix"] = ShapingConfig(
+    env_id="IPDInTheMatrix-v0",
+    agents=(LEARNER, LEARNER),
+    num_inner_steps=152,
+    num_steps=152,
+    num_envs=16,
+    total_timesteps=16 * 152 * 200,
+    hidden_sizes=(64, 64),
+    learning_rate=5e-3,
+    num_epochs=2,
+    num_minibatches=8,
+    ent_coef=0.1,
+    gamma=0.96,
+)
+SHAPING_PRESETS["IPDInTheMatrix-v0"] = SHAPING_PRESETS["ppo_v_ppo_in_the_matrix"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "shaping": SHAPING_PRESETS,
@@ -92,6 +117,66 @@ PRESETS: dict[str, dict[str, Any]] = {
         "shaper_v_ppo": MetaConfig(env_id=_IPD, meta_recurrent=True, meta_hidden_sizes=(16,)),
     },
 }
+
+# CoinGame (Pax's cg/train_gs, cg/train_shaper at a laptop's budget): 16-step inner episodes, 48 per
+# outer episode, two tabular PPO co-players per member on 8 envs each (Adam 0.1, 4 epochs, no
+# entropy bonus: the settings of benchmarks/shaping_meta_coin_game.py); 100 generations.
+_COIN_GAME = MetaConfig(
+    env_id="CoinGame-v0",
+    num_inner_steps=16,
+    num_outer_steps=48,
+    num_envs=16,
+    num_opponents=2,
+    hidden_sizes=(),
+    learning_rate=0.1,
+    num_epochs=4,
+    ent_coef=0.0,
+    population_size=16,
+    eval_episodes=4,
+    total_timesteps=100 * 16 * 16 * 16 * 48,
+)
+# IPD-in-the-Matrix (Pax's ipditm/train_gs, ipditm/train_shaper, smaller): 152-step inner episodes,
+# 16 per outer episode, one PPO co-player per member on 4 envs with Pax's ipditm co-player settings
+# (learning rate 0.005, 2 epochs, entropy 0.1; an MLP on the flattened view and inventory instead of
+# Pax's CNN and GRU), OpenES with Pax's sigma 0.075 and learning rate 0.05 (CMA-ES keeps an N x N
+# covariance of the meta-agent's thousands of parameters: too slow here); 100 generations.
+_IN_THE_MATRIX = MetaConfig(
+    env_id="IPDInTheMatrix-v0",
+    num_inner_steps=152,
+    num_outer_steps=16,
+    num_envs=4,
+    num_opponents=1,
+    hidden_sizes=(32,),
+    learning_rate=5e-3,
+    num_epochs=2,
+    num_minibatches=8,
+    ent_coef=0.1,
+    strategy="Open_ES",
+    sigma_init=0.075,
+    es_learning_rate=0.05,
+    population_size=16,
+    eval_episodes=4,
+    meta_hidden_sizes=(32,),
+    meta_rnn_hidden_size=32,
+    total_timesteps=100 * 16 * 4 * 152 * 16,
+)
+PRESETS["meta_es"].update(
+    {
+        "good_shepherd_v_ppo_coin_game": _COIN_GAME,
+        "shaper_v_ppo_coin_game": dataclasses.replace(
+            _COIN_GAME,
+            strategy="Open_ES",
+            sigma_init=0.1,
+            es_learning_rate=0.05,
+            meta_recurrent=True,
+            meta_hidden_sizes=(16,),
+        ),
+        "good_shepherd_v_ppo_in_the_matrix": _IN_THE_MATRIX,
+        "shaper_v_ppo_in_the_matrix": dataclasses.replace(_IN_THE_MATRIX, meta_recurrent=True),
+    }
+)
+PRESETS["meta_es"]["CoinGame-v0"] = PRESETS["meta_es"]["shaper_v_ppo_coin_game"]
+PRESETS["meta_es"]["IPDInTheMatrix-v0"] = PRESETS["meta_es"]["shaper_v_ppo_in_the_matrix"]
 
 #: ``lamella train shaping`` (entry point ``shaping = "lamella.marl.shaping.presets:SHAPING"``).
 SHAPING = Algorithm(ShapingConfig, make_shaping_runner, PRESETS["shaping"])

@@ -26,7 +26,12 @@ learns. The instances of a slot are one ``jax.vmap``.
 ended), ``return`` and ``reward`` (each agent's episode return and mean reward per step), each
 learner's PPO metrics as ``learner_<i>_<name>``, and the watchers of
 :mod:`lamella.marl.shaping.watchers` (per-state cooperation probabilities and state visits on
-the iterated matrix games, own-coin shares on CoinGame), each with an ``agent`` axis.
+the iterated matrix games, own-coin shares on CoinGame, cooperate-coin shares on
+IPD-in-the-Matrix), each with an ``agent`` axis.
+
+**Dict observations** (IPD-in-the-Matrix: a grid view and an inventory per agent) are flattened
+into one float32 row per agent (:mod:`lamella.marl.shaping.observations`) before any agent sees
+them.
 
 **Many devices** (``Runner.sharding``, the driver's ``num_devices``): the envs split over the
 devices. Agent 0's learner (one instance on every env) and any other learner with one instance
@@ -64,6 +69,7 @@ from lamella.envs import spaces, wrappers
 from lamella.envs.environment import Environment
 from lamella.marl.observation import check_multi_agent_env
 from lamella.marl.shaping import watchers
+from lamella.marl.shaping.observations import flatten_agent_observations
 from lamella.marl.shaping.strategies import STRATEGIES, check_strategy_fits, make_memory_one_agent, strategy
 
 __all__ = [
@@ -401,6 +407,8 @@ def _shaping_runner(
         if isinstance(env, wrappers.AutoReset):
             env = env.env
         check_multi_agent_env(env, env_params, config.algorithm, env_id=env_id)
+        # A dict observation (IPD-in-the-Matrix's view and inventory): one flat row per agent.
+        env = flatten_agent_observations(env, env_params)
         env_name = str(env_id or getattr(env, "name", type(env).__name__))
         num_agents = int(env.num_agents)
         if len(specs) != num_agents:
@@ -425,13 +433,16 @@ def _shaping_runner(
     # Which info the env reports (CoinGame's coin counts), from shapes only: nothing runs.
     info_shapes = jax.eval_shape(probe_info, jax.random.key(0))
     coin_game = "own_coins" in info_shapes and "other_coins" in info_shapes
+    in_the_matrix = all(name in info_shapes for name in watchers.IN_THE_MATRIX_INFO)
     if not any(slot.learner is not None for slot in slots):
         raise ConfigError(
             f"shaping: every agent is fixed ({', '.join(map(_spec_name, specs))}); nothing would learn. "
             f"Make at least one entry {LEARNER!r}."
         )
-    info_keys = ("returned_episode", "returned_episode_returns") + (
-        ("own_coins", "other_coins") if coin_game else ()
+    info_keys = (
+        ("returned_episode", "returned_episode_returns")
+        + (("own_coins", "other_coins") if coin_game else ())
+        + (watchers.IN_THE_MATRIX_INFO if in_the_matrix else ())
     )
     train_env = wrappers.EpisodeStatistics(wrappers.AutoReset(env))
     rollout = make_rollout(train_env, config.num_steps, config.num_envs, info_keys=info_keys, devices=devices)
@@ -620,6 +631,9 @@ def _shaping_runner(
         if coin_game:
             coins = {name: transitions.info[name] for name in ("own_coins", "other_coins")}
             metrics.update(watchers.coin_game_metrics(gather(coins, axis=1)))
+        if in_the_matrix:
+            storm = {name: transitions.info[name] for name in watchers.IN_THE_MATRIX_INFO}
+            metrics.update(watchers.in_the_matrix_metrics(gather(storm, axis=1)))
         new_state = ShapingRunnerState(
             train_states=tuple(train_states),
             env_state=end.env_state,
@@ -688,7 +702,7 @@ def _shaping_runner(
             "return": out["agent_return"],
         }
 
-    per_agent = ("return", "reward", *watchers.metric_names(matrix_game, coin_game))
+    per_agent = ("return", "reward", *watchers.metric_names(matrix_game, coin_game, in_the_matrix))
     return Runner(
         init=init,
         step=step,

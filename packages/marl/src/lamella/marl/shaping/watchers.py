@@ -19,6 +19,17 @@ CoinGame (an env whose ``info`` reports ``own_coins`` and ``other_coins``):
 * ``own_coin_share``: of the coins the agent picked up in the rollout, the fraction of its own
   colour (:func:`own_coin_share`); 1 is fully cooperative, 0.5 takes coins regardless of colour.
 * ``coins_per_step``: coins the agent picked up per env step.
+
+IPD-in-the-Matrix (STORM; an env whose ``info`` reports ``interaction``, ``coins`` and, through
+:class:`~lamella.marl.shaping.observations.FlatAgentObservation`, ``held_coins``). A red coin is
+the cooperate move for both players, a blue coin defect:
+
+* ``cooperate_coin_share``: Pax's ``ratio`` of ``ipditm_stats``: over the rollout's paying
+  interactions, the red (cooperate) share of the coins the agent held when it happened
+  (:func:`cooperate_coin_share`); 1 plays pure C, 0 pure D; 0 when no interaction happened.
+* ``cooperate_pickup_share``: of the coins the agent picked up, the red share (0 when none).
+* ``coins_per_step``: coins the agent picked up per env step.
+* ``interactions_per_step``: paying interactions per env step (the same for both agents).
 """
 
 from __future__ import annotations
@@ -30,9 +41,12 @@ import jax.numpy as jnp
 
 __all__ = [
     "COOPERATE",
+    "IN_THE_MATRIX_INFO",
     "STATE_NAMES",
     "coin_game_metrics",
+    "cooperate_coin_share",
     "empirical_cooperation",
+    "in_the_matrix_metrics",
     "matrix_game_metrics",
     "metric_names",
     "own_coin_share",
@@ -92,11 +106,51 @@ def coin_game_metrics(info: dict[str, Any]) -> dict[str, jax.Array]:
     }
 
 
-def metric_names(matrix_game: bool, coin_game: bool) -> tuple[str, ...]:
+def _per_agent_sum(x: jax.Array) -> jax.Array:
+    """``(..., n)`` summed over every leading axis, float32 ``(n,)``."""
+    x = jnp.asarray(x, jnp.float32)
+    return x.reshape((-1, x.shape[-1])).sum(0)
+
+
+def cooperate_coin_share(held_coins: jax.Array) -> jax.Array:
+    """Each agent's red (cooperate) share of the coins it held at its paying interactions, float32
+    ``(n,)`` (Pax's ``coop_coin / (coop_coin + defect_coin)``).
+
+    ``held_coins`` is int ``(..., n, 2)``, ``[red, blue]`` held on a paying-interaction step and
+    zeros on other steps (``info["held_coins"]``); an agent with no such step reports 0.
+    """
+    held = jnp.asarray(held_coins, jnp.float32)
+    red = _per_agent_sum(held[..., 0])
+    total = red + _per_agent_sum(held[..., 1])
+    return jnp.where(total > 0, red / jnp.maximum(total, 1.0), 0.0)
+
+
+def in_the_matrix_metrics(info: dict[str, Any]) -> dict[str, jax.Array]:
+    """``cooperate_coin_share``, ``cooperate_pickup_share``, ``coins_per_step`` and
+    ``interactions_per_step`` ``(n,)`` from a rollout's IPD-in-the-Matrix ``info``
+    (``held_coins`` and ``coins`` ``(T, E, n, 2)``, ``interaction`` ``(T, E, n)``)."""
+    coins = jnp.asarray(info["coins"], jnp.float32)
+    red, total = _per_agent_sum(coins[..., 0]), _per_agent_sum(coins.sum(-1))
+    steps = coins[..., 0].size // coins.shape[-2]
+    return {
+        "cooperate_coin_share": cooperate_coin_share(info["held_coins"]),
+        "cooperate_pickup_share": jnp.where(total > 0, red / jnp.maximum(total, 1.0), 0.0),
+        "coins_per_step": total / steps,
+        "interactions_per_step": _per_agent_sum(info["interaction"]) / steps,
+    }
+
+
+#: The info entries the IPD-in-the-Matrix watchers read.
+IN_THE_MATRIX_INFO = ("interaction", "coins", "held_coins")
+
+
+def metric_names(matrix_game: bool, coin_game: bool, in_the_matrix: bool = False) -> tuple[str, ...]:
     """The per-agent watcher metrics the runner reports for a game of this kind."""
     names: list[str] = []
     if matrix_game:
         names += [f"cooperation_{s}" for s in STATE_NAMES] + [f"visits_{s}" for s in STATE_NAMES]
     if coin_game:
         names += ["own_coin_share", "coins_per_step"]
+    if in_the_matrix:
+        names += ["cooperate_coin_share", "cooperate_pickup_share", "coins_per_step", "interactions_per_step"]
     return tuple(names)
