@@ -223,7 +223,7 @@ class BraxGoalEnv(Environment[BraxGoalState, BraxGoalParams]):
     ) -> jax.Array:
         threshold = (self._params if params is None else params).distance_threshold
         distance = jnp.linalg.norm(achieved_goal - desired_goal, axis=-1)
-        return -(distance >= threshold).astype(jnp.float32)
+        return jnp.where(distance >= threshold, -1.0, 0.0).astype(jnp.float32)
 
     def is_success(
         self, achieved_goal: jax.Array, desired_goal: jax.Array, params: BraxGoalParams | None = None
