@@ -90,7 +90,11 @@ def main() -> None:
         buffer_size=args.steps,
         eval_episodes=args.eval_episodes,
     )
-    config = SACTrainConfig(**settings, alpha_learning_rate=1e-3) if args.algo == "sac" else TD3TrainConfig(**settings)
+    config = (
+        SACTrainConfig(**settings, alpha_learning_rate=1e-3)
+        if args.algo == "sac"
+        else TD3TrainConfig(**settings)
+    )
     runner = make_offpolicy_runner(config, env=env, env_params=params)
 
     def train(key):
@@ -104,7 +108,9 @@ def main() -> None:
         return jax.lax.scan(body, state, None, length=runner.num_iterations)[1]
 
     start_cpu, start_wall = time.process_time(), time.time()
-    success, returns = jax.device_get(jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), args.seeds)))
+    success, returns = jax.device_get(
+        jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), args.seeds))
+    )
     steps = (np.arange(runner.num_iterations) + 1) * config.num_envs * config.rollout_steps
     print(f"{args.algo} {'without' if args.no_her else 'with'} HER, env steps {steps.tolist()}")
     print("success per seed:\n", np.round(success, 2))

@@ -256,8 +256,9 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
     limit ended it, else terminated: SMAX truncates when both teams still have units alive
     (a battle won or lost, or a draw, is terminal); Overcooked (v1 and v2), MPE and CoinGame
     always truncate (they end only at their step limit); Hanabi always terminates (it has no step
-    limit); other envs truncate when ``state.step >= env.max_steps`` where they have both, and
-    terminate otherwise. ``episode_truncated`` overrides the rule.
+    limit); MaBrax truncates where Brax's episode length ended it (``info["truncation"]``; a
+    fallen body is terminal); other envs truncate when ``state.step >= env.max_steps`` where
+    they have both, and terminate otherwise. ``episode_truncated`` overrides the rule.
 
     Info: JaxMARL's info, entries keyed by agent stacked along the agent axis (Overcooked's
     ``shaped_reward``: float32 ``(n,)``); ``action_mask`` (discrete actions), bool ``(n, A)``,
@@ -266,8 +267,10 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
     Action mask (:meth:`action_mask`): JaxMARL's ``get_avail_actions`` (SMAX) or
     ``get_legal_moves`` (Hanabi), else all True, and False on padded ids.
 
-    Global state (:meth:`global_state`, envs with ``get_world_state`` only, e.g. SMAX): float32,
-    JaxMARL's world state (``obs["world_state"]``). The attributes ``global_state`` and
+    Global state (:meth:`global_state`, envs with ``get_world_state`` only, e.g. SMAX, and
+    MaBrax): float32, JaxMARL's world state (``obs["world_state"]``); MaBrax: Brax's whole
+    observation of the body. MaBrax envs must be built with ``auto_reset=False`` (by id they
+    are). The attributes ``global_state`` and
     ``global_state_space`` exist only on such envs, so lamella-marl's MAPPO refuses the others.
 
     Render: an RGB uint8 frame from JaxMARL's own host-side renderer through
