@@ -109,7 +109,8 @@ def test_render_draws_the_arm(env_and_params, episodes):
     env, _ = env_and_params
     (*_, frame), _ = episodes
     assert frame.shape == (*env.brax.render_size, 3) and frame.dtype == np.uint8
-    assert len(np.unique(frame.reshape(-1, 3), axis=0)) >= 3
+    # The body's sketch (BraxEnv.render): something drawn over the background, not a blank frame.
+    assert len(np.unique(frame.reshape(-1, 3), axis=0)) >= 2
 
 
 @pytest.mark.parametrize(

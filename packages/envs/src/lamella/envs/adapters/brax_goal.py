@@ -173,7 +173,7 @@ class BraxGoalEnv(Environment[BraxGoalState, BraxGoalParams]):
     when not terminated.
     Reset: Brax's reset with ``key``; the desired goal from the task (``reacher``: Brax's
     target). ``step`` draws nothing.
-    Render: the Brax body's sketch (:meth:`BraxEnv.render`; reacher's target is one of its geoms).
+    Render: the Brax body's sketch (:meth:`BraxEnv.render`).
     """
 
     stochastic_step = False
