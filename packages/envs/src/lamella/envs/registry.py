@@ -21,7 +21,10 @@ _BUILTIN_REGISTERED = False
 # Id prefixes of adapters that build any env of another library by name (``brax:ant@spring``):
 # prefix -> (module, factory). The factory takes the whole id first; the adapter's library is
 # imported only when such an id is made.
-_PREFIXES: dict[str, tuple[str, str]] = {"brax:": ("lamella.envs.adapters.brax", "make_from_id")}
+_PREFIXES: dict[str, tuple[str, str]] = {
+    "brax:": ("lamella.envs.adapters.brax", "make_from_id"),
+    "brax-goal:": ("lamella.envs.adapters.brax_goal", "make_goal_from_id"),
+}
 
 
 def _ensure_builtin() -> None:

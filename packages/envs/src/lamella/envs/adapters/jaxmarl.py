@@ -29,7 +29,7 @@ from lamella.envs import spaces, struct
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.errors import UserError
 
-__all__ = ["JaxMARLEnv", "JaxMARLError", "JaxMARLParams", "JaxMARLState", "from_jaxmarl"]
+__all__ = ["MABRAX_IDS", "JaxMARLEnv", "JaxMARLError", "JaxMARLParams", "JaxMARLState", "from_jaxmarl"]
 
 PRNGKey = jax.Array
 #: ``episode_truncated(jaxmarl_env, jaxmarl_state) -> bool``: whether an episode that JaxMARL
@@ -114,9 +114,18 @@ def _time_limit(jaxmarl_env: Any, state: Any) -> jax.Array:
     return jnp.asarray(state.step >= jaxmarl_env.max_steps)
 
 
+def _brax_time_limit(jaxmarl_env: Any, state: Any) -> jax.Array:
+    # Brax's EpisodeWrapper: 1 where the time limit ended an episode the body did not end itself.
+    return jnp.asarray(state.info["truncation"] > 0)
+
+
+#: JaxMARL 0.2.0's MaBrax ids: Brax bodies split into agents (``jaxmarl.registered_envs``).
+MABRAX_IDS = ("ant_4x2", "halfcheetah_6x1", "hopper_3x1", "humanoid_9|8", "walker2d_2x3")
+
+
 def _family(jaxmarl_env: Any) -> str:
     """``"smax"`` (SMAX and HeuristicEnemySMAX), ``"overcooked"``, ``"overcooked_v2"``, ``"hanabi"``,
-    ``"mpe"``, ``"coin_game"`` or ``"other"``."""
+    ``"mpe"``, ``"coin_game"``, ``"mabrax"`` or ``"other"``."""
     classes = {
         "smax": ("jaxmarl.environments.smax.smax_env", "SMAX"),
         "enemy_smax": ("jaxmarl.environments.smax.heuristic_enemy_smax_env", "EnemySMAX"),
@@ -125,6 +134,7 @@ def _family(jaxmarl_env: Any) -> str:
         "hanabi": ("jaxmarl.environments.hanabi.hanabi", "HanabiEnv"),
         "mpe": ("jaxmarl.environments.mpe.simple", "SimpleMPE"),
         "coin_game": ("jaxmarl.environments.coin_game.coin_game", "CoinGame"),
+        "mabrax": ("jaxmarl.environments.mabrax.mabrax_env", "MABraxEnv"),
     }
     for family, (module, name) in classes.items():
         try:
@@ -143,6 +153,7 @@ _TRUNCATION_RULES: dict[str, TruncationRule] = {
     "mpe": _always,  # ends only at max_steps
     "coin_game": _always,  # ends only after num_outer_steps inner episodes
     "hanabi": _never,  # ends only when the game is over (no time limit)
+    "mabrax": _brax_time_limit,  # a fallen body is terminal; Brax's episode length truncates
 }
 
 
@@ -245,8 +256,9 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
     limit ended it, else terminated: SMAX truncates when both teams still have units alive
     (a battle won or lost, or a draw, is terminal); Overcooked (v1 and v2), MPE and CoinGame
     always truncate (they end only at their step limit); Hanabi always terminates (it has no step
-    limit); other envs truncate when ``state.step >= env.max_steps`` where they have both, and
-    terminate otherwise. ``episode_truncated`` overrides the rule.
+    limit); MaBrax truncates where Brax's episode length ended it (``info["truncation"]``; a
+    fallen body is terminal); other envs truncate when ``state.step >= env.max_steps`` where
+    they have both, and terminate otherwise. ``episode_truncated`` overrides the rule.
 
     Info: JaxMARL's info, entries keyed by agent stacked along the agent axis (Overcooked's
     ``shaped_reward``: float32 ``(n,)``); ``action_mask`` (discrete actions), bool ``(n, A)``,
@@ -255,8 +267,10 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
     Action mask (:meth:`action_mask`): JaxMARL's ``get_avail_actions`` (SMAX) or
     ``get_legal_moves`` (Hanabi), else all True, and False on padded ids.
 
-    Global state (:meth:`global_state`, envs with ``get_world_state`` only, e.g. SMAX): float32,
-    JaxMARL's world state (``obs["world_state"]``). The attributes ``global_state`` and
+    Global state (:meth:`global_state`, envs with ``get_world_state`` only, e.g. SMAX, and
+    MaBrax): float32, JaxMARL's world state (``obs["world_state"]``); MaBrax: Brax's whole
+    observation of the body. MaBrax envs must be built with ``auto_reset=False`` (by id they
+    are). The attributes ``global_state`` and
     ``global_state_space`` exist only on such envs, so lamella-marl's MAPPO refuses the others.
 
     Render: an RGB uint8 frame from JaxMARL's own host-side renderer through
@@ -289,6 +303,12 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
         self._single = n == 1
         self.family = _family(jaxmarl_env)
         self._flatten = bool(flatten_observations)
+        if self.family == "mabrax" and getattr(jaxmarl_env, "auto_reset", False):
+            raise JaxMARLError(
+                f"{self._name}: built with auto_reset=True, so Brax's AutoResetWrapper resets inside the "
+                "step and the observation that ended an episode is lost; build it with auto_reset=False "
+                "(from_jaxmarl('ant_4x2') does): lamella's AutoReset wrapper resets and keeps it."
+            )
 
         key = jax.random.key(0)
         obs, state = jax.eval_shape(jaxmarl_env.reset, key)
@@ -326,7 +346,7 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
             render_fn = lambda state: _overcooked_frame(jaxmarl_env, state)  # noqa: E731
         self._render_fn = render_fn
         self._frame_shape: tuple[int, ...] | None = None
-        max_steps = getattr(jaxmarl_env, "max_steps", None)
+        max_steps = getattr(jaxmarl_env, "episode_length" if self.family == "mabrax" else "max_steps", None)
         self._params = JaxMARLParams(max_steps_in_episode=max_steps if isinstance(max_steps, int) else None)
 
     # Static description ----------------------------------------------------------------------
@@ -413,6 +433,10 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
         return None
 
     def _find_world_state(self, state: Any) -> Callable[[Any], jax.Array] | None:
+        if self.family == "mabrax":
+            # The whole body's observation (every agent's part and the rest), Brax's own vector.
+            self._world_state_shape = tuple(state.obs.shape)
+            return lambda brax_state: brax_state.obs
         function = getattr(self.jaxmarl_env, "get_world_state", None)
         if function is None:
             return None
@@ -639,6 +663,8 @@ def from_jaxmarl(
                 f"Unknown JaxMARL env {env_or_name!r}{_did_you_mean(env_or_name, registered)}; "
                 "the ids are jaxmarl.registered_envs."
             )
+        if env_or_name in MABRAX_IDS:
+            kwargs = {"auto_reset": False, **kwargs}  # lamella's AutoReset keeps the final observation
         env = jaxmarl.make(env_or_name, **_resolve_kwargs(jaxmarl, env_or_name, kwargs))
         name = env_or_name
     else:
