@@ -5,7 +5,8 @@ ACCEL's step holds PLR's (its new and replayed branches, with the mutation branc
 Parallel ACCEL's holds Parallel PLR's (plus the batch of edits), and population PAIRED runs
 PAIRED's runner (as the minimax adversary does) with a third student; so these four cases cover
 DR, PLR, Parallel PLR and PAIRED too. DR keeps its own case: it alone restarts an ended episode
-on a new random level (``AutoReset``) and has no buffer.
+on a new random level (``AutoReset``) and has no buffer. DR, ACCEL and Parallel ACCEL also write
+screenshots (``screenshot_every``), whose PNGs are reported for the parent to compare.
 
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` must be set before jax is imported, so
 this runs in its own process (the parent's test suite keeps one device). One process, one jax
@@ -15,6 +16,7 @@ start, every runner of the package: it computes, the parent asserts. Usage:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -83,6 +85,31 @@ CONFIGS: dict[str, Any] = {
     # Population PAIRED: PAIRED's runner and step with 3 students (population_regret).
     "population_paired": PopulationPAIREDConfig(**PAIRED),
 }
+# Screenshots every 2 iterations (3 intervals of the 6 iterations) where the runner writes them
+# (DR, PLR, ACCEL and their parallel forms; PAIRED has none): the host callback runs inside the
+# sharded step, so each device hands the (replicated) levels over and the pictures must be those
+# of one device.
+SCREENSHOT_EVERY = 2
+SCREENSHOTS = ("dr", "accel", "parallel_accel")
+
+
+def screenshots(directory: str) -> dict[str, Any]:
+    """Every PNG under ``directory``: relative path -> the decoded image's shape and a digest of
+    its pixels (the parent compares the 4-device pictures with the 1-device ones through these)."""
+    import hashlib
+
+    from matplotlib import image as mpimg
+
+    found: dict[str, Any] = {}
+    for root, _, files in os.walk(directory):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            pixels = np.ascontiguousarray(mpimg.imread(path))
+            found[os.path.relpath(path, directory)] = {
+                "shape": list(pixels.shape),
+                "digest": hashlib.sha256(pixels.tobytes()).hexdigest(),
+            }
+    return found
 
 
 def trained_params(state: Any) -> Any:
@@ -117,7 +144,14 @@ def main(out_dir: str) -> None:
 
     result["runs"] = {}
     for name, config in CONFIGS.items():
-        one, four = train(config, 1, f"{name}_1"), train(config, 4, f"{name}_4")
+        shots = {n: os.path.join(out_dir, f"{name}_{n}_screenshots") for n in (1, 4)}
+        with_shots = {
+            n: dataclasses.replace(config, screenshot_every=SCREENSHOT_EVERY, screenshot_dir=shots[n])
+            if name in SCREENSHOTS
+            else config
+            for n in (1, 4)
+        }
+        one, four = train(with_shots[1], 1, f"{name}_1"), train(with_shots[4], 4, f"{name}_4")
         with open(four.config_path, encoding="utf-8") as handle:
             layout = json.load(handle)["devices"]
         buffers = [getattr(result.state, "buffer", ()) for result in (one, four)]
@@ -133,6 +167,7 @@ def main(out_dir: str) -> None:
                 if not np.issubdtype(np.asarray(x).dtype, np.floating)
             ),
             "layout": layout,
+            "screenshots": {str(n): screenshots(shots[n]) for n in (1, 4)} if name in SCREENSHOTS else None,
         }
     print(json.dumps(result))
 

@@ -120,6 +120,34 @@ def test_plr_buffer_is_the_one_device_buffer(child, name):
     assert run["buffer_max_abs_diff"] <= 1e-4
 
 
+# The screenshots each case writes in its 6 iterations with screenshot_every=2 (intervals 0, 2, 4).
+# ACCEL: the first interval is cold (new levels; the buffer grid once it holds a level), replays
+# and their edits follow; Parallel ACCEL: the first iteration's three batches are all new levels.
+SCREENSHOT_KINDS = {
+    "dr": {"generated"},
+    "accel": {"generated", "replayed", "mutated", "buffer"},
+    "parallel_accel": {"generated", "replayed", "mutated", "buffer"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCREENSHOT_KINDS))
+def test_screenshots_on_four_devices_are_the_one_device_screenshots(child, name):
+    """Each device runs the step's host callback with the same (replicated) levels: the run on 4
+    devices writes exactly the files of the run on 1, pixel for pixel (the levels and the buffer
+    are equal, see above), not 4 copies nor a device's block of levels."""
+    one, four = (child["runs"][name]["screenshots"][n] for n in ("1", "4"))
+    assert sorted(four) == sorted(one)
+    assert {path.split(os.sep)[0] for path in one} == {"seed_0"}
+    starts = {path.split(os.sep)[1].split("_")[1] for path in one}
+    assert starts == {"000000", "000002", "000004"}, sorted(one)
+    kinds = {path.rsplit("_", 1)[1].removesuffix(".png") for path in one}
+    assert kinds == SCREENSHOT_KINDS[name], sorted(one)
+    for path, picture in one.items():
+        # A grid of all 8 (Parallel ACCEL: 4 per batch) levels of 5x5 cells, 7 * 8 pixels each.
+        assert picture["shape"][0] > 7 * 8 and picture["shape"][2] in (3, 4), (path, picture)
+        assert four[path] == picture, f"{name}: {path} differs on 4 devices"
+
+
 def test_bad_device_requests_fail_before_anything_compiles(child):
     errors = child["errors"]
     assert errors["not_divisible"].startswith("ConfigError: num_envs=6 is not divisible by num_devices=4")

@@ -13,7 +13,7 @@ hands new levels every iteration without rebuilding anything::
 A :class:`LevelFamily` bundles what an autocurriculum needs from an env: a random level
 generator (DR), a mutator (ACCEL), a comparator (the buffer's de-duplication), the wrapper that
 replays a level, and the named test levels. :func:`level_family` builds it for the envs that
-have one (AMaze).
+have one: AMaze, and Level-Based Foraging (multi-agent; :func:`foraging_family`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,15 @@ from flax import struct
 
 from lamella.envs.environment import Environment, StepOutput, Wrapper
 
-__all__ = ["LevelFamily", "LevelParams", "OnLevel", "level_family", "maze_solvable", "tile_params"]
+__all__ = [
+    "LevelFamily",
+    "LevelParams",
+    "OnLevel",
+    "foraging_family",
+    "level_family",
+    "maze_solvable",
+    "tile_params",
+]
 
 
 class LevelParams(struct.PyTreeNode):
@@ -100,6 +108,15 @@ class LevelFamily(NamedTuple):
         level_stats: ``level_stats(level) -> {name: float32 ()}``: numbers to log per level
             (AMaze: ``walls``, ``solvable`` (1 where a path leads from the start to the goal,
             :func:`maze_solvable`) and ``goal_distance`` (Manhattan, start to goal)).
+        named_levels: the names ``named_level`` takes.
+        network: the student network the runners build: ``"gridworld"`` (minimax's student,
+            on AMaze's image-and-direction observation) or ``"mlp"`` (lamella-agents'
+            ``FeedForwardActorCriticNet`` on a vector observation). On a multi-agent env
+            (``env.num_agents > 1``) the network maps the last axis of each agent's
+            observation, so every agent acts with the same parameters (parameter sharing).
+        solved_above: an episode is solved when its return (a multi-agent env: the team's,
+            summed over agents) is above this (AMaze: 0, any goal reached; LBF: 1 - 1e-3,
+            every food eaten).
     """
 
     env: Environment[Any, Any]
@@ -111,6 +128,8 @@ class LevelFamily(NamedTuple):
     named_level: Callable[[str], tuple[Any, Any]]
     level_stats: Callable[[Any], dict[str, jax.Array]]
     named_levels: Sequence[str] = ()
+    network: str = "gridworld"
+    solved_above: float = 0.0
 
 
 def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
@@ -143,9 +162,67 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
             level_stats=stats,
             named_levels=tuple(maze.NAMED_MAZES),
         )
+    from lamella.envs.multi_agent import lbf
+
+    if isinstance(bare, lbf.LevelBasedForaging):
+        return foraging_family(bare, env_params)
     raise TypeError(
         f"lamella.ued has no level family for {bare.name}; level-based envs with one: AMaze "
-        "(lamella.envs.maze). Build a LevelFamily for your env and pass it to the runner."
+        "(lamella.envs.maze) and Level-Based Foraging (lamella.envs.multi_agent.lbf). Build a "
+        "LevelFamily for your env and pass it to the runner."
+    )
+
+
+def foraging_family(env: Any, env_params: Any) -> LevelFamily:
+    """The :class:`LevelFamily` of a bare Level-Based Foraging env (multi-agent): levels are
+    start layouts (:class:`lamella.envs.multi_agent.lbf.ForagingLevel`), DR levels the env's
+    reset distribution, ACCEL's edits move agents and food and change their levels; the
+    student is an MLP shared by the agents; an episode is solved when the team eats every food
+    (normalised rewards sum to 1).
+
+    Logged per level: ``food`` (foods placed), ``food_level`` (their summed levels),
+    ``coop_food`` (the fraction of foods above every single agent's level: they need a group),
+    ``solvable`` (1 when the agents together reach every food's level) and ``agent_level``
+    (the agents' summed levels).
+    """
+    from lamella.envs.multi_agent import lbf
+
+    if not isinstance(env, lbf.LevelBasedForaging):
+        raise TypeError(f"foraging_family takes a bare LevelBasedForaging, got {env!r}.")
+    if not bool(env.default_params.normalize_reward):
+        raise ValueError(
+            "foraging_family: the env's rewards must be normalised (normalize_reward=True), so that "
+            "eating every food pays the team 1 and 'solved' means that."
+        )
+
+    def stats(level: Any) -> dict[str, jax.Array]:
+        present = level.food_levels > 0
+        count = jnp.sum(present)
+        team = jnp.sum(level.agent_levels)
+        coop = present & (level.food_levels > jnp.max(level.agent_levels))
+        return {
+            "food": count.astype(jnp.float32),
+            "food_level": jnp.sum(level.food_levels).astype(jnp.float32),
+            "coop_food": (jnp.sum(coop) / jnp.maximum(count, 1)).astype(jnp.float32),
+            "solvable": jnp.all(level.food_levels <= team).astype(jnp.float32),
+            "agent_level": team.astype(jnp.float32),
+        }
+
+    def named_level(name: str) -> tuple[Any, Any]:
+        raise ValueError(f"Level-Based Foraging has no named levels (got {name!r}); evaluate on 'random'.")
+
+    return LevelFamily(
+        env=env,
+        env_params=env_params,
+        sample_level=env.sample_level,
+        mutate_level=env.mutate_level,
+        levels_equal=env.levels_equal,
+        replay_wrapper=lbf.AutoReplay,
+        named_level=named_level,
+        level_stats=stats,
+        named_levels=(),
+        network="mlp",
+        solved_above=1.0 - 1e-3,
     )
 
 

@@ -18,6 +18,10 @@ config (``paired.json``: a teacher of 60 wall steps with 50 noise inputs, 128 co
 an LSTM, entropy 0.05; students as DR's) with 2, 1 or 3 students. Their ``ci`` presets use the
 same small students as DR's, on 7x7 levels the teacher builds with 8 wall steps, and a small
 feed-forward teacher.
+
+``PRESETS["dr" | "plr" | "accel"]["Foraging-5x5-2p-1f-v3"]`` trains on Level-Based Foraging
+(multi-agent): 5x5 levels with 2 agents and 1 food, 25-step episodes, an MLP student shared by
+the agents, 30 iterations of 32 envs x 50 steps, evaluated on fresh random levels.
 """
 
 from __future__ import annotations
@@ -73,6 +77,29 @@ _CI_BUFFER: dict[str, Any] = {
     "min_fill_ratio": 0.25,
 }
 
+# Level-Based Foraging (multi-agent; lamella.ued.levels.foraging_family): 5x5 levels, 2 agents,
+# 1 food, 25-step episodes, a 64-wide MLP shared by the agents, 32 envs x 50 steps.
+FORAGING_ID = "Foraging-5x5-2p-1f-v3"
+_FORAGING: dict[str, Any] = {
+    "env_id": FORAGING_ID,
+    "max_episode_steps": 25,
+    "total_timesteps": 32 * 50 * 30,
+    "num_envs": 32,
+    "num_steps": 50,
+    "num_epochs": 4,
+    "num_minibatches": 2,
+    "learning_rate": 3e-3,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "ent_coef": 0.01,
+    "recurrent": False,
+    "torso_size": 64,
+    "hidden_size": 64,
+    "eval_levels": ("random",),
+    "eval_episodes": 64,
+}
+_FORAGING_BUFFER: dict[str, Any] = {"buffer_size": 128, "min_fill_ratio": 0.25, "replay_prob": 0.5}
+
 # A small feed-forward teacher for the ci presets (its learning rate raised for the short runs).
 _CI_TEACHER: dict[str, Any] = {
     "teacher_noise_dim": 8,
@@ -88,14 +115,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     "dr": {
         "AMaze-13x13-v0": DRConfig(),
         "ci": DRConfig(**_CI),
+        FORAGING_ID: DRConfig(**_FORAGING),
     },
     "plr": {
         "AMaze-13x13-v0": PLRConfig(),
         "ci": PLRConfig(**_CI, **_CI_BUFFER),
+        FORAGING_ID: PLRConfig(**_FORAGING, **_FORAGING_BUFFER),
     },
     "accel": {
         "AMaze-13x13-v0": ACCELConfig(),
         "ci": dataclasses.replace(ACCELConfig(**_CI, **_CI_BUFFER), n_walls=0, num_edits=4),
+        FORAGING_ID: ACCELConfig(**_FORAGING, **_FORAGING_BUFFER, num_edits=2),
     },
     # minimax's pplr.json / paccel.json; num_envs counts the levels of each batch (2 or 3 batches).
     "parallel_plr": {

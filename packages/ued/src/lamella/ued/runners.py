@@ -43,12 +43,18 @@ from flax import struct
 
 import lamella.envs
 from lamella.agents import losses
-from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
+from lamella.agents.actor_critic import (
+    ActorCritic,
+    FeedForwardActorCriticNet,
+    feedforward_actor_critic,
+    recurrent_actor_critic,
+)
+from lamella.agents.config import ConfigError
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout, next_memory
 from lamella.agents.runner import Runner, hashed_keys
-from lamella.envs import wrappers
+from lamella.envs import spaces, wrappers
 from lamella.envs.environment import Environment, episode_done
 from lamella.ued import scores as scores_lib
 from lamella.ued.buffer import LevelBuffer, LevelBufferState, make_level_buffer
@@ -63,10 +69,12 @@ __all__ = [
     "ParallelACCELConfig",
     "ParallelPLRConfig",
     "UEDRunnerState",
+    "check_family",
     "default_family",
     "evaluate_on_levels",
     "make_actor_critic",
     "make_level_evaluator",
+    "make_team",
     "make_ued_runner",
     "parallel_buffer_update",
     "rollout_advantages",
@@ -334,9 +342,24 @@ def _method(config: DRConfig) -> str:
     return "dr"
 
 
-def make_actor_critic(config: DRConfig, action_space: Any) -> ActorCritic:
-    """The student network as an :class:`~lamella.agents.ActorCritic` (minimax's, see
-    :mod:`lamella.ued.networks`)."""
+def make_actor_critic(config: DRConfig, action_space: Any, network: str = "gridworld") -> ActorCritic:
+    """The student network as an :class:`~lamella.agents.ActorCritic`: minimax's (see
+    :mod:`lamella.ued.networks`), or with ``network="mlp"`` lamella-agents'
+    ``FeedForwardActorCriticNet`` (torso ``(torso_size, hidden_size)``) on a vector observation.
+
+    A multi-agent env's ``MultiDiscrete([k] * n)`` action space gives each agent a ``Discrete(k)``
+    head: the network maps the last axis of each agent's observation, with one set of
+    parameters for every agent (parameter sharing).
+    """
+    if network == "mlp":
+        if isinstance(action_space, spaces.MultiDiscrete):
+            nvec = np.asarray(action_space.nvec).reshape(-1)
+            if np.any(nvec != nvec[0]):
+                raise ValueError(f"a shared-parameter student needs one action count per agent, got {nvec}.")
+            action_space = spaces.Discrete(int(nvec[0]))
+        return feedforward_actor_critic(
+            FeedForwardActorCriticNet(action_space, hidden_sizes=(config.torso_size, config.hidden_size))
+        )
     if config.recurrent:
         net = RecurrentGridworldNet(
             action_space,
@@ -396,9 +419,11 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
         action_space = bare.action_space(env_params)
     num_envs, num_steps = config.num_envs, config.num_steps
     given_family = family
+    check_family(config, family)
     check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
     local_envs = devices.local(num_envs, "num_envs")
-    actor_critic = make_actor_critic(config, action_space)
+    actor_critic = make_actor_critic(config, action_space, family.network)
+    team = make_team(bare.num_agents)
     evaluate_params = make_level_evaluator(config, family, actor_critic)
 
     # DR restarts an ended episode on a new random level (minimax's DR); PLR/ACCEL on the same one.
@@ -523,16 +548,17 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
         tr, advantage = devices.gather(
             (tr.replace(obs=(), action=(), raw_action=(), final_obs=(), memory=()), advantage), axis=1
         )
-        # Level scores of this rollout (every score, for the logs; config.score drives the buffer).
-        done = tr.done
-        stats = scores_lib.episode_stats(tr.reward, done)
+        # Level scores of this rollout (every score, for the logs; config.score drives the buffer);
+        # a multi-agent env's levels are scored on the team's streams (summed over agents).
+        reward, value_t, advantage, done, info = team(tr.reward, tr.value, advantage, tr.done, tr.info)
+        stats = scores_lib.episode_stats(reward, done)
         completed = stats.num_episodes > 0
         prior_best = jnp.full((num_envs,), -jnp.inf, jnp.float32)
         if buffer is not None:
             prior_best = jnp.where(branch == REPLAY, buf.best_returns[jnp.maximum(slots, 0)], prior_best)
         metrics: dict[str, jax.Array] = {}
         for name in scores_lib.SCORES:
-            value, best = scores_lib.level_score(name, tr.reward, tr.value, advantage, done, prior_best)
+            value, best = scores_lib.level_score(name, reward, value_t, advantage, done, prior_best)
             metrics[f"score_{name}"] = _mean_where(value, jnp.isfinite(value))
             if isinstance(config, PLRConfig) and name == config.score:
                 level_scores, best_returns = value, best
@@ -560,9 +586,9 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
                 }
             )
 
-        ended = tr.info["returned_episode"]
+        ended = info["returned_episode"]
         num_ended = ended.sum()
-        ended_returns = tr.info["returned_episode_returns"]
+        ended_returns = info["returned_episode_returns"]
         mean_return = jnp.where(
             num_ended > 0, (ended_returns * ended).sum() / jnp.maximum(num_ended, 1), state.last_return
         ).astype(jnp.float32)
@@ -572,7 +598,9 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
             {
                 "train_return": mean_return,
                 "episodes": num_ended.astype(jnp.float32),
-                "solve_rate": _mean_where(((ended_returns > 0) & ended).astype(jnp.float32), ended),
+                "solve_rate": _mean_where(
+                    ((ended_returns > family.solved_above) & ended).astype(jnp.float32), ended
+                ),
                 "levels_completed": completed.mean(dtype=jnp.float32),
                 **{f"level_{k}": v.mean() for k, v in level_stats.items()},
             }
@@ -660,15 +688,15 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
 
         new_params, opt_state, ppo_metrics = jax.lax.cond(learn, update, skip, None)
 
-        done = tr.done
-        stats = scores_lib.episode_stats(tr.reward, done)
+        reward, value_t, advantage, done, info = team(tr.reward, tr.value, advantage, tr.done, tr.info)
+        stats = scores_lib.episode_stats(reward, done)
         is_replayed = jnp.logical_and(warm, slots_all >= 0)
         prior_best = jnp.where(is_replayed, buf.best_returns[jnp.maximum(slots_all, 0)], -jnp.inf).astype(
             jnp.float32
         )
         metrics: dict[str, jax.Array] = {}
         for name in scores_lib.SCORES:
-            value, best = scores_lib.level_score(name, tr.reward, tr.value, advantage, done, prior_best)
+            value, best = scores_lib.level_score(name, reward, value_t, advantage, done, prior_best)
             metrics[f"score_{name}"] = _mean_where(value, jnp.isfinite(value))
             if name == score_name:
                 level_scores, best_returns = value, best
@@ -677,13 +705,13 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
             buffer, buf, warm, levels, slots_all, level_scores, best_returns, edits_all, num_slices
         )
         filled = buf.filled
-        ended = tr.info["returned_episode"]
-        ended_returns = tr.info["returned_episode_returns"]
+        ended = info["returned_episode"]
+        ended_returns = info["returned_episode_returns"]
         num_ended = ended.sum()
         mean_return = jnp.where(
             num_ended > 0, (ended_returns * ended).sum() / jnp.maximum(num_ended, 1), state.last_return
         ).astype(jnp.float32)
-        solved = ((ended_returns > 0) & ended).astype(jnp.float32)
+        solved = ((ended_returns > family.solved_above) & ended).astype(jnp.float32)
         metrics.update({k: v.astype(jnp.float32) for k, v in ppo_metrics.items()})
         metrics.update(
             {
@@ -799,6 +827,13 @@ def default_family(config: DRConfig) -> LevelFamily:
     """The :class:`~lamella.ued.levels.LevelFamily` of ``lamella.envs.make(config.env_id)`` (no
     auto-reset) with the config's ``height``/``width`` (where > 0), ``n_walls``,
     ``replace_wall_pos`` and ``max_episode_steps``."""
+    from lamella.envs import maze
+
+    env, env_params = lamella.envs.make(config.env_id, autoreset=False)
+    if not isinstance(env.unwrapped, maze.AMaze):
+        # Another level-based env (Level-Based Foraging): only the episode horizon applies.
+        env_params = env_params.replace(max_episode_steps=config.max_episode_steps)
+        return level_family(env, env_params)
     size = {k: v for k, v in (("height", config.height), ("width", config.width)) if v > 0}
     env, env_params = lamella.envs.make(
         config.env_id,
@@ -809,6 +844,47 @@ def default_family(config: DRConfig) -> LevelFamily:
         **size,
     )
     return level_family(env, env_params)
+
+
+def check_family(config: DRConfig, family: LevelFamily) -> None:
+    """Raise :class:`~lamella.agents.config.ConfigError` naming the fix when ``config`` cannot
+    train on ``family``'s env (before anything compiles)."""
+    from lamella.envs import maze
+
+    name = type(config).__name__
+    if family.network not in ("gridworld", "mlp"):
+        raise ConfigError(f"LevelFamily.network must be 'gridworld' or 'mlp', got {family.network!r}.")
+    if family.network == "mlp" and config.recurrent:
+        raise ConfigError(
+            f"{name}: {family.env.name} gets a feed-forward MLP student (no recurrent one yet); "
+            "set recurrent=false."
+        )
+    if config.screenshot_every > 0 and not isinstance(family.env.unwrapped, maze.AMaze):
+        raise ConfigError(
+            f"{name}: screenshots draw AMaze levels only, and {family.env.name} is not AMaze; set "
+            "screenshot_every=0 (render a level with env.render_level instead)."
+        )
+
+
+def make_team(num_agents: int) -> Any:
+    """``team(reward, value, advantage, done, info)``: a rollout's streams ``(T, B[, n])`` as the
+    level's streams ``(T, B)``. A multi-agent env (``num_agents > 1``) scores a level on its team:
+    rewards, values and advantages summed over agents (GAE is linear in rewards and values, so
+    the summed advantages are the team's GAE), an episode over when all agents are done, the
+    returned episode returns summed. The identity on a single-agent env."""
+    if num_agents <= 1:
+        return lambda reward, value, advantage, done, info: (reward, value, advantage, done, info)
+
+    def team(reward: Any, value: Any, advantage: Any, done: Any, info: dict[str, Any]) -> tuple[Any, ...]:
+        ended = info["returned_episode"]  # (T, B) already: EpisodeStatistics ends an episode per env
+        info = {
+            **info,
+            "returned_episode": jnp.all(ended, axis=-1) if ended.ndim == reward.ndim else ended,
+            "returned_episode_returns": jnp.sum(info["returned_episode_returns"], axis=-1),
+        }
+        return reward.sum(-1), value.sum(-1), advantage.sum(-1), jnp.all(done, axis=-1), info
+
+    return team
 
 
 def rollout_advantages(
@@ -903,7 +979,7 @@ def make_level_evaluator(config: DRConfig, family: LevelFamily, actor_critic: Ac
         )
         shape = (num_eval_levels, episodes)
         returns, lengths = returns.reshape(shape).T, lengths.reshape(shape).T
-        solved = (returns > 0).astype(jnp.float32)
+        solved = (returns > family.solved_above).astype(jnp.float32)
         return {
             # Per episode, averaged over the evaluation levels: what the progress line and plot show.
             "episode_return": returns.mean(axis=1),
@@ -924,7 +1000,7 @@ def _eval_levels(config: DRConfig, family: LevelFamily) -> tuple[Any, Any]:
     if not config.eval_levels:
         raise ValueError(f"{name}.eval_levels is empty; name at least one test level (or 'random').")
     placeholder = family.sample_level(jax.random.key(0), family.env_params)
-    shape = jnp.shape(placeholder.wall_map)
+    shape = [jnp.shape(x) for x in jax.tree.leaves(placeholder)]
     levels, params = [], []
     for level_name in config.eval_levels:
         if level_name == RANDOM:
@@ -932,15 +1008,20 @@ def _eval_levels(config: DRConfig, family: LevelFamily) -> tuple[Any, Any]:
             params.append(family.env_params)
             continue
         if level_name not in family.named_levels:
-            raise ValueError(
-                f"{name}.eval_levels: unknown level {level_name!r}; use 'random' or one of "
-                f"{', '.join(family.named_levels)}."
+            known = (
+                f"use 'random' or one of {', '.join(family.named_levels)}"
+                if family.named_levels
+                else f"{family.env.name} has no named levels: use 'random'"
             )
+            raise ValueError(f"{name}.eval_levels: unknown level {level_name!r}; {known}.")
         level, level_params = family.named_level(level_name)
-        if jnp.shape(level.wall_map) != shape:
+        if [jnp.shape(x) for x in jax.tree.leaves(level)] != shape:
+            level_map: Any = getattr(level, "wall_map", jax.tree.leaves(level)[0])
+            trained_map: Any = getattr(placeholder, "wall_map", jax.tree.leaves(placeholder)[0])
+            size, trained = jnp.shape(level_map), jnp.shape(trained_map)
             raise ValueError(
-                f"{name}.eval_levels: {level_name} is {jnp.shape(level.wall_map)} (H, W) but the training "
-                f"levels are {shape}; evaluate on levels of the training size (or 'random')."
+                f"{name}.eval_levels: {level_name} is {size} (H, W) but the training "
+                f"levels are {trained}; evaluate on levels of the training size (or 'random')."
             )
         levels.append(level)
         params.append(family.env_params.replace(max_episode_steps=level_params.max_episode_steps))
@@ -979,6 +1060,8 @@ def evaluate_on_levels(
             step_keys[2:], env_state, dist.to_action(raw), level_params
         )
         done = jax.vmap(episode_done)(terminated, truncated)
+        if reward.ndim > 1:  # a multi-agent env: the team's return
+            reward = reward.sum(axis=tuple(range(1, reward.ndim)))
         returns = returns + jnp.where(finished, 0.0, reward)
         lengths = lengths + jnp.where(finished, 0, 1)
         return obs, env_state, memory, returns, lengths, finished | done, t + 1, step_keys[0]

@@ -7,6 +7,11 @@ Registered ids (:func:`register_all`), exactly lbforaging 2.0's:
 (every food needs a group). Every id has player levels 1..2, food levels up
 to the sum of the three lowest player levels, 50 steps, no penalty and
 normalised rewards, as lbforaging registers them.
+
+Levels (UED): every LBF env is level-based. A :class:`ForagingLevel` is a start layout (agents
+and food, cells and levels); ``env.reset_to_level``, ``env.sample_level`` (the reset
+distribution), ``env.mutate_level``, ``env.levels_equal``, ``env.render_level`` and the
+:class:`AutoReplay` wrapper are in :mod:`lamella.envs.multi_agent.lbf.levels`.
 """
 
 from __future__ import annotations
@@ -17,11 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 from lamella.envs.multi_agent.lbf.env import ACTION_NAMES, NUM_ACTIONS, LevelBasedForaging
+from lamella.envs.multi_agent.lbf.levels import AutoReplay, AutoReplayState, ForagingLevel
 from lamella.envs.multi_agent.lbf.types import LevelBasedForagingParams, LevelBasedForagingState
 
 __all__ = [
     "ACTION_NAMES",
     "NUM_ACTIONS",
+    "AutoReplay",
+    "AutoReplayState",
+    "ForagingLevel",
     "LevelBasedForaging",
     "LevelBasedForagingParams",
     "LevelBasedForagingState",

@@ -12,6 +12,7 @@ import numpy as np
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
 from lamella.envs.environment import Environment, StepOutput
+from lamella.envs.multi_agent.lbf import levels as lbf_levels
 from lamella.envs.multi_agent.lbf import render as lbf_render
 from lamella.envs.multi_agent.lbf.types import LevelBasedForagingParams, LevelBasedForagingState
 
@@ -619,6 +620,47 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         truncated = jnp.broadcast_to(state.time >= params.max_episode_steps, (n,))
         info = {"action_mask": self.action_mask(state)}
         return self.get_obs(state), state, reward.astype(jnp.float32), terminated, truncated, info
+
+    # Levels (UED) ---------------------------------------------------------------------------
+
+    def reset_to_level(
+        self, key: jax.Array, level: lbf_levels.ForagingLevel, params: LevelBasedForagingParams
+    ) -> tuple[jax.Array, LevelBasedForagingState]:
+        """Start an episode on ``level`` (:class:`~lamella.envs.multi_agent.lbf.ForagingLevel`):
+        ``(obs, state)``; deterministic (``key`` is unused).
+
+        Raises:
+            EnvInputError: ``level`` is not a ForagingLevel of this env's agent and food counts.
+        """
+        lbf_levels.check_level_fits(self, level)
+        state = lbf_levels.state_of_level(level)
+        return self.get_obs(state, params), state
+
+    def sample_level(self, key: jax.Array, params: LevelBasedForagingParams) -> lbf_levels.ForagingLevel:
+        """A random level from this env's reset distribution (the DR generator)."""
+        return lbf_levels.sample_level(self, key, params)
+
+    def mutate_level(
+        self,
+        key: jax.Array,
+        level: lbf_levels.ForagingLevel,
+        params: LevelBasedForagingParams | None = None,
+        num_edits: Any = 1,
+    ) -> lbf_levels.ForagingLevel:
+        """``level`` after ``num_edits`` random edits (:func:`~lamella.envs.multi_agent.lbf.levels.mutate_level`)."""
+        return lbf_levels.mutate_level(self, key, level, params, num_edits)
+
+    @staticmethod
+    def levels_equal(a: lbf_levels.ForagingLevel, b: lbf_levels.ForagingLevel) -> jax.Array:
+        """bool ``()``: the same layout (:func:`~lamella.envs.multi_agent.lbf.levels.levels_equal`)."""
+        return lbf_levels.levels_equal(a, b)
+
+    def render_level(
+        self, level: lbf_levels.ForagingLevel, params: LevelBasedForagingParams | None = None
+    ) -> jax.Array:
+        """The picture of an episode's start on ``level``, as :meth:`render` draws a state."""
+        lbf_levels.check_level_fits(self, level)
+        return self.render(lbf_levels.state_of_level(level), params)
 
     def render(
         self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
