@@ -32,7 +32,8 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Pax's in_the_matrix imports `pax.envs.rendering`: the folder holding `pax/` goes on the path too.
-sys.path[:0] = [os.environ["PAX_ENVS"], os.path.dirname(os.path.dirname(os.path.abspath(os.environ["PAX_ENVS"])))]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(os.environ["PAX_ENVS"]))))
+sys.path.insert(0, os.environ["PAX_ENVS"])
 
 import jax
 import jax.numpy as jnp
@@ -87,7 +88,9 @@ def run(pattern: str, num_steps: int, repeats: int, clock) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=300, help="env steps per timed call (per env)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--patterns", default="abc")
