@@ -190,10 +190,16 @@ def _once_per_session(base: Any, name: str, compute: Any) -> dict[str, Any]:
 
 
 def _cpu_child_env(num_devices: int, **extra: str) -> dict[str, str]:
-    """The environment of a child process with ``num_devices`` simulated CPU devices."""
+    """The environment of a child process with ``num_devices`` simulated CPU devices (the
+    parent's other ``XLA_FLAGS`` kept)."""
+    kept = [
+        flag
+        for flag in os.environ.get("XLA_FLAGS", "").split()
+        if not flag.startswith("--xla_force_host_platform_device_count")
+    ]
     return dict(
         os.environ,
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}",
+        XLA_FLAGS=" ".join([*kept, f"--xla_force_host_platform_device_count={num_devices}"]),
         JAX_PLATFORMS="cpu",
         **extra,
     )
