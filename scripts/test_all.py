@@ -248,8 +248,7 @@ def main() -> int:
             else ""
         )
         print(
-            f"  {result.name:<40} {status}{counts} in {result.seconds:.0f}s"
-            f" ({result.cpu_seconds:.0f} CPU-s)"
+            f"  {result.name:<40} {status}{counts} in {result.seconds:.0f}s ({result.cpu_seconds:.0f} CPU-s)"
         )
         total_passed += result.passed
         total_skipped += result.skipped
