@@ -159,25 +159,6 @@ def hatch_data_dir() -> Path:
     return Path(tempfile.gettempdir()) / "lamella-hatch" / digest.hexdigest()[:16]
 
 
-def use_compilation_cache() -> None:
-    """Share JAX's persistent compilation cache between every process of this run.
-
-    Each xdist worker, each step and each child process a test starts compiles many of the same
-    programs (a PPO update, an env's step); with one cache folder for the run, the first compiles
-    and the rest read the executable back (a PPO program: 8.1 s of CPU to compile, 2.4 s to trace
-    and load). The folder is new for every run, so a run never reads what an older jax or older
-    code wrote. A test that counts compiles still sees a cache hit: jax records
-    ``/jax/core/compile/backend_compile_duration`` around the cache lookup too.
-    A ``JAX_COMPILATION_CACHE_DIR`` already set is kept (a folder of your own keeps the cache
-    between runs of unchanged code).
-    """
-    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="lamella-jax-cache-")
-        print(f"JAX compilation cache: {os.environ['JAX_COMPILATION_CACHE_DIR']}", flush=True)
-    # Programs compiled in under this many seconds are not worth a file each.
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fast", action="store_true", help="skip tests marked slow")
@@ -195,9 +176,8 @@ def main() -> int:
     if "HATCH_DATA_DIR" not in os.environ:
         os.environ["HATCH_DATA_DIR"] = str(hatch_data_dir())
         print(f"Hatch environments: {os.environ['HATCH_DATA_DIR']}", flush=True)
-    use_compilation_cache()
     # The slowest tests of every step, printed at its end: where the CI minutes go.
-    os.environ.setdefault("PYTEST_ADDOPTS", "--durations=15 --durations-min=5")
+    os.environ.setdefault("PYTEST_ADDOPTS", "--durations=30 --durations-min=5")
     marker = ["--", "-m", "not slow and not research"] if args.fast else []
     results: list[StepResult] = []
     # A package whose src/ or pyproject.toml changed since its last release tag (or the merge base

@@ -161,7 +161,8 @@ def check_env(
 
     # vmap over keys/states/actions and agreement with the unbatched step.
     keys = jax.random.split(key, num_envs + 1)
-    batch_obs, batch_state = jax.jit(jax.vmap(lambda k: env.reset(k, params)))(keys[:num_envs])
+    batch_reset = jax.jit(jax.vmap(lambda k: env.reset(k, params)))
+    batch_obs, batch_state = batch_reset(keys[:num_envs])
     actions = jax.vmap(act_space.sample)(jax.random.split(keys[-1], num_envs))
     step_keys = jax.random.split(keys[-1], num_envs)
     batch_out = jax.jit(jax.vmap(lambda k, s, a: env.step(k, s, a, params)))(step_keys, batch_state, actions)
@@ -177,10 +178,12 @@ def check_env(
     # reset_done resets exactly where done.
     done = jnp.arange(num_envs) % 2 == 0
     reset_keys = jax.random.split(keys[0], num_envs)
-    new_obs, _ = jax.vmap(lambda k, d, s, o: env.reset_done(k, d, s, o, params))(
+    # Jitted: eagerly, a vmapped reset compiles each of its operations on its own (hundreds of
+    # small compiles for a large env), which checks nothing more.
+    new_obs, _ = jax.jit(jax.vmap(lambda k, d, s, o: env.reset_done(k, d, s, o, params)))(
         reset_keys, done, batch_out[1], batch_out[0]
     )
-    fresh_obs, _ = jax.vmap(lambda k: env.reset(k, params))(reset_keys)
+    fresh_obs, _ = batch_reset(reset_keys)
     for new, fresh, old in zip(
         jax.tree.leaves(new_obs), jax.tree.leaves(fresh_obs), jax.tree.leaves(batch_out[0])
     ):
