@@ -99,11 +99,15 @@ RUN: dict[str, tuple[str, str]] = {
     ),
     "lamella train ppo --env Acrobot-v1": (
         DRY,
-        _dry("packages/agents/tests/test_ppo.py (test_ppo_solves_cartpole_for_three_seeds: the same program)"),
+        _dry(
+            "packages/agents/tests/test_ppo.py (test_ppo_solves_cartpole_for_three_seeds: the same program)"
+        ),
     ),
     "lamella train ppo --preset MemoryChain-bsuite": (
         DRY,
-        _dry("packages/agents/tests/test_ppo.py (test_recurrent_ppo_solves_memory_chain_where_feedforward_cannot)"),
+        _dry(
+            "packages/agents/tests/test_ppo.py (test_recurrent_ppo_solves_memory_chain_where_feedforward_cannot)"
+        ),
     ),
     "lamella train ppo --seeds 4 --out-dir runs/long": (
         _PPO_SHORT + " --chunk-iterations 2 --max-chunks 1",
@@ -120,9 +124,20 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train --list": ("", "lists the algorithms"),
     "lamella train ippo": (_PPO_SHORT, _MARL_WHY),
     "lamella train mappo": (_PPO_SHORT, _MARL_WHY),
-    "lamella train mfos_es": (DRY, _dry("packages/marl/tests/test_shaping_evolution.py (test_es_meta_agent_extorts_a_naive_learner)")),
-    "lamella train mfos_rl": (DRY, _dry("packages/marl/tests/test_shaping_mfos.py (test_mfos_extorts_a_naive_learner)")),
-    "lamella train shaping": (DRY, _dry("packages/marl/tests/test_shaping_runner.py, test_shaping_coin_game.py, test_shaping_in_the_matrix.py")),
+    "lamella train mfos_es": (
+        DRY,
+        _dry("packages/marl/tests/test_shaping_evolution.py (test_es_meta_agent_extorts_a_naive_learner)"),
+    ),
+    "lamella train mfos_rl": (
+        DRY,
+        _dry("packages/marl/tests/test_shaping_mfos.py (test_mfos_extorts_a_naive_learner)"),
+    ),
+    "lamella train shaping": (
+        DRY,
+        _dry(
+            "packages/marl/tests/test_shaping_runner.py, test_shaping_coin_game.py, test_shaping_in_the_matrix.py"
+        ),
+    ),
     "lamella train rec_ippo": (_PPO_SHORT, _MARL_WHY),
     "lamella train rec_mappo": (
         DRY,
@@ -135,7 +150,9 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train idqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train idqn --env Foraging-8x8-2p-2f-coop-v3": (
         DRY,
-        _dry("packages/marl/tests/test_offpolicy_learning.py (test_idqn_learns_foraging_well_above_random_...)"),
+        _dry(
+            "packages/marl/tests/test_offpolicy_learning.py (test_idqn_learns_foraging_well_above_random_...)"
+        ),
     ),
     "lamella train idqn --resume": (
         "",
@@ -145,8 +162,16 @@ RUN: dict[str, tuple[str, str]] = {
         DRY,
         _dry("packages/marl/tests/test_offpolicy_learning.py (test_isac_learns_speaker_listener_...)"),
     ),
-    "lamella train lola": (DRY, _dry("packages/marl/tests/test_shaping_dice.py (test_lamella_train_lola_logs_checkpoints_and_resumes_exactly)")),
-    "lamella train meta_es": (DRY, _dry("packages/marl/tests/test_shaping_meta.py (test_meta_agent_shapes_a_learning_co_player)")),
+    "lamella train lola": (
+        DRY,
+        _dry(
+            "packages/marl/tests/test_shaping_dice.py (test_lamella_train_lola_logs_checkpoints_and_resumes_exactly)"
+        ),
+    ),
+    "lamella train meta_es": (
+        DRY,
+        _dry("packages/marl/tests/test_shaping_meta.py (test_meta_agent_shapes_a_learning_co_player)"),
+    ),
     "lamella train dqn": (DRY, _dry("packages/agents/tests/test_offpolicy_learning.py (test_dqn_cartpole)")),
     "lamella train sac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train sac --env GMazeGoalDubinsWalls-v0 --her --seeds 3 --eval-episodes": (
@@ -173,12 +198,30 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella animate": ("", "one short episode per env family (about 20 s)"),
     "lamella animate Breakout-MinAtar Pong-misc": ("", "two short episodes"),
     # lamella-ued (packages/ued/README.md)
-    "lamella train plr": (DRY, _dry("packages/ued/tests/test_learning.py (test_students_beat_a_random_policy[plr])")),
-    "lamella train parallel_plr": (DRY, _dry("packages/ued/tests/test_learning.py (test_parallel_plr_and_accel_beat_a_random_policy)")),
-    "lamella train parallel_accel": (DRY, _dry("packages/ued/tests/test_learning.py (test_parallel_plr_and_accel_beat_a_random_policy)")),
-    "lamella train parallel_accel --env AMaze-13x13-v0": (DRY, _dry("packages/ued/tests/test_parallel.py (paccel) and test_devices.py")),
-    "lamella train accel": (DRY, _dry("packages/ued/tests/test_learning.py (test_accel_beats_a_random_policy)")),
-    "lamella train paired": (DRY, _dry("packages/ued/tests/test_learning.py (test_paired_protagonist_learns_on_the_teachers_levels)")),
+    "lamella train plr": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_students_beat_a_random_policy[plr])"),
+    ),
+    "lamella train parallel_plr": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_parallel_plr_and_accel_beat_a_random_policy)"),
+    ),
+    "lamella train parallel_accel": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_parallel_plr_and_accel_beat_a_random_policy)"),
+    ),
+    "lamella train parallel_accel --env AMaze-13x13-v0": (
+        DRY,
+        _dry("packages/ued/tests/test_parallel.py (paccel) and test_devices.py"),
+    ),
+    "lamella train accel": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_accel_beats_a_random_policy)"),
+    ),
+    "lamella train paired": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_paired_protagonist_learns_on_the_teachers_levels)"),
+    ),
     "lamella train minimax": (DRY, _dry("packages/ued/tests/test_paired.py (minimax_runs)")),
     "lamella train population_paired": (DRY, _dry("packages/ued/tests/test_devices.py (on 1 and 4 devices)")),
     "lamella train dr --preset ci --seeds 2 --out-dir runs/dr-ci": (
@@ -186,7 +229,12 @@ RUN: dict[str, tuple[str, str]] = {
         "the ci preset trains 204,800 steps per seed; two iterations of 4 envs run the same code (and "
         "write the checkpoints lamella eval checkpoints reads below)",
     ),
-    "lamella train dr": (DRY, _dry("packages/ued/tests/test_learning.py (test_students_beat_a_random_policy[dr]) and test_foraging.py")),
+    "lamella train dr": (
+        DRY,
+        _dry(
+            "packages/ued/tests/test_learning.py (test_students_beat_a_random_policy[dr]) and test_foraging.py"
+        ),
+    ),
     "lamella sweep ppo --env CartPole-v1": (_PPO_SHORT, _PPO_WHY + " (each of the 4 configs)"),
     "lamella eval aggregate": ("--reps 200", "2,000 bootstrap replicates by default; 200 run the same code"),
     "lamella eval checkpoints": ("--episodes 4", "100 greedy episodes per seed and env; 4 run the same code"),

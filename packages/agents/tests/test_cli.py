@@ -101,7 +101,9 @@ def test_preset_flag_and_eval_episodes(capsys, monkeypatch, tmp_path):
     ],
 )
 @pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
-def test_mistakes_are_reported_before_anything_compiles(argv, expected, dry_run, capsys, monkeypatch, tmp_path):
+def test_mistakes_are_reported_before_anything_compiles(
+    argv, expected, dry_run, capsys, monkeypatch, tmp_path
+):
     """The same message and exit status 2 with --dry-run as without."""
     if dry_run:
         argv = [*argv, "--dry-run"]
