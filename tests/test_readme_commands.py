@@ -14,7 +14,12 @@ earlier one wrote, as ``lamella eval aggregate runs/*`` reads the training runs 
 
 Every command is classified by prefix: in ``RUN`` (run, with the budget override appended that
 the table states with its reason) or in ``NOT_RUN`` (with the reason); a command in neither fails
-the test. ``lamella ...`` and ``hatch run lamella ...`` run as ``python -m lamella.envs.cli ...``
+the test. A ``lamella train`` command trains for real (shortened) when the page shows its sample
+output or a later command of the page reads its run (a ``--resume``, an ``eval aggregate``, an
+``eval checkpoints``); every other one gets ``--dry-run`` appended: its config, env, runner and
+devices are checked and its three programs traced and lowered, nothing compiled or trained, and
+its reason names the package test that compiles and trains the same algorithm. Each page that
+trains keeps at least one command that trains for real. ``lamella ...`` and ``hatch run lamella ...`` run as ``python -m lamella.envs.cli ...``
 (the ``lamella`` script of lamella-envs' ``pyproject.toml``) with this interpreter, in one
 child interpreter per page that imports the CLI once (``tests/lamella_server.py``: each command
 still gets its own argv, working directory, exit status and output, as from its own process);
@@ -71,7 +76,17 @@ _MARL_WHY = (
     "2,048 steps run the same code"
 )
 
-_UED_WHY = "the ci preset trains 204,800 steps per seed (a minute or more); one iteration runs the same code"
+# A dry run (``lamella train ... --dry-run``): config, env, runner and devices checked and the
+# three programs traced and lowered, nothing compiled, trained or written (a few seconds, where
+# a short run compiles for 20-60 s on 2 cores). For a command without a sample output that no
+# later command of its page reads; the reason names the package test that compiles and trains
+# the same algorithm.
+DRY = "--dry-run"
+
+
+def _dry(test: str) -> str:
+    return f"dry run: no sample output, nothing later reads its run; {test} compiles and trains it"
+
 
 # Commands run, by prefix (the longest matching prefix of RUN and NOT_RUN wins):
 # prefix -> (arguments appended, why). An appended key=value replaces the one written (the CLI
@@ -79,8 +94,20 @@ _UED_WHY = "the ci preset trains 204,800 steps per seed (a minute or more); one 
 RUN: dict[str, tuple[str, str]] = {
     "lamella train ppo": (_PPO_SHORT, _PPO_WHY),
     "lamella train ppo --env CartPole-v1 num_envs=32": (
-        "total_timesteps=2048 num_steps=64 eval_episodes=2",
-        _PPO_WHY + " (num_envs=32 as written)",
+        DRY,
+        _dry("packages/agents/tests/test_ppo.py (test_ppo_solves_cartpole_for_three_seeds)"),
+    ),
+    "lamella train ppo --env Acrobot-v1": (
+        DRY,
+        _dry(
+            "packages/agents/tests/test_ppo.py (test_ppo_solves_cartpole_for_three_seeds: the same program)"
+        ),
+    ),
+    "lamella train ppo --preset MemoryChain-bsuite": (
+        DRY,
+        _dry(
+            "packages/agents/tests/test_ppo.py (test_recurrent_ppo_solves_memory_chain_where_feedforward_cannot)"
+        ),
     ),
     "lamella train ppo --seeds 4 --out-dir runs/long": (
         _PPO_SHORT + " --chunk-iterations 2 --max-chunks 1",
@@ -98,40 +125,72 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train ippo": (_PPO_SHORT, _MARL_WHY),
     "lamella train mappo": (_PPO_SHORT, _MARL_WHY),
     "lamella train mfos_es": (
-        "population_size=8 num_opps=1 num_envs=1 num_outer_steps=10 total_timesteps=160 eval_episodes=2",
-        "the command trains 100 generations (a minute); two generations run the same code",
+        DRY,
+        _dry("packages/marl/tests/test_shaping_evolution.py (test_es_meta_agent_extorts_a_naive_learner)"),
     ),
     "lamella train mfos_rl": (
-        "num_envs=4 num_steps=10 num_outer_steps=10 num_minibatches=1 total_timesteps=80 eval_episodes=2",
-        "the preset trains 400 PPO updates of 32 outer episodes (two minutes); two updates of 4 run the same code",
+        DRY,
+        _dry("packages/marl/tests/test_shaping_mfos.py (test_mfos_extorts_a_naive_learner)"),
     ),
     "lamella train shaping": (
-        "total_timesteps=1600 num_envs=4 eval_episodes=2",
-        "the presets train 512,000 to 1,024,000 steps per seed (minutes); a few iterations of 4 envs run the same code",
+        DRY,
+        _dry(
+            "packages/marl/tests/test_shaping_runner.py, test_shaping_coin_game.py, test_shaping_in_the_matrix.py"
+        ),
     ),
     "lamella train rec_ippo": (_PPO_SHORT, _MARL_WHY),
-    "lamella train rec_mappo": (_PPO_SHORT, _MARL_WHY),
+    "lamella train rec_mappo": (
+        DRY,
+        _dry("packages/marl/tests/test_continuous.py (test_rec_mappo_with_continuous_actions_learns_...)"),
+    ),
+    "lamella train mappo --env Foraging-5x5-2p-1f-coop-v3": (
+        DRY,
+        _dry("packages/marl/tests/test_recording.py (mappo with its vault and GIF)"),
+    ),
     "lamella train idqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
+    "lamella train idqn --env Foraging-8x8-2p-2f-coop-v3": (
+        DRY,
+        _dry(
+            "packages/marl/tests/test_offpolicy_learning.py (test_idqn_learns_foraging_well_above_random_...)"
+        ),
+    ),
     "lamella train idqn --resume": (
         "",
         "the config comes from the checkpoint (a config given here would be refused)",
     ),
-    "lamella train isac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
+    "lamella train isac": (
+        DRY,
+        _dry("packages/marl/tests/test_offpolicy_learning.py (test_isac_learns_speaker_listener_...)"),
+    ),
     "lamella train lola": (
-        "batch_size=8 total_timesteps=2400 eval_episodes=2",
-        "the presets take 200 updates of 256 episodes (minutes); two to six updates of 8 episodes run the same code",
+        DRY,
+        _dry(
+            "packages/marl/tests/test_shaping_dice.py (test_lamella_train_lola_logs_checkpoints_and_resumes_exactly)"
+        ),
     ),
     "lamella train meta_es": (
-        "population_size=4 num_envs=2 num_inner_steps=6 num_outer_steps=2 total_timesteps=192 eval_episodes=2",
-        "the command trains 50 generations of 16 members (two minutes); two generations of 4 run the same code",
+        DRY,
+        _dry("packages/marl/tests/test_shaping_meta.py (test_meta_agent_shapes_a_learning_co_player)"),
     ),
-    "lamella train dqn": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
+    "lamella train dqn": (DRY, _dry("packages/agents/tests/test_offpolicy_learning.py (test_dqn_cartpole)")),
     "lamella train sac": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
     "lamella train sac --env GMazeGoalDubinsWalls-v0 --her --seeds 3 --eval-episodes": (
         _OFFPOLICY_SHORT.replace("eval_episodes=2", "--eval-episodes 2"),
         _OFFPOLICY_WHY + " (--eval-episodes as written, shortened; a key given twice is refused)",
     ),
     "lamella train td3": (_OFFPOLICY_SHORT, _OFFPOLICY_WHY),
+    "lamella train sac --env GMazeGoalDubins-v0": (
+        DRY,
+        _dry("packages/gcrl/tests/test_goal_learning.py (test_her_makes_sac_reach_dubins_goals)"),
+    ),
+    "lamella train sac --env GMazeGoalDubinsWalls-v0 --her": (
+        DRY,
+        _dry("packages/gcrl/tests/test_goal_learning.py (test_her_dubins_maze)"),
+    ),
+    "lamella train td3 --env PointRobotGoal-v0": (
+        DRY,
+        _dry("packages/gcrl/tests/test_devices.py (TD3 with her_strategy=final, on 1 and 4 devices)"),
+    ),
     "lamella demo": (
         "--envs CartPole-v1 Pendulum-v1 --num-envs 8 --num-steps 20",
         "compiles a rollout of every registered env (minutes); two ids run the same code, GIF included",
@@ -139,20 +198,42 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella animate": ("", "one short episode per env family (about 20 s)"),
     "lamella animate Breakout-MinAtar Pong-misc": ("", "two short episodes"),
     # lamella-ued (packages/ued/README.md)
-    "lamella train plr": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
-    "lamella train parallel_plr": ("total_timesteps=3072 eval_episodes=2", _UED_WHY),
-    "lamella train parallel_accel": ("total_timesteps=3072 eval_episodes=2", _UED_WHY),
-    "lamella train parallel_accel --env AMaze-13x13-v0": (
-        "total_timesteps=384 num_envs=4 num_steps=32 eval_episodes=1",
-        "minimax's paccel config trains 8,192 steps per batch for 30,000 updates; one iteration of 4 envs runs the same code",
+    "lamella train plr": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_students_beat_a_random_policy[plr])"),
     ),
-    "lamella train accel": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
-    "lamella train paired": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
-    "lamella train minimax": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
-    "lamella train population_paired": ("total_timesteps=2048 eval_episodes=2", _UED_WHY),
-    "lamella train dr": (
+    "lamella train parallel_plr": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_parallel_plr_and_accel_beat_a_random_policy)"),
+    ),
+    "lamella train parallel_accel": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_parallel_plr_and_accel_beat_a_random_policy)"),
+    ),
+    "lamella train parallel_accel --env AMaze-13x13-v0": (
+        DRY,
+        _dry("packages/ued/tests/test_parallel.py (paccel) and test_devices.py"),
+    ),
+    "lamella train accel": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_accel_beats_a_random_policy)"),
+    ),
+    "lamella train paired": (
+        DRY,
+        _dry("packages/ued/tests/test_learning.py (test_paired_protagonist_learns_on_the_teachers_levels)"),
+    ),
+    "lamella train minimax": (DRY, _dry("packages/ued/tests/test_paired.py (minimax_runs)")),
+    "lamella train population_paired": (DRY, _dry("packages/ued/tests/test_devices.py (on 1 and 4 devices)")),
+    "lamella train dr --preset ci --seeds 2 --out-dir runs/dr-ci": (
         "total_timesteps=256 num_envs=4 num_steps=32 eval_episodes=1",
-        "minimax's config trains 245,760,000 steps; two iterations of 4 envs run the same code",
+        "the ci preset trains 204,800 steps per seed; two iterations of 4 envs run the same code (and "
+        "write the checkpoints lamella eval checkpoints reads below)",
+    ),
+    "lamella train dr": (
+        DRY,
+        _dry(
+            "packages/ued/tests/test_learning.py (test_students_beat_a_random_policy[dr]) and test_foraging.py"
+        ),
     ),
     "lamella sweep ppo --env CartPole-v1": (_PPO_SHORT, _PPO_WHY + " (each of the 4 configs)"),
     "lamella eval aggregate": ("--reps 200", "2,000 bootstrap replicates by default; 200 run the same code"),

@@ -100,7 +100,13 @@ def test_preset_flag_and_eval_episodes(capsys, monkeypatch, tmp_path):
         (["train", "bandit", "--seeds", "0"], ["--seeds must be >= 1"]),
     ],
 )
-def test_mistakes_are_reported_before_anything_compiles(argv, expected, capsys, monkeypatch, tmp_path):
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
+def test_mistakes_are_reported_before_anything_compiles(
+    argv, expected, dry_run, capsys, monkeypatch, tmp_path
+):
+    """The same message and exit status 2 with --dry-run as without."""
+    if dry_run:
+        argv = [*argv, "--dry-run"]
     jitted = []
     monkeypatch.setattr(jax, "jit", lambda *a, **k: jitted.append(a))
     monkeypatch.chdir(tmp_path)
@@ -123,6 +129,13 @@ def test_train_resume_and_refusal(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "stopped at iteration 8/20" in out and f"--resume {out_dir}" in out
+    # A dry run of the resume checks the checkpoint against the runner and changes nothing.
+    before = {name: read_tree(out_dir, name) for name in tree(out_dir)}
+    assert lamella(["train", "bandit", "--resume", out_dir, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dry run: bandit on Bandit-v0, 2 seed(s), 640 steps each (20 iterations) resuming ")
+    assert "at iteration 8:" in out and "nothing compiled, trained or written" in out
+    assert {name: read_tree(out_dir, name) for name in tree(out_dir)} == before
     # Same config on resume: fine without repeating it (it comes from the checkpoint).
     assert lamella(["train", "bandit", "--resume", out_dir, "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -136,10 +149,20 @@ def test_train_resume_and_refusal(tmp_path, capsys):
     with pytest.raises(SystemExit):
         lamella(["train", "bandit", "--resume", out_dir, "learning_rate=0.1"])
     assert "differs in learning_rate" in capsys.readouterr().err
-    # A fresh run into the same directory is refused.
-    with pytest.raises(SystemExit):
-        lamella(["train", "bandit", "--out-dir", out_dir, *common])
-    assert "already holds a run" in capsys.readouterr().err
+    # A fresh run into the same directory is refused, dry or not.
+    for dry in ([], ["--dry-run"]):
+        with pytest.raises(SystemExit) as info:
+            lamella(["train", "bandit", "--out-dir", out_dir, *common, *dry])
+        assert info.value.code == 2 and "already holds a run" in capsys.readouterr().err
+
+
+def tree(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files)
+
+
+def read_tree(root, name):
+    with open(os.path.join(root, name), "rb") as handle:
+        return handle.read()
 
 
 def test_default_out_dir_and_module_entry(tmp_path, monkeypatch, capsys):

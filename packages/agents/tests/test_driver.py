@@ -832,3 +832,44 @@ def test_bad_variants_are_refused_before_the_run(tmp_path, variants, error, matc
     with pytest.raises(error, match=match):
         run(str(tmp_path / "run"), variants=variants)
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_dry_run_traces_but_compiles_and_writes_nothing(tmp_path):
+    """run_experiment(dry_run=True) checks and traces the three programs, compiles none of them
+    (the same run afterwards compiles them all, so the counter sees compiles) and writes nothing."""
+    config = BanditConfig(total_timesteps=32 * 7)  # programs of their own: nothing cached before
+    out_dir = str(tmp_path / "run")
+    for program in ("init", "chunk", "evaluate"):
+        # The device check: a dry run too compiles a one-op probe, once per process, to see
+        # whether this XLA takes the CPU options (driver._cpu_options_supported).
+        driver.compile_options(program, len(SEEDS), "auto")
+    _compiles.clear()
+    _counting_compiles[0] = True
+    try:
+        dry = run(out_dir, config, dry_run=True)
+        dry_compiles = list(_compiles)
+        _compiles.clear()
+        real = run(out_dir, config, plot=False)
+    finally:
+        _counting_compiles[0] = False
+    assert dry_compiles == []
+    assert len(_compiles) >= 3  # init, chunk(s) and evaluation compile in the real run
+    assert dry.dry_run and not real.dry_run
+    assert (dry.iteration, dry.num_iterations, dry.checkpoint_path) == (0, 7, None)
+    assert jax.tree.map(lambda x: (x.shape, x.dtype), dry.state) == jax.tree.map(
+        lambda x: (x.shape, x.dtype), real.state
+    )
+    assert real.finished
+
+
+def test_dry_run_writes_nothing_and_refuses_what_the_run_refuses(tmp_path):
+    out_dir = tmp_path / "run"
+    run(str(out_dir), dry_run=True)
+    assert not out_dir.exists() and not os.listdir(tmp_path)
+    with pytest.raises(ConfigError, match="raise total_timesteps"):
+        run(str(out_dir), BanditConfig(total_timesteps=8), dry_run=True)
+    with pytest.raises(ValueError, match="chunk_iterations must be >= 1"):
+        run(str(out_dir), chunk_iterations=0, dry_run=True)
+    with pytest.raises(FileNotFoundError, match="Nothing to resume"):
+        run(str(out_dir), resume=True, dry_run=True)
+    assert not os.listdir(tmp_path)

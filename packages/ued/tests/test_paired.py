@@ -80,7 +80,7 @@ def test_maze_solvable_flood_fill():
 def minimax_runs(tmp_path_factory):
     """The minimax adversary through the driver, 2 seeds in one program: straight through, and
     stopped after 3 of 6 iterations then resumed. (Population PAIRED runs the same code with 3
-    stacked students; the README's ``lamella train population_paired`` command runs it.)"""
+    stacked students; test_devices.py trains it on 1 and 4 devices.)"""
     config = MinimaxConfig(**TINY)
     root = tmp_path_factory.mktemp("minimax")
     kwargs = dict(seeds=2, chunk_iterations=1, progress=False, plot=False, compile_mode="fast")

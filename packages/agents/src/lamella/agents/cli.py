@@ -39,6 +39,8 @@ examples:
   lamella train ppo --env Acrobot-v1 --seeds 4       a named preset, 4 seeds
   lamella train ppo num_envs=8 learning_rate=1e-3    override config fields
   lamella train ppo --print-config                   show the resolved config and exit
+  lamella train ppo --env Acrobot-v1 --seeds 8 --dry-run
+                                                     check a long run before queueing it
   lamella train --list                               the installed algorithms and their packages
   lamella train dqn                                  DQN on CartPole-v1 (lamella-agents)
   lamella train sac --env GMazeGoalDubins-v0 --her   --NAME switches a boolean config field on
@@ -171,6 +173,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="do not write learning_curve.png")
     parser.add_argument(
         "--print-config", action="store_true", help="print the resolved config as JSON and exit"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the run without running it: the config, the run directory, building the env and the "
+        "runner, the devices, and tracing the init, chunk and evaluation programs; compiles, trains and "
+        "writes nothing (seconds, where the real run starts with a minute of compiling)",
     )
     parser.add_argument(
         "--list", action="store_true", help="list the installed algorithms and the package of each, and exit"
@@ -327,7 +336,7 @@ def train_command(args: argparse.Namespace) -> int:
         out_dir = default_out_dir(args.algorithm, config.env_id)
     where = args.resume if args.resume else out_dir
     writer = cluster is None or cluster.process_id == 0
-    if writer:  # process 0 of many speaks for the run
+    if writer and not args.dry_run:  # process 0 of many speaks for the run
         print(
             f"lamella train {args.algorithm}: {config.env_id}, {len(seeds)} seed(s), "
             f"{config.total_timesteps:,} steps each -> {where}",
@@ -353,6 +362,7 @@ def train_command(args: argparse.Namespace) -> int:
             num_devices=args.devices,
             record_vault=args.record_vault,
             gif=args.gif,
+            dry_run=args.dry_run,
         )
     except (ConfigError, FileExistsError, FileNotFoundError) as error:
         if getattr(args, "debug", False):
@@ -366,6 +376,14 @@ def train_command(args: argparse.Namespace) -> int:
         return 130
     seconds = time.perf_counter() - start
     if not writer:
+        return 0
+    if result.dry_run:
+        at = f"resuming {where} at iteration {result.iteration:,}" if args.resume else f"-> {where}"
+        print(
+            f"dry run: {args.algorithm} on {config.env_id}, {len(seeds)} seed(s), {config.total_timesteps:,} steps "
+            f"each ({result.num_iterations:,} iterations) {at}: config, env and the 3 programs (init, chunk, "
+            f"evaluation) trace and lower in {seconds:.1f} s; nothing compiled, trained or written"
+        )
         return 0
     if result.already_finished:
         print(

@@ -154,6 +154,8 @@ class RunResult:
             ``seed_<n>``, ``algorithm`` the runner's name, with the variant for a sweep
             (:func:`variant_name`).
         gif_path: ``episode.gif`` written with ``gif=True`` (else None).
+        dry_run: the call was a dry run (``dry_run=True``): it checked and traced, nothing
+            compiled, trained or was written; ``state`` holds shapes.
     """
 
     out_dir: str
@@ -171,6 +173,7 @@ class RunResult:
     already_finished: bool = False
     members: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     gif_path: str | None = None
+    dry_run: bool = False
 
 
 def find_algorithm(config: Any, algorithm: str | None = None) -> tuple[str, Callable[[Any], Any]]:
@@ -668,9 +671,13 @@ class ProgramShapes(NamedTuple):
     experience: Any = None
 
 
-def compile_ahead(compiled: CompiledRunner, keys: jax.Array) -> ProgramShapes:
+def compile_ahead(compiled: CompiledRunner, keys: jax.Array, *, compile: bool = True) -> ProgramShapes:
     """Compile ``compiled``'s three programs for ``keys`` (one key per member) before their
     first call, XLA compiling while Python traces.
+
+    With ``compile=False`` the programs are traced and lowered (to StableHLO) but XLA compiles
+    nothing: every error of the runner's Python code and every shape mismatch shows, in a
+    fraction of the time (a dry run).
 
     Each program is traced and lowered in turn on this thread (Python work), then handed to a
     worker thread for XLA's compilation, which runs without the interpreter lock: the training
@@ -682,6 +689,16 @@ def compile_ahead(compiled: CompiledRunner, keys: jax.Array) -> ProgramShapes:
         The shapes of the state and of the metrics (:class:`ProgramShapes`).
     """
     length = jax.ShapeDtypeStruct((), jnp.int32)
+    if not compile:
+        init = compiled.init.trace(keys)
+        init.lower()
+        states = init.out_info
+        chunk = compiled.chunk.trace(states, length)
+        chunk.lower()
+        evaluate = compiled.evaluate.trace(states, keys)
+        evaluate.lower()
+        experience = chunk.out_info[2] if len(chunk.out_info) > 2 else None
+        return ProgramShapes(states, dict(chunk.out_info[1]), dict(evaluate.out_info), experience)
     workers = max(1, min(3, os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         init = compiled.init.trace(keys).lower()
@@ -1271,6 +1288,27 @@ def _variants_key(
     return None if variants is None else tuple(tuple(v.items()) for v in variants)
 
 
+def _resume_from(checkpoint: str, shapes: ProgramShapes, log: RunLog) -> tuple[Any, int]:
+    """The state and iteration of ``checkpoint``, with ``log`` read back to its evaluations."""
+    try:
+        state, metadata = ckpt.load_checkpoint(checkpoint, shapes.state)
+    except ckpt.CheckpointError as error:
+        raise ConfigError(
+            f"Cannot resume {checkpoint}: its state does not fit this runner ({error}) It was written "
+            "for another env (for example another number of agents), network or batch size; resume it "
+            "with the runner that wrote it."
+        ) from error
+    log.load()
+    if len(log.steps) < metadata["num_evaluations"]:
+        raise ValueError(
+            f"{log.json_path} has {len(log.steps)} evaluations, the checkpoint expects {metadata['num_evaluations']}."
+        )
+    # A run killed after logging an evaluation but before its checkpoint logged more than the
+    # checkpoint has seen; those entries are recomputed identically below.
+    log.truncate(int(metadata["num_evaluations"]))
+    return state, int(metadata["iteration"])
+
+
 def run(
     runner: Any,
     spec: RunSpec,
@@ -1292,6 +1330,7 @@ def run(
     record_vault: bool | str | os.PathLike[str] | None = None,
     gif: bool = False,
     num_devices: int | None = None,
+    dry_run: bool = False,
 ) -> RunResult:
     """Train any runner for a population (seeds, times config variants) in one vmapped
     program, logging, checkpointing and plotting.
@@ -1306,7 +1345,7 @@ def run(
             (``ppo[learning_rate=0.001]``, :func:`variant_name`), so lamella-eval compares them.
         out_dir, resume, chunk_iterations, checkpoint_every, keep_checkpoints, progress,
         progress_stream, tensorboard, plot, max_chunks, extra_metadata, compile_mode,
-        record_vault, gif, num_devices: as for :func:`run_experiment`.
+        record_vault, gif, num_devices, dry_run: as for :func:`run_experiment`.
 
     Returns:
         A :class:`RunResult`.
@@ -1348,6 +1387,7 @@ def run(
         record_vault=record_vault,
         gif=gif,
         num_devices=num_devices,
+        dry_run=dry_run,
     )
 
 
@@ -1374,6 +1414,7 @@ def run_experiment(
     gif: bool = False,
     num_devices: int | None = None,
     labels: Sequence[str] | None = None,
+    dry_run: bool = False,
 ) -> RunResult:
     """Train ``config`` for every seed (one vmapped program), logging, checkpointing and plotting.
 
@@ -1435,6 +1476,13 @@ def run_experiment(
             ``variants``), instead of :func:`variant_name`'s; ``lamella sweep`` names each
             config of a program this way with its shape-changing settings too. Stored, and
             checked on resume.
+        dry_run: check everything a run does before XLA compiles, then stop: the arguments,
+            the config, the run directory (and, resuming, the checkpoint: read, not changed),
+            building the env and the runner, the devices, and tracing and lowering the init,
+            chunk and evaluation programs (:func:`compile_ahead` with ``compile=False``).
+            Nothing compiles, trains or is written; the result has ``dry_run=True``,
+            ``state`` holds the state's shapes (``jax.ShapeDtypeStruct``) and ``iteration``
+            where the run would start. Every error is the one the real run raises.
 
     Returns:
         A :class:`RunResult`.
@@ -1489,6 +1537,7 @@ def run_experiment(
         gif=gif,
         num_devices=num_devices,
         labels=labels,
+        dry_run=dry_run,
     )
 
 
@@ -1514,6 +1563,7 @@ def _run(
     gif: bool = False,
     num_devices: int | None = None,
     labels: Sequence[str] | None = None,
+    dry_run: bool = False,
 ) -> RunResult:
     started = time.perf_counter()
     # A many-host run set up by the environment joins its processes before JAX runs anything.
@@ -1589,11 +1639,16 @@ def _run(
         spec.algorithm,
         members,
         tensorboard=tensorboard and writer,
-        writes=writer,
+        writes=writer and not dry_run,
     )
-    seed_keys = jax.vmap(jax.random.key)(jnp.asarray(seed_list, dtype=jnp.uint32))
-    # Every variant trains with the same seeds' keys (common random numbers across a sweep).
-    keys = jnp.concatenate([seed_keys] * len(variants or [None]))
+
+    def make_keys() -> jax.Array:
+        seed_keys = jax.vmap(jax.random.key)(jnp.asarray(seed_list, dtype=jnp.uint32))
+        # Every variant trains with the same seeds' keys (common random numbers across a sweep).
+        return jnp.concatenate([seed_keys] * len(variants or [None]))
+
+    # A dry run traces with the keys' shape alone: computing them would compile (small) programs.
+    keys = jax.eval_shape(make_keys) if dry_run else make_keys()
     config_path = os.path.join(out_dir, "config.json")
     compiled = build(len(seed_list), compile_mode, num_devices)
     if gif and getattr(compiled.runner, "render_episode", None) is None:
@@ -1603,7 +1658,7 @@ def _run(
         )
     # Every process has looked at the run directory (fresh or resumed) before process 0 changes it.
     hosts.barrier("lamella: run directory resolved")
-    if start.stored is not None and writer:
+    if start.stored is not None and writer and not dry_run:
         _clean_after_kill(out_dir, checkpoint_dir, keep_checkpoints, start.checkpoint)
 
     def result(
@@ -1629,7 +1684,8 @@ def _run(
         )
 
     if (
-        start.checkpoint is not None
+        not dry_run
+        and start.checkpoint is not None
         and start.stored is not None
         and (int(start.stored["iteration"]) >= int(start.stored["num_iterations"]))
     ):
@@ -1668,15 +1724,22 @@ def _run(
     if record_dir is not None:
         compiled = _recording(compiled, chunk_iterations, variants, spec, compile_mode)
     try:
-        shapes = compile_ahead(compiled, keys)
+        shapes = compile_ahead(compiled, keys, compile=not dry_run)
     except TypeError as error:
         # A swept value used where JAX needs a Python number (a shape, a loop length, a branch).
         if variants is None or not (isinstance(error, _STATIC_USE_ERRORS) or "Tracer" in str(error)):
             raise
         raise _static_use_error(variants[0], error) from error
+    layout = _MetricLayout(runner, shapes)
+    if dry_run:
+        iteration = 0
+        if start.checkpoint is not None:
+            _, iteration = _resume_from(start.checkpoint, shapes, log)
+        hosts.barrier("lamella: dry run checked")
+        return result(shapes.state, iteration, start.checkpoint, None, dry_run=True)
     session = _Session(
         compiled=compiled,
-        layout=_MetricLayout(runner, shapes),
+        layout=layout,
         log=log,
         spec=spec,
         seed_list=seed_list,
@@ -1705,23 +1768,7 @@ def _run(
         session.recorder.open(first, fresh=start.stored is None)
 
     if start.checkpoint is not None:
-        try:
-            state, metadata = ckpt.load_checkpoint(start.checkpoint, shapes.state)
-        except ckpt.CheckpointError as error:
-            raise ConfigError(
-                f"Cannot resume {start.checkpoint}: its state does not fit this runner ({error}) It was written "
-                "for another env (for example another number of agents), network or batch size; resume it "
-                "with the runner that wrote it."
-            ) from error
-        iteration = int(metadata["iteration"])
-        log.load()
-        if len(log.steps) < metadata["num_evaluations"]:
-            raise ValueError(
-                f"{log.json_path} has {len(log.steps)} evaluations, the checkpoint expects {metadata['num_evaluations']}."
-            )
-        # A run killed after logging an evaluation but before its checkpoint logged more than the
-        # checkpoint has seen; those entries are recomputed identically below.
-        log.truncate(int(metadata["num_evaluations"]))
+        state, iteration = _resume_from(start.checkpoint, shapes, log)
         checkpoint_path: str | None = start.checkpoint
         session.saved = iteration
     else:
