@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -78,10 +78,18 @@ def algorithm_entries() -> list[AlgorithmEntry]:
     """
     entries = []
     seen: set[tuple[str, str, str]] = set()
+    # Each distribution's metadata parsed once (parsing it per entry point cost ~0.1 s a scan).
+    parsed: dict[Any, tuple[str, str]] = {}
     for point in importlib.metadata.entry_points(group=GROUP):
         dist = getattr(point, "dist", None)
-        package = dist.metadata["Name"] if dist is not None else ""
-        version = dist.version if dist is not None else ""
+        if dist is None:
+            package, version = "", ""
+        else:
+            where = getattr(dist, "_path", None) or id(dist)
+            if where not in parsed:
+                metadata = dist.metadata
+                parsed[where] = (metadata["Name"], metadata["Version"])
+            package, version = parsed[where]
         # An editable install can list one distribution twice (two paths to one dist-info).
         if (point.name, point.value, package) in seen:
             continue
@@ -108,8 +116,11 @@ def _load_entry(entry: AlgorithmEntry) -> Algorithm:
     return value
 
 
-def load_algorithm(name: str) -> Algorithm:
+def load_algorithm(name: str, installed: Sequence[AlgorithmEntry] | None = None) -> Algorithm:
     """The :class:`Algorithm` installed under ``name`` (imports only its module).
+
+    ``installed``: :func:`algorithm_entries`' answer, when the caller has it (one scan of the
+    installed distributions for many look-ups); default: scanned now.
 
     Raises:
         lamella.agents.config.ConfigError: no such algorithm (listing the installed ones), two
@@ -117,9 +128,10 @@ def load_algorithm(name: str) -> Algorithm:
     """
     from lamella.agents.config import ConfigError
 
-    entries = [e for e in algorithm_entries() if e.name == name]
+    installed = algorithm_entries() if installed is None else installed
+    entries = [e for e in installed if e.name == name]
     if not entries:
-        names = sorted({e.name for e in algorithm_entries()})
+        names = sorted({e.name for e in installed})
         raise ConfigError(
             f"Unknown algorithm {name!r}. Installed: {', '.join(names) or 'none'} "
             "(lamella train --list shows where each comes from)."

@@ -103,26 +103,33 @@ def algorithm_spec(name: str) -> tuple[type, Callable[..., Any], dict[str, Any]]
     Raises:
         ConfigError: unknown algorithm (listing the installed ones), or one that cannot load.
     """
+    return _algorithm_spec(name, None)
+
+
+def _algorithm_spec(name: str, installed: Any) -> tuple[type, Callable[..., Any], dict[str, Any]]:
+    """:func:`algorithm_spec` with the installed entry points already scanned (``None``: scan)."""
     if name in _REGISTERED:
         config_cls, make_runner, presets = _REGISTERED[name]
         return config_cls, make_runner, dict(presets)
     from lamella.agents.algorithms import algorithm_entries, load_algorithm
 
-    if name not in {entry.name for entry in algorithm_entries()}:
-        available = sorted({entry.name for entry in algorithm_entries()} | set(_REGISTERED))
+    installed = algorithm_entries() if installed is None else installed
+    if name not in {entry.name for entry in installed}:
+        available = sorted({entry.name for entry in installed} | set(_REGISTERED))
         raise ConfigError(
             f"Unknown algorithm {name!r}. Available: {', '.join(available) or 'none'} "
             "(lamella train --list shows where each comes from)."
         )
-    spec = load_algorithm(name)
+    spec = load_algorithm(name, installed)
     return spec.config_class, spec.make_runner, dict(spec.presets)
 
 
 def _all_specs() -> dict[str, tuple[type, Callable[..., Any], dict[str, Any]]]:
     from lamella.agents.algorithms import algorithm_entries
 
-    names = {entry.name for entry in algorithm_entries()} | set(_REGISTERED)
-    return {name: algorithm_spec(name) for name in sorted(names)}
+    installed = algorithm_entries()  # one scan of the installed distributions for every name
+    names = {entry.name for entry in installed} | set(_REGISTERED)
+    return {name: _algorithm_spec(name, installed) for name in sorted(names)}
 
 
 def algorithm_table() -> dict[str, tuple[type, Callable[..., Any]]]:

@@ -753,7 +753,11 @@ def _make_chunk(
 
         def body(carry: tuple[jax.Array, Any, Any, Any]) -> tuple[jax.Array, Any, Any, Any]:
             i, state, sums, records = carry
-            state, metrics, *experience = step(state, *extra)
+            new_state, metrics, *experience = step(state, *extra)
+            # The state keeps its input's types: a leaf the step makes weakly typed (a Python
+            # number in a ``where``, say) would make the chunk's output state another input
+            # type, so the next chunk and the evaluation would compile a second time.
+            state = jax.tree.map(_same_type, new_state, state)
             sums = jax.tree.map(lambda total, m: total + jnp.asarray(m, jnp.float32), sums, metrics)
             records = jax.tree.map(lambda r, x: r.at[i].set(x), records, [tuple(experience)])
             return i + 1, state, sums, records
@@ -798,6 +802,16 @@ def _make_chunk(
         return jax.jit(over_seeds(run_chunk, num_members, in_axes=(0, None)), compiler_options=options)
     chunk = over_seeds(run_chunk, num_members, in_axes=(0, None, 0))
     return jax.jit(lambda states, length: chunk(states, length, values), compiler_options=options)
+
+
+def _same_type(new: jax.Array, old: jax.Array) -> jax.Array:
+    """``new`` with ``old``'s dtype and weak type (a strong ``old`` makes a weakly typed ``new``
+    strong; PRNG keys pass unchanged)."""
+    if not isinstance(old, jax.Array) or jnp.issubdtype(old.dtype, jax.dtypes.prng_key):
+        return new
+    if jax.typeof(old).weak_type or not jax.typeof(new).weak_type:
+        return new
+    return jax.lax.convert_element_type(new, old.dtype)
 
 
 def _build_runner(make_runner: Callable[[Any], Any], config: Any) -> Any:

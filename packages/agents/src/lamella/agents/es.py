@@ -24,6 +24,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -235,7 +236,10 @@ def make_es(
         tuple(config.hidden_sizes), config.activation, action_space, config.continuous_action
     )
     obs_zero = jnp.zeros((1, *observation_space.shape), jnp.float32)
-    solution = network.init(jax.random.key(0), obs_zero)
+    # The strategy reads only the parameters' shapes from its template: zeros of the traced
+    # shapes, without running the network's initialisers op by op (seconds of compiles).
+    shapes = jax.eval_shape(network.init, jax.random.key(0), obs_zero)
+    solution = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
     strategy, es_params = make_strategy(config, solution)
 
     def act(params: Any, obs: jax.Array) -> jax.Array:

@@ -420,7 +420,10 @@ def _meta_es_runner(config: MetaESConfig, devices: DeviceAxis) -> Runner:
     config.validate()
     devices.local(config.population_size, "population_size")
     network = MetaPolicy(tuple(config.hidden_sizes), config.activation)
-    solution = network.init(jax.random.key(0), jnp.zeros((OBS_SIZE,), jnp.float32))
+    # The search only reads the parameters' shapes from its template: zeros of the traced
+    # shapes, without running the network's initialisers op by op (seconds of compiles).
+    shapes = jax.eval_shape(network.init, jax.random.key(0), jnp.zeros((OBS_SIZE,), jnp.float32))
+    solution = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
     search = make_search(
         config.strategy,
         config.population_size,
