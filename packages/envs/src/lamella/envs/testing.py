@@ -33,6 +33,13 @@ def _assert_in_space(space: spaces.Space, value: Any, what: str) -> None:
     assert bool(space.contains(value)), f"{what}: {value} is outside {space!r}"
 
 
+def _values(x: Any) -> np.ndarray:
+    """``x`` as a NumPy array (a typed PRNG key array as its key data)."""
+    if jnp.issubdtype(jnp.asarray(x).dtype, jax.dtypes.prng_key):
+        return np.asarray(jax.random.key_data(x))
+    return np.asarray(x)
+
+
 def _wrong_action(space: spaces.Space, action: Any, kind: str) -> Any:
     """``action`` (a valid one) with the shape or dtype of its first leaf made wrong."""
     if isinstance(space, spaces.Dict):
@@ -54,13 +61,14 @@ def _check_input_errors(
     key: jax.Array,
     state: Any,
     act_space: spaces.Space,
+    action: Any,
     num_envs: int,
 ) -> None:
     """A wrong action shape or dtype and a non-key fail while tracing with :class:`EnvInputError`.
 
-    Traced with ``jax.eval_shape`` (nothing is compiled), single and under ``vmap``.
+    Traced with ``jax.eval_shape`` (nothing is compiled), single and under ``vmap``; ``action``
+    is a valid action.
     """
-    action = act_space.sample(key)
     cases = {
         "a wrongly shaped action": lambda: env.step(
             key, state, _wrong_action(act_space, action, "shape"), params
@@ -105,7 +113,8 @@ def check_env(
 ) -> None:
     """Check that ``env`` keeps the lamella contract; raises AssertionError otherwise.
 
-    Checks: ``reset``/``step`` run under jit and vmap and agree; observations
+    Checks: ``reset``/``step`` run under jit and vmap and agree (the jitted single and batched
+    reset are separate traces, so values drawn while tracing show); observations
     and actions match their spaces (shape, dtype, bounds); rewards and flags
     have the agent axis (if any) and the right dtypes; ``info`` has the same
     structure on every step; the jitted step does not re-trace on a second
@@ -132,8 +141,6 @@ def check_env(
     key, k_reset = jax.random.split(key)
     obs, state = reset_jit(k_reset)
     _assert_in_space(obs_space, obs, "reset observation")
-    eager_obs, _ = env.reset(k_reset, params)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), obs, eager_obs)
 
     info_structure = None
     sample = jax.jit(act_space.sample)  # eager sampling compiles dozens of small ops
@@ -159,11 +166,19 @@ def check_env(
             obs, state = reset_jit(k_reset)
     assert traces == {"reset": 1, "step": 1}, f"jitted functions re-traced: {traces}"
 
-    # vmap over keys/states/actions and agreement with the unbatched step.
+    # vmap over keys/states/actions and agreement with the unbatched reset and step. (The batched
+    # reset is a second trace of ``reset``: values drawn while tracing, e.g. from NumPy, differ.)
     keys = jax.random.split(key, num_envs + 1)
     batch_reset = jax.jit(jax.vmap(lambda k: env.reset(k, params)))
     batch_obs, batch_state = batch_reset(keys[:num_envs])
-    actions = jax.vmap(act_space.sample)(jax.random.split(keys[-1], num_envs))
+    for i in range(num_envs):
+        single_reset = reset_jit(keys[i])
+        jax.tree.map(
+            lambda a, b: np.testing.assert_allclose(_values(a)[i], _values(b), rtol=1e-5, atol=1e-5),
+            (batch_obs, batch_state),
+            single_reset,
+        )
+    actions = jax.jit(jax.vmap(act_space.sample))(jax.random.split(keys[-1], num_envs))
     step_keys = jax.random.split(keys[-1], num_envs)
     batch_out = jax.jit(jax.vmap(lambda k, s, a: env.step(k, s, a, params)))(step_keys, batch_state, actions)
     for i in range(num_envs):
@@ -190,7 +205,7 @@ def check_env(
         np.testing.assert_array_equal(np.asarray(new)[::2], np.asarray(fresh)[::2])
         np.testing.assert_array_equal(np.asarray(new)[1::2], np.asarray(old)[1::2])
 
-    _check_input_errors(env, params, k_reset, state, act_space, num_envs)
+    _check_input_errors(env, params, k_reset, state, act_space, sample(k_reset), num_envs)
 
     # Rendering, if the env has it.
     try:

@@ -183,6 +183,17 @@ def _overcooked_frame(jaxmarl_env: Any, state: Any) -> np.ndarray:
     return np.asarray(frame, np.uint8)
 
 
+def _overcooked_frame_shape(jaxmarl_env: Any) -> tuple[int, int, int]:
+    """The shape of :func:`_overcooked_frame`'s frames: a tile per cell of the cropped maze map
+    (its shape from tracing ``reset``, which compiles nothing)."""
+    from jaxmarl.viz.overcooked_visualizer import TILE_PIXELS
+
+    _, state = jax.eval_shape(jaxmarl_env.reset, jax.random.key(0))
+    padding = jaxmarl_env.agent_view_size - 2
+    rows, cols = (size - 2 * padding for size in state.maze_map.shape[:2])
+    return (rows * TILE_PIXELS, cols * TILE_PIXELS, 3)
+
+
 def _strong(tree: Any) -> Any:
     """``tree`` without weak types: some JaxMARL resets return weakly typed leaves (the heuristic
     SMAX enemy's ``last_attacked_enemy``) that its step returns strongly typed, which would make
@@ -342,10 +353,12 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
             self._truncated = _time_limit
         else:
             self._truncated = _never
+        self._frame_shape: tuple[int, ...] | None = None
         if render_fn is None and self.family == "overcooked" and hasattr(jaxmarl_env, "agent_view_size"):
             render_fn = lambda state: _overcooked_frame(jaxmarl_env, state)  # noqa: E731
+            # Known without an example frame (whose eager reset compiles hundreds of small ops).
+            self._frame_shape = _overcooked_frame_shape(jaxmarl_env)
         self._render_fn = render_fn
-        self._frame_shape: tuple[int, ...] | None = None
         max_steps = getattr(jaxmarl_env, "episode_length" if self.family == "mabrax" else "max_steps", None)
         self._params = JaxMARLParams(max_steps_in_episode=max_steps if isinstance(max_steps, int) else None)
 
