@@ -1,0 +1,79 @@
+"""Workspace-wide pytest hooks (this file is the root conftest of every package's tests and of tests/).
+
+``--cpu-durations=N`` lists the N tests that cost the most CPU time (user + system, of the test's
+process and every child process it waited for; setup, call and teardown together), and the
+step's total. Wall times (pytest's ``--durations``) mislead on a loaded machine: with two xdist
+workers and another step on 2 cores, a test's wall time is 2-4 times its CPU time. Under xdist,
+each worker measures its tests and the controller prints the list. ``scripts/test_all.py`` turns
+it on for every step.
+"""
+
+from __future__ import annotations
+
+import resource
+from typing import Any
+
+import pytest
+
+_STASH = pytest.StashKey[float]()
+_PROPERTY = "cpu_seconds"
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cpu-durations",
+        type=int,
+        default=None,
+        metavar="N",
+        help="list the N tests that took the most CPU time (0: all), and the total",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_STASH] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    outcome = yield
+    if call.when == "teardown" and _STASH in item.stash:
+        report = outcome.get_result()
+        report.user_properties.append((_PROPERTY, _cpu_seconds() - item.stash[_STASH]))
+
+
+class _CpuReport:
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == _PROPERTY and report.when == "teardown":
+                self.seconds[report.nodeid] = float(value)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.seconds:
+            return
+        ranked = sorted(self.seconds.items(), key=lambda pair: -pair[1])
+        shown = ranked if self.count == 0 else ranked[: self.count]
+        total = sum(self.seconds.values())
+        terminalreporter.write_sep("=", f"most CPU time ({len(shown)} of {len(ranked)} tests)")
+        for nodeid, seconds in shown:
+            terminalreporter.write_line(f"{seconds:8.1f}s cpu  {nodeid}")
+        terminalreporter.write_line(
+            f"{total:8.1f}s cpu  in all {len(ranked)} tests (workers' startup and collection not counted)"
+        )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    count = config.getoption("--cpu-durations")
+    # Under xdist only the controller prints (workers send their measures with their reports).
+    if count is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_CpuReport(count), "lamella-cpu-report")
