@@ -119,9 +119,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         "shaper_v_ppo": MetaConfig(env_id=_IPD, meta_recurrent=True, meta_hidden_sizes=(16,)),
         # Pax's ipd/gs_v_ppo_mem and ipd/shaper_v_ppo_mem: the same against co-players with a
         # 16-unit GRU (PPO_memory); 2 minibatches of a co-player's 2 envs (whole inner episodes).
-        "good_shepherd_v_ppo_memory": MetaConfig(env_id=_IPD, co_player_recurrent=True),
+        # Adam 0.05: at the feed-forward co-players' 0.2, or 0.1, a GRU co-player on 2 envs often
+        # locks into a deterministic policy (ALL-C against ALL-D on 2 of 3 seeds at 0.1; measured
+        # against fixed tit-for-tat and ALL-D over 48 inner episodes), at 0.05 it did not.
+        "good_shepherd_v_ppo_memory": MetaConfig(env_id=_IPD, co_player_recurrent=True, learning_rate=0.05),
         "shaper_v_ppo_memory": MetaConfig(
-            env_id=_IPD, meta_recurrent=True, meta_hidden_sizes=(16,), co_player_recurrent=True
+            env_id=_IPD,
+            meta_recurrent=True,
+            meta_hidden_sizes=(16,),
+            co_player_recurrent=True,
+            learning_rate=0.05,
         ),
     },
 }
