@@ -406,10 +406,10 @@ def make_meta_runner(config: MetaConfig, env: Any = None, env_params: Any = None
     episode), ``co_player_cooperation_first`` / ``_last`` (in its first and last inner episode),
     ``co_player_update_kl`` (the largest ``|co_player_first_minibatch_kl|`` over the members and
     inner episodes: 0 up to float error when each co-player's update recomputes the policy it
-    acted with, memory included), ``loss`` (``-episode_return``). ``evaluate(state, key)`` plays the strategy's centre for
-    ``eval_episodes`` outer episodes (fresh co-players each) and returns ``episode_return``,
-    ``co_player_return``, ``co_player_cooperation_first`` and ``co_player_cooperation_last``, each
-    float32 ``(eval_episodes,)``.
+    acted with, memory included), ``loss`` (``-episode_return``). ``evaluate(state, key)`` plays
+    the strategy's centre for ``eval_episodes`` outer episodes (fresh co-players each) and
+    returns ``episode_return``, ``co_player_return``, ``co_player_cooperation_first`` and
+    ``co_player_cooperation_last``, each float32 ``(eval_episodes,)``.
 
     The runner splits its population over devices (``Runner.sharding``, the driver's
     ``num_devices``), as :func:`lamella.marl.shaping.evolution.make_meta_es_runner` does: the
