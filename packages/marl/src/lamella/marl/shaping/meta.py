@@ -5,12 +5,18 @@ iterated games, on CoinGame and on IPD-in-the-Matrix), built from lamella's piec
 
 * **Inner episode**: ``num_inner_steps`` rounds of the iterated game on ``num_envs`` envs. It is one
   iteration of :func:`lamella.marl.shaping.runner.make_shaping_runner`: the meta-agent acts, the
-  co-player (lamella-agents' PPO, ``num_opponents`` independent instances) acts, then each
-  co-player takes its PPO update on the episode it just played.
+  co-player (lamella-agents' PPO, ``num_opponents`` independent instances; feed-forward, or with
+  a GRU core when ``co_player_recurrent``: Pax's ``PPO_memory``) acts, then each co-player takes
+  its PPO update on the episode it just played.
 * **Outer episode**: ``num_outer_steps`` inner episodes, the co-player's whole learning run. The
   co-players start afresh (new network, new optimiser) at every outer episode; the meta-agent's
   recurrent state (``meta_recurrent=True``, Shaper) is **not** reset between inner episodes, so it
   can read how its co-player is learning. Its parameters do not change within an outer episode.
+  A recurrent co-player's GRU state is the opposite: it starts from zeros at the first round of
+  every inner episode and runs through that episode's rounds (Pax's ``PPO_memory`` zeroes it in
+  its ``update``, which the ``evo`` runner calls at the end of every inner episode, and at each
+  outer episode's ``init``); here the env's inner episode ends, so the next round is a reset step
+  of the rollout, where lamella-agents' recurrent PPO acts from fresh memory.
 * **Meta-training**: an evosax strategy (:func:`lamella.marl.shaping.evolution.make_search`:
   ``Open_ES``, ``CMA_ES``, ``PGPE``, ``SimpleGA``, ...) over the meta-agent's parameters, one
   generation per runner iteration. A member's fitness is the meta-agent's mean reward per round
@@ -101,6 +107,11 @@ class MetaConfig(PPOSettings):
         meta_rnn_hidden_size: width of that core.
         activation: activation of the meta-agent and of the co-players.
         hidden_sizes: the co-players' MLP widths.
+        co_player_recurrent: co-players with a GRU core after their MLP torso (Pax's
+            ``PPO_memory``: lamella-agents' recurrent PPO); its state starts from zeros at every
+            inner episode. Its minibatches split a co-player's ``num_envs // num_opponents``
+            envs (whole inner episodes), so ``num_minibatches`` must divide that.
+        co_player_rnn_hidden_size: width of that GRU (Pax's ``hidden_size``, 16).
         num_epochs, num_minibatches, learning_rate, anneal_lr, gamma, gae_lambda, clip_eps,
             clip_value, vf_coef, ent_coef, max_grad_norm, normalize_advantages: the co-players'
             PPO settings (:class:`~lamella.agents.ppo_update.PPOSettings`); each co-player
@@ -130,6 +141,8 @@ class MetaConfig(PPOSettings):
     meta_rnn_hidden_size: int = 16
     activation: str = "tanh"
     hidden_sizes: tuple[int, ...] = ()
+    co_player_recurrent: bool = False
+    co_player_rnn_hidden_size: int = 16
 
     #: The algorithm's name in messages (``lamella train meta_es``).
     algorithm = "meta_es"
@@ -158,6 +171,9 @@ class MetaConfig(PPOSettings):
                 "num_steps": self.num_inner_steps,
                 "hidden_sizes": tuple(self.hidden_sizes),
                 "activation": self.activation,
+                "recurrent": self.co_player_recurrent,
+                "cell": "gru",
+                "rnn_hidden_size": self.co_player_rnn_hidden_size,
             }
         )
 
@@ -172,6 +188,9 @@ class MetaConfig(PPOSettings):
             "population_size",
             "eval_episodes",
             "meta_rnn_hidden_size",
+            "co_player_rnn_hidden_size",
+            "num_epochs",
+            "num_minibatches",
         ):
             if int(getattr(self, field)) < 1:
                 raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
@@ -192,6 +211,25 @@ class MetaConfig(PPOSettings):
                 f"co-player plays num_envs // num_opponents games. Set num_envs="
                 f"{-(-self.num_envs // self.num_opponents) * self.num_opponents} or a num_opponents that "
                 f"divides {self.num_envs}."
+            )
+        envs_per_co_player = self.num_envs // self.num_opponents
+        if self.co_player_recurrent and envs_per_co_player % self.num_minibatches:
+            divisors = [d for d in range(1, envs_per_co_player + 1) if envs_per_co_player % d == 0]
+            raise ConfigError(
+                f"{name}: a recurrent co-player (co_player_recurrent=True) splits its minibatches over its "
+                f"num_envs // num_opponents = {envs_per_co_player} envs (whole inner episodes), which "
+                f"num_minibatches ({self.num_minibatches}) must divide. Set num_minibatches to one of "
+                f"{divisors}, or num_envs to a multiple of num_minibatches * num_opponents "
+                f"({self.num_minibatches * self.num_opponents})."
+            )
+        if (
+            not self.co_player_recurrent
+            and (envs_per_co_player * self.num_inner_steps) % self.num_minibatches
+        ):
+            raise ConfigError(
+                f"{name}: a co-player learns on num_envs // num_opponents * num_inner_steps = "
+                f"{envs_per_co_player * self.num_inner_steps} steps per inner episode, which num_minibatches "
+                f"({self.num_minibatches}) must divide; change num_minibatches, num_envs or num_inner_steps."
             )
         if self.num_iterations < 1:
             raise ConfigError(
@@ -324,7 +362,10 @@ def make_outer_episode(
     ``co_player_return`` (mean reward per round over the outer episode), ``meta_cooperation`` and
     ``co_player_cooperation`` (mean cooperation rates), ``co_player_cooperation_per_episode``
     ``(num_outer_steps,)`` and ``co_player_return_per_episode`` ``(num_outer_steps,)`` (each inner
-    episode's). ``init_params(key)``: fresh meta-agent parameters.
+    episode's), ``co_player_first_minibatch_kl`` ``(num_outer_steps,)`` (each update's
+    ``first_minibatch_kl``, the co-players' mean: the policy its first minibatch recomputes against
+    the one the co-player acted with, 0 up to float error). ``init_params(key)``: fresh
+    meta-agent parameters.
     """
     env, env_params, meta_agent, init_params = _game_and_meta_agent(config, env, env_params)
     inner = make_shaping_runner(config.co_player_config(), env, env_params, agents=[meta_agent, LEARNER])
@@ -350,6 +391,7 @@ def make_outer_episode(
             "co_player_cooperation": cooperation[:, 1].mean(),
             "co_player_cooperation_per_episode": cooperation[:, 1],
             "co_player_return_per_episode": reward[:, 1],
+            "co_player_first_minibatch_kl": metrics["learner_1_first_minibatch_kl"],
         }
 
     return outer_episode, init_params
@@ -362,10 +404,12 @@ def make_meta_runner(config: MetaConfig, env: Any = None, env_params: Any = None
     reward per round, the fitness), ``max_return`` (the best member's), ``co_player_return``,
     ``meta_cooperation``, ``co_player_cooperation`` (mean cooperation rates over the outer
     episode), ``co_player_cooperation_first`` / ``_last`` (in its first and last inner episode),
-    ``loss`` (``-episode_return``). ``evaluate(state, key)`` plays the strategy's centre for
-    ``eval_episodes`` outer episodes (fresh co-players each) and returns ``episode_return``,
-    ``co_player_return``, ``co_player_cooperation_first`` and ``co_player_cooperation_last``, each
-    float32 ``(eval_episodes,)``.
+    ``co_player_update_kl`` (the largest ``|co_player_first_minibatch_kl|`` over the members and
+    inner episodes: 0 up to float error when each co-player's update recomputes the policy it
+    acted with, memory included), ``loss`` (``-episode_return``). ``evaluate(state, key)`` plays
+    the strategy's centre for ``eval_episodes`` outer episodes (fresh co-players each) and
+    returns ``episode_return``, ``co_player_return``, ``co_player_cooperation_first`` and
+    ``co_player_cooperation_last``, each float32 ``(eval_episodes,)``.
 
     The runner splits its population over devices (``Runner.sharding``, the driver's
     ``num_devices``), as :func:`lamella.marl.shaping.evolution.make_meta_es_runner` does: the
@@ -410,6 +454,7 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_p
             "co_player_cooperation": results["co_player_cooperation"],
             "co_player_cooperation_first": per_episode[..., 0],
             "co_player_cooperation_last": per_episode[..., -1],
+            "co_player_update_kl": jnp.abs(results["co_player_first_minibatch_kl"]).max(-1),
         }
 
     def init(key: jax.Array) -> MetaESState:
@@ -426,6 +471,7 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_p
         returns = results["episode_return"]
         search_state, _ = search.tell(key_tell, population, returns, search_state)
         metrics = {name: value.mean() for name, value in results.items()}
+        metrics["co_player_update_kl"] = results["co_player_update_kl"].max()
         metrics["max_return"] = returns.max()
         metrics["loss"] = -metrics["episode_return"]
         return MetaESState(search_state, key, state.iteration + 1), metrics

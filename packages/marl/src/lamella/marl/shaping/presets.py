@@ -38,7 +38,9 @@ presets ``mfos_v_nl`` (also ``InfiniteMatrixGame-v0``) and ``mfos_v_lola``. ``mf
 finite prisoner's dilemma (:mod:`lamella.marl.shaping.meta`, Pax's ``evo`` runner). The
 ``IteratedPrisonersDilemma-v0`` preset is Good Shepherd's setup (a feed-forward meta-agent);
 ``shaper_v_ppo`` gives the meta-agent a GRU whose state persists across the inner episodes
-(Shaper). The same two setups on CoinGame (``good_shepherd_v_ppo_coin_game``,
+(Shaper); ``good_shepherd_v_ppo_memory`` and ``shaper_v_ppo_memory`` are the two against
+recurrent co-players (Pax's ``PPO_memory``: a GRU whose state starts afresh every inner episode;
+any preset takes ``co_player_recurrent=true``). The same two setups on CoinGame (``good_shepherd_v_ppo_coin_game``,
 ``shaper_v_ppo_coin_game``, also the ``CoinGame-v0`` preset) and on IPD-in-the-Matrix
 (``good_shepherd_v_ppo_in_the_matrix``, ``shaper_v_ppo_in_the_matrix``, also the
 ``IPDInTheMatrix-v0`` preset); ``shaping``'s ``ppo_v_ppo_in_the_matrix`` (also its
@@ -115,6 +117,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         _IPD: MetaConfig(env_id=_IPD),
         "good_shepherd_v_ppo": MetaConfig(env_id=_IPD),
         "shaper_v_ppo": MetaConfig(env_id=_IPD, meta_recurrent=True, meta_hidden_sizes=(16,)),
+        # Pax's ipd/gs_v_ppo_mem and ipd/shaper_v_ppo_mem: the same against co-players with a
+        # 16-unit GRU (PPO_memory); 2 minibatches of a co-player's 2 envs (whole inner episodes).
+        # Adam 0.05: at the feed-forward co-players' 0.2, or 0.1, a GRU co-player on 2 envs often
+        # locks into a deterministic policy (ALL-C against ALL-D on 2 of 3 seeds at 0.1; measured
+        # against fixed tit-for-tat and ALL-D over 48 inner episodes), at 0.05 it did not.
+        "good_shepherd_v_ppo_memory": MetaConfig(env_id=_IPD, co_player_recurrent=True, learning_rate=0.05),
+        "shaper_v_ppo_memory": MetaConfig(
+            env_id=_IPD,
+            meta_recurrent=True,
+            meta_hidden_sizes=(16,),
+            co_player_recurrent=True,
+            learning_rate=0.05,
+        ),
     },
 }
 

@@ -571,19 +571,20 @@ def _shaping_runner(
         return train_state, {f"learner_{i}_{name}": reduce(value.mean()) for name, value in metrics.items()}
 
     def cooperation_tables(train_states: tuple[Any, ...], transitions: Transition) -> jax.Array:
-        """``(n, 5)``: each agent's P(cooperate) per state, from its policy where it has one."""
+        """``(n, 5)``: each agent's P(cooperate) per state, from its policy where it is a function
+        of the state (a feed-forward learner, a memory-one strategy), else the rollout's
+        frequencies (a recurrent learner: what it did there depends on its memory too)."""
         probe = jnp.eye(len(watchers.STATE_NAMES), dtype=jnp.float32)
         empirical = watchers.empirical_cooperation(transitions.obs, transitions.action)
         rows = []
         for i, slot in enumerate(slots):
-            if slot.learner is not None:
+            if slot.learner is not None and not slot.learner.actor_critic.recurrent:
                 learner = slot.learner
 
                 def probs(train_state: Any, learner: PPO = learner) -> jax.Array:
-                    memory = learner.actor_critic.initial_memory(probe.shape[0])
                     reset = jnp.ones((probe.shape[0],), bool)
                     obs_in = learner.normalize(train_state, probe)
-                    _, dist, _ = learner.actor_critic.step(train_state.params, memory, obs_in, reset)
+                    _, dist, _ = learner.actor_critic.step(train_state.params, (), obs_in, reset)
                     return jnp.exp(dist.log_prob(jnp.full((probe.shape[0],), watchers.COOPERATE, jnp.int32)))
 
                 table = jax.vmap(probs)(train_states[i]).mean(0)

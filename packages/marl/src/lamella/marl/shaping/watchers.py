@@ -8,9 +8,10 @@ Iterated two-action matrix games (``IteratedMatrixGame`` and its named ids: each
 a one-hot over ``CC, CD, DC, DD, START``, its own action first):
 
 * ``cooperation_<state>``: the agent's probability of cooperating (action 0) in each state.
-  The runner computes it from the policy where it can (a PPO learner's network on the five
-  one-hot states, from fresh memory for a recurrent one; a memory-one strategy's table); for any
-  other agent it is :func:`empirical_cooperation` of the rollout.
+  The runner computes it from the policy where it is a function of the state (a feed-forward
+  PPO learner's network on the five one-hot states; a memory-one strategy's table); for any other
+  agent (a recurrent learner, whose choice depends on its memory too, or any other ``Agent``) it
+  is :func:`empirical_cooperation` of the rollout.
 * ``visits_<state>``: the fraction of the rollout's steps each agent spent in each state, from
   its own side (:func:`state_visits`).
 
