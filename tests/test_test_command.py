@@ -44,7 +44,10 @@ def test_skips_fail_unless_allowed(tmp_path: Path) -> None:
         "def test_needs_a_gpu():\n    pytest.skip('needs a GPU')\n"
     )
     test_all = _test_all()
-    result = test_all.run("probe", [*PYTEST, str(probe)], [])
+    # The probe lies outside the workspace: without its root conftest.py, the --cpu-durations
+    # that scripts/test_all.py puts in PYTEST_ADDOPTS would be an unknown option.
+    env = {name: value for name, value in os.environ.items() if name != "PYTEST_ADDOPTS"}
+    result = test_all.run("probe", [*PYTEST, str(probe)], [], env=env)
     assert (result.code, result.passed, result.skipped) == (0, 1, 1), result
     assert [reason for _, _, reason in result.skips] == ["needs a GPU"]
     assert not result.ok(allowed={})
