@@ -43,6 +43,9 @@ episodes each, on separate env objects, sampled or greedy as ``eval_greedy`` say
 fresh memory) and, with ``out_dir``, a run log (``metrics.json`` / ``metrics.csv``, the
 marl-eval layout of the driver's logs, team and per-agent returns) that ``lamella eval`` reads.
 The compiled functions are cached by config and sizes, so runs of several seeds compile once.
+With ``num_devices``, each update's envs are split over that many devices (``jax.shard_map``
+with the JAX runners' per-device update; the result equals one device's), while the envs step
+on the host and the policy acts on the first device.
 """
 
 from __future__ import annotations
@@ -57,8 +60,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
+from lamella.agents import devices as devices_lib
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import MESH_AXIS, BatchSharding, DeviceAxis
+from lamella.agents.ppo_update import check_ppo_sizes
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import Transition, actor_critic_policy
 from lamella.agents.runlog import RunLog
@@ -333,16 +340,61 @@ class _Compiled(NamedTuple):
     update: Callable[..., Any]
 
 
+def _sharded_update(
+    config: IPPOConfig,
+    num_agents: int,
+    num_actions: int,
+    action_bounds: tuple[tuple[float, ...], tuple[float, ...]],
+    num_devices: int,
+) -> Callable[..., Any]:
+    """``update(train_state, trajectory) -> (train_state, metrics)`` with the rollout's envs split
+    over ``num_devices`` devices (``jax.shard_map``, the JAX runners' per-device update): each
+    device takes its block of envs (axis 1 of the transitions, axis 0 of the memory), computes
+    its equal share of every minibatch, and the gradients, advantage and value-target statistics
+    and metrics are reduced over the devices, so the result equals one device's. The train state
+    comes back on the first device, where acting and evaluation run."""
+    axis = DeviceAxis(MESH_AXIS, num_devices)
+    per_device, _ = make_multi_agent_ppo(config, num_agents, num_actions, action_bounds, axis)
+    mesh = devices_lib.make_mesh(num_devices)
+    whole, envs, memory = PartitionSpec(), PartitionSpec(None, MESH_AXIS), PartitionSpec(MESH_AXIS)
+
+    def block_update(train_state: Any, trajectory: Trajectory) -> tuple[Any, dict[str, jax.Array]]:
+        train_state, _, metrics = per_device.update(trajectory, train_state, trajectory.last_memory)
+        return train_state, metrics
+
+    specs: Any = Trajectory(envs, whole, memory)  # type: ignore[arg-type]  # a prefix of the trajectory's tree
+    mapped = jax.jit(
+        jax.shard_map(
+            block_update, mesh=mesh, in_specs=(whole, specs), out_specs=(whole, whole), check_vma=False
+        )
+    )
+    first = mesh.devices.flat[0]
+
+    def update(train_state: Any, trajectory: Trajectory) -> tuple[Any, dict[str, jax.Array]]:
+        train_state = jax.device_put(train_state, NamedSharding(mesh, whole))
+        trajectory = Trajectory(
+            jax.device_put(trajectory.transitions, NamedSharding(mesh, envs)),
+            jax.device_put(trajectory.key, NamedSharding(mesh, whole)),
+            jax.device_put(trajectory.last_memory, NamedSharding(mesh, memory)),
+        )
+        train_state, metrics = mapped(train_state, trajectory)
+        return jax.device_put(train_state, first), metrics
+
+    return update
+
+
 @functools.lru_cache(maxsize=8)
 def _compiled(
     config: IPPOConfig,
     num_agents: int,
     num_actions: int,
     action_bounds: tuple[tuple[float, ...], tuple[float, ...]] = ((), ()),
+    num_devices: int = 1,
 ) -> _Compiled:
     """The agent of ``config`` for ``num_agents`` agents (``num_actions`` discrete actions, or
-    continuous ones in ``action_bounds``) and its jitted acting and update functions, cached so
-    that runs of the same config (several seeds) compile once."""
+    continuous ones in ``action_bounds``) and its jitted acting and update functions (the update
+    split over ``num_devices`` devices), cached so that runs of the same config (several seeds)
+    compile once."""
     agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions, action_bounds)
 
     @jax.jit
@@ -360,6 +412,9 @@ def _compiled(
         train_state, _, metrics = agent.update(trajectory, train_state, trajectory.last_memory)
         return train_state, metrics
 
+    if num_devices > 1:
+        sharded = _sharded_update(config, num_agents, num_actions, action_bounds, num_devices)
+        return _Compiled(agent, jax.jit(agent.init), actor_critic.initial_memory, act, act_eval, sharded)
     return _Compiled(agent, jax.jit(agent.init), actor_critic.initial_memory, act, act_eval, update)
 
 
@@ -384,6 +439,7 @@ def train_host(
     eval_every: int | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     env_name: str | None = None,
+    num_devices: int = 1,
 ) -> HostResult:
     """Train IPPO, MAPPO, rec_ippo or rec_mappo (by ``config``'s class) on ``config.num_envs``
     PettingZoo parallel envs stepped on the host.
@@ -402,15 +458,27 @@ def train_host(
         eval_every: env steps between evaluations (default: about 10 per run; one at the end).
         out_dir: write the run log there (None: no files).
         env_name: the task name in the run log (default ``config.env_id``).
+        num_devices: split each update's envs over this many devices (``jax.shard_map``: each
+            device computes its equal share of every minibatch, the gradients and statistics
+            are reduced over the devices, so the run equals the one-device run); acting and
+            evaluation run on the first device. ``num_envs`` and every minibatch (recurrent:
+            ``num_envs / num_minibatches``) must be multiples of it.
 
     Raises:
         lamella.agents.config.ConfigError: a single-agent env, action spaces other than
             ``Discrete`` for every agent or a 1-D ``Box`` for every agent (with the same bounds on
             each entry, finite for ``continuous_action="tanh"``), MAPPO on an env without
             ``state()``, inconsistent PPO sizes (``num_minibatches`` must divide
-            ``num_envs`` for the recurrent configs), a budget under one rollout.
+            ``num_envs`` for the recurrent configs), a budget under one rollout, more devices
+            than present or sizes they do not divide (checked before any env is made).
     """
     config.validate()
+    num_devices = devices_lib.check_devices(
+        num_devices,
+        BatchSharding("num_envs", int(config.num_envs), lambda axis: None, lambda state: None),
+        "train_host",
+    )
+    check_ppo_sizes(config, recurrent=config.recurrent, num_devices=num_devices)
     per_iteration = int(config.num_envs) * int(config.num_steps)
     if int(config.total_timesteps) < per_iteration:
         raise ConfigError(
@@ -426,7 +494,7 @@ def train_host(
     _check_continuous(envs, config)
     obs = envs.reset(seed)  # before anything compiles: MAPPO on an env without state() stops here
     bounds = (tuple(envs.action_low.tolist()), tuple(envs.action_high.tolist()))
-    pieces = _compiled(config, n, envs.num_actions, bounds)
+    pieces = _compiled(config, n, envs.num_actions, bounds, num_devices)
     name = env_name or config.env_id
 
     key = jax.random.key(seed)
