@@ -151,8 +151,6 @@ class WithoutState:
         (MAPPOConfig(num_envs=1, eval_episodes=1), WithoutState, ["mappo", "env.state()", "IPPOConfig"]),
         (RecIPPOConfig(num_envs=3, num_minibatches=2), speaker_listener, ["num_minibatches", "num_envs"]),
         (IPPOConfig(num_envs=1, eval_episodes=1), lambda: simple_v3.parallel_env(), ["multi-agent", "1 agent"]),
-        (IPPOConfig(num_envs=1, eval_episodes=1),
-         lambda: simple_speaker_listener_v4.parallel_env(continuous_actions=True), ["discrete actions"]),
         (IPPOConfig(total_timesteps=16), speaker_listener, ["less than one iteration"]),
     ],
 )  # fmt: skip

@@ -1,5 +1,5 @@
-"""IPPO and MAPPO (feed-forward or recurrent) on PettingZoo parallel envs: the env steps on the
-host, the policy and the update are jitted.
+"""IPPO and MAPPO (feed-forward or recurrent, discrete or continuous actions) on PettingZoo
+parallel envs: the env steps on the host, the policy and the update are jitted.
 
 For multi-agent envs that are not JAX (mpe2, anything with the ``pettingzoo.ParallelEnv`` API):
 ``num_envs`` env objects step one by one in Python, as lamella-agents' off-policy host loop
@@ -20,10 +20,16 @@ What the host side does, per env:
 
 * **Agents and spaces.** ``env.possible_agents`` in order are agents ``0..n-1``. Each agent's
   observation (a ``Box``, or a ``Dict`` with ``"observation"`` and ``"action_mask"``) is
-  flattened to float32 and zero-padded to the longest agent's size; actions are ``Discrete``
-  (agents with fewer actions get the extra ones masked out).
-* **Action masks** come from the observation's ``"action_mask"`` or ``info[agent]["action_mask"]``,
-  else all legal.
+  flattened to float32 and zero-padded to the longest agent's size.
+* **Discrete actions** (every agent's space a ``Discrete``): agents with fewer actions get the
+  extra ones masked out. Action masks come from the observation's ``"action_mask"`` or
+  ``info[agent]["action_mask"]``, else all legal.
+* **Continuous actions** (every agent's space a 1-D ``Box``): the JAX runners' Gaussian head
+  (``continuous_action``: tanh-squashed into the bounds or clipped) over ``D`` entries, ``D`` the
+  largest agent's; agent ``i`` gets its own first ``D_i`` entries (as lamella's MPE pads its
+  continuous actions), clipped to its Box and cast to its dtype. Every entry must have the same
+  bounds for every agent that has it, finite for tanh; the rollout stores the raw Gaussian
+  sample, so the update recomputes the log-probabilities the loop acted with.
 * **Global state** (MAPPO): ``env.state()`` flattened to float32, read after every reset and
   step; the final observation of an episode holds the state before the env is reset.
 * **Episode ends.** An episode ends when every agent is terminated or truncated (PettingZoo then
@@ -37,6 +43,9 @@ episodes each, on separate env objects, sampled or greedy as ``eval_greedy`` say
 fresh memory) and, with ``out_dir``, a run log (``metrics.json`` / ``metrics.csv``, the
 marl-eval layout of the driver's logs, team and per-agent returns) that ``lamella eval`` reads.
 The compiled functions are cached by config and sizes, so runs of several seeds compile once.
+With ``num_devices``, each update's envs are split over that many devices (``jax.shard_map``
+with the JAX runners' per-device update; the result equals one device's), while the envs step
+on the host and the policy acts on the first device.
 """
 
 from __future__ import annotations
@@ -51,8 +60,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
+from lamella.agents import devices as devices_lib
 from lamella.agents.config import ConfigError
+from lamella.agents.devices import MESH_AXIS, BatchSharding, DeviceAxis
+from lamella.agents.ppo_update import check_ppo_sizes
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import Transition, actor_critic_policy
 from lamella.agents.runlog import RunLog
@@ -106,9 +119,10 @@ class ParallelEnvBatch:
 
     ``reset(seed) -> obs`` and ``step(actions) -> (obs, reward, terminated, truncated,
     final_obs, done)``, where ``obs`` / ``final_obs`` are dicts ``{"obs": float32 (num_envs, n,
-    L), "action_mask": bool (num_envs, n, A)}`` (with ``global_state``, also ``"global_state":
-    float32 (num_envs, G)``, each env's ``env.state()``), ``actions`` int ``(num_envs, n)``,
-    reward and flags ``(num_envs, n)`` and ``done`` bool ``(num_envs,)`` (the env was reset
+    L), "action_mask": bool (num_envs, n, A)}`` (no ``"action_mask"`` for continuous actions;
+    with ``global_state``, also ``"global_state": float32 (num_envs, G)``, each env's
+    ``env.state()``), ``actions`` int ``(num_envs, n)`` (continuous: float ``(num_envs, n, D)``,
+    ``D = action_size``, bounds ``action_low`` / ``action_high`` ``(D,)``), reward and flags ``(num_envs, n)`` and ``done`` bool ``(num_envs,)`` (the env was reset
     after this step; ``obs`` is then the new episode's first observation, ``final_obs`` the old
     one's last).
 
@@ -132,28 +146,99 @@ class ParallelEnvBatch:
                 f"train_host trains multi-agent envs; {type(first).__name__} has "
                 f"{self.num_agents} agent(s). Use lamella-agents' single-agent runners."
             )
-        sizes, actions = [], []
+        sizes = []
+        action_spaces = [first.action_space(agent) for agent in self.agents]
         for agent in self.agents:
             obs_space = first.observation_space(agent)
             if hasattr(obs_space, "spaces") and "observation" in getattr(obs_space, "spaces", {}):
                 obs_space = obs_space["observation"]
             sizes.append(_space_size(obs_space))
-            action_space = first.action_space(agent)
-            if not hasattr(action_space, "n"):
-                raise ConfigError(
-                    f"train_host takes discrete actions (gymnasium Discrete); agent {agent!r} of "
-                    f"{type(first).__name__} has {action_space!r}. Make the env with discrete actions "
-                    "(mpe2: continuous_actions=False)."
-                )
-            if int(getattr(action_space, "start", 0)) != 0:
-                raise ConfigError(
-                    f"Discrete actions must start at 0; agent {agent!r}'s start at {action_space.start}."
-                )
-            actions.append(int(action_space.n))
         self.obs_size = max(sizes)
-        self.num_actions = max(actions)
-        self.agent_actions = np.asarray(actions)
+        discrete = [hasattr(space, "n") for space in action_spaces]
+        for agent, space, is_discrete in zip(self.agents, action_spaces, discrete):
+            if not is_discrete and not all(hasattr(space, a) for a in ("shape", "low", "high")):
+                raise ConfigError(
+                    f"train_host takes Discrete or Box actions; agent {agent!r} of {type(first).__name__} "
+                    f"has {space!r}. Wrap the env so each agent's action space is a gymnasium Discrete "
+                    "or a 1-D Box."
+                )
+        #: Continuous actions (every agent's action space a gymnasium ``Box``).
+        self.continuous = not any(discrete)
+        if self.continuous:
+            self._init_box(type(first).__name__, action_spaces)
+            self.num_actions = 0
+            self.agent_actions = np.zeros((self.num_agents,), int)
+        else:
+            if not all(discrete):
+                raise ConfigError(
+                    f"train_host takes either discrete actions (gymnasium Discrete) for every agent or "
+                    f"continuous ones (gymnasium Box) for every agent; {type(first).__name__}'s agents mix "
+                    f"them ({dict(zip(self.agents, action_spaces))}). Wrap the env so all agents' action "
+                    "spaces are of one kind."
+                )
+            actions = []
+            for agent, action_space in zip(self.agents, action_spaces):
+                if int(getattr(action_space, "start", 0)) != 0:
+                    raise ConfigError(
+                        f"Discrete actions must start at 0; agent {agent!r}'s start at {action_space.start}."
+                    )
+                actions.append(int(action_space.n))
+            self.num_actions = max(actions)
+            self.agent_actions = np.asarray(actions)
+            self.action_size = 0
+            self.agent_action_sizes = np.zeros((self.num_agents,), int)
+            self.action_low = self.action_high = np.zeros((0,), np.float64)
         self._left: list[dict[int, tuple[bool, bool]]] = [{} for _ in self.envs]
+
+    def _init_box(self, name: str, action_spaces: Sequence[Any]) -> None:
+        """Continuous actions: each agent's 1-D ``Box`` of ``D_i`` entries; the batch's actions are
+        ``(num_envs, n, D)`` with ``D = max D_i`` and one bound per entry shared by every agent
+        that has it (as lamella's MPE pads its continuous actions to the largest agent's)."""
+        low = np.full((0,), np.nan)
+        high = np.full((0,), np.nan)
+        action_sizes = []
+        for agent, space in zip(self.agents, action_spaces):
+            shape = tuple(space.shape)
+            if len(shape) != 1:
+                raise ConfigError(
+                    f"train_host takes continuous actions as a 1-D Box per agent; agent {agent!r} of {name} "
+                    f"has a Box of shape {tuple(shape)}. Flatten the actions in a wrapper."
+                )
+            agent_low = np.asarray(space.low, np.float64).reshape(-1)
+            agent_high = np.asarray(space.high, np.float64).reshape(-1)
+            size = agent_low.size
+            common = min(size, low.size)
+            if not (
+                np.array_equal(agent_low[:common], low[:common])
+                and np.array_equal(agent_high[:common], high[:common])
+            ):
+                raise ConfigError(
+                    f"train_host needs the same bounds on each action entry for every agent (one Gaussian "
+                    f"head for all agents); agent {agent!r} of {name} has low {agent_low.tolist()}, high "
+                    f"{agent_high.tolist()} where an earlier agent has low {low[:common].tolist()}, high "
+                    f"{high[:common].tolist()}. Rescale the actions in a wrapper so the agents' Boxes agree "
+                    "(entries beyond an agent's own are padding)."
+                )
+            if size > low.size:
+                low = np.concatenate([low, agent_low[low.size :]])
+                high = np.concatenate([high, agent_high[high.size :]])
+            action_sizes.append(size)
+        #: Entries of each agent's action (``D_i``) and of the batch's (``D``, the largest).
+        self.agent_action_sizes = np.asarray(action_sizes)
+        self.action_size = int(low.size)
+        #: Bounds of each of the ``D`` entries (every agent's that has the entry).
+        self.action_low, self.action_high = low, high
+        self._action_dtypes = [np.dtype(getattr(space, "dtype", np.float32)) for space in action_spaces]
+
+    def _agent_action(self, actions: np.ndarray, e: int, i: int) -> Any:
+        """Agent ``i``'s action in env ``e``: its ``D_i`` entries, clipped to its Box (a guard
+        against rounding: the policy already maps into the bounds), in its dtype; an int for
+        discrete actions."""
+        if not self.continuous:
+            return int(actions[e, i])
+        size = int(self.agent_action_sizes[i])
+        value = np.clip(actions[e, i, :size], self.action_low[:size], self.action_high[:size])
+        return value.astype(self._action_dtypes[i])
 
     def _state(self, env: Any) -> np.ndarray:
         """``env.state()`` as float32 ``(G,)``; an env without one is a :class:`ConfigError`."""
@@ -185,10 +270,12 @@ class ParallelEnvBatch:
             info = infos.get(agent, {}) if isinstance(infos, dict) else {}
             if agent_mask is None and isinstance(info, dict):
                 agent_mask = info.get("action_mask")
-            if agent_mask is not None:
+            if agent_mask is not None and not self.continuous:
                 legal = np.asarray(agent_mask, bool).reshape(-1)
                 mask[i, : legal.size] = legal
-        packed = {"obs": out, "action_mask": mask}
+        packed: dict[str, np.ndarray] = {"obs": out}
+        if not self.continuous:  # as MultiAgentObservation: no mask entry for continuous actions
+            packed["action_mask"] = mask
         if self.global_state:
             packed["global_state"] = self._state(env)
         return packed
@@ -216,7 +303,11 @@ class ParallelEnvBatch:
         for e, env in enumerate(self.envs):
             live = set(env.agents)
             obs, rewards, terms, truncs, infos = env.step(
-                {agent: int(actions[e, i]) for i, agent in enumerate(self.agents) if agent in live}
+                {
+                    agent: self._agent_action(actions, e, i)
+                    for i, agent in enumerate(self.agents)
+                    if agent in live
+                }
             )
             for i, agent in enumerate(self.agents):
                 if agent in live:
@@ -249,11 +340,62 @@ class _Compiled(NamedTuple):
     update: Callable[..., Any]
 
 
+def _sharded_update(
+    config: IPPOConfig,
+    num_agents: int,
+    num_actions: int,
+    action_bounds: tuple[tuple[float, ...], tuple[float, ...]],
+    num_devices: int,
+) -> Callable[..., Any]:
+    """``update(train_state, trajectory) -> (train_state, metrics)`` with the rollout's envs split
+    over ``num_devices`` devices (``jax.shard_map``, the JAX runners' per-device update): each
+    device takes its block of envs (axis 1 of the transitions, axis 0 of the memory), computes
+    its equal share of every minibatch, and the gradients, advantage and value-target statistics
+    and metrics are reduced over the devices, so the result equals one device's. The train state
+    comes back on the first device, where acting and evaluation run."""
+    axis = DeviceAxis(MESH_AXIS, num_devices)
+    per_device, _ = make_multi_agent_ppo(config, num_agents, num_actions, action_bounds, axis)
+    mesh = devices_lib.make_mesh(num_devices)
+    whole, envs, memory = PartitionSpec(), PartitionSpec(None, MESH_AXIS), PartitionSpec(MESH_AXIS)
+
+    def block_update(train_state: Any, trajectory: Trajectory) -> tuple[Any, dict[str, jax.Array]]:
+        train_state, _, metrics = per_device.update(trajectory, train_state, trajectory.last_memory)
+        return train_state, metrics
+
+    specs: Any = Trajectory(envs, whole, memory)  # type: ignore[arg-type]  # a prefix of the trajectory's tree
+    mapped = jax.jit(
+        jax.shard_map(
+            block_update, mesh=mesh, in_specs=(whole, specs), out_specs=(whole, whole), check_vma=False
+        )
+    )
+    first = mesh.devices.flat[0]
+
+    def update(train_state: Any, trajectory: Trajectory) -> tuple[Any, dict[str, jax.Array]]:
+        train_state = jax.device_put(train_state, NamedSharding(mesh, whole))
+        trajectory = Trajectory(
+            jax.device_put(trajectory.transitions, NamedSharding(mesh, envs)),
+            jax.device_put(trajectory.key, NamedSharding(mesh, whole)),
+            jax.device_put(trajectory.last_memory, NamedSharding(mesh, memory)),
+        )
+        train_state, metrics = mapped(train_state, trajectory)
+        return jax.device_put(train_state, first), metrics
+
+    return update
+
+
 @functools.lru_cache(maxsize=8)
-def _compiled(config: IPPOConfig, num_agents: int, num_actions: int) -> _Compiled:
-    """The agent of ``config`` for ``num_agents`` agents and its jitted acting and update
-    functions, cached so that runs of the same config (several seeds) compile once."""
-    agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions)
+def _compiled(
+    config: IPPOConfig,
+    num_agents: int,
+    num_actions: int,
+    action_bounds: tuple[tuple[float, ...], tuple[float, ...]] = ((), ()),
+    num_devices: int = 1,
+) -> _Compiled:
+    """The agent of ``config`` for ``num_agents`` agents (``num_actions`` discrete actions, or
+    continuous ones in ``action_bounds``) and its jitted acting and update functions (the update
+    split over ``num_devices`` devices), cached so that runs of the same config (several seeds)
+    compile once."""
+    agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions, action_bounds)
 
     @jax.jit
     def act(params: Any, key: jax.Array, obs: Any, memory: Any, reset: jax.Array) -> Any:
@@ -270,7 +412,23 @@ def _compiled(config: IPPOConfig, num_agents: int, num_actions: int) -> _Compile
         train_state, _, metrics = agent.update(trajectory, train_state, trajectory.last_memory)
         return train_state, metrics
 
+    if num_devices > 1:
+        sharded = _sharded_update(config, num_agents, num_actions, action_bounds, num_devices)
+        return _Compiled(agent, jax.jit(agent.init), actor_critic.initial_memory, act, act_eval, sharded)
     return _Compiled(agent, jax.jit(agent.init), actor_critic.initial_memory, act, act_eval, update)
+
+
+def _check_continuous(envs: ParallelEnvBatch, config: IPPOConfig) -> None:
+    """Continuous actions need bounds the config's ``continuous_action`` can map into."""
+    if not envs.continuous or config.continuous_action != "tanh":
+        return
+    if not (np.all(np.isfinite(envs.action_low)) and np.all(np.isfinite(envs.action_high))):
+        raise ConfigError(
+            f"{type(envs.envs[0]).__name__}'s action bounds are not finite (low "
+            f"{envs.action_low.tolist()}, high {envs.action_high.tolist()}), so "
+            "continuous_action='tanh' cannot squash into them; set continuous_action='clip' in the "
+            "config (or bound the Box in a wrapper)."
+        )
 
 
 def train_host(
@@ -281,6 +439,7 @@ def train_host(
     eval_every: int | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     env_name: str | None = None,
+    num_devices: int = 1,
 ) -> HostResult:
     """Train IPPO, MAPPO, rec_ippo or rec_mappo (by ``config``'s class) on ``config.num_envs``
     PettingZoo parallel envs stepped on the host.
@@ -289,8 +448,9 @@ def train_host(
         config: an :class:`~lamella.marl.ppo.IPPOConfig`, :class:`~lamella.marl.ppo.MAPPOConfig`,
             :class:`~lamella.marl.ppo.RecIPPOConfig` or :class:`~lamella.marl.ppo.RecMAPPOConfig`
             (``env_id`` names the run only; ``num_envs``, ``num_steps``, the PPO settings, the
-            network's, ``team_reward``, ``normalize_values``, ``eval_episodes`` and
-            ``eval_greedy`` are used).
+            network's, ``continuous_action`` and ``log_std_init`` for Box actions,
+            ``team_reward``, ``normalize_values``, ``eval_episodes`` and ``eval_greedy`` are
+            used).
         make_env: ``() -> pettingzoo.ParallelEnv``, called ``num_envs + eval_episodes`` times
             (training envs, then evaluation envs: one episode each per evaluation). MAPPO needs
             the env's ``state()``.
@@ -298,13 +458,27 @@ def train_host(
         eval_every: env steps between evaluations (default: about 10 per run; one at the end).
         out_dir: write the run log there (None: no files).
         env_name: the task name in the run log (default ``config.env_id``).
+        num_devices: split each update's envs over this many devices (``jax.shard_map``: each
+            device computes its equal share of every minibatch, the gradients and statistics
+            are reduced over the devices, so the run equals the one-device run); acting and
+            evaluation run on the first device. ``num_envs`` and every minibatch (recurrent:
+            ``num_envs / num_minibatches``) must be multiples of it.
 
     Raises:
-        lamella.agents.config.ConfigError: a single-agent env, continuous actions, MAPPO on an
-            env without ``state()``, inconsistent PPO sizes (``num_minibatches`` must divide
-            ``num_envs`` for the recurrent configs), a budget under one rollout.
+        lamella.agents.config.ConfigError: a single-agent env, action spaces other than
+            ``Discrete`` for every agent or a 1-D ``Box`` for every agent (with the same bounds on
+            each entry, finite for ``continuous_action="tanh"``), MAPPO on an env without
+            ``state()``, inconsistent PPO sizes (``num_minibatches`` must divide
+            ``num_envs`` for the recurrent configs), a budget under one rollout, more devices
+            than present or sizes they do not divide (checked before any env is made).
     """
     config.validate()
+    num_devices = devices_lib.check_devices(
+        num_devices,
+        BatchSharding("num_envs", int(config.num_envs), lambda axis: None, lambda state: None),
+        "train_host",
+    )
+    check_ppo_sizes(config, recurrent=config.recurrent, num_devices=num_devices)
     per_iteration = int(config.num_envs) * int(config.num_steps)
     if int(config.total_timesteps) < per_iteration:
         raise ConfigError(
@@ -317,8 +491,10 @@ def train_host(
         [make_env() for _ in range(int(config.eval_episodes))], with_state, config.algorithm
     )
     n, num_envs, num_steps = envs.num_agents, int(config.num_envs), int(config.num_steps)
+    _check_continuous(envs, config)
     obs = envs.reset(seed)  # before anything compiles: MAPPO on an env without state() stops here
-    pieces = _compiled(config, n, envs.num_actions)
+    bounds = (tuple(envs.action_low.tolist()), tuple(envs.action_high.tolist()))
+    pieces = _compiled(config, n, envs.num_actions, bounds, num_devices)
     name = env_name or config.env_id
 
     key = jax.random.key(seed)
