@@ -210,10 +210,10 @@ def test_view_cnn_convolves_the_view_inside_the_row_and_joins_the_rest():
     # By hand: the view back out of the row (row-major), a SAME 3 x 3 convolution, ReLU, flattened,
     # then the values before the view, then those after it.
     view = x[..., 3:35].reshape(6, 4, 4, 2)
-    conv = jax.lax.conv_general_dilated(view, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
-    expected = jnp.concatenate(
-        [jax.nn.relu(conv + bias).reshape(2, 3, -1), x[..., :3], x[..., 35:]], -1
+    conv = jax.lax.conv_general_dilated(
+        view, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
     )
+    expected = jnp.concatenate([jax.nn.relu(conv + bias).reshape(2, 3, -1), x[..., :3], x[..., 35:]], -1)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match=r"does not fit in rows of 30"):
         cnn.apply(params, jnp.zeros((1, 30)))

@@ -64,10 +64,14 @@ def test_the_runner_builds_the_view_cnn_and_it_reads_the_view_and_the_inventory(
     features = 5 * 5 * 16 + INVENTORY  # 406
     assert params["params"]["head"]["Dense_0"]["kernel"].shape == (features, 5)
     # Actor and critic each: the convolution; then the linear policy (5 actions) and value heads.
-    assert sum(x.size for x in jax.tree.leaves(params)) == 2 * (3 * 3 * 10 * 16 + 16) + features * 5 + 5 + features + 1
+    assert (
+        sum(x.size for x in jax.tree.leaves(params))
+        == 2 * (3 * 3 * 10 * 16 + 16) + features * 5 + 5 + features + 1
+    )
 
     network = make_actor_critic(
-        PPOConfig(torso="view_cnn", view_shape=VIEW, view_start=INVENTORY, hidden_sizes=()), spaces.Discrete(5)
+        PPOConfig(torso="view_cnn", view_shape=VIEW, view_start=INVENTORY, hidden_sizes=()),
+        spaces.Discrete(5),
     )
     obs = np.asarray(state.obs[0, :, 0])  # seed 0: agent 0's rows on the 2 envs, (2, 256)
     assert obs.shape == (2, INVENTORY + 250)
@@ -135,11 +139,35 @@ def test_a_tiny_meta_run_with_cnn_meta_agent_and_co_players():
 
 
 def test_cnn_on_an_env_without_an_image_view_is_refused_naming_the_fix():
-    with pytest.raises(ConfigError, match=r"ShapingConfig.torso='cnn'.*IteratedPrisonersDilemma-v0.*no such view.*torso='mlp'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"ShapingConfig.torso='cnn'.*IteratedPrisonersDilemma-v0.*no such view.*torso='mlp'",
+    ):
         make_shaping_runner(ShapingConfig(torso="cnn"))
-    with pytest.raises(ConfigError, match=r"MetaConfig.meta_torso='cnn'.*CoinGame-v0.*no such view.*torso='mlp'"):
+    with pytest.raises(
+        ConfigError, match=r"MetaConfig.meta_torso='cnn'.*CoinGame-v0.*no such view.*torso='mlp'"
+    ):
         make_meta_runner(MetaConfig(env_id="CoinGame-v0", meta_torso="cnn", num_inner_steps=16))
-    with pytest.raises(ConfigError, match=r"MetaConfig.torso='cnn'.*IteratedPrisonersDilemma-v0.*torso='mlp'"):
+    with pytest.raises(
+        ConfigError, match=r"MetaConfig.torso='cnn'.*IteratedPrisonersDilemma-v0.*torso='mlp'"
+    ):
         make_meta_runner(MetaConfig(torso="cnn"))
     with pytest.raises(ConfigError, match=r"ShapingConfig.torso must be one of \('mlp', 'cnn'\), got 'conv'"):
         ShapingConfig(torso="conv").validate()
+
+
+def test_the_cnn_presets():
+    from lamella.agents.algorithms import load_algorithm
+
+    shaping = load_algorithm("shaping").presets["ppo_v_ppo_in_the_matrix_cnn"]
+    shaping.validate()
+    assert (shaping.env_id, shaping.torso, shaping.recurrent) == (ITM, "cnn", True)
+    meta = load_algorithm("meta_es").presets
+    for name, recurrent in (
+        ("good_shepherd_v_ppo_in_the_matrix_cnn", False),
+        ("shaper_v_ppo_in_the_matrix_cnn", True),
+    ):
+        config = meta[name]
+        config.validate()
+        assert (config.env_id, config.torso, config.meta_torso) == (ITM, "cnn", "cnn"), name
+        assert config.co_player_recurrent and config.meta_recurrent is recurrent, name

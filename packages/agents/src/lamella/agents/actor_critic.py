@@ -225,9 +225,10 @@ class FeedForwardActorCriticNet(nn.Module):
     view_start: int = 0
 
     def setup(self) -> None:
-        view = {"view_shape": self.view_shape, "view_start": self.view_start}
-        self.actor_torso = _torso(self.torso, self.hidden_sizes, self.activation, "actor_torso", **view)
-        self.critic_torso = _torso(self.torso, self.hidden_sizes, self.activation, "critic_torso", **view)
+        self.actor_torso, self.critic_torso = (
+            _torso(self.torso, self.hidden_sizes, self.activation, name, self.view_shape, self.view_start)
+            for name in ("actor_torso", "critic_torso")
+        )
         self.head = ActionHead(self.action_space, self.continuous_action, self.log_std_init)
         self.critic_out = nn.Dense(1, kernel_init=orthogonal(1.0))
 

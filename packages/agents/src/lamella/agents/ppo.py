@@ -44,9 +44,9 @@ from flax import struct
 import lamella.envs
 from lamella.agents import losses
 from lamella.agents.actor_critic import (
+    TORSOS,
     ActorCritic,
     FeedForwardActorCriticNet,
-    TORSOS,
     RecurrentActorCriticNet,
     feedforward_actor_critic,
     recurrent_actor_critic,

@@ -24,7 +24,8 @@ iterated games, on CoinGame and on IPD-in-the-Matrix), built from lamella's piec
   The population, the envs and the co-players' learning all run in one compiled program.
 
 The meta-agent is lamella-agents' actor-critic network (:func:`lamella.agents.ppo.make_actor_critic`:
-an MLP torso, with a GRU core when ``meta_recurrent``); only its policy head acts. A feed-forward
+an MLP torso, or on IPD-in-the-Matrix with ``meta_torso="cnn"`` Pax's CNN on the view, with a GRU
+core when ``meta_recurrent``); only its policy head acts. A feed-forward
 meta-agent on the IPD's one-hot observation is a memory-one strategy (Good Shepherd's PPO agent);
 a recurrent one is Shaper's ``PPO_memory``.
 
@@ -267,14 +268,12 @@ def make_meta_agent(
             "MetaConfig.meta_torso='cnn': make_meta_agent needs the image view's place in the flat "
             "observation row (view=(start, (H, W, C)), from lamella.marl.shaping.observations.view_layout)."
         )
-    torso = (
-        {"torso": "view_cnn", "view_start": view[0], "view_shape": view[1]}
-        if config.meta_torso == "cnn" and view is not None
-        else {}
-    )
+    cnn = config.meta_torso == "cnn" and view is not None
     actor_critic = make_actor_critic(
         PPOConfig(
-            **torso,
+            torso="view_cnn" if cnn else "mlp",
+            view_start=view[0] if cnn and view is not None else 0,
+            view_shape=view[1] if cnn and view is not None else (),
             hidden_sizes=tuple(config.meta_hidden_sizes),
             activation=config.activation,
             recurrent=config.meta_recurrent,

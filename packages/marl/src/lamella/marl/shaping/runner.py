@@ -31,7 +31,9 @@ IPD-in-the-Matrix), each with an ``agent`` axis.
 
 **Dict observations** (IPD-in-the-Matrix: a grid view and an inventory per agent) are flattened
 into one float32 row per agent (:mod:`lamella.marl.shaping.observations`) before any agent sees
-them.
+them. ``torso="cnn"`` gives the learners Pax's ``ipditm`` CNN, which takes the view back out of
+the row (where :func:`~lamella.marl.shaping.observations.view_layout` says it is) and joins the
+inventory after the convolution.
 
 **Many devices** (``Runner.sharding``, the driver's ``num_devices``): the envs split over the
 devices. Agent 0's learner (one instance on every env) and any other learner with one instance
@@ -268,9 +270,10 @@ def _learner_config(config: ShapingConfig, copies: int, view: ViewLayout | None 
     """The PPO settings of one instance of a learner that has ``copies`` instances (``view``: where
     the image view is in the flat row, for ``torso="cnn"``)."""
     num_envs = config.num_envs // copies
-    torso = {} if view is None else {"torso": "view_cnn", "view_start": view[0], "view_shape": view[1]}
     return PPOConfig(
-        **torso,
+        torso="mlp" if view is None else "view_cnn",
+        view_start=0 if view is None else view[0],
+        view_shape=() if view is None else view[1],
         env_id=config.env_id,
         total_timesteps=config.num_iterations * num_envs * config.num_steps,
         eval_episodes=config.eval_episodes // copies,
