@@ -167,8 +167,9 @@ _COIN_GAME = MetaConfig(
 # IPD-in-the-Matrix (Pax's ipditm/train_gs, ipditm/train_shaper, smaller): 152-step inner episodes,
 # 16 per outer episode, one PPO co-player per member on 4 envs with Pax's ipditm co-player settings
 # (learning rate 0.005, 2 epochs, entropy 0.1; an MLP on the flattened view and inventory instead of
-# Pax's CNN and GRU: the `_cnn` presets below), OpenES with Pax's sigma 0.075 and learning rate 0.05 (CMA-ES keeps an N x N
-# covariance of the meta-agent's thousands of parameters: too slow here); 100 generations.
+# Pax's CNN and GRU: the `_cnn` presets below have them), OpenES with Pax's sigma 0.075 and learning
+# rate 0.05 (CMA-ES keeps an N x N covariance of the meta-agent's thousands of parameters: too slow
+# here); 100 generations.
 _IN_THE_MATRIX = MetaConfig(
     env_id="IPDInTheMatrix-v0",
     num_inner_steps=152,
