@@ -135,7 +135,8 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train shaping": (
         DRY,
         _dry(
-            "packages/marl/tests/test_shaping_runner.py, test_shaping_coin_game.py, test_shaping_in_the_matrix.py"
+            "packages/marl/tests/test_shaping_runner.py, test_shaping_coin_game.py, test_shaping_in_the_matrix.py, "
+            "test_shaping_cnn.py"
         ),
     ),
     "lamella train rec_ippo": (_PPO_SHORT, _MARL_WHY),

@@ -196,3 +196,42 @@ def test_recurrent_core_init_needs_no_lapack_under_vmap(cell):
     inputs = (jnp.zeros((3, 2, 4)), jnp.zeros((3, 2), bool))
     init = jax.jit(jax.vmap(lambda k: core.init(k, carry, inputs)))
     assert "custom_call" not in init.lower(jax.random.split(jax.random.key(0), 3)).as_text()
+
+
+def test_view_cnn_convolves_the_view_inside_the_row_and_joins_the_rest():
+    # A row of 3 values, a 4 x 4 x 2 view (32), then 2 values: D = 37.
+    cnn = networks.ViewCNN((4, 4, 2), view_start=3, features=5)
+    x = jax.random.normal(jax.random.key(0), (2, 3, 37))
+    params = cnn.init(jax.random.key(1), x)
+    kernel, bias = params["params"]["Conv_0"]["kernel"], params["params"]["Conv_0"]["bias"]
+    assert kernel.shape == (3, 3, 2, 5) and bias.shape == (5,)
+    y = cnn.apply(params, x)
+    assert y.shape == (2, 3, 4 * 4 * 5 + 3 + 2)
+    # By hand: the view back out of the row (row-major), a SAME 3 x 3 convolution, ReLU, flattened,
+    # then the values before the view, then those after it.
+    view = x[..., 3:35].reshape(6, 4, 4, 2)
+    conv = jax.lax.conv_general_dilated(
+        view, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+    expected = jnp.concatenate([jax.nn.relu(conv + bias).reshape(2, 3, -1), x[..., :3], x[..., 35:]], -1)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"does not fit in rows of 30"):
+        cnn.apply(params, jnp.zeros((1, 30)))
+
+
+def test_view_cnn_actor_critic_shapes_parameters_and_refusals():
+    from lamella.agents.ppo import PPOConfig, make_actor_critic, make_ppo
+
+    # Pax's IPD-in-the-Matrix shape: 6 inventory values, then the 5 x 5 x 10 view; 5 actions.
+    config = PPOConfig(torso="view_cnn", view_shape=(5, 5, 10), view_start=6, hidden_sizes=())
+    actor_critic = make_actor_critic(config, spaces.Discrete(5))
+    params = actor_critic.init(jax.random.key(0), jnp.zeros((1, 256)))
+    conv = 3 * 3 * 10 * 16 + 16  # one 3 x 3 convolution of 16 channels (actor and critic each)
+    features = 5 * 5 * 16 + 6  # 406: the flattened convolution and the inventory
+    assert sum(x.size for x in jax.tree.leaves(params)) == 2 * conv + (features * 5 + 5) + (features + 1)
+    _, dist, value = actor_critic.step(params, (), jnp.ones((4, 256)), jnp.zeros((4,), bool))
+    assert dist.logits.shape == (4, 5) and value.shape == (4,)
+    with pytest.raises(ValueError, match=r"torso='view_cnn' needs view_shape=\(H, W, C\)"):
+        PPOConfig(torso="view_cnn").validate()
+    with pytest.raises(ValueError, match=r"this observation has shape \(100,\).*use torso='mlp'"):
+        make_ppo(config, spaces.Box(0.0, 1.0, (100,)), spaces.Discrete(5))

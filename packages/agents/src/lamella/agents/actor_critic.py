@@ -29,9 +29,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.agents.distributions import ActionHead
-from lamella.agents.networks import MLP, MinAtarCNN, RecurrentCore, activation_by_name, orthogonal, zero_carry
+from lamella.agents.networks import (
+    MLP,
+    MinAtarCNN,
+    RecurrentCore,
+    ViewCNN,
+    activation_by_name,
+    orthogonal,
+    zero_carry,
+)
 
 __all__ = [
+    "TORSOS",
     "ActorCritic",
     "FeedForwardActorCriticNet",
     "RecurrentActorCriticNet",
@@ -152,9 +161,41 @@ def recurrent_actor_critic(network: nn.Module, initial_memory: Callable[[int], A
 # Networks ------------------------------------------------------------------------------------
 
 
-def _torso(torso: str, hidden_sizes: tuple[int, ...], activation: str, name: str) -> nn.Module:
+#: The torsos: ``"mlp"`` (flat observations), ``"cnn"`` (MinAtar's, on image observations
+#: ``(H, W, C)``), ``"view_cnn"`` (:class:`~lamella.agents.networks.ViewCNN`: an image view inside a
+#: flat row, with ``view_shape`` and ``view_start``).
+TORSOS = ("mlp", "cnn", "view_cnn")
+
+
+class _ViewTorso(nn.Module):
+    """:class:`~lamella.agents.networks.ViewCNN`, then an MLP of ``hidden_sizes`` (none: the CNN's
+    features themselves, as Pax's IPD-in-the-Matrix agents)."""
+
+    view_shape: tuple[int, ...]
+    view_start: int
+    hidden_sizes: tuple[int, ...]
+    activation: str
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = ViewCNN(tuple(self.view_shape), self.view_start, name="cnn")(x)  # type: ignore[arg-type]
+        return MLP(tuple(self.hidden_sizes), self.activation, name="mlp")(x)
+
+
+def _torso(
+    torso: str,
+    hidden_sizes: tuple[int, ...],
+    activation: str,
+    name: str,
+    view_shape: tuple[int, ...] = (),
+    view_start: int = 0,
+) -> nn.Module:
+    if torso not in TORSOS:
+        raise ValueError(f"Unknown torso {torso!r}; choose one of {TORSOS}.")
     if torso == "cnn":
         return MinAtarCNN(name=name)
+    if torso == "view_cnn":
+        return _ViewTorso(tuple(view_shape), view_start, tuple(hidden_sizes), activation, name=name)
     return MLP(tuple(hidden_sizes), activation, name=name)
 
 
@@ -163,11 +204,15 @@ class FeedForwardActorCriticNet(nn.Module):
 
     Attributes:
         action_space: a Discrete, MultiDiscrete or 1-D Box space.
-        torso: ``"mlp"`` or ``"cnn"`` (MinAtar-sized, for image observations).
+        torso: ``"mlp"``, ``"cnn"`` (MinAtar-sized, for image observations) or ``"view_cnn"``
+            (:class:`~lamella.agents.networks.ViewCNN` on the view inside a flat row, then an MLP
+            of ``hidden_sizes``; ``()``: none). Actor and critic each have their own.
         hidden_sizes: widths of each MLP torso.
         activation: activation name.
         continuous_action: Box actions ``"tanh"``-squashed or ``"clip"``-ped.
         log_std_init: initial log standard deviation for Box actions.
+        view_shape: ``(H, W, C)`` of the view (``"view_cnn"`` only).
+        view_start: where the view starts in the flat row (``"view_cnn"`` only).
     """
 
     action_space: Any
@@ -176,10 +221,14 @@ class FeedForwardActorCriticNet(nn.Module):
     activation: str = "tanh"
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
+    view_shape: tuple[int, ...] = ()
+    view_start: int = 0
 
     def setup(self) -> None:
-        self.actor_torso = _torso(self.torso, self.hidden_sizes, self.activation, "actor_torso")
-        self.critic_torso = _torso(self.torso, self.hidden_sizes, self.activation, "critic_torso")
+        self.actor_torso, self.critic_torso = (
+            _torso(self.torso, self.hidden_sizes, self.activation, name, self.view_shape, self.view_start)
+            for name in ("actor_torso", "critic_torso")
+        )
         self.head = ActionHead(self.action_space, self.continuous_action, self.log_std_init)
         self.critic_out = nn.Dense(1, kernel_init=orthogonal(1.0))
 
@@ -198,7 +247,9 @@ class RecurrentActorCriticNet(nn.Module):
 
     Attributes:
         action_space: a Discrete, MultiDiscrete or 1-D Box space.
-        torso: ``"mlp"`` (one dense layer of ``rnn_hidden_size``) or ``"cnn"``.
+        torso: ``"mlp"`` (one dense layer of ``rnn_hidden_size``), ``"cnn"`` or ``"view_cnn"``
+            (:class:`~lamella.agents.networks.ViewCNN`, its features straight into the core, as
+            Pax's IPD-in-the-Matrix ``PPO_memory``).
         hidden_sizes: the last entry is the width of the actor and critic layers after the
             core (``rnn_hidden_size`` if empty).
         activation: activation name.
@@ -206,6 +257,8 @@ class RecurrentActorCriticNet(nn.Module):
         rnn_hidden_size: width of the carry.
         continuous_action: Box actions ``"tanh"``-squashed or ``"clip"``-ped.
         log_std_init: initial log standard deviation for Box actions.
+        view_shape: ``(H, W, C)`` of the view (``"view_cnn"`` only).
+        view_start: where the view starts in the flat row (``"view_cnn"`` only).
     """
 
     action_space: Any
@@ -216,6 +269,8 @@ class RecurrentActorCriticNet(nn.Module):
     rnn_hidden_size: int = 64
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
+    view_shape: tuple[int, ...] = ()
+    view_start: int = 0
 
     @nn.compact
     def __call__(self, carry: Any, inputs: tuple[jax.Array, jax.Array]) -> tuple[Any, tuple[Any, jax.Array]]:
@@ -223,6 +278,8 @@ class RecurrentActorCriticNet(nn.Module):
         act = activation_by_name(self.activation)
         if self.torso == "cnn":
             x = MinAtarCNN(name="torso")(obs)
+        elif self.torso == "view_cnn":
+            x = ViewCNN(tuple(self.view_shape), self.view_start, name="torso")(obs)  # type: ignore[arg-type]
         else:
             x = act(nn.Dense(self.rnn_hidden_size, kernel_init=orthogonal(np.sqrt(2)))(obs))
         carry, x = RecurrentCore(self.cell, self.rnn_hidden_size, name="core")(carry, (x, reset))

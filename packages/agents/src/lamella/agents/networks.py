@@ -1,4 +1,4 @@
-"""Networks: MLP and MinAtar-sized CNN torsos, GRU/LSTM cores that reset at episode starts.
+"""Networks: MLP, MinAtar-sized CNN and flat-row view CNN torsos, GRU/LSTM cores that reset at episode starts.
 
 All modules are ``flax.linen`` modules; their parameters are plain pytrees
 (``{"params": {...}}``) that optax, evosax and flashbax handle directly.
@@ -26,6 +26,7 @@ __all__ = [
     "Dense",
     "MinAtarCNN",
     "RecurrentCore",
+    "ViewCNN",
     "activation_by_name",
     "orthogonal",
     "zero_carry",
@@ -181,6 +182,57 @@ class MinAtarCNN(nn.Module):
         x = x.reshape((x.shape[0], -1))
         x = jax.nn.relu(nn.Dense(self.hidden_size, kernel_init=orthogonal(np.sqrt(2)))(x))
         return x.reshape((*batch_shape, self.hidden_size))
+
+
+class ViewCNN(nn.Module):
+    """A CNN on an image view stored inside a flat observation row, joined by the row's other values.
+
+    One convolution of ``features`` channels with a ``kernel_size`` kernel (stride 1, ``SAME``
+    padding: the view's height and width are kept; orthogonal kernel with gain sqrt(2), zero
+    bias), a ReLU, the result flattened and followed by the row's values before and after the
+    view. This is the torso of Pax's IPD-in-the-Matrix agents (its ``CNN_ipditm``: 16 channels,
+    3 x 3, the inventory concatenated after the flattened convolution).
+
+    Input float ``(..., D)``: ``x[..., view_start : view_start + H * W * C]`` is the view
+    ``(H, W, C)`` flattened in row-major (C) order, the rest of the row is other values (an
+    inventory, ...). Output float32 ``(..., H * W * features + D - H * W * C)``: the
+    convolution's ``(H, W, features)`` flattened row-major, then ``x[..., :view_start]``, then
+    ``x[..., view_start + H * W * C:]``. Leading axes are kept.
+
+    Attributes:
+        view_shape: ``(H, W, C)`` of the view.
+        view_start: where the view starts in the row.
+        features: convolution channels (Pax: 16).
+        kernel_size: convolution kernel (Pax: 3 x 3).
+    """
+
+    view_shape: tuple[int, int, int]
+    view_start: int = 0
+    features: int = 16
+    kernel_size: tuple[int, int] = (3, 3)
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = jnp.asarray(x, jnp.float32)
+        size = int(np.prod(self.view_shape))
+        end = self.view_start + size
+        if len(self.view_shape) != 3 or x.shape[-1] < end:
+            raise ValueError(
+                f"ViewCNN: a view of shape {tuple(self.view_shape)} (H, W, C) from index {self.view_start} "
+                f"does not fit in rows of {x.shape[-1]} values."
+            )
+        batch_shape = x.shape[:-1]
+        rows = x.reshape((-1, x.shape[-1]))
+        view = rows[:, self.view_start : end].reshape((-1, *self.view_shape))
+        conv = nn.Conv(
+            self.features,
+            tuple(self.kernel_size),
+            padding="SAME",
+            kernel_init=orthogonal(np.sqrt(2)),
+        )
+        y = jax.nn.relu(conv(view)).reshape((rows.shape[0], -1))
+        y = jnp.concatenate([y, rows[:, : self.view_start], rows[:, end:]], -1)
+        return y.reshape((*batch_shape, y.shape[-1]))
 
 
 def zero_carry(cell: str, batch_size: int, hidden_size: int) -> Any:

@@ -38,17 +38,20 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 import lamella.envs
 from lamella.agents import losses
 from lamella.agents.actor_critic import (
+    TORSOS,
     ActorCritic,
     FeedForwardActorCriticNet,
     RecurrentActorCriticNet,
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
+from lamella.agents.config import ConfigError
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
@@ -89,7 +92,10 @@ class PPOConfig(PPOSettings):
             PPO keeps its defaults.
         normalize_observations: running mean/std observation normalisation.
         normalize_rewards: scale rewards by the running std of the discounted return.
-        torso: ``"mlp"`` or ``"cnn"`` (MinAtar-sized, for image observations).
+        torso: ``"mlp"``, ``"cnn"`` (MinAtar-sized, for image observations) or ``"view_cnn"``
+            (:class:`~lamella.agents.networks.ViewCNN`: an image view of ``view_shape`` inside a
+            flat observation row, from index ``view_start``, convolved and joined by the row's
+            other values; then an MLP of ``hidden_sizes``, or the recurrent core).
         hidden_sizes: widths of the MLP torso (actor and critic each have one).
         activation: activation name (``"tanh"``, ``"relu"``, ...).
         recurrent: put a recurrent core between torso and heads (PPO-memory).
@@ -97,6 +103,8 @@ class PPOConfig(PPOSettings):
         rnn_hidden_size: width of the recurrent carry.
         continuous_action: Box actions ``"tanh"``-squashed or ``"clip"``-ped Gaussian.
         log_std_init: initial log standard deviation for Box actions.
+        view_shape: ``(H, W, C)`` of the view that ``torso="view_cnn"`` reads.
+        view_start: where that view starts in the flat observation row.
     """
 
     normalize_observations: bool = False
@@ -109,13 +117,23 @@ class PPOConfig(PPOSettings):
     rnn_hidden_size: int = 64
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
+    view_shape: tuple[int, ...] = ()
+    view_start: int = 0
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` (a ``ValueError``) naming the first
         inconsistent setting."""
         check_ppo_sizes(self, recurrent=self.recurrent)
-        if self.torso not in ("mlp", "cnn"):
-            raise ValueError(f"PPOConfig.torso must be 'mlp' or 'cnn', got {self.torso!r}.")
+        if self.torso not in TORSOS:
+            raise ValueError(f"PPOConfig.torso must be one of {TORSOS}, got {self.torso!r}.")
+        if self.torso == "view_cnn" and (
+            len(self.view_shape) != 3 or min(self.view_shape) < 1 or self.view_start < 0
+        ):
+            raise ValueError(
+                f"PPOConfig: torso='view_cnn' needs view_shape=(H, W, C) (each >= 1) and view_start >= 0, "
+                f"the view's place in the flat observation row; got view_shape={tuple(self.view_shape)}, "
+                f"view_start={self.view_start}."
+            )
         if self.cell not in ("gru", "lstm"):
             raise ValueError(f"PPOConfig.cell must be 'gru' or 'lstm', got {self.cell!r}.")
         activation_by_name(self.activation)
@@ -133,6 +151,8 @@ def make_actor_critic(config: PPOConfig, action_space: spaces.Space) -> ActorCri
         "activation": config.activation,
         "continuous_action": config.continuous_action,
         "log_std_init": config.log_std_init,
+        "view_shape": tuple(config.view_shape),
+        "view_start": config.view_start,
     }
     if config.recurrent:
         network = RecurrentActorCriticNet(
@@ -216,6 +236,14 @@ def make_ppo(
     devices = devices or DeviceAxis()
     check_action_space(action_space, config.continuous_action)
     obs_shape = tuple(observation_space.shape)
+    if config.torso == "view_cnn" and (
+        len(obs_shape) != 1 or config.view_start + int(np.prod(config.view_shape)) > obs_shape[0]
+    ):
+        raise ConfigError(
+            f"PPOConfig: torso='view_cnn' reads a view of {tuple(config.view_shape)} from index "
+            f"{config.view_start} of a flat observation row; this observation has shape {obs_shape}. "
+            "Set view_shape and view_start to where the view is, or use torso='mlp'."
+        )
     actor_critic = make_actor_critic(config, action_space)
     optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config, devices)
 

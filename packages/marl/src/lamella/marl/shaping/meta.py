@@ -24,7 +24,8 @@ iterated games, on CoinGame and on IPD-in-the-Matrix), built from lamella's piec
   The population, the envs and the co-players' learning all run in one compiled program.
 
 The meta-agent is lamella-agents' actor-critic network (:func:`lamella.agents.ppo.make_actor_critic`:
-an MLP torso, with a GRU core when ``meta_recurrent``); only its policy head acts. A feed-forward
+an MLP torso, or on IPD-in-the-Matrix with ``meta_torso="cnn"`` Pax's CNN on the view, with a GRU
+core when ``meta_recurrent``); only its policy head acts. A feed-forward
 meta-agent on the IPD's one-hot observation is a memory-one strategy (Good Shepherd's PPO agent);
 a recurrent one is Shaper's ``PPO_memory``.
 
@@ -57,8 +58,8 @@ from lamella.agents.runner import Runner
 from lamella.envs import spaces
 from lamella.marl.shaping import watchers
 from lamella.marl.shaping.evolution import MetaESState, make_search
-from lamella.marl.shaping.observations import flatten_agent_observations
-from lamella.marl.shaping.runner import LEARNER, ShapingConfig, make_shaping_runner
+from lamella.marl.shaping.observations import flatten_agent_observations, view_layout
+from lamella.marl.shaping.runner import LEARNER, TORSOS, ShapingConfig, ViewLayout, make_shaping_runner
 
 __all__ = ["MetaConfig", "make_meta_agent", "make_meta_runner", "make_outer_episode"]
 
@@ -112,6 +113,11 @@ class MetaConfig(PPOSettings):
             inner episode. Its minibatches split a co-player's ``num_envs // num_opponents``
             envs (whole inner episodes), so ``num_minibatches`` must divide that.
         co_player_rnn_hidden_size: width of that GRU (Pax's ``hidden_size``, 16).
+        torso: the co-players' torso, ``"mlp"`` or ``"cnn"`` (IPD-in-the-Matrix only: Pax's
+            ``ipditm`` CNN on the view, the inventory joined after it; then ``hidden_sizes``, or
+            the GRU when ``co_player_recurrent``; see :class:`~lamella.marl.shaping.runner.ShapingConfig`).
+        meta_torso: the meta-agent's torso, the same choice (then ``meta_hidden_sizes``, or its
+            GRU when ``meta_recurrent``).
         num_epochs, num_minibatches, learning_rate, anneal_lr, gamma, gae_lambda, clip_eps,
             clip_value, vf_coef, ent_coef, max_grad_norm, normalize_advantages: the co-players'
             PPO settings (:class:`~lamella.agents.ppo_update.PPOSettings`); each co-player
@@ -143,6 +149,8 @@ class MetaConfig(PPOSettings):
     hidden_sizes: tuple[int, ...] = ()
     co_player_recurrent: bool = False
     co_player_rnn_hidden_size: int = 16
+    torso: str = "mlp"
+    meta_torso: str = "mlp"
 
     #: The algorithm's name in messages (``lamella train meta_es``).
     algorithm = "meta_es"
@@ -174,6 +182,7 @@ class MetaConfig(PPOSettings):
                 "recurrent": self.co_player_recurrent,
                 "cell": "gru",
                 "rnn_hidden_size": self.co_player_rnn_hidden_size,
+                "torso": self.torso,
             }
         )
 
@@ -194,6 +203,9 @@ class MetaConfig(PPOSettings):
         ):
             if int(getattr(self, field)) < 1:
                 raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
+        for field in ("torso", "meta_torso"):
+            if getattr(self, field) not in TORSOS:
+                raise ConfigError(f"{name}.{field} must be one of {TORSOS}, got {getattr(self, field)!r}.")
         if self.num_steps not in (0, self.num_inner_steps):
             raise ConfigError(
                 f"{name}.num_steps ({self.num_steps}): a co-player updates once per inner episode, on "
@@ -239,16 +251,29 @@ class MetaConfig(PPOSettings):
             )
 
 
-def make_meta_agent(config: MetaConfig, action_space: spaces.Discrete) -> tuple[Agent, Callable[..., Any]]:
+def make_meta_agent(
+    config: MetaConfig, action_space: spaces.Discrete, view: ViewLayout | None = None
+) -> tuple[Agent, Callable[..., Any]]:
     """The meta-agent as a lamella :class:`~lamella.agents.protocol.Agent`, and its network's ``init``.
 
+    ``view`` (``(start, (H, W, C))``, :func:`~lamella.marl.shaping.observations.view_layout`) is
+    where the image view is in the flat observation row; ``config.meta_torso="cnn"`` needs it.
     Its train state is the network's parameters (what the search evolves); ``update`` changes
     nothing; ``reset_memory`` returns the memory unchanged, so the runner's reset at the end of an
     inner episode keeps the recurrent state (it starts fresh only from ``init``, at each outer
     episode).
     """
+    if config.meta_torso == "cnn" and view is None:
+        raise ConfigError(
+            "MetaConfig.meta_torso='cnn': make_meta_agent needs the image view's place in the flat "
+            "observation row (view=(start, (H, W, C)), from lamella.marl.shaping.observations.view_layout)."
+        )
+    cnn = config.meta_torso == "cnn" and view is not None
     actor_critic = make_actor_critic(
         PPOConfig(
+            torso="view_cnn" if cnn else "mlp",
+            view_start=view[0] if cnn and view is not None else 0,
+            view_shape=view[1] if cnn and view is not None else (),
             hidden_sizes=tuple(config.meta_hidden_sizes),
             activation=config.activation,
             recurrent=config.meta_recurrent,
@@ -319,7 +344,14 @@ def _game_and_meta_agent(
             f"('IPDInTheMatrix-v0'); {config.env_id!r} has observations "
             f"{_describe_observations(env, env_params)}."
         )
-    meta_agent, network_init = make_meta_agent(config, spaces.Discrete(int(action_space.nvec[0])))
+    view = (
+        view_layout(env, env_params, f"MetaConfig.meta_torso='cnn' (env {config.env_id})")
+        if config.meta_torso == "cnn"
+        else None
+    )
+    if config.torso == "cnn":  # the co-players' (make_shaping_runner checks it too, later)
+        view_layout(env, env_params, f"MetaConfig.torso='cnn' (env {config.env_id})")
+    meta_agent, network_init = make_meta_agent(config, spaces.Discrete(int(action_space.nvec[0])), view)
 
     def init_params(key: jax.Array) -> Any:
         return network_init(key, jnp.zeros((1, *observation_space.shape[1:]), jnp.float32))

@@ -7,6 +7,14 @@ which concatenates each agent's entries in sorted-key order (``jax.tree.leaves``
 into float32 ``(n, D)``: on IPD-in-the-Matrix the 6 inventory values come first, then the
 250-value egocentric view.
 
+**The layout contract** (what a network that reads one entry back relies on): agent ``i``'s row
+is its entries in sorted-key order, each entry's per-agent array flattened in row-major (C)
+order, with no padding; :meth:`FlatAgentObservation.entries` gives each entry's ``(start,
+shape)`` in the row. :func:`view_layout` finds the one image entry (rank 3 per agent, ``(H, W,
+C)``), which is how the shaping runners' ``torso="cnn"`` (lamella-agents'
+:class:`~lamella.agents.networks.ViewCNN`) takes IPD-in-the-Matrix's 5 x 5 x 10 view back out of
+the row at index 6 and convolves it, with the 6 inventory values joined after the convolution.
+
 On IPD-in-the-Matrix it also reports, per step, ``info["held_coins"]``: int32 ``(2, 2)``, the
 ``[red, blue]`` coins each player held when a paying interaction happened on this step (its
 inventory before the step plus the coins it picked up on it), zeros on other steps. That is the
@@ -33,7 +41,13 @@ from lamella.agents.config import ConfigError
 from lamella.envs import spaces, struct
 from lamella.envs.environment import Environment, StepOutput, Wrapper
 
-__all__ = ["FlatAgentObservation", "TheftMemory", "TheftMemoryState", "flatten_agent_observations"]
+__all__ = [
+    "FlatAgentObservation",
+    "TheftMemory",
+    "TheftMemoryState",
+    "flatten_agent_observations",
+    "view_layout",
+]
 
 
 def _flatten(obs: Any, num_agents: int) -> jax.Array:
@@ -60,6 +74,20 @@ class FlatAgentObservation(Wrapper):
             held = jnp.asarray(state.inventories, jnp.int32) + jnp.asarray(info["coins"], jnp.int32)
             info = {**info, "held_coins": jnp.where(jnp.asarray(info["interaction"])[:, None], held, 0)}
         return _flatten(obs, self.num_agents), next_state, reward, terminated, truncated, info
+
+    def entries(self, params: Any = None) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """Each entry of the dict observation as ``name: (start, shape)``: where its values start
+        in an agent's row and its per-agent shape (in row order: sorted keys)."""
+        space = self.observation_space(params)  # the check
+        del space
+        inner = self.env.observation_space(params)
+        assert isinstance(inner, spaces.Dict)
+        out, start = {}, 0
+        for name in sorted(inner.spaces):
+            shape = tuple(int(d) for d in inner.spaces[name].shape[1:])
+            out[name] = (start, shape)
+            start += int(np.prod(shape, dtype=np.int64))
+        return out
 
     def observation_space(self, params: Any = None) -> spaces.Box:
         space = self.env.observation_space(params)
@@ -106,6 +134,35 @@ def flatten_agent_observations(env: Environment[Any, Any], params: Any) -> Envir
     wrapped = wrapped_class(env)
     wrapped.observation_space(params)  # the check, before anything compiles
     return wrapped
+
+
+def view_layout(env: Environment[Any, Any], params: Any, who: str) -> tuple[int, tuple[int, int, int]]:
+    """``(start, (H, W, C))``: where the image view sits in each agent's flat row of ``env`` (a
+    :func:`flatten_agent_observations` env whose dict observation has exactly one entry of rank 3
+    per agent, such as IPD-in-the-Matrix's ``"observation"``: ``(6, (5, 5, 10))``).
+
+    Raises:
+        ConfigError: ``env`` has no such view (a flat observation, or a dict without exactly one
+            image entry); the message starts with ``who`` (the setting that asked for a CNN) and
+            names the fix.
+    """
+    layouts = (
+        {name: layout for name, layout in env.entries(params).items() if len(layout[1]) == 3}
+        if isinstance(env, FlatAgentObservation)
+        else {}
+    )
+    if len(layouts) != 1:
+        inner = env.env if isinstance(env, FlatAgentObservation) else env
+        space = inner.observation_space(params)
+        name = getattr(inner, "name", type(inner).__name__)
+        described = repr(space) if isinstance(space, spaces.Dict) else f"{tuple(space.shape)}"
+        raise ConfigError(
+            f"{who} runs a CNN on the image view (H, W, C) inside each agent's dict observation, as on "
+            f"IPD-in-the-Matrix ('observation': 5 x 5 x 10, beside 'inventory'); {name} observes "
+            f"{described}, which has {'several' if layouts else 'no'} such view. Use torso='mlp' for this env."
+        )
+    ((start, shape),) = layouts.values()
+    return start, (shape[0], shape[1], shape[2])
 
 
 class TheftMemoryState(struct.PyTreeNode):

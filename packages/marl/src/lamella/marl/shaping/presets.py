@@ -2,19 +2,21 @@
 
 ``lamella train shaping --preset NAME [key=value ...]``:
 
-=============================  ====================================================================
-preset                         agents
-=============================  ====================================================================
-``ppo_v_tft``                  PPO vs tit-for-tat on Pax's IPD (also the ``IteratedPrisonersDilemma-v0``
-                               preset and the defaults); Pax's documented outcome: PPO learns ALL-C
-``ppo_v_all_d``                PPO vs ALL-D on the IPD; PPO learns ALL-D
-``ppo_v_ppo``                  two PPO learners (naive learner vs naive learner) on the IPD; Pax's
-                               documented outcome: mutual defection
-``ppo_v_ppo_coin_game``        two PPO learners on CoinGame (16-step episodes; also the
-                               ``CoinGame-v0`` preset)
-``ppo_v_ppo_in_the_matrix``    two PPO learners on IPD-in-the-Matrix (152-step episodes; also the
-                               ``IPDInTheMatrix-v0`` preset)
-=============================  ====================================================================
+=================================  ==================================================================
+preset                             agents
+=================================  ==================================================================
+``ppo_v_tft``                      PPO vs tit-for-tat on Pax's IPD (also the ``IteratedPrisonersDilemma-v0``
+                                   preset and the defaults); Pax's documented outcome: PPO learns ALL-C
+``ppo_v_all_d``                    PPO vs ALL-D on the IPD; PPO learns ALL-D
+``ppo_v_ppo``                      two PPO learners (naive learner vs naive learner) on the IPD; Pax's
+                                   documented outcome: mutual defection
+``ppo_v_ppo_coin_game``            two PPO learners on CoinGame (16-step episodes; also the
+                                   ``CoinGame-v0`` preset)
+``ppo_v_ppo_in_the_matrix``        two PPO learners on IPD-in-the-Matrix (152-step episodes; also the
+                                   ``IPDInTheMatrix-v0`` preset)
+``ppo_v_ppo_in_the_matrix_cnn``    the same with Pax's ipditm networks: the CNN on the view
+                                   (``torso="cnn"``) and a GRU (PPO_memory)
+=================================  ==================================================================
 
 The IPD presets play 100-round episodes with Pax's payoff (CC -1, CD -3, DC 0, DD -2) and
 discount 0.96; every preset sets only the agents, the env and the budget over
@@ -44,7 +46,9 @@ any preset takes ``co_player_recurrent=true``). The same two setups on CoinGame 
 ``shaper_v_ppo_coin_game``, also the ``CoinGame-v0`` preset) and on IPD-in-the-Matrix
 (``good_shepherd_v_ppo_in_the_matrix``, ``shaper_v_ppo_in_the_matrix``, also the
 ``IPDInTheMatrix-v0`` preset); ``shaping``'s ``ppo_v_ppo_in_the_matrix`` (also its
-``IPDInTheMatrix-v0`` preset) is their naive-learner baseline.
+``IPDInTheMatrix-v0`` preset) is their naive-learner baseline. The Matrix presets with the suffix
+``_cnn`` use Pax's ipditm networks: the CNN on the view (``torso="cnn"``, ``meta_torso="cnn"``)
+and GRU co-players.
 """
 
 from __future__ import annotations
@@ -99,6 +103,16 @@ SHAPING_PRESETS["ppo_v_ppo_in_the_matrix"] = ShapingConfig(
     gamma=0.96,
 )
 SHAPING_PRESETS["IPDInTheMatrix-v0"] = SHAPING_PRESETS["ppo_v_ppo_in_the_matrix"]
+# The same with Pax's ipditm/independent_learners networks: PPO_memory with the CNN on the view
+# (16 channels, 3 x 3, the inventory joined after it), an 8-unit GRU, then 8-unit tanh layers for
+# the policy and the value each (Pax's separate heads); 8 minibatches of 2 envs (whole episodes).
+SHAPING_PRESETS["ppo_v_ppo_in_the_matrix_cnn"] = dataclasses.replace(
+    SHAPING_PRESETS["ppo_v_ppo_in_the_matrix"],
+    torso="cnn",
+    recurrent=True,
+    rnn_hidden_size=8,
+    hidden_sizes=(8,),
+)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "shaping": SHAPING_PRESETS,
@@ -153,8 +167,9 @@ _COIN_GAME = MetaConfig(
 # IPD-in-the-Matrix (Pax's ipditm/train_gs, ipditm/train_shaper, smaller): 152-step inner episodes,
 # 16 per outer episode, one PPO co-player per member on 4 envs with Pax's ipditm co-player settings
 # (learning rate 0.005, 2 epochs, entropy 0.1; an MLP on the flattened view and inventory instead of
-# Pax's CNN and GRU), OpenES with Pax's sigma 0.075 and learning rate 0.05 (CMA-ES keeps an N x N
-# covariance of the meta-agent's thousands of parameters: too slow here); 100 generations.
+# Pax's CNN and GRU: the `_cnn` presets below have them), OpenES with Pax's sigma 0.075 and learning
+# rate 0.05 (CMA-ES keeps an N x N covariance of the meta-agent's thousands of parameters: too slow
+# here); 100 generations.
 _IN_THE_MATRIX = MetaConfig(
     env_id="IPDInTheMatrix-v0",
     num_inner_steps=152,
@@ -175,6 +190,20 @@ _IN_THE_MATRIX = MetaConfig(
     meta_rnn_hidden_size=32,
     total_timesteps=100 * 16 * 4 * 152 * 16,
 )
+# The same with Pax's ipditm/train_gs and ipditm/train_shaper networks: the CNN on the view for the
+# meta-agent (its features straight into the policy and value layers; Shaper: into a 32-unit GRU)
+# and for the co-player (PPO_memory: the CNN, an 8-unit GRU, 8-unit tanh policy and value layers);
+# 2 minibatches of the co-player's 4 envs (whole inner episodes).
+_IN_THE_MATRIX_CNN = dataclasses.replace(
+    _IN_THE_MATRIX,
+    torso="cnn",
+    meta_torso="cnn",
+    meta_hidden_sizes=(),
+    co_player_recurrent=True,
+    co_player_rnn_hidden_size=8,
+    hidden_sizes=(8,),
+    num_minibatches=2,
+)
 PRESETS["meta_es"].update(
     {
         "good_shepherd_v_ppo_coin_game": _COIN_GAME,
@@ -188,6 +217,10 @@ PRESETS["meta_es"].update(
         ),
         "good_shepherd_v_ppo_in_the_matrix": _IN_THE_MATRIX,
         "shaper_v_ppo_in_the_matrix": dataclasses.replace(_IN_THE_MATRIX, meta_recurrent=True),
+        "good_shepherd_v_ppo_in_the_matrix_cnn": _IN_THE_MATRIX_CNN,
+        "shaper_v_ppo_in_the_matrix_cnn": dataclasses.replace(
+            _IN_THE_MATRIX_CNN, meta_recurrent=True, meta_rnn_hidden_size=32
+        ),
     }
 )
 PRESETS["meta_es"]["CoinGame-v0"] = PRESETS["meta_es"]["shaper_v_ppo_coin_game"]

@@ -31,7 +31,9 @@ IPD-in-the-Matrix), each with an ``agent`` axis.
 
 **Dict observations** (IPD-in-the-Matrix: a grid view and an inventory per agent) are flattened
 into one float32 row per agent (:mod:`lamella.marl.shaping.observations`) before any agent sees
-them.
+them. ``torso="cnn"`` gives the learners Pax's ``ipditm`` CNN, which takes the view back out of
+the row (where :func:`~lamella.marl.shaping.observations.view_layout` says it is) and joins the
+inventory after the convolution.
 
 **Many devices** (``Runner.sharding``, the driver's ``num_devices``): the envs split over the
 devices. Agent 0's learner (one instance on every env) and any other learner with one instance
@@ -69,7 +71,7 @@ from lamella.envs import spaces, wrappers
 from lamella.envs.environment import Environment
 from lamella.marl.observation import check_multi_agent_env
 from lamella.marl.shaping import watchers
-from lamella.marl.shaping.observations import flatten_agent_observations
+from lamella.marl.shaping.observations import flatten_agent_observations, view_layout
 from lamella.marl.shaping.strategies import STRATEGIES, check_strategy_fits, make_memory_one_agent, strategy
 
 __all__ = [
@@ -81,6 +83,10 @@ __all__ = [
 
 #: The ``agents`` entry of a PPO learner.
 LEARNER = "ppo"
+#: The learners' torsos (``ShapingConfig.torso``, ``MetaConfig.torso`` and ``meta_torso``).
+TORSOS = ("mlp", "cnn")
+#: ``(start, (H, W, C))``: an image view's place in an agent's flat observation row.
+ViewLayout = tuple[int, tuple[int, int, int]]
 # Policy order (start, CC, CD, DC, DD) -> observation order (CC, CD, DC, DD, START).
 _POLICY_TO_OBS = np.array([1, 2, 3, 4, 0])
 
@@ -110,6 +116,12 @@ class ShapingConfig(PPOSettings):
             activation, recurrent, cell, rnn_hidden_size: every learner's PPO settings, as in
             :class:`lamella.agents.ppo.PPOConfig` (``num_minibatches`` splits each instance's
             ``num_envs / num_opponents * num_steps`` steps; ``recurrent`` gives PPO-memory).
+        torso: every learner's torso: ``"mlp"`` (on the flat row) or ``"cnn"``: on an env whose
+            dict observation holds an image view (IPD-in-the-Matrix), Pax's ``ipditm`` CNN
+            (lamella-agents' :class:`~lamella.agents.networks.ViewCNN`: one 3 x 3 convolution of
+            16 channels on the view, ReLU, flattened, the inventory joined after it), then an MLP
+            of ``hidden_sizes`` (``()``: none, as Pax's) for actor and critic each, or the GRU
+            core when ``recurrent``. Refused on an env without an image view.
     """
 
     env_id: str = "IteratedPrisonersDilemma-v0"
@@ -129,6 +141,7 @@ class ShapingConfig(PPOSettings):
     recurrent: bool = False
     cell: str = "gru"
     rnn_hidden_size: int = 16
+    torso: str = "mlp"
 
     #: The algorithm's name in messages (``lamella train shaping``).
     algorithm = "shaping"
@@ -180,6 +193,8 @@ class ShapingConfig(PPOSettings):
                 )
         if self.cell not in ("gru", "lstm"):
             raise ConfigError(f"{name}.cell must be 'gru' or 'lstm', got {self.cell!r}.")
+        if self.torso not in TORSOS:
+            raise ConfigError(f"{name}.torso must be one of {TORSOS}, got {self.torso!r}.")
         try:
             activation_by_name(self.activation)
         except (KeyError, ValueError) as error:
@@ -251,10 +266,14 @@ def _agent_spaces(env: Environment[Any, Any], params: Any) -> tuple[spaces.Box, 
     return one, [spaces.Discrete(int(k)) for k in nvec]
 
 
-def _learner_config(config: ShapingConfig, copies: int) -> PPOConfig:
-    """The PPO settings of one instance of a learner that has ``copies`` instances."""
+def _learner_config(config: ShapingConfig, copies: int, view: ViewLayout | None = None) -> PPOConfig:
+    """The PPO settings of one instance of a learner that has ``copies`` instances (``view``: where
+    the image view is in the flat row, for ``torso="cnn"``)."""
     num_envs = config.num_envs // copies
     return PPOConfig(
+        torso="mlp" if view is None else "view_cnn",
+        view_start=0 if view is None else view[0],
+        view_shape=() if view is None else view[1],
         env_id=config.env_id,
         total_timesteps=config.num_iterations * num_envs * config.num_steps,
         eval_episodes=config.eval_episodes // copies,
@@ -288,6 +307,7 @@ def _make_slot(
     action_space: spaces.Discrete,
     env_name: str,
     devices: DeviceAxis,
+    view: ViewLayout | None = None,
 ) -> _Slot:
     copies = 1 if index == 0 else config.num_opponents
     if isinstance(spec, Agent):
@@ -306,7 +326,7 @@ def _make_slot(
                 f"ShapingConfig: agent {index} is a recurrent learner on {num_envs} envs per instance, which "
                 f"num_minibatches ({config.num_minibatches}) must divide (recurrent minibatches split envs)."
             )
-        learner_config = _learner_config(config, copies)
+        learner_config = _learner_config(config, copies, view)
         if _instances_split(index, spec, config) and devices.sharded:
             if copies % devices.size:
                 raise ConfigError(
@@ -418,8 +438,14 @@ def _shaping_runner(
                 f"has {num_agents}; give one entry per agent, e.g. agents={example}."
             )
         observation_space, action_spaces = _agent_spaces(env, env_params)
+        # torso="cnn": where each learner's CNN finds the image view in the flat row.
+        view = (
+            view_layout(env, env_params, f"ShapingConfig.torso='cnn' (env {env_name})")
+            if config.torso == "cnn" and any(_is_learner(spec) for spec in specs)
+            else None
+        )
         slots = [
-            _make_slot(i, spec, config, observation_space, action_spaces[i], env_name, devices)
+            _make_slot(i, spec, config, observation_space, action_spaces[i], env_name, devices, view)
             for i, spec in enumerate(specs)
         ]
         matrix_game = observation_space.shape == (len(watchers.STATE_NAMES),) and all(
