@@ -3,8 +3,8 @@
 The page tests (every shell command and every Python block of a README) take from seconds to
 minutes each and were collected last (``packages/ued`` sorts after everything else): one worker
 then ran a long page alone at the end while the other sat idle. Longest-first is the classic fix.
-``PAGE_SECONDS`` holds each page test's measured share (seconds, scaled from the ``--durations``
-of a loaded run); it only orders the tests, so a stale figure costs minutes, never a check.
+``PAGE_SECONDS`` holds each page test's measured CPU seconds (``--cpu-durations`` of a fresh
+clone, 2026-11-29); it only orders the tests, so a stale figure costs minutes, never a check.
 A page not listed counts by its size.
 """
 
@@ -16,23 +16,25 @@ import pytest
 
 # (test file, page) -> seconds.
 PAGE_SECONDS = {
-    ("test_readme_commands.py", "packages/agents/README.md"): 150,
-    ("test_readme_commands.py", "packages/ued/README.md"): 145,
-    ("test_readme_commands.py", "packages/marl/README.md"): 118,
-    ("test_readme_commands.py", "packages/envs/README.md"): 102,
-    ("test_readme_commands.py", "README.md"): 100,
-    ("test_docs.py", "packages/marl/README.md"): 75,
-    ("test_docs.py", "packages/ued/README.md"): 59,
-    ("test_docs.py", "packages/agents/README.md"): 56,
-    ("test_docs.py", "packages/envs/README.md"): 48,
-    ("test_readme_commands.py", "packages/gcrl/README.md"): 47,
-    ("test_docs.py", "packages/buffers/README.md"): 24,
-    ("test_docs.py", "packages/gcrl/README.md"): 20,
+    ("test_docs.py", "packages/marl/README.md"): 142,
+    ("test_docs.py", "packages/envs/README.md"): 74,
+    ("test_docs.py", "packages/agents/README.md"): 68,
+    ("test_readme_commands.py", "packages/marl/README.md"): 67,
+    ("test_docs.py", "packages/ued/README.md"): 58,
+    ("test_readme_commands.py", "README.md"): 57,
+    ("test_readme_commands.py", "packages/ued/README.md"): 54,
+    ("test_readme_commands.py", "packages/agents/README.md"): 40,
+    ("test_docs.py", "packages/buffers/README.md"): 35,
+    ("test_readme_commands.py", "packages/gcrl/README.md"): 26,
+    ("test_docs.py", "packages/gcrl/README.md"): 22,
+    ("test_readme_commands.py", "packages/envs/README.md"): 21,
 }
 # Other long tests (test name) -> seconds.
 LONG_TESTS = {
-    "test_released_agents_install_from_the_index_and_train": 65,
-    "test_ippo_trains_a_few_iterations_on_adapted_smax": 19,
+    "test_mappo_trains_with_continuous_actions_on_mabrax": 23,
+    "test_ippo_trains_a_few_iterations_on_adapted_smax": 22,
+    "test_released_agents_install_from_the_index_and_train": 19,
+    "test_suite_table_per_maze": 17,
 }
 PAGE_TESTS = {"test_readme_commands.py", "test_docs.py"}
 ROOT = Path(__file__).resolve().parent.parent
