@@ -181,11 +181,11 @@ def main() -> int:
     # minutes go (the root conftest.py's --cpu-durations; wall times mislead on a loaded machine).
     os.environ.setdefault("PYTEST_ADDOPTS", "--cpu-durations=30")
     # Every step's programs compile with LLVM at -O1 instead of XLA's default -O2: the tests are
-    # mostly compiling, and -O1 costs less CPU time for the same checks (measured: the marl README's
-    # Python blocks 134.5 -> 105.7 CPU-s; envs' MinAtar, classic-control, bsuite and misc tests
-    # 313 -> 257; four agents learning tests 181 -> 151, training included). -O0 costs more than
-    # it saves where tests train (lamella-gcrl's step 277 -> 386 CPU-s). An XLA_FLAGS that already
-    # sets the level wins; other XLA_FLAGS are kept.
+    # mostly compiling, and -O1 runs the same checks on less CPU time (measured back to back on an
+    # idle 2-core machine: the marl README's Python blocks 126.6 -> 99.9 CPU-s; three agents
+    # learning tests, training included, 181.6 -> 172.6). -O0 costs more than it saves where tests
+    # train (lamella-gcrl's step 277 -> 386 CPU-s). An XLA_FLAGS that already sets the level wins;
+    # other XLA_FLAGS are kept.
     flags = os.environ.get("XLA_FLAGS", "")
     if "--xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=1".strip()
