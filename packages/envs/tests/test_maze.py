@@ -295,6 +295,50 @@ def test_step_never_computes_a_reset():
     assert len(calls) == 1, "the bare step traced the level sampler"
 
 
+class EveryEnvReset(AMaze):
+    """AMaze without ``reset_where``: ``AutoReset`` draws a level for every env and selects."""
+
+    reset_where = None
+
+
+def test_auto_reset_draws_levels_only_for_done_envs_same_states():
+    """Under vmap ``AutoReset(AMaze)`` draws levels for the done envs only (``AMaze.reset_where``'s
+    batching rule, in chunks of 4 for 24 envs): every output equals the select over a level drawn
+    for every env, bit for bit, with no env, some, more than a chunk and all envs ending."""
+    num_envs, params = 24, AMazeParams(height=7, width=7, n_walls=12, max_episode_steps=20)
+    new, every = le.wrappers.AutoReset(AMaze()), le.wrappers.AutoReset(EveryEnvReset())
+    keys = jax.random.split(jax.random.key(0), (2, num_envs))
+    _, state = jax.vmap(new.reset, in_axes=(0, None))(keys[0], params)
+    actions = jnp.arange(num_envs, dtype=jnp.int32) % 7
+
+    def stepper(env):
+        return jax.jit(lambda s: jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys[1], s, actions, params))
+
+    step_new, step_every = stepper(new), stepper(every)
+    ending = {"none": [], "some": [1, 5, 22], "chunks": list(range(2, 24, 2)), "all": list(range(num_envs))}
+    for case, envs in ending.items():
+        time = jnp.zeros(num_envs, jnp.int32).at[jnp.asarray(envs, jnp.int32)].set(19)
+        got, want = step_new(state.replace(time=time)), step_every(state.replace(time=time))
+        assert int(jnp.sum(got[4])) == len(envs), case  # truncated
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=case)
+    # The rule is what runs (its chunk loop), and a vmap of a vmap gives the same states too.
+    batched_step = jax.vmap(new.step, in_axes=(0, 0, 0, None))
+    assert "while" in str(jax.make_jaxpr(lambda s: batched_step(keys[1], s, actions, params))(state))
+    done = jnp.arange(num_envs) % 3 == 0
+    grid = lambda x: x.reshape(2, num_envs // 2, *x.shape[1:])  # noqa: E731
+
+    def select(key, done, state):
+        fresh = AMaze().reset(key, params)[1]
+        return jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, state)
+
+    nested = jax.jit(jax.vmap(jax.vmap(lambda k, d, s: AMaze().reset_where(k, d, s, params))))
+    got = nested(grid(keys[1]), grid(done), jax.tree.map(grid, state))
+    want = jax.vmap(select)(keys[1], done, state)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(a.reshape(b.shape), b)
+
+
 def test_auto_replay_restarts_the_same_level():
     level, params = maze.named_maze("SixteenRooms")
     params = params.replace(max_episode_steps=3)

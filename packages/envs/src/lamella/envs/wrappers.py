@@ -44,6 +44,12 @@ class AutoReset(Wrapper):
     The observation that ended the episode is in ``info["final_observation"]``
     (equal to the returned obs on other steps), so value targets can bootstrap
     from it when the episode was truncated.
+
+    An env class that defines ``observation_of(state, params)`` and
+    ``reset_where(key, done, state, params)`` (the state where ``done`` replaced by
+    ``reset_env(key, params)``'s, exactly) computes the new state itself; the
+    observation is then built from it. AMaze uses this to draw random levels only
+    for the envs that are done under ``vmap``.
     """
 
     def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
@@ -65,16 +71,27 @@ class AutoReset(Wrapper):
             # stored `done` is one more XLA kernel per step than recomputing the compare.
             done_float = done.astype(jnp.float32)
             done = done_float / (1.0 + 0.0 * done_float) != 0.0
-        reset_obs, reset_state = self.env.reset_env(key_reset, params)
         info = {**info, "final_observation": obs}
+        # Looked up on the class: a wrapper in between (which may change the observation) does
+        # not define them, and its attribute delegation must not find the inner env's.
+        observation_of = getattr(type(self.env), "observation_of", None)
+        reset_where = getattr(type(self.env), "reset_where", None)
+        mask_of = getattr(type(self.env), "action_mask", None)
+        if observation_of is not None and reset_where is not None:
+            # The env selects the reset state itself (``reset_where(key, done, state, params)``,
+            # equal to the select below), e.g. drawing random levels only for the envs that are
+            # done under vmap (lamella.envs.maze.AMaze).
+            new_state = reset_where(self.env, key_reset, done, next_state, params)
+            if mask_of is not None and "action_mask" in info:
+                info["action_mask"] = jnp.where(
+                    done, mask_of(self.env, new_state, params), info["action_mask"]
+                )
+            return observation_of(self.env, new_state, params), new_state, reward, terminated, truncated, info
+        reset_obs, reset_state = self.env.reset_env(key_reset, params)
         # The inner step's action mask is the last state's; after a reset the agents act in the new
         # episode's first state (class lookup, as for observation_of below).
-        mask_of = getattr(type(self.env), "action_mask", None)
         if mask_of is not None and "action_mask" in info:
             info["action_mask"] = jnp.where(done, mask_of(self.env, reset_state, params), info["action_mask"])
-        # Looked up on the class: a wrapper in between (which may change the observation) does
-        # not define it, and its attribute delegation must not find the inner env's.
-        observation_of = getattr(type(self.env), "observation_of", None)
         if observation_of is not None:
             # The env's observation is a function of its state: select the (small) state and build
             # one observation from it, instead of the step's and the reset's observations and a

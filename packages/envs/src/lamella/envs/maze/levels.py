@@ -168,7 +168,7 @@ def _sample_dr_level(key: jax.Array, params: AMazeParams) -> MazeLevel:
 @jax.jit
 def _sample_dr_level_scatter(key: jax.Array, params: AMazeParams) -> MazeLevel:
     """The same levels as :func:`_sample_dr_level`, by a scatter and gathers (the sampler before
-    the packed bits; benchmarks/amaze_throughput.py times both)."""
+    the packed bits; tests/test_maze.py checks that both give the same levels)."""
     return _sample(key, params, packed=False)
 
 
