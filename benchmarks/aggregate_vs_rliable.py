@@ -13,10 +13,19 @@ side is a Python process that imports rliable, reads the same files and writes t
 written, files cached: what an installed package has). Wall and CPU time (user + system) of
 each process; on a loaded machine the CPU-time ratios are the steadier ones.
 
+``--baseline-src DIR`` adds the same command run with ``DIR`` first on ``PYTHONPATH`` (a
+checkout of another version's ``packages/eval/src``), interleaved with the others: before and
+after a change in one run.
+
+A further row is the floor of any command that draws with matplotlib: a process that only imports
+NumPy, ``matplotlib.figure`` and the Agg backend (what every lamella plot needs) and writes one
+empty file; no reading, no bootstrap, no figure.
+
 Warm: the library calls in this process, timed calls alternating; lamella's JAX backend's
 first call (compile) is reported apart.
 
     hatch run bench:python benchmarks/aggregate_vs_rliable.py [--cold-repeats 5] [--skip-warm]
+        [--baseline-src DIR]
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import sys
 import tempfile
 import time
 from importlib.metadata import version
+from typing import Any
 
 import jax
 import numpy as np
@@ -99,11 +109,14 @@ def _write_run_logs(root: str, scores: dict[str, np.ndarray]) -> list[str]:
     return dirs
 
 
-def _fresh(command: list[str], outputs: str) -> tuple[float, float]:
+def _fresh(command: list[str], outputs: str, pythonpath: str | None = None) -> tuple[float, float]:
     """(wall, CPU) seconds of ``command``: wall from its start to the last file written
-    under/as ``outputs``, CPU the user + system time of the process (and its children)."""
+    under/as ``outputs``, CPU the user + system time of the process (and its children).
+    ``pythonpath`` goes first on the command's PYTHONPATH."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["JAX_PLATFORMS"] = "cpu"
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
     start = time.time()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
@@ -132,11 +145,14 @@ def _ratio(reference: list[float], these: list[float]) -> str:
 
 LAMELLA = "lamella eval aggregate (default: PNG plots)"
 NO_PLOTS = "lamella eval aggregate --no-plots"
+FLOOR = "floor: import numpy, matplotlib.figure, Agg (no work)"
 RLIABLE = "rliable: aggregates"
 RLIABLE_POI = "rliable: PoI, 10 pairs"
 
 
-def cold(scores: dict[str, np.ndarray], repeats: int, poi_repeats: int) -> None:
+def cold(
+    scores: dict[str, np.ndarray], repeats: int, poi_repeats: int, baseline_src: str | None = None
+) -> None:
     root = tempfile.mkdtemp(prefix="lamella-bench-aggregate-")
     dirs = _write_run_logs(root, scores)
     script = os.path.join(root, "rliable_side.py")
@@ -145,25 +161,40 @@ def cold(scores: dict[str, np.ndarray], repeats: int, poi_repeats: int) -> None:
     out_dir = os.path.join(root, "out")
     lamella = [sys.executable, "-m", "lamella.envs.cli", "eval", "aggregate", *dirs, "--metric", "score"]
     lamella += ["--normalize", "none", "--out-dir", out_dir]
-    sides = {
+    sides: dict[str, tuple[Any, ...]] = {
         LAMELLA: (lamella, out_dir),
         NO_PLOTS: ([*lamella, "--no-plots"], out_dir),
+        FLOOR: (
+            [
+                sys.executable,
+                "-c",
+                "import sys, numpy, matplotlib.figure, matplotlib.backends.backend_agg; "
+                "open(sys.argv[1], 'w').close()",
+                os.path.join(root, "floor.txt"),
+            ],
+            os.path.join(root, "floor.txt"),
+        ),
         RLIABLE: (
             [sys.executable, script, "aggregates", os.path.join(root, "r.csv"), *dirs],
             os.path.join(root, "r.csv"),
         ),
     }
+    if baseline_src:
+        sides = {
+            f"{LAMELLA}, {baseline_src}": (lamella, out_dir, os.path.abspath(baseline_src)),
+            **sides,
+        }
     poi = (
         [sys.executable, script, "improvement", os.path.join(root, "p.csv"), *dirs],
         os.path.join(root, "p.csv"),
     )
-    for command, outputs in sides.values():  # untimed: bytecode and file cache, as installed
-        _fresh(command, outputs)
+    for side in sides.values():  # untimed: bytecode and file cache, as installed
+        _fresh(*side)
     wall: dict[str, list[float]] = {name: [] for name in [*sides, RLIABLE_POI]}
     cpu: dict[str, list[float]] = {name: [] for name in wall}
     for i in range(repeats):
-        for name, (command, outputs) in sides.items():
-            w, c = _fresh(command, outputs)
+        for name, side in sides.items():
+            w, c = _fresh(*side)
             wall[name].append(w)
             cpu[name].append(c)
         if i < poi_repeats:  # about a minute on an idle core: fewer of these, still interleaved
@@ -206,6 +237,11 @@ def main() -> None:
     parser.add_argument("--cold-repeats", type=int, default=5, help="fresh processes per lamella side")
     parser.add_argument("--cold-poi-repeats", type=int, default=2, help="fresh rliable PoI processes")
     parser.add_argument("--skip-warm", action="store_true", help="only the fresh-process comparison")
+    parser.add_argument(
+        "--baseline-src",
+        metavar="DIR",
+        help="also time the command with DIR first on PYTHONPATH (another version's packages/eval/src)",
+    )
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
@@ -220,7 +256,7 @@ def main() -> None:
     )
     print(f"5 algorithms x 10 tasks x 10 runs, {args.reps} bootstrap replicates, 95% percentile CIs")
     print()
-    cold(scores, args.cold_repeats, args.cold_poi_repeats)
+    cold(scores, args.cold_repeats, args.cold_poi_repeats, args.baseline_src)
     if args.skip_warm:
         return
 

@@ -32,7 +32,14 @@ def _png_size(path):
     return image.shape[1], image.shape[0]
 
 
-def test_plots_are_pngs_of_the_requested_size(tmp_path, estimates):
+def test_plots_are_pngs_of_the_requested_size(tmp_path, estimates, monkeypatch):
+    import matplotlib.mathtext
+
+    def no_math_text(*args, **kwargs):
+        raise AssertionError("a default label went through math text (its parser costs ~0.05-0.09 s cold)")
+
+    # The default labels are plain text (tau is the Unicode letter): no math-text parser.
+    monkeypatch.setattr(matplotlib.mathtext.MathTextParser, "parse", no_math_text)
     aggregates, improvement, profiles, curves = estimates
     written = [
         plots.plot_interval_estimates(aggregates, tmp_path / "a.png", figsize=(8, 3), dpi=50),

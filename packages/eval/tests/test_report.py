@@ -266,10 +266,12 @@ def test_sections_without_checkpoints_or_extras(tmp_path, capsys, synthetic_dir,
 
 
 def test_aggregate_does_not_import_the_report(tmp_path, synthetic_dir):
-    """``lamella eval aggregate`` stays as fast to start as before: no plotly, no report module."""
+    """``lamella eval aggregate`` stays as fast to start as before: no plotly, no report module,
+    and no JAX on an input this small (the NumPy bootstrap; issue 12's cold start)."""
     code = (
         "import sys\nfrom lamella.eval.__main__ import main\n"
         f"assert main(['aggregate', {synthetic_dir!r}, '--no-plots', '--out-dir', {str(tmp_path)!r}]) == 0\n"
         "assert 'plotly' not in sys.modules and 'lamella.eval._src.report' not in sys.modules\n"
+        "assert 'jax' not in sys.modules, 'a small aggregation imported JAX'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

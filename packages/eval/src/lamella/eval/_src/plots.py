@@ -82,11 +82,15 @@ def plot_performance_profiles(
     profiles: Estimates,
     path: str | os.PathLike[str],
     *,
-    xlabel: str = r"score $\tau$",
+    xlabel: str = "score \N{GREEK SMALL LETTER TAU}",
     figsize: tuple[float, float] = (6.0, 4.0),
     dpi: int = 100,
 ) -> str:
-    """Fraction of runs with score above tau, per algorithm, with confidence bands."""
+    """Fraction of runs with score above tau, per algorithm, with confidence bands.
+
+    The labels write tau as the Unicode letter, not TeX math: matplotlib's math-text parser
+    costs about 0.05-0.09 s of CPU on its first use, a tenth of the plots of a fresh
+    ``lamella eval aggregate``."""
     figure = Figure(figsize=figsize, layout="constrained")
     axis = figure.subplots()
     colors = _colors(list(profiles.point))
@@ -97,7 +101,7 @@ def plot_performance_profiles(
             taus, profiles.lower[algorithm], profiles.upper[algorithm], color=colors[algorithm], alpha=0.2
         )
     axis.set_xlabel(xlabel)
-    axis.set_ylabel(r"fraction of runs with score $> \tau$")
+    axis.set_ylabel("fraction of runs with score > \N{GREEK SMALL LETTER TAU}")
     axis.set_ylim(0.0, 1.0)
     axis.grid(alpha=0.3)
     axis.legend()
