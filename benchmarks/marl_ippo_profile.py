@@ -1,14 +1,16 @@
 """Where lamella-marl's IPPO spends its time: the rollout against the PPO update, and the update's
-most expensive compiled operations.
+(or the rollout's) most expensive compiled operations.
 
-    python benchmarks/marl_ippo_profile.py [--env ID] [--ops 25]
+    python benchmarks/marl_ippo_profile.py [--env ID] [--ops 25] [--part update|rollout]
 
 The config is ``marl_ippo_throughput.py``'s (16 envs x 128 steps, 4 epochs, 2 minibatches, (64, 64)
 tanh, shared parameters, no agent ids, team reward). One call runs 16 rollouts (or 16 updates of
 one fixed rollout) in one compiled program; medians of 5 calls in CPU time of the process. With
-``--ops N`` one update call runs under ``jax.profiler`` and the N operations (XLA thunks) with
-the most time are listed, read back with ``jax.profiler.ProfileData`` (nested events, such as a
-``while`` loop, include their bodies).
+``--ops N`` one call of ``--part`` runs under ``jax.profiler`` and the N operations (XLA thunks)
+with the most time are listed, read back with ``jax.profiler.ProfileData``, each with the source
+operation XLA recorded for it (nested events, such as a ``while`` loop, include their bodies; the
+sum of all operations, loops left out, is printed too: tracing adds a little to every operation,
+so many small ones, as in the rollout, sum to more than the untraced time).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import collections
 import glob
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -40,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="MPE-simple_spread-v3")
     parser.add_argument("--ops", type=int, default=25, help="operations to list (0: no profile)")
+    parser.add_argument("--part", choices=("update", "rollout"), default="update", help="what to profile")
     args = parser.parse_args()
     config = IPPOConfig(
         env_id=args.env,
@@ -103,9 +107,14 @@ def main() -> None:
     )
     if args.ops <= 0:
         return
+    part = {
+        "update": (updates, (train_state, transitions, key)),
+        "rollout": (rollouts, (train_state, start, key)),
+    }
+    fn, inputs = part[args.part]
     with tempfile.TemporaryDirectory() as folder:
         jax.profiler.start_trace(folder)
-        jax.block_until_ready(updates(train_state, transitions, key))
+        jax.block_until_ready(fn(*inputs))
         jax.profiler.stop_trace()
         path = sorted(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True))[-1]
         profile = jax.profiler.ProfileData.from_file(path)
@@ -120,9 +129,18 @@ def main() -> None:
                     continue
                 total[event.name] += event.duration_ns
                 count[event.name] += 1
-    print(f"  the update's {args.ops} costliest operations (ms per iteration, runs per iteration):")
+    leaves = sum(ns for name, ns in total.items() if not name.startswith("while"))
+    print(
+        f"  the {args.part}'s {args.ops} costliest operations (ms per iteration, runs per iteration; "
+        f"all operations but loops: {leaves / 1e6 / CALLS:.2f} ms):"
+    )
+    # What each operation computes: the source op name XLA kept in its metadata.
+    hlo = fn.lower(*inputs).compile().as_text()
+    source = dict(re.findall(r'%([\w.-]+) = .*?op_name="([^"]*)"', hlo))
     for name, ns in total.most_common(args.ops):
-        print(f"    {ns / 1e6 / CALLS:7.2f}  {count[name] / CALLS:5.1f}  {name}")
+        where = source.get(name, "").replace("jit(updates)/", "").replace("jit(rollouts)/", "")
+        where = re.sub(r"(while/body/closed_call/)+", "", where).replace("MultiAgentActorCriticNet", "net")
+        print(f"    {ns / 1e6 / CALLS:7.2f}  {count[name] / CALLS:5.1f}  {name:<28} {where[-90:]}")
 
 
 if __name__ == "__main__":

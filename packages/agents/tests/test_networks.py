@@ -20,12 +20,13 @@ def test_mlp_and_cnn_shapes():
     assert cnn.apply(params, obs).shape == (2, 6, 16)
 
 
-def test_dense_is_flax_dense_with_the_same_parameters_values_and_gradients():
+@pytest.mark.parametrize("features", [6, 2])  # kernel gradient from x^T (wide) or from g^T (narrow)
+def test_dense_is_flax_dense_with_the_same_parameters_values_and_gradients(features):
     # (batch, agents, F) input: the leading axes are folded and restored.
     x = jax.random.normal(jax.random.key(1), (4, 3, 5))
     fast, flax_dense = (
-        networks.Dense(6, kernel_init=networks.orthogonal(1.0)),
-        flax.linen.Dense(6, kernel_init=networks.orthogonal(1.0)),
+        networks.Dense(features, kernel_init=networks.orthogonal(1.0)),
+        flax.linen.Dense(features, kernel_init=networks.orthogonal(1.0)),
     )
     params = fast.init(jax.random.key(0), x)
     flax_params = flax_dense.init(jax.random.key(0), x)
@@ -35,12 +36,14 @@ def test_dense_is_flax_dense_with_the_same_parameters_values_and_gradients():
     np.testing.assert_allclose(fast.apply(params, x), flax_dense.apply(params, x), rtol=1e-6, atol=1e-6)
 
     def loss(module):
-        return lambda p, x: jnp.sum(jnp.sin(module.apply(p, x)) * jnp.arange(6.0))
+        return lambda p, x: jnp.sum(jnp.sin(module.apply(p, x)) * jnp.arange(float(features)))
 
     grads = jax.grad(loss(fast), argnums=(0, 1))(params, x)
     flax_grads = jax.grad(loss(flax_dense), argnums=(0, 1))(params, x)
     for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(flax_grads), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    if features == 2:
+        return
     # The opt-in MLP has the default MLP's parameter names and values.
     mlp_params = networks.MLP((8, 4), fast_gradient=True).init(jax.random.key(0), x)
     default_params = networks.MLP((8, 4)).init(jax.random.key(0), x)
