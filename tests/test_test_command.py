@@ -80,3 +80,17 @@ def test_steps_run_together_print_whole(capsys) -> None:
     ), printed
     assert sorted(result.name for result in results) == ["first", "second"]
     assert all(result.code == 0 for result in results)
+
+
+def test_step_xla_flags_are_added_for_their_step_only(monkeypatch) -> None:
+    test_all = _test_all()
+    monkeypatch.setattr(test_all, "STEP_XLA_FLAGS", {"envs": "--xla_cpu_use_fusion_emitters=false"})
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
+    env = test_all.step_env("envs")
+    assert env is not None
+    assert env["XLA_FLAGS"] == "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false"
+    assert env["PATH"] == os.environ["PATH"]  # the rest of the environment is ours
+    assert test_all.step_env("marl") is None  # no flags of its own: our environment as it is
+    # A flag the user set stays as the user set it.
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    assert test_all.step_env("envs") is None

@@ -15,6 +15,19 @@ from lamella.envs.environment import Environment
 __all__ = ["ParityCoverage", "assert_parity_coverage", "check_env"]
 
 
+_CONTAINS: dict[int, tuple[spaces.Space, Any]] = {}
+
+
+def _contains(space: spaces.Space) -> Any:
+    """``space.contains`` jitted, once per space: eagerly, each of its few operations compiles on
+    its own for every new shape (a dozen small compiles per env, most of check_env's cost on a
+    small env)."""
+    cached = _CONTAINS.get(id(space))
+    if cached is None or cached[0] is not space:
+        cached = _CONTAINS[id(space)] = (space, jax.jit(space.contains))
+    return cached[1]
+
+
 def _assert_in_space(space: spaces.Space, value: Any, what: str) -> None:
     if isinstance(space, spaces.Dict):
         assert isinstance(value, dict) and set(value) == set(space.spaces), (
@@ -30,7 +43,11 @@ def _assert_in_space(space: spaces.Space, value: Any, what: str) -> None:
     value = jnp.asarray(value)
     assert value.shape == space.shape, f"{what}: shape {value.shape} != space shape {space.shape}"
     assert value.dtype == space.dtype, f"{what}: dtype {value.dtype} != space dtype {space.dtype}"
-    assert bool(space.contains(value)), f"{what}: {value} is outside {space!r}"
+    assert bool(_contains(space)(value)), f"{what}: {value} is outside {space!r}"
+
+
+# One env's entry of a batch (one compile for the whole tree, not one per leaf shape).
+_take = jax.jit(lambda tree, i: jax.tree.map(lambda x: x[i], tree))
 
 
 def _values(x: Any) -> np.ndarray:
@@ -81,18 +98,20 @@ def _check_input_errors(
         "a batch of keys outside vmap": lambda: env.reset(jax.random.split(key, 2), params),
     }
     keys = jax.random.split(key, num_envs)
-    batch_state = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs, *jnp.shape(x))), state)
-    batch_actions = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs, *jnp.shape(x))), action)
+
+    def batch(tree: Any) -> Any:  # called while tracing: nothing is compiled
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs, *jnp.shape(x))), tree)
+
     vmapped = jax.vmap(lambda k, s, a: env.step(k, s, a, params))
     cases["a wrongly shaped action under vmap"] = lambda: vmapped(
-        keys, batch_state, jax.vmap(lambda a: _wrong_action(act_space, a, "shape"))(batch_actions)
+        keys, batch(state), jax.vmap(lambda a: _wrong_action(act_space, a, "shape"))(batch(action))
     )
     cases["a wrong action dtype under vmap"] = lambda: vmapped(
-        keys, batch_state, jax.vmap(lambda a: _wrong_action(act_space, a, "dtype"))(batch_actions)
+        keys, batch(state), jax.vmap(lambda a: _wrong_action(act_space, a, "dtype"))(batch(action))
     )
     # The valid inputs trace (a check that refuses everything would pass the cases below).
     jax.eval_shape(lambda: env.step(key, state, action, params))
-    jax.eval_shape(lambda: vmapped(keys, batch_state, batch_actions))
+    jax.eval_shape(lambda: vmapped(keys, batch(state), batch(action)))
     jax.eval_shape(lambda: env.step(jax.random.PRNGKey(0), state, action, params))  # legacy raw key
     for what, call in cases.items():
         try:
@@ -182,8 +201,8 @@ def check_env(
     step_keys = jax.random.split(keys[-1], num_envs)
     batch_out = jax.jit(jax.vmap(lambda k, s, a: env.step(k, s, a, params)))(step_keys, batch_state, actions)
     for i in range(num_envs):
-        single_state = jax.tree.map(lambda x: x[i], batch_state)
-        single_out = step_jit(step_keys[i], single_state, jax.tree.map(lambda x: x[i], actions))
+        single_key, single_state, single_action = _take((step_keys, batch_state, actions), i)
+        single_out = step_jit(single_key, single_state, single_action)
         jax.tree.map(
             lambda a, b: np.testing.assert_allclose(np.asarray(a)[i], np.asarray(b), rtol=1e-4, atol=1e-5),
             batch_out[:5],
@@ -191,7 +210,7 @@ def check_env(
         )
 
     # reset_done resets exactly where done.
-    done = jnp.arange(num_envs) % 2 == 0
+    done = np.arange(num_envs) % 2 == 0
     reset_keys = jax.random.split(keys[0], num_envs)
     # Jitted: eagerly, a vmapped reset compiles each of its operations on its own (hundreds of
     # small compiles for a large env), which checks nothing more.
