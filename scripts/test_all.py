@@ -42,8 +42,9 @@ STEP_SECONDS = {"agents": 871, "integration": 869, "envs": 620, "marl": 560, "ue
 # marl 683, ued 319, gcrl 217 CPU-s of tests on an idle machine before -> 551, 513, 254, 194 with
 # it, every test passing). Programs then run slower (a PPO CartPole run 1.6x) and their float
 # results differ in the last bits from XLA's default (every learning test of these steps passed
-# with it), so lamella-agents' step (training-heavy learning tests) and the README pages' step
-# (exact sample outputs) keep XLA's default emitters.
+# with it), so lamella-agents' step (training-heavy learning tests: with the flag its TD3 and DDPG
+# Pendulum learning tests missed their thresholds, 2026-11-29) and the README pages' step (exact
+# sample outputs) keep XLA's default emitters.
 _OLD_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 STEP_XLA_FLAGS = {"envs": _OLD_EMITTERS, "marl": _OLD_EMITTERS, "ued": _OLD_EMITTERS, "gcrl": _OLD_EMITTERS}
 
