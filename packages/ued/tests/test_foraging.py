@@ -26,11 +26,14 @@ import pytest
 
 from lamella.agents import make_train
 from lamella.agents.config import ConfigError
+from lamella.agents.driver import compile_options
 from lamella.ued.levels import foraging_family, level_family
 from lamella.ued.presets import FORAGING_ID, PRESETS
 from lamella.ued.runners import ACCELConfig, DRConfig, default_family, make_team, make_ued_runner
 
-FAST_COMPILE = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+# The driver's fast-compile CPU options where the installed XLA has them (None: its defaults;
+# jax 0.12 dropped `xla_cpu_use_fusion_emitters`).
+FAST_COMPILE = compile_options("chunk", mode="fast")
 SEEDS = 3
 EVAL_LEVELS = 256
 # The Foraging presets: 32 envs x 50 steps of 25-step episodes; a 64-wide MLP shared by the agents.

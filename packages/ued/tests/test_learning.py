@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 from lamella.agents import make_train
+from lamella.agents.driver import compile_options
 from lamella.ued.paired import make_paired_runner
 from lamella.ued.presets import PRESETS
 from lamella.ued.runners import default_family, make_actor_critic, make_level_evaluator, make_ued_runner
@@ -43,7 +44,9 @@ ITERATIONS = {"dr": 30, "plr": 50}
 EVAL_LEVELS = 256
 # The driver's fast CPU compile (lamella.agents.driver.compile_options): compile time dominates
 # runs this short.
-FAST_COMPILE = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+# The driver's fast-compile CPU options where the installed XLA has them (None: its defaults;
+# jax 0.12 dropped `xla_cpu_use_fusion_emitters`).
+FAST_COMPILE = compile_options("chunk", mode="fast")
 
 
 @functools.cache
