@@ -384,7 +384,8 @@ def main() -> None:
     )
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-        f"jax {jax.__version__}" + (f"; minimax on jax {minimax.jax_version}" if minimax else "")
+        f"jax {jax.__version__} on {jax.devices()[0].device_kind}"
+        + (f"; minimax on jax {minimax.jax_version}" if minimax else "")
     )
     print(f"{'side':<20} {'steps/s':>12} {'compile s':>10}")
     for name in times:

@@ -1,6 +1,7 @@
 """IPPO training throughput: lamella-marl against JaxMARL's IPPO baseline, side by side, same env.
 
     python benchmarks/marl_ippo_throughput.py --jaxmarl-src DIR [--env ID] [--updates 16] [--repeats 5] [--clock wall|process]
+        [--num-envs 16]
 
 ``DIR`` is a checkout of FLAIROx/JaxMARL (its ``baselines/IPPO/ippo_ff_mpe.py`` is loaded from
 there, unmodified, and run as JaxMARL runs it). JaxMARL pins nothing lamella cannot share, so both
@@ -14,7 +15,7 @@ Protocol (../shared/BENCHMARKS.md):
   ``MultiAgentEnv`` interface (dict observations, actions, rewards and dones; JaxMARL's own
   ``step`` auto-resets, its ``MPELogWrapper`` logs returns) in place of ``jaxmarl.make``. Both
   sides train on the team reward (the agents' rewards summed).
-* The same config: 16 envs x 128 steps, 4 epochs, 2 minibatches (of 2,048 agent-steps each on
+* The same config: 16 envs (``--num-envs``) x 128 steps, 4 epochs, 2 minibatches (of 2,048 agent-steps each on
   both sides), lr 2.5e-4 without annealing, clip 0.2, entropy 0.01, value 0.5, grad norm 0.5,
   actor and critic MLPs of (64, 64) tanh (JaxMARL's fixed width), parameters shared by the
   agents, no agent ids (JaxMARL adds none). lamella also applies LBF's action masks (JaxMARL's
@@ -127,14 +128,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--env", default=ENV_ID, help="a lamella multi-agent env id with discrete actions")
     parser.add_argument("--clock", choices=("wall", "process"), default="wall")
+    parser.add_argument("--num-envs", type=int, default=NUM_ENVS, help="parallel envs on both sides")
     args = parser.parse_args()
-    env_id = args.env
-    total = args.updates * NUM_ENVS * NUM_STEPS
+    env_id, num_envs = args.env, args.num_envs
+    total = args.updates * num_envs * NUM_STEPS
 
     config = IPPOConfig(
         env_id=env_id,
         total_timesteps=total,
-        num_envs=NUM_ENVS,
+        num_envs=num_envs,
         num_steps=NUM_STEPS,
         num_epochs=4,
         num_minibatches=2,
@@ -151,7 +153,7 @@ def main() -> None:
     jaxmarl_ippo = load_jaxmarl_ippo(args.jaxmarl_src)
     jaxmarl_config = {
         "LR": 2.5e-4,
-        "NUM_ENVS": NUM_ENVS,
+        "NUM_ENVS": num_envs,
         "NUM_STEPS": NUM_STEPS,
         "TOTAL_TIMESTEPS": total,
         "UPDATE_EPOCHS": 4,
@@ -182,11 +184,12 @@ def main() -> None:
     )
     ratios = [a / b for a, b in zip(times["jaxmarl"], times["lamella"], strict=True)]
     print(
-        f"IPPO training on {env_id}: {NUM_ENVS} envs x {NUM_STEPS} steps, {args.updates} updates per call, "
+        f"IPPO training on {env_id}: {num_envs} envs x {NUM_STEPS} steps, {args.updates} updates per call, "
         f"{args.clock} clock"
     )
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} CPU(s); jax {jax.__version__}, "
+        f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), device {jax.devices()[0].device_kind}; "
+        f"jax {jax.__version__}, "
         f"jaxmarl {importlib.metadata.version('jaxmarl')}, flax {importlib.metadata.version('flax')}"
     )
     print(f"{'side':<8} {'env steps/s':>12} {'first call (s)':>15}")
