@@ -280,6 +280,8 @@ NOT_RUN: dict[str, str] = {
     "hatch test": "the test command itself",
     "LAMELLA_SMAX_PARITY=all hatch test": "the test command itself, with the slow parity sweep over seven SMAX maps (minutes)",
     "hatch run bench:": "a benchmark (minutes); its figures are in the README",
+    "JAX_PLATFORMS=cuda": "a benchmark on a GPU (the CI machine has none); its figures are in the README",
+    "JAX_PLATFORMS=cuda,cpu": "a benchmark on a GPU (the CI machine has none); its figures are in the README",
     "taskset -c 0 hatch run bench:": "a benchmark pinned to one core (minutes); its figures are in the README",
     "hatch run bench-marl:": "a benchmark (minutes, needs Jumanji); its figures are in the README",
     "uv venv /tmp/jaxmarl-venv": "a benchmark's own virtual environment",
