@@ -9,7 +9,12 @@ written, interleaved. The run logs are written once as metrics.json files; lamel
 the ``lamella eval aggregate`` command with its defaults (aggregates, performance profiles,
 probability of improvement, PNG plots and tables), and again with ``--no-plots``; rliable's
 side is a Python process that imports rliable, reads the same files and writes the aggregates
-(or the probability of improvement) to a CSV file. Each side runs once untimed first (bytecode
+(or the probability of improvement) to a CSV file. A third rliable process produces what
+lamella's default command produces (aggregates, the IQM ranking, performance profiles with
+bootstrap bands, probability of improvement for every pair, each plotted to a PNG with rliable's
+own ``plot_utils``, and the numbers in a CSV file): the same outputs, plots included, on both
+sides. It and the PoI process run ``--cold-poi-repeats`` times (about a minute each on an idle
+core). Each side runs once untimed first (bytecode
 written, files cached: what an installed package has). Wall and CPU time (user + system) of
 each process; on a loaded machine the CPU-time ratios are the steadier ones.
 
@@ -83,10 +88,36 @@ if work == "aggregates":
                              rlm.aggregate_optimality_gap(x)])
     points, intervals = rly.get_interval_estimates(matrices, fn, reps=2000)
     rows = [f"{a}," + ",".join(map(repr, np.concatenate([points[a], intervals[a].ravel()]))) for a in points]
-else:
+elif work == "improvement":
     pairs = {f"{x},{y}": [matrices[x], matrices[y]] for x, y in itertools.combinations(matrices, 2)}
     points, intervals = rly.get_interval_estimates(pairs, rlm.probability_of_improvement, reps=2000)
     rows = [f"{p},{points[p]!r},{intervals[p][0, 0]!r},{intervals[p][1, 0]!r}" for p in points]
+else:  # "everything": the outputs of lamella's default command, with rliable's own plots
+    import matplotlib
+    matplotlib.use("Agg")
+    from rliable import plot_utils
+    names = ["IQM", "Mean", "Median", "Optimality Gap"]
+    fn = lambda x: np.array([rlm.aggregate_iqm(x), rlm.aggregate_mean(x), rlm.aggregate_median(x),
+                             rlm.aggregate_optimality_gap(x)])
+    points, intervals = rly.get_interval_estimates(matrices, fn, reps=2000)
+    fig, _ = plot_utils.plot_interval_estimates(points, intervals, names, algorithms=sorted(points))
+    fig.savefig(os.path.join(out, "aggregates.png"))
+    ranked = sorted(points, key=lambda a: -points[a][0])
+    fig, _ = plot_utils.plot_interval_estimates(
+        {a: points[a][:1] for a in ranked}, {a: intervals[a][:, :1] for a in ranked}, ["IQM"], algorithms=ranked)
+    fig.savefig(os.path.join(out, "ranking.png"))
+    values = np.concatenate([m.ravel() for m in matrices.values()])
+    taus = np.linspace(values.min(), values.max(), 101)
+    profiles, profile_cis = rly.create_performance_profile(matrices, taus, reps=2000)
+    ax = plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=profile_cis)
+    ax.figure.savefig(os.path.join(out, "performance_profiles.png"))
+    pairs = {f"{x},{y}": [matrices[x], matrices[y]] for x, y in itertools.combinations(matrices, 2)}
+    poi, poi_cis = rly.get_interval_estimates(pairs, rlm.probability_of_improvement, reps=2000)
+    ax = plot_utils.plot_probability_of_improvement(poi, poi_cis)
+    ax.figure.savefig(os.path.join(out, "probability_of_improvement.png"))
+    rows = [f"{a}," + ",".join(map(repr, np.concatenate([points[a], intervals[a].ravel()]))) for a in points]
+    rows += [f"{p},{poi[p]!r},{poi_cis[p][0, 0]!r},{poi_cis[p][1, 0]!r}" for p in poi]
+    out = os.path.join(out, "tables.csv")
 with open(out, "w") as file:
     file.write("\\n".join(rows) + "\\n")
 """
@@ -148,6 +179,7 @@ NO_PLOTS = "lamella eval aggregate --no-plots"
 FLOOR = "floor: import numpy, matplotlib.figure, Agg (no work)"
 RLIABLE = "rliable: aggregates"
 RLIABLE_POI = "rliable: PoI, 10 pairs"
+RLIABLE_ALL = "rliable: the default command's outputs (aggregates, ranking, profiles, PoI; PNG plots)"
 
 
 def cold(
@@ -188,9 +220,11 @@ def cold(
         [sys.executable, script, "improvement", os.path.join(root, "p.csv"), *dirs],
         os.path.join(root, "p.csv"),
     )
+    everything = ([sys.executable, script, "everything", os.path.join(root, "all"), *dirs], os.path.join(root, "all"))
+    os.makedirs(everything[1])
     for side in sides.values():  # untimed: bytecode and file cache, as installed
         _fresh(*side)
-    wall: dict[str, list[float]] = {name: [] for name in [*sides, RLIABLE_POI]}
+    wall: dict[str, list[float]] = {name: [] for name in [*sides, RLIABLE_POI, RLIABLE_ALL]}
     cpu: dict[str, list[float]] = {name: [] for name in wall}
     for i in range(repeats):
         for name, side in sides.items():
@@ -201,26 +235,32 @@ def cold(
             w, c = _fresh(*poi)
             wall[RLIABLE_POI].append(w)
             cpu[RLIABLE_POI].append(c)
+            w, c = _fresh(*everything)
+            wall[RLIABLE_ALL].append(w)
+            cpu[RLIABLE_ALL].append(c)
     print(
         f"cold: fresh processes, start to last file written (wall) and user + system time (CPU); "
         f"median of {repeats} (rliable PoI: {poi_repeats}), interleaved; ratios: median (range) "
-        "of the per-round ratios (PoI: rliable PoI's median over this side's rounds)"
+        "of the per-round ratios (PoI, all: rliable PoI's and rliable all outputs' medians over this "
+        "side's rounds)"
     )
     print()
     print(
         "| process | wall (s) | CPU (s) | rliable aggregates / this, wall | CPU "
-        "| rliable PoI / this, wall | CPU |"
+        "| rliable PoI / this, wall | CPU | rliable all outputs / this, wall | CPU |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     poi_wall, poi_cpu = float(np.median(wall[RLIABLE_POI])), float(np.median(cpu[RLIABLE_POI]))
+    all_wall, all_cpu = float(np.median(wall[RLIABLE_ALL])), float(np.median(cpu[RLIABLE_ALL]))
     for name in wall:
         row = f"| {name} | {np.median(wall[name]):.2f} | {np.median(cpu[name]):.2f} |"
         if name.startswith("rliable"):
-            print(row + " | | | |")
+            print(row + " | | | | | |")
             continue
         print(
             f"{row} {_ratio(wall[RLIABLE], wall[name])} | {_ratio(cpu[RLIABLE], cpu[name])} | "
-            f"{_ratio([poi_wall] * repeats, wall[name])} | {_ratio([poi_cpu] * repeats, cpu[name])} |"
+            f"{_ratio([poi_wall] * repeats, wall[name])} | {_ratio([poi_cpu] * repeats, cpu[name])} | "
+            f"{_ratio([all_wall] * repeats, wall[name])} | {_ratio([all_cpu] * repeats, cpu[name])} |"
         )
     print()
 
