@@ -220,7 +220,10 @@ def cold(
         [sys.executable, script, "improvement", os.path.join(root, "p.csv"), *dirs],
         os.path.join(root, "p.csv"),
     )
-    everything = ([sys.executable, script, "everything", os.path.join(root, "all"), *dirs], os.path.join(root, "all"))
+    everything = (
+        [sys.executable, script, "everything", os.path.join(root, "all"), *dirs],
+        os.path.join(root, "all"),
+    )
     os.makedirs(everything[1])
     for side in sides.values():  # untimed: bytecode and file cache, as installed
         _fresh(*side)
