@@ -27,7 +27,7 @@ SEEDS = 3
 def test_self_play_learns_to_cooperate_with_itself():
     """IPD, the meta-agent (tabular) in both seats, CMA-ES with 8 members for 8 generations, 3 seeds
     in one program. From about P(C) 0.5 (-1.5 per round) to mutual cooperation (-1): measured
-    -1.01 to -1.04 and cooperation 0.96 to 0.99 over the last 2 generations. If seat 1 did not play
+    -1.00 to -1.04 and cooperation 0.96 to 1.00 over the last 2 generations. If seat 1 did not play
     the meta-agent's parameters, the best response to it would defect, not cooperate."""
     config = MetaConfig(meta_roles=2, num_outer_steps=1, population_size=8, num_envs=4)
     config = dataclasses.replace(config, total_timesteps=8 * config.steps_per_iteration)
@@ -40,8 +40,9 @@ def test_self_play_learns_to_cooperate_with_itself():
     assert (fitness[:, 0] < -1.3).all(), fitness
     assert (fitness[:, -2:].mean(1) > -1.1).all(), fitness
     assert (cooperation[:, -2:].mean(1) > 0.9).all(), cooperation
-    # Both seats are the meta-agent: the "co-player" figures are seat 1's, close to seat 0's.
-    np.testing.assert_allclose(metrics["co_player_return"], metrics["episode_return"], atol=0.1)
+    # Both seats are the meta-agent: the "co-player" figures are seat 1's, by then close to seat 0's
+    # (earlier, sampling noise of random members spreads them by up to about 0.1).
+    np.testing.assert_allclose(metrics["co_player_return"][:, -2:], fitness[:, -2:], atol=0.05)
 
 
 def _always_defect(init_params):
