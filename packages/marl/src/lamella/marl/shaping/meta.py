@@ -340,14 +340,14 @@ def _game_and_meta_agent(
     config.validate()
     if env is None:
         with jax.ensure_compile_time_eval():
-            players = {"num_players": config.num_players} if config.num_players else {}
+            player_count = {"num_players": config.num_players} if config.num_players else {}
             try:
                 env, env_params = lamella.envs.make(
-                    config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps, **players
+                    config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps, **player_count
                 )
             except (KeyError, TypeError, ValueError) as error:
                 message = str(error.args[0]) if error.args else str(error)
-                if players:
+                if player_count:
                     message += (
                         f" (MetaConfig.num_players={config.num_players}: only an n-player game such as "
                         "'IteratedTensorGame-v0' takes it; leave it at 0 for the two-player games.)"
