@@ -14,7 +14,10 @@ Programs of :func:`lamella.marl.shaping.meta.make_meta_runner`, each one jitted 
 * ``pax_coin_game``: Pax's ``cg/train_gs`` on CoinGame (Good Shepherd: a feed-forward PPO network
   as the meta-agent, 100 envs, one co-player, 16-step inner episodes, 8 minibatches x 2 epochs)
   with 16 members, 60 inner episodes per outer episode instead of 600, and a feed-forward PPO
-  co-player (Pax's yaml has ``PPO_memory``; lamella's meta runner takes feed-forward co-players).
+  co-player (Pax's yaml has ``PPO_memory``);
+* ``pax_coin_game_memory``: the same with Pax's yaml's ``PPO_memory`` co-player (a 16-unit layer,
+  a 16-unit GRU; lamella: ``co_player_recurrent=True``) on 96 envs instead of 100 (lamella's
+  recurrent co-player's 8 minibatches split whole envs).
 
 With ``--pax-python``, each ``pax_*`` program also runs in Pax from its source
 (``benchmarks/pax_meta.py`` in Pax's own virtual environment, a subprocess: Pax pins jax 0.4.31)
@@ -68,11 +71,17 @@ PAX = {
             "+es.mean_reduce=False",
         ],
     ),
+    # Pax's yaml as it is (agent2=PPO_memory), on 96 envs instead of 100 on both sides: lamella's
+    # recurrent co-player splits its minibatches over whole envs, which 8 must divide.
+    "pax_coin_game_memory": (
+        "cg/train_gs",
+        ["popsize=16", "num_devices=1", "num_outer_steps=60", "num_envs=96", "+es.mean_reduce=False"],
+    ),
 }
 
 
 def programs() -> dict[str, MetaConfig]:
-    return {
+    configs = {
         "default": MetaConfig(),
         "pax_ipd": MetaConfig(
             strategy="Open_ES",
@@ -107,6 +116,12 @@ def programs() -> dict[str, MetaConfig]:
             ent_coef=0.1,
         ),
     }
+    # The same with Pax's PPO_memory co-player: a 16-unit layer, then a 16-unit GRU whose state
+    # starts afresh every inner episode.
+    configs["pax_coin_game_memory"] = dataclasses.replace(
+        configs["pax_coin_game"], num_envs=96, co_player_recurrent=True, co_player_rnn_hidden_size=16
+    )
+    return configs
 
 
 def run_pax(python: str, src: str, name: str, generations: int) -> dict:

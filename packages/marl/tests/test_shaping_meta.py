@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import lamella.envs
 from lamella.agents.algorithms import load_algorithm
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
@@ -125,10 +126,12 @@ def test_bad_input_is_rejected_with_the_fix():
         make_meta_runner(MetaConfig(total_timesteps=10))
     with pytest.raises(ConfigError, match=r"Open_ES rejects population_size=7.*even"):
         make_meta_runner(MetaConfig(strategy="Open_ES", population_size=7))
+    foraging, foraging_params = lamella.envs.make("Foraging-5x5-2p-1f-coop-v3")
     with pytest.raises(
-        ConfigError, match=r"two-player iterated matrix game .*CoinGame .*or IPD-in-the-Matrix"
+        ConfigError,
+        match=r"two-player iterated matrix game .*CoinGame .*IPD-in-the-Matrix .*n-player 'IteratedTensorGame-v0'",
     ):
-        make_meta_runner(MetaConfig(env_id="IteratedTensorGame-v0"))
+        make_meta_runner(MetaConfig(), foraging, foraging_params)
     with pytest.raises(ConfigError, match=r"num_outer_steps must be >= 1"):
         MetaConfig(num_outer_steps=0).validate()
     with pytest.raises(ConfigError, match=r"num_steps \(7\): a co-player updates once per inner episode"):

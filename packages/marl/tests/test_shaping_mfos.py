@@ -99,7 +99,7 @@ def test_bad_input_is_rejected_with_the_fix():
         make_mfos_runner(MFOSConfig(opponent="ppo"))
     with pytest.raises(ConfigError, match="must name an InfiniteMatrixGame"):
         make_mfos_runner(MFOSConfig(env_id="IteratedPrisonersDilemma-v0"))
-    with pytest.raises(ConfigError, match=r"payoff.*shape \(2, 2, 2\)"):
+    with pytest.raises(ConfigError, match=r"MFOSConfig\.payoff.*shape \(2, 2, 2\)"):
         MFOSConfig(payoff=(1.0, 2.0, 3.0)).validate()
     with pytest.raises(ConfigError, match=r"game_gamma must be in \[0, 1\)"):
         MFOSConfig(game_gamma=1.0).validate()

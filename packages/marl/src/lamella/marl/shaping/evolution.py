@@ -301,12 +301,12 @@ def make_search(
     return Search(init, ask, tell, center, evo, es_params)
 
 
-def _payoff_array(payoff: Any) -> Any:
+def _payoff_array(payoff: Any, where: str = "MetaESConfig.payoff") -> Any:
     values = np.asarray(payoff, np.float32)
     # Eight numbers in the order CC, CD, DC, DD (each (r_meta, r_opp)), flat or (4, 2).
     if values.shape in ((8,), (4, 2)):
         values = values.reshape(2, 2, 2)
-    return check_payoff(values, "MetaESConfig.payoff")
+    return check_payoff(values, where)
 
 
 def _game(config: MetaESConfig) -> ExactGame:

@@ -23,6 +23,16 @@ iterated games, on CoinGame and on IPD-in-the-Matrix), built from lamella's piec
   over its outer episode; every member meets the same co-player seeds (common random numbers).
   The population, the envs and the co-players' learning all run in one compiled program.
 
+**Roles: self-play and n-player games** (Pax's ``EvoRunnerNRoles``). ``meta_roles=k`` puts the
+meta-agent in the first ``k`` of the game's ``n`` seats (one set of parameters, each seat its own
+memory); the other ``n - k`` seats are PPO co-players, each its own learner. ``k = n`` is
+self-play: the meta-agent against copies of itself, nothing else learning. On the two-player games
+``meta_roles=2`` is self-play; on the n-player tensor game (``IteratedTensorGame-v0``,
+``num_players``) one meta-agent meets several learners (``meta_roles=1``) or several copies of
+it meet the rest (Pax's ``multiplayer_ipd/3pl_2shap_ipd``: two shapers, one PPO learner). The
+fitness is the meta-agent's mean reward over its seats; the ``co_player_*`` metrics are the
+other seats' means (in self-play: the copies' in seats ``1..n-1``).
+
 The meta-agent is lamella-agents' actor-critic network (:func:`lamella.agents.ppo.make_actor_critic`:
 an MLP torso, or on IPD-in-the-Matrix with ``meta_torso="cnn"`` Pax's CNN on the view, with a GRU
 core when ``meta_recurrent``); only its policy head acts. A feed-forward
@@ -78,8 +88,9 @@ class MetaConfig(PPOSettings):
 
     Attributes:
         env_id: a two-player iterated matrix game (``IteratedPrisonersDilemma-v0``, ...),
-            ``CoinGame-v0`` or ``IPDInTheMatrix-v0`` / ``IMPInTheMatrix-v0``; the meta-agent is
-            player 0. On CoinGame the ``cooperation`` metrics are own-coin shares (of the coins a
+            ``CoinGame-v0``, ``IPDInTheMatrix-v0`` / ``IMPInTheMatrix-v0``, or the n-player
+            ``IteratedTensorGame-v0``; the meta-agent is player 0 (and the next ``meta_roles - 1``
+            players). On CoinGame the ``cooperation`` metrics are own-coin shares (of the coins a
             player took, the fraction of its own colour); in the Matrix they are cooperate-coin
             shares (of the coins a player held at its paying interactions, the red = cooperate
             fraction: Pax's ``ipditm`` ratio). The Matrix's dict observation reaches every
@@ -118,6 +129,10 @@ class MetaConfig(PPOSettings):
             the GRU when ``co_player_recurrent``; see :class:`~lamella.marl.shaping.runner.ShapingConfig`).
         meta_torso: the meta-agent's torso, the same choice (then ``meta_hidden_sizes``, or its
             GRU when ``meta_recurrent``).
+        meta_roles: the seats the meta-agent plays (players ``0 .. meta_roles - 1``, one set of
+            parameters); the rest are PPO co-players. The game's player count is self-play.
+        num_players: the player count of an n-player game (``IteratedTensorGame-v0``); 0 keeps
+            the env's default (3 for the tensor game).
         num_epochs, num_minibatches, learning_rate, anneal_lr, gamma, gae_lambda, clip_eps,
             clip_value, vf_coef, ent_coef, max_grad_norm, normalize_advantages: the co-players'
             PPO settings (:class:`~lamella.agents.ppo_update.PPOSettings`); each co-player
@@ -151,6 +166,8 @@ class MetaConfig(PPOSettings):
     co_player_rnn_hidden_size: int = 16
     torso: str = "mlp"
     meta_torso: str = "mlp"
+    meta_roles: int = 1
+    num_players: int = 0
 
     #: The algorithm's name in messages (``lamella train meta_es``).
     algorithm = "meta_es"
@@ -200,9 +217,14 @@ class MetaConfig(PPOSettings):
             "co_player_rnn_hidden_size",
             "num_epochs",
             "num_minibatches",
+            "meta_roles",
         ):
             if int(getattr(self, field)) < 1:
                 raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
+        if int(self.num_players) < 0:
+            raise ConfigError(
+                f"{name}.num_players must be >= 0 (0: the env's default), got {self.num_players}."
+            )
         for field in ("torso", "meta_torso"):
             if getattr(self, field) not in TORSOS:
                 raise ConfigError(f"{name}.{field} must be one of {TORSOS}, got {getattr(self, field)!r}.")
@@ -318,12 +340,19 @@ def _game_and_meta_agent(
     config.validate()
     if env is None:
         with jax.ensure_compile_time_eval():
+            player_count = {"num_players": config.num_players} if config.num_players else {}
             try:
                 env, env_params = lamella.envs.make(
-                    config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps
+                    config.env_id, autoreset=False, num_inner_steps=config.num_inner_steps, **player_count
                 )
             except (KeyError, TypeError, ValueError) as error:
-                raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
+                message = str(error.args[0]) if error.args else str(error)
+                if player_count:
+                    message += (
+                        f" (MetaConfig.num_players={config.num_players}: only an n-player game such as "
+                        "'IteratedTensorGame-v0' takes it; leave it at 0 for the two-player games.)"
+                    )
+                raise ConfigError(message) from None
     elif env_params is None:
         env_params = env.default_params
     action_space = env.action_space(env_params)
@@ -332,17 +361,36 @@ def _game_and_meta_agent(
         env = flatten_agent_observations(env, env_params)
     observation_space = env.observation_space(env_params)
     matrix_game = not flat and tuple(observation_space.shape) == (2, len(watchers.STATE_NAMES))
+    players = len(action_space.nvec) if isinstance(action_space, spaces.MultiDiscrete) else 0
+    tensor_game = (
+        not flat
+        and not matrix_game
+        and players >= 2
+        and all(int(n) == 2 for n in action_space.nvec)
+        and tuple(observation_space.shape) == (players, 2**players + 1)
+    )
     if not (
         isinstance(action_space, spaces.MultiDiscrete)
-        and len(action_space.nvec) == 2
         and len(observation_space.shape) == 2
-        and (matrix_game or _game_info(env, env_params) in ("coin_game", "in_the_matrix"))
+        and (
+            tensor_game
+            or (
+                players == 2
+                and (matrix_game or _game_info(env, env_params) in ("coin_game", "in_the_matrix"))
+            )
+        )
     ):
         raise ConfigError(
             f"MetaConfig.env_id must name a two-player iterated matrix game (observations (2, 5), "
-            f"e.g. 'IteratedPrisonersDilemma-v0'), CoinGame ('CoinGame-v0') or IPD-in-the-Matrix "
-            f"('IPDInTheMatrix-v0'); {config.env_id!r} has observations "
-            f"{_describe_observations(env, env_params)}."
+            f"e.g. 'IteratedPrisonersDilemma-v0'), CoinGame ('CoinGame-v0'), IPD-in-the-Matrix "
+            f"('IPDInTheMatrix-v0') or the n-player 'IteratedTensorGame-v0'; {config.env_id!r} has "
+            f"observations {_describe_observations(env, env_params)}."
+        )
+    if config.meta_roles > players:
+        raise ConfigError(
+            f"MetaConfig.meta_roles ({config.meta_roles}) is more than {config.env_id}'s {players} players; "
+            f"set meta_roles to 1..{players} ({players}: self-play, the meta-agent in every seat)"
+            + (", or num_players to a larger game." if tensor_game else ".")
         )
     view = (
         view_layout(env, env_params, f"MetaConfig.meta_torso='cnn' (env {config.env_id})")
@@ -366,7 +414,7 @@ def _game_info(env: Any, env_params: Any) -> str:
 
     def probe_info(key: jax.Array) -> dict[str, Any]:
         _, state = env.reset(key, env_params)
-        return env.step(key, state, jnp.zeros((2,), jnp.int32), env_params)[5]
+        return env.step(key, state, jnp.zeros((int(env.num_agents),), jnp.int32), env_params)[5]
 
     info = jax.eval_shape(probe_info, jax.random.key(0))
     if "own_coins" in info and "other_coins" in info:
@@ -400,30 +448,54 @@ def make_outer_episode(
     meta-agent parameters.
     """
     env, env_params, meta_agent, init_params = _game_and_meta_agent(config, env, env_params)
-    inner = make_shaping_runner(config.co_player_config(), env, env_params, agents=[meta_agent, LEARNER])
+    num_players, roles = int(env.num_agents), config.meta_roles
+    inner = make_shaping_runner(
+        config.co_player_config(),
+        env,
+        env_params,
+        agents=[meta_agent] * roles + [LEARNER] * (num_players - roles),
+        require_learner=roles < num_players,
+    )
+    # The co-players' seats; in self-play the meta-agent's copies after seat 0.
+    others = slice(roles, num_players) if roles < num_players else slice(1, num_players)
 
     def outer_episode(params: Any, key: jax.Array) -> dict[str, jax.Array]:
         state = inner.init(key)
-        state = state.replace(train_states=(jax.tree.map(lambda x: x[None], params), *state.train_states[1:]))
+        # Seat 0 has one instance; every other seat num_opponents (the same parameters each).
+        seats = tuple(
+            jax.tree.map(
+                lambda x, copies=(1 if i == 0 else config.num_opponents): jnp.stack([x] * copies), params
+            )
+            for i in range(roles)
+        )
+        state = state.replace(train_states=(*seats, *state.train_states[roles:]))
         _, metrics = jax.lax.scan(lambda s, _: inner.step(s), state, None, length=config.num_outer_steps)
-        reward = metrics["reward"]  # (K, 2): mean reward per round of each inner episode
-        # (K, 2): expected P(C) on a matrix game, the own-coin share on CoinGame (Pax's "coop"),
+        reward = metrics["reward"]  # (K, n): mean reward per round of each inner episode
+        # (K, n): expected P(C) on a matrix game, the own-coin share on CoinGame (Pax's "coop"),
         # the cooperate-coin share of the inventories at interactions on IPD-in-the-Matrix (Pax's
-        # ipditm "ratio").
+        # ipditm "ratio"), the fraction of cooperating rounds on a tensor game.
         if "cooperation_CC" in metrics:
             cooperation = jax.vmap(_cooperation)(metrics)
         elif "own_coin_share" in metrics:
             cooperation = metrics["own_coin_share"]
+        elif "cooperation_rate" in metrics:
+            cooperation = metrics["cooperation_rate"]
         else:
             cooperation = metrics["cooperate_coin_share"]
+        learners = range(roles, num_players)
+        kl = (
+            jnp.stack([metrics[f"learner_{i}_first_minibatch_kl"] for i in learners]).mean(0)
+            if roles < num_players
+            else jnp.zeros((config.num_outer_steps,), jnp.float32)
+        )
         return {
-            "meta_return": reward[:, 0].mean(),
-            "co_player_return": reward[:, 1].mean(),
-            "meta_cooperation": cooperation[:, 0].mean(),
-            "co_player_cooperation": cooperation[:, 1].mean(),
-            "co_player_cooperation_per_episode": cooperation[:, 1],
-            "co_player_return_per_episode": reward[:, 1],
-            "co_player_first_minibatch_kl": metrics["learner_1_first_minibatch_kl"],
+            "meta_return": reward[:, :roles].mean(),
+            "co_player_return": reward[:, others].mean(),
+            "meta_cooperation": cooperation[:, :roles].mean(),
+            "co_player_cooperation": cooperation[:, others].mean(),
+            "co_player_cooperation_per_episode": cooperation[:, others].mean(1),
+            "co_player_return_per_episode": reward[:, others].mean(1),
+            "co_player_first_minibatch_kl": kl,
         }
 
     return outer_episode, init_params

@@ -208,7 +208,7 @@ class MFOSConfig(PPOConfig):
             raise ConfigError(f"{name}.opponent must be one of {sorted(OPPONENTS)}, got {self.opponent!r}.")
         if self.payoff is not None:
             try:
-                _payoff_array(self.payoff)
+                _payoff_array(self.payoff, f"{name}.payoff")
             except ValueError as error:
                 raise ConfigError(str(error)) from None
         if self.game_gamma is not None and not 0.0 <= float(self.game_gamma) < 1.0:
@@ -229,7 +229,9 @@ def make_learning_opponent_game(config: MFOSConfig) -> tuple[LearningOpponentGam
                 f"{config.env_id!r} is a {type(env.unwrapped).__name__}. M-FOS on the finite games is the "
                 "meta runner (lamella train meta_es)."
             )
-        payoff = env_params.payoff if config.payoff is None else _payoff_array(config.payoff)
+        payoff = (
+            env_params.payoff if config.payoff is None else _payoff_array(config.payoff, "MFOSConfig.payoff")
+        )
         gamma = float(env_params.gamma if config.game_gamma is None else config.game_gamma)
     game = LearningOpponentGame(
         OPPONENTS[config.opponent](config.opponent_lr), jnp.asarray(payoff), gamma, config.num_outer_steps

@@ -48,7 +48,9 @@ any preset takes ``co_player_recurrent=true``). The same two setups on CoinGame 
 ``IPDInTheMatrix-v0`` preset); ``shaping``'s ``ppo_v_ppo_in_the_matrix`` (also its
 ``IPDInTheMatrix-v0`` preset) is their naive-learner baseline. The Matrix presets with the suffix
 ``_cnn`` use Pax's ipditm networks: the CNN on the view (``torso="cnn"``, ``meta_torso="cnn"``)
-and GRU co-players.
+and GRU co-players. Roles (``meta_roles``): ``good_shepherd_self_play`` (the meta-agent in
+both seats of the IPD) and ``shaper_2_roles_v_ppo_3p`` (a Shaper in two seats of the 3-player
+``IteratedTensorGame-v0`` against one PPO_memory co-player, Pax's ``3pl_2shap_ipd``).
 """
 
 from __future__ import annotations
@@ -220,6 +222,32 @@ PRESETS["meta_es"].update(
         "good_shepherd_v_ppo_in_the_matrix_cnn": _IN_THE_MATRIX_CNN,
         "shaper_v_ppo_in_the_matrix_cnn": dataclasses.replace(
             _IN_THE_MATRIX_CNN, meta_recurrent=True, meta_rnn_hidden_size=32
+        ),
+    }
+)
+# Roles (Pax's EvoRunnerNRoles): self-play on the IPD (the meta-agent in both seats, its fitness
+# both seats' mean: nothing else learns, so one inner episode per outer episode; 100 generations),
+# and Pax's multiplayer_ipd/3pl_2shap_ipd on the 3-player tensor game: a Shaper (GRU) meta-agent
+# in two seats against a PPO_memory co-player in the third (Pax's 100-round inner episodes at the
+# IPD presets' smaller scale: 20 rounds, 48 per outer episode, 100 generations).
+_THREE_PLAYERS = 16 * 4 * 20 * 48
+PRESETS["meta_es"].update(
+    {
+        "good_shepherd_self_play": MetaConfig(
+            env_id=_IPD, meta_roles=2, num_outer_steps=1, total_timesteps=100 * 16 * 4 * 20
+        ),
+        "shaper_2_roles_v_ppo_3p": MetaConfig(
+            env_id="IteratedTensorGame-v0",
+            num_players=3,
+            meta_roles=2,
+            meta_recurrent=True,
+            meta_hidden_sizes=(16,),
+            co_player_recurrent=True,
+            learning_rate=0.05,
+            strategy="Open_ES",
+            sigma_init=0.1,
+            es_learning_rate=0.05,
+            total_timesteps=100 * _THREE_PLAYERS,
         ),
     }
 )

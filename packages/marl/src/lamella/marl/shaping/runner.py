@@ -380,6 +380,8 @@ def make_shaping_runner(
     env: Environment[Any, Any] | None = None,
     env_params: Any = None,
     agents: Sequence[AgentSpec] | None = None,
+    *,
+    require_learner: bool = True,
 ) -> Runner:
     """A :class:`~lamella.agents.runner.Runner` of learners and fixed agents (see the module docs);
     it splits its envs over devices (``Runner.sharding``, see "Many devices" there).
@@ -392,13 +394,16 @@ def make_shaping_runner(
         agents: replaces ``config.agents``: one entry per agent, each ``"ppo"``, a strategy name,
             five cooperation probabilities ``(start, CC, CD, DC, DD)``, or any ``Agent`` (fixed:
             its ``policy`` takes a batch of that agent's observations).
+        require_learner: refuse a runner whose agents are all fixed (nothing would learn). The
+            meta runner's self-play (every role the meta-agent, whose parameters change only
+            between outer episodes) turns it off.
 
     Raises:
         lamella.agents.config.ConfigError: an entry count that is not the env's agent count, a
             fixed strategy on a game it does not fit, an opponent count that does not divide the
             envs, or other inconsistent settings (``lamella train`` prints one line, exit 2).
     """
-    return _shaping_runner(config, env, env_params, agents, DeviceAxis())
+    return _shaping_runner(config, env, env_params, agents, DeviceAxis(), require_learner)
 
 
 def _shaping_runner(
@@ -407,6 +412,7 @@ def _shaping_runner(
     given_params: Any,
     agents: Sequence[AgentSpec] | None,
     devices: DeviceAxis,
+    require_learner: bool = True,
 ) -> Runner:
     """The shaping runner for one device's block of the envs (all of them on one device)."""
     config.validate()
@@ -448,9 +454,10 @@ def _shaping_runner(
             _make_slot(i, spec, config, observation_space, action_spaces[i], env_name, devices, view)
             for i, spec in enumerate(specs)
         ]
-        matrix_game = observation_space.shape == (len(watchers.STATE_NAMES),) and all(
-            space.n == 2 for space in action_spaces
-        )
+        two_actions = all(space.n == 2 for space in action_spaces)
+        matrix_game = observation_space.shape == (len(watchers.STATE_NAMES),) and two_actions
+        # The n-player tensor games: a one-hot over the 2**n joint actions and START.
+        tensor_game = not matrix_game and two_actions and observation_space.shape == (2**num_agents + 1,)
 
     def probe_info(key: jax.Array) -> dict[str, Any]:
         _, probe_state = env.reset(key, env_params)
@@ -460,7 +467,7 @@ def _shaping_runner(
     info_shapes = jax.eval_shape(probe_info, jax.random.key(0))
     coin_game = "own_coins" in info_shapes and "other_coins" in info_shapes
     in_the_matrix = all(name in info_shapes for name in watchers.IN_THE_MATRIX_INFO)
-    if not any(slot.learner is not None for slot in slots):
+    if require_learner and not any(slot.learner is not None for slot in slots):
         raise ConfigError(
             f"shaping: every agent is fixed ({', '.join(map(_spec_name, specs))}); nothing would learn. "
             f"Make at least one entry {LEARNER!r}."
@@ -655,6 +662,8 @@ def _shaping_runner(
             )
             cooperation = cooperation_tables(state.train_states, every_env)
             metrics.update(watchers.matrix_game_metrics(cooperation, watchers.state_visits(every_env.obs)))
+        if tensor_game:
+            metrics["cooperation_rate"] = watchers.cooperation_rate(gather(transitions.action, axis=1))
         if coin_game:
             coins = {name: transitions.info[name] for name in ("own_coins", "other_coins")}
             metrics.update(watchers.coin_game_metrics(gather(coins, axis=1)))
@@ -729,7 +738,11 @@ def _shaping_runner(
             "return": out["agent_return"],
         }
 
-    per_agent = ("return", "reward", *watchers.metric_names(matrix_game, coin_game, in_the_matrix))
+    per_agent = (
+        "return",
+        "reward",
+        *watchers.metric_names(matrix_game, coin_game, in_the_matrix, tensor_game),
+    )
     return Runner(
         init=init,
         step=step,
@@ -741,7 +754,7 @@ def _shaping_runner(
             devices,
             "num_envs",
             config.num_envs,
-            lambda axis: _shaping_runner(config, given_env, given_params, agents, axis),
+            lambda axis: _shaping_runner(config, given_env, given_params, agents, axis, require_learner),
             functools.partial(
                 _shaping_state_axes, layout=[_device_layout(i, s, config) for i, s in enumerate(specs)]
             ),

@@ -31,6 +31,12 @@ the cooperate move for both players, a blue coin defect:
 * ``cooperate_pickup_share``: of the coins the agent picked up, the red share (0 when none).
 * ``coins_per_step``: coins the agent picked up per env step.
 * ``interactions_per_step``: paying interactions per env step (the same for both agents).
+
+Iterated n-player tensor games (``IteratedTensorGame``: two actions each, a one-hot over the
+``2**n`` joint actions and START):
+
+* ``cooperation_rate``: the fraction of the rollout's steps on which the agent cooperated
+  (action 0; :func:`cooperation_rate`).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ __all__ = [
     "STATE_NAMES",
     "coin_game_metrics",
     "cooperate_coin_share",
+    "cooperation_rate",
     "empirical_cooperation",
     "in_the_matrix_metrics",
     "matrix_game_metrics",
@@ -75,6 +82,13 @@ def empirical_cooperation(obs: jax.Array, action: jax.Array) -> jax.Array:
     cooperated = (action == COOPERATE).astype(jnp.float32)[..., None]
     count = obs.sum((0, 1))
     return jnp.where(count > 0, (obs * cooperated).sum((0, 1)) / jnp.maximum(count, 1.0), 0.0)
+
+
+def cooperation_rate(action: jax.Array) -> jax.Array:
+    """Each agent's fraction of cooperating steps (action 0), float32 ``(n,)``, from int
+    ``action`` ``(..., n)``."""
+    cooperated = (jnp.asarray(action) == COOPERATE).astype(jnp.float32)
+    return cooperated.reshape((-1, cooperated.shape[-1])).mean(0)
 
 
 def matrix_game_metrics(cooperation: jax.Array, visits: jax.Array) -> dict[str, jax.Array]:
@@ -145,9 +159,11 @@ def in_the_matrix_metrics(info: dict[str, Any]) -> dict[str, jax.Array]:
 IN_THE_MATRIX_INFO = ("interaction", "coins", "held_coins")
 
 
-def metric_names(matrix_game: bool, coin_game: bool, in_the_matrix: bool = False) -> tuple[str, ...]:
+def metric_names(
+    matrix_game: bool, coin_game: bool, in_the_matrix: bool = False, tensor_game: bool = False
+) -> tuple[str, ...]:
     """The per-agent watcher metrics the runner reports for a game of this kind."""
-    names: list[str] = []
+    names: list[str] = ["cooperation_rate"] if tensor_game else []
     if matrix_game:
         names += [f"cooperation_{s}" for s in STATE_NAMES] + [f"visits_{s}" for s in STATE_NAMES]
     if coin_game:
