@@ -18,15 +18,18 @@ agents).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from matplotlib import image as mpimg
 
 from lamella.agents import make_train
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import compile_options
+from lamella.envs.multi_agent.lbf import render as lbf_render
 from lamella.ued.levels import foraging_family, level_family
 from lamella.ued.presets import FORAGING_ID, PRESETS
 from lamella.ued.runners import ACCELConfig, DRConfig, default_family, make_team, make_ued_runner
@@ -75,17 +78,26 @@ def test_team_streams_sum_the_agents():
 def test_bad_settings_for_foraging_are_refused_before_compiling():
     with pytest.raises(ConfigError, match="set recurrent=false"):
         make_ued_runner(DRConfig(**{**SMALL, "recurrent": True}))
-    with pytest.raises(ConfigError, match="set screenshot_every=0"):
-        make_ued_runner(DRConfig(**{**SMALL, "screenshot_every": 2}))
+    no_drawer = default_family(DRConfig(**SMALL))._replace(level_image=None)
+    with pytest.raises(ConfigError, match="give the LevelFamily a level_image"):
+        make_ued_runner(DRConfig(**{**SMALL, "screenshot_every": 2}), family=no_drawer)
     with pytest.raises(
         ValueError, match=r"unknown level 'SixteenRooms'; .* has no named levels: use 'random'"
     ):
         make_ued_runner(DRConfig(**{**SMALL, "eval_levels": ("SixteenRooms",)}))
 
 
-def test_accel_runs_every_branch_on_foraging():
+def test_accel_runs_every_branch_on_foraging(tmp_path):
     config = ACCELConfig(
-        **{**SMALL, "num_envs": 8, "num_steps": 25, "eval_episodes": 8, "total_timesteps": 8 * 25 * 8},
+        **{
+            **SMALL,
+            "num_envs": 8,
+            "num_steps": 25,
+            "eval_episodes": 8,
+            "total_timesteps": 8 * 25 * 8,
+            "screenshot_every": 4,
+            "screenshot_dir": str(tmp_path),
+        },
         buffer_size=32,
         min_fill_ratio=0.25,
         replay_prob=0.5,
@@ -117,6 +129,33 @@ def test_accel_runs_every_branch_on_foraging():
     assert min(np.shape(k)[0] for k in kernels) == 9
     evaluation = jax.jit(runner.evaluate)(state, jax.random.key(1))
     assert evaluation["solved"].shape == (8, 1) and 0 <= float(evaluation["solve_rate"].mean()) <= 1
+    check_screenshots(tmp_path / "seed_0", replay, mutate)
+
+
+def check_screenshots(folder, replay, mutate):
+    """The first batch of each kind per 4-iteration interval, as on AMaze, drawn with LBF's
+    colours at 8 pixels per cell: 8 levels of 5x5 cells (40 pixels) on a 3x3 grid."""
+    kinds = np.where(mutate == 1, "mutated", np.where(replay == 1, "replayed", "generated"))
+    expected = {f"update_{i // 4 * 4:06d}_{kind}.png" for i, kind in enumerate(kinds)}
+    written = set(os.listdir(folder))
+    assert expected <= written and "update_000004_buffer.png" in written, (expected, written)
+    assert written - expected <= {"update_000000_buffer.png", "update_000004_buffer.png"}, written
+    cell = 5 * 8
+    for name in expected:
+        picture = (mpimg.imread(folder / name)[..., :3] * 255).round().astype(np.uint8)
+        assert picture.shape == (3 * (cell + 2) + 2, 3 * (cell + 2) + 2, 3), (name, picture.shape)
+        blocks = [
+            picture[
+                2 + r * (cell + 2) : 2 + r * (cell + 2) + cell, 2 + c * (cell + 2) : 2 + c * (cell + 2) + cell
+            ]
+            for r, c in (divmod(i, 3) for i in range(8))
+        ]
+        for block in blocks:  # both agents (red, blue) and the food (green) are drawn on every level
+            colours = {tuple(p) for p in block.reshape(-1, 3)}
+            assert {tuple(lbf_render.AGENT_COLORS[0]), tuple(lbf_render.AGENT_COLORS[1])} <= colours, name
+            assert any(int(g) > int(r) + 20 and int(g) > int(b) + 20 for r, g, b in colours), name
+        # Distinct levels make distinct pictures (the drawer shows where agents and food are).
+        assert len({block.tobytes() for block in blocks}) > 1, name
 
 
 def uniform_policy(params):

@@ -18,6 +18,7 @@ have one: AMaze, and Level-Based Foraging (multi-agent; :func:`foraging_family`)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -117,6 +118,9 @@ class LevelFamily(NamedTuple):
         solved_above: an episode is solved when its return (a multi-agent env: the team's,
             summed over agents) is above this (AMaze: 0, any goal reached; LBF: 1 - 1e-3,
             every food eaten).
+        level_image: ``image(level, tile) -> RGB uint8 (h, w, 3)``, a NumPy drawer of one
+            level (host arrays) for the screenshots (:mod:`lamella.ued.screenshots`); None: the
+            runners refuse ``screenshot_every > 0``.
     """
 
     env: Environment[Any, Any]
@@ -130,6 +134,7 @@ class LevelFamily(NamedTuple):
     named_levels: Sequence[str] = ()
     network: str = "gridworld"
     solved_above: float = 0.0
+    level_image: Callable[[Any, int], Any] | None = None
 
 
 def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
@@ -139,6 +144,7 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
         TypeError: the env has no level family here, naming the envs that do.
     """
     from lamella.envs import maze
+    from lamella.ued.screenshots import maze_level_image
 
     bare = env.unwrapped
     if isinstance(bare, maze.AMaze):
@@ -161,6 +167,7 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
             named_level=maze.named_maze,
             level_stats=stats,
             named_levels=tuple(maze.NAMED_MAZES),
+            level_image=maze_level_image,
         )
     from lamella.envs.multi_agent import lbf
 
@@ -186,6 +193,7 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
     (the agents' summed levels).
     """
     from lamella.envs.multi_agent import lbf
+    from lamella.ued.screenshots import foraging_level_image
 
     if not isinstance(env, lbf.LevelBasedForaging):
         raise TypeError(f"foraging_family takes a bare LevelBasedForaging, got {env!r}.")
@@ -223,6 +231,9 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
         named_levels=(),
         network="mlp",
         solved_above=1.0 - 1e-3,
+        level_image=functools.partial(
+            foraging_level_image, shape=(env.rows, env.cols), food_level_bound=env.food_level_bound
+        ),
     )
 
 

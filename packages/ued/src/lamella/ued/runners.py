@@ -461,7 +461,9 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
     if config.screenshot_every > 0:
         from lamella.ued.screenshots import make_screenshot_recorder
 
-        record = make_screenshot_recorder(config.screenshot_dir, config.screenshot_every)
+        record = make_screenshot_recorder(
+            config.screenshot_dir, config.screenshot_every, image=family.level_image
+        )
     num_edits = config.num_edits if isinstance(config, ACCELConfig) else 0
 
     def init(key: jax.Array) -> UEDRunnerState:
@@ -849,8 +851,6 @@ def default_family(config: DRConfig) -> LevelFamily:
 def check_family(config: DRConfig, family: LevelFamily) -> None:
     """Raise :class:`~lamella.agents.config.ConfigError` naming the fix when ``config`` cannot
     train on ``family``'s env (before anything compiles)."""
-    from lamella.envs import maze
-
     name = type(config).__name__
     if family.network not in ("gridworld", "mlp"):
         raise ConfigError(f"LevelFamily.network must be 'gridworld' or 'mlp', got {family.network!r}.")
@@ -859,10 +859,11 @@ def check_family(config: DRConfig, family: LevelFamily) -> None:
             f"{name}: {family.env.name} gets a feed-forward MLP student (no recurrent one yet); "
             "set recurrent=false."
         )
-    if config.screenshot_every > 0 and not isinstance(family.env.unwrapped, maze.AMaze):
+    if config.screenshot_every > 0 and family.level_image is None:
         raise ConfigError(
-            f"{name}: screenshots draw AMaze levels only, and {family.env.name} is not AMaze; set "
-            "screenshot_every=0 (render a level with env.render_level instead)."
+            f"{name}: screenshots need a level drawer, and the level family of {family.env.name} "
+            "has none; give the LevelFamily a level_image(level, tile) (a NumPy drawer, see "
+            "lamella.ued.screenshots) or set screenshot_every=0."
         )
 
 
