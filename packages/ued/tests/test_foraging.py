@@ -82,7 +82,7 @@ def test_bad_settings_for_foraging_are_refused_before_compiling():
     with pytest.raises(ConfigError, match="give the LevelFamily a level_image"):
         make_ued_runner(DRConfig(**{**SMALL, "screenshot_every": 2}), family=no_drawer)
     with pytest.raises(
-        ValueError, match=r"unknown level 'SixteenRooms'; .* has no named levels: use 'random'"
+        ValueError, match=r"unknown level 'SixteenRooms'; use 'random' or one of Adjacent, FarCorner"
     ):
         make_ued_runner(DRConfig(**{**SMALL, "eval_levels": ("SixteenRooms",)}))
 
@@ -94,6 +94,7 @@ def test_accel_runs_every_branch_on_foraging(tmp_path):
             "num_envs": 8,
             "num_steps": 25,
             "eval_episodes": 8,
+            "eval_levels": ("random", "Adjacent", "OppositeCorners"),
             "total_timesteps": 8 * 25 * 8,
             "screenshot_every": 4,
             "screenshot_dir": str(tmp_path),
@@ -128,7 +129,9 @@ def test_accel_runs_every_branch_on_foraging(tmp_path):
     kernels = [x for x in jax.tree.leaves(state.params) if np.ndim(x) == 2]
     assert min(np.shape(k)[0] for k in kernels) == 9
     evaluation = jax.jit(runner.evaluate)(state, jax.random.key(1))
-    assert evaluation["solved"].shape == (8, 1) and 0 <= float(evaluation["solve_rate"].mean()) <= 1
+    # Named levels evaluate beside fresh random ones, at the env's 25-step horizon.
+    assert evaluation["solved"].shape == (8, 3) and 0 <= float(evaluation["solve_rate"].mean()) <= 1
+    assert (np.asarray(evaluation["episode_length"]) <= 25).all()
     check_screenshots(tmp_path / "seed_0", replay, mutate)
 
 

@@ -185,7 +185,9 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
     start layouts (:class:`lamella.envs.multi_agent.lbf.ForagingLevel`), DR levels the env's
     reset distribution, ACCEL's edits move agents and food and change their levels; the
     student is an MLP shared by the agents; an episode is solved when the team eats every food
-    (normalised rewards sum to 1).
+    (normalised rewards sum to 1). The named levels are those of
+    :data:`lamella.envs.multi_agent.lbf.NAMED_LEVELS` that fit the env (its grid, agents and
+    food), played at the env's horizon.
 
     Logged per level: ``food`` (foods placed), ``food_level`` (their summed levels),
     ``coop_food`` (the fraction of foods above every single agent's level: they need a group),
@@ -217,7 +219,8 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
         }
 
     def named_level(name: str) -> tuple[Any, Any]:
-        raise ValueError(f"Level-Based Foraging has no named levels (got {name!r}); evaluate on 'random'.")
+        level = lbf.named_level(name, env)  # checked to fit the env, as its reset would draw it
+        return jax.tree.map(jnp.asarray, level), env_params
 
     return LevelFamily(
         env=env,
@@ -228,7 +231,7 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
         replay_wrapper=lbf.AutoReplay,
         named_level=named_level,
         level_stats=stats,
-        named_levels=(),
+        named_levels=lbf.named_levels_for(env),
         network="mlp",
         solved_above=1.0 - 1e-3,
         level_image=functools.partial(
