@@ -220,7 +220,7 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
 
     def named_level(name: str) -> tuple[Any, Any]:
         level = lbf.named_level(name, env)  # checked to fit the env, as its reset would draw it
-        return jax.tree.map(jnp.asarray, level), env_params
+        return level, env_params
 
     return LevelFamily(
         env=env,

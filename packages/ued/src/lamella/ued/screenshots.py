@@ -184,9 +184,9 @@ def level_grid(
     images = [draw(jax.tree.map(lambda x, i=i: np.asarray(x)[i], levels), tile) for i in range(count)]
     h, w = images[0].shape[:2]
     grid = np.full((rows * (h + 2) + 2, columns * (w + 2) + 2, 3), SEPARATOR, np.uint8)
-    for index, image in enumerate(images):
+    for index, picture in enumerate(images):
         r, c = divmod(index, columns)
-        grid[2 + r * (h + 2) : 2 + r * (h + 2) + h, 2 + c * (w + 2) : 2 + c * (w + 2) + w] = image
+        grid[2 + r * (h + 2) : 2 + r * (h + 2) + h, 2 + c * (w + 2) : 2 + c * (w + 2) + w] = picture
     return grid
 
 

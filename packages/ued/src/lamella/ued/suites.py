@@ -310,6 +310,12 @@ def _foraging_family(config: DRConfig) -> Any:
     return default_family(config)
 
 
+def _fixed_level(level: Any, key: jax.Array) -> Any:
+    """A fixed level as a sampler: the same level for every key."""
+    del key
+    return level
+
+
 @functools.lru_cache(maxsize=32)
 def _foraging_program(
     config: DRConfig, names: tuple[str, ...], episodes: int, greedy: bool
@@ -324,14 +330,14 @@ def _foraging_program(
     cases: list[Case] = []
     for name in names:
         try:
-            level = jax.tree.map(jnp.asarray, lbf.named_level(name, env))
+            level = lbf.named_level(name, env)
         except EnvInputError as error:
             fitting = lbf.named_levels_for(env)
             raise SuiteError(
                 f"level {name!r} does not fit this student's env {config.env_id}: {error} Levels that "
                 f"fit it: {', '.join(fitting) if fitting else 'none'}."
             ) from None
-        cases.append((name, lambda key, level=level: level, family.env_params))
+        cases.append((name, functools.partial(_fixed_level, level), family.env_params))
     actor_critic = make_actor_critic(config, env.action_space(family.env_params), family.network)
     program = _levels_program(actor_critic, env, family.env_params, cases, episodes, greedy)
     return program, family.solved_above

@@ -26,6 +26,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs.environment import EnvInputError
@@ -192,10 +193,10 @@ def parse_level(text: str, env: LevelBasedForaging, name: str = "layout") -> For
             )
     empty = env.max_num_food - len(foods)
     return ForagingLevel(
-        agent_positions=np.asarray([agents[i][:2] for i in range(env.num_agents)], np.int32).reshape(-1, 2),
-        agent_levels=agent_levels,
-        food_positions=np.asarray([f[:2] for f in foods] + [(0, 0)] * empty, np.int32),
-        food_levels=np.asarray([f[2] for f in foods] + [0] * empty, np.int32),
+        agent_positions=jnp.asarray([agents[i][:2] for i in range(env.num_agents)], jnp.int32).reshape(-1, 2),
+        agent_levels=jnp.asarray(agent_levels),
+        food_positions=jnp.asarray([f[:2] for f in foods] + [(0, 0)] * empty, jnp.int32),
+        food_levels=jnp.asarray([f[2] for f in foods] + [0] * empty, jnp.int32),
     )
 
 
