@@ -158,3 +158,43 @@ def test_bad_levels_and_wrappers_are_refused_naming_the_fix(small, roomy):
         env.mutate_level(jax.random.key(0), {"agents": 1}, params, 1)
     with pytest.raises(TypeError, match="wraps a bare LevelBasedForaging"):
         lbf.AutoReplay(le.make("CartPole-v1", autoreset=False)[0])
+
+
+def test_named_levels_are_parsed_and_fit_their_envs(small):
+    env, _ = small
+    parsed = lbf.named_level("OppositeCorners", env)
+    np.testing.assert_array_equal(parsed.agent_positions, [[0, 0], [4, 4]])
+    np.testing.assert_array_equal(parsed.agent_levels, [1, 2])
+    np.testing.assert_array_equal(parsed.food_positions, [[1, 3]])
+    np.testing.assert_array_equal(parsed.food_levels, [3])
+    assert lbf.named_levels_for(env) == ("Adjacent", "FarCorner", "Corridor", "OppositeCorners", "StrongFar")
+    eight, _ = le.make("Foraging-8x8-2p-2f-v3", autoreset=False)
+    assert lbf.named_levels_for(eight) == ("SplitFoods", "CoopCorners")
+    coop, _ = le.make("Foraging-5x5-2p-1f-coop-v3", autoreset=False)  # food exactly at the cap
+    assert lbf.named_levels_for(coop) == ("Corridor", "OppositeCorners")
+    # Fewer foods than slots: the others stay empty (level 0).
+    wide, _ = le.make("Foraging-5x5-2p-2f-v3", autoreset=False)
+    np.testing.assert_array_equal(lbf.named_level("Adjacent", wide).food_levels, [1, 0])
+
+
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        ("A1 . .\n. . .", "grid is 5x5"),
+        (". . . . .\n" * 4 + ". .", "ragged"),
+        ("A1 B1 . . .\n. F1 . . X\n" + ". . . . .\n" * 3, "unknown cell 'X'"),
+        ("A1 B1 . . .\n. F0 . . .\n" + ". . . . .\n" * 3, "unknown cell 'F0'"),
+        ("A1 A2 . . .\n. F1 . . .\n" + ". . . . .\n" * 3, "agent A is placed twice"),
+        ("A1 C1 . . .\n. F1 . . .\n" + ". . . . .\n" * 3, "name AB, once each"),
+        ("A1 B1 . . .\n" + ". . . . .\n" * 4, "has 0 foods"),
+        ("A3 B1 . . .\n. F1 . . .\n" + ". . . . .\n" * 3, r"agent levels \[3, 1\] leave"),
+        ("A1 B1 . . .\n. F3 . . .\n" + ". . . . .\n" * 3, r"outside reset's range \[1, 2\]"),
+        ("A1 B1 F1 . .\n" + ". . . . .\n" * 4, "on the border"),
+    ],
+)
+def test_bad_layouts_name_the_fix(small, layout, message):
+    env, _ = small
+    with pytest.raises(le.EnvInputError, match=message):
+        lbf.parse_level(layout, env)
+    with pytest.raises(le.EnvInputError, match="fits Adjacent, FarCorner"):
+        lbf.named_level("Nowhere", env)

@@ -89,3 +89,26 @@ def test_a_suite_without_providers_names_the_package(monkeypatch):
         le.evaluate_checkpoints(["runs/none"], suite="minimax-test")
     with pytest.raises(le.EvalError, match="not both"):
         le.evaluate_checkpoints(["runs/none"], ["CartPole-v1"], suite="minimax-test")
+
+
+def test_an_unknown_suite_is_explained_by_the_provider_with_the_closest_names(monkeypatch):
+    """Two providers (sorted by entry-point name, "foraging" before "maze"): a name neither
+    knows gets the "did you mean" of the provider whose names are closest to it, whichever
+    comes first."""
+
+    class Provider:
+        def __init__(self, kind, suites, cases):
+            self.kind, self.suites, self.cases = kind, suites, cases
+
+        def resolve(self, text):
+            raise ValueError(f"unknown suite or {self.kind} {text!r}")
+
+    providers = {
+        "foraging": Provider("level", {"foraging-5x5": ()}, ("Adjacent", "Corridor")),
+        "maze": Provider("maze", {"minimax-test": ()}, ("SixteenRooms", "Labyrinth")),
+    }
+    monkeypatch.setattr(lib, "test_suites", lambda: providers)
+    with pytest.raises(le.EvalError, match="unknown suite or maze 'minimax'"):
+        le.evaluate_checkpoints(["runs/none"], suite="minimax")
+    with pytest.raises(le.EvalError, match="unknown suite or level 'Corridr'"):
+        le.evaluate_checkpoints(["runs/none"], suite="Corridr")

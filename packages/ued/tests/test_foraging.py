@@ -18,18 +18,30 @@ agents).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from matplotlib import image as mpimg
 
 from lamella.agents import make_train
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import compile_options
+from lamella.envs import spaces
+from lamella.envs.multi_agent.lbf import render as lbf_render
 from lamella.ued.levels import foraging_family, level_family
 from lamella.ued.presets import FORAGING_ID, PRESETS
-from lamella.ued.runners import ACCELConfig, DRConfig, default_family, make_team, make_ued_runner
+from lamella.ued.runners import (
+    ACCELConfig,
+    DRConfig,
+    default_family,
+    make_actor_critic,
+    make_team,
+    make_ued_runner,
+)
 
 # The driver's fast-compile CPU options where the installed XLA has them (None: its defaults;
 # jax 0.12 dropped `xla_cpu_use_fusion_emitters`).
@@ -72,20 +84,75 @@ def test_team_streams_sum_the_agents():
     assert single(reward, 1, 2, done, info)[0] is reward
 
 
+def test_recurrent_student_keeps_a_memory_per_agent():
+    """Each agent of each env steps its own memory with the shared parameters, exactly as the
+    single-agent network would on that agent alone (the reset flag of its env), and replaying a
+    sequence (PPO's ``evaluate_actions``) gives the log-probabilities of stepping it."""
+    config = DRConfig(**{**SMALL, "recurrent": True, "cell": "gru", "rnn_hidden_size": 8})
+    team = make_actor_critic(config, spaces.MultiDiscrete(np.full(2, 6)), "mlp")
+    single = make_actor_critic(config, spaces.Discrete(6), "mlp")
+    assert team.recurrent and single.recurrent
+    keys = jax.random.split(jax.random.key(1), 3)
+    memory = jax.random.normal(keys[0], (3, 2, 8))
+    assert team.initial_memory(3).shape == (3, 2, 8)
+    obs = jax.random.normal(keys[1], (2, 3, 2, 9))
+    reset = jnp.asarray([[0, 1, 0], [1, 0, 0]], bool)  # (T=2, envs=3): the given memory, then resets
+    actions = jax.random.randint(keys[2], (2, 3, 2), 0, 6)
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    def play(memory, obs, reset, actions):
+        """Per step: the team's memory and values, the same from the single-agent network on
+        each agent alone (the same parameters), and the log-probabilities of ``actions``; then
+        the replayed ones. One compiled program (flax's init run op by op costs seconds)."""
+        params = team.init(jax.random.key(0), jnp.zeros((1, 2, 9)))
+        alone = jax.vmap(jax.vmap(lambda m, o, r: single.step(params, m[None], o[None], r[None])))
+        carry, out = memory, []
+        for t in range(obs.shape[0]):
+            after, dist, value = team.step(params, carry, obs[t], reset[t])
+            ref_after, _, ref_value = alone(carry, obs[t], jnp.broadcast_to(reset[t][:, None], (3, 2)))
+            out.append((after, value, ref_after[:, :, 0], ref_value[:, :, 0], dist.log_prob(actions[t])))
+            carry = after
+        stepped = jax.tree.map(lambda *xs: jnp.stack(xs), *out)
+        return stepped, team.evaluate_actions(params, memory, obs, reset, actions)
+
+    (after, value, ref_after, ref_value, log_probs), (replayed, values, entropy) = play(
+        memory, obs, reset, actions
+    )
+    assert after.shape == (2, 3, 2, 8) and value.shape == (2, 3, 2)
+    np.testing.assert_allclose(after, ref_after, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, ref_value, rtol=1e-5, atol=1e-6)
+    assert replayed.shape == values.shape == entropy.shape == (2, 3, 2)
+    np.testing.assert_allclose(replayed, log_probs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values, value, rtol=1e-5, atol=1e-6)
+
+
 def test_bad_settings_for_foraging_are_refused_before_compiling():
-    with pytest.raises(ConfigError, match="set recurrent=false"):
-        make_ued_runner(DRConfig(**{**SMALL, "recurrent": True}))
-    with pytest.raises(ConfigError, match="set screenshot_every=0"):
-        make_ued_runner(DRConfig(**{**SMALL, "screenshot_every": 2}))
+    no_drawer = default_family(DRConfig(**SMALL))._replace(level_image=None)
+    with pytest.raises(ConfigError, match="give the LevelFamily a level_image"):
+        make_ued_runner(DRConfig(**{**SMALL, "screenshot_every": 2}), family=no_drawer)
     with pytest.raises(
-        ValueError, match=r"unknown level 'SixteenRooms'; .* has no named levels: use 'random'"
+        ValueError, match=r"unknown level 'SixteenRooms'; use 'random' or one of Adjacent, FarCorner"
     ):
         make_ued_runner(DRConfig(**{**SMALL, "eval_levels": ("SixteenRooms",)}))
 
 
-def test_accel_runs_every_branch_on_foraging():
+def test_accel_runs_every_branch_on_foraging(tmp_path):
     config = ACCELConfig(
-        **{**SMALL, "num_envs": 8, "num_steps": 25, "eval_episodes": 8, "total_timesteps": 8 * 25 * 8},
+        **{
+            **SMALL,
+            "num_envs": 8,
+            "num_steps": 25,
+            "eval_episodes": 8,
+            "eval_levels": ("random", "Adjacent", "OppositeCorners"),
+            "total_timesteps": 8 * 25 * 8,
+            "screenshot_every": 4,
+            "screenshot_dir": str(tmp_path),
+            # A recurrent student (each agent its own GRU memory, shared parameters): the
+            # feed-forward one is what the learning tests below train.
+            "recurrent": True,
+            "cell": "gru",
+            "rnn_hidden_size": 16,
+        },
         buffer_size=32,
         min_fill_ratio=0.25,
         replay_prob=0.5,
@@ -99,6 +166,10 @@ def test_accel_runs_every_branch_on_foraging():
     # Every mutation iteration follows a replay iteration (ACCEL's schedule).
     assert (replay[np.nonzero(mutate)[0] - 1] == 1).all()
     np.testing.assert_array_equal(np.asarray(metrics["learned"]), replay)
+    # PPO's first minibatch replays the rollout's sequences through the recurrent student with
+    # the agent axis folded the same way as when acting: its ratio is 1 (KL 0).
+    kl = np.asarray(metrics["first_minibatch_kl"])[replay == 1]
+    assert np.abs(kl).max() < 1e-5, kl
     assert np.isfinite(np.asarray(metrics["score_max_mc"])).all()
     assert np.isfinite(np.asarray(metrics["loss"])).all()
     assert np.asarray(metrics["level_food"]).min() >= 1
@@ -112,11 +183,40 @@ def test_accel_runs_every_branch_on_foraging():
         for i in range(len(stored))
     }
     assert len(keys) == len(stored)
-    # One set of parameters for every agent: the kernel sees one agent's observation (9 numbers).
+    # One set of parameters for every agent: the first kernel sees one agent's observation (9).
     kernels = [x for x in jax.tree.leaves(state.params) if np.ndim(x) == 2]
     assert min(np.shape(k)[0] for k in kernels) == 9
     evaluation = jax.jit(runner.evaluate)(state, jax.random.key(1))
-    assert evaluation["solved"].shape == (8, 1) and 0 <= float(evaluation["solve_rate"].mean()) <= 1
+    # Named levels evaluate beside fresh random ones, at the env's 25-step horizon.
+    assert evaluation["solved"].shape == (8, 3) and 0 <= float(evaluation["solve_rate"].mean()) <= 1
+    assert (np.asarray(evaluation["episode_length"]) <= 25).all()
+    check_screenshots(tmp_path / "seed_0", replay, mutate)
+
+
+def check_screenshots(folder, replay, mutate):
+    """The first batch of each kind per 4-iteration interval, as on AMaze, drawn with LBF's
+    colours at 8 pixels per cell: 8 levels of 5x5 cells (40 pixels) on a 3x3 grid."""
+    kinds = np.where(mutate == 1, "mutated", np.where(replay == 1, "replayed", "generated"))
+    expected = {f"update_{i // 4 * 4:06d}_{kind}.png" for i, kind in enumerate(kinds)}
+    written = set(os.listdir(folder))
+    assert expected <= written and "update_000004_buffer.png" in written, (expected, written)
+    assert written - expected <= {"update_000000_buffer.png", "update_000004_buffer.png"}, written
+    cell = 5 * 8
+    for name in expected:
+        picture = (mpimg.imread(folder / name)[..., :3] * 255).round().astype(np.uint8)
+        assert picture.shape == (3 * (cell + 2) + 2, 3 * (cell + 2) + 2, 3), (name, picture.shape)
+        blocks = [
+            picture[
+                2 + r * (cell + 2) : 2 + r * (cell + 2) + cell, 2 + c * (cell + 2) : 2 + c * (cell + 2) + cell
+            ]
+            for r, c in (divmod(i, 3) for i in range(8))
+        ]
+        for block in blocks:  # both agents (red, blue) and the food (green) are drawn on every level
+            colours = {tuple(p) for p in block.reshape(-1, 3)}
+            assert {tuple(lbf_render.AGENT_COLORS[0]), tuple(lbf_render.AGENT_COLORS[1])} <= colours, name
+            assert any(int(g) > int(r) + 20 and int(g) > int(b) + 20 for r, g, b in colours), name
+        # Distinct levels make distinct pictures (the drawer shows where agents and food are).
+        assert len({block.tobytes() for block in blocks}) > 1, name
 
 
 def uniform_policy(params):

@@ -50,6 +50,26 @@ def test_level_image_matches_the_jax_renderer_cell_colours():
     assert (agent == AGENT).all(-1).sum() > tile and (agent == FLOOR).all(-1).sum() > tile
 
 
+def test_foraging_level_image_is_render_level_pixel_for_pixel():
+    """The host-side NumPy drawer of a Level-Based Foraging level (what the screenshots use)
+    draws exactly ``env.render_level``'s picture at its 32 pixels per cell."""
+    import lamella.envs
+    from lamella.envs.multi_agent.lbf import render as lbf_render
+    from lamella.ued.levels import level_family
+
+    env, params = lamella.envs.make("Foraging-8x8-2p-2f-v3", autoreset=False)
+    image = level_family(env, params).level_image
+    for seed in (3, 4):
+        level = jax.device_get(env.sample_level(jax.random.key(seed), params))
+        np.testing.assert_array_equal(
+            image(level, lbf_render.CELL), np.asarray(env.render_level(level, params))
+        )
+    # Without the env's size, the grid is the smallest that holds the agents and the food.
+    assert screenshots.level_image(level, 4).shape[0] <= 8 * 4
+    with pytest.raises(TypeError, match="level_image"):
+        screenshots.level_image(object())
+
+
 def test_level_grid_lays_out_every_level():
     levels = jax.device_get(sample(5))
     grid = screenshots.level_grid(levels, tile=4, columns=3)

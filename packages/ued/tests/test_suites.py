@@ -1,8 +1,10 @@
 """Named-maze suites: resolution, and the evaluation against hand-made policies whose results are
-known exactly (a student that only moves forward, one that only turns left)."""
+known exactly (a student that only moves forward, one that only turns left); the same for the
+named Level-Based Foraging levels (a team that only loads, one that only walks east)."""
 
 import dataclasses
 import functools
+import types
 
 import jax
 import jax.numpy as jnp
@@ -11,8 +13,8 @@ import pytest
 
 from lamella.envs import maze
 from lamella.ued import suites
-from lamella.ued.presets import PRESETS
-from lamella.ued.runners import make_actor_critic
+from lamella.ued.presets import FORAGING_ID, PRESETS
+from lamella.ued.runners import default_family, make_actor_critic
 
 SEEDS = 2
 EPISODES = 3
@@ -125,3 +127,74 @@ def test_bad_suites_name_the_fix(suite, message):
 def test_bad_episodes():
     with pytest.raises(suites.SuiteError, match="episodes"):
         suites.evaluate_suite(CONFIG, None, "minimax-fixed", KEYS, 0)
+
+
+# Level-Based Foraging: named levels (fixed start layouts) as suites, through the same code.
+
+FORAGING_CONFIG = dataclasses.replace(PRESETS["dr"][FORAGING_ID], eval_greedy=True)  # 25-step episodes
+NONE, EAST, LOAD = 0, 4, 5
+
+
+@functools.cache
+def scripted_foraging_params(action: int):
+    """Two seeds of a shared-parameter LBF student whose every agent picks ``action``."""
+    family = default_family(FORAGING_CONFIG)
+    actor_critic = make_actor_critic(FORAGING_CONFIG, family.env.action_space(family.env_params), "mlp")
+    params = actor_critic.init(jax.random.key(0), jnp.zeros((1, 2, 9)))
+
+    def script(path, x):
+        name = jax.tree_util.keystr(path)
+        if "'head'" not in name:
+            return x
+        return jnp.zeros_like(x).at[action].set(50.0) if name.endswith("['bias']") else jnp.zeros_like(x)
+
+    one = jax.tree_util.tree_map_with_path(script, params)
+    return jax.tree.map(lambda x: jnp.stack([x] * SEEDS), one)
+
+
+@pytest.mark.parametrize(
+    "action, solved, length",
+    # Adjacent: both level-1 agents beside a level-1 food, so LOAD eats it on the first step
+    # (the team's normalised return is 1). Corridor: the level-2 food lies two cells from each
+    # agent: LOAD does nothing and EAST walks the west agent into the food's side (the east
+    # agent stands on the border), so neither eats it in the 25 steps.
+    [
+        (LOAD, {"Adjacent": 1.0, "Corridor": 0.0}, {"Adjacent": 1, "Corridor": 25}),
+        (EAST, {"Adjacent": 0.0, "Corridor": 0.0}, {"Adjacent": 25, "Corridor": 25}),
+    ],
+)
+def test_known_answers_on_named_foraging_levels(action, solved, length):
+    out = suites.FORAGING_SUITES.evaluate(
+        FORAGING_CONFIG,
+        types.SimpleNamespace(params=scripted_foraging_params(action)),
+        ["Adjacent", "Corridor"],
+        KEYS,
+        EPISODES,
+    )
+    assert list(out) == ["Adjacent", "Corridor"]
+    for name, result in out.items():
+        for metric in ("episode_return", "episode_length", "solved"):
+            assert result[metric].shape == (SEEDS, EPISODES)
+        np.testing.assert_array_equal(result["solved"], solved[name], err_msg=name)
+        np.testing.assert_array_equal(result["episode_length"], length[name], err_msg=name)
+        np.testing.assert_allclose(result["episode_return"], solved[name], atol=1e-6, err_msg=name)
+
+
+def test_foraging_suites_name_the_levels_that_fit_their_env():
+    import lamella.envs
+    from lamella.envs.multi_agent import lbf
+
+    provider = suites.FORAGING_SUITES
+    assert set(provider.cases) == set(lbf.NAMED_LEVELS)
+    for suite, env_id in suites.FORAGING_SUITE_ENVS.items():
+        env, _ = lamella.envs.make(env_id, autoreset=False)
+        assert provider.resolve(suite) == lbf.named_levels_for(env), suite
+    assert provider.resolve(" Corridor, FarCorner ") == ("Corridor", "FarCorner")
+    assert provider.supports(FORAGING_CONFIG) and not provider.supports(CONFIG)
+    assert not suites.MAZE_SUITES.supports(FORAGING_CONFIG)
+    with pytest.raises(suites.SuiteError, match="Did you mean Corridor"):
+        provider.resolve("Corridr")
+    with pytest.raises(suites.SuiteError, match=r"does not fit .* Levels that fit it: Adjacent, FarCorner"):
+        suites.evaluate_foraging_suite(FORAGING_CONFIG, None, "SplitFoods", KEYS, 1)
+    with pytest.raises(suites.SuiteError, match="students of Level-Based Foraging"):
+        suites.evaluate_foraging_suite(CONFIG, None, "Adjacent", KEYS, 1)

@@ -18,6 +18,7 @@ have one: AMaze, and Level-Based Foraging (multi-agent; :func:`foraging_family`)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -117,6 +118,9 @@ class LevelFamily(NamedTuple):
         solved_above: an episode is solved when its return (a multi-agent env: the team's,
             summed over agents) is above this (AMaze: 0, any goal reached; LBF: 1 - 1e-3,
             every food eaten).
+        level_image: ``image(level, tile) -> RGB uint8 (h, w, 3)``, a NumPy drawer of one
+            level (host arrays) for the screenshots (:mod:`lamella.ued.screenshots`); None: the
+            runners refuse ``screenshot_every > 0``.
     """
 
     env: Environment[Any, Any]
@@ -130,6 +134,7 @@ class LevelFamily(NamedTuple):
     named_levels: Sequence[str] = ()
     network: str = "gridworld"
     solved_above: float = 0.0
+    level_image: Callable[[Any, int], Any] | None = None
 
 
 def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
@@ -139,6 +144,7 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
         TypeError: the env has no level family here, naming the envs that do.
     """
     from lamella.envs import maze
+    from lamella.ued.screenshots import maze_level_image
 
     bare = env.unwrapped
     if isinstance(bare, maze.AMaze):
@@ -161,6 +167,7 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
             named_level=maze.named_maze,
             level_stats=stats,
             named_levels=tuple(maze.NAMED_MAZES),
+            level_image=maze_level_image,
         )
     from lamella.envs.multi_agent import lbf
 
@@ -178,7 +185,9 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
     start layouts (:class:`lamella.envs.multi_agent.lbf.ForagingLevel`), DR levels the env's
     reset distribution, ACCEL's edits move agents and food and change their levels; the
     student is an MLP shared by the agents; an episode is solved when the team eats every food
-    (normalised rewards sum to 1).
+    (normalised rewards sum to 1). The named levels are those of
+    :data:`lamella.envs.multi_agent.lbf.NAMED_LEVELS` that fit the env (its grid, agents and
+    food), played at the env's horizon.
 
     Logged per level: ``food`` (foods placed), ``food_level`` (their summed levels),
     ``coop_food`` (the fraction of foods above every single agent's level: they need a group),
@@ -186,6 +195,7 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
     (the agents' summed levels).
     """
     from lamella.envs.multi_agent import lbf
+    from lamella.ued.screenshots import foraging_level_image
 
     if not isinstance(env, lbf.LevelBasedForaging):
         raise TypeError(f"foraging_family takes a bare LevelBasedForaging, got {env!r}.")
@@ -209,7 +219,8 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
         }
 
     def named_level(name: str) -> tuple[Any, Any]:
-        raise ValueError(f"Level-Based Foraging has no named levels (got {name!r}); evaluate on 'random'.")
+        level = lbf.named_level(name, env)  # checked to fit the env, as its reset would draw it
+        return level, env_params
 
     return LevelFamily(
         env=env,
@@ -220,9 +231,12 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
         replay_wrapper=lbf.AutoReplay,
         named_level=named_level,
         level_stats=stats,
-        named_levels=(),
+        named_levels=lbf.named_levels_for(env),
         network="mlp",
         solved_above=1.0 - 1e-3,
+        level_image=functools.partial(
+            foraging_level_image, shape=(env.rows, env.cols), food_level_bound=env.food_level_bound
+        ),
     )
 
 

@@ -46,6 +46,7 @@ from lamella.agents import losses
 from lamella.agents.actor_critic import (
     ActorCritic,
     FeedForwardActorCriticNet,
+    RecurrentActorCriticNet,
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "make_team",
     "make_ued_runner",
     "parallel_buffer_update",
+    "per_agent_memory",
     "rollout_advantages",
 ]
 
@@ -116,7 +118,9 @@ class DRConfig(PPOSettings):
         n_walls: wall budget of random levels.
         replace_wall_pos: random walls drawn with replacement (minimax's 60-block mazes).
         max_episode_steps: training episode horizon.
-        recurrent: an LSTM student (minimax's); else feed-forward.
+        recurrent: a recurrent student (AMaze: minimax's LSTM student; a family with the
+            ``"mlp"`` network, such as Level-Based Foraging: ``RecurrentActorCriticNet`` with
+            ``cell``, one memory per agent); else feed-forward.
         cell: ``"lstm"`` or ``"gru"``.
         rnn_hidden_size: width of the recurrent carry.
         conv_filters: filters of the 3x3 convolution.
@@ -350,13 +354,29 @@ def make_actor_critic(config: DRConfig, action_space: Any, network: str = "gridw
     A multi-agent env's ``MultiDiscrete([k] * n)`` action space gives each agent a ``Discrete(k)``
     head: the network maps the last axis of each agent's observation, with one set of
     parameters for every agent (parameter sharing).
+
+    With ``network="mlp"`` and ``config.recurrent``, the student is lamella-agents'
+    ``RecurrentActorCriticNet``: one dense layer of ``rnn_hidden_size``, the ``cell`` (LSTM or
+    GRU), then ``hidden_size``-wide actor and critic layers (``torso_size`` is not used). On a
+    multi-agent env each agent has its own memory, ``(envs, agents, ...)``
+    (:func:`per_agent_memory`), and all share the parameters.
     """
     if network == "mlp":
+        num_agents = 1
         if isinstance(action_space, spaces.MultiDiscrete):
             nvec = np.asarray(action_space.nvec).reshape(-1)
             if np.any(nvec != nvec[0]):
                 raise ValueError(f"a shared-parameter student needs one action count per agent, got {nvec}.")
-            action_space = spaces.Discrete(int(nvec[0]))
+            action_space, num_agents = spaces.Discrete(int(nvec[0])), len(nvec)
+        if config.recurrent:
+            recurrent_net = RecurrentActorCriticNet(
+                action_space,
+                hidden_sizes=(config.hidden_size,),
+                cell=config.cell,
+                rnn_hidden_size=config.rnn_hidden_size,
+            )
+            single = recurrent_actor_critic(recurrent_net, recurrent_net.initial_memory)
+            return per_agent_memory(single, num_agents) if num_agents > 1 else single
         return feedforward_actor_critic(
             FeedForwardActorCriticNet(action_space, hidden_sizes=(config.torso_size, config.hidden_size))
         )
@@ -461,7 +481,9 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
     if config.screenshot_every > 0:
         from lamella.ued.screenshots import make_screenshot_recorder
 
-        record = make_screenshot_recorder(config.screenshot_dir, config.screenshot_every)
+        record = make_screenshot_recorder(
+            config.screenshot_dir, config.screenshot_every, image=family.level_image
+        )
     num_edits = config.num_edits if isinstance(config, ACCELConfig) else 0
 
     def init(key: jax.Array) -> UEDRunnerState:
@@ -846,23 +868,71 @@ def default_family(config: DRConfig) -> LevelFamily:
     return level_family(env, env_params)
 
 
+def per_agent_memory(actor_critic: ActorCritic, num_agents: int) -> ActorCritic:
+    """A recurrent single-agent ``actor_critic`` run by every agent of a multi-agent env with the
+    same parameters and its own memory.
+
+    Observations carry an agent axis after the batch axis (``(batch, n, ...)``, sequences
+    ``(T, batch, n, ...)``) and memory is ``(batch, n, ...)``; ``reset`` stays per env
+    (``(batch,)``, ``(T, batch)``: an episode starts for every agent at once). Each call folds
+    the agents into the batch (``batch * n`` streams of the inner network, the reset flag
+    repeated for each agent) and unfolds the outputs: distributions, values, log-probabilities
+    and entropies ``(..., batch, n)``, as the feed-forward shared student gives them.
+    """
+    n = num_agents
+
+    def fold(x: jax.Array, lead: int) -> jax.Array:  # (..lead.., B, n, ...) -> (..lead.., B * n, ...)
+        return x.reshape((*x.shape[:lead], x.shape[lead] * n, *x.shape[lead + 2 :]))
+
+    def unfold(x: jax.Array, lead: int) -> jax.Array:  # (..lead.., B * n, ...) -> (..lead.., B, n, ...)
+        return x.reshape((*x.shape[:lead], x.shape[lead] // n, n, *x.shape[lead + 1 :]))
+
+    def init(key: jax.Array, obs_example: Any) -> Any:
+        return actor_critic.init(key, jax.tree.map(lambda x: fold(jnp.asarray(x), 0), obs_example))
+
+    def initial_memory(batch_size: int) -> Any:
+        return jax.tree.map(lambda x: unfold(x, 0), actor_critic.initial_memory(batch_size * n))
+
+    def step(params: Any, memory: Any, obs: Any, reset: jax.Array) -> tuple[Any, Any, jax.Array]:
+        memory, dist, value = actor_critic.step(
+            params,
+            jax.tree.map(lambda x: fold(x, 0), memory),
+            jax.tree.map(lambda x: fold(x, 0), obs),
+            jnp.repeat(reset, n, axis=0),
+        )
+        unfold0 = lambda x: unfold(x, 0)  # noqa: E731
+        return jax.tree.map(unfold0, memory), jax.tree.map(unfold0, dist), unfold0(value)
+
+    def evaluate_actions(
+        params: Any, memory: Any, obs: Any, reset: jax.Array, raw_action: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        outputs = actor_critic.evaluate_actions(
+            params,
+            jax.tree.map(lambda x: fold(x, 0), memory),
+            jax.tree.map(lambda x: fold(x, 1), obs),
+            jnp.repeat(reset, n, axis=1),
+            fold(raw_action, 1),
+        )
+        log_prob, value, entropy = (unfold(x, 1) for x in outputs)
+        return log_prob, value, entropy
+
+    def value(params: Any, memory: Any, obs: Any) -> jax.Array:
+        return step(params, memory, obs, jnp.zeros(jnp.shape(jax.tree.leaves(obs)[0])[:1], bool))[2]
+
+    return ActorCritic(init, initial_memory, step, evaluate_actions, value, recurrent=True)
+
+
 def check_family(config: DRConfig, family: LevelFamily) -> None:
     """Raise :class:`~lamella.agents.config.ConfigError` naming the fix when ``config`` cannot
     train on ``family``'s env (before anything compiles)."""
-    from lamella.envs import maze
-
     name = type(config).__name__
     if family.network not in ("gridworld", "mlp"):
         raise ConfigError(f"LevelFamily.network must be 'gridworld' or 'mlp', got {family.network!r}.")
-    if family.network == "mlp" and config.recurrent:
+    if config.screenshot_every > 0 and family.level_image is None:
         raise ConfigError(
-            f"{name}: {family.env.name} gets a feed-forward MLP student (no recurrent one yet); "
-            "set recurrent=false."
-        )
-    if config.screenshot_every > 0 and not isinstance(family.env.unwrapped, maze.AMaze):
-        raise ConfigError(
-            f"{name}: screenshots draw AMaze levels only, and {family.env.name} is not AMaze; set "
-            "screenshot_every=0 (render a level with env.render_level instead)."
+            f"{name}: screenshots need a level drawer, and the level family of {family.env.name} "
+            "has none; give the LevelFamily a level_image(level, tile) (a NumPy drawer, see "
+            "lamella.ued.screenshots) or set screenshot_every=0."
         )
 
 

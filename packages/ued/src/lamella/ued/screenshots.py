@@ -13,8 +13,14 @@
   :func:`buffer_grids`) with each level's score; :func:`plot_score_curves` plots every level
   score the runner logs (``train_score_<name>``) against env steps, one panel per score.
 
-Colours are AMaze's (:func:`lamella.envs.maze.render_level`): walls grey, floor black, the goal
-green, the agent a red triangle pointing its way.
+Every picture is drawn by a level family's host-side drawer (``LevelFamily.level_image``,
+``image(level, tile) -> RGB uint8``); :func:`level_image` picks it by the level's type:
+
+- AMaze (:func:`maze_level_image`), colours of :func:`lamella.envs.maze.render_level`: walls
+  grey, floor black, the goal green, the agent a red triangle pointing its way.
+- Level-Based Foraging (:func:`foraging_level_image`), colours of ``env.render_level``: food a
+  green cell, darker for a higher level, agent ``i`` a disc in its own colour (red, blue,
+  orange, ...), each with one white dot per level.
 """
 
 from __future__ import annotations
@@ -29,13 +35,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs.maze.render import AGENT, FLOOR, GOAL, WALL
+from lamella.envs.multi_agent.lbf import ForagingLevel
+from lamella.envs.multi_agent.lbf import render as lbf_render
 
 __all__ = [
     "BRANCH_NAMES",
     "buffer_grids",
+    "foraging_level_image",
     "level_grid",
     "level_image",
     "make_screenshot_recorder",
+    "maze_level_image",
     "plot_score_curves",
     "save_buffer_grid",
     "save_level_grid",
@@ -54,7 +64,96 @@ def _agent_mask(tile: int, direction: int) -> np.ndarray:
     return np.rot90(right, k=-int(direction) % 4)
 
 
+LevelImage = Callable[[Any, int], np.ndarray]
+"""``image(level, tile) -> RGB uint8 (h, w, 3)`` of one level (host arrays); NumPy only, so it
+runs inside a host callback (a callback must not call back into JAX)."""
+
+
 def level_image(level: Any, tile: int = 8) -> np.ndarray:
+    """RGB uint8 picture of one level (host arrays), drawn by its family's drawer: an AMaze
+    :class:`~lamella.envs.maze.MazeLevel` (:func:`maze_level_image`) or a Level-Based Foraging
+    :class:`~lamella.envs.multi_agent.lbf.ForagingLevel` (:func:`foraging_level_image`).
+
+    Raises:
+        TypeError: another kind of level, naming the fix (``LevelFamily.level_image``).
+    """
+    if isinstance(level, ForagingLevel):
+        return foraging_level_image(level, tile)
+    if hasattr(level, "wall_map"):
+        return maze_level_image(level, tile)
+    raise TypeError(
+        f"no level drawer for {type(level).__name__} levels (AMaze and Level-Based Foraging have "
+        "one); give your LevelFamily a level_image(level, tile) -> RGB uint8 NumPy array."
+    )
+
+
+def _disc(tile: int, centre_x: float, centre_y: float, radius: float) -> np.ndarray:
+    """bool ``(tile, tile)``: the pixels of one cell whose centres lie in a disc."""
+    ys, xs = np.meshgrid(np.arange(tile) + 0.5, np.arange(tile) + 0.5, indexing="ij")
+    return (xs - centre_x) ** 2 + (ys - centre_y) ** 2 <= radius**2
+
+
+def _pips(patch: np.ndarray, count: int, max_count: int) -> None:
+    """One white dot per level (at most ``max_count``), laid out as ``env.render`` lays them."""
+    tile = patch.shape[0]
+    for k in range(min(int(count), max_count)):
+        dx = (k % 3 - 1) * tile * 0.2
+        dy = (k // 3 - 0.5) * tile * 0.25 if max_count > 3 else 0.0
+        patch[_disc(tile, tile / 2 + dx, tile / 2 + dy, max(tile * 0.07, 0.5))] = lbf_render.PIP
+
+
+def foraging_level_image(
+    level: Any,
+    tile: int = 8,
+    *,
+    shape: tuple[int, int] | None = None,
+    food_level_bound: int | None = None,
+) -> np.ndarray:
+    """RGB uint8 ``(rows * tile, columns * tile, 3)`` of one Level-Based Foraging
+    :class:`~lamella.envs.multi_agent.lbf.ForagingLevel` (host arrays), in ``env.render_level``'s
+    colours: a light floor with grid lines, each food a green cell shaded by its level, each
+    agent a disc in its own colour (drawn in index order), one white dot per level on both.
+
+    Args:
+        level: one level.
+        tile: pixels per cell.
+        shape: the env's ``(rows, columns)``; None: the smallest grid that holds every agent
+            and food (a level does not carry its grid size; the family passes the env's).
+        food_level_bound: the food level drawn darkest (the env's ``food_level_bound``); None:
+            the agents' summed level, reset's cap.
+    """
+    agents = np.asarray(level.agent_positions, np.int64)
+    agent_levels = np.asarray(level.agent_levels, np.int64)
+    foods = np.asarray(level.food_positions, np.int64)
+    food_levels = np.asarray(level.food_levels, np.int64)
+    present = food_levels > 0
+    if shape is None:
+        cells = np.concatenate([agents, foods[present]]) if present.any() else agents
+        shape = (int(cells[:, 0].max()) + 1, int(cells[:, 1].max()) + 1)
+    rows, cols = shape
+    bound = food_level_bound if food_level_bound is not None else max(int(agent_levels.sum()), 1)
+    light = np.asarray(lbf_render.BACKGROUND, np.float32)
+    cells_rgb = np.broadcast_to(light, (rows, cols, 3)).copy()
+    for (r, c), lvl in zip(foods[present], food_levels[present]):
+        shade = min(max(lvl / max(bound, 1), 0.0), 1.0)
+        cells_rgb[r, c] = light + (0.45 + 0.55 * shade) * (lbf_render.FOOD - light)
+    frame = np.repeat(np.repeat(cells_rgb.astype(np.uint8), tile, axis=0), tile, axis=1)
+    on_line = (np.arange(rows * tile)[:, None] % tile == 0) | (np.arange(cols * tile)[None, :] % tile == 0)
+    frame[on_line] = lbf_render.GRID
+    max_food_pips = min(bound, 6)
+    for (r, c), lvl in zip(foods[present], food_levels[present]):
+        _pips(frame[r * tile : (r + 1) * tile, c * tile : (c + 1) * tile], lvl, max_food_pips)
+    max_agent_pips = min(max(int(agent_levels.max(initial=1)), 1), 6)
+    for index, ((r, c), lvl) in enumerate(zip(agents, agent_levels)):
+        patch = frame[r * tile : (r + 1) * tile, c * tile : (c + 1) * tile]
+        patch[_disc(tile, tile / 2, tile / 2, tile * 0.42)] = lbf_render.AGENT_COLORS[
+            index % len(lbf_render.AGENT_COLORS)
+        ]
+        _pips(patch, lvl, max_agent_pips)
+    return frame
+
+
+def maze_level_image(level: Any, tile: int = 8) -> np.ndarray:
     """RGB uint8 ``((H + 2) * tile, (W + 2) * tile, 3)`` of one :class:`~lamella.envs.maze.MazeLevel`
     (host arrays), with its border wall. NumPy only, so it runs inside a host callback."""
     walls = np.pad(np.asarray(level.wall_map, bool), 1, constant_values=True)
@@ -71,20 +170,23 @@ def level_image(level: Any, tile: int = 8) -> np.ndarray:
     return frame
 
 
-def level_grid(levels: Any, tile: int = 8, columns: int | None = None) -> np.ndarray:
-    """RGB uint8 grid of a batch of levels (leading axis), row by row, white lines between."""
-    walls = np.asarray(levels.wall_map)
-    count = walls.shape[0]
+def level_grid(
+    levels: Any, tile: int = 8, columns: int | None = None, image: LevelImage | None = None
+) -> np.ndarray:
+    """RGB uint8 grid of a batch of levels (leading axis), row by row, white lines between,
+    each drawn by ``image`` (default :func:`level_image`, which picks the family's drawer)."""
+    draw = image or level_image
+    count = np.shape(jax.tree.leaves(levels)[0])[0]
     if count == 0:
         raise ValueError("level_grid: no levels to draw.")
     columns = columns or math.ceil(math.sqrt(count))
     rows = math.ceil(count / columns)
-    images = [level_image(jax.tree.map(lambda x, i=i: np.asarray(x)[i], levels), tile) for i in range(count)]
+    images = [draw(jax.tree.map(lambda x, i=i: np.asarray(x)[i], levels), tile) for i in range(count)]
     h, w = images[0].shape[:2]
     grid = np.full((rows * (h + 2) + 2, columns * (w + 2) + 2, 3), SEPARATOR, np.uint8)
-    for index, image in enumerate(images):
+    for index, picture in enumerate(images):
         r, c = divmod(index, columns)
-        grid[2 + r * (h + 2) : 2 + r * (h + 2) + h, 2 + c * (w + 2) : 2 + c * (w + 2) + w] = image
+        grid[2 + r * (h + 2) : 2 + r * (h + 2) + h, 2 + c * (w + 2) : 2 + c * (w + 2) + w] = picture
     return grid
 
 
@@ -98,9 +200,11 @@ def _save_png(image: np.ndarray, path: str) -> str:
     return path
 
 
-def save_level_grid(levels: Any, path: str | os.PathLike[str], tile: int = 8) -> str:
+def save_level_grid(
+    levels: Any, path: str | os.PathLike[str], tile: int = 8, image: LevelImage | None = None
+) -> str:
     """Write :func:`level_grid` of ``levels`` to a PNG; return its path."""
-    return _save_png(level_grid(levels, tile), os.fspath(path))
+    return _save_png(level_grid(levels, tile, image=image), os.fspath(path))
 
 
 def _top_levels(buffer_state: Any, count: int) -> tuple[Any, jax.Array, jax.Array]:
@@ -113,14 +217,15 @@ def _top_levels(buffer_state: Any, count: int) -> tuple[Any, jax.Array, jax.Arra
 
 
 def make_screenshot_recorder(
-    directory: str, every: int, buffer_levels: int = 64, tile: int = 8
+    directory: str, every: int, buffer_levels: int = 64, tile: int = 8, image: LevelImage | None = None
 ) -> Callable[..., None]:
     """``record(iteration, seed, branch, levels, buffer_state)``, to call inside a runner's step.
 
     It hands the iteration's levels (and the buffer's ``buffer_levels`` best levels, when
     ``buffer_state`` is not None) to the host with ``jax.debug.callback`` every iteration; the
     host writes the first batch of each kind of every interval of ``every`` iterations (see the
-    module docs) and ignores the rest.
+    module docs) and ignores the rest. ``image`` draws one level (the family's
+    ``LevelFamily.level_image``; default :func:`level_image`).
     """
     if every < 1:
         raise ValueError(f"make_screenshot_recorder: every must be >= 1, got {every}.")
@@ -133,13 +238,13 @@ def make_screenshot_recorder(
         kind = BRANCH_NAMES[int(branch)]
         if (member, start, kind) not in written:
             written.add((member, start, kind))
-            save_level_grid(levels, os.path.join(folder, f"update_{start:06d}_{kind}.png"), tile)
+            save_level_grid(levels, os.path.join(folder, f"update_{start:06d}_{kind}.png"), tile, image)
         if top is not None and (member, start, "buffer") not in written:
             top_levels, _, stored = top
             if int(stored) > 0:
                 written.add((member, start, "buffer"))
                 best = jax.tree.map(lambda x: np.asarray(x)[: int(stored)], top_levels)
-                save_level_grid(best, os.path.join(folder, f"update_{start:06d}_buffer.png"), tile)
+                save_level_grid(best, os.path.join(folder, f"update_{start:06d}_buffer.png"), tile, image)
 
     def record(
         iteration: jax.Array, seed: jax.Array, branch: jax.Array, levels: Any, buffer_state: Any
@@ -154,7 +259,11 @@ def make_screenshot_recorder(
 
 
 def save_buffer_grid(
-    buffer_state: Any, path: str | os.PathLike[str], max_levels: int = 64, tile: int = 6
+    buffer_state: Any,
+    path: str | os.PathLike[str],
+    max_levels: int = 64,
+    tile: int = 6,
+    image: LevelImage | None = None,
 ) -> str:
     """Draw a level buffer's stored levels, highest score first, each titled with its score,
     staleness and edit count; write the PNG and return its path.
@@ -165,6 +274,7 @@ def save_buffer_grid(
         path: the PNG to write.
         max_levels: draw at most this many (the best).
         tile: pixels per cell.
+        image: draws one level (default :func:`level_image`, which picks the family's drawer).
 
     Raises:
         ValueError: an empty buffer.
@@ -194,7 +304,7 @@ def save_buffer_grid(
         if index >= count:
             continue
         level = jax.tree.map(lambda x, i=index: np.asarray(x)[i], levels)
-        axis.imshow(level_image(level, tile), interpolation="nearest")
+        axis.imshow((image or level_image)(level, tile), interpolation="nearest")
         axis.set_title(f"{scores[index]:.3g} s{staleness[index]} e{edits[index]}", fontsize=7)
     figure.suptitle(f"level buffer: {stored} levels, best {count} (score, staleness s, edits e)", fontsize=9)
     figure.tight_layout()
@@ -220,10 +330,16 @@ def buffer_grids(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | 
     if out_dir is None:
         run_path = os.fspath(run)
         out_dir = run_path if os.path.isdir(run_path) else os.path.dirname(os.path.dirname(run_path))
+    image = None
+    if hasattr(loaded.config, "env_id"):  # the run's family draws its levels at the env's size
+        from lamella.ued.runners import default_family
+
+        image = default_family(loaded.config).level_image
     paths = []
     for index, seed in enumerate(loaded.metadata["seeds"]):
         one = jax.tree.map(lambda x, i=index: x[i], loaded.state.buffer)
-        paths.append(save_buffer_grid(one, os.path.join(os.fspath(out_dir), f"buffer_seed_{seed}.png")))
+        target = os.path.join(os.fspath(out_dir), f"buffer_seed_{seed}.png")
+        paths.append(save_buffer_grid(one, target, image=image))
     return paths
 
 

@@ -14,6 +14,15 @@ Crossing, PerfectMaze*) draw a fresh maze per episode.
 :data:`MAZE_SUITES` is what lamella-eval finds through the ``lamella.test_suites`` entry point
 ``maze``: ``lamella eval checkpoints RUN_DIR --suite minimax-test`` loads a DR / PLR / ACCEL
 checkpoint, evaluates its policy here and aggregates the seeds (bootstrap CIs) there.
+
+Level-Based Foraging (multi-agent) has its own suites of named levels
+(:data:`lamella.envs.multi_agent.lbf.NAMED_LEVELS`, fixed start layouts), entry point
+``foraging`` (:data:`FORAGING_SUITES`): ``lamella eval checkpoints RUN_DIR --suite
+foraging-5x5`` evaluates a DR / PLR / ACCEL student of ``Foraging-5x5-2p-1f-v3``. The levels
+must fit the student's env (its grid, agents and food); each is played at the env's horizon (the
+training config's ``max_episode_steps``) and is solved when the team eats every food. Both
+providers play their episodes with the same code (:func:`evaluate_on_levels`, one vmapped
+program per group of levels of one env).
 """
 
 from __future__ import annotations
@@ -36,10 +45,15 @@ from lamella.ued.levels import LevelParams, OnLevel
 from lamella.ued.runners import DRConfig, evaluate_on_levels, make_actor_critic
 
 __all__ = [
+    "FORAGING_SUITES",
+    "FORAGING_SUITE_ENVS",
+    "FORAGING_SUITE_LEVELS",
     "MAZE_SUITES",
     "SUITES",
+    "ForagingSuites",
     "MazeSuites",
     "SuiteError",
+    "evaluate_foraging_suite",
     "evaluate_suite",
     "resolve_suite",
 ]
@@ -82,30 +96,39 @@ def resolve_suite(suite: str | Sequence[str]) -> tuple[str, ...]:
         SuiteError: an empty suite, an unknown name (the message lists the suites and the mazes),
             or a maze named twice.
     """
+    return _resolve(suite, SUITES, EVALUABLE, "maze")
+
+
+def _resolve(
+    suite: str | Sequence[str], suites: Mapping[str, tuple[str, ...]], cases: Sequence[str], kind: str
+) -> tuple[str, ...]:
+    """:func:`resolve_suite` over the ``suites`` and ``cases`` of one level family (``kind``
+    names its cases in messages: "maze", "level")."""
     if isinstance(suite, str):
-        if suite.strip() in SUITES:
-            return SUITES[suite.strip()]
+        if suite.strip() in suites:
+            return suites[suite.strip()]
         names = [part.strip() for part in suite.split(",")]
     else:
         names = [str(part).strip() for part in suite]
     names = [n for n in names if n]
     if not names:
-        raise SuiteError(f"empty suite {suite!r}; name a suite ({', '.join(SUITES)}) or mazes.")
+        raise SuiteError(f"empty suite {suite!r}; name a suite ({', '.join(suites)}) or {kind}s.")
     for name in names:
-        if name not in maze.NAMED_MAZES:
-            close = difflib.get_close_matches(name, [*SUITES, *EVALUABLE], n=2, cutoff=0.6)
+        if name not in cases:
+            close = difflib.get_close_matches(name, [*suites, *cases], n=2, cutoff=0.6)
             hint = f" Did you mean {' or '.join(close)}?" if close else ""
             raise SuiteError(
-                f"unknown suite or maze {name!r}.{hint} Suites: {', '.join(SUITES)}; or a "
-                f"comma-separated list of mazes: {', '.join(EVALUABLE)}."
+                f"unknown suite or {kind} {name!r}.{hint} Suites: {', '.join(suites)}; or a "
+                f"comma-separated list of {kind}s: {', '.join(cases)}."
             )
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise SuiteError(f"suite {suite!r} names {', '.join(twice)} more than once; name each maze once.")
+        raise SuiteError(f"suite {suite!r} names {', '.join(twice)} more than once; name each {kind} once.")
     return tuple(names)
 
 
-Case = tuple[str, Callable[[jax.Array], maze.MazeLevel], maze.AMazeParams]
+#: ``(name, sample(key) -> level, env params with the level's horizon)``.
+Case = tuple[str, Callable[[jax.Array], Any], Any]
 
 
 def _cases(names: Sequence[str]) -> list[Case]:
@@ -133,8 +156,18 @@ def _group_program(
     height, width, memory = cases[0][2].height, cases[0][2].width, cases[0][2].memory
     env_params = train.replace(height=height, width=width, n_walls=0, memory=memory)
     bare = maze.AMaze(**{f.name: getattr(env_params, f.name) for f in dataclasses.fields(env_params)})
-    env = OnLevel(bare)
     actor_critic = make_actor_critic(config, bare.action_space(env_params))
+    return _levels_program(actor_critic, bare, env_params, cases, episodes, greedy)
+
+
+def _levels_program(
+    actor_critic: Any, bare: Any, env_params: Any, cases: Sequence[Case], episodes: int, greedy: bool
+) -> Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]:
+    """``run(params, keys) -> (returns, lengths)``, each ``(seeds, len(cases), episodes)``:
+    ``episodes`` episodes of the student on each case's levels (``sample(key) -> level``, at its
+    params' ``max_episode_steps``), every episode at once on the bare level-based env ``bare``
+    with ``env_params``, vmapped over seeds. Shared by every level family's suites."""
+    env = OnLevel(bare)
     horizons = np.asarray([params.max_episode_steps for _, _, params in cases], np.int32)
     num = len(cases) * episodes
 
@@ -249,3 +282,148 @@ class MazeSuites:
 
 #: The entry point ``maze`` of the group ``lamella.test_suites`` (lamella-eval).
 MAZE_SUITES = MazeSuites(suites=SUITES, cases=EVALUABLE)
+
+
+# Level-Based Foraging ----------------------------------------------------------------------
+
+FORAGING_SUITE_LEVELS: dict[str, tuple[str, ...]] = {
+    # Every named level that fits Foraging-5x5-2p-1f-v3 (lamella-ued's LBF presets).
+    "foraging-5x5": ("Adjacent", "FarCorner", "Corridor", "OppositeCorners", "StrongFar"),
+    # Every named level that fits Foraging-8x8-2p-2f-v3.
+    "foraging-8x8": ("SplitFoods", "CoopCorners"),
+}
+"""Named LBF suites: name -> levels of :data:`lamella.envs.multi_agent.lbf.NAMED_LEVELS`."""
+#: The env whose students each suite tests (its levels fit that env).
+FORAGING_SUITE_ENVS = {"foraging-5x5": "Foraging-5x5-2p-1f-v3", "foraging-8x8": "Foraging-8x8-2p-2f-v3"}
+
+
+def _foraging_family(config: DRConfig) -> Any:
+    from lamella.envs.multi_agent import lbf
+    from lamella.ued.runners import default_family
+
+    env, _ = lamella.envs.make(config.env_id, autoreset=False)
+    if not isinstance(env.unwrapped, lbf.LevelBasedForaging):
+        raise SuiteError(
+            f"the foraging suites evaluate students of Level-Based Foraging; this config trains on "
+            f"{config.env_id} ({type(env.unwrapped).__name__})."
+        )
+    return default_family(config)
+
+
+def _fixed_level(level: Any, key: jax.Array) -> Any:
+    """A fixed level as a sampler: the same level for every key."""
+    del key
+    return level
+
+
+@functools.lru_cache(maxsize=32)
+def _foraging_program(
+    config: DRConfig, names: tuple[str, ...], episodes: int, greedy: bool
+) -> tuple[Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]], float]:
+    """``(run, solved_above)``: :func:`_levels_program` on the named levels ``names`` in the
+    training env of ``config`` (its horizon), and the return above which an episode is solved."""
+    from lamella.envs.environment import EnvInputError
+    from lamella.envs.multi_agent import lbf
+
+    family = _foraging_family(config)
+    env = family.env
+    cases: list[Case] = []
+    for name in names:
+        try:
+            level = lbf.named_level(name, env)
+        except EnvInputError as error:
+            fitting = lbf.named_levels_for(env)
+            raise SuiteError(
+                f"level {name!r} does not fit this student's env {config.env_id}: {error} Levels that "
+                f"fit it: {', '.join(fitting) if fitting else 'none'}."
+            ) from None
+        cases.append((name, functools.partial(_fixed_level, level), family.env_params))
+    actor_critic = make_actor_critic(config, env.action_space(family.env_params), family.network)
+    program = _levels_program(actor_critic, env, family.env_params, cases, episodes, greedy)
+    return program, family.solved_above
+
+
+def evaluate_foraging_suite(
+    config: DRConfig,
+    params: Any,
+    suite: str | Sequence[str],
+    keys: jax.Array,
+    episodes: int,
+    *,
+    greedy: bool | None = None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Play ``episodes`` episodes of a Level-Based Foraging student on each named level of
+    ``suite`` (a name of :data:`FORAGING_SUITE_LEVELS`, or level names of
+    :data:`lamella.envs.multi_agent.lbf.NAMED_LEVELS`, comma-separated or as a sequence), for
+    every seed, in the student's training env at its horizon; as :func:`evaluate_suite` does
+    for mazes, and with the same code.
+
+    Returns:
+        level name -> ``{"episode_return": float64, "episode_length": float64, "solved":
+        float64}``, each ``(seeds, episodes)``, in suite order; an episode is solved when the
+        team's return is above the family's ``solved_above`` (every food eaten).
+
+    Raises:
+        SuiteError: an unknown suite or level, a level that does not fit the student's env (the
+            message lists those that do), or a config that does not train on Level-Based Foraging.
+    """
+    if isinstance(episodes, bool) or int(episodes) != episodes or episodes < 1:
+        raise SuiteError(f"episodes must be a whole number >= 1, got {episodes!r}.")
+    names = FORAGING_SUITES.resolve(suite)
+    greedy = config.eval_greedy if greedy is None else bool(greedy)
+    program, solved_above = _foraging_program(config, names, int(episodes), greedy)
+    returns, lengths = jax.device_get(program(params, keys))
+    out = {}
+    for index, name in enumerate(names):
+        r = np.asarray(returns[:, index], np.float64)
+        out[name] = {
+            "episode_return": r,
+            "episode_length": np.asarray(lengths[:, index], np.float64),
+            "solved": (r > solved_above).astype(np.float64),
+        }
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ForagingSuites:
+    """The named Level-Based Foraging suites as lamella-eval's ``lamella.test_suites`` entry
+    point ``foraging`` sees them (the same interface as :class:`MazeSuites`).
+
+    Attributes:
+        suites: suite name -> level names (:data:`FORAGING_SUITE_LEVELS`).
+        cases: every named level a custom list may hold.
+        metric: the name of the per-episode success flag in :meth:`evaluate`'s results.
+    """
+
+    suites: Mapping[str, tuple[str, ...]]
+    cases: tuple[str, ...]
+    metric: str = "solved"
+
+    def resolve(self, suite: str | Sequence[str]) -> tuple[str, ...]:
+        """See :func:`resolve_suite` (with level names)."""
+        return _resolve(suite, self.suites, self.cases, "level")
+
+    def supports(self, config: Any) -> bool:
+        """Whether checkpoints of this config (a DR / PLR / ACCEL config on LBF) can be evaluated."""
+        from lamella.envs.multi_agent import lbf
+
+        if not isinstance(config, DRConfig):
+            return False
+        env, _ = lamella.envs.make(config.env_id, autoreset=False)
+        return isinstance(env.unwrapped, lbf.LevelBasedForaging)
+
+    def evaluate(
+        self, config: Any, state: Any, names: Sequence[str], keys: jax.Array, episodes: int
+    ) -> dict[str, dict[str, np.ndarray]]:
+        """:func:`evaluate_foraging_suite` on a checkpoint's runner state (``state.params``, seeds leading)."""
+        return evaluate_foraging_suite(config, state.params, list(names), keys, episodes)
+
+
+def _foraging_cases() -> tuple[str, ...]:
+    from lamella.envs.multi_agent import lbf
+
+    return tuple(lbf.NAMED_LEVELS)
+
+
+#: The entry point ``foraging`` of the group ``lamella.test_suites`` (lamella-eval).
+FORAGING_SUITES = ForagingSuites(suites=FORAGING_SUITE_LEVELS, cases=_foraging_cases())

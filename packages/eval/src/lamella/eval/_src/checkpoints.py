@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import functools
 import json
 import math
@@ -586,8 +587,15 @@ def _resolve_suite(text: str) -> tuple[Any, tuple[str, ...]]:
             except ValueError as error:
                 raise EvalError(f"--suite {text!r}: {error}") from None
         problems.append(f"{name}: suites {', '.join(provider.suites)}; cases {', '.join(provider.cases)}")
-    # No provider knows the first name: let each say why (a close match, a case it refuses).
-    for provider in providers.values():
+    # No provider knows the first name: let each say why (a close match, a case it refuses),
+    # the provider whose names are closest to it first, so that its "did you mean" is the answer.
+    first = text.split(",")[0].strip()
+
+    def closeness(provider: Any) -> float:
+        names = [*provider.suites, *provider.cases]
+        return max((difflib.SequenceMatcher(None, first, n).ratio() for n in names), default=0.0)
+
+    for provider in sorted(providers.values(), key=closeness, reverse=True):
         try:
             provider.resolve(text)
         except ValueError as error:
@@ -616,7 +624,8 @@ def _plan_suite(paths: Sequence[str], provider: Any, suite: str) -> list[_Plan]:
             raise EvalError(
                 f"--suite {suite!r} cannot evaluate {path}: it is a {algorithm!r} checkpoint trained on "
                 f"{getattr(config, 'env_id', '?')}, and the suite evaluates other students (the named "
-                "mazes: DR, PLR and ACCEL runs on AMaze). Evaluate it on test envs with --envs."
+                "mazes: DR, PLR and ACCEL runs on AMaze; the foraging suites: runs on Level-Based "
+                "Foraging). Evaluate it on test envs with --envs."
             )
         plans.append(_Plan(path, metadata, []))
     return plans

@@ -11,7 +11,9 @@ normalised rewards, as lbforaging registers them.
 Levels (UED): every LBF env is level-based. A :class:`ForagingLevel` is a start layout (agents
 and food, cells and levels); ``env.reset_to_level``, ``env.sample_level`` (the reset
 distribution), ``env.mutate_level``, ``env.levels_equal``, ``env.render_level`` and the
-:class:`AutoReplay` wrapper are in :mod:`lamella.envs.multi_agent.lbf.levels`.
+:class:`AutoReplay` wrapper are in :mod:`lamella.envs.multi_agent.lbf.levels`; named test levels
+(fixed layouts written out as text: :data:`NAMED_LEVELS`, :func:`named_level`,
+:func:`parse_level`) in :mod:`lamella.envs.multi_agent.lbf.named`.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import Any
 
 from lamella.envs.multi_agent.lbf.env import ACTION_NAMES, NUM_ACTIONS, LevelBasedForaging
 from lamella.envs.multi_agent.lbf.levels import AutoReplay, AutoReplayState, ForagingLevel
+from lamella.envs.multi_agent.lbf.named import NAMED_LEVELS, named_level, named_levels_for, parse_level
 from lamella.envs.multi_agent.lbf.types import LevelBasedForagingParams, LevelBasedForagingState
 
 __all__ = [
     "ACTION_NAMES",
+    "NAMED_LEVELS",
     "NUM_ACTIONS",
     "AutoReplay",
     "AutoReplayState",
@@ -35,6 +39,9 @@ __all__ = [
     "LevelBasedForagingParams",
     "LevelBasedForagingState",
     "env_ids",
+    "named_level",
+    "named_levels_for",
+    "parse_level",
     "register_all",
 ]
 

@@ -14,15 +14,16 @@ if TYPE_CHECKING:
     from lamella.envs.multi_agent.lbf.env import LevelBasedForaging
     from lamella.envs.multi_agent.lbf.types import LevelBasedForagingState
 
-__all__ = ["CELL", "render"]
+__all__ = ["AGENT_COLORS", "BACKGROUND", "CELL", "FOOD", "GRID", "PIP", "render"]
 
 CELL = 32  # pixels per grid cell
-_BACKGROUND = (238, 236, 228)
-_GRID = (200, 198, 190)
-_FOOD = np.array([70, 150, 60], np.float32)
-_PIP = (255, 255, 255)
+# Colours (RGB), public so that host-side drawers (lamella-ued's screenshots) match them.
+BACKGROUND = (238, 236, 228)
+GRID = (200, 198, 190)
+FOOD = np.array([70, 150, 60], np.float32)
+PIP = (255, 255, 255)
 # One colour per agent index, repeated for more than eight agents.
-_AGENT_COLORS = np.array(
+AGENT_COLORS = np.array(
     [
         [220, 60, 50],
         [40, 100, 210],
@@ -43,7 +44,7 @@ def _pips(frame: jax.Array, center_x: Any, center_y: Any, count: Any, max_count:
         dx = (k % 3 - 1) * CELL * 0.2
         dy = (k // 3 - 0.5) * CELL * 0.25 if max_count > 3 else 0.0
         radius = jnp.where(show & (k < count), CELL * 0.07, 0.0)
-        frame = rendering.fill_circle(frame, center_x + dx, center_y + dy, radius, _PIP)
+        frame = rendering.fill_circle(frame, center_x + dx, center_y + dy, radius, PIP)
     return frame
 
 
@@ -63,10 +64,10 @@ def render(env: LevelBasedForaging, state: LevelBasedForagingState) -> jax.Array
         jnp.where(present, levels, 0).astype(jnp.float32)
     )
     shade = jnp.clip(food_cells / max(env.food_level_bound, 1), 0.0, 1.0)[..., None]
-    light = jnp.asarray(_BACKGROUND, jnp.float32)
-    food_color = light + (0.45 + 0.55 * shade) * (jnp.asarray(_FOOD) - light)
+    light = jnp.asarray(BACKGROUND, jnp.float32)
+    food_color = light + (0.45 + 0.55 * shade) * (jnp.asarray(FOOD) - light)
     colors = jnp.where(food_cells[..., None] > 0, food_color, light).astype(jnp.uint8)
-    frame = rendering.cells_to_frame(colors, CELL, _GRID)
+    frame = rendering.cells_to_frame(colors, CELL, GRID)
     max_food_pips = min(env.food_level_bound, 6)
     for f in range(env.max_num_food):
         y = (state.food_positions[f, 0] + 0.5) * CELL
@@ -76,7 +77,7 @@ def render(env: LevelBasedForaging, state: LevelBasedForagingState) -> jax.Array
     for i in range(env.num_agents):
         y = (state.agent_positions[i, 0] + 0.5) * CELL
         x = (state.agent_positions[i, 1] + 0.5) * CELL
-        color = tuple(int(c) for c in _AGENT_COLORS[i % len(_AGENT_COLORS)])
+        color = tuple(int(c) for c in AGENT_COLORS[i % len(AGENT_COLORS)])
         frame = rendering.fill_circle(frame, x, y, CELL * 0.42, color)
         frame = _pips(frame, x, y, state.agent_levels[i], max_agent_pips, jnp.asarray(True))
     return frame
