@@ -108,9 +108,7 @@ def test_optional_xla_flags_only_where_xla_has_them(monkeypatch) -> None:
     # jax 0.12's XLA has no --xla_cpu_use_fusion_emitters, and an unknown flag in XLA_FLAGS ends
     # the process: a flag XLA rejects stays out (a fake check here, the real one below).
     conftest = _root_conftest()
-    monkeypatch.setenv(
-        "LAMELLA_OPTIONAL_XLA_FLAGS", "--xla_gone=false --xla_kept=true --xla_set_by_user=1"
-    )
+    monkeypatch.setenv("LAMELLA_OPTIONAL_XLA_FLAGS", "--xla_gone=false --xla_kept=true --xla_set_by_user=1")
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1 --xla_set_by_user=0")
     asked: list[str] = []
 
