@@ -105,7 +105,8 @@ def add_optional_xla_flags(accepts: Callable[[str], bool] = xla_accepts) -> tupl
     """
     wanted = os.environ.pop(OPTIONAL_XLA_FLAGS, "").split()
     flags = os.environ.get("XLA_FLAGS", "")
-    added, left_out = [], []
+    added: list[str] = []
+    left_out: list[str] = []
     for flag in wanted:
         if flag.split("=")[0] in flags:
             continue
