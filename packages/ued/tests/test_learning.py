@@ -21,10 +21,11 @@ the teacher's levels) and the protagonist's solve rate on the teacher's levels m
 each seed's 16 training solve rates, from the middle of the first five iterations to the middle
 of the last five (:func:`fitted_rise`). Each iteration's rate is over 32 levels, so the means of
 five iterations that an earlier version compared are as noisy as the line (a standard error of
-about 0.04 for the rise), but seeds also learn at different speeds: over 15 seeds (jax 0.10.2)
-the fitted rise ran from 0.09 to 0.46, mean 0.29, and on key 0 seed 0's rose 0.20 (jax 0.10.2)
-and 0.16 (jax 0.12, whose XLA compiles this program with its default CPU options) while seeds 1
-and 2 rose more than 0.3, so a bar of 0.2 for every seed failed by chance of seed and float path.
+about 0.04 for the rise), but seeds also learn at different speeds: over 15 seeds the fitted
+rise ran from 0.09 to 0.46, mean 0.29 (jax 0.10.2; jax 0.12, whose XLA compiles this program
+with its default CPU options: 0.06 to 0.39, mean 0.26), and on key 0 seed 0's rose 0.20 (jax
+0.10.2) and 0.16 (jax 0.12) while seeds 1 and 2 rose more than 0.3, so a bar of 0.2 for every
+seed failed by chance of seed and float path.
 
 Parallel PLR and Parallel ACCEL (``test_parallel_plr_and_accel_beat_a_random_policy``): their
 ``ci`` presets for 24 / 32 iterations, 3 seeds, evaluated on random 8-wall levels against the
