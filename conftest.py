@@ -6,11 +6,22 @@ step's total. Wall times (pytest's ``--durations``) mislead on a loaded machine:
 workers and another step on 2 cores, a test's wall time is 2-4 times its CPU time. Under xdist,
 each worker measures its tests and the controller prints the list. ``scripts/test_all.py`` turns
 it on for every step.
+
+``LAMELLA_OPTIONAL_XLA_FLAGS`` holds XLA flags to add to ``XLA_FLAGS`` only where the installed
+XLA has them (``scripts/test_all.py`` passes its per-step flags this way): an unknown flag in
+``XLA_FLAGS`` aborts the process when JAX starts its backend, and XLA drops flags between
+releases (jax 0.12 has no ``--xla_cpu_use_fusion_emitters``). The controller checks each flag
+once, in a child Python that starts JAX's CPU backend with it (about 2 CPU-s), before any test
+imports JAX; xdist workers and the tests' children inherit the result.
 """
 
 from __future__ import annotations
 
+import os
 import resource
+import subprocess
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -72,8 +83,57 @@ class _CpuReport:
         )
 
 
+OPTIONAL_XLA_FLAGS = "LAMELLA_OPTIONAL_XLA_FLAGS"
+
+
+def xla_accepts(flag: str) -> bool:
+    """Whether JAX's CPU backend starts with ``flag`` in ``XLA_FLAGS`` (in a child process:
+    XLA ends the process that it finds an unknown flag in)."""
+    env = {**os.environ, "XLA_FLAGS": flag, "JAX_PLATFORMS": "cpu"}
+    env.pop(OPTIONAL_XLA_FLAGS, None)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import jax; jax.devices()"], env=env, capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+def add_optional_xla_flags(accepts: Callable[[str], bool] = xla_accepts) -> tuple[list[str], list[str]]:
+    """Move the flags of ``LAMELLA_OPTIONAL_XLA_FLAGS`` that XLA accepts into ``XLA_FLAGS``.
+
+    A flag whose name ``XLA_FLAGS`` already sets stays as it is there. Returns the flags added
+    and those left out (this XLA does not have them).
+    """
+    wanted = os.environ.pop(OPTIONAL_XLA_FLAGS, "").split()
+    flags = os.environ.get("XLA_FLAGS", "")
+    added: list[str] = []
+    left_out: list[str] = []
+    for flag in wanted:
+        if flag.split("=")[0] in flags:
+            continue
+        (added if accepts(flag) else left_out).append(flag)
+    if added:
+        os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
+    return added, left_out
+
+
+_XLA_FLAGS_REPORT: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # Before any test module imports JAX, and before xdist starts its workers (they inherit the
+    # environment; the variable is gone by then, so they check nothing again).
+    if os.environ.get(OPTIONAL_XLA_FLAGS):
+        added, left_out = add_optional_xla_flags()
+        _XLA_FLAGS_REPORT.append(
+            f"optional XLA flags: added {' '.join(added) or 'none'}; "
+            f"left out (this XLA does not have them) {' '.join(left_out) or 'none'}"
+        )
     count = config.getoption("--cpu-durations")
     # Under xdist only the controller prints (workers send their measures with their reports).
     if count is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_CpuReport(count), "lamella-cpu-report")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return _XLA_FLAGS_REPORT

