@@ -91,7 +91,9 @@ def test_pages_run_elsewhere_are_run_there() -> None:
 # pages' scripts, each run alone with the test command's -O1 and then with this flag too,
 # 2026-11-29 (jax 0.10.2, 2-core x86, busy machine: user + system CPU-s), marl 140.6 -> 95.8,
 # envs 73.5 -> 54.8, agents 67.2 -> 59.4, ued 63.0 -> 47.3, buffers 33.6 -> 24.9; in all
-# 377.9 -> 282.2. An XLA without the flag (jax 0.12 dropped it) refuses it in XLA_FLAGS at
+# 377.9 -> 282.2 (a second round: 357.1 -> 272.7; gcrl 20.1 -> 16.8, the two docs pages 10.9 ->
+# 9.6). -O0 with it cost less still (marl 87.4 -> 67.8, envs 51.0 -> 44.5 on an idle machine),
+# but the test command's -O1 wins over a level set here (see scripts/test_all.py). An XLA without the flag (jax 0.12 dropped it) refuses it in XLA_FLAGS at
 # start-up, so it is added only where this interpreter's XLA accepts it.
 PAGE_XLA_FLAG = "--xla_cpu_use_fusion_emitters=false"
 
