@@ -44,7 +44,10 @@ STEP_SECONDS = {"agents": 871, "integration": 869, "envs": 620, "marl": 560, "ue
 # results differ in the last bits from XLA's default (every learning test of these steps passed
 # with it), so lamella-agents' step (training-heavy learning tests: with the flag its TD3 and DDPG
 # Pendulum learning tests missed their thresholds, 2026-11-29) and the README pages' step (exact
-# sample outputs) keep XLA's default emitters.
+# sample outputs) keep XLA's default emitters; in that step only the pages' Python blocks (no
+# output compared) add the flag themselves (tests/test_docs.py, PAGE_XLA_FLAG: 378 -> 282 CPU-s
+# on the five largest pages). A persistent compilation cache (JAX_COMPILATION_CACHE_DIR) shared by
+# a step's processes was measured too and does not pay (see the root README).
 # They reach the step as LAMELLA_OPTIONAL_XLA_FLAGS: the root conftest.py adds each to XLA_FLAGS
 # only where the step's XLA has it (jax 0.12, on Python >= 3.12, dropped this one, and an unknown
 # flag in XLA_FLAGS aborts the process).

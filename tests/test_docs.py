@@ -4,10 +4,16 @@ A page's ``python`` blocks run in order as one script (a later block may use wha
 defined), in a fresh interpreter, in an empty working directory. A block that is only an
 illustration (a fragment, a signature, output) is marked on the line before its fence with
 ``<!-- illustration: why -->``; the reason is required, so an exception is always explained.
+
+The blocks compile with XLA's older CPU emitters where the installed XLA has them (``PAGE_XLA_FLAG``,
+below): a page's blocks mostly compile small programs, and its output is not compared (the
+pages' sample outputs belong to their shell commands, which ``tests/test_readme_commands.py``
+runs with XLA's default emitters).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -79,6 +85,54 @@ def test_pages_run_elsewhere_are_run_there() -> None:
         assert name in (ROOT / test).read_text(), f"{test} does not read {page}"
 
 
+# Added to the blocks' XLA_FLAGS (an XLA_FLAGS that already names it wins). The blocks compile
+# hundreds of small programs (eager calls compile one per operation) and train little, so the
+# older emitters run them on a quarter less CPU time, every block passing: the five largest
+# pages' scripts, each run alone with the test command's -O1 and then with this flag too,
+# 2026-11-29 (jax 0.10.2, 2-core x86, busy machine: user + system CPU-s), marl 140.6 -> 95.8,
+# envs 73.5 -> 54.8, agents 67.2 -> 59.4, ued 63.0 -> 47.3, buffers 33.6 -> 24.9; in all
+# 377.9 -> 282.2 (a second round: 357.1 -> 272.7; gcrl 20.1 -> 16.8, the two docs pages 10.9 ->
+# 9.6). -O0 with it cost less still (marl 87.4 -> 67.8, envs 51.0 -> 44.5 on an idle machine),
+# but the test command's -O1 wins over a level set here (see scripts/test_all.py). An XLA
+# without the flag (jax 0.12 dropped it) refuses it in XLA_FLAGS at start-up, so it is added only
+# where this interpreter's XLA accepts it (asked in this process, through the same option as a
+# compile option; the root conftest.py asks a child process, since it must decide before JAX starts).
+PAGE_XLA_FLAG = "--xla_cpu_use_fusion_emitters=false"
+
+
+@functools.cache
+def xla_accepts(flag: str) -> bool:
+    """Whether this interpreter's XLA accepts ``--name=value`` (compiled with it as an option)."""
+    import jax
+    import jax.numpy as jnp
+
+    name, value = flag.removeprefix("--").split("=", 1)
+    option = {"false": False, "true": True}.get(value, value)
+    try:
+        jax.jit(lambda x: x + 1, compiler_options={name: option}).lower(jnp.zeros(())).compile()
+    except Exception:  # any rejection: XLA's defaults
+        return False
+    return True
+
+
+def page_env() -> dict[str, str]:
+    """The environment a page's blocks run in: ours, on the CPU, with ``PAGE_XLA_FLAG`` added."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
+    flags = env.get("XLA_FLAGS", "")
+    if PAGE_XLA_FLAG.split("=")[0] not in flags and xla_accepts(PAGE_XLA_FLAG):
+        env["XLA_FLAGS"] = f"{flags} {PAGE_XLA_FLAG}".strip()
+    return env
+
+
+def test_page_env_adds_the_flag_once_and_keeps_the_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
+    expected = f"--xla_backend_optimization_level=1 {PAGE_XLA_FLAG}"
+    assert page_env()["XLA_FLAGS"] == (expected if xla_accepts(PAGE_XLA_FLAG) else expected.split()[0])
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    assert page_env()["XLA_FLAGS"] == "--xla_cpu_use_fusion_emitters=true"
+    assert not xla_accepts("--xla_no_such_flag_anywhere=false")
+
+
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_python_blocks_run_as_written(page: Path, tmp_path: Path) -> None:
     runnable, _ = python_blocks(page.read_text())
@@ -89,9 +143,13 @@ def test_page_python_blocks_run_as_written(page: Path, tmp_path: Path) -> None:
         script.extend(code.splitlines())
     source = tmp_path / "page.py"
     source.write_text("\n".join(script) + "\n")
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
     result = subprocess.run(
-        [sys.executable, str(source)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(source)],
+        cwd=tmp_path,
+        env=page_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, (
         f"{page.relative_to(ROOT)}: its python blocks fail when run in order as one script "
