@@ -50,8 +50,7 @@ __all__ = [
     "FORAGING_SUITE_LEVELS",
     "MAZE_SUITES",
     "SUITES",
-    "ForagingSuites",
-    "MazeSuites",
+    "LevelSuites",
     "SuiteError",
     "evaluate_foraging_suite",
     "evaluate_suite",
@@ -249,39 +248,49 @@ def evaluate_suite(
 
 
 @dataclasses.dataclass(frozen=True)
-class MazeSuites:
-    """The named-maze suites as lamella-eval's ``lamella.test_suites`` entry point sees them.
+class LevelSuites:
+    """Named test levels of one level-based env, as lamella-eval's ``lamella.test_suites`` entry
+    points see them (:data:`MAZE_SUITES`, :data:`FORAGING_SUITES`).
 
     Attributes:
-        suites: suite name -> maze names (:data:`SUITES`).
-        cases: every maze name a custom list may hold.
+        suites: suite name -> level names.
+        cases: every level name a custom list may hold.
+        kind: what a case is called in error messages (``"maze"``, ``"level"``).
+        env_type: returns the env class (unwrapped) whose students the suites test.
+        run: ``run(config, params, names, keys, episodes)``, the evaluation of a checkpoint's
+            parameters (seeds leading) on the named levels (:func:`evaluate_suite`, ...).
         metric: the name of the per-episode success flag in :meth:`evaluate`'s results.
     """
 
     suites: Mapping[str, tuple[str, ...]]
     cases: tuple[str, ...]
+    kind: str
+    env_type: Callable[[], type]
+    run: Callable[..., dict[str, dict[str, np.ndarray]]]
     metric: str = "solved"
 
-    def resolve(self, suite: str) -> tuple[str, ...]:
-        """See :func:`resolve_suite`."""
-        return resolve_suite(suite)
+    def resolve(self, suite: str | Sequence[str]) -> tuple[str, ...]:
+        """The level names of ``suite`` (see :func:`resolve_suite`)."""
+        return _resolve(suite, self.suites, self.cases, self.kind)
 
     def supports(self, config: Any) -> bool:
-        """Whether checkpoints of this config (a DR / PLR / ACCEL config on AMaze) can be evaluated."""
+        """Whether checkpoints of this config (a DR / PLR / ACCEL config on this env) can be evaluated."""
         if not isinstance(config, DRConfig):
             return False
         env, _ = lamella.envs.make(config.env_id, autoreset=False)
-        return isinstance(env.unwrapped, maze.AMaze)
+        return isinstance(env.unwrapped, self.env_type())
 
     def evaluate(
         self, config: Any, state: Any, names: Sequence[str], keys: jax.Array, episodes: int
     ) -> dict[str, dict[str, np.ndarray]]:
-        """:func:`evaluate_suite` on a checkpoint's runner state (``state.params``, seeds leading)."""
-        return evaluate_suite(config, state.params, list(names), keys, episodes)
+        """``run`` on a checkpoint's runner state (``state.params``, seeds leading)."""
+        return self.run(config, state.params, list(names), keys, episodes)
 
 
 #: The entry point ``maze`` of the group ``lamella.test_suites`` (lamella-eval).
-MAZE_SUITES = MazeSuites(suites=SUITES, cases=EVALUABLE)
+MAZE_SUITES = LevelSuites(
+    suites=SUITES, cases=EVALUABLE, kind="maze", env_type=lambda: maze.AMaze, run=evaluate_suite
+)
 
 
 # Level-Based Foraging ----------------------------------------------------------------------
@@ -384,39 +393,10 @@ def evaluate_foraging_suite(
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class ForagingSuites:
-    """The named Level-Based Foraging suites as lamella-eval's ``lamella.test_suites`` entry
-    point ``foraging`` sees them (the same interface as :class:`MazeSuites`).
+def _foraging_env_type() -> type:
+    from lamella.envs.multi_agent import lbf
 
-    Attributes:
-        suites: suite name -> level names (:data:`FORAGING_SUITE_LEVELS`).
-        cases: every named level a custom list may hold.
-        metric: the name of the per-episode success flag in :meth:`evaluate`'s results.
-    """
-
-    suites: Mapping[str, tuple[str, ...]]
-    cases: tuple[str, ...]
-    metric: str = "solved"
-
-    def resolve(self, suite: str | Sequence[str]) -> tuple[str, ...]:
-        """See :func:`resolve_suite` (with level names)."""
-        return _resolve(suite, self.suites, self.cases, "level")
-
-    def supports(self, config: Any) -> bool:
-        """Whether checkpoints of this config (a DR / PLR / ACCEL config on LBF) can be evaluated."""
-        from lamella.envs.multi_agent import lbf
-
-        if not isinstance(config, DRConfig):
-            return False
-        env, _ = lamella.envs.make(config.env_id, autoreset=False)
-        return isinstance(env.unwrapped, lbf.LevelBasedForaging)
-
-    def evaluate(
-        self, config: Any, state: Any, names: Sequence[str], keys: jax.Array, episodes: int
-    ) -> dict[str, dict[str, np.ndarray]]:
-        """:func:`evaluate_foraging_suite` on a checkpoint's runner state (``state.params``, seeds leading)."""
-        return evaluate_foraging_suite(config, state.params, list(names), keys, episodes)
+    return lbf.LevelBasedForaging
 
 
 def _foraging_cases() -> tuple[str, ...]:
@@ -426,4 +406,10 @@ def _foraging_cases() -> tuple[str, ...]:
 
 
 #: The entry point ``foraging`` of the group ``lamella.test_suites`` (lamella-eval).
-FORAGING_SUITES = ForagingSuites(suites=FORAGING_SUITE_LEVELS, cases=_foraging_cases())
+FORAGING_SUITES = LevelSuites(
+    suites=FORAGING_SUITE_LEVELS,
+    cases=_foraging_cases(),
+    kind="level",
+    env_type=_foraging_env_type,
+    run=evaluate_foraging_suite,
+)
