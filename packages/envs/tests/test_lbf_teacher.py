@@ -53,7 +53,9 @@ def test_is_valid_level_accepts_reset_and_refuses_each_broken_rule():
         "agent level 0": good.replace(agent_levels=jnp.asarray([1, 0, 1])),
         "food on the border": good.replace(food_positions=jnp.asarray([[0, 5], [5, 2]])),
         "food under an agent": good.replace(food_positions=jnp.asarray([[2, 3], [5, 2]])),
-        "foods too close": good.replace(food_positions=jnp.asarray([[3, 5], [3, 3]]), food_levels=jnp.asarray([2, 1])),
+        "foods too close": good.replace(
+            food_positions=jnp.asarray([[3, 5], [3, 3]]), food_levels=jnp.asarray([2, 1])
+        ),
         "food above the cap": good.replace(food_levels=jnp.asarray([5, 0])),  # cap 1 + 2 + 1
         "negative food level": good.replace(food_levels=jnp.asarray([2, -1])),
     }
@@ -127,7 +129,9 @@ def _build(teacher, params, keys, actions):
         # Roomy, lbforaging's spacing rule between 2 foods.
         lambda: le.make("Foraging-8x8-3p-2f-v3", autoreset=False)[0],
         # Crowded: 3 foods rarely fit a 5x5 grid; the slot then stays empty.
-        lambda: lbf.LevelBasedForaging(players=3, field_size=5, max_num_food=3, rules="jumanji", force_coop=True),
+        lambda: lbf.LevelBasedForaging(
+            players=3, field_size=5, max_num_food=3, rules="jumanji", force_coop=True
+        ),
     ],
     ids=["8x8-3p-2f", "5x5-3p-3f-coop-jumanji"],
 )

@@ -242,8 +242,13 @@ def test_paired_on_foraging_pays_the_teacher_the_regret(tmp_path):
         steps = log["multi_agent"][FORAGING_ID]["paired"][seed]
         rows = [steps[f"step_{i}"] for i in (1, 2, 3)]  # one entry per iteration
         get = lambda name: np.array([row[name] for row in rows], float).reshape(-1)  # noqa: E731
-        antagonist, protagonist = get("train_student_max_return_student_1"), get("train_student_return_student_0")
-        np.testing.assert_allclose(get("train_teacher_return"), np.maximum(antagonist - protagonist, 0), atol=1e-6)
+        antagonist, protagonist = (
+            get("train_student_max_return_student_1"),
+            get("train_student_return_student_0"),
+        )
+        np.testing.assert_allclose(
+            get("train_teacher_return"), np.maximum(antagonist - protagonist, 0), atol=1e-6
+        )
         regrets.extend(get("train_teacher_return"))
         np.testing.assert_allclose(get("train_train_return"), protagonist, atol=1e-6)
         for name in (

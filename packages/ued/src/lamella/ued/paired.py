@@ -63,8 +63,8 @@ from lamella.ued.networks import GridworldNet, RecurrentGridworldNet
 from lamella.ued.runners import (
     EVAL_METRIC_AXES,
     DRConfig,
-    default_family,
     check_family,
+    default_family,
     make_actor_critic,
     make_level_evaluator,
     rollout_advantages,

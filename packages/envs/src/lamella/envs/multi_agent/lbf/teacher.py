@@ -160,7 +160,9 @@ class ForagingTeacher(Environment[ForagingTeacherState, LevelBasedForagingParams
         )
         near = _adjacent_food if self.env.jumanji else _near_food
         crowded = jnp.any(
-            near(row[:, None], col[:, None], state.food_positions[None, :, 0], state.food_positions[None, :, 1])
+            near(
+                row[:, None], col[:, None], state.food_positions[None, :, 0], state.food_positions[None, :, 1]
+            )
             & (state.food_levels > 0)[None, :],
             -1,
         )
@@ -191,7 +193,9 @@ class ForagingTeacher(Environment[ForagingTeacherState, LevelBasedForagingParams
         agent_positions = jnp.where(
             is_agent_step, state.agent_positions.at[agent].set(position), state.agent_positions
         )
-        agent_levels = jnp.where(is_agent_step, state.agent_levels.at[agent].set(agent_level), state.agent_levels)
+        agent_levels = jnp.where(
+            is_agent_step, state.agent_levels.at[agent].set(agent_level), state.agent_levels
+        )
 
         # Foods come after every agent, so reset's level range for them is known.
         cap = _food_cap(env, agent_levels)
@@ -251,7 +255,9 @@ class ForagingTeacher(Environment[ForagingTeacherState, LevelBasedForagingParams
             food_levels=state.food_levels,
         )
 
-    def render(self, state: ForagingTeacherState, params: LevelBasedForagingParams | None = None) -> jax.Array:
+    def render(
+        self, state: ForagingTeacherState, params: LevelBasedForagingParams | None = None
+    ) -> jax.Array:
         """RGB uint8 frame of the level so far, as the env draws a start state (agents not
         placed yet sit off the grid, where nothing of them is drawn)."""
         return self.env.render(state_of_level(self.level_of(state)), params)
