@@ -1,7 +1,9 @@
 """PAIRED, population PAIRED and the minimax adversary: the teacher's return by hand and in a
 run, the built levels, the driver (run log, checkpoints, exact resume), entry points and bad
-input, on tiny settings. PAIRED's learning check is in ``test_learning.py``."""
+input, on tiny settings; PAIRED on Level-Based Foraging (multi-agent levels the LBF teacher
+builds). PAIRED's learning check is in ``test_learning.py``."""
 
+import dataclasses
 import json
 
 import jax
@@ -20,7 +22,7 @@ from lamella.ued.paired import (
     make_paired_runner,
     teacher_score,
 )
-from lamella.ued.presets import PRESETS
+from lamella.ued.presets import FORAGING_ID, PRESETS
 from lamella.ued.runners import make_ued_runner
 
 TINY = dict(
@@ -153,7 +155,7 @@ def test_entry_points_and_presets():
     ):
         algorithm = load_algorithm(name)
         assert algorithm.config_class is config_class
-        assert set(algorithm.presets) == {"AMaze-13x13-v0", "ci"}
+        assert set(algorithm.presets) == {"AMaze-13x13-v0", "ci", FORAGING_ID}
         for preset in algorithm.presets.values():
             preset.validate()
     # minimax's maze PAIRED config (config/configs/maze/paired.json).
@@ -205,3 +207,74 @@ def test_a_teacher_of_another_size_is_refused_naming_the_fix():
         make_ued_runner(config)
     with pytest.raises(TypeError, match=r"no level_of\(\)"):
         make_paired_runner(config, teacher=maze.named_env("SixteenRooms"))
+
+
+# Level-Based Foraging -------------------------------------------------------------------------
+
+# The Foraging preset's students and teacher, shrunk: 1 level per iteration, so that the logged
+# means over levels are that level's numbers and the teacher's return can be checked exactly;
+# 100 steps of 25-step episodes, so that each student's mean return is over several episodes.
+FORAGING_TINY = dict(
+    num_envs=1,
+    num_steps=100,
+    num_minibatches=1,
+    num_epochs=1,
+    total_timesteps=100 * 3,
+    eval_episodes=4,
+    teacher_noise_dim=4,
+    teacher_conv_filters=4,
+    teacher_torso_size=16,
+    teacher_num_epochs=1,
+)
+
+
+def test_paired_on_foraging_pays_the_teacher_the_regret(tmp_path):
+    """PAIRED on LBF through the driver, 2 seeds x 3 iterations: the teacher's return is the
+    antagonist's best return minus the protagonist's mean return (clipped at 0), every metric
+    is finite, and the levels are LBF levels of the preset's env (1 food, reachable levels)."""
+    config = dataclasses.replace(PRESETS["paired"][FORAGING_ID], **FORAGING_TINY)
+    result = run_experiment(
+        config, out_dir=tmp_path, seeds=2, chunk_iterations=1, progress=False, plot=False, compile_mode="fast"
+    )
+    log = json.loads(open(result.metrics_path).read())
+    regrets = []
+    for seed in ("seed_0", "seed_1"):
+        steps = log["multi_agent"][FORAGING_ID]["paired"][seed]
+        rows = [steps[f"step_{i}"] for i in (1, 2, 3)]  # one entry per iteration
+        get = lambda name: np.array([row[name] for row in rows], float).reshape(-1)  # noqa: E731
+        antagonist, protagonist = (
+            get("train_student_max_return_student_1"),
+            get("train_student_return_student_0"),
+        )
+        np.testing.assert_allclose(
+            get("train_teacher_return"), np.maximum(antagonist - protagonist, 0), atol=1e-6
+        )
+        regrets.extend(get("train_teacher_return"))
+        np.testing.assert_allclose(get("train_train_return"), protagonist, atol=1e-6)
+        for name in (
+            "train_teacher_loss",
+            "train_teacher_entropy",
+            "train_student_loss_student_1",
+            "train_solve_rate",
+            "mean_episode_return",
+            "solve_rate",
+        ):
+            assert np.isfinite(get(name)).all(), name
+        assert (get("train_level_food") == 1).all() and (get("train_level_solvable") == 1).all()
+        assert ((get("train_level_agent_level") >= 2) & (get("train_level_agent_level") <= 4)).all()
+    assert max(regrets) > 0, "no level had a regret: the check above compared zeros only"
+    # The teacher starts near uniform over its 100 actions (25 cells x 4 level choices).
+    first = log["multi_agent"][FORAGING_ID]["paired"]["seed_0"]["step_1"]["train_teacher_entropy"]
+    assert abs(np.asarray(first).reshape(-1)[0] - np.log(100)) < 0.05
+
+
+def test_the_minimax_adversary_traces_on_foraging():
+    """The minimax adversary on LBF: one iteration traces (no compile; PAIRED's run above
+    executes the same code with 2 students, population PAIRED's with 3) and reports the
+    teacher's return."""
+    config = dataclasses.replace(PRESETS["minimax"][FORAGING_ID], **FORAGING_TINY)
+    runner = make_paired_runner(config)
+    state = jax.eval_shape(runner.init, jax.random.key(0))
+    _, metrics = jax.eval_shape(runner.step, state)
+    assert metrics["teacher_return"].shape == ()
+    assert metrics["student_return"].shape == (config.n_students,)

@@ -12,7 +12,8 @@ hands new levels every iteration without rebuilding anything::
 
 A :class:`LevelFamily` bundles what an autocurriculum needs from an env: a random level
 generator (DR), a mutator (ACCEL), a comparator (the buffer's de-duplication), the wrapper that
-replays a level, and the named test levels. :func:`level_family` builds it for the envs that
+replays a level, the named test levels, and the teacher's MDP that builds a level step by step
+(PAIRED). :func:`level_family` builds it for the envs that
 have one: AMaze, and Level-Based Foraging (multi-agent; :func:`foraging_family`).
 """
 
@@ -121,6 +122,13 @@ class LevelFamily(NamedTuple):
         level_image: ``image(level, tile) -> RGB uint8 (h, w, 3)``, a NumPy drawer of one
             level (host arrays) for the screenshots (:mod:`lamella.ued.screenshots`); None: the
             runners refuse ``screenshot_every > 0``.
+        teacher: ``teacher(noise_dim) -> (env, params)``: the teacher's MDP that builds this
+            family's levels (PAIRED and the minimax adversary, :mod:`lamella.ued.paired`): an env
+            with ``num_steps(params)`` and ``level_of(state)`` whose episode builds one level,
+            observed as ``{"image", "time"[, "noise"]}`` (AMaze:
+            :class:`lamella.envs.maze.AMazeTeacher`; LBF:
+            :class:`lamella.envs.multi_agent.lbf.ForagingTeacher`). None: PAIRED needs
+            ``teacher=`` passed to its runner.
     """
 
     env: Environment[Any, Any]
@@ -135,6 +143,7 @@ class LevelFamily(NamedTuple):
     network: str = "gridworld"
     solved_above: float = 0.0
     level_image: Callable[[Any, int], Any] | None = None
+    teacher: Callable[[int], tuple[Environment[Any, Any], Any]] | None = None
 
 
 def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
@@ -168,6 +177,8 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
             level_stats=stats,
             named_levels=tuple(maze.NAMED_MAZES),
             level_image=maze_level_image,
+            # The teacher builds levels of the students' size (their params: height, width).
+            teacher=lambda noise_dim: (maze.AMazeTeacher(noise_dim=noise_dim), env_params),
         )
     from lamella.envs.multi_agent import lbf
 
@@ -193,6 +204,10 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
     ``coop_food`` (the fraction of foods above every single agent's level: they need a group),
     ``solvable`` (1 when the agents together reach every food's level) and ``agent_level``
     (the agents' summed levels).
+
+    The teacher (PAIRED, the minimax adversary) is
+    :class:`lamella.envs.multi_agent.lbf.ForagingTeacher`: agents, then foods, one per step,
+    each with its level, always within reset's rules.
     """
     from lamella.envs.multi_agent import lbf
     from lamella.ued.screenshots import foraging_level_image
@@ -237,6 +252,7 @@ def foraging_family(env: Any, env_params: Any) -> LevelFamily:
         level_image=functools.partial(
             foraging_level_image, shape=(env.rows, env.cols), food_level_bound=env.food_level_bound
         ),
+        teacher=lambda noise_dim: (lbf.ForagingTeacher(env, noise_dim=noise_dim), env_params),
     )
 
 

@@ -6,9 +6,12 @@ lamella-agents driver trains it like every runner (``lamella train paired --pres
 progress, run log, checkpoints, resume, seeds vmapped in one program). Every iteration is:
 
 1. **The teacher builds ``num_envs`` levels.** The teacher (adversary) is a PPO agent on the
-   teacher MDP (:class:`lamella.envs.maze.AMazeTeacher`: one cell per step, ``n_walls`` walls,
-   then the goal, then the agent), collected with lamella-agents'
-   :func:`~lamella.agents.make_rollout` for one whole episode per env.
+   level family's teacher MDP (``LevelFamily.teacher``; AMaze's
+   :class:`lamella.envs.maze.AMazeTeacher`: one cell per step, ``n_walls`` walls, then the goal,
+   then the agent; Level-Based Foraging's
+   :class:`lamella.envs.multi_agent.lbf.ForagingTeacher`: each agent, then each food, with its
+   level), collected with lamella-agents' :func:`~lamella.agents.make_rollout` for one whole
+   episode per env.
 2. **The students play them.** ``n_students`` students (one set of parameters each, stacked
    on a leading axis and run under one ``vmap``) each collect ``num_steps`` steps on the same
    levels (an ended episode restarts the same level) and take a PPO update, as the DR/PLR
@@ -16,8 +19,8 @@ progress, run log, checkpoints, resume, seeds vmapped in one program). Every ite
    :func:`lamella.agents.make_ppo_update`).
 3. **The teacher's return is the students' score of each level** (``ued_score``, from the
    completed episodes of step 2; a student with none counts as one episode of return 0, as in
-   minimax), paid as the reward of the teacher's last step (bootstrap 0), and the teacher takes
-   a PPO update.
+   minimax; on a multi-agent env an episode's return is the team's, summed over agents), paid
+   as the reward of the teacher's last step (bootstrap 0), and the teacher takes a PPO update.
 
 =================================  ========  ================================================
 config                             students  teacher's return per level
@@ -31,7 +34,8 @@ config                             students  teacher's return per level
 =================================  ========  ================================================
 
 Student 0 is the protagonist: evaluation (``runner.evaluate``) plays it on ``eval_levels``, as
-the DR/PLR runners play their student. Defaults are minimax's maze PAIRED config
+the DR/PLR runners play their student. The students are the DR/PLR runners' network for the
+family (minimax's gridworld net on AMaze; an MLP shared by the agents on Level-Based Foraging). Defaults are minimax's maze PAIRED config
 (``config/configs/maze/paired.json`` at v0.2.0); its teacher network has 22.5M parameters,
 most of them the LSTM's input weights over 13 x 13 x 128 convolution features.
 """
@@ -59,6 +63,7 @@ from lamella.ued.networks import GridworldNet, RecurrentGridworldNet
 from lamella.ued.runners import (
     EVAL_METRIC_AXES,
     DRConfig,
+    check_family,
     default_family,
     make_actor_critic,
     make_level_evaluator,
@@ -228,22 +233,23 @@ class _LevelInInfo(Wrapper):
 
 
 def default_teacher(config: PAIREDConfig, family: LevelFamily) -> tuple[Environment[Any, Any], Any]:
-    """``(teacher env, params)`` for ``family``: AMaze's :class:`~lamella.envs.maze.AMazeTeacher`
-    with ``teacher_noise_dim`` and the student env's params (its size; ``n_walls`` is the
-    teacher's wall budget).
+    """``(teacher env, params)`` for ``family``: its ``LevelFamily.teacher`` with
+    ``teacher_noise_dim`` (AMaze: :class:`~lamella.envs.maze.AMazeTeacher` on the student env's
+    params, whose ``n_walls`` is the teacher's wall budget; Level-Based Foraging:
+    :class:`~lamella.envs.multi_agent.lbf.ForagingTeacher` of the student env).
 
     Raises:
-        TypeError: the family's env has no teacher here (pass ``teacher=`` to
+        TypeError: the family has no teacher (give the LevelFamily one, or pass ``teacher=`` to
             :func:`make_paired_runner`).
     """
-    from lamella.envs import maze
-
-    if isinstance(family.env.unwrapped, maze.AMaze):
-        return maze.AMazeTeacher(noise_dim=config.teacher_noise_dim), family.env_params
-    raise TypeError(
-        f"make_paired_runner has no teacher for {family.env.name}; pass teacher=(env, params): an env "
-        "with level_of(state) and num_steps(params) whose episodes build one level of the family."
-    )
+    if family.teacher is None:
+        raise TypeError(
+            f"make_paired_runner has no teacher for {family.env.name}: its LevelFamily has none. Give "
+            "it teacher=lambda noise_dim: (env, params), or pass teacher=(env, params) to "
+            "make_paired_runner: an env with level_of(state) and num_steps(params) whose episodes "
+            "build one level of the family."
+        )
+    return family.teacher(config.teacher_noise_dim)
 
 
 def make_teacher_actor_critic(config: PAIREDConfig, action_space: Any, num_times: int) -> ActorCritic:
@@ -306,6 +312,19 @@ def teacher_score(name: str, mean_return: jax.Array, max_return: jax.Array) -> j
     raise ValueError(f"Unknown teacher score {name!r}; choose one of {', '.join(TEACHER_SCORES)}.")
 
 
+def _solved_at_end(reward: jax.Array, done: jax.Array, solved_above: float) -> jax.Array:
+    """float32 ``(T, B)``: 1 at the last step of an episode whose return is above
+    ``solved_above`` (the family's "solved"), else 0; summed over an episode, its solve flag."""
+
+    def step(partial: jax.Array, inputs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        r, d = inputs
+        total = partial + r
+        return jnp.where(d, 0.0, total), d & (total > solved_above)
+
+    _, solved = jax.lax.scan(step, jnp.zeros(reward.shape[1:], jnp.float32), (reward, done))
+    return solved.astype(jnp.float32)
+
+
 def _check_teacher(
     config: PAIREDConfig, family: LevelFamily, teacher: Any, params: Any, num_devices: int = 1
 ) -> int:
@@ -328,8 +347,8 @@ def _check_teacher(
         raise ValueError(
             f"make_paired_runner: the teacher ({teacher.name}) builds levels {shapes(built)} but the "
             f"students' env ({family.env.name}) plays levels {shapes(wanted)}; build the teacher with "
-            "the students' env params (same height and width), e.g. "
-            "teacher=(AMazeTeacher(), family.env_params)."
+            "the students' env (AMaze: its params, same height and width; LBF: the env itself), "
+            "e.g. teacher=family.teacher(noise_dim), as make_paired_runner does by default."
         )
     split = config.num_envs if config.teacher_recurrent else config.num_envs * steps
     what = "num_envs" if config.teacher_recurrent else "num_envs * teacher steps"
@@ -391,9 +410,10 @@ def _paired_runner(
         teacher_env, teacher_params = teacher if teacher is not None else default_teacher(config, family)
         teacher_steps = _check_teacher(config, family, teacher_env, teacher_params, devices.size)
         bare, env_params = family.env, family.env_params
+    check_family(config, family)
     check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
     local_envs = devices.local(num_envs, "num_envs")
-    actor_critic = make_actor_critic(config, bare.action_space(env_params))
+    actor_critic = make_actor_critic(config, bare.action_space(env_params), family.network)
     teacher_ac = make_teacher_actor_critic(
         config, teacher_env.action_space(teacher_params), teacher_steps + 1
     )
@@ -441,10 +461,13 @@ def _paired_runner(
             actor_critic, params, tr, end.memory, config.gamma, config.gae_lambda
         )
         params, opt_state, metrics = ppo_update(params, opt_state, ppo_batch(tr, advantage, target), keys[2])
-        returns = scores_lib.episode_stats(tr.reward, tr.done)
+        reward, done = tr.reward, tr.done
+        if reward.ndim > 2:  # a multi-agent env: the team's return, an episode over for all at once
+            reward, done = reward.sum(-1), jnp.all(done, axis=-1)
+        returns = scores_lib.episode_stats(reward, done)
         # A student with no completed episode on a level counts as one episode of return 0 (minimax).
         completed = returns.num_episodes > 0
-        solved = scores_lib.episode_stats((tr.reward > 0).astype(jnp.float32), tr.done).mean
+        solved = scores_lib.episode_stats(_solved_at_end(reward, done, family.solved_above), done).mean
         per_level = {
             "mean": returns.mean,
             "max": jnp.where(completed, returns.max, 0.0),

@@ -21,7 +21,10 @@ feed-forward teacher.
 
 ``PRESETS["dr" | "plr" | "accel"]["Foraging-5x5-2p-1f-v3"]`` trains on Level-Based Foraging
 (multi-agent): 5x5 levels with 2 agents and 1 food, 25-step episodes, an MLP student shared by
-the agents, 30 iterations of 32 envs x 50 steps, evaluated on fresh random levels.
+the agents, 30 iterations of 32 envs x 50 steps, evaluated on fresh random levels. The
+``paired``, ``minimax`` and ``population_paired`` presets of that name train the same students
+on levels a teacher builds (:class:`lamella.envs.multi_agent.lbf.ForagingTeacher`: 2 agents then
+1 food, 3 steps), with the ``ci`` presets' small feed-forward teacher.
 """
 
 from __future__ import annotations
@@ -141,14 +144,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paired": {
         "AMaze-13x13-v0": PAIREDConfig(),
         "ci": PAIREDConfig(**_CI, **_CI_TEACHER),
+        FORAGING_ID: PAIREDConfig(**_FORAGING, **_CI_TEACHER),
     },
     "minimax": {
         "AMaze-13x13-v0": MinimaxConfig(),
         "ci": MinimaxConfig(**_CI, **_CI_TEACHER),
+        FORAGING_ID: MinimaxConfig(**_FORAGING, **_CI_TEACHER),
     },
     "population_paired": {
         "AMaze-13x13-v0": PopulationPAIREDConfig(),
         "ci": PopulationPAIREDConfig(**_CI, **_CI_TEACHER),
+        FORAGING_ID: PopulationPAIREDConfig(**_FORAGING, **_CI_TEACHER),
     },
 }
 

@@ -13,7 +13,9 @@ and food, cells and levels); ``env.reset_to_level``, ``env.sample_level`` (the r
 distribution), ``env.mutate_level``, ``env.levels_equal``, ``env.render_level`` and the
 :class:`AutoReplay` wrapper are in :mod:`lamella.envs.multi_agent.lbf.levels`; named test levels
 (fixed layouts written out as text: :data:`NAMED_LEVELS`, :func:`named_level`,
-:func:`parse_level`) in :mod:`lamella.envs.multi_agent.lbf.named`.
+:func:`parse_level`) in :mod:`lamella.envs.multi_agent.lbf.named`. :func:`is_valid_level` checks
+that a level keeps reset's rules. :class:`ForagingTeacher` is the teacher's MDP (PAIRED's
+adversary): a level built one agent or food per step, always valid.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from lamella.envs.multi_agent.lbf.env import ACTION_NAMES, NUM_ACTIONS, LevelBasedForaging
-from lamella.envs.multi_agent.lbf.levels import AutoReplay, AutoReplayState, ForagingLevel
+from lamella.envs.multi_agent.lbf.levels import AutoReplay, AutoReplayState, ForagingLevel, is_valid_level
 from lamella.envs.multi_agent.lbf.named import NAMED_LEVELS, named_level, named_levels_for, parse_level
+from lamella.envs.multi_agent.lbf.teacher import ForagingTeacher, ForagingTeacherState
 from lamella.envs.multi_agent.lbf.types import LevelBasedForagingParams, LevelBasedForagingState
 
 __all__ = [
@@ -35,10 +38,13 @@ __all__ = [
     "AutoReplay",
     "AutoReplayState",
     "ForagingLevel",
+    "ForagingTeacher",
+    "ForagingTeacherState",
     "LevelBasedForaging",
     "LevelBasedForagingParams",
     "LevelBasedForagingState",
     "env_ids",
+    "is_valid_level",
     "named_level",
     "named_levels_for",
     "parse_level",

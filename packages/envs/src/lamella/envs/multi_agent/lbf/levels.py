@@ -49,6 +49,7 @@ __all__ = [
     "AutoReplayState",
     "ForagingLevel",
     "check_level_fits",
+    "is_valid_level",
     "level_of",
     "levels_equal",
     "mutate_level",
@@ -139,6 +140,46 @@ def levels_equal(a: ForagingLevel, b: ForagingLevel) -> jax.Array:
     )
     same_agents = jnp.all(a.agent_positions == b.agent_positions) & jnp.all(a.agent_levels == b.agent_levels)
     return same_agents & same_food
+
+
+def is_valid_level(env: LevelBasedForaging, level: ForagingLevel) -> jax.Array:
+    """bool ``()``: ``level`` keeps the rules of ``env``'s reset (vmappable; the check that
+    generated levels, edited levels and the teacher's levels are levels reset could draw).
+
+    Agents on distinct cells of the grid, their levels in ``[min_player_level,
+    max_player_level]``; every food present (level > 0) on an interior cell without an agent,
+    clear of the other foods by the spacing rule of the env's ``rules``, its level in reset's
+    ``[low, cap]`` (the cap: ``max_food_level``, or the sum of the three lowest agent levels;
+    ``force_coop``: exactly the cap). Where an empty slot (level 0) lies is not checked.
+    """
+    from lamella.envs.multi_agent.lbf.env import _adjacent_food, _near_food
+
+    check_level_fits(env, level)
+    agents = jnp.asarray(level.agent_positions, jnp.int32)
+    agent_levels = jnp.asarray(level.agent_levels, jnp.int32)
+    foods = jnp.asarray(level.food_positions, jnp.int32)
+    food_levels = jnp.asarray(level.food_levels, jnp.int32)
+    n, num_food = env.num_agents, env.max_num_food
+    on_grid = jnp.all((agents >= 0) & (agents < jnp.asarray([env.rows, env.cols])))
+    same_cell = jnp.all(agents[:, None, :] == agents[None, :, :], -1) & ~jnp.eye(n, dtype=jnp.bool_)
+    agent_levels_ok = jnp.all((agent_levels >= env.min_player_level) & (agent_levels <= env.max_player_level))
+    present = food_levels > 0
+    interior = (foods >= 1) & (foods <= jnp.asarray([env.rows - 2, env.cols - 2]))
+    under_agent = jnp.any(jnp.all(foods[:, None, :] == agents[None, :, :], -1), -1)
+    near = _adjacent_food if env.jumanji else _near_food
+    crowded = near(foods[:, None, 0], foods[:, None, 1], foods[None, :, 0], foods[None, :, 1])
+    crowded &= present[:, None] & present[None, :] & ~jnp.eye(num_food, dtype=jnp.bool_)
+    cap = _food_cap(env, agent_levels)
+    low = cap if env.force_coop else jnp.minimum(jnp.asarray(env.min_food_level, jnp.int32), cap)
+    food_ok = jnp.all(interior, -1) & ~under_agent & (food_levels >= low) & (food_levels <= cap)
+    return (
+        on_grid
+        & ~jnp.any(same_cell)
+        & agent_levels_ok
+        & jnp.all(jnp.where(present, food_ok, True))
+        & ~jnp.any(crowded)
+        & jnp.all(food_levels >= 0)
+    )
 
 
 def _choose(u: jax.Array, allowed: jax.Array) -> tuple[jax.Array, jax.Array]:
