@@ -112,7 +112,7 @@ class PPOConfig(PPOSettings):
             time (``num_minibatches`` must divide ``num_envs``); ``"stored_memory"``, minibatches
             of shuffled steps, each recomputed from the memory stored when it acted, no gradient
             through time (Pax's ``PPO_memory``; ``num_minibatches`` must divide ``num_envs *
-            num_steps``): several times cheaper, at the cost of never training the core on what
+            num_steps``): cheaper (no scan to differentiate), at the cost of never training the core on what
             its memory should keep for later steps.
         continuous_action: Box actions ``"tanh"``-squashed or ``"clip"``-ped Gaussian.
         log_std_init: initial log standard deviation for Box actions.

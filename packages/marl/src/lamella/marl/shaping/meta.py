@@ -130,8 +130,8 @@ class MetaConfig(PPOSettings):
             ``num_envs // num_opponents``); ``"stored_memory"``, what Pax's ``PPO_memory`` does:
             minibatches of shuffled rounds, each recomputed from the GRU state stored when it
             acted, no gradient through time (``num_minibatches`` must divide ``num_envs //
-            num_opponents * num_inner_steps``). Several times cheaper: the update is most of a
-            recurrent co-player's cost.
+            num_opponents * num_inner_steps``). Cheaper (its update about 1.5x on Pax's CoinGame
+            setup), and the update is most of a recurrent co-player's cost.
         torso: the co-players' torso, ``"mlp"`` or ``"cnn"`` (IPD-in-the-Matrix only: Pax's
             ``ipditm`` CNN on the view, the inventory joined after it; then ``hidden_sizes``, or
             the GRU when ``co_player_recurrent``; see :class:`~lamella.marl.shaping.runner.ShapingConfig`).
