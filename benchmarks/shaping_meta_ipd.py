@@ -16,8 +16,12 @@ Programs of :func:`lamella.marl.shaping.meta.make_meta_runner`, each one jitted 
   with 16 members, 60 inner episodes per outer episode instead of 600, and a feed-forward PPO
   co-player (Pax's yaml has ``PPO_memory``);
 * ``pax_coin_game_memory``: the same with Pax's yaml's ``PPO_memory`` co-player (a 16-unit layer,
-  a 16-unit GRU; lamella: ``co_player_recurrent=True``) on 96 envs instead of 100 (lamella's
-  recurrent co-player's 8 minibatches split whole envs).
+  a 16-unit GRU; lamella: ``co_player_recurrent=True``) updated as Pax updates it, each round
+  recomputed from the GRU state stored when it acted (``co_player_recurrent_update=
+  "stored_memory"``), on Pax's 100 envs;
+* ``pax_coin_game_memory_bptt``: the same co-player updated with lamella's default BPTT (whole
+  inner episodes, gradients through their rounds) on 96 envs instead of 100 on both sides (its 8
+  minibatches split whole envs).
 
 With ``--pax-python``, each ``pax_*`` program also runs in Pax from its source
 (``benchmarks/pax_meta.py`` in Pax's own virtual environment, a subprocess: Pax pins jax 0.4.31)
@@ -71,9 +75,14 @@ PAX = {
             "+es.mean_reduce=False",
         ],
     ),
-    # Pax's yaml as it is (agent2=PPO_memory), on 96 envs instead of 100 on both sides: lamella's
-    # recurrent co-player splits its minibatches over whole envs, which 8 must divide.
+    # Pax's yaml as it is (agent2=PPO_memory).
     "pax_coin_game_memory": (
+        "cg/train_gs",
+        ["popsize=16", "num_devices=1", "num_outer_steps=60", "+es.mean_reduce=False"],
+    ),
+    # The same on 96 envs instead of 100 on both sides: lamella's BPTT co-player splits its
+    # minibatches over whole envs, which 8 must divide.
+    "pax_coin_game_memory_bptt": (
         "cg/train_gs",
         ["popsize=16", "num_devices=1", "num_outer_steps=60", "num_envs=96", "+es.mean_reduce=False"],
     ),
@@ -117,9 +126,16 @@ def programs() -> dict[str, MetaConfig]:
         ),
     }
     # The same with Pax's PPO_memory co-player: a 16-unit layer, then a 16-unit GRU whose state
-    # starts afresh every inner episode.
+    # starts afresh every inner episode, updated as Pax's is (each round from its stored state).
     configs["pax_coin_game_memory"] = dataclasses.replace(
-        configs["pax_coin_game"], num_envs=96, co_player_recurrent=True, co_player_rnn_hidden_size=16
+        configs["pax_coin_game"],
+        co_player_recurrent=True,
+        co_player_rnn_hidden_size=16,
+        co_player_recurrent_update="stored_memory",
+    )
+    # ... and with lamella's default BPTT update (minibatches of whole envs: 96 of them).
+    configs["pax_coin_game_memory_bptt"] = dataclasses.replace(
+        configs["pax_coin_game_memory"], num_envs=96, co_player_recurrent_update="bptt"
     )
     return configs
 

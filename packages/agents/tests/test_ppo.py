@@ -6,11 +6,13 @@ import pathlib
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import lamella.envs
 from lamella.agents import PRESETS, Agent, PPOConfig, make_ppo, make_ppo_runner, make_train
 from lamella.agents.checkpoint import load_checkpoint, read_metadata
+from lamella.agents.ppo_update import PPOBatch, make_ppo_update
 from lamella.envs import spaces, struct
 
 EVAL_KEY = jax.random.key(1234)
@@ -328,3 +330,53 @@ def test_checkpoints_of_lamella_agents_0_1_load_into_todays_runner(name):
     state, metrics = jax.jit(runner.step)(state)
     assert int(state.iteration) == runner.num_iterations + 1
     assert np.isfinite(float(metrics["loss"]))
+
+
+def test_stored_memory_update_recomputes_each_step_from_its_stored_memory():
+    """``recurrent_update="stored_memory"``: before the first gradient step the update's log-probs
+    equal the ones the network acted with (each step from the memory stored before it, resets
+    included), and its gradient is not BPTT's (no gradient through time), so the option is used.
+    A batch without the per-step memories is refused with the fix."""
+    num_steps, num_envs = 12, 4
+    config = PPOConfig(num_envs=num_envs, recurrent=True, rnn_hidden_size=8, hidden_sizes=(8,))
+    actor_critic = make_ppo(config, spaces.Box(-1.0, 1.0, (3,)), spaces.Discrete(3)).actor_critic
+    key_obs, key_init, key_act = jax.random.split(jax.random.key(7), 3)
+    obs = jax.random.normal(key_obs, (num_steps, num_envs, 3))
+    # Episodes start at step 0 and inside the rollout (steps 5 and 9 of some envs).
+    reset = jnp.zeros((num_steps, num_envs), bool).at[0].set(True).at[5, ::2].set(True).at[9, 1].set(True)
+    params = actor_critic.init(key_init, obs[0])
+
+    def act(memory, step):
+        obs_t, reset_t, key = step
+        new_memory, dist, value = actor_critic.step(params, memory, obs_t, reset_t)
+        raw = dist.sample(key)
+        return new_memory, (memory, raw, dist.log_prob(raw), value)
+
+    _, (memory, raw_action, log_prob, value) = jax.lax.scan(
+        act, actor_critic.initial_memory(num_envs), (obs, reset, jax.random.split(key_act, num_steps))
+    )
+    advantage = jax.random.normal(jax.random.key(8), (num_steps, num_envs))
+    batch = PPOBatch(obs, raw_action, log_prob, value, reset, advantage, value + advantage, memory)
+
+    def one_sgd_step(recurrent_update, batch):
+        # SGD with step 1 on one minibatch of the whole batch: the parameters move by -gradient.
+        update = make_ppo_update(
+            actor_critic, optax.sgd(1.0), num_epochs=1, num_minibatches=1, recurrent_update=recurrent_update
+        )
+        new_params, _, metrics = jax.jit(update)(
+            params, optax.sgd(1.0).init(params), batch, jax.random.key(9)
+        )
+        gradient = jax.tree.map(lambda new, old: old - new, new_params, params)
+        return jnp.concatenate([x.ravel() for x in jax.tree.leaves(gradient)]), metrics
+
+    stored, stored_metrics = one_sgd_step("stored_memory", batch)
+    bptt, bptt_metrics = one_sgd_step("bptt", batch.replace(memory=jax.tree.map(lambda x: x[0], memory)))
+    assert abs(float(stored_metrics["first_minibatch_kl"])) < 1e-6
+    assert abs(float(bptt_metrics["first_minibatch_kl"])) < 1e-6
+    np.testing.assert_allclose(float(stored_metrics["loss"]), float(bptt_metrics["loss"]), rtol=1e-5)
+    difference = float(jnp.linalg.norm(stored - bptt) / jnp.linalg.norm(bptt))
+    assert difference > 1e-2, f"stored-memory gradient equals BPTT's (relative difference {difference})"
+    with pytest.raises(ValueError, match=r"ppo_batch\(\.\.\., stored_memory=True\)"):
+        one_sgd_step("stored_memory", batch.replace(memory=jax.tree.map(lambda x: x[0], memory)))
+    with pytest.raises(ValueError, match="recurrent_update must be one of"):
+        PPOConfig(recurrent=True, recurrent_update="truncated").validate()

@@ -209,7 +209,13 @@ def test_presets_and_command_line_overrides_take_it():
     )
     shaping = config.co_player_config()
     assert (shaping.recurrent, shaping.cell, shaping.rnn_hidden_size) == (True, "gru", 8)
+    assert shaping.recurrent_update == "bptt"  # the default
     assert not MetaConfig().co_player_config().recurrent
+    # Pax's update (each round from its stored GRU state) reaches the co-players' PPO.
+    config = resolve_config(
+        "meta_es", preset="shaper_v_ppo_memory", overrides=["co_player_recurrent_update=stored_memory"]
+    )
+    assert config.co_player_config().recurrent_update == "stored_memory"
 
 
 def test_bad_input_is_refused_naming_the_fix(capsys, tmp_path):
@@ -218,6 +224,13 @@ def test_bad_input_is_refused_naming_the_fix(capsys, tmp_path):
         ConfigError, match=r"co_player_recurrent=True.*= 2 envs.*num_minibatches \(4\).*\[1, 2\]"
     ):
         make_meta_runner(dataclasses.replace(TINY, num_minibatches=4))
+    # With stored memory the minibatches split rounds: a co-player's 2 x 6 = 12 rounds divide by
+    # 4 (not by 5).
+    dataclasses.replace(TINY, num_minibatches=4, co_player_recurrent_update="stored_memory").validate()
+    with pytest.raises(ConfigError, match=r"12 steps per inner episode.*num_minibatches \(5\)"):
+        dataclasses.replace(TINY, num_minibatches=5, co_player_recurrent_update="stored_memory").validate()
+    with pytest.raises(ConfigError, match=r"co_player_recurrent_update must be one of"):
+        dataclasses.replace(TINY, co_player_recurrent_update="truncated").validate()
     with pytest.raises(ConfigError, match=r"co_player_rnn_hidden_size must be >= 1"):
         dataclasses.replace(TINY, co_player_rnn_hidden_size=0).validate()
     # The same through lamella train: one error line, exit status 2, before anything compiles.

@@ -55,7 +55,13 @@ from lamella.agents.config import ConfigError
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
-from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
+from lamella.agents.ppo_update import (
+    RECURRENT_UPDATES,
+    PPOSettings,
+    check_ppo_sizes,
+    make_ppo_update_from_config,
+    ppo_batch,
+)
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import (
     ENV_AXIS,
@@ -101,6 +107,13 @@ class PPOConfig(PPOSettings):
         recurrent: put a recurrent core between torso and heads (PPO-memory).
         cell: ``"gru"`` or ``"lstm"``.
         rnn_hidden_size: width of the recurrent carry.
+        recurrent_update: how the recurrent network is updated (:func:`~lamella.agents.ppo_update.make_ppo_update`):
+            ``"bptt"`` (the default), minibatches of whole env sequences with gradients through
+            time (``num_minibatches`` must divide ``num_envs``); ``"stored_memory"``, minibatches
+            of shuffled steps, each recomputed from the memory stored when it acted, no gradient
+            through time (Pax's ``PPO_memory``; ``num_minibatches`` must divide ``num_envs *
+            num_steps``): cheaper (no scan to differentiate), at the cost of never training the core on what
+            its memory should keep for later steps.
         continuous_action: Box actions ``"tanh"``-squashed or ``"clip"``-ped Gaussian.
         log_std_init: initial log standard deviation for Box actions.
         view_shape: ``(H, W, C)`` of the view that ``torso="view_cnn"`` reads.
@@ -115,6 +128,7 @@ class PPOConfig(PPOSettings):
     recurrent: bool = False
     cell: str = "gru"
     rnn_hidden_size: int = 64
+    recurrent_update: str = "bptt"
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
     view_shape: tuple[int, ...] = ()
@@ -123,7 +137,11 @@ class PPOConfig(PPOSettings):
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` (a ``ValueError``) naming the first
         inconsistent setting."""
-        check_ppo_sizes(self, recurrent=self.recurrent)
+        if self.recurrent_update not in RECURRENT_UPDATES:
+            raise ValueError(
+                f"PPOConfig.recurrent_update must be one of {RECURRENT_UPDATES}, got {self.recurrent_update!r}."
+            )
+        check_ppo_sizes(self, recurrent=self.sequence_minibatches)
         if self.torso not in TORSOS:
             raise ValueError(f"PPOConfig.torso must be one of {TORSOS}, got {self.torso!r}.")
         if self.torso == "view_cnn" and (
@@ -137,6 +155,12 @@ class PPOConfig(PPOSettings):
         if self.cell not in ("gru", "lstm"):
             raise ValueError(f"PPOConfig.cell must be 'gru' or 'lstm', got {self.cell!r}.")
         activation_by_name(self.activation)
+
+    @property
+    def sequence_minibatches(self) -> bool:
+        """The update's minibatches are whole env sequences (a recurrent network updated with
+        BPTT), so ``num_minibatches`` splits envs, not steps."""
+        return self.recurrent and self.recurrent_update == "bptt"
 
 
 # Networks ------------------------------------------------------------------------------------
@@ -291,7 +315,13 @@ def make_ppo(
             config.gamma,
             config.gae_lambda,
         )
-        batch = ppo_batch(transitions, advantage, target, obs=normalize(train_state, transitions.obs))
+        batch = ppo_batch(
+            transitions,
+            advantage,
+            target,
+            obs=normalize(train_state, transitions.obs),
+            stored_memory=config.recurrent and config.recurrent_update == "stored_memory",
+        )
         params, opt_state, metrics = ppo_update(params, train_state.opt_state, batch, trajectory.key)
         obs_stats = train_state.obs_stats
         if config.normalize_observations:
@@ -348,7 +378,7 @@ def _ppo_runner(
 ) -> Runner:
     """PPO's runner for one device's block of ``config.num_envs`` (all of them on one device)."""
     config.validate()
-    check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
+    check_ppo_sizes(config, recurrent=config.sequence_minibatches, num_devices=devices.size)
     given_env, given_params = env, env_params
     # Spaces and env params are static facts of the env: evaluate them eagerly even when the
     # runner is built inside a trace (a vmap over hyper-parameters).

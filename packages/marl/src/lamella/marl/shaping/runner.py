@@ -63,7 +63,7 @@ from lamella.agents.config import ConfigError
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
-from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes
+from lamella.agents.ppo_update import RECURRENT_UPDATES, PPOSettings, check_ppo_sizes
 from lamella.agents.protocol import Agent, reset_memory_where
 from lamella.agents.rollout import PolicyStep, RolloutState, Transition, actor_critic_policy, make_rollout
 from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, step_limit
@@ -113,9 +113,12 @@ class ShapingConfig(PPOSettings):
         num_steps: steps per env per rollout.
         num_epochs, num_minibatches, learning_rate, anneal_lr, gamma, gae_lambda, clip_eps,
             clip_value, vf_coef, ent_coef, max_grad_norm, normalize_advantages, hidden_sizes,
-            activation, recurrent, cell, rnn_hidden_size: every learner's PPO settings, as in
-            :class:`lamella.agents.ppo.PPOConfig` (``num_minibatches`` splits each instance's
-            ``num_envs / num_opponents * num_steps`` steps; ``recurrent`` gives PPO-memory).
+            activation, recurrent, cell, rnn_hidden_size, recurrent_update: every learner's PPO
+            settings, as in :class:`lamella.agents.ppo.PPOConfig` (``num_minibatches`` splits each
+            instance's ``num_envs / num_opponents * num_steps`` steps, or with ``recurrent`` and
+            ``recurrent_update="bptt"`` its ``num_envs / num_opponents`` envs; ``recurrent``
+            gives PPO-memory; ``recurrent_update="stored_memory"`` updates it as Pax's
+            ``PPO_memory`` does, each step from its stored memory, no gradient through time).
         torso: every learner's torso: ``"mlp"`` (on the flat row) or ``"cnn"``: on an env whose
             dict observation holds an image view (IPD-in-the-Matrix), Pax's ``ipditm`` CNN
             (lamella-agents' :class:`~lamella.agents.networks.ViewCNN`: one 3 x 3 convolution of
@@ -141,6 +144,7 @@ class ShapingConfig(PPOSettings):
     recurrent: bool = False
     cell: str = "gru"
     rnn_hidden_size: int = 16
+    recurrent_update: str = "bptt"
     torso: str = "mlp"
 
     #: The algorithm's name in messages (``lamella train shaping``).
@@ -193,6 +197,10 @@ class ShapingConfig(PPOSettings):
                 )
         if self.cell not in ("gru", "lstm"):
             raise ConfigError(f"{name}.cell must be 'gru' or 'lstm', got {self.cell!r}.")
+        if self.recurrent_update not in RECURRENT_UPDATES:
+            raise ConfigError(
+                f"{name}.recurrent_update must be one of {RECURRENT_UPDATES}, got {self.recurrent_update!r}."
+            )
         if self.torso not in TORSOS:
             raise ConfigError(f"{name}.torso must be one of {TORSOS}, got {self.torso!r}.")
         try:
@@ -296,6 +304,7 @@ def _learner_config(config: ShapingConfig, copies: int, view: ViewLayout | None 
         recurrent=config.recurrent,
         cell=config.cell,
         rnn_hidden_size=config.rnn_hidden_size,
+        recurrent_update=config.recurrent_update,
     )
 
 
@@ -315,13 +324,15 @@ def _make_slot(
     if _is_learner(spec):
         num_envs = config.num_envs // copies
         steps = num_envs * config.num_steps
-        if not config.recurrent and steps % config.num_minibatches:
+        # BPTT minibatches are whole env sequences; otherwise (feed-forward, stored memory) steps.
+        sequences = config.recurrent and config.recurrent_update == "bptt"
+        if not sequences and steps % config.num_minibatches:
             raise ConfigError(
                 f"ShapingConfig: agent {index} learns on {steps} steps per iteration (num_envs"
                 f"{' / num_opponents' if copies > 1 else ''} * num_steps), which num_minibatches "
                 f"({config.num_minibatches}) must divide; change num_minibatches, num_envs or num_steps."
             )
-        if config.recurrent and num_envs % config.num_minibatches:
+        if sequences and num_envs % config.num_minibatches:
             raise ConfigError(
                 f"ShapingConfig: agent {index} is a recurrent learner on {num_envs} envs per instance, which "
                 f"num_minibatches ({config.num_minibatches}) must divide (recurrent minibatches split envs)."
@@ -337,7 +348,7 @@ def _make_slot(
             learner = make_ppo(learner_config, observation_space, action_space)
             return _Slot(copies // devices.size, learner, None, None, split=True)
         if devices.sharded:  # one instance on every env: its envs split over the devices, as PPO's
-            check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
+            check_ppo_sizes(config, recurrent=sequences, num_devices=devices.size)
         learner = make_ppo(learner_config, observation_space, action_space, devices)
         return _Slot(copies, learner, None, None)
     try:
