@@ -115,22 +115,63 @@ def xla_accepts(flag: str) -> bool:
     return True
 
 
-def page_env() -> dict[str, str]:
-    """The environment a page's blocks run in: ours, on the CPU, with ``PAGE_XLA_FLAG`` added."""
+# Pages whose blocks compile at -O0 (PAGE_XLA_LEVEL) when the test command chose the level (it
+# says so in LAMELLA_TEST_XLA_LEVEL, scripts/test_all.py; a level the user set is kept): pages
+# that mostly compile. -O0 against the test command's -O1 (both with PAGE_XLA_FLAG), each page's
+# script run alone, 2026-11-30 (jax 0.10.2, 2-core x86 shared with other jobs, load 9-15: user +
+# system CPU-s): marl 112.1 -> 78.6, envs 102.5 -> 68.5, buffers 26.5 -> 22.3, gcrl 17.9 ->
+# 15.7. The agents and ued pages train, and -O0 cost them more (agents 72.9 -> 105.1, ued 50.0 ->
+# 65.7), so they keep -O1, as do the small pages (not measured).
+PAGES_AT_O0 = frozenset(f"packages/{name}/README.md" for name in ("marl", "envs", "buffers", "gcrl"))
+PAGE_XLA_LEVEL = "0"
+TEST_XLA_LEVEL = "LAMELLA_TEST_XLA_LEVEL"
+
+
+def page_env(page: str = "") -> dict[str, str]:
+    """The environment ``page``'s blocks run in: ours, on the CPU, with ``PAGE_XLA_FLAG`` added
+    and, for ``PAGES_AT_O0`` where the test command chose the optimisation level,
+    ``PAGE_XLA_LEVEL``."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
     flags = env.get("XLA_FLAGS", "")
+    chosen = f"--xla_backend_optimization_level={env.pop(TEST_XLA_LEVEL, '')}"
+    if page in PAGES_AT_O0 and chosen in flags.split():
+        flags = " ".join(
+            f"--xla_backend_optimization_level={PAGE_XLA_LEVEL}" if flag == chosen else flag
+            for flag in flags.split()
+        )
+        env["XLA_FLAGS"] = flags
     if PAGE_XLA_FLAG.split("=")[0] not in flags and xla_accepts(PAGE_XLA_FLAG):
         env["XLA_FLAGS"] = f"{flags} {PAGE_XLA_FLAG}".strip()
     return env
 
 
 def test_page_env_adds_the_flag_once_and_keeps_the_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TEST_XLA_LEVEL, raising=False)
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
     expected = f"--xla_backend_optimization_level=1 {PAGE_XLA_FLAG}"
     assert page_env()["XLA_FLAGS"] == (expected if xla_accepts(PAGE_XLA_FLAG) else expected.split()[0])
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
     assert page_env()["XLA_FLAGS"] == "--xla_cpu_use_fusion_emitters=true"
     assert not xla_accepts("--xla_no_such_flag_anywhere=false")
+
+
+def test_page_env_lowers_only_the_level_the_test_command_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert f'TEST_XLA_LEVEL = "{TEST_XLA_LEVEL}"' in (ROOT / "scripts" / "test_all.py").read_text()
+    assert all((ROOT / page).is_file() for page in PAGES_AT_O0)
+    page = "packages/marl/README.md"
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_a=1 --xla_backend_optimization_level=1 {PAGE_XLA_FLAG}")
+    monkeypatch.setenv(TEST_XLA_LEVEL, "1")  # scripts/test_all.py chose -O1
+    env = page_env(page)
+    assert env["XLA_FLAGS"] == f"--xla_a=1 --xla_backend_optimization_level=0 {PAGE_XLA_FLAG}"
+    assert TEST_XLA_LEVEL not in env  # the pages' own programs see no such setting
+    # A page not listed keeps the test command's level.
+    assert page_env("packages/agents/README.md")["XLA_FLAGS"] == os.environ["XLA_FLAGS"]
+    # The user's level (the test command did not choose it, or chose another) is kept.
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_backend_optimization_level=2 {PAGE_XLA_FLAG}")
+    assert page_env(page)["XLA_FLAGS"] == f"--xla_backend_optimization_level=2 {PAGE_XLA_FLAG}"
+    monkeypatch.delenv(TEST_XLA_LEVEL)
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_backend_optimization_level=1 {PAGE_XLA_FLAG}")
+    assert page_env(page)["XLA_FLAGS"] == f"--xla_backend_optimization_level=1 {PAGE_XLA_FLAG}"
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: str(p.relative_to(ROOT)))
@@ -146,7 +187,7 @@ def test_page_python_blocks_run_as_written(page: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(source)],
         cwd=tmp_path,
-        env=page_env(),
+        env=page_env(str(page.relative_to(ROOT))),
         capture_output=True,
         text=True,
         timeout=600,
