@@ -18,8 +18,9 @@ Protocol (one process, the two sides alternated per seed):
 * the return is each side's own greedy evaluation after training (lamella: 16 episodes;
   brax.training: 16 eval envs, ``deterministic_eval=True``, one evaluation at the end);
 * wall time is the whole call, compile included (brax.training compiles inside ``train``), and
-  lamella's compile is reported apart too. Process CPU time is reported too (the machine is
-  shared; wall time drifts with the load).
+  lamella's compile is reported apart too. lamella compiles with the XLA options that
+  ``lamella train`` uses for one seed (``--compile optimized``: XLA's defaults). Process CPU
+  time is reported too (the machine is shared; wall time drifts with the load).
 
 Differences we could not remove: PPO: lamella's ``normalize_rewards`` (the return's running std)
 has no brax.training counterpart (brax: a fixed ``reward_scaling``, 1 here), lamella's value
@@ -127,7 +128,6 @@ def brax_ppo_kwargs(config: Any) -> dict[str, Any]:
         max_grad_norm=config.max_grad_norm,
         normalize_observations=config.normalize_observations,
         reward_scaling=1.0,
-        bootstrap_on_timeout=True,
         network_factory=lambda *a, **k: ppo_networks.make_ppo_networks(
             *a,
             **k,
@@ -165,9 +165,12 @@ def brax_sac_kwargs(config: Any) -> dict[str, Any]:
     )
 
 
-def lamella_side(algo: str, config: Any, seed: int) -> tuple[float, float, float, float]:
-    """(greedy return, wall s, compile s, process CPU s) of one lamella run."""
+def lamella_side(algo: str, config: Any, seed: int, compile_mode: str) -> tuple[float, float, float, float]:
+    """(greedy return, wall s, compile s, process CPU s) of one lamella run, compiled with the
+    XLA options ``lamella train`` gives a one-seed chunk in ``compile_mode`` (``"auto"``: its
+    default; ``"optimized"``: XLA's defaults)."""
     from lamella.agents import make_ppo_runner, make_train
+    from lamella.agents.driver import compile_options
     from lamella.agents.offpolicy.loop import make_offpolicy_runner
 
     cpu, start = time.process_time(), time.perf_counter()
@@ -177,7 +180,8 @@ def lamella_side(algo: str, config: Any, seed: int) -> tuple[float, float, float
         state, _ = make_train(runner)(key)
         return runner.evaluate(state, jax.random.fold_in(key, 1))["episode_return"].mean()
 
-    compiled = jax.jit(run).lower(jax.random.key(seed)).compile()
+    options = compile_options("chunk", 1, compile_mode)
+    compiled = jax.jit(run, compiler_options=options).lower(jax.random.key(seed)).compile()
     compile_time = time.perf_counter() - start
     value = float(compiled(jax.random.key(seed)))
     return value, time.perf_counter() - start, compile_time, time.process_time() - cpu
@@ -211,6 +215,10 @@ def brax_side(algo: str, name: str, backend: str, config: Any, seed: int) -> tup
         kwargs = brax_sac_kwargs(config)
     cpu, start = time.process_time(), time.perf_counter()
     env = envs.get_environment(name, backend=backend)
+    if algo == "ppo":
+        # Bootstrap at time limits where the env marks them (``info["time_out"]``: Brax's
+        # inverted pendulum); elsewhere brax.training's GAE stops at the truncation instead.
+        kwargs["bootstrap_on_timeout"] = "time_out" in jax.eval_shape(env.reset, jax.random.key(0)).info
     _, _, metrics = trainer.train(
         environment=env,
         num_timesteps=config.total_timesteps,
@@ -242,6 +250,12 @@ def main() -> None:
     parser.add_argument("--backend", default="spring")
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument(
+        "--compile",
+        choices=("auto", "optimized"),
+        default="auto",
+        help="lamella's XLA options: auto (lamella train's default for one seed) or optimized (XLA's defaults)",
+    )
     parser.add_argument("--only", choices=("lamella", "brax"), help="run one side only")
     parser.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides (both sides)"
@@ -261,7 +275,7 @@ def main() -> None:
     for seed in range(args.seeds):
         ours = theirs = (float("nan"),) * 4
         if args.only != "brax":
-            ours = lamella_side(args.algo, config, seed)
+            ours = lamella_side(args.algo, config, seed, args.compile)
             print(
                 f"seed {seed}: lamella return {ours[0]:7.1f} wall {ours[1]:6.1f} s (compile {ours[2]:5.1f} s) "
                 f"cpu {ours[3]:6.1f} s",
