@@ -45,29 +45,11 @@ from typing import Any
 import jax
 import numpy as np
 
-#: Settings for bodies without a lamella preset: PPO at a CPU-sized cut of brax.training's own
-#: halfcheetah settings (its 2048 envs and 327 680 steps per update do not fit a CPU budget),
-#: SAC at the usual 1 gradient step per env step.
+#: Settings for bodies without a lamella preset: PPO: the ``brax:halfcheetah@spring`` preset's
+#: (a CPU-sized cut of brax.training's own halfcheetah settings); SAC at the usual 1 gradient
+#: step per env step.
 MATCHED: dict[str, dict[str, Any]] = {
-    "ppo": dict(
-        num_envs=32,
-        num_steps=160,
-        num_epochs=8,
-        num_minibatches=8,
-        learning_rate=3e-4,
-        anneal_lr=False,
-        gamma=0.95,
-        gae_lambda=0.95,
-        clip_eps=0.3,
-        clip_value=False,
-        ent_coef=1e-3,
-        max_grad_norm=0.5,
-        hidden_sizes=(64, 64),
-        activation="tanh",
-        normalize_observations=True,
-        normalize_rewards=False,
-        continuous_action="tanh",
-    ),
+    "ppo": dict(preset="brax:halfcheetah@spring"),
     "sac": dict(
         num_envs=8,
         rollout_steps=125,
@@ -94,7 +76,9 @@ def lamella_config(algo: str, env_id: str, steps: int, overrides: dict[str, Any]
     else:
         from lamella.agents.offpolicy.configs import SACTrainConfig as config_class
         from lamella.agents.offpolicy.presets import PRESETS
-    preset = PRESETS[algo].get(env_id) or config_class(env_id=env_id, **MATCHED[algo])
+    matched = dict(MATCHED[algo])
+    fallback = PRESETS[algo].get(matched.pop("preset", None)) or config_class()
+    preset = PRESETS[algo].get(env_id) or dataclasses.replace(fallback, **matched)
     fields = dict(env_id=env_id, total_timesteps=steps, eval_episodes=16)
     if algo == "sac":
         fields["buffer_size"] = steps  # brax.training's default: the whole run fits
