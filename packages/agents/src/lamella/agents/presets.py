@@ -68,8 +68,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         # Brax's halfcheetah (spring backend): brax.training's own halfcheetah PPO settings (lr
         # 3e-4, gamma 0.95, entropy 1e-3, 8 epochs, observation normalisation, reward scale 1)
         # cut to a CPU budget (32 envs x 160 steps per update instead of 2048 envs x 160; (64, 64)
-        # nets). Greedy return after 5e5 steps: 2289 (1 seed); brax.training's ppo.train with the
-        # same settings: 1333 (benchmarks/brax_training.py, lamella-agents README "Brax bodies").
+        # nets). Greedy return after 5e5 steps: 2041 in 200 s of wall time (1 seed, lamella
+        # train's compile options); brax.training's ppo.train with the same settings: 1333 in
+        # 452 s (benchmarks/brax_training.py; lamella-agents README, "Brax bodies").
         "brax:halfcheetah@spring": PPOConfig(
             env_id="brax:halfcheetah@spring",
             total_timesteps=500_000,
