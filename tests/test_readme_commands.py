@@ -266,7 +266,7 @@ NOT_RUN: dict[str, str] = {
         "a learning run on a Brax body (about 17 minutes on this CPU, needs brax, in the gcrl test env "
         "that has it); its figures are in the README, packages/gcrl/tests/test_brax_her.py runs HER on it"
     ),
-    "hatch -e hatch-test.py3.11-agents run python benchmarks/brax_ppo.py": (
+    "hatch -e hatch-test.py3.11-agents run python benchmarks/brax_training.py": (
         "a benchmark (minutes, needs brax, in the agents test env that has it); its figures are in the README"
     ),
     "lamella train ppo --env brax:": (

@@ -84,3 +84,21 @@ def test_sac_trains_on_the_brax_pendulum_with_logs_and_checkpoints(tmp_path, cap
         episodes = seed["absolute_metrics"]["mean_episode_return"]
         assert len(episodes) == 2 and all(float(v).is_integer() and 1 <= v <= 200 for v in episodes), episodes
     assert os.listdir(os.path.join(out, "checkpoints")), "no checkpoint written"
+
+
+def test_brax_presets_are_what_lamella_train_runs_and_validate():
+    """Every ``brax:`` preset (PPO's, SAC's) is the config ``lamella train ALGO --env ID``
+    resolves for its own id, and passes the config's checks (no env is built: < 1 CPU-s)."""
+    from lamella.agents import PRESETS
+    from lamella.agents.config import resolve_config
+    from lamella.agents.offpolicy.presets import PRESETS as OFFPOLICY_PRESETS
+
+    checked = []
+    for algo, presets in [("ppo", PRESETS["ppo"]), ("sac", OFFPOLICY_PRESETS["sac"])]:
+        for env_id, preset in presets.items():
+            if env_id.startswith("brax:"):
+                assert preset.env_id == env_id, f"preset {env_id!r} trains on {preset.env_id!r}"
+                assert resolve_config(algo, env_id=env_id) == preset
+                preset.validate()
+                checked.append(env_id)
+    assert "brax:halfcheetah@spring" in checked

@@ -1,0 +1,286 @@
+"""lamella PPO / SAC against brax.training's own ``ppo.train`` / ``sac.train`` on a Brax body at
+the same budget: greedy return and wall time.
+
+Run it in the hatch env of lamella-agents' tests (it has brax 0.14.2 beside lamella)::
+
+    hatch -e hatch-test.py3.11-agents run python benchmarks/brax_training.py --algo ppo --steps 200000 --seeds 1
+    hatch -e hatch-test.py3.11-agents run python benchmarks/brax_training.py --algo sac \
+        --env halfcheetah --steps 50000 --seeds 1
+
+Protocol (one process, the two sides alternated per seed):
+
+* the same Brax env (``inverted_pendulum`` on the spring backend by default; ``--env``,
+  ``--backend``), 1000-step episodes, the same env-step budget per seed;
+* one lamella config per run (lamella's preset for ``brax:<env>@<backend>`` where one exists,
+  else :data:`MATCHED`'s settings; ``--set key=value`` overrides fields), and brax.training's
+  arguments derived from that config (:func:`brax_ppo_kwargs`, :func:`brax_sac_kwargs`), so both
+  sides run the same settings by construction;
+* the return is each side's own greedy evaluation after training (lamella: 16 episodes;
+  brax.training: 16 eval envs, ``deterministic_eval=True``, one evaluation at the end);
+* wall time is the whole call, compile included (brax.training compiles inside ``train``), and
+  lamella's compile is reported apart too. lamella compiles with the XLA options that
+  ``lamella train`` uses for one seed (``--compile optimized``: XLA's defaults). Process CPU
+  time is reported too (the machine is shared; wall time drifts with the load).
+
+Differences we could not remove: PPO: lamella's ``normalize_rewards`` (the return's running std)
+has no brax.training counterpart (brax: a fixed ``reward_scaling``, 1 here), lamella's value
+loss is clipped where ``clip_value`` is set, brax cuts minibatches from its unrolls
+differently. SAC: lamella has no observation normalisation (brax's is switched off to match);
+brax.training prefills its replay buffer with its initial policy, lamella with uniform random
+actions; at a time limit lamella bootstraps from the final observation, brax.training drops the
+transition from the critic loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import os
+import platform
+import resource
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+#: Settings for bodies without a lamella preset: PPO: the ``brax:halfcheetah@spring`` preset's
+#: (a CPU-sized cut of brax.training's own halfcheetah settings); SAC at the usual 1 gradient
+#: step per env step.
+MATCHED: dict[str, dict[str, Any]] = {
+    "ppo": dict(preset="brax:halfcheetah@spring"),
+    "sac": dict(
+        num_envs=8,
+        rollout_steps=125,
+        updates_per_step=8,
+        batch_size=256,
+        learning_starts=1000,
+        gamma=0.99,
+        actor_learning_rate=3e-4,
+        critic_learning_rate=3e-4,
+        alpha_learning_rate=3e-4,
+        tau=0.005,
+        hidden_sizes=(256, 256),
+        activation="relu",
+        target_entropy_scale=0.5,
+    ),
+}
+
+
+def lamella_config(algo: str, env_id: str, steps: int, overrides: dict[str, Any]) -> Any:
+    """The lamella config both sides run: the preset for ``env_id`` or :data:`MATCHED`."""
+    if algo == "ppo":
+        from lamella.agents import PRESETS
+        from lamella.agents.ppo import PPOConfig as config_class
+    else:
+        from lamella.agents.offpolicy.configs import SACTrainConfig as config_class
+        from lamella.agents.offpolicy.presets import PRESETS
+    matched = dict(MATCHED[algo])
+    fallback = PRESETS[algo].get(matched.pop("preset", None)) or config_class()
+    preset = PRESETS[algo].get(env_id) or dataclasses.replace(fallback, **matched)
+    fields = dict(env_id=env_id, total_timesteps=steps, eval_episodes=16)
+    if algo == "sac":
+        fields["buffer_size"] = steps  # brax.training's default: the whole run fits
+    return dataclasses.replace(preset, **fields, **overrides)
+
+
+def brax_ppo_kwargs(config: Any) -> dict[str, Any]:
+    """brax.training ``ppo.train`` arguments for lamella's PPO ``config``.
+
+    lamella collects ``num_steps`` steps of ``num_envs`` envs per update and cuts them into
+    ``num_minibatches``; brax.training collects ``batch_size * num_minibatches`` unrolls of
+    ``unroll_length`` steps. With ``batch_size = num_envs`` and ``unroll_length = num_steps //
+    num_minibatches`` both take the same env steps per update and the same minibatch size.
+    """
+    from brax.training.agents.ppo import networks as ppo_networks
+    from flax import linen
+
+    if config.num_steps % config.num_minibatches:
+        raise SystemExit("brax.training needs num_steps to be a multiple of num_minibatches here.")
+    return dict(
+        num_envs=config.num_envs,
+        batch_size=config.num_envs,
+        num_minibatches=config.num_minibatches,
+        unroll_length=config.num_steps // config.num_minibatches,
+        num_updates_per_batch=config.num_epochs,
+        learning_rate=config.learning_rate,
+        entropy_cost=config.ent_coef,
+        discounting=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clipping_epsilon=config.clip_eps,
+        max_grad_norm=config.max_grad_norm,
+        normalize_observations=config.normalize_observations,
+        reward_scaling=1.0,
+        network_factory=lambda *a, **k: ppo_networks.make_ppo_networks(
+            *a,
+            **k,
+            policy_hidden_layer_sizes=config.hidden_sizes,
+            value_hidden_layer_sizes=config.hidden_sizes,
+            activation=getattr(linen, config.activation),
+        ),
+    )
+
+
+def brax_sac_kwargs(config: Any) -> dict[str, Any]:
+    """brax.training ``sac.train`` arguments for lamella's SAC ``config`` (one learning rate:
+    the actor's; brax's target entropy is fixed at ``-0.5 * action_size``)."""
+    from brax.training.agents.sac import networks as sac_networks
+    from flax import linen
+
+    if config.target_entropy_scale != 0.5:
+        raise SystemExit(
+            "brax.training's SAC fixes the target entropy at -0.5 * action_size: --set target_entropy_scale=0.5."
+        )
+    return dict(
+        num_envs=config.num_envs,
+        grad_updates_per_step=config.updates_per_step,
+        batch_size=config.batch_size,
+        min_replay_size=config.learning_starts,
+        max_replay_size=config.buffer_size,
+        discounting=config.gamma,
+        learning_rate=config.actor_learning_rate,
+        tau=config.tau,
+        normalize_observations=False,
+        reward_scaling=1.0,
+        network_factory=lambda *a, **k: sac_networks.make_sac_networks(
+            *a, **k, hidden_layer_sizes=config.hidden_sizes, activation=getattr(linen, config.activation)
+        ),
+    )
+
+
+def lamella_side(algo: str, config: Any, seed: int, compile_mode: str) -> tuple[float, float, float, float]:
+    """(greedy return, wall s, compile s, process CPU s) of one lamella run, compiled with the
+    XLA options ``lamella train`` gives a one-seed chunk in ``compile_mode`` (``"auto"``: its
+    default; ``"optimized"``: XLA's defaults)."""
+    from lamella.agents import make_ppo_runner, make_train
+    from lamella.agents.driver import compile_options
+    from lamella.agents.offpolicy.loop import make_offpolicy_runner
+
+    cpu, start = time.process_time(), time.perf_counter()
+    runner = make_ppo_runner(config) if algo == "ppo" else make_offpolicy_runner(config)
+
+    def run(key: jax.Array) -> jax.Array:
+        state, _ = make_train(runner)(key)
+        return runner.evaluate(state, jax.random.fold_in(key, 1))["episode_return"].mean()
+
+    options = compile_options("chunk", 1, compile_mode)
+    compiled = jax.jit(run, compiler_options=options).lower(jax.random.key(seed)).compile()
+    compile_time = time.perf_counter() - start
+    value = float(compiled(jax.random.key(seed)))
+    return value, time.perf_counter() - start, compile_time, time.process_time() - cpu
+
+
+def _shim_removed_jax_apis() -> None:
+    """brax.training 0.14.2 calls ``jax.device_put_replicated``, which jax 0.10 removed (it
+    raises AttributeError there): the same thing, a leading device axis, for it to call."""
+    try:
+        jax.device_put_replicated  # noqa: B018
+    except AttributeError:
+
+        def device_put_replicated(tree, devices):  # type: ignore[no-untyped-def]
+            return jax.tree.map(lambda x: jax.device_put(jax.numpy.stack([x] * len(devices))), tree)
+
+        jax.device_put_replicated = device_put_replicated  # type: ignore[attr-defined]
+
+
+def brax_side(algo: str, name: str, backend: str, config: Any, seed: int) -> tuple[float, float, float]:
+    """(greedy return, wall s, process CPU s) of one brax.training run."""
+    _shim_removed_jax_apis()
+    from brax import envs
+
+    if algo == "ppo":
+        from brax.training.agents.ppo import train as trainer
+
+        kwargs = brax_ppo_kwargs(config)
+    else:
+        from brax.training.agents.sac import train as trainer
+
+        kwargs = brax_sac_kwargs(config)
+    cpu, start = time.process_time(), time.perf_counter()
+    env = envs.get_environment(name, backend=backend)
+    if algo == "ppo":
+        # Bootstrap at time limits where the env marks them (``info["time_out"]``: Brax's
+        # inverted pendulum); elsewhere brax.training's GAE stops at the truncation instead.
+        kwargs["bootstrap_on_timeout"] = "time_out" in jax.eval_shape(env.reset, jax.random.key(0)).info
+    _, _, metrics = trainer.train(
+        environment=env,
+        num_timesteps=config.total_timesteps,
+        episode_length=1000,
+        num_evals=1,
+        num_eval_envs=config.eval_episodes,
+        deterministic_eval=True,
+        seed=seed,
+        **kwargs,
+    )
+    return float(metrics["eval/episode_reward"]), time.perf_counter() - start, time.process_time() - cpu
+
+
+def _parse_overrides(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("ppo", "sac"), default="ppo")
+    parser.add_argument("--env", default="inverted_pendulum")
+    parser.add_argument("--backend", default="spring")
+    parser.add_argument("--steps", type=int, default=200_000)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument(
+        "--compile",
+        choices=("auto", "optimized"),
+        default="auto",
+        help="lamella's XLA options: auto (lamella train's default for one seed) or optimized (XLA's defaults)",
+    )
+    parser.add_argument("--only", choices=("lamella", "brax"), help="run one side only")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides (both sides)"
+    )
+    args = parser.parse_args()
+    import brax
+
+    env_id = f"brax:{args.env}@{args.backend}"
+    config = lamella_config(args.algo, env_id, args.steps, _parse_overrides(args.set))
+    print(
+        f"{platform.processor() or platform.machine()}, {len(jax.devices())} {jax.default_backend()} device(s), "
+        f"jax {jax.__version__}, brax {brax.__version__}, {args.algo} on {env_id}, load "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}\n{config}",
+        flush=True,
+    )
+    rows = []
+    for seed in range(args.seeds):
+        ours = theirs = (float("nan"),) * 4
+        if args.only != "brax":
+            ours = lamella_side(args.algo, config, seed, args.compile)
+            print(
+                f"seed {seed}: lamella return {ours[0]:7.1f} wall {ours[1]:6.1f} s (compile {ours[2]:5.1f} s) "
+                f"cpu {ours[3]:6.1f} s",
+                flush=True,
+            )
+        if args.only != "lamella":
+            theirs = (*brax_side(args.algo, args.env, args.backend, config, seed), float("nan"))
+            print(
+                f"seed {seed}: brax.training return {theirs[0]:7.1f} wall {theirs[1]:6.1f} s cpu {theirs[2]:6.1f} s",
+                flush=True,
+            )
+        rows.append((ours[0], ours[1], ours[3], theirs[0], theirs[1], theirs[2]))
+    table = np.asarray(rows)
+    med = np.median(table, axis=0)
+    print(
+        f"median over {args.seeds} seed(s), {args.steps} steps: lamella {med[0]:.1f} in {med[1]:.1f} s "
+        f"(cpu {med[2]:.1f} s); brax.training {med[3]:.1f} in {med[4]:.1f} s (cpu {med[5]:.1f} s); "
+        f"wall ratio lamella/brax {np.median(table[:, 1] / table[:, 4]):.2f}, "
+        f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
+
+
+if __name__ == "__main__":
+    main()
