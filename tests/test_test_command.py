@@ -131,3 +131,44 @@ def test_xla_flag_check_asks_this_xla() -> None:
     conftest = _root_conftest()
     assert conftest.xla_accepts("--xla_backend_optimization_level=1")
     assert not conftest.xla_accepts("--xla_lamella_no_such_flag=true")
+
+
+def test_slow_tests_apart_keep_our_flags_and_the_rest_gets_the_packages(tmp_path: Path, monkeypatch) -> None:
+    # A fake hatch that prints the marker it was given and the optional flags it sees, and fails
+    # the run named in FAIL: the split step runs both, slow first, and fails if either failed.
+    fake = tmp_path / "hatch"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'marker="$7"\n'
+        'echo "marker=$marker flags=${LAMELLA_OPTIONAL_XLA_FLAGS:-none}"\n'
+        '[ "$marker" = "$FAIL" ] && exit 1\n'
+        "exit 0\n"
+    )
+    fake.chmod(0o755)
+    test_all = _test_all()
+    monkeypatch.setattr(test_all, "SLOW_APART_XLA_FLAGS", {"agents": "--xla_probe=false"})
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("LAMELLA_OPTIONAL_XLA_FLAGS", "--xla_mine=1")
+    import subprocess
+
+    def run(package: str, fast: bool, fail: str = "") -> tuple[int, list[str]]:
+        done = subprocess.run(
+            test_all.package_step(package, fast),
+            env={**os.environ, "FAIL": fail},
+            capture_output=True,
+            text=True,
+        )
+        return done.returncode, done.stdout.splitlines()
+
+    code, lines = run("agents", fast=False)
+    assert code == 0 and lines == [
+        "marker=slow and not research flags=--xla_mine=1",
+        "marker=not slow and not research flags=--xla_mine=1 --xla_probe=false",
+    ], lines
+    assert run("agents", fast=False, fail="slow and not research")[0] != 0
+    assert run("agents", fast=False, fail="not slow and not research")[0] != 0
+    code, lines = run("agents", fast=True)
+    assert code == 0 and lines == ["marker=not slow and not research flags=--xla_mine=1 --xla_probe=false"]
+    # Other packages: one hatch test, no marker unless fast.
+    assert test_all.package_step("envs", fast=False) == ["hatch", "test", "-i", "pkg=envs", "--parallel"]
+    assert test_all.package_step("envs", fast=True)[-2:] == ["-m", "not slow and not research"]
