@@ -60,14 +60,22 @@ def test_dqn_cartpole():
     over 8000 steps), greedy evaluation of 10 episodes after every 2000 steps.
 
     Threshold ("solves"): for both seeds the greedy return reaches >= 475 at some evaluation,
-    and the last evaluation is >= 195 (measured: 500 and 500 at the end; DQN's greedy return
-    on CartPole oscillates between evaluations, hence the best-evaluation criterion).
+    i.e. training finds a policy that solves CartPole. The final policy is not bounded: with
+    these settings DQN's greedy return swings between evaluations (100 to 500 from one
+    evaluation to the next, late in training), so the last evaluation depends on the float
+    path. Measured on 8 seeds (the test's two and 6 more, one program of 8 seeds), jax 0.10.2:
+    best 500 for 8 of 8, last 181, 500, 224, 485, 500, 343, 224, 500; jax 0.12: best 500 for 7
+    of 8 (one 401), last 500, 284, 500, 500, 63, 500, 118, 168. The old bar on the last
+    evaluation (>= 195) failed for 1 (jax 0.10.2) and 3 (jax 0.12) of those 8 seeds, so this
+    test failed on jax 0.12 by the luck of the float path, not by a jax regression. A weaker
+    setting fails this bar: soft target updates (tau 0.005) reached 475 in 4 of 8 seeds. This
+    test's own two seeds (a program of 2 seeds) end at 500 and 500 on jax 0.10.2, 495 and 92 on
+    jax 0.12.
     """
     config = PRESETS["dqn"]["CartPole-v1"]  # `lamella train dqn` runs exactly this test's settings
     assert isinstance(config, DQNTrainConfig) and config.eval_episodes == 10
     evaluations = train_with_evaluations(config)
     assert_threshold(evaluations.max(axis=1), 475, "DQN CartPole best greedy return")
-    assert_threshold(evaluations[:, -1], 195, "DQN CartPole last greedy return")
 
 
 @pytest.mark.slow
