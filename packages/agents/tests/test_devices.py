@@ -33,6 +33,20 @@ def child(tmp_path_factory):
     return device_child(CHILD, tmp_path_factory.getbasetemp())
 
 
+def test_a_child_past_its_timeout_fails_once_and_says_so(tmp_path):
+    """A device child that runs too long fails naming the timeout, and a second ask (another
+    xdist worker) reads that failure instead of starting the child again. About 2 s wall."""
+    script = tmp_path / "sleeping_child.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    base = tmp_path / "base"
+    base.mkdir()
+    with pytest.raises(AssertionError, match="ran past its timeout of 2 s"):
+        device_child(str(script), base, timeout=2)
+    script.write_text("print('{}')\n")  # would succeed if it ran again
+    with pytest.raises(AssertionError, match="ran past its timeout of 2 s"):
+        device_child(str(script), base, timeout=2)
+
+
 def test_four_devices_train_as_one_device_on_the_same_global_batch(child):
     assert child["device_count"] == 4
     one, four = child["metrics"]["1"], child["metrics"]["4"]

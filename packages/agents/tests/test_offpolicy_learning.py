@@ -56,12 +56,17 @@ def test_sac_pendulum():
 
 def test_dqn_cartpole():
     """Double DQN on CartPole-v1, 50 000 env steps (4 envs, 2 updates per vector step,
-    (256, 256) nets, Adam 2.3e-3, batch 64, hard target copy every 128 updates, epsilon 1 -> 0.04
-    over 8000 steps), greedy evaluation of 10 episodes after every 2000 steps.
+    (256, 256) nets, Adam 1e-3, 3-step returns, batch 64, hard target copy every 128 updates,
+    epsilon 1 -> 0.04 over 8000 steps), greedy evaluation of 10 episodes after every 2000 steps.
 
     Threshold ("solves"): for both seeds the greedy return reaches >= 475 at some evaluation,
-    and the last evaluation is >= 195 (measured: 500 and 500 at the end; DQN's greedy return
-    on CartPole oscillates between evaluations, hence the best-evaluation criterion).
+    and the last evaluation is >= 195. Measured on 8 seeds (the test's two and 6 more, one
+    program of 8 seeds): best 500 for all 8 on jax 0.10.2 and 0.12; last 500, 500, 500, 500,
+    500, 456, 500, 500 (jax 0.10.2) and 447, 500, 500, 500, 500, 500, 234, 500 (jax 0.12).
+    The earlier setting (1-step returns, Adam 2.3e-3) swung between 60 and 500 from one
+    evaluation to the next late in training: its last evaluations of the same 8 seeds were
+    181 to 500 (jax 0.10.2) and 63 to 500 (jax 0.12), failing the last bar in 1 and 3 of 8
+    seeds (this test failed on jax 0.12 by that luck, 92 for one seed, not by a jax fault).
     """
     config = PRESETS["dqn"]["CartPole-v1"]  # `lamella train dqn` runs exactly this test's settings
     assert isinstance(config, DQNTrainConfig) and config.eval_episodes == 10

@@ -9,15 +9,22 @@
 * The co-player's update recomputes the policy it acted with: ``first_minibatch_kl`` 0 up to
   float error (the recurrent update re-runs the GRU over each inner episode from its stored first
   memory and the reset flags).
-* The recurrent co-player learns: over one outer episode (40 inner episodes of 20 rounds on 8
+* The recurrent co-player learns: over one outer episode (60 inner episodes of 20 rounds on 8
   envs, one co-player: ``co_player_config()`` of ``LEARNS``) against a fixed meta-agent it learns
   Pax's documented responses, ALL-C against tit-for-tat and ALL-D against ALL-D (Pax
   ``docs/experiments.md``: PPO_memory vs TitForTat -> ALL-C, vs Defect -> ALL-D), 3 seeds each,
   one program. Baselines per round for the co-player: vs tit-for-tat ALL-C -1, ALL-D -2, random
-  about -1.5; vs ALL-D ALL-D -2, ALL-C -3, random about -2.5. Measured when the test was written
-  (seeds of key 0; means over inner episodes 36-40): cooperation 1.00, 1.00, 1.00 and -1.00 per
-  round vs tit-for-tat, 0.00, 0.00, 0.02 and -2.00, -2.00, -2.02 vs ALL-D (it starts at 0.45 to
-  0.5); the same held on 9 more seeds (cooperation >= 0.998 and <= 0.009).
+  about -1.5; vs ALL-D ALL-D -2, ALL-C -3, random about -2.5. Medians over the last 10 inner
+  episodes; it starts at 0.45 to 0.5. 60 inner episodes, not 40: some seeds learn slowly, and
+  the float path decides which (a program of another number of seeds, or another jax, gives
+  another). With 40 and the mean over episodes 36-40, the test's seed 2 against tit-for-tat
+  ended at 0.8975 on jax 0.12 (plateau at 0.70 to 0.77 from episode 12), and the same key at
+  0.75 on jax 0.10.2 in a program of 32 seeds; over the test's program and programs of 12 and
+  32 seeds (94 runs per jax version), 2 runs (jax 0.10.2) and 3 (jax 0.12) missed these bars.
+  With 60, in a program of 32 seeds (the test's 3 and 29 more, 64 runs) every run on both jax
+  0.10.2 and 0.12 meets them (median cooperation over episodes 51-60 at least 0.994 against
+  tit-for-tat, 0.0 against ALL-D); one run on jax 0.10.2 dipped to 0.11 in episode 59 (its
+  sampled policy), which the median over 10 episodes ignores and a mean over 5 did not.
 * A tiny meta run (2 generations) compiles and gives finite metrics; the presets and
   ``lamella train meta_es`` overrides take the setting; bad input is refused naming the fix.
 """
@@ -62,7 +69,7 @@ LEARNS = MetaConfig(
     num_envs=8,
     num_opponents=1,
     num_inner_steps=20,
-    num_outer_steps=40,
+    num_outer_steps=60,
     num_minibatches=2,
     learning_rate=0.05,
     ent_coef=0.0,
@@ -264,7 +271,7 @@ def test_recurrent_co_player_learns_the_best_response_to_fixed_meta_agents():
     keys = jnp.concatenate([jax.random.split(jax.random.key(0), 3)] * 2)
     metrics = jax.jit(jax.vmap(outer_episode))(keys, jnp.repeat(jnp.asarray(tables), 3, axis=0))
     # The co-player's (agent 1) cooperation rate per inner episode: its per-state frequencies
-    # (recurrent) weighted by its visits; its mean reward per round. (6 runs, 40 inner episodes).
+    # (recurrent) weighted by its visits; its mean reward per round. (6 runs, 60 inner episodes).
     states = ("CC", "CD", "DC", "DD", "START")
     cooperation = sum(
         np.asarray(metrics[f"cooperation_{s}"])[..., 1] * np.asarray(metrics[f"visits_{s}"])[..., 1]
@@ -272,8 +279,10 @@ def test_recurrent_co_player_learns_the_best_response_to_fixed_meta_agents():
     )
     reward = np.asarray(metrics["reward"])[..., 1]
     assert np.all(np.abs(cooperation[:, 0] - 0.5) < 0.1), cooperation[:, 0]  # it starts at random
-    late_cooperation, late_reward = cooperation[:, -5:].mean(1), reward[:, -5:].mean(1)
-    print("cooperation, inner episodes 36-40:", late_cooperation, "reward per round:", late_reward)
+    # The median over inner episodes 51-60: the response it plays, not a one-episode dip of its
+    # sampled policy (one seed of 64 on jax 0.10.2 fell to 0.11 in episode 59, then 0.8).
+    late_cooperation, late_reward = np.median(cooperation[:, -10:], 1), np.median(reward[:, -10:], 1)
+    print("cooperation, median of inner episodes 51-60:", late_cooperation, "reward per round:", late_reward)
     # vs tit-for-tat: ALL-C (cooperates in >= 90 % of the rounds; -1 per round within 0.05).
     assert np.all(late_cooperation[:3] >= 0.9), late_cooperation
     np.testing.assert_allclose(late_reward[:3], -1.0, atol=0.05)

@@ -224,18 +224,32 @@ def device_child(script: str, base: Any, num_devices: int = 4, timeout: float = 
     runs the child (a file lock) and the others read its result, so the child runs once however
     the tests are spread over workers.
 
+    A child that runs past ``timeout`` seconds fails like one that crashed, with a message that
+    says so, and the other workers read that failure instead of starting the child again (a
+    second run would find the first one's output in its folder and fail for that instead).
+
     Raises:
         AssertionError: the child failed (its last lines of stderr in the message).
     """
 
     def compute(out: pathlib.Path) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, script, str(out)],
-            env=_cpu_child_env(num_devices),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        try:
+            done = subprocess.run(
+                [sys.executable, script, str(out)],
+                env=_cpu_child_env(num_devices),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as error:
+            stderr = error.stderr.decode() if isinstance(error.stderr, bytes) else (error.stderr or "")
+            return {
+                "returncode": None,
+                "stderr": f"{stderr[-3000:]}\n{script} ran past its timeout of {timeout:.0f} s and was "
+                "stopped: on a loaded machine run fewer tests at once (pytest -n) or pass a longer "
+                "timeout to device_child.",
+                "result": None,
+            }
         return _last_json(done.returncode, done.stdout, done.stderr)
 
     return _once_per_session(base, f"{pathlib.Path(script).stem}.{num_devices}", compute)["result"]
