@@ -529,6 +529,10 @@ def test_kill_after_the_final_checkpoint_then_resume_prunes_and_compiles_nothing
     keys = jax.vmap(jax.random.key)(np.asarray(SEEDS, np.uint32))
     target = jax.eval_shape(jax.vmap(make_bandit_runner(config).init), keys)
     ckpt.load_checkpoint(ckpt.latest_checkpoint(os.path.join(out_dir, "checkpoints")), target)
+    # The driver's device check compiles a one-op probe once per process and set of CPU options
+    # (driver._cpu_options_supported), whether or not the run then compiles anything.
+    for program in ("init", "chunk", "evaluate"):
+        driver.compile_options(program, len(SEEDS), "auto")
     _counting_compiles[0] = True
     try:
         again = run_experiment(
