@@ -208,14 +208,16 @@ def package_step(package: str, fast: bool) -> list[str]:
     that runs its ``slow`` tests with our XLA flags, then (also where ``fast``) the others with
     the package's flags added to ``LAMELLA_OPTIONAL_XLA_FLAGS``; it fails if either run fails."""
     test = ["hatch", "test", "-i", f"pkg={package}", "--parallel"]
-    rest = [*test, "--", "-m", "not slow and not research"]
+    # Arguments after "--" replace the environment's default-args (its tests folder): name it.
+    tests = ["--", f"packages/{package}/tests"]
+    rest = [*test, *tests, "-m", "not slow and not research"]
     if package not in SLOW_APART_XLA_FLAGS:
         return rest if fast else test
     flags = SLOW_APART_XLA_FLAGS[package]
     others = f'{OPTIONAL_XLA_FLAGS}="${{{OPTIONAL_XLA_FLAGS}:-}} {flags}" {shlex.join(rest)}'
     if fast:
         return ["bash", "-c", others]
-    slow = shlex.join([*test, "--", "-m", "slow and not research"])
+    slow = shlex.join([*test, *tests, "-m", "slow and not research"])
     return ["bash", "-c", f"{slow}; slow=$?; {others}; others=$?; exit $(( slow || others ))"]
 
 

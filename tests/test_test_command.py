@@ -139,8 +139,8 @@ def test_slow_tests_apart_keep_our_flags_and_the_rest_gets_the_packages(tmp_path
     fake = tmp_path / "hatch"
     fake.write_text(
         "#!/bin/sh\n"
-        'marker="$7"\n'
-        'echo "marker=$marker flags=${LAMELLA_OPTIONAL_XLA_FLAGS:-none}"\n'
+        'marker="$8"\n'
+        'echo "$6 marker=$marker flags=${LAMELLA_OPTIONAL_XLA_FLAGS:-none}"\n'
         '[ "$marker" = "$FAIL" ] && exit 1\n'
         "exit 0\n"
     )
@@ -162,13 +162,21 @@ def test_slow_tests_apart_keep_our_flags_and_the_rest_gets_the_packages(tmp_path
 
     code, lines = run("agents", fast=False)
     assert code == 0 and lines == [
-        "marker=slow and not research flags=--xla_mine=1",
-        "marker=not slow and not research flags=--xla_mine=1 --xla_probe=false",
+        "packages/agents/tests marker=slow and not research flags=--xla_mine=1",
+        "packages/agents/tests marker=not slow and not research flags=--xla_mine=1 --xla_probe=false",
     ], lines
     assert run("agents", fast=False, fail="slow and not research")[0] != 0
     assert run("agents", fast=False, fail="not slow and not research")[0] != 0
     code, lines = run("agents", fast=True)
-    assert code == 0 and lines == ["marker=not slow and not research flags=--xla_mine=1 --xla_probe=false"]
+    assert code == 0 and lines == [
+        "packages/agents/tests marker=not slow and not research flags=--xla_mine=1 --xla_probe=false"
+    ]
     # Other packages: one hatch test, no marker unless fast.
     assert test_all.package_step("envs", fast=False) == ["hatch", "test", "-i", "pkg=envs", "--parallel"]
-    assert test_all.package_step("envs", fast=True)[-2:] == ["-m", "not slow and not research"]
+    # Arguments after "--" replace hatch's default-args: the tests folder is named again.
+    assert test_all.package_step("envs", fast=True)[-4:] == [
+        "--",
+        "packages/envs/tests",
+        "-m",
+        "not slow and not research",
+    ]
