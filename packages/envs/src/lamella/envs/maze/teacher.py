@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lamella.envs import _teacher, spaces, struct
 from lamella.envs import random as fast_random
-from lamella.envs import spaces, struct
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.maze.env import COLOR_GREEN, COLOR_GREY, OBJECT_EMPTY, OBJECT_GOAL, OBJECT_WALL
 from lamella.envs.maze.levels import check_params, choose_cell
@@ -93,18 +93,11 @@ class AMazeTeacher(Environment[AMazeTeacherState, AMazeParams]):
 
     def observation_space(self, params: AMazeParams | None = None) -> spaces.Dict:
         params = self.default_params if params is None else params
-        entries: dict[str, spaces.Space] = {
-            "image": spaces.Box(0, 255, (params.height + 2, params.width + 2, 3), jnp.uint8),
-            "time": spaces.Box(0, params.n_walls + 2, (), jnp.int32),
-        }
-        if self.noise_dim:
-            entries["noise"] = spaces.Box(0.0, 1.0, (self.noise_dim,), jnp.float32)
-        return spaces.Dict(entries)
+        image = spaces.Box(0, 255, (params.height + 2, params.width + 2, 3), jnp.uint8)
+        return _teacher.observation_space(image, params.n_walls + 2, self.noise_dim)
 
     def _noise(self, key: jax.Array) -> jax.Array:
-        if not self.noise_dim:
-            return jnp.zeros((0,), jnp.float32)
-        return fast_random.uniform(key, (self.noise_dim,), stream=7, vector=True)
+        return _teacher.noise(key, self.noise_dim)
 
     def reset_env(
         self, key: jax.Array, params: AMazeParams

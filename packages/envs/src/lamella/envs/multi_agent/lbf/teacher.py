@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lamella.envs import _teacher, spaces, struct
 from lamella.envs import random as fast_random
-from lamella.envs import spaces, struct
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.lbf.env import LevelBasedForaging, _adjacent_food, _near_food
 from lamella.envs.multi_agent.lbf.levels import ForagingLevel, _choose, _food_cap, state_of_level
@@ -121,18 +121,11 @@ class ForagingTeacher(Environment[ForagingTeacherState, LevelBasedForagingParams
 
     def observation_space(self, params: LevelBasedForagingParams | None = None) -> spaces.Dict:
         high = max(self.env.max_player_level, self.env.food_level_bound, 1)
-        entries: dict[str, spaces.Space] = {
-            "image": spaces.Box(0, high, (self.rows, self.cols, 3), jnp.uint8),
-            "time": spaces.Box(0, self.num_steps(), (), jnp.int32),
-        }
-        if self.noise_dim:
-            entries["noise"] = spaces.Box(0.0, 1.0, (self.noise_dim,), jnp.float32)
-        return spaces.Dict(entries)
+        image = spaces.Box(0, high, (self.rows, self.cols, 3), jnp.uint8)
+        return _teacher.observation_space(image, self.num_steps(), self.noise_dim)
 
     def _noise(self, key: jax.Array) -> jax.Array:
-        if not self.noise_dim:
-            return jnp.zeros((0,), jnp.float32)
-        return fast_random.uniform(key, (self.noise_dim,), stream=7, vector=True)
+        return _teacher.noise(key, self.noise_dim)
 
     def reset_env(
         self, key: jax.Array, params: LevelBasedForagingParams
