@@ -10,6 +10,7 @@ A page not listed counts by its size.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,9 @@ LONG_TESTS = {
 }
 PAGE_TESTS = {"test_readme_commands.py", "test_docs.py"}
 ROOT = Path(__file__).resolve().parent.parent
+# The tests import their shared client (lamella_server.LamellaServer) from this folder, which
+# --import-mode=importlib leaves off sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _seconds(item: pytest.Item) -> float:

@@ -1,10 +1,10 @@
 """Run many ``lamella`` commands in one interpreter, each as if it were its own process.
 
-``tests/test_readme_commands.py`` runs about 60 ``lamella`` commands; started one process each,
-every command first spends about 2.5 s of CPU importing JAX, flax and optax, and compiles again
-what an earlier command of the page already compiled. ``LamellaServer`` (in that test file) starts one child
-interpreter per page (this file as a script) that imports the CLI once and then runs the
-commands it is sent, one at a time, in the working directory it is told. What a command prints
+``tests/test_readme_commands.py`` runs about 60 ``lamella`` commands and ``tests/test_cli_errors.py``
+about 35; started one process each, every command first spends about 2.5 s of CPU importing JAX,
+flax and optax, and compiles again what an earlier command already compiled. ``LamellaServer``
+(below; the test files import it) starts one child interpreter (this file as a script; one per
+page, or per test worker) that imports the CLI once and then runs the commands it is sent, one at a time, in the working directory it is told. What a command prints
 reaches the parent as it would from ``python -m lamella.envs.cli`` with stdout and stderr on
 one pipe: both file descriptors point at one file, stdout block-buffered and stderr
 line-buffered as Python sets them up for a pipe, so lines come in the same order; a traceback
@@ -22,9 +22,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import select
+import subprocess
 import sys
+import tempfile
 import traceback
 import warnings
+from pathlib import Path
 from typing import Any
 
 
@@ -82,6 +86,55 @@ def serve() -> None:
             io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", line_buffering=True
         )
         replies.write(json.dumps({"code": code}) + "\n")
+
+
+class LamellaServer:
+    """A child interpreter that runs ``lamella`` commands (``python -m lamella.envs.cli``)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        self.outputs = Path(tempfile.mkdtemp(prefix="lamella-server-"))
+        self.count = 0
+
+    def run(self, argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+        """``lamella ARGV`` in ``cwd``: its exit status and its output (stdout and stderr, in order)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.count += 1
+        output = self.outputs / f"{self.count}.txt"
+        request = {"argv": argv, "cwd": str(cwd), "output": str(output)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        answer = self.process.stdout.readline() if ready else ""
+        printed = output.read_text(errors="replace") if output.exists() else ""
+        if not answer:  # timed out, or the child died (a crash: no answer, status below)
+            self.close()
+            code = self.process.returncode if not ready else (self.process.returncode or 1)
+            reason = f"no answer within {timeout:.0f} s" if not ready else f"the server died ({code})"
+            return subprocess.CompletedProcess(["lamella", *argv], code or 1, printed + f"\n[{reason}]\n")
+        return subprocess.CompletedProcess(["lamella", *argv], json.loads(answer)["code"], printed)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> LamellaServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 if __name__ == "__main__":

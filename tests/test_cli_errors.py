@@ -1,10 +1,16 @@
 """Every ``lamella`` command answers bad input the same way: exit status 2, one message, no traceback.
 
-Each case runs the real ``lamella`` command in a fresh process (as a user would), on input
-that is wrong in one way, and checks the exit status, that exactly one line of stderr carries
-the error (argparse-style commands print their usage line before it), that the message names
-the problem (and, where the table says so, the fix), and that no "Traceback" is printed.
-``--debug`` turns the same errors into tracebacks. Every input fails before anything compiles.
+Each case runs the ``lamella`` command on input that is wrong in one way, and checks the exit
+status, that exactly one line of its output carries the error (argparse-style commands print
+their usage line before it), that the message names the problem (and, where the table says so,
+the fix), and that no "Traceback" is printed. ``--debug`` turns the same errors into tracebacks.
+Every input fails before anything compiles.
+
+The cases run in one child interpreter per test worker that imports the CLI once
+(``tests/lamella_server.py``: each command gets its own argv, working directory, output and exit
+status, as from its own process), since a fresh process per case spent most of its 5 CPU-s
+importing; ``test_a_fresh_process_answers_as_the_server_does`` runs cases as a user would, one
+``python -m lamella.envs.cli`` process each, with stdout and stderr apart.
 """
 
 from __future__ import annotations
@@ -17,18 +23,31 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lamella_server import LamellaServer
+
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
 
 
-def lamella(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-m", "lamella.envs.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def fresh_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``lamella ARGS`` in its own process: stdout and stderr apart."""
+    command = [sys.executable, "-m", "lamella.envs.cli", *args]
+    return subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with LamellaServer(ENV) as running:
+        yield running
+
+
+@pytest.fixture
+def lamella(server: LamellaServer):
+    """``lamella ARGS`` in ``cwd``, run by this worker's server: stdout and stderr on one stream."""
+
+    def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        return server.run(args, cwd, timeout=300)
+
+    return run
 
 
 def _run_log(step: dict) -> dict:
@@ -161,20 +180,35 @@ def _argv(args: list[str], work: Path) -> list[str]:
     return [a.replace("{work}", str(work)) for a in args]
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_user_error_is_one_line_with_status_2(case: str, work: Path) -> None:
+def check_user_error(
+    case: str, result: subprocess.CompletedProcess[str], error_stream: str, work: Path
+) -> None:
+    """``result`` of ``case`` is one error line in ``error_stream``, status 2, no traceback."""
     args, expected = CASES[case]
-    result = lamella(_argv(args, work), work)
-    output = result.stdout + result.stderr
+    output = (result.stdout or "") + (result.stderr or "")
     assert result.returncode == 2, f"{case}: exit status {result.returncode}\n{output}"
     assert "Traceback" not in output, f"{case}: printed a traceback\n{output}"
-    errors = [line for line in result.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1, f"{case}: expected one error line on stderr\n{result.stderr}"
+    errors = [line for line in error_stream.splitlines() if "error:" in line]
+    assert len(errors) == 1, f"{case}: expected one error line\n{error_stream}"
     assert errors[0].startswith(f"lamella {args[0]}"), errors[0]
     for text in expected:
         assert text in errors[0], f"{case}: {text!r} not in the message {errors[0]!r}"
     # Nothing ran: no output directory appeared next to the inputs.
     assert not (work / "eval").exists() and not (work / "runs" / "gifs" / "Pendulm-v1.gif").exists()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_user_error_is_one_line_with_status_2(case: str, work: Path, lamella) -> None:
+    result = lamella(_argv(CASES[case][0], work), work)
+    check_user_error(case, result, result.stdout, work)
+
+
+@pytest.mark.parametrize("case", ["train: unknown algorithm", "eval aggregate: truncated metrics.json"])
+def test_a_fresh_process_answers_as_the_server_does(case: str, work: Path) -> None:
+    """As a user runs it: its own process, the one error line on stderr and nothing on stdout."""
+    result = fresh_process(_argv(CASES[case][0], work), work)
+    check_user_error(case, result, result.stderr, work)
+    assert result.stdout == "", result.stdout
 
 
 @pytest.mark.parametrize(
@@ -187,13 +221,13 @@ def test_user_error_is_one_line_with_status_2(case: str, work: Path) -> None:
     ],
     ids=["eval aggregate", "eval checkpoints", "train", "demo"],
 )
-def test_debug_shows_the_traceback(args: list[str], work: Path) -> None:
+def test_debug_shows_the_traceback(args: list[str], work: Path, lamella) -> None:
     result = lamella(_argv(args, work), work)
     assert result.returncode != 0
-    assert "Traceback (most recent call last)" in result.stderr, result.stderr
+    assert "Traceback (most recent call last)" in result.stdout, result.stdout
 
 
-def test_aggregate_skips_folders_without_run_logs_and_names_them(work: Path, tmp_path: Path) -> None:
+def test_aggregate_skips_folders_without_run_logs_and_names_them(work: Path, tmp_path: Path, lamella) -> None:
     """``lamella eval aggregate runs/*`` over run directories and demo/animate output works."""
     out = tmp_path / "out"
     result = lamella(
@@ -203,13 +237,14 @@ def test_aggregate_skips_folders_without_run_logs_and_names_them(work: Path, tmp
         ],
         work,
     )
-    assert result.returncode == 0, result.stderr
-    assert f"skipped {work}/runs/demo, {work}/runs/gifs (no metrics.json or metrics.csv)" in result.stderr
+    assert result.returncode == 0, result.stdout
+    assert f"skipped {work}/runs/demo, {work}/runs/gifs (no metrics.json or metrics.csv)" in result.stdout
     assert (out / "aggregates.csv").is_file()
 
 
 def test_a_command_loads_the_plugins_that_extend_it(work: Path) -> None:
-    """``lamella train`` loads ``train`` and ``train_*`` entry points (lamella-gcrl's ``--her``)."""
-    result = lamella(["train", "td3", "--env", "PointRobotGoal-v0", "--her", "--print-config"], work)
+    """``lamella train`` loads ``train`` and ``train_*`` entry points (lamella-gcrl's ``--her``),
+    in a fresh process (where no earlier command loaded them)."""
+    result = fresh_process(["train", "td3", "--env", "PointRobotGoal-v0", "--her", "--print-config"], work)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["config"]["her"] is True

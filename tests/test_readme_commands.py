@@ -34,19 +34,16 @@ wildcard and consecutive sample lines that differ only in numbers may repeat any
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
-import select
 import shlex
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from lamella_server import LamellaServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(
@@ -58,7 +55,6 @@ RUN_BY_THEIR_OWN_TEST = {"packages/eval/README.md": "packages/eval/tests/test_re
 
 CODE = {"python", "toml", "json"}
 SHELL = {"bash", "sh"}
-SERVER = Path(__file__).with_name("lamella_server.py")  # runs a page's lamella commands
 MARKER = re.compile(r"<!--\s*(illustration|output of):\s*(\S.*?)\s*-->")
 
 # Off-policy runs cut to a few hundred steps: one rollout of 100 steps per env after 100 random
@@ -388,55 +384,6 @@ def classify(command: str) -> tuple[str, str, str]:
     if prefix in NOT_RUN:
         return "skip", "", NOT_RUN[prefix]
     return "run", *RUN[prefix]
-
-
-class LamellaServer:
-    """A child interpreter that runs ``lamella`` commands (``python -m lamella.envs.cli``)."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(SERVER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            text=True,
-        )
-        self.outputs = Path(tempfile.mkdtemp(prefix="lamella-server-"))
-        self.count = 0
-
-    def run(self, argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-        """``lamella ARGV`` in ``cwd``: its exit status and its output (stdout and stderr, in order)."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.count += 1
-        output = self.outputs / f"{self.count}.txt"
-        request = {"argv": argv, "cwd": str(cwd), "output": str(output)}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        answer = self.process.stdout.readline() if ready else ""
-        printed = output.read_text(errors="replace") if output.exists() else ""
-        if not answer:  # timed out, or the child died (a crash: no answer, status below)
-            self.close()
-            code = self.process.returncode if not ready else (self.process.returncode or 1)
-            reason = f"no answer within {timeout:.0f} s" if not ready else f"the server died ({code})"
-            return subprocess.CompletedProcess(["lamella", *argv], code or 1, printed + f"\n[{reason}]\n")
-        return subprocess.CompletedProcess(["lamella", *argv], json.loads(answer)["code"], printed)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def __enter__(self) -> LamellaServer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 # What every command runs with.
