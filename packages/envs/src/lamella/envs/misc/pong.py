@@ -194,9 +194,9 @@ class Pong(Environment[PongState, PongParams]):
         # column w are both lit in one of two terms (term 1: the left paddle, the ball, the last
         # ball; term 2: the right paddle). The small masks are stored once per env
         # (computed_once): left alone, XLA on CPU copies the arithmetic behind them into every one
-        # of the 3600 cells. Each cell then costs a few loads, two ands and an or, which XLA fuses
-        # into whatever reads the observation; a scatter into zeros (gymnax's way, and ours
-        # before) writes the whole image to memory first and costs about twice as much.
+        # of the 3600 cells. The image is then written in one elementwise pass (a few loads, two
+        # ands and an or per cell); a scatter into zeros (gymnax's way, and ours before) writes it
+        # once to clear it, then scatters, then selects it with the reset's: about twice the cost.
         height, width, half = self.height, self.width, self.paddle_half_height
         rows = jnp.arange(height, dtype=jnp.int32)
         r, c = self._cell(state.ball_row, state.ball_col)
@@ -204,7 +204,9 @@ class Pong(Environment[PongState, PongParams]):
 
         def paddle_rows(centre: jax.Array) -> jax.Array:
             top = jnp.floor(centre).astype(jnp.int32)
-            return (rows >= jnp.clip(top - half, 0, height - 1)) & (rows <= jnp.clip(top + half, 0, height - 1))
+            return (rows >= jnp.clip(top - half, 0, height - 1)) & (
+                rows <= jnp.clip(top + half, 0, height - 1)
+            )
 
         term_rows = jnp.stack([paddle_rows(state.left_paddle), rows == r, rows == r_last], axis=-1)  # (h, 3)
         right_rows = paddle_rows(state.right_paddle)  # (h,)
@@ -212,7 +214,8 @@ class Pong(Environment[PongState, PongParams]):
         term_cols = jnp.stack([cols == 0, cols == c, cols == c_last], axis=-1)  # (w, 3)
         term_rows, right_rows, term_cols = computed_once(term_rows, right_rows, term_cols)
         return (
-            (term_rows[:, None, :] & term_cols[None, :, :]) | (right_rows[:, None, None] & _right_paddle_cells(width))
+            (term_rows[:, None, :] & term_cols[None, :, :])
+            | (right_rows[:, None, None] & _right_paddle_cells(width))
         ).astype(jnp.float32)
 
     def observation_of(self, state: PongState, params: PongParams | None = None) -> jax.Array:
