@@ -118,6 +118,9 @@ class PPOConfig(PPOSettings):
         log_std_init: initial log standard deviation for Box actions.
         view_shape: ``(H, W, C)`` of the view that ``torso="view_cnn"`` reads.
         view_start: where that view starts in the flat observation row.
+        fast_gradient: the dense layers of the ``"mlp"`` torso, of the heads and (recurrent)
+            around the core are :class:`~lamella.agents.networks.Dense`: the same parameters and
+            values, a faster gradient on the CPU, float sums in another order.
     """
 
     normalize_observations: bool = False
@@ -133,6 +136,7 @@ class PPOConfig(PPOSettings):
     log_std_init: float = 0.0
     view_shape: tuple[int, ...] = ()
     view_start: int = 0
+    fast_gradient: bool = False
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` (a ``ValueError``) naming the first
@@ -177,6 +181,7 @@ def make_actor_critic(config: PPOConfig, action_space: spaces.Space) -> ActorCri
         "log_std_init": config.log_std_init,
         "view_shape": tuple(config.view_shape),
         "view_start": config.view_start,
+        "fast_gradient": config.fast_gradient,
     }
     if config.recurrent:
         network = RecurrentActorCriticNet(
