@@ -107,6 +107,10 @@ class PPOConfig(PPOSettings):
         recurrent: put a recurrent core between torso and heads (PPO-memory).
         cell: ``"gru"`` or ``"lstm"``.
         rnn_hidden_size: width of the recurrent carry.
+        post_core_layers: a recurrent network's actor and critic each have a dense layer of
+            ``hidden_sizes[-1]`` units after the core; ``False``: the heads read the core's
+            output (Pax's ``PPO_memory``;
+            :class:`~lamella.agents.actor_critic.RecurrentActorCriticNet`).
         recurrent_update: how the recurrent network is updated (:func:`~lamella.agents.ppo_update.make_ppo_update`):
             ``"bptt"`` (the default), minibatches of whole env sequences with gradients through
             time (``num_minibatches`` must divide ``num_envs``); ``"stored_memory"``, minibatches
@@ -131,6 +135,7 @@ class PPOConfig(PPOSettings):
     recurrent: bool = False
     cell: str = "gru"
     rnn_hidden_size: int = 64
+    post_core_layers: bool = True
     recurrent_update: str = "bptt"
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
@@ -185,7 +190,11 @@ def make_actor_critic(config: PPOConfig, action_space: spaces.Space) -> ActorCri
     }
     if config.recurrent:
         network = RecurrentActorCriticNet(
-            action_space, cell=config.cell, rnn_hidden_size=config.rnn_hidden_size, **common
+            action_space,
+            cell=config.cell,
+            rnn_hidden_size=config.rnn_hidden_size,
+            post_core_layers=config.post_core_layers,
+            **common,
         )
         return recurrent_actor_critic(network, network.initial_memory)
     return feedforward_actor_critic(FeedForwardActorCriticNet(action_space, **common))
