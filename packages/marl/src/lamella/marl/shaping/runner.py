@@ -310,10 +310,6 @@ def _learner_config(config: ShapingConfig, copies: int, view: ViewLayout | None 
         rnn_hidden_size=config.rnn_hidden_size,
         recurrent_update=config.recurrent_update,
         post_core_layers=config.post_core_layers,
-        # A recurrent learner's dense layers with lamella-agents' faster CPU gradient: the same
-        # parameters and values up to float rounding, about 7% less CPU time per update of Pax's
-        # CoinGame GRU co-player (lamella-marl's README). Feed-forward learners keep flax's layers.
-        fast_gradient=config.recurrent,
     )
 
 
