@@ -16,7 +16,8 @@ Programs of :func:`lamella.marl.shaping.meta.make_meta_runner`, each one jitted 
   with 16 members, 60 inner episodes per outer episode instead of 600, and a feed-forward PPO
   co-player (Pax's yaml has ``PPO_memory``);
 * ``pax_coin_game_memory``: the same with Pax's yaml's ``PPO_memory`` co-player (a 16-unit layer,
-  a 16-unit GRU; lamella: ``co_player_recurrent=True``) updated as Pax updates it, each round
+  a 16-unit GRU, the heads on its output; lamella: ``co_player_recurrent=True,
+  co_player_post_core_layers=False``) updated as Pax updates it, each round
   recomputed from the GRU state stored when it acted (``co_player_recurrent_update=
   "stored_memory"``), on Pax's 100 envs;
 * ``pax_coin_game_memory_bptt``: the same co-player updated with lamella's default BPTT (whole
@@ -127,11 +128,14 @@ def programs() -> dict[str, MetaConfig]:
     }
     # The same with Pax's PPO_memory co-player: a 16-unit layer, then a 16-unit GRU whose state
     # starts afresh every inner episode, updated as Pax's is (each round from its stored state).
+    # Its policy and value heads read the GRU's output as Pax's do (no dense layer of its own for
+    # the actor and the critic after the GRU, lamella's default).
     configs["pax_coin_game_memory"] = dataclasses.replace(
         configs["pax_coin_game"],
         co_player_recurrent=True,
         co_player_rnn_hidden_size=16,
         co_player_recurrent_update="stored_memory",
+        co_player_post_core_layers=False,
     )
     # ... and with lamella's default BPTT update (minibatches of whole envs: 96 of them).
     configs["pax_coin_game_memory_bptt"] = dataclasses.replace(

@@ -176,3 +176,50 @@ def test_recurrent_step_keeps_each_dimension_of_a_box_distribution():
     np.testing.assert_allclose(dist.log_std, np.broadcast_to([-1.0, 0.0, 0.5], (4, 3)), atol=1e-6)
     np.testing.assert_allclose(dist.low, np.broadcast_to([-1.0, 0.0, -5.0], (4, 3)))
     np.testing.assert_allclose(dist.high, np.broadcast_to([1.0, 2.0, 5.0], (4, 3)))
+
+
+def test_fast_gradient_recurrent_network_has_the_default_parameters_values_and_gradients():
+    """``fast_gradient=True`` swaps flax's dense layers for lamella's (a faster CPU gradient): the
+    parameter tree (names, shapes, initial values) must be the default network's, so checkpoints
+    load either way, and outputs and gradients equal up to float rounding. Without the layers
+    after the core (``post_core_layers=False``, Pax's PPO_memory) the heads read the core.
+    (The feed-forward network's fast layers are lamella.agents.networks.MLP's and ActionHead's,
+    tested in test_networks.)"""
+    from lamella.agents import recurrent_actor_critic
+    from lamella.agents.actor_critic import RecurrentActorCriticNet
+    from lamella.envs import spaces
+
+    space = spaces.Discrete(4)
+    obs = jax.random.normal(jax.random.key(0), (3, 5, 6))  # (T, batch, features)
+    reset = jnp.zeros((3, 5), bool).at[0].set(True)
+    action = jax.random.randint(jax.random.key(1), (3, 5), 0, 4)
+
+    def build(**options):
+        net = RecurrentActorCriticNet(space, hidden_sizes=(8,), rnn_hidden_size=8, **options)
+        return recurrent_actor_critic(net, net.initial_memory)
+
+    def loss(actor_critic):
+        def total(params):
+            memory = actor_critic.initial_memory(5)
+            log_prob, value, entropy = actor_critic.evaluate_actions(params, memory, obs, reset, action)
+            return jnp.sum(log_prob * jnp.arange(5.0)) + jnp.sum(jnp.sin(value)) + jnp.sum(entropy)
+
+        return jax.jit(jax.value_and_grad(total))
+
+    default, fast = build(), build(fast_gradient=True)
+    params = default.init(jax.random.key(2), obs[0])
+    fast_params = fast.init(jax.random.key(2), obs[0])
+    assert jax.tree.structure(fast_params) == jax.tree.structure(params)
+    for a, b in zip(jax.tree.leaves(fast_params), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    (value, grads), (fast_value, fast_grads) = loss(default)(params), loss(fast)(params)
+    np.testing.assert_allclose(fast_value, value, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(fast_grads), jax.tree.leaves(grads), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    bare = build(post_core_layers=False)
+    bare_params = bare.init(jax.random.key(2), obs[0])["params"]
+    # The torso (Dense_0), the core, the policy head and the value layer: no Dense_1 / Dense_2.
+    assert sorted(bare_params) == ["ActionHead_0", "Dense_0", "Dense_1", "core"]
+    assert bare_params["Dense_1"]["kernel"].shape == (8, 1)
+    assert bare_params["ActionHead_0"]["Dense_0"]["kernel"].shape == (8, 4)
+    assert sorted(params["params"]) == ["ActionHead_0", "Dense_0", "Dense_1", "Dense_2", "Dense_3", "core"]

@@ -107,6 +107,10 @@ class PPOConfig(PPOSettings):
         recurrent: put a recurrent core between torso and heads (PPO-memory).
         cell: ``"gru"`` or ``"lstm"``.
         rnn_hidden_size: width of the recurrent carry.
+        post_core_layers: a recurrent network's actor and critic each have a dense layer of
+            ``hidden_sizes[-1]`` units after the core; ``False``: the heads read the core's
+            output (Pax's ``PPO_memory``;
+            :class:`~lamella.agents.actor_critic.RecurrentActorCriticNet`).
         recurrent_update: how the recurrent network is updated (:func:`~lamella.agents.ppo_update.make_ppo_update`):
             ``"bptt"`` (the default), minibatches of whole env sequences with gradients through
             time (``num_minibatches`` must divide ``num_envs``); ``"stored_memory"``, minibatches
@@ -118,6 +122,9 @@ class PPOConfig(PPOSettings):
         log_std_init: initial log standard deviation for Box actions.
         view_shape: ``(H, W, C)`` of the view that ``torso="view_cnn"`` reads.
         view_start: where that view starts in the flat observation row.
+        fast_gradient: the dense layers of the ``"mlp"`` torso, of the heads and (recurrent)
+            around the core are :class:`~lamella.agents.networks.Dense`: the same parameters and
+            values, a faster gradient on the CPU, float sums in another order.
     """
 
     normalize_observations: bool = False
@@ -128,11 +135,13 @@ class PPOConfig(PPOSettings):
     recurrent: bool = False
     cell: str = "gru"
     rnn_hidden_size: int = 64
+    post_core_layers: bool = True
     recurrent_update: str = "bptt"
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
     view_shape: tuple[int, ...] = ()
     view_start: int = 0
+    fast_gradient: bool = False
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` (a ``ValueError``) naming the first
@@ -177,10 +186,15 @@ def make_actor_critic(config: PPOConfig, action_space: spaces.Space) -> ActorCri
         "log_std_init": config.log_std_init,
         "view_shape": tuple(config.view_shape),
         "view_start": config.view_start,
+        "fast_gradient": config.fast_gradient,
     }
     if config.recurrent:
         network = RecurrentActorCriticNet(
-            action_space, cell=config.cell, rnn_hidden_size=config.rnn_hidden_size, **common
+            action_space,
+            cell=config.cell,
+            rnn_hidden_size=config.rnn_hidden_size,
+            post_core_layers=config.post_core_layers,
+            **common,
         )
         return recurrent_actor_critic(network, network.initial_memory)
     return feedforward_actor_critic(FeedForwardActorCriticNet(action_space, **common))

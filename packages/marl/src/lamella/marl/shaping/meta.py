@@ -132,6 +132,10 @@ class MetaConfig(PPOSettings):
             acted, no gradient through time (``num_minibatches`` must divide ``num_envs //
             num_opponents * num_inner_steps``). Cheaper (its update about 1.5x on Pax's CoinGame
             setup), and the update is most of a recurrent co-player's cost.
+        co_player_post_core_layers: a recurrent co-player's actor and critic each have a dense
+            layer of ``hidden_sizes[-1]`` units (``co_player_rnn_hidden_size`` if empty) after the
+            GRU (the default); ``False``: its policy and value heads read the GRU's output, as
+            Pax's ``PPO_memory`` network (a 16-unit layer, the GRU, the heads).
         torso: the co-players' torso, ``"mlp"`` or ``"cnn"`` (IPD-in-the-Matrix only: Pax's
             ``ipditm`` CNN on the view, the inventory joined after it; then ``hidden_sizes``, or
             the GRU when ``co_player_recurrent``; see :class:`~lamella.marl.shaping.runner.ShapingConfig`).
@@ -173,6 +177,7 @@ class MetaConfig(PPOSettings):
     co_player_recurrent: bool = False
     co_player_rnn_hidden_size: int = 16
     co_player_recurrent_update: str = "bptt"
+    co_player_post_core_layers: bool = True
     torso: str = "mlp"
     meta_torso: str = "mlp"
     meta_roles: int = 1
@@ -209,6 +214,7 @@ class MetaConfig(PPOSettings):
                 "cell": "gru",
                 "rnn_hidden_size": self.co_player_rnn_hidden_size,
                 "recurrent_update": self.co_player_recurrent_update,
+                "post_core_layers": self.co_player_post_core_layers,
                 "torso": self.torso,
             }
         )

@@ -119,6 +119,9 @@ class ShapingConfig(PPOSettings):
             ``recurrent_update="bptt"`` its ``num_envs / num_opponents`` envs; ``recurrent``
             gives PPO-memory; ``recurrent_update="stored_memory"`` updates it as Pax's
             ``PPO_memory`` does, each step from its stored memory, no gradient through time).
+        post_core_layers: a recurrent learner's actor and critic each have a dense layer after
+            its core (the default); ``False``: the heads read the core's output, as Pax's
+            ``PPO_memory`` (lamella-agents' ``PPOConfig.post_core_layers``).
         torso: every learner's torso: ``"mlp"`` (on the flat row) or ``"cnn"``: on an env whose
             dict observation holds an image view (IPD-in-the-Matrix), Pax's ``ipditm`` CNN
             (lamella-agents' :class:`~lamella.agents.networks.ViewCNN`: one 3 x 3 convolution of
@@ -145,6 +148,7 @@ class ShapingConfig(PPOSettings):
     cell: str = "gru"
     rnn_hidden_size: int = 16
     recurrent_update: str = "bptt"
+    post_core_layers: bool = True
     torso: str = "mlp"
 
     #: The algorithm's name in messages (``lamella train shaping``).
@@ -305,6 +309,7 @@ def _learner_config(config: ShapingConfig, copies: int, view: ViewLayout | None 
         cell=config.cell,
         rnn_hidden_size=config.rnn_hidden_size,
         recurrent_update=config.recurrent_update,
+        post_core_layers=config.post_core_layers,
     )
 
 
