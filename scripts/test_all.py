@@ -43,19 +43,22 @@ STEP_SECONDS = {"agents": 871, "integration": 869, "envs": 620, "marl": 560, "ue
 # marl 683, ued 319, gcrl 217 CPU-s of tests on an idle machine before -> 551, 513, 254, 194 with
 # it, every test passing). Programs then run slower (a PPO CartPole run 1.6x) and their float
 # results differ in the last bits from XLA's default (every learning test of these steps passed
-# with it), so lamella-agents' step (training-heavy learning tests: with the flag its TD3 and DDPG
-# Pendulum learning tests missed their thresholds, 2026-11-29) and the README pages' step (exact
-# sample outputs) keep XLA's default emitters; in that step only the pages' Python blocks (no
-# output compared) add the flag themselves (tests/test_docs.py, PAGE_XLA_FLAG: 378 -> 282 CPU-s
-# on the five largest pages). A persistent compilation cache (JAX_COMPILATION_CACHE_DIR) shared by
-# a step's processes was measured too and does not pay (see the root README).
+# with it), so lamella-agents' learning tests (training-heavy: with the flag its TD3 and DDPG
+# Pendulum learning tests missed their thresholds, 2026-11-29) keep XLA's default emitters
+# (SLOW_APART_XLA_FLAGS, below). The integration step (the README pages' Python blocks and shell
+# commands, the JaxMARL, release and UED evaluation tests) gets the flag too: every sample output
+# the pages show still matches with it, and the pages' shell commands
+# (tests/test_readme_commands.py, run with and without the flag back to back, 2026-11-30, jax
+# 0.10.2, 2-core x86 shared with other jobs) cost 227.4 -> 176.0 CPU-s. A persistent compilation
+# cache (JAX_COMPILATION_CACHE_DIR) shared by a step's processes was measured too and does not
+# pay (see the root README).
 # They reach the step as LAMELLA_OPTIONAL_XLA_FLAGS: the root conftest.py adds each to XLA_FLAGS
 # only where the step's XLA has it (jax 0.12, on Python >= 3.12, dropped this one, and an unknown
 # flag in XLA_FLAGS aborts the process).
 _OLD_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 OPTIONAL_XLA_FLAGS = "LAMELLA_OPTIONAL_XLA_FLAGS"  # read by the root conftest.py
 TEST_XLA_LEVEL = "LAMELLA_TEST_XLA_LEVEL"  # the level this script set; read by tests/test_docs.py
-STEP_XLA_FLAGS = {"envs": _OLD_EMITTERS, "marl": _OLD_EMITTERS, "ued": _OLD_EMITTERS, "gcrl": _OLD_EMITTERS}
+STEP_XLA_FLAGS = {name: _OLD_EMITTERS for name in ("envs", "marl", "ued", "gcrl", "integration")}
 # Steps whose tests marked ``slow`` (learning tests that train for minutes) keep XLA's default
 # flags while the step's other tests get these flags: the step runs pytest twice, the marked
 # tests first. lamella-agents' learning tests are training-heavy (above), its other tests mostly

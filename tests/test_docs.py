@@ -6,9 +6,9 @@ illustration (a fragment, a signature, output) is marked on the line before its 
 ``<!-- illustration: why -->``; the reason is required, so an exception is always explained.
 
 The blocks compile with XLA's older CPU emitters where the installed XLA has them (``PAGE_XLA_FLAG``,
-below): a page's blocks mostly compile small programs, and its output is not compared (the
-pages' sample outputs belong to their shell commands, which ``tests/test_readme_commands.py``
-runs with XLA's default emitters).
+below): a page's blocks mostly compile small programs, and their output is not compared (the
+pages' sample outputs belong to their shell commands: ``tests/test_readme_commands.py``, which
+the test command runs with the same flag).
 """
 
 from __future__ import annotations
