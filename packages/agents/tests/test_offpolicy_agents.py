@@ -254,7 +254,6 @@ def test_critic_sizes_and_layer_norm():
         make_sac(SACConfig(critic_norm="batch"), obs_space, act_space)
 
 
-
 def _recording_agent():
     """An agent that acts with its observations' row sums and records what ``update`` got."""
     from lamella.agents.protocol import Agent

@@ -225,11 +225,15 @@ def normalize_and_scale(
 
     def rebuilt(batch: Batch, normalize: Callable[[Any], Any]) -> Batch:
         reward = batch.reward if reward_scaling == 1.0 else batch.reward * reward_scaling
-        return Batch(normalize(batch.obs), batch.action, reward, batch.discount, normalize(batch.next_obs), batch.key)
+        return Batch(
+            normalize(batch.obs), batch.action, reward, batch.discount, normalize(batch.next_obs), batch.key
+        )
 
     if not normalize_observations:
 
-        def update_scaled(batch: Batch, train_state: Any, memory: Any) -> tuple[Any, Any, dict[str, jax.Array]]:
+        def update_scaled(
+            batch: Batch, train_state: Any, memory: Any
+        ) -> tuple[Any, Any, dict[str, jax.Array]]:
             return agent.update(rebuilt(batch, lambda obs: obs), train_state, memory)
 
         return agent._replace(update=update_scaled)
@@ -243,7 +247,9 @@ def normalize_and_scale(
     ) -> tuple[jax.Array, NormalizedSACTrainState, Any]:
         flat = flatten_observation(obs)
         stats = train_state.obs_stats if eval else train_state.obs_stats.update_batch(flat)
-        action, state, memory = agent.policy(key, train_state.agent_state, stats.normalize(flat), memory, eval)
+        action, state, memory = agent.policy(
+            key, train_state.agent_state, stats.normalize(flat), memory, eval
+        )
         return action, NormalizedSACTrainState(state, stats), memory
 
     def update(
