@@ -247,6 +247,7 @@ def main() -> None:
     parser.add_argument("--backend", default="spring")
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed, first-seed + 1, ...")
     parser.add_argument(
         "--compile",
         choices=("auto", "optimized"),
@@ -269,7 +270,7 @@ def main() -> None:
         flush=True,
     )
     rows = []
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         ours = theirs = (float("nan"),) * 4
         if args.only != "brax":
             ours = lamella_side(args.algo, config, seed, args.compile)
