@@ -308,3 +308,19 @@ def test_sac_reward_scaling_and_observation_normalisation_change_only_what_the_a
     assert isinstance(jax.eval_shape(plain.init, jax.random.key(0), obs)[0], SACTrainState)
     wrapped = make_sac(SACConfig(hidden_sizes=SMALL, normalize_observations=True), obs_space, act_space)
     assert isinstance(jax.eval_shape(wrapped.init, jax.random.key(0), obs)[0], NormalizedSACTrainState)
+
+
+def test_sac_log_std_bounds_set_the_fresh_actors_exploration():
+    """A fresh actor's std is about exp(mean of ``log_std_bounds``): 0.22 by default, 0.69 with
+    (-5, 4.26), brax.training's start; bounds the wrong way round are refused (about 2 CPU-s)."""
+    obs_space, act_space = _spaces("Pendulum-v1")  # actions in [-2, 2]
+    obs = jnp.zeros((512, 3))
+    spreads = []
+    for bounds in ((-5.0, 2.0), (-5.0, 4.26)):
+        agent = make_sac(SACConfig(hidden_sizes=SMALL, log_std_bounds=bounds), obs_space, act_space)
+        state, memory = agent.init(jax.random.key(0), obs)
+        action, _, _ = agent.policy(jax.random.key(1), state, obs, memory)
+        spreads.append(float(jnp.std(jnp.arctanh(jnp.clip(action / 2.0, -0.999999, 0.999999)))))
+    np.testing.assert_allclose(spreads, [0.22, 0.69], rtol=0.15)
+    with pytest.raises(ValueError, match="log_std_bounds"):
+        make_sac(SACConfig(log_std_bounds=(2.0, -5.0)), obs_space, act_space)

@@ -80,6 +80,10 @@ class SACConfig:
             batch is normalised with the current statistics, and the statistics take in every
             observation the training policy acts on (greedy evaluation uses them, unchanged).
             The train state is then :class:`NormalizedSACTrainState`.
+        log_std_bounds: ``(lowest, highest)`` log standard deviation of the actor's Gaussian
+            (continuous SAC); the network's output is squashed smoothly into them, so a
+            fresh actor's standard deviation is about ``exp(mean of the bounds)``: 0.22 with the
+            default ``(-5, 2)``; ``(-5, 4.26)`` starts at 0.69 as brax.training's SAC does.
         reward_scaling: every sampled reward is multiplied by this before the critic target
             (brax.training's ``reward_scaling``); the reported returns stay in the env's units,
             ``q_target`` is in the scaled ones.
@@ -102,6 +106,7 @@ class SACConfig:
     critic_norm: str | None = None
     normalize_observations: bool = False
     reward_scaling: float = 1.0
+    log_std_bounds: tuple[float, float] = (-5.0, 2.0)
 
 
 class SACTrainState(struct.PyTreeNode):
@@ -152,6 +157,11 @@ def _check(config: Any) -> None:
         raise ValueError(f"init_alpha must be > 0, got {config.init_alpha}.")
     if not getattr(config, "reward_scaling", 1.0) > 0:
         raise ValueError(f"reward_scaling must be > 0, got {config.reward_scaling}.")
+    low, high = getattr(config, "log_std_bounds", (-5.0, 2.0))
+    if not low < high:
+        raise ValueError(
+            f"log_std_bounds must be (lowest, highest) with lowest < highest, got {(low, high)}."
+        )
     if getattr(config, "policy_frequency", 1) < 1:
         raise ValueError(f"policy_frequency must be >= 1, got {config.policy_frequency}.")
     critic_settings(config)
@@ -302,7 +312,10 @@ def make_squashed_gaussian_agent(
     """
     devices = devices or DeviceAxis()
     scaler = ActionScaler(action_space)
-    actor = SquashedGaussianActor(scaler.dim, tuple(config.hidden_sizes), config.activation)
+    low, high = (float(b) for b in getattr(config, "log_std_bounds", (-5.0, 2.0)))
+    actor = SquashedGaussianActor(
+        scaler.dim, tuple(config.hidden_sizes), config.activation, log_std_min=low, log_std_max=high
+    )
     actor_apply, critic_apply = apply_fn(actor), apply_fn(critic)
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = -float(config.target_entropy_scale) * scaler.dim
