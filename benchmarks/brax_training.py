@@ -50,7 +50,8 @@ import numpy as np
 #: (a CPU-sized cut of brax.training's own halfcheetah settings); SAC: brax.training's SAC
 #: choices (observation normalisation, reward scaling, one Adam rate, target entropy -0.5 x
 #: action size, half a gradient step per env step) cut to a CPU budget. The earlier SAC rows of
-#: lamella-agents' README ran ``--set num_envs=8 normalize_observations=False reward_scaling=1.0``.
+#: lamella-agents' README ran ``--set num_envs=8 normalize_observations=False reward_scaling=1.0
+#: log_std_bounds=-5,2``.
 MATCHED: dict[str, dict[str, Any]] = {
     "ppo": dict(preset="brax:halfcheetah@spring"),
     "sac": dict(
