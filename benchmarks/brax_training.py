@@ -25,8 +25,9 @@ Protocol (one process, the two sides alternated per seed):
 Differences we could not remove: PPO: lamella's ``normalize_rewards`` (the return's running std)
 has no brax.training counterpart (brax: a fixed ``reward_scaling``, 1 here), lamella's value
 loss is clipped where ``clip_value`` is set, brax cuts minibatches from its unrolls
-differently. SAC: lamella has no observation normalisation (brax's is switched off to match);
-brax.training prefills its replay buffer with its initial policy, lamella with uniform random
+differently. SAC: both normalise observations and scale rewards as the config says
+(``normalize_observations``, ``reward_scaling``; lamella clips normalised observations to
+[-10, 10], brax.training does not clip); brax.training prefills its replay buffer with its initial policy, lamella with uniform random
 actions; at a time limit lamella bootstraps from the final observation, brax.training drops the
 transition from the critic loss.
 """
@@ -46,12 +47,15 @@ import jax
 import numpy as np
 
 #: Settings for bodies without a lamella preset: PPO: the ``brax:halfcheetah@spring`` preset's
-#: (a CPU-sized cut of brax.training's own halfcheetah settings); SAC at the usual 1 gradient
-#: step per env step.
+#: (a CPU-sized cut of brax.training's own halfcheetah settings); SAC: brax.training's SAC
+#: choices (observation normalisation, reward scaling, one Adam rate, target entropy -0.5 x
+#: action size, half a gradient step per env step) cut to a CPU budget. The earlier SAC rows of
+#: lamella-agents' README ran ``--set num_envs=8 normalize_observations=False reward_scaling=1.0
+#: log_std_bounds=-5,2``.
 MATCHED: dict[str, dict[str, Any]] = {
     "ppo": dict(preset="brax:halfcheetah@spring"),
     "sac": dict(
-        num_envs=8,
+        num_envs=16,
         rollout_steps=125,
         updates_per_step=8,
         batch_size=256,
@@ -64,6 +68,9 @@ MATCHED: dict[str, dict[str, Any]] = {
         hidden_sizes=(256, 256),
         activation="relu",
         target_entropy_scale=0.5,
+        normalize_observations=True,
+        reward_scaling=10.0,
+        log_std_bounds=(-5.0, 4.26),  # a fresh actor's std 0.69, brax.training's softplus(0)
     ),
 }
 
@@ -124,10 +131,22 @@ def brax_ppo_kwargs(config: Any) -> dict[str, Any]:
 
 def brax_sac_kwargs(config: Any) -> dict[str, Any]:
     """brax.training ``sac.train`` arguments for lamella's SAC ``config`` (one learning rate:
-    the actor's; brax's target entropy is fixed at ``-0.5 * action_size``)."""
+    the actor's; brax's target entropy is fixed at ``-0.5 * action_size``).
+
+    brax.training takes ``num_envs`` env steps then ``grad_updates_per_step`` gradient steps
+    per training step, as lamella's loop takes a vector step of ``num_envs`` envs then
+    ``updates_per_step`` gradient steps; both count the warm-up (``min_replay_size``,
+    ``learning_starts``) in ``num_timesteps``.
+    """
     from brax.training.agents.sac import networks as sac_networks
     from flax import linen
 
+    rates = {config.actor_learning_rate, config.critic_learning_rate, config.alpha_learning_rate}
+    if len(rates) > 1 or config.init_alpha != 1.0 or config.num_critics != 2:
+        raise SystemExit(
+            "brax.training's SAC has one learning rate for actor, critic and temperature, alpha "
+            "starting at 1 and two critics: set equal learning rates, init_alpha=1.0, num_critics=2."
+        )
     if config.target_entropy_scale != 0.5:
         raise SystemExit(
             "brax.training's SAC fixes the target entropy at -0.5 * action_size: --set target_entropy_scale=0.5."
@@ -141,8 +160,8 @@ def brax_sac_kwargs(config: Any) -> dict[str, Any]:
         discounting=config.gamma,
         learning_rate=config.actor_learning_rate,
         tau=config.tau,
-        normalize_observations=False,
-        reward_scaling=1.0,
+        normalize_observations=config.normalize_observations,
+        reward_scaling=config.reward_scaling,
         network_factory=lambda *a, **k: sac_networks.make_sac_networks(
             *a, **k, hidden_layer_sizes=config.hidden_sizes, activation=getattr(linen, config.activation)
         ),
@@ -234,6 +253,7 @@ def main() -> None:
     parser.add_argument("--backend", default="spring")
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed, first-seed + 1, ...")
     parser.add_argument(
         "--compile",
         choices=("auto", "optimized"),
@@ -256,7 +276,7 @@ def main() -> None:
         flush=True,
     )
     rows = []
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         ours = theirs = (float("nan"),) * 4
         if args.only != "brax":
             ours = lamella_side(args.algo, config, seed, args.compile)

@@ -89,6 +89,32 @@ PRESETS: dict[str, dict[str, Any]] = {
         "PointRobotGoal-v0": SACTrainConfig(
             env_id="PointRobotGoal-v0", total_timesteps=40_000, **_GOAL, alpha_learning_rate=1e-3
         ),
+        # Brax's halfcheetah (spring backend), issue 19: brax.training's SAC choices (one Adam
+        # rate, target entropy -0.5 x action size, observation normalisation, reward scaling,
+        # half a gradient step per env step, a fresh actor's std 0.69) cut to a CPU budget (16
+        # envs, batch 256, (256, 256) nets, 3e4 steps): benchmarks/brax_training.py's settings,
+        # measured against brax.training's sac.train there (lamella-agents README, "Brax bodies").
+        "brax:halfcheetah@spring": SACTrainConfig(
+            env_id="brax:halfcheetah@spring",
+            total_timesteps=30_000,
+            num_envs=16,
+            rollout_steps=125,
+            updates_per_step=8,
+            batch_size=256,
+            buffer_size=30_000,
+            learning_starts=1_000,
+            gamma=0.99,
+            actor_learning_rate=3e-4,
+            critic_learning_rate=3e-4,
+            alpha_learning_rate=3e-4,
+            tau=0.005,
+            hidden_sizes=(256, 256),
+            target_entropy_scale=0.5,
+            normalize_observations=True,
+            reward_scaling=10.0,
+            log_std_bounds=(-5.0, 4.26),
+            eval_episodes=16,
+        ),
     },
     "td3": {
         "Pendulum-v1": TD3TrainConfig(**_PENDULUM),

@@ -39,8 +39,16 @@ from lamella.agents.offpolicy.common import (
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import hashed_keys
 from lamella.envs import spaces
+from lamella.envs.wrappers import RunningMeanStd
 
-__all__ = ["SACConfig", "SACTrainState", "make_sac", "make_squashed_gaussian_agent"]
+__all__ = [
+    "NormalizedSACTrainState",
+    "SACConfig",
+    "SACTrainState",
+    "make_sac",
+    "make_squashed_gaussian_agent",
+    "normalize_and_scale",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +74,19 @@ class SACConfig:
         critic_hidden_sizes: widths of each critic's MLP (None: ``hidden_sizes``, as the actor).
         critic_norm: ``"layer"`` puts LayerNorm before every hidden activation of the critics;
             None: plain MLPs.
+        normalize_observations: the networks see observations normalised by their running mean
+            and standard deviation (clipped to [-10, 10]), as brax.training's SAC does with
+            ``normalize_observations=True``: the replay buffer keeps raw observations, every
+            batch is normalised with the current statistics, and the statistics take in every
+            observation the training policy acts on (greedy evaluation uses them, unchanged).
+            The train state is then :class:`NormalizedSACTrainState`.
+        log_std_bounds: ``(lowest, highest)`` log standard deviation of the actor's Gaussian
+            (continuous SAC); the network's output is squashed smoothly into them, so a
+            fresh actor's standard deviation is about ``exp(mean of the bounds)``: 0.22 with the
+            default ``(-5, 2)``; ``(-5, 4.26)`` starts at 0.69 as brax.training's SAC does.
+        reward_scaling: every sampled reward is multiplied by this before the critic target
+            (brax.training's ``reward_scaling``); the reported returns stay in the env's units,
+            ``q_target`` is in the scaled ones.
     """
 
     gamma: float = 0.99
@@ -83,6 +104,9 @@ class SACConfig:
     reward_bounds: tuple[float, float] | None = None
     critic_hidden_sizes: tuple[int, ...] | None = None
     critic_norm: str | None = None
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
+    log_std_bounds: tuple[float, float] = (-5.0, 2.0)
 
 
 class SACTrainState(struct.PyTreeNode):
@@ -131,6 +155,13 @@ def _check(config: Any) -> None:
         raise ValueError(f"gamma must be in [0, 1], got {config.gamma}.")
     if config.init_alpha <= 0:
         raise ValueError(f"init_alpha must be > 0, got {config.init_alpha}.")
+    if not getattr(config, "reward_scaling", 1.0) > 0:
+        raise ValueError(f"reward_scaling must be > 0, got {config.reward_scaling}.")
+    low, high = getattr(config, "log_std_bounds", (-5.0, 2.0))
+    if not low < high:
+        raise ValueError(
+            f"log_std_bounds must be (lowest, highest) with lowest < highest, got {(low, high)}."
+        )
     if getattr(config, "policy_frequency", 1) < 1:
         raise ValueError(f"policy_frequency must be >= 1, got {config.policy_frequency}.")
     critic_settings(config)
@@ -169,8 +200,77 @@ def make_sac(
     _check(config)
     devices = devices or DeviceAxis()
     if isinstance(action_space, spaces.Discrete):
-        return _make_discrete_sac(config, observation_space, action_space, devices)
-    return _make_continuous_sac(config, observation_space, action_space, devices)
+        agent = _make_discrete_sac(config, observation_space, action_space, devices)
+    else:
+        agent = _make_continuous_sac(config, observation_space, action_space, devices)
+    normalize = bool(getattr(config, "normalize_observations", False))
+    scale = float(getattr(config, "reward_scaling", 1.0))
+    if not normalize and scale == 1.0:
+        return agent  # the plain agent, unchanged
+    return normalize_and_scale(agent, observation_space, normalize, scale)
+
+
+class NormalizedSACTrainState(struct.PyTreeNode):
+    """The train state of an agent wrapped by :func:`normalize_and_scale` with observation
+    normalisation: the wrapped agent's state and the running observation statistics."""
+
+    agent_state: Any
+    obs_stats: RunningMeanStd  # float32 (features,) mean and var, () count
+
+
+def normalize_and_scale(
+    agent: Agent, observation_space: spaces.Space, normalize_observations: bool, reward_scaling: float
+) -> Agent:
+    """``agent`` learning from scaled rewards and, with ``normalize_observations``, acting on and
+    learning from normalised observations (see :class:`SACConfig`).
+
+    The statistics are of the flat network input (:func:`flatten_observation`, so goal dicts
+    too) and live in the train state (:class:`NormalizedSACTrainState`): ``policy`` with
+    ``eval=False`` adds the observations it is given before acting on them (the off-policy loop
+    calls it on every env step, warm-up included, with every env's observation on every device,
+    so the statistics stay equal across devices); ``update`` normalises the batch's ``obs`` and
+    ``next_obs`` with the current statistics and leaves them unchanged.
+    """
+    features = int(flatten_observation(obs_example_input(observation_space)).shape[-1])
+
+    def rebuilt(batch: Batch, normalize: Callable[[Any], Any]) -> Batch:
+        reward = batch.reward if reward_scaling == 1.0 else batch.reward * reward_scaling
+        return Batch(
+            normalize(batch.obs), batch.action, reward, batch.discount, normalize(batch.next_obs), batch.key
+        )
+
+    if not normalize_observations:
+
+        def update_scaled(
+            batch: Batch, train_state: Any, memory: Any
+        ) -> tuple[Any, Any, dict[str, jax.Array]]:
+            return agent.update(rebuilt(batch, lambda obs: obs), train_state, memory)
+
+        return agent._replace(update=update_scaled)
+
+    def init(key: jax.Array, obs_example: Any = None) -> tuple[NormalizedSACTrainState, Any]:
+        state, memory = agent.init(key, obs_example)
+        return NormalizedSACTrainState(state, RunningMeanStd.zeros((features,))), memory
+
+    def policy(
+        key: jax.Array, train_state: NormalizedSACTrainState, obs: Any, memory: Any, eval: bool = False
+    ) -> tuple[jax.Array, NormalizedSACTrainState, Any]:
+        flat = flatten_observation(obs)
+        stats = train_state.obs_stats if eval else train_state.obs_stats.update_batch(flat)
+        action, state, memory = agent.policy(
+            key, train_state.agent_state, stats.normalize(flat), memory, eval
+        )
+        return action, NormalizedSACTrainState(state, stats), memory
+
+    def update(
+        batch: Batch, train_state: NormalizedSACTrainState, memory: Any
+    ) -> tuple[NormalizedSACTrainState, Any, dict[str, jax.Array]]:
+        stats = train_state.obs_stats
+        batch = rebuilt(batch, lambda obs: stats.normalize(flatten_observation(obs)))
+        state, memory, metrics = agent.update(batch, train_state.agent_state, memory)
+        return NormalizedSACTrainState(state, stats), memory, metrics
+
+    return agent._replace(init=init, policy=policy, update=update)
 
 
 def _optimizers(config: Any) -> tuple[Any, Any, Any]:
@@ -212,7 +312,10 @@ def make_squashed_gaussian_agent(
     """
     devices = devices or DeviceAxis()
     scaler = ActionScaler(action_space)
-    actor = SquashedGaussianActor(scaler.dim, tuple(config.hidden_sizes), config.activation)
+    low, high = (float(b) for b in getattr(config, "log_std_bounds", (-5.0, 2.0)))
+    actor = SquashedGaussianActor(
+        scaler.dim, tuple(config.hidden_sizes), config.activation, log_std_min=low, log_std_max=high
+    )
     actor_apply, critic_apply = apply_fn(actor), apply_fn(critic)
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = -float(config.target_entropy_scale) * scaler.dim
