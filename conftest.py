@@ -13,15 +13,29 @@ XLA has them (``scripts/test_all.py`` passes its per-step flags this way): an un
 releases (jax 0.12 has no ``--xla_cpu_use_fusion_emitters``). The controller checks each flag
 once, in a child Python that starts JAX's CPU backend with it (about 2 CPU-s), before any test
 imports JAX; xdist workers and the tests' children inherit the result.
+
+Under pytest-xdist's ``--dist load`` (what ``hatch test --parallel`` runs), a test module with a
+module- or session-scoped fixture (a training run, a compiled program or a device child that
+several tests read) runs whole on one worker (``shared_fixture_scope``); every other test is
+handed out on its own. xdist's ``load`` splits modules anywhere, and each worker then built the
+module's fixture again (a CI log of 2026-11-30: ``test_shaping_meta.py``'s training run twice,
+29.5 and 19.0 CPU-s), or waited on the other's device child. Measured with ``pytest -n 2`` on a
+loaded 2-core machine: lamella-marl's ``test_recording.py`` + ``test_shaping_cnn.py`` 51 -> 32
+CPU-s, ``test_shaping_meta.py`` + ``test_rec_iql.py`` + ``test_pieces.py`` 85 -> 53. xdist's
+own ``xdist_group`` mark cannot say this: with pytest 9 its group no longer reaches the node ids
+that ``--dist loadgroup`` reads.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import resource
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,3 +151,39 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     return _XLA_FLAGS_REPORT
+
+
+_SHARED_SCOPE = re.compile(r"""scope\s*=\s*["'](?:module|session)["']""")
+
+
+@functools.cache
+def _has_shared_fixture(path: Path) -> bool:
+    """Whether the test module at ``path`` defines a module- or session-scoped fixture."""
+    try:
+        return bool(_SHARED_SCOPE.search(path.read_text(encoding="utf-8")))
+    except OSError:
+        return False
+
+
+def shared_fixture_scope(nodeid: str, root: Path) -> str:
+    """The unit of work of the test ``nodeid``: its module where the module defines a shared
+    (module- or session-scoped) fixture, else the test itself."""
+    module = nodeid.split("::", 1)[0]
+    return module if _has_shared_fixture(root / module) else nodeid
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "load":
+        return None  # another --dist asked for: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = Path(config.rootpath)
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        # Units with the most tests (whole modules) are handed out first, then single tests in
+        # collection order.
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_fixture_scope(nodeid, root)
+
+    return SharedFixtureScheduling(config, log)

@@ -180,3 +180,21 @@ def test_slow_tests_apart_keep_our_flags_and_the_rest_gets_the_packages(tmp_path
         "-m",
         "not slow and not research",
     ]
+
+
+def test_a_module_with_a_shared_fixture_is_one_unit_of_work_under_xdist(tmp_path: Path) -> None:
+    conftest = _root_conftest()
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_shared.py").write_text('@pytest.fixture(scope="module")\ndef run(): ...\n')
+    (tmp_path / "t" / "test_session.py").write_text("@pytest.fixture(scope='session')\ndef run(): ...\n")
+    (tmp_path / "t" / "test_plain.py").write_text("@pytest.fixture\ndef run(): ...\n")
+    scope = conftest.shared_fixture_scope
+    assert scope("t/test_shared.py::test_a[1]", tmp_path) == scope("t/test_shared.py::test_b", tmp_path)
+    assert scope("t/test_session.py::test_a", tmp_path) == "t/test_session.py"
+    assert scope("t/test_plain.py::test_a", tmp_path) == "t/test_plain.py::test_a"
+    assert scope("t/test_plain.py::test_b", tmp_path) == "t/test_plain.py::test_b"
+    # This repository's marl shaping tests share one training run per module.
+    assert (
+        scope("packages/marl/tests/test_shaping_meta.py::test_x", ROOT)
+        == "packages/marl/tests/test_shaping_meta.py"
+    )
