@@ -29,6 +29,8 @@ from lamella.agents.testing import BanditConfig, error_text, flat_run_log, make_
 
 # Observation and reward normalisation on: every statistic the update pools over envs is
 # reduced over devices too. 8 envs, 2 per device; minibatches of 32 steps, 8 per device.
+# test_hosts.py's many-host run trains this config too (hosts_child.OVERRIDES on the CartPole
+# preset) and compares with the 4-device run here, so the two files share this one child.
 CONFIG = PPOConfig(
     num_envs=8,
     num_steps=16,
@@ -151,6 +153,8 @@ def main(out_dir: str) -> None:
         float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(*params, strict=True)
     )
     result["params_max_abs"] = max(float(np.max(np.abs(np.asarray(a)))) for a in params[0])
+    # test_hosts.py's reference: the 4-device run its two processes (same config) must equal.
+    result["params_4"] = [float(x) for leaf in params[1] for x in np.ravel(np.asarray(leaf))]
     result["obs_equal"] = bool(np.array_equal(np.asarray(one.state.obs), np.asarray(four.state.obs)))
     with open(four.config_path, encoding="utf-8") as handle:
         result["layout"] = json.load(handle)["devices"]

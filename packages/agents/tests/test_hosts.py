@@ -4,12 +4,15 @@ the run resumes on 2 processes and is refused on 1; bad settings fail before any
 
 The processes run as children (``hosts_child.py``, through ``lamella.agents.testing.host_children``
 on 127.0.0.1 with a free port, killed at the end whatever happens), as does the 4-device
-reference (``device_child``): the device count is fixed when jax starts, and this process has one.
+reference (``device_child``: ``devices_child.py``'s 4-device run of the same config, the child
+``test_devices.py`` reads): the device count is fixed when jax starts, and this process has one.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from typing import Any
 
 import jax
 import numpy as np
@@ -20,6 +23,7 @@ from lamella.agents.config import ConfigError, resolve_config
 from lamella.agents.testing import device_child, host_children
 
 CHILD = os.path.join(os.path.dirname(__file__), "hosts_child.py")
+DEVICES_CHILD = os.path.join(os.path.dirname(__file__), "devices_child.py")
 ADDRESS = ["--coordinator-address", "127.0.0.1:1234"]
 
 
@@ -30,7 +34,28 @@ def processes(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    return device_child(CHILD, tmp_path_factory.getbasetemp(), num_devices=4)
+    # The 4-device PPO run of devices_child.py (its config is hosts_child.OVERRIDES on the CartPole
+    # preset, checked below): the child test_devices.py reads too, run once per session.
+    child = device_child(DEVICES_CHILD, tmp_path_factory.getbasetemp(), num_devices=4)
+    return {
+        "device_count": child["device_count"],
+        "metrics": child["metrics"]["4"],
+        "params": child["params_4"],
+    }
+
+
+def _module(path: str) -> Any:
+    """A child script loaded as a module (its constants; ``main`` does not run)."""
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_reference_trains_the_many_host_config():
+    overrides = _module(CHILD).OVERRIDES
+    assert resolve_config("ppo", overrides=overrides) == _module(DEVICES_CHILD).CONFIG
 
 
 def test_two_processes_train_as_one_process_on_the_same_global_batch(processes, reference):
@@ -112,13 +137,7 @@ def test_a_run_of_two_processes_is_not_resumed_on_one(processes, monkeypatch, ca
 
 
 def _child_overrides() -> list[str]:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("hosts_child", CHILD)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return list(module.OVERRIDES)
+    return list(_module(CHILD).OVERRIDES)
 
 
 @pytest.mark.parametrize(
