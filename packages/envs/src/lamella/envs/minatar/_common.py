@@ -106,11 +106,11 @@ def grid(rows: Sequence[jax.Array], store_masks: bool = True) -> jax.Array:
             words[position // 32] = words[position // 32] | moved
     # Each row's words are computed once per env and stored (computed_once): otherwise XLA on CPU
     # copies what produced them into the expansion, once per cell.
-    words = computed_once(*words)
+    stored = computed_once(*words)
     cell = np.arange(bits, dtype=np.int32)
-    word = words[-1][:, None]
-    for k in range(len(words) - 2, -1, -1):
-        word = jnp.where(cell < 32 * (k + 1), words[k][:, None], word)
+    word = stored[-1][:, None]
+    for k in range(len(stored) - 2, -1, -1):
+        word = jnp.where(cell < 32 * (k + 1), stored[k][:, None], word)
     return (((word >> (cell % 32)) & 1) != 0).reshape(GRID, GRID, channels)
 
 
