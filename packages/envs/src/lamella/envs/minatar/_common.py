@@ -80,38 +80,15 @@ def column_per_row(columns: jax.Array, first_row: int = 1) -> jax.Array:
 def grid(rows: Sequence[jax.Array], store_masks: bool = True) -> jax.Array:
     """Channels given as ``(10,)`` int32 row masks -> the ``(10, 10, C)`` bool observation.
 
-    With ``store_masks`` (the default), each grid row is first packed into ``ceil(10 C / 32)``
-    int32 words, cell ``(column w, channel c)`` at bit ``w C + c`` (a few values, stored once per
-    env), then expanded in one elementwise pass in the observation's own memory order: each of
-    the ``100 C`` cells costs a load of its row's word, a shift by a constant and a compare.
-    (Reading the ``(10, C)`` per-channel masks instead, each cell loads from a broadcast that
-    does not follow the output's order; that cost about twice as much per cell.)
-    ``store_masks=False`` leaves XLA free to fuse the masks' arithmetic into the expansion
-    (cheaper where the masks are little more than state fields).
+    Built per channel and row first (a few values, stored once per env), then
+    expanded in one elementwise pass: each of the ``100 C`` cells costs a load,
+    a shift and a compare. ``store_masks=False`` leaves XLA free to fuse the masks' arithmetic
+    into the expansion (cheaper where the masks are little more than state fields).
     """
-    if not store_masks:
-        masks = jnp.stack(list(rows), axis=-1)  # (10 rows, C)
-        return ((masks[:, None, :] >> _COLUMN_BITS) & 1) != 0
-    channels = len(rows)
-    bits = GRID * channels
-    words = [jnp.zeros((GRID,), jnp.int32) for _ in range((bits + 31) // 32)]
-    for c, row in enumerate(rows):
-        row = jnp.asarray(row, jnp.int32)
-        for w in range(GRID):
-            position = w * channels + c
-            shift = position % 32 - w
-            bit = row & (1 << w)
-            # Move bit w to bit `position % 32` of its word.
-            moved = bit << shift if shift >= 0 else jax.lax.shift_right_logical(bit, jnp.int32(-shift))
-            words[position // 32] = words[position // 32] | moved
-    # Each row's words are computed once per env and stored (computed_once): otherwise XLA on CPU
-    # copies what produced them into the expansion, once per cell.
-    stored = computed_once(*words)
-    cell = np.arange(bits, dtype=np.int32)
-    word = stored[-1][:, None]
-    for k in range(len(stored) - 2, -1, -1):
-        word = jnp.where(cell < 32 * (k + 1), stored[k][:, None], word)
-    return (((word >> (cell % 32)) & 1) != 0).reshape(GRID, GRID, channels)
+    # Each channel's masks are computed once per env and stored (computed_once): otherwise XLA on
+    # CPU copies what produced them into the expansion, once per cell.
+    masks = jnp.stack(computed_once(*rows) if store_masks else list(rows), axis=-1)  # (10 rows, C)
+    return ((masks[:, None, :] >> _COLUMN_BITS) & 1) != 0
 
 
 def sticky_action(
