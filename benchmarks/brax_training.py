@@ -46,33 +46,13 @@ from typing import Any
 import jax
 import numpy as np
 
-#: Settings for bodies without a lamella preset: PPO: the ``brax:halfcheetah@spring`` preset's
-#: (a CPU-sized cut of brax.training's own halfcheetah settings); SAC: brax.training's SAC
-#: choices (observation normalisation, reward scaling, one Adam rate, target entropy -0.5 x
-#: action size, half a gradient step per env step) cut to a CPU budget. The earlier SAC rows of
-#: lamella-agents' README ran ``--set num_envs=8 normalize_observations=False reward_scaling=1.0
-#: log_std_bounds=-5,2``.
-MATCHED: dict[str, dict[str, Any]] = {
-    "ppo": dict(preset="brax:halfcheetah@spring"),
-    "sac": dict(
-        num_envs=16,
-        rollout_steps=125,
-        updates_per_step=8,
-        batch_size=256,
-        learning_starts=1000,
-        gamma=0.99,
-        actor_learning_rate=3e-4,
-        critic_learning_rate=3e-4,
-        alpha_learning_rate=3e-4,
-        tau=0.005,
-        hidden_sizes=(256, 256),
-        activation="relu",
-        target_entropy_scale=0.5,
-        normalize_observations=True,
-        reward_scaling=10.0,
-        log_std_bounds=(-5.0, 4.26),  # a fresh actor's std 0.69, brax.training's softplus(0)
-    ),
-}
+#: Settings for bodies without a lamella preset: the ``brax:halfcheetah@spring`` presets' (PPO: a
+#: CPU-sized cut of brax.training's own halfcheetah settings; SAC: brax.training's SAC choices,
+#: observation normalisation, reward scaling, one Adam rate, target entropy -0.5 x action size,
+#: half a gradient step per env step, a fresh actor's std 0.69, cut to a CPU budget). The earlier
+#: SAC rows of lamella-agents' README ran ``--set num_envs=8 normalize_observations=False
+#: reward_scaling=1.0 log_std_bounds=-5,2``.
+MATCHED: dict[str, dict[str, Any]] = {algo: dict(preset="brax:halfcheetah@spring") for algo in ("ppo", "sac")}
 
 
 def lamella_config(algo: str, env_id: str, steps: int, overrides: dict[str, Any]) -> Any:
