@@ -27,15 +27,6 @@ def roomy():
     return le.make("Foraging-8x8-3p-2f-v3", autoreset=False)
 
 
-def level(agents, agent_levels, foods, food_levels):
-    return lbf.ForagingLevel(
-        agent_positions=jnp.asarray(agents, jnp.int32),
-        agent_levels=jnp.asarray(agent_levels, jnp.int32),
-        food_positions=jnp.asarray(foods, jnp.int32),
-        food_levels=jnp.asarray(food_levels, jnp.int32),
-    )
-
-
 def test_sample_level_is_the_reset_distribution_and_reset_to_level_restarts_it(roomy):
     env, params = roomy
     keys = jax.random.split(jax.random.key(0), 16)
@@ -50,7 +41,7 @@ def test_sample_level_is_the_reset_distribution_and_reset_to_level_restarts_it(r
 
 def test_levels_equal_compares_layouts_and_ignores_where_an_empty_slot_lies(roomy):
     env, _ = roomy
-    a = level([[0, 0], [2, 3], [7, 7]], [1, 2, 1], [[3, 3], [5, 5]], [2, 0])
+    a = lbf.ForagingLevel.create([[0, 0], [2, 3], [7, 7]], [1, 2, 1], [[3, 3], [5, 5]], [2, 0])
     assert bool(env.levels_equal(a, a))
     assert bool(env.levels_equal(a, a.replace(food_positions=jnp.asarray([[3, 3], [1, 6]], jnp.int32))))
     assert not bool(env.levels_equal(a, a.replace(food_positions=jnp.asarray([[3, 4], [5, 5]], jnp.int32))))
@@ -121,7 +112,7 @@ def test_auto_replay_restarts_the_same_level(small):
     replay = lbf.AutoReplay(env)
     check_env(replay, params)
     # Agent 0 (level 2) stands next to a level-2 food: LOAD eats it and ends the episode.
-    start = level([[1, 1], [3, 3]], [2, 1], [[1, 2]], [2])
+    start = lbf.ForagingLevel.create([[1, 1], [3, 3]], [2, 1], [[1, 2]], [2])
     obs, state = replay.reset_to_level(jax.random.key(0), start, params)
     step = jax.jit(replay.step)
     obs2, state2, reward, terminated, truncated, info = step(

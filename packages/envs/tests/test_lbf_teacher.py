@@ -27,15 +27,6 @@ def small():
     return le.make("Foraging-5x5-2p-1f-v3", autoreset=False)
 
 
-def level(agents, agent_levels, foods, food_levels):
-    return lbf.ForagingLevel(
-        agent_positions=jnp.asarray(agents, jnp.int32),
-        agent_levels=jnp.asarray(agent_levels, jnp.int32),
-        food_positions=jnp.asarray(foods, jnp.int32),
-        food_levels=jnp.asarray(food_levels, jnp.int32),
-    )
-
-
 def test_is_valid_level_accepts_reset_and_refuses_each_broken_rule():
     env, params = le.make("Foraging-8x8-3p-2f-v3", autoreset=False)
     keys = jax.random.split(jax.random.key(0), 64)
@@ -43,7 +34,7 @@ def test_is_valid_level_accepts_reset_and_refuses_each_broken_rule():
     mutated = jax.vmap(lambda k, lv: env.mutate_level(k, lv, params, 4))(keys, sampled)
     valid = jax.jit(jax.vmap(lambda lv: lbf.is_valid_level(env, lv)))
     assert bool(valid(sampled).all()) and bool(valid(mutated).all())
-    good = level([[0, 0], [2, 3], [7, 7]], [1, 2, 1], [[3, 5], [5, 2]], [2, 0])
+    good = lbf.ForagingLevel.create([[0, 0], [2, 3], [7, 7]], [1, 2, 1], [[3, 5], [5, 2]], [2, 0])
     # An empty slot may lie anywhere (on the border, under an agent).
     anywhere = good.replace(food_positions=jnp.asarray([[3, 5], [0, 0]]))
     broken = {
@@ -84,7 +75,7 @@ def test_teacher_builds_the_level_it_was_told(small):
         assert float(reward) == 0.0 and not bool(truncated) and bool(terminated) == (t == 2)
         assert obs["noise"].shape == (3,) and int(obs["time"]) == t + 1
     built = teacher.level_of(state)
-    assert bool(env.levels_equal(built, level([[0, 0], [4, 4]], [2, 1], [[2, 2]], [3])))
+    assert bool(env.levels_equal(built, lbf.ForagingLevel.create([[0, 0], [4, 4]], [2, 1], [[2, 2]], [3])))
     image = np.asarray(obs["image"])
     assert image.shape == (5, 5, 3) and tuple(image[0, 0]) == (2, 0, 0) and tuple(image[2, 2]) == (0, 3, 0)
     assert not image[..., 2].any()  # built: nothing more to place

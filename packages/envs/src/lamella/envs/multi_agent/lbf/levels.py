@@ -42,6 +42,8 @@ from lamella.envs.environment import EnvInputError, StepOutput, Wrapper, episode
 from lamella.envs.multi_agent.lbf.types import LevelBasedForagingParams, LevelBasedForagingState
 
 if TYPE_CHECKING:
+    from jax.typing import ArrayLike
+
     from lamella.envs.multi_agent.lbf.env import LevelBasedForaging
 
 __all__ = [
@@ -74,6 +76,26 @@ class ForagingLevel(struct.PyTreeNode):
     agent_levels: jax.Array
     food_positions: jax.Array
     food_levels: jax.Array
+
+    @classmethod
+    def create(
+        cls,
+        agent_positions: ArrayLike,
+        agent_levels: ArrayLike,
+        food_positions: ArrayLike,
+        food_levels: ArrayLike,
+    ) -> ForagingLevel:
+        """A level from nested lists or arrays, each field cast to int32 (what the env expects).
+
+        ``ForagingLevel.create([[0, 0], [4, 4]], [1, 1], [[2, 2]], [2])``: two level-1 agents in
+        opposite corners, one level-2 food in the middle of a 5x5 grid.
+        """
+        return cls(
+            agent_positions=jnp.asarray(agent_positions, jnp.int32),
+            agent_levels=jnp.asarray(agent_levels, jnp.int32),
+            food_positions=jnp.asarray(food_positions, jnp.int32),
+            food_levels=jnp.asarray(food_levels, jnp.int32),
+        )
 
 
 def check_level_fits(env: LevelBasedForaging, level: Any) -> None:
