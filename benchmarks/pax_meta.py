@@ -14,12 +14,16 @@ the path. ``benchmarks/shaping_meta_ipd.py --pax-python`` starts it; by hand:
 Pax's own ``pax.experiment`` functions build the env, the agents and the ``EvoRunner`` from Pax's
 hydra config (the named experiment yaml plus the ``key=value`` overrides; wandb logging off, and
 a stand-in ``wandb`` module when it is not installed), and ``EvoRunner.run_loop`` runs
-``1 + --generations`` generations. The harness only wraps the runner's compiled rollout to take a
-timestamp (wall and process CPU time) at each generation's start: the first generation (compile)
-is left out, the rest are Pax's loop as it runs (ask, rollout, tell, its host-side bookkeeping).
-Pax's ``cg/*.yaml`` at 6ae3d07 lack ``es.mean_reduce``, which ``EvoRunner`` reads: pass
-``+es.mean_reduce=False`` with them. Prints one JSON line: generations/s and env steps/s (``popsize * num_opps * num_envs *
-num_inner_steps * num_outer_steps`` per generation) by wall and by CPU time.
+``1 + --repeats * --generations`` generations. The harness only wraps the runner's compiled rollout
+to take a timestamp (wall and process CPU time) at the start of each block of ``--generations``
+generations, after the previous block's outputs are ready: the first generation (compile) is left
+out, the rest are Pax's loop as it runs (ask, rollout, tell, its host-side bookkeeping). With
+``--paired`` it prints ``PAX_READY`` before each block and waits for a line on stdin, so that
+``shaping_meta_ipd.py`` can alternate lamella's timed calls with Pax's blocks (the waiting is not
+timed). Pax's ``cg/*.yaml`` at 6ae3d07 lack ``es.mean_reduce``, which ``EvoRunner`` reads: pass
+``+es.mean_reduce=False`` with them. Prints a ``PAX_BLOCK`` JSON line per block (wall and CPU
+seconds) and a last JSON line: generations/s and env steps/s (``popsize * num_opps * num_envs *
+num_inner_steps * num_outer_steps`` per generation) by wall and by CPU time, over the median block.
 """
 
 from __future__ import annotations
@@ -54,6 +58,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default="ipd/shaper_v_ppo", help="a yaml under pax/conf/experiment")
     parser.add_argument("--generations", type=int, default=3, help="timed generations (after one to compile)")
+    parser.add_argument("--repeats", type=int, default=1, help="timed blocks of --generations generations")
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="before each timed block, print a line and wait for one on stdin (shaping_meta_ipd.py "
+        "alternates lamella's calls with Pax's blocks this way)",
+    )
     parser.add_argument("overrides", nargs="*", help="Pax config overrides, key=value")
     args = parser.parse_args()
     save_dir = tempfile.mkdtemp(prefix="pax_meta_")
@@ -61,7 +72,7 @@ def main() -> None:
         "+experiment/{}={}".format(*args.experiment.rsplit("/", 1)),
         "wandb.log=False",
         "save=False",
-        f"num_iters={1 + args.generations}",
+        f"num_iters={1 + args.repeats * args.generations}",
         *args.overrides,
     ]
     with initialize_config_dir(config_dir=os.path.join(os.environ["PAX_SRC"], "pax/conf"), version_base=None):
@@ -70,19 +81,6 @@ def main() -> None:
     env, env_params = pax_experiment.env_setup(config, logger)
     agents = pax_experiment.agent_setup(config, env, env_params, logger)
     runner = pax_experiment.runner_setup(config, env, agents, save_dir, logger)
-
-    stamps: list[tuple[float, float]] = []
-    rollout = runner.rollout
-
-    def timed_rollout(*args, **kwargs):
-        stamps.append((time.perf_counter(), time.process_time()))
-        return rollout(*args, **kwargs)
-
-    runner.rollout = timed_rollout
-    runner.run_loop(env_params, agents, 1 + args.generations, False)
-    stamps.append((time.perf_counter(), time.process_time()))
-    wall = stamps[-1][0] - stamps[1][0]
-    cpu = stamps[-1][1] - stamps[1][1]
     steps = (
         config.popsize
         * config.num_devices
@@ -91,13 +89,53 @@ def main() -> None:
         * config.num_inner_steps
         * config.num_outer_steps
     )
+
+    # Block boundaries: (wall, CPU) at the start of generation 1 (after the compiling one), at the
+    # start of each later block's first generation, and after the loop.
+    stamps: list[tuple[float, float]] = []
+    start: list[float] = []  # wall time at the first generation's start (it compiles)
+    blocks: list[dict] = []
+    calls = 0
+    last: list[object] = []
+    rollout = runner.rollout
+
+    def end_block() -> None:
+        jax.block_until_ready(last)  # the block's work is done before its clock stops
+        stamps.append((time.perf_counter(), time.process_time()))
+        if len(stamps) == 1:
+            return
+        (wall0, cpu0), (wall1, cpu1) = stamps[-2], stamps[-1]
+        blocks.append({"wall_s": wall1 - wall0, "cpu_s": cpu1 - cpu0})
+        print("PAX_BLOCK " + json.dumps(blocks[-1]), flush=True)
+
+    def timed_rollout(*rollout_args, **kwargs):
+        nonlocal calls
+        if calls == 0:
+            start.append(time.perf_counter())
+        if calls >= 1 and (calls - 1) % args.generations == 0:
+            end_block()
+            if args.paired:
+                print("PAX_READY", flush=True)
+                sys.stdin.readline()
+                stamps[-1] = (time.perf_counter(), time.process_time())
+        calls += 1
+        out = rollout(*rollout_args, **kwargs)
+        last[:] = [out]
+        return out
+
+    runner.rollout = timed_rollout
+    runner.run_loop(env_params, agents, 1 + args.repeats * args.generations, False)
+    end_block()
+    wall = sorted(block["wall_s"] for block in blocks)[len(blocks) // 2]
+    cpu = sorted(block["cpu_s"] for block in blocks)[len(blocks) // 2]
     print(
         json.dumps(
             {
                 "program": f"Pax {args.experiment} {' '.join(args.overrides)}",
                 "jax": jax.__version__,
-                "compile_s": stamps[1][0] - stamps[0][0],
+                "compile_s": stamps[0][0] - start[0],  # the first generation, with its compile
                 "generations": args.generations,
+                "blocks": blocks,
                 "generations_per_s": args.generations / wall,
                 "steps_per_s": args.generations * steps / wall,
                 "generations_per_cpu_s": args.generations / cpu,

@@ -27,10 +27,14 @@ Programs of :func:`lamella.marl.shaping.meta.make_meta_runner`, each one jitted 
 With ``--pax-python``, each ``pax_*`` program also runs in Pax from its source
 (``benchmarks/pax_meta.py`` in Pax's own virtual environment, a subprocess: Pax pins jax 0.4.31)
 with the same sizes, and the table adds Pax's rates and lamella / Pax ratios by CPU time (process
-CPU time of all threads, steadier than wall time on a shared machine).
+CPU time of all threads, steadier than wall time on a shared machine). The two sides are paired:
+after both have compiled, each of lamella's ``--repeats`` timed calls is followed by one block of
+``--generations`` of Pax's generations (its process waits between blocks), so each pair ran under
+the same load; the ratio of every pair is printed beside the medians' ratio.
 
 Reported: compile time (the first call), generations/s and env steps/s (members x envs x rounds x
-inner episodes per generation) over the median of ``--repeats`` timed calls, by wall and CPU time.
+inner episodes per generation) over the median of ``--repeats`` timed calls, by wall and CPU time,
+and the load average.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import json
 import os
 import platform
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -144,16 +149,60 @@ def programs() -> dict[str, MetaConfig]:
     return configs
 
 
-def run_pax(python: str, src: str, name: str, generations: int) -> dict:
-    experiment, overrides = PAX[name]
-    script = str(Path(__file__).resolve().parent / "pax_meta.py")
-    command = [python, script, "--experiment", experiment, "--generations", str(generations), *overrides]
-    done = subprocess.run(
-        command, env={**os.environ, "PAX_SRC": src}, capture_output=True, text=True, check=False
-    )
-    if done.returncode:
-        raise SystemExit(f"Pax's run failed ({' '.join(command)}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+class PaxRun:
+    """Pax's side of one program, in its own process, run one block at a time (``--paired``)."""
+
+    def __init__(self, python: str, src: str, name: str, generations: int, repeats: int) -> None:
+        experiment, overrides = PAX[name]
+        script = str(Path(__file__).resolve().parent / "pax_meta.py")
+        self.command = [
+            python,
+            script,
+            "--experiment",
+            experiment,
+            "--generations",
+            str(generations),
+            "--repeats",
+            str(repeats),
+            "--paired",
+            *overrides,
+        ]
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(
+            self.command,
+            env={**os.environ, "PAX_SRC": src},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
+        self._read_until("PAX_READY")  # Pax's first generation, which compiles
+
+    def _read_until(self, marker: str) -> str:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(marker):
+                return line[len(marker) :].strip()
+        self.process.wait()
+        self.stderr.seek(0)
+        raise SystemExit(f"Pax's run failed ({' '.join(self.command)}):\n{self.stderr.read()[-3000:]}")
+
+    def block(self, first: bool) -> dict:
+        """Runs one block of generations; returns its wall and CPU seconds."""
+        assert self.process.stdin is not None
+        if not first:
+            self._read_until("PAX_READY")
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+        return json.loads(self._read_until("PAX_BLOCK"))
+
+    def summary(self) -> dict:
+        assert self.process.stdout is not None
+        lines = [line for line in self.process.stdout if line.startswith("{")]
+        if self.process.wait() or not lines:
+            self.stderr.seek(0)
+            raise SystemExit(f"Pax's run failed ({' '.join(self.command)}):\n{self.stderr.read()[-3000:]}")
+        return json.loads(lines[-1])
 
 
 def main() -> None:
@@ -171,6 +220,7 @@ def main() -> None:
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"jax {jax.__version__} on {jax.devices()[0].device_kind}"
     )
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"{'program':<14} {'compile s':>10} {'median s':>9}  rate (wall; CPU)")
     for name, config in configs.items():
         config = dataclasses.replace(config, total_timesteps=args.generations * config.steps_per_iteration)
@@ -186,12 +236,18 @@ def main() -> None:
         start = time.perf_counter()
         train(key).block_until_ready()  # compiles
         compile_s = time.perf_counter() - start
-        walls, cpus = [], []
-        for _ in range(args.repeats):
+        pax = None
+        if args.pax_python and name in PAX:
+            pax = PaxRun(args.pax_python, args.pax_src, name, args.generations, args.repeats)
+        walls, cpus, pax_blocks = [], [], []
+        # lamella, Pax, lamella, Pax, ...: each pair shares the machine's load of the moment.
+        for repeat in range(args.repeats):
             wall, cpu = time.perf_counter(), time.process_time()
             train(key).block_until_ready()
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
+            if pax is not None:
+                pax_blocks.append(pax.block(first=repeat == 0))
         median = sorted(walls)[len(walls) // 2]
         wall = args.generations / median
         cpu = args.generations / sorted(cpus)[len(cpus) // 2]
@@ -200,18 +256,25 @@ def main() -> None:
             f"{wall * per_generation:.3g} env steps/s; CPU {cpu:.3g} generations/s, "
             f"{cpu * per_generation:.3g} env steps/s"
         )
-        if args.pax_python and name in PAX:
-            pax = run_pax(args.pax_python, args.pax_src, name, args.generations)
+        if pax is not None:
+            summary = pax.summary()
             print(
-                f"{'  Pax':<14} {pax['compile_s']:>10.1f} {args.generations / pax['generations_per_s']:>9.3f}  "
-                f"{pax['generations_per_s']:.3g} generations/s, {pax['steps_per_s']:.3g} env steps/s; CPU "
-                f"{pax['generations_per_cpu_s']:.3g} generations/s, {pax['steps_per_cpu_s']:.3g} env steps/s "
-                f"(jax {pax['jax']})"
+                f"{'  Pax':<14} {summary['compile_s']:>10.1f} {args.generations / summary['generations_per_s']:>9.3f}  "
+                f"{summary['generations_per_s']:.3g} generations/s, {summary['steps_per_s']:.3g} env steps/s; CPU "
+                f"{summary['generations_per_cpu_s']:.3g} generations/s, {summary['steps_per_cpu_s']:.3g} env steps/s "
+                f"(jax {summary['jax']}; Pax's compile column: its first generation)"
             )
             print(
-                f"{'  lamella/Pax':<14} wall {wall / pax['generations_per_s']:.2f}x, "
-                f"CPU {cpu / pax['generations_per_cpu_s']:.2f}x"
+                f"{'  lamella/Pax':<14} wall {wall / summary['generations_per_s']:.2f}x, "
+                f"CPU {cpu / summary['generations_per_cpu_s']:.2f}x (medians)"
             )
+            for repeat, (lamella_wall, lamella_cpu, block) in enumerate(zip(walls, cpus, pax_blocks)):
+                print(
+                    f"{'  pair ' + str(repeat + 1):<14} CPU s {lamella_cpu:.2f} vs {block['cpu_s']:.2f}: "
+                    f"{block['cpu_s'] / lamella_cpu:.2f}x; wall s {lamella_wall:.2f} vs {block['wall_s']:.2f}: "
+                    f"{block['wall_s'] / lamella_wall:.2f}x"
+                )
+        print(f"{'  load average':<14} {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
