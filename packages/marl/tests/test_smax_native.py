@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 
+from lamella.agents.config import ConfigError
 from lamella.marl import MAPPOConfig, make_mappo_runner
 
 
@@ -50,3 +52,9 @@ def test_mappo_trains_a_few_iterations_on_native_smax():
     assert won.shape == (8,) and set(won.tolist()) <= {0.0, 1.0}
     # A won episode was paid the win bonus (1, to each living ally).
     assert np.all(np.asarray(evaluation["episode_return"])[won == 1.0] >= 1.0)
+
+
+def test_eval_info_may_not_name_the_evaluations_own_metrics():
+    MAPPOConfig(env_id="SMAX-3m-v0", eval_info=("won",)).validate()
+    with pytest.raises(ConfigError, match="eval_info"):
+        MAPPOConfig(env_id="SMAX-3m-v0", eval_info=("return",)).validate()

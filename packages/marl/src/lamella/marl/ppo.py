@@ -168,6 +168,12 @@ class IPPOConfig(PPOSettings):
         except (KeyError, ValueError) as error:
             raise ConfigError(str(error)) from None
         env_keyword_arguments(self)
+        clash = sorted(set(self.eval_info) & {"episode_return", "episode_length", "return"})
+        if clash:
+            raise ConfigError(
+                f"{type(self).__name__}.eval_info names {clash}, which the evaluation logs already; "
+                "name env info entries such as 'won'."
+            )
         if self.continuous_action not in ("tanh", "clip"):
             raise ConfigError(
                 f"{type(self).__name__}.continuous_action must be 'tanh' or 'clip', got {self.continuous_action!r}."
