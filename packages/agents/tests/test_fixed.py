@@ -57,3 +57,45 @@ def test_scripted_agent_balances_cartpole_better_than_random():
     random_returns = run(1, jax.random.key(0))
     assert scripted_returns.shape == (8,)
     assert scripted_returns.mean() > 150 > random_returns.mean()
+
+
+class _CountdownEnv:
+    """An episode lasts 2 to 5 steps (drawn at reset); ``info["count"]`` is the step number and
+    ``info["left"]`` the steps left, both changing past the episode's end, so only the value of
+    the last step is right."""
+
+    num_agents = 1
+
+    def reset(self, key, params):
+        length = 2 + jax.random.randint(key, (), 0, 4)
+        return jnp.zeros(1), (jnp.zeros((), jnp.int32), length)
+
+    def step(self, key, state, action, params):
+        t, length = state
+        t = t + 1
+        info = {"count": t.astype(jnp.float32), "left": length - t, "tag": jnp.zeros(2)}
+        return jnp.zeros(1), (t, length), jnp.ones(()), t >= length, jnp.zeros((), bool), info
+
+
+def test_evaluate_agent_returns_info_entries_from_each_episodes_last_step():
+    """``final_info`` gives ``info[name]`` of the step each episode ended on (lengths 2-5), or of
+    the last step played when the step cap stops an episode first (cap 4)."""
+    env, agent = _CountdownEnv(), make_constant_agent(0)
+    final_info = ("count", "left")
+    out = jax.jit(lambda key: evaluate_agent(agent, (), env, None, key, 16, 4, (), final_info=final_info))(
+        jax.random.key(0)
+    )
+    lengths = np.asarray(out["episode_length"])
+    assert set(lengths.tolist()) == {2, 3, 4}
+    np.testing.assert_array_equal(np.asarray(out["count"]), lengths.astype(np.float32))
+    # 0 left where the episode ended, 1 where the cap cut a 5-step episode at step 4.
+    np.testing.assert_array_equal(np.asarray(out["left"]), np.where(lengths == 4, out["left"], 0.0))
+    assert set(np.asarray(out["left"]).tolist()) == {0.0, 1.0}
+    assert out["count"].dtype == out["left"].dtype == jnp.float32
+    for names, match in (
+        (("missing",), "does not report"),
+        (("tag",), "one value per env"),
+        (("success",), "own"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            evaluate_agent(agent, (), env, None, jax.random.key(0), 4, 4, (), final_info=names)

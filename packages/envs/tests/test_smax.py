@@ -324,6 +324,7 @@ def test_rules_on_hand_built_states(marines):
     """One test (one compiled step): walls, illegal actions and the dead; shots, cooldown, bonus."""
     walls_kill_and_illegal_actions_stop(*marines)
     shots_damage_cooldown_and_win_bonus(*marines)
+    won_only_when_the_enemies_die_and_an_ally_lives(*marines)
 
 
 def walls_kill_and_illegal_actions_stop(env, params, step, noise, state):
@@ -351,8 +352,8 @@ def shots_damage_cooldown_and_win_bonus(env, params, step, noise, state):
     health = jnp.array([45.0, 45.0, 45.0, 9.0, 0.0, 0.0])
     state = state.replace(positions=positions, health=health)
     assert bool(env.action_mask(state, params)[0, 5])
-    _, after, reward, terminated, truncated, _ = step(state, jnp.array([5, 4, 4]), noise)
-    assert float(after.health[3]) == 0.0
+    _, after, reward, terminated, truncated, info = step(state, jnp.array([5, 4, 4]), noise)
+    assert float(after.health[3]) == 0.0 and bool(info["won"])
     # Reward: 9/45 of one enemy's health over 3 enemies, plus the bonus.
     np.testing.assert_allclose(np.asarray(reward), (9.0 / 45.0) / 3 + 1.0, rtol=1e-6)
     assert bool(jnp.all(terminated)) and not bool(jnp.any(truncated))
@@ -360,6 +361,29 @@ def shots_damage_cooldown_and_win_bonus(env, params, step, noise, state):
     dt = env.time_per_step
     expected = 0.61 + (-dt + 3 * dt * 0.5) - dt * (env.world_steps - 1)
     np.testing.assert_allclose(float(after.weapon_cooldown[0]), expected, atol=1e-6)
+
+
+def won_only_when_the_enemies_die_and_an_ally_lives(env, params, step, noise, state):
+    # Every ally walks west into the wall and dies; the enemies live: lost, not won.
+    positions = state.positions.at[:3, 0].set(0.2)
+    _, after, reward, terminated, _, info = step(
+        state.replace(positions=positions), jnp.array([3, 3, 3]), noise
+    )
+    assert bool(jnp.all(after.health[:3] == 0.0)) and bool(jnp.all(after.health[3:] > 0.0))
+    assert bool(jnp.all(terminated)) and info["won"].shape == () and not bool(info["won"])
+    # The last ally (1 hit point) and the last enemy (9) shoot each other in the same step: both
+    # teams die, a draw, not won (and no bonus).
+    positions = jnp.array([[10.0, 16.0], [2.0, 2.0], [2.0, 30.0], [13.0, 16.0], [30.0, 30.0], [30.0, 2.0]])
+    health = jnp.array([1.0, 0.0, 0.0, 9.0, 0.0, 0.0])
+    _, after, reward, terminated, _, info = step(
+        state.replace(positions=positions, health=health), jnp.array([5, 4, 4]), noise
+    )
+    assert float(after.health[0]) == 0.0 and float(after.health[3]) == 0.0
+    assert bool(jnp.all(terminated)) and not bool(info["won"])
+    np.testing.assert_allclose(np.asarray(reward[0]), (9.0 / 45.0) / 3, rtol=1e-6)
+    # Still running: not won.
+    _, _, _, terminated, _, info = step(state, jnp.array([4, 4, 4]), noise)
+    assert not bool(jnp.any(terminated)) and not bool(info["won"])
 
 
 def test_autoreset_final_observation():

@@ -24,7 +24,7 @@ steps per seed: 10 updates of 16 envs x 128 steps), the width (64, 64) and the s
 The random baseline, measured here with the same evaluation (uniform actions, 1024 episodes), is
 -41.5 per agent; the threshold is -28 per agent for every seed (and random + 10). Measured when
 written: -22.7, -17.8, -20.3 (30,720 steps: -19.4, -16.1, -18.4). RWARE tiny-2ag is not used:
-0.1 deliveries per episode after 409,600 steps (README, "Learning on LBF, RWARE and MPE").
+0.1 deliveries per episode after 409,600 steps (README, "Learning on LBF, RWARE, MPE and SMAX").
 """
 
 from __future__ import annotations

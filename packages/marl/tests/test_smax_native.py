@@ -2,7 +2,8 @@
 
 A smoke test of the pieces SMAX brings (action masks that change as enemies move in and out of
 range, allies that die and stay done, the global state for the centralised critic): three
-iterations give finite losses, rewards are paid and episodes end. The JaxMARL-adapted SMAX is
+iterations give finite losses, rewards are paid and episodes end; the evaluation logs each
+episode's ``won`` (``eval_info=("won",)``). The JaxMARL-adapted SMAX is
 trained in the top-level ``tests/test_jaxmarl_ippo.py``.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 
+from lamella.agents.config import ConfigError
 from lamella.marl import MAPPOConfig, make_mappo_runner
 
 
@@ -24,14 +27,19 @@ def test_mappo_trains_a_few_iterations_on_native_smax():
         num_epochs=1,
         num_minibatches=1,
         hidden_sizes=(16,),
+        eval_episodes=8,
+        eval_info=("won",),
     )
     runner = make_mappo_runner(config)
 
     def train(key):
         state = runner.init(key)
-        return jax.lax.scan(lambda state, _: runner.step(state), state, length=config.num_iterations)
+        state, metrics = jax.lax.scan(
+            lambda state, _: runner.step(state), state, length=config.num_iterations
+        )
+        return state, metrics, runner.evaluate(state, key)
 
-    state, metrics = jax.jit(train)(jax.random.key(0))
+    state, metrics, evaluation = jax.jit(train)(jax.random.key(0))
     metrics = jax.device_get(metrics)
     losses = {name: value for name, value in metrics.items() if "loss" in name}
     assert {"policy_loss", "value_loss"} <= set(losses), sorted(metrics)
@@ -40,3 +48,13 @@ def test_mappo_trains_a_few_iterations_on_native_smax():
     assert np.any(np.asarray(metrics["reward"]) != 0)
     assert np.asarray(metrics["episodes"]).sum() > 0
     assert int(state.iteration) == 3
+    won = np.asarray(evaluation["won"])
+    assert won.shape == (8,) and set(won.tolist()) <= {0.0, 1.0}
+    # A won episode was paid the win bonus (1, to each living ally).
+    assert np.all(np.asarray(evaluation["episode_return"])[won == 1.0] >= 1.0)
+
+
+def test_eval_info_may_not_name_the_evaluations_own_metrics():
+    MAPPOConfig(env_id="SMAX-3m-v0", eval_info=("won",)).validate()
+    with pytest.raises(ConfigError, match="eval_info"):
+        MAPPOConfig(env_id="SMAX-3m-v0", eval_info=("return",)).validate()

@@ -15,7 +15,7 @@ every RNG key it uses), so it vmaps over seeds and serialises to a checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -166,6 +166,7 @@ def evaluate_agent(
     greedy: bool = True,
     success: bool = False,
     per_agent: bool = False,
+    final_info: Sequence[str] = (),
 ) -> dict[str, jax.Array]:
     """Play ``num_episodes`` episodes in parallel, one per env, and return their returns.
 
@@ -189,11 +190,25 @@ def evaluate_agent(
             ``info["is_success"]`` was true on some step of the episode (goal-conditioned envs).
         per_agent: also return ``"agent_return"``: float32 ``(num_episodes, num_agents)``, each
             agent's own return (multi-agent envs; ``"episode_return"`` is their sum).
+        final_info: names of ``info`` entries with one value per env (a scalar per step, such as
+            SMAX's ``"won"``); each is also returned, float32 ``(num_episodes,)``, as its value
+            on the episode's last step (the step it ended on, or the last step played). The mean
+            of a 0/1 entry over the episodes is its rate (SMAX: the win rate).
 
     Returns:
         ``{"episode_return": float32 (num_episodes,), "episode_length": int32 (num_episodes,)}``
-        (and ``"success"``, ``"agent_return"``).
+        (and ``"success"``, ``"agent_return"`` and the ``final_info`` names).
+
+    Raises:
+        ValueError: ``success`` or ``final_info`` names an entry the env's info does not have,
+            or a ``final_info`` entry has more than one value per env.
     """
+    final_info = tuple(final_info)
+    clash = sorted(set(final_info) & {"episode_return", "episode_length", "success", "agent_return"})
+    if clash:
+        raise ValueError(
+            f"evaluate_agent(final_info=...) names {clash}, which are evaluate_agent's own metrics."
+        )
     key_reset, key_loop = jax.random.split(key)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(key_reset, num_episodes), env_params
@@ -214,13 +229,14 @@ def evaluate_agent(
     extra0: tuple[jax.Array, ...] = (zeros,) if success else ()
     if per_agent:
         extra0 = (*extra0, jnp.zeros((num_episodes, max(int(env.num_agents), 1)), jnp.float32))
+    last_info0 = {name: zeros for name in final_info}
 
     def cond(carry: tuple[Any, ...]) -> jax.Array:
         finished, t = carry[0][6], carry[0][7]
         return jnp.logical_and(~jnp.all(finished), t < max_steps)
 
     def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
-        (obs, env_state, memory, train_state, returns, lengths, finished, t, key), extra = carry
+        (obs, env_state, memory, train_state, returns, lengths, finished, t, key), extra, last_info = carry
         keys = hashed_keys(key, (num_episodes + 2,))
         key, key_act = keys[0], keys[1]
         action, train_state, memory = agent.policy(key_act, train_state, obs, memory, eval=greedy)
@@ -242,16 +258,31 @@ def evaluate_agent(
             extra = (jnp.where(reached, 1.0, extra[0]), *extra[1:])
         if per_agent:
             extra = (*extra[:-1], extra[-1] + jnp.where(finished[:, None], 0.0, agent_reward))
+        new_info = {}
+        for name in final_info:
+            if name not in info:
+                raise ValueError(
+                    f"evaluate_agent(final_info=...) names info[{name!r}], which {type(env).__name__} "
+                    f"does not report (its info has {sorted(info)})."
+                )
+            if info[name].size != num_episodes:
+                raise ValueError(
+                    f"evaluate_agent(final_info=...) needs one value per env; info[{name!r}] has shape "
+                    f"{info[name].shape[1:]} per env."
+                )
+            value = jnp.reshape(info[name], (num_episodes,)).astype(jnp.float32)
+            new_info[name] = jnp.where(finished, last_info[name], value)
         finished = jnp.logical_or(finished, done)
-        return (obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key), extra
+        return (obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key), extra, new_info
 
-    out, extra = jax.lax.while_loop(cond, body, (carry0, extra0))
+    out, extra, last_info = jax.lax.while_loop(cond, body, (carry0, extra0, last_info0))
     extra = tuple(extra)
     metrics = {"episode_return": out[4], "episode_length": out[5]}
     if success:
         metrics["success"] = extra[0]
     if per_agent:
         metrics["agent_return"] = extra[-1]
+    metrics.update(last_info)
     return metrics
 
 

@@ -129,6 +129,10 @@ class IPPOConfig(PPOSettings):
             strings (values ``true``/``false``, integers, floats, else strings), e.g.
             ``("continuous_actions=true",)`` for MPE's continuous actions (on the command line
             ``env_kwargs=continuous_actions=true``). Not used when an env object is given.
+        eval_info: names of the env's per-env ``info`` entries to log from each evaluation
+            episode's last step, one number per episode under the entry's name (see
+            :func:`~lamella.agents.runner.evaluate_agent`'s ``final_info``): ``("won",)`` on
+            SMAX logs ``won``, whose mean over the episodes is the win rate.
     """
 
     env_id: str = "Foraging-8x8-2p-2f-coop-v3"
@@ -147,6 +151,7 @@ class IPPOConfig(PPOSettings):
     continuous_action: str = "tanh"
     log_std_init: float = 0.0
     env_kwargs: tuple[str, ...] = ()
+    eval_info: tuple[str, ...] = ()
 
     #: The critic reads the env's global state (MAPPO) rather than each agent's observation.
     centralised_critic = False
@@ -163,6 +168,12 @@ class IPPOConfig(PPOSettings):
         except (KeyError, ValueError) as error:
             raise ConfigError(str(error)) from None
         env_keyword_arguments(self)
+        clash = sorted(set(self.eval_info) & {"episode_return", "episode_length", "return"})
+        if clash:
+            raise ConfigError(
+                f"{type(self).__name__}.eval_info names {clash}, which the evaluation logs already; "
+                "name env info entries such as 'won'."
+            )
         if self.continuous_action not in ("tanh", "clip"):
             raise ConfigError(
                 f"{type(self).__name__}.continuous_action must be 'tanh' or 'clip', got {self.continuous_action!r}."
@@ -584,11 +595,13 @@ def make_multi_agent_ppo_runner(
             memory,
             greedy=config.eval_greedy,
             per_agent=True,
+            final_info=config.eval_info,
         )
         return {
             "episode_return": out["episode_return"],
             "episode_length": out["episode_length"],
             "return": out["agent_return"],
+            **{name: out[name] for name in config.eval_info},
         }
 
     return Runner(

@@ -129,7 +129,11 @@ class SMAX(Environment[SMAXState, SMAXParams]):
 
     Info: ``action_mask``, bool ``(A, E + 5)``, the legal actions in the returned state (also
     :meth:`action_mask`): moves while alive, stop always, attacks on living enemies closer than
-    the ally's attack range.
+    the ally's attack range; ``won``, bool ``()``, True on the step the last enemy dies while an
+    ally lives (the step that pays the bonus; a draw, both teams dead, is not won). Its value on
+    an episode's last step says whether the episode was won (the win rate is its mean over
+    episodes: ``evaluate_agent(final_info=("won",))``, lamella-marl's ``eval_info=("won",)``).
+    JaxMARL's SMAX has no such entry (its log wrapper counts a step reward >= 1 as a win).
 
     Global state (:meth:`global_state`): float32 ``(12 U,)``, JaxMARL's ``world_state``: per unit
     ``(health / max, x, y, weapon cooldown, one-hot type)`` (zeros when dead), then the teams
@@ -570,7 +574,8 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         reward = jnp.where(alive_before[:a], team_reward, 0.0).astype(jnp.float32)
         terminated = ~alive[:a] | won | lost
         truncated = jnp.broadcast_to(state.time >= params.max_episode_steps, (a,))
-        info = {"action_mask": self.action_mask(state, params)}
+        # The battle is won (and the bonus paid) when every enemy is dead and an ally still lives.
+        info = {"action_mask": self.action_mask(state, params), "won": won & ~lost}
         return self.get_obs(state, params), state, reward, terminated, truncated, info
 
     def render(self, state: SMAXState, params: SMAXParams | None = None) -> jax.Array:
