@@ -251,6 +251,13 @@ PRESETS["meta_es"].update(
         ),
     }
 )
+# Annealed self-play (Pax's self_play_anneal, which its rice/shaper_v_ppo experiment uses on
+# Rice-N, not an env lamella has): the same Shaper and PPO_memory co-players on the 3-player IPD,
+# the Shaper's seat count drawn every generation, from one seat at the start to mostly all three
+# at the end; evaluated in one seat against two learners.
+PRESETS["meta_es"]["shaper_v_ppo_3p_self_play_anneal"] = dataclasses.replace(
+    PRESETS["meta_es"]["shaper_2_roles_v_ppo_3p"], meta_roles=1, self_play_anneal=True
+)
 PRESETS["meta_es"]["CoinGame-v0"] = PRESETS["meta_es"]["shaper_v_ppo_coin_game"]
 PRESETS["meta_es"]["IPDInTheMatrix-v0"] = PRESETS["meta_es"]["shaper_v_ppo_in_the_matrix"]
 
