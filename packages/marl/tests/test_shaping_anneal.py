@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from lamella.agents.config import ConfigError
-from lamella.agents.runner import make_train
 from lamella.marl.shaping.meta import (
     MetaConfig,
     _outer_episode_by_seats,
@@ -51,7 +50,9 @@ def test_seat_draw_follows_the_annealing():
     for players in (2, 3):
         keys = jax.random.split(jax.random.key(players), (generations, draws))
         draw = jax.vmap(jax.vmap(draw_meta_seats, in_axes=(0, None, None, None)), in_axes=(0, 0, None, None))
-        seats = np.asarray(jax.jit(draw, static_argnums=(2, 3))(keys, np.arange(generations), generations, players))
+        seats = np.asarray(
+            jax.jit(draw, static_argnums=(2, 3))(keys, np.arange(generations), generations, players)
+        )
         assert seats.min() == 1 and seats.max() == players
         assert (seats[0] == 1).all()
         probability = np.arange(generations) / generations
@@ -125,5 +126,7 @@ def test_fixed_seats_unchanged_and_refusals():
     runner = make_meta_runner(dataclasses.replace(SMALL, self_play_anneal=False, meta_roles=2))
     metrics = jax.eval_shape(runner.step, jax.eval_shape(runner.init, jax.random.key(0)))[1]
     assert "meta_seats" not in metrics
-    with pytest.raises(ConfigError, match=r"meta_roles \(2\) with self_play_anneal=True.*leave meta_roles at 1"):
+    with pytest.raises(
+        ConfigError, match=r"meta_roles \(2\) with self_play_anneal=True.*leave meta_roles at 1"
+    ):
         make_meta_runner(dataclasses.replace(SMALL, meta_roles=2))

@@ -567,7 +567,9 @@ def _outer_episode_by_seats(
     env, env_params, _, _ = _game_and_meta_agent(config, env, env_params)
     num_players = int(env.num_agents)
     episodes = [
-        make_outer_episode(dataclasses.replace(config, meta_roles=seats, self_play_anneal=False), env, env_params)[0]
+        make_outer_episode(
+            dataclasses.replace(config, meta_roles=seats, self_play_anneal=False), env, env_params
+        )[0]
         for seats in range(1, num_players + 1)
     ]
 

@@ -50,7 +50,8 @@ any preset takes ``co_player_recurrent=true``). The same two setups on CoinGame 
 ``_cnn`` use Pax's ipditm networks: the CNN on the view (``torso="cnn"``, ``meta_torso="cnn"``)
 and GRU co-players. Roles (``meta_roles``): ``good_shepherd_self_play`` (the meta-agent in
 both seats of the IPD) and ``shaper_2_roles_v_ppo_3p`` (a Shaper in two seats of the 3-player
-``IteratedTensorGame-v0`` against one PPO_memory co-player, Pax's ``3pl_2shap_ipd``).
+``IteratedTensorGame-v0`` against one PPO_memory co-player, Pax's ``3pl_2shap_ipd``); annealed
+self-play (``self_play_anneal``): ``shaper_v_ppo_3p_self_play_anneal``.
 """
 
 from __future__ import annotations
