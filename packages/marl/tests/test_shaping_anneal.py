@@ -21,6 +21,7 @@ from lamella.marl.shaping.meta import (
     make_meta_runner,
     make_outer_episode,
 )
+from lamella.marl.shaping.presets import PRESETS
 
 # The 3-player IPD at the smallest scale that still has a learner: 2 members, 2 envs, 4-round
 # inner episodes, one per outer episode.
@@ -122,7 +123,7 @@ def test_each_seat_count_plays_its_seats():
 
 def test_fixed_seats_unchanged_and_refusals():
     """Without ``self_play_anneal`` nothing is drawn and no ``meta_seats`` is logged; with it a
-    fixed ``meta_roles`` is refused before anything compiles."""
+    fixed ``meta_roles`` is refused before anything compiles; the preset has it."""
     runner = make_meta_runner(dataclasses.replace(SMALL, self_play_anneal=False, meta_roles=2))
     metrics = jax.eval_shape(runner.step, jax.eval_shape(runner.init, jax.random.key(0)))[1]
     assert "meta_seats" not in metrics
@@ -130,3 +131,7 @@ def test_fixed_seats_unchanged_and_refusals():
         ConfigError, match=r"meta_roles \(2\) with self_play_anneal=True.*leave meta_roles at 1"
     ):
         make_meta_runner(dataclasses.replace(SMALL, meta_roles=2))
+    preset = PRESETS["meta_es"]["shaper_v_ppo_3p_self_play_anneal"]
+    assert (preset.env_id, preset.num_players, preset.meta_roles) == ("IteratedTensorGame-v0", 3, 1)
+    assert preset.self_play_anneal
+    preset.validate()
