@@ -33,6 +33,15 @@ it meet the rest (Pax's ``multiplayer_ipd/3pl_2shap_ipd``: two shapers, one PPO 
 fitness is the meta-agent's mean reward over its seats; the ``co_player_*`` metrics are the
 other seats' means (in self-play: the copies' in seats ``1..n-1``).
 
+**Annealed self-play** (Pax's ``self_play_anneal``). ``self_play_anneal=True`` draws the
+meta-agent's seat count anew every generation instead: each of the ``n`` seats plays the
+meta-agent with probability ``p = generation / num_iterations`` (0 at the first generation, near 1
+at the last), at least one seat (``max(1, Binomial(n, p))``), the rest PPO co-players. The count
+is data in the compiled program: the runner holds one outer episode per count ``1..n``, traced
+once, and ``lax.switch`` plays the drawn one, so a run is one program whatever counts it draws.
+The ``meta_seats`` metric logs each generation's count; ``evaluate`` plays the meta-agent in seat
+0 against ``n - 1`` learners.
+
 The meta-agent is lamella-agents' actor-critic network (:func:`lamella.agents.ppo.make_actor_critic`:
 an MLP torso, or on IPD-in-the-Matrix with ``meta_torso="cnn"`` Pax's CNN on the view, with a GRU
 core when ``meta_recurrent``); only its policy head acts. A feed-forward
@@ -71,7 +80,7 @@ from lamella.marl.shaping.evolution import MetaESState, make_search
 from lamella.marl.shaping.observations import flatten_agent_observations, view_layout
 from lamella.marl.shaping.runner import LEARNER, TORSOS, ShapingConfig, ViewLayout, make_shaping_runner
 
-__all__ = ["MetaConfig", "make_meta_agent", "make_meta_runner", "make_outer_episode"]
+__all__ = ["MetaConfig", "draw_meta_seats", "make_meta_agent", "make_meta_runner", "make_outer_episode"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +152,10 @@ class MetaConfig(PPOSettings):
             GRU when ``meta_recurrent``).
         meta_roles: the seats the meta-agent plays (players ``0 .. meta_roles - 1``, one set of
             parameters); the rest are PPO co-players. The game's player count is self-play.
+        self_play_anneal: draw the meta-agent's seat count every generation (Pax's
+            ``self_play_anneal``): each seat is the meta-agent's with probability ``generation /
+            num_iterations``, at least one (:func:`draw_meta_seats`); ``meta_roles`` must then stay
+            1, the seat count of ``evaluate``.
         num_players: the player count of an n-player game (``IteratedTensorGame-v0``); 0 keeps
             the env's default (3 for the tensor game).
         num_epochs, num_minibatches, learning_rate, anneal_lr, gamma, gae_lambda, clip_eps,
@@ -182,6 +195,7 @@ class MetaConfig(PPOSettings):
     meta_torso: str = "mlp"
     meta_roles: int = 1
     num_players: int = 0
+    self_play_anneal: bool = False
 
     #: The algorithm's name in messages (``lamella train meta_es``).
     algorithm = "meta_es"
@@ -285,6 +299,12 @@ class MetaConfig(PPOSettings):
                 f"{name}: a co-player learns on num_envs // num_opponents * num_inner_steps = "
                 f"{envs_per_co_player * self.num_inner_steps} steps per inner episode, which num_minibatches "
                 f"({self.num_minibatches}) must divide; change num_minibatches, num_envs or num_inner_steps."
+            )
+        if self.self_play_anneal and self.meta_roles != 1:
+            raise ConfigError(
+                f"{name}.meta_roles ({self.meta_roles}) with self_play_anneal=True: the seat count is "
+                "drawn anew every generation; leave meta_roles at 1 (the evaluation's: the meta-agent "
+                "in seat 0 against learners) or set self_play_anneal=False for a fixed count."
             )
         if self.num_iterations < 1:
             raise ConfigError(
@@ -522,6 +542,43 @@ def make_outer_episode(
     return outer_episode, init_params
 
 
+def draw_meta_seats(
+    key: jax.Array, generation: jax.typing.ArrayLike, num_generations: int, num_players: int
+) -> jax.Array:
+    """The meta-agent's seat count for one generation of annealed self-play, int32 ``()``.
+
+    Each of the ``num_players`` seats plays the meta-agent with probability ``generation /
+    num_generations`` (Pax's ``self_play_prob``: 0 at generation 0, ``(G - 1) / G`` at the last),
+    independently; the count is at least 1: ``max(1, Binomial(num_players, p))``.
+    """
+    probability = jnp.asarray(generation, jnp.float32) / num_generations
+    meta_seats = jax.random.bernoulli(key, probability, (num_players,))
+    return jnp.maximum(meta_seats.sum(dtype=jnp.int32), 1)
+
+
+def _outer_episode_by_seats(
+    config: MetaConfig, env: Any = None, env_params: Any = None
+) -> tuple[Callable[[Any, jax.Array, jax.Array], dict[str, jax.Array]], int]:
+    """``(outer_episode(params, key, meta_seats), num_players)``: the outer episode of
+    :func:`make_outer_episode` with the meta-agent in the first ``meta_seats`` seats, an int32
+    scalar from 1 to the game's player count. One outer episode per count, chosen by
+    ``lax.switch``: traced once each, and only the drawn one runs (under a ``vmap`` whose seat count
+    is batched, e.g. over seeds, every one runs and the drawn one's results are kept)."""
+    env, env_params, _, _ = _game_and_meta_agent(config, env, env_params)
+    num_players = int(env.num_agents)
+    episodes = [
+        make_outer_episode(
+            dataclasses.replace(config, meta_roles=seats, self_play_anneal=False), env, env_params
+        )[0]
+        for seats in range(1, num_players + 1)
+    ]
+
+    def outer_episode(params: Any, key: jax.Array, meta_seats: jax.Array) -> dict[str, jax.Array]:
+        return jax.lax.switch(meta_seats - 1, episodes, params, key)
+
+    return outer_episode, num_players
+
+
 def make_meta_runner(config: MetaConfig, env: Any = None, env_params: Any = None) -> Runner:
     """A :class:`~lamella.agents.runner.Runner`: one generation of the search per iteration.
 
@@ -534,7 +591,11 @@ def make_meta_runner(config: MetaConfig, env: Any = None, env_params: Any = None
     acted with, memory included), ``loss`` (``-episode_return``). ``evaluate(state, key)`` plays
     the strategy's centre for ``eval_episodes`` outer episodes (fresh co-players each) and
     returns ``episode_return``, ``co_player_return``, ``co_player_cooperation_first`` and
-    ``co_player_cooperation_last``, each float32 ``(eval_episodes,)``.
+    ``co_player_cooperation_last``, each float32 ``(eval_episodes,)``. With
+    ``config.self_play_anneal`` the step metrics add ``meta_seats`` (float32: the generation's
+    drawn seat count, :func:`draw_meta_seats`); the fitness is the meta-agent's mean over its seats
+    and the ``co_player_*`` metrics the other seats' (in a generation that draws every seat: the
+    copies' in seats ``1..n-1``).
 
     The runner splits its population over devices (``Runner.sharding``, the driver's
     ``num_devices``), as :func:`lamella.marl.shaping.evolution.make_meta_es_runner` does: the
@@ -569,6 +630,8 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_p
     except ValueError as error:
         raise ConfigError(f"MetaConfig: {error}") from None
     outer_episode, _ = make_outer_episode(config, env, env_params)
+    if config.self_play_anneal:
+        annealed_episode, num_players = _outer_episode_by_seats(config, env, env_params)
 
     def summary(results: dict[str, jax.Array]) -> dict[str, jax.Array]:
         per_episode = results["co_player_cooperation_per_episode"]
@@ -587,11 +650,23 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_p
         return MetaESState(search.init(key_search, init_params(key_net)), key, jnp.zeros((), jnp.int32))
 
     def step(state: MetaESState) -> tuple[MetaESState, dict[str, jax.Array]]:
-        key, key_ask, key_play, key_tell = jax.random.split(state.key, 4)
+        seat_metrics: dict[str, jax.Array] = {}
+        if config.self_play_anneal:
+            key, key_ask, key_play, key_tell, key_seats = jax.random.split(state.key, 5)
+            meta_seats = draw_meta_seats(key_seats, state.iteration, config.num_iterations, num_players)
+            seat_metrics["meta_seats"] = meta_seats.astype(jnp.float32)
+        else:  # the fixed seats' keys as before self_play_anneal existed
+            key, key_ask, key_play, key_tell = jax.random.split(state.key, 4)
         population, search_state = search.ask(key_ask, state.search_state)
         # Every member meets the same co-player seeds (common random numbers); each device plays
-        # its block of members, then holds every member's results.
-        played = jax.vmap(outer_episode, in_axes=(0, None))(devices.take(population), key_play)
+        # its block of members, then holds every member's results. The seat count is the same for
+        # every member (unbatched here), so lax.switch runs one outer episode.
+        if config.self_play_anneal:
+            played = jax.vmap(annealed_episode, in_axes=(0, None, None))(
+                devices.take(population), key_play, meta_seats
+            )
+        else:
+            played = jax.vmap(outer_episode, in_axes=(0, None))(devices.take(population), key_play)
         results = summary(devices.gather(played))
         returns = results["episode_return"]
         search_state, _ = search.tell(key_tell, population, returns, search_state)
@@ -599,6 +674,7 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_p
         metrics["co_player_update_kl"] = results["co_player_update_kl"].max()
         metrics["max_return"] = returns.max()
         metrics["loss"] = -metrics["episode_return"]
+        metrics.update(seat_metrics)
         return MetaESState(search_state, key, state.iteration + 1), metrics
 
     def evaluate(state: MetaESState, key: jax.Array) -> dict[str, jax.Array]:

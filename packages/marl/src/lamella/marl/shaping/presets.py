@@ -50,7 +50,8 @@ any preset takes ``co_player_recurrent=true``). The same two setups on CoinGame 
 ``_cnn`` use Pax's ipditm networks: the CNN on the view (``torso="cnn"``, ``meta_torso="cnn"``)
 and GRU co-players. Roles (``meta_roles``): ``good_shepherd_self_play`` (the meta-agent in
 both seats of the IPD) and ``shaper_2_roles_v_ppo_3p`` (a Shaper in two seats of the 3-player
-``IteratedTensorGame-v0`` against one PPO_memory co-player, Pax's ``3pl_2shap_ipd``).
+``IteratedTensorGame-v0`` against one PPO_memory co-player, Pax's ``3pl_2shap_ipd``); annealed
+self-play (``self_play_anneal``): ``shaper_v_ppo_3p_self_play_anneal``.
 """
 
 from __future__ import annotations
@@ -250,6 +251,13 @@ PRESETS["meta_es"].update(
             total_timesteps=100 * _THREE_PLAYERS,
         ),
     }
+)
+# Annealed self-play (Pax's self_play_anneal, which its rice/shaper_v_ppo experiment uses on
+# Rice-N, not an env lamella has): the same Shaper and PPO_memory co-players on the 3-player IPD,
+# the Shaper's seat count drawn every generation, from one seat at the start to mostly all three
+# at the end; evaluated in one seat against two learners.
+PRESETS["meta_es"]["shaper_v_ppo_3p_self_play_anneal"] = dataclasses.replace(
+    PRESETS["meta_es"]["shaper_2_roles_v_ppo_3p"], meta_roles=1, self_play_anneal=True
 )
 PRESETS["meta_es"]["CoinGame-v0"] = PRESETS["meta_es"]["shaper_v_ppo_coin_game"]
 PRESETS["meta_es"]["IPDInTheMatrix-v0"] = PRESETS["meta_es"]["shaper_v_ppo_in_the_matrix"]
