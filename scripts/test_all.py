@@ -58,6 +58,13 @@ STEP_SECONDS = {"agents": 871, "integration": 869, "envs": 620, "marl": 560, "ue
 _OLD_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 OPTIONAL_XLA_FLAGS = "LAMELLA_OPTIONAL_XLA_FLAGS"  # read by the root conftest.py
 TEST_XLA_LEVEL = "LAMELLA_TEST_XLA_LEVEL"  # the level this script set; read by tests/test_docs.py
+# Every step: the tests' simulated-device children (lamella.agents.testing, 4 CPU devices) run
+# their devices' threads on 2 cores shared with another step, and XLA's CPU collectives end the
+# process when one device's thread is 40 s late to a rendezvous (its default). A full run of
+# 2026-11-30 on a slower 2-core host (Intel Xeon, 2.1 GHz) lost lamella-ued's whole device child
+# that way ("Expected 4 threads to join the rendezvous, but only 3 of them arrived on time"):
+# late is not wrong here, so the tests wait up to 10 minutes. Optional, as the flags above.
+_COLLECTIVE_TIMEOUT = "--xla_cpu_collective_call_terminate_timeout_seconds=600"
 STEP_XLA_FLAGS = {name: _OLD_EMITTERS for name in ("envs", "marl", "ued", "gcrl", "integration")}
 # Steps whose tests marked ``slow`` (learning tests that train for minutes) keep XLA's default
 # flags while the step's other tests get these flags: the step runs pytest twice, the marked
@@ -258,6 +265,9 @@ def main() -> int:
         os.environ[TEST_XLA_LEVEL] = "1"
     else:
         os.environ.pop(TEST_XLA_LEVEL, None)
+    os.environ[OPTIONAL_XLA_FLAGS] = " ".join(
+        [os.environ.get(OPTIONAL_XLA_FLAGS, ""), _COLLECTIVE_TIMEOUT]
+    ).strip()
     results: list[StepResult] = []
     # A package whose src/ or pyproject.toml changed since its last release tag (or the merge base
     # with main) needs a new [Unreleased] entry in its CHANGELOG (scripts/check_changelogs.py).
