@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -198,3 +199,27 @@ def test_a_module_with_a_shared_fixture_is_one_unit_of_work_under_xdist(tmp_path
         scope("packages/marl/tests/test_shaping_meta.py::test_x", ROOT)
         == "packages/marl/tests/test_shaping_meta.py"
     )
+
+
+def test_bytecode_is_cached_where_the_machine_forbids_it(tmp_path: Path) -> None:
+    test_all = _test_all()
+    environ = {"PYTHONDONTWRITEBYTECODE": "1", "OTHER": "x"}
+    test_all.allow_bytecode(environ, tmp_path)
+    assert environ == {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "OTHER": "x"}
+    # A prefix the user chose is kept; without PYTHONDONTWRITEBYTECODE nothing changes.
+    chosen = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/elsewhere"}
+    test_all.allow_bytecode(chosen, tmp_path)
+    assert chosen == {"PYTHONPYCACHEPREFIX": "/elsewhere"}
+    untouched = {"OTHER": "x"}
+    test_all.allow_bytecode(untouched, tmp_path)
+    assert untouched == {"OTHER": "x"}
+    # A child Python started with the result writes the bytecode of what it imports there, and
+    # nothing next to the source.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "probe_module.py").write_text("VALUE = 1\n")
+    child = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(tmp_path / "src")}
+    child.pop("PYTHONPYCACHEPREFIX", None)
+    test_all.allow_bytecode(child, tmp_path)
+    subprocess.run([sys.executable, "-c", "import probe_module"], env=child, check=True)
+    assert list((tmp_path / "pycache").rglob("probe_module.*.pyc")), "no bytecode under the prefix"
+    assert not (tmp_path / "src" / "__pycache__").exists()
