@@ -101,8 +101,8 @@ OPTIONAL_XLA_FLAGS = "LAMELLA_OPTIONAL_XLA_FLAGS"
 
 
 def xla_accepts(flag: str) -> bool:
-    """Whether JAX's CPU backend starts with ``flag`` in ``XLA_FLAGS`` (in a child process:
-    XLA ends the process that it finds an unknown flag in)."""
+    """Whether JAX's CPU backend starts with ``flag`` (one flag, or several separated by spaces)
+    in ``XLA_FLAGS`` (in a child process: XLA ends the process that it finds an unknown flag in)."""
     env = {**os.environ, "XLA_FLAGS": flag, "JAX_PLATFORMS": "cpu"}
     env.pop(OPTIONAL_XLA_FLAGS, None)
     probe = subprocess.run(
@@ -119,12 +119,17 @@ def add_optional_xla_flags(accepts: Callable[[str], bool] = xla_accepts) -> tupl
     """
     wanted = os.environ.pop(OPTIONAL_XLA_FLAGS, "").split()
     flags = os.environ.get("XLA_FLAGS", "")
+    named = {flag.split("=")[0] for flag in flags.split()}
+    candidates = [flag for flag in wanted if flag.split("=")[0] not in named]
     added: list[str] = []
     left_out: list[str] = []
-    for flag in wanted:
-        if flag.split("=")[0] in flags:
-            continue
-        (added if accepts(flag) else left_out).append(flag)
+    # All at once first (one child Python, about 1-3 CPU-s, where XLA has them all, as it usually
+    # does), then one by one to tell which one XLA refused.
+    if len(candidates) > 1 and accepts(" ".join(candidates)):
+        added = candidates
+    else:
+        for flag in candidates:
+            (added if accepts(flag) else left_out).append(flag)
     if added:
         os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
     return added, left_out

@@ -115,23 +115,34 @@ def test_optional_xla_flags_only_where_xla_has_them(monkeypatch) -> None:
 
     def accepts(flag: str) -> bool:
         asked.append(flag)
-        return flag != "--xla_gone=false"
+        return "--xla_gone" not in flag
 
     added, left_out = conftest.add_optional_xla_flags(accepts)
     assert (added, left_out) == (["--xla_kept=true"], ["--xla_gone=false"])
     assert os.environ["XLA_FLAGS"] == (
         "--xla_backend_optimization_level=1 --xla_set_by_user=0 --xla_kept=true"
     )
-    assert asked == ["--xla_gone=false", "--xla_kept=true"]  # the user's own is not even checked
+    # Both at once, then one by one to find the one refused; the user's own is not even checked.
+    assert asked == ["--xla_gone=false --xla_kept=true", "--xla_gone=false", "--xla_kept=true"]
     assert "LAMELLA_OPTIONAL_XLA_FLAGS" not in os.environ  # xdist workers check nothing again
+
+    # Where XLA has them all (the usual case), one check.
+    monkeypatch.setenv("LAMELLA_OPTIONAL_XLA_FLAGS", "--xla_a=1 --xla_b=2")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
+    asked.clear()
+    added, left_out = conftest.add_optional_xla_flags(lambda flags: asked.append(flags) is None)
+    assert (added, left_out) == (["--xla_a=1", "--xla_b=2"], [])
+    assert asked == ["--xla_a=1 --xla_b=2"]
+    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=1 --xla_a=1 --xla_b=2"
 
 
 def test_xla_flag_check_asks_this_xla() -> None:
-    # Two child Pythons starting JAX (about 4 CPU-s). The optimisation level is the flag that
+    # Three child Pythons starting JAX (about 3-6 CPU-s). The optimisation level is the flag that
     # scripts/test_all.py sets for every step (jax 0.10.2 and 0.12 both have it).
     conftest = _root_conftest()
     assert conftest.xla_accepts("--xla_backend_optimization_level=1")
     assert not conftest.xla_accepts("--xla_lamella_no_such_flag=true")
+    assert not conftest.xla_accepts("--xla_backend_optimization_level=1 --xla_lamella_no_such_flag=true")
 
 
 def test_slow_tests_apart_keep_our_flags_and_the_rest_gets_the_packages(tmp_path: Path, monkeypatch) -> None:
