@@ -77,7 +77,7 @@ def test_annealed_run_is_one_program_and_draws_the_seats():
     # this, the first call's program would be compiled a second time for the second call.
     state = jax.tree.map(_strong, runner.init(jax.random.key(0)))
     seats, returns = [], []
-    for generation in range(config.num_iterations):
+    for _ in range(config.num_iterations):
         state, metrics = step(state)
         seats.append(float(metrics["meta_seats"]))
         returns.append(float(metrics["episode_return"]))
