@@ -102,7 +102,9 @@ def main(out_dir: str) -> None:
             ),
             "layout": layout,
         }
-        print(f"{name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        print(
+            f"{name}: {time.perf_counter() - started:.1f} s, {time.process_time():.1f} CPU-s", file=sys.stderr
+        )
     print(json.dumps(result))
 
 

@@ -113,7 +113,9 @@ def main(out_dir: str) -> None:
             "state_max_abs": max_abs(trained[0]),
             **extra,
         }
-        print(f"{name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        print(
+            f"{name}: {time.perf_counter() - started:.1f} s, {time.process_time():.1f} CPU-s", file=sys.stderr
+        )
     print(json.dumps(result))
 
 

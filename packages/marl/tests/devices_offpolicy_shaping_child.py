@@ -194,7 +194,9 @@ def main(out_dir: str) -> None:
                 best_fitness=[float(np.asarray(s.best_fitness).max()) for s in searched],
             )
         result["runs"][name] = run
-        print(f"{name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        print(
+            f"{name}: {time.perf_counter() - started:.1f} s, {time.process_time():.1f} CPU-s", file=sys.stderr
+        )
     print(json.dumps(result))
 
 

@@ -92,7 +92,9 @@ def main(out_dir: str) -> None:
                 x.devices() == {jax.devices()[0]} for x in jax.tree.leaves(four.train_state)
             ),
         }
-        print(f"{name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        print(
+            f"{name}: {time.perf_counter() - started:.1f} s, {time.process_time():.1f} CPU-s", file=sys.stderr
+        )
     print(json.dumps(result))
 
 

@@ -124,13 +124,15 @@ SHAPER_ARGS = [
 @pytest.fixture(scope="module")
 def shaper_run(tmp_path_factory):
     """``lamella train meta_es --preset shaper_v_ppo_in_the_matrix``, 2 generations of 4 members,
-    2 seeds; the preset's 152-step inner episodes, 2 per outer episode."""
+    2 seeds; the preset's 152-step inner episodes, 2 per outer episode. No learning-curve PNG
+    (``--no-plot``, as the other command-line runs here): nothing here reads it, and
+    lamella-agents' tests check the plot."""
     preset = PRESETS["meta_es"]["shaper_v_ppo_in_the_matrix"]
     generations = 2
     total = generations * 4 * 2 * preset.num_inner_steps * 2
     out = tmp_path_factory.mktemp("itm") / "run"
     argv = ["train", "meta_es", "--preset", "shaper_v_ppo_in_the_matrix", "--out-dir", str(out)]
-    lamella_main([*argv, *SHAPER_ARGS, f"total_timesteps={total}", "--no-progress"])
+    lamella_main([*argv, *SHAPER_ARGS, f"total_timesteps={total}", "--no-progress", "--no-plot"])
     log = json.loads((out / "metrics.json").read_text())
     return log["multi_agent"][ITM]["meta_es"], total
 
