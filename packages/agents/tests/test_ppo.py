@@ -260,7 +260,10 @@ def _require(env_id: str) -> None:
 @pytest.mark.slow
 def test_continuous_ppo_solves_pendulum():
     _require("Pendulum-v1")
-    _, _, evaluation = train_and_evaluate(PRESETS["ppo"]["Pendulum-v1"], num_seeds=3)
+    # The preset's settings for 96 of its 146 iterations (6e5 steps until 2026-11-30): -145, -136,
+    # -137 for the seeds of key 0 and -148, -138, -148 for key 1 (package README, "Learning results").
+    config = dataclasses.replace(PRESETS["ppo"]["Pendulum-v1"], total_timesteps=96 * 16 * 256)
+    _, _, evaluation = train_and_evaluate(config, num_seeds=3)
     per_seed = np.asarray(evaluation["episode_return"]).mean(1)
     assert np.all(per_seed >= -250), f"greedy returns per seed: {per_seed}"
 
