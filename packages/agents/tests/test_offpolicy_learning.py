@@ -5,6 +5,11 @@ Each test trains two seeds in one compiled program (``jax.vmap`` over
 iteration inside the same program (keys ``fold_in(seed_key, iteration)``), so the whole
 learning curve costs one compile. Thresholds, budgets and evaluation protocols are in each
 docstring. Measured on a 2-core CPU (jax 0.10.2), see the package README.
+
+Every test here is marked ``slow``: they train rather than compile, and CI runs lamella-agents'
+``slow`` tests with XLA's default CPU emitters, the others with the older ones that compile
+faster and run slower (scripts/test_all.py, ``SLOW_APART_XLA_FLAGS``). The SAC and DQN tests
+cost 31.9 and 82.3 CPU-s with the older emitters, 29.2 and 65.9 with the default ones.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ PENDULUM = dict(
 )
 
 
+@pytest.mark.slow
 def test_sac_pendulum():
     """SAC on Pendulum-v1, 8000 env steps (1 env, 1 update per step, (64, 64) nets, Adam 1e-3).
 
@@ -54,6 +60,7 @@ def test_sac_pendulum():
     assert_threshold(evaluations[:, -1], -200, "SAC Pendulum last greedy return")
 
 
+@pytest.mark.slow
 def test_dqn_cartpole():
     """Double DQN on CartPole-v1, 50 000 env steps (4 envs, 2 updates per vector step,
     (256, 256) nets, Adam 1e-3, 3-step returns, batch 64, hard target copy every 128 updates,
