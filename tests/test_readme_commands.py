@@ -102,7 +102,8 @@ RUN: dict[str, tuple[str, str]] = {
     "lamella train ppo --preset MemoryChain-bsuite": (
         DRY,
         _dry(
-            "packages/agents/tests/test_ppo.py (test_recurrent_ppo_solves_memory_chain_where_feedforward_cannot)"
+            "packages/agents/tests/test_ppo.py (test_recurrent_ppo_solves_memory_chain_where_feedforward_cannot, "
+            "with the preset's settings for 1.5e5 of its 2.5e5 steps)"
         ),
     ),
     "lamella train ppo --seeds 4 --out-dir runs/long": (
