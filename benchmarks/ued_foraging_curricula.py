@@ -2,6 +2,7 @@
 
     hatch run bench:python benchmarks/ued_foraging_curricula.py [--iterations 60] [--seeds 3]
         [--algorithms dr plr accel paired] [--out runs/ued_foraging_curricula]
+        [--env Foraging-8x8-2p-2f-coop-v3]
 
 What is run: each algorithm's ``Foraging-8x8-2p-2f-v3`` preset (8x8 levels, 2 agents, 2 foods,
 50-step episodes, 2 agents sharing a 64-64 MLP, 32 envs x 100 steps per iteration) trained for
@@ -12,7 +13,9 @@ that, as in PAIRED's own accounting). Then each final student is evaluated, acti
 on ``--episodes`` fresh random levels of the layout (DR's distribution, the same levels for
 every algorithm and seed) and the same number of episodes on each named level that fits the
 layout (``SplitFoods``, ``CoopCorners``), and on the same levels with the uniformly random
-policy (the student's network with its action head zeroed) as the floor.
+policy (the student's network with its action head zeroed) as the floor. ``--env`` trains the
+same presets on another LBF id of the same shape (the ``-coop`` variant, where every food needs
+both agents), evaluated on the named levels that fit it.
 
 Reported: one table, per test level the IQM of the seeds' solve rates with a 95 % stratified
 bootstrap interval over seeds (``lamella.eval.interval_estimates``; with 3 seeds the IQM is the
@@ -34,7 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import lamella.envs
 from lamella.agents.driver import run_experiment
+from lamella.envs.multi_agent import lbf
 from lamella.eval import estimates_table, interval_estimates, to_markdown
 from lamella.ued.paired import make_paired_runner
 from lamella.ued.presets import FORAGING_8X8_ID, PRESETS
@@ -68,10 +73,13 @@ def evaluate(name: str, config, state, episodes: int) -> tuple[list[str], np.nda
     return list(eval_config.eval_levels), trained, floor
 
 
-def train_one(name: str, iterations: int, seeds: int, episodes: int, out: str) -> dict:
+def train_one(name: str, env_id: str, iterations: int, seeds: int, episodes: int, out: str) -> dict:
     base = PRESETS[name][FORAGING_8X8_ID]
+    env, _ = lamella.envs.make(env_id, autoreset=False)
     config = dataclasses.replace(
         base,
+        env_id=env_id,
+        eval_levels=("random", *lbf.named_levels_for(env.unwrapped)),
         total_timesteps=base.steps_per_iteration * iterations,
         eval_episodes=32,  # the driver's evaluations during training: small, the final one below
     )
@@ -100,7 +108,7 @@ def train_one(name: str, iterations: int, seeds: int, episodes: int, out: str) -
     return record
 
 
-def report(results: dict) -> None:
+def report(results: dict, env_id: str) -> None:
     names = [n for n in (*ALGORITHMS, "minimax", "population_paired") if n in results]
     if not names:
         print("no results yet")
@@ -109,7 +117,7 @@ def report(results: dict) -> None:
     first = results[names[0]]
     print(
         f"\n{first['iterations']} iterations ({first['env_steps_per_seed']:,} env steps per seed), "
-        f"{len(first['solved'])} seeds, {FORAGING_8X8_ID}; solve rate, IQM over seeds [95 % bootstrap CI]"
+        f"{len(first['solved'])} seeds, {env_id}; solve rate, IQM over seeds [95 % bootstrap CI]"
     )
     for index, level in enumerate(levels):
         scores = {n: np.asarray(results[n]["solved"])[:, index : index + 1] for n in names}
@@ -133,6 +141,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--episodes", type=int, default=256, help="final evaluation episodes per level")
     parser.add_argument("--algorithms", nargs="*", default=list(ALGORITHMS))
+    parser.add_argument("--env", default=FORAGING_8X8_ID, help="an LBF id with 8x8 levels, 2 agents, 2 foods")
     parser.add_argument("--out", default="runs/ued_foraging_curricula")
     parser.add_argument("--report", action="store_true", help="only print the table of <out>/results.json")
     args = parser.parse_args()
@@ -144,12 +153,12 @@ def main() -> None:
     if not args.report:
         os.makedirs(args.out, exist_ok=True)
         for name in args.algorithms:
-            record = train_one(name, args.iterations, args.seeds, args.episodes, args.out)
+            record = train_one(name, args.env, args.iterations, args.seeds, args.episodes, args.out)
             results = json.load(open(path)) if os.path.exists(path) else {}
             results[name] = record
             with open(path, "w") as handle:
                 json.dump(results, handle, indent=1)
-    report(json.load(open(path)) if os.path.exists(path) else {})
+    report(json.load(open(path)) if os.path.exists(path) else {}, args.env)
 
 
 if __name__ == "__main__":
