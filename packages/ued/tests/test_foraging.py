@@ -13,12 +13,17 @@ agents).
   in one vmapped program, on ``Foraging-5x5-2p-1f-v3`` (25-step episodes). Evaluated on 256
   fresh random levels per seed (actions sampled), against the uniformly random policy (the same
   network with its action head zeroed) on the same levels. Solved: the team eats the food.
+- ``test_lamella_train_resolves_the_8x8_foraging_presets``: ``lamella train <algo> --env
+  Foraging-8x8-2p-2f-v3 --print-config`` resolves each algorithm's preset of the harder layout
+  (2 agents, 2 foods, 50-step episodes), which validates and builds its runner (family, named
+  evaluation levels, teacher) without compiling.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 
 import jax
@@ -27,13 +32,14 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
-from lamella.agents import make_train
-from lamella.agents.config import ConfigError
+from lamella.agents import make_train, train
+from lamella.agents.config import ConfigError, config_to_dict
 from lamella.agents.driver import compile_options
 from lamella.envs import spaces
 from lamella.envs.multi_agent.lbf import render as lbf_render
 from lamella.ued.levels import foraging_family, level_family
-from lamella.ued.presets import FORAGING_ID, PRESETS
+from lamella.ued.paired import make_paired_runner
+from lamella.ued.presets import FORAGING_8X8_ID, FORAGING_ID, PRESETS
 from lamella.ued.runners import (
     ACCELConfig,
     DRConfig,
@@ -249,3 +255,29 @@ def test_dr_and_plr_students_beat_a_random_policy_on_foraging(name, iterations):
 
 THRESHOLD = {"dr": 0.8, "plr": 0.6}
 MARGIN = 0.25
+
+
+@pytest.mark.parametrize("name", ["dr", "plr", "accel", "paired", "minimax", "population_paired"])
+def test_lamella_train_resolves_the_8x8_foraging_presets(name, capsys):
+    assert train.main([name, "--env", FORAGING_8X8_ID, "--seeds", "3", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    preset = PRESETS[name][FORAGING_8X8_ID]
+    assert printed["algorithm"] == name and printed["seeds"] == [0, 1, 2]
+    assert printed["config"] == json.loads(json.dumps(config_to_dict(preset)))
+    assert printed["config"]["env_id"] == FORAGING_8X8_ID
+    preset.validate()
+    # The 5x5 presets' student and PPO settings, on the harder layout's horizon.
+    small = PRESETS[name][FORAGING_ID]
+    assert (preset.max_episode_steps, preset.num_steps, small.max_episode_steps) == (50, 100, 25)
+    assert (preset.torso_size, preset.learning_rate, preset.recurrent) == (
+        small.torso_size,
+        small.learning_rate,
+        False,
+    )
+    family = default_family(preset)
+    assert (family.env.num_agents, family.env.max_num_food, family.env.rows, family.env.cols) == (2, 2, 8, 8)
+    assert set(preset.eval_levels) - {"random"} <= set(family.named_levels)
+    runner = (make_paired_runner if name in ("paired", "minimax", "population_paired") else make_ued_runner)(
+        preset
+    )
+    assert runner.steps_per_iteration == 32 * 100 and runner.num_iterations == 100

@@ -22,7 +22,7 @@ from lamella.ued.paired import (
     make_paired_runner,
     teacher_score,
 )
-from lamella.ued.presets import FORAGING_ID, PRESETS
+from lamella.ued.presets import FORAGING_8X8_ID, FORAGING_ID, PRESETS
 from lamella.ued.runners import make_ued_runner
 
 TINY = dict(
@@ -155,7 +155,7 @@ def test_entry_points_and_presets():
     ):
         algorithm = load_algorithm(name)
         assert algorithm.config_class is config_class
-        assert set(algorithm.presets) == {"AMaze-13x13-v0", "ci", FORAGING_ID}
+        assert set(algorithm.presets) == {"AMaze-13x13-v0", "ci", FORAGING_ID, FORAGING_8X8_ID}
         for preset in algorithm.presets.values():
             preset.validate()
     # minimax's maze PAIRED config (config/configs/maze/paired.json).

@@ -125,7 +125,12 @@ def test_entry_points_and_presets():
     for name, config_class in (("dr", DRConfig), ("plr", PLRConfig), ("accel", ACCELConfig)):
         algorithm = load_algorithm(name)
         assert algorithm.config_class is config_class
-        assert set(algorithm.presets) == {"AMaze-13x13-v0", "ci", "Foraging-5x5-2p-1f-v3"}
+        assert set(algorithm.presets) == {
+            "AMaze-13x13-v0",
+            "ci",
+            "Foraging-5x5-2p-1f-v3",
+            "Foraging-8x8-2p-2f-v3",
+        }
     minimax_plr = PRESETS["plr"]["AMaze-13x13-v0"]
     assert (
         minimax_plr.num_envs,

@@ -25,6 +25,13 @@ the agents, 30 iterations of 32 envs x 50 steps, evaluated on fresh random level
 ``paired``, ``minimax`` and ``population_paired`` presets of that name train the same students
 on levels a teacher builds (:class:`lamella.envs.multi_agent.lbf.ForagingTeacher`: 2 agents then
 1 food, 3 steps), with the ``ci`` presets' small feed-forward teacher.
+
+``PRESETS[algorithm]["Foraging-8x8-2p-2f-v3"]`` (``dr``, ``plr``, ``accel``, ``paired``,
+``minimax``, ``population_paired``) is the harder LBF layout: 8x8 levels with 2 agents and 2
+foods (a food may need both agents), lbforaging's 50-step episodes, the same MLP student, 32
+envs x 100 steps, 100 iterations (320,000 env steps per seed), evaluated on fresh random levels
+and the named 8x8 levels ``SplitFoods`` and ``CoopCorners``; the teacher builds 2 agents then 2
+foods (4 steps).
 """
 
 from __future__ import annotations
@@ -46,6 +53,8 @@ from lamella.ued.runners import (
 __all__ = [
     "ACCEL",
     "DR",
+    "FORAGING_8X8_ID",
+    "FORAGING_ID",
     "MINIMAX",
     "PAIRED",
     "PARALLEL_ACCEL",
@@ -103,6 +112,19 @@ _FORAGING: dict[str, Any] = {
 }
 _FORAGING_BUFFER: dict[str, Any] = {"buffer_size": 128, "min_fill_ratio": 0.25, "replay_prob": 0.5}
 
+# The harder LBF layout: 8x8, 2 agents, 2 foods, lbforaging's 50-step horizon; two episodes per
+# 100-step rollout, as the 5x5 presets play two per 50 steps. The named levels are those that
+# fit the env (lamella.envs.multi_agent.lbf.named_levels_for).
+FORAGING_8X8_ID = "Foraging-8x8-2p-2f-v3"
+_FORAGING_8X8: dict[str, Any] = {
+    **_FORAGING,
+    "env_id": FORAGING_8X8_ID,
+    "max_episode_steps": 50,
+    "num_steps": 100,
+    "total_timesteps": 32 * 100 * 100,
+    "eval_levels": ("random", "SplitFoods", "CoopCorners"),
+}
+
 # A small feed-forward teacher for the ci presets (its learning rate raised for the short runs).
 _CI_TEACHER: dict[str, Any] = {
     "teacher_noise_dim": 8,
@@ -119,16 +141,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "AMaze-13x13-v0": DRConfig(),
         "ci": DRConfig(**_CI),
         FORAGING_ID: DRConfig(**_FORAGING),
+        FORAGING_8X8_ID: DRConfig(**_FORAGING_8X8),
     },
     "plr": {
         "AMaze-13x13-v0": PLRConfig(),
         "ci": PLRConfig(**_CI, **_CI_BUFFER),
         FORAGING_ID: PLRConfig(**_FORAGING, **_FORAGING_BUFFER),
+        FORAGING_8X8_ID: PLRConfig(**_FORAGING_8X8, **_FORAGING_BUFFER),
     },
     "accel": {
         "AMaze-13x13-v0": ACCELConfig(),
         "ci": dataclasses.replace(ACCELConfig(**_CI, **_CI_BUFFER), n_walls=0, num_edits=4),
         FORAGING_ID: ACCELConfig(**_FORAGING, **_FORAGING_BUFFER, num_edits=2),
+        FORAGING_8X8_ID: ACCELConfig(**_FORAGING_8X8, **_FORAGING_BUFFER, num_edits=2),
     },
     # minimax's pplr.json / paccel.json; num_envs counts the levels of each batch (2 or 3 batches).
     "parallel_plr": {
@@ -145,16 +170,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "AMaze-13x13-v0": PAIREDConfig(),
         "ci": PAIREDConfig(**_CI, **_CI_TEACHER),
         FORAGING_ID: PAIREDConfig(**_FORAGING, **_CI_TEACHER),
+        FORAGING_8X8_ID: PAIREDConfig(**_FORAGING_8X8, **_CI_TEACHER),
     },
     "minimax": {
         "AMaze-13x13-v0": MinimaxConfig(),
         "ci": MinimaxConfig(**_CI, **_CI_TEACHER),
         FORAGING_ID: MinimaxConfig(**_FORAGING, **_CI_TEACHER),
+        FORAGING_8X8_ID: MinimaxConfig(**_FORAGING_8X8, **_CI_TEACHER),
     },
     "population_paired": {
         "AMaze-13x13-v0": PopulationPAIREDConfig(),
         "ci": PopulationPAIREDConfig(**_CI, **_CI_TEACHER),
         FORAGING_ID: PopulationPAIREDConfig(**_FORAGING, **_CI_TEACHER),
+        FORAGING_8X8_ID: PopulationPAIREDConfig(**_FORAGING_8X8, **_CI_TEACHER),
     },
 }
 
