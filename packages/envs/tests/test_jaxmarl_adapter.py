@@ -121,8 +121,12 @@ def _rollout(env, name: str, num_steps: int):
 def test_steps_equal_jaxmarls_own_step_on_the_same_keys(name):
     env = _build(name)
     _, _, (num_envs, num_steps), reasons = CASES[name]
-    # Compiling both steps is most of this test's time; the fast options halve it.
-    start, outs = jax.jit(jax.vmap(_rollout(env, name, num_steps)), compiler_options=fast_compile_options())(
+    # Compiling both steps is most of this test's time; the fast options nearly halve it. Not for
+    # SMAX: its float observations are compared exactly, and under the fast options JaxMARL's and
+    # ours differ in the last bits (10 of 86,400 values, 1.3e-6 relative) although they run the
+    # same code; Overcooked and Hanabi compare integers.
+    options = {} if name == "smax" else fast_compile_options()
+    start, outs = jax.jit(jax.vmap(_rollout(env, name, num_steps)), compiler_options=options)(
         jax.random.split(jax.random.key(1), num_envs)
     )
     outs = jax.device_get(outs)
