@@ -17,7 +17,7 @@ import pytest
 
 import lamella.envs
 from lamella.envs.adapters.jaxmarl import JaxMARLError, from_jaxmarl
-from lamella.envs.testing import assert_parity_coverage, check_env
+from lamella.envs.testing import assert_parity_coverage, check_env, fast_compile_options
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Overcooked's DeprecationWarning (use OvercookedV2)
@@ -121,7 +121,12 @@ def _rollout(env, name: str, num_steps: int):
 def test_steps_equal_jaxmarls_own_step_on_the_same_keys(name):
     env = _build(name)
     _, _, (num_envs, num_steps), reasons = CASES[name]
-    start, outs = jax.jit(jax.vmap(_rollout(env, name, num_steps)))(
+    # Compiling both steps is most of this test's time; the fast options nearly halve it. Not for
+    # SMAX: its float observations are compared exactly, and under the fast options JaxMARL's and
+    # ours differ in the last bits (10 of 86,400 values, 1.3e-6 relative) although they run the
+    # same code; Overcooked and Hanabi compare integers.
+    options = {} if name == "smax" else fast_compile_options()
+    start, outs = jax.jit(jax.vmap(_rollout(env, name, num_steps)), compiler_options=options)(
         jax.random.split(jax.random.key(1), num_envs)
     )
     outs = jax.device_get(outs)
@@ -213,8 +218,10 @@ def test_flatten_observations_gives_vectors_for_mlp_networks():
 
 def test_overcooked_renders_jaxmarls_tiles():
     env = _build("overcooked")
-    _, state = env.reset(jax.random.key(0))
-    frame = np.asarray(jax.jit(env.render)(state))
+    # Reset and render in one compiled program: eagerly, Overcooked's reset compiles each of its
+    # operations on its own (about 7 of this test's 10 CPU-s).
+    render = jax.jit(lambda key: env.render(env.reset(key)[1]), compiler_options=fast_compile_options())
+    frame = np.asarray(render(jax.random.key(0)))
     assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[-1] == 3
     assert frame.std() > 0  # a picture, not a blank frame
     with pytest.raises(NotImplementedError, match="render_fn"):

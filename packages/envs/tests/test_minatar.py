@@ -25,7 +25,7 @@ import pytest
 import lamella.envs as le
 from lamella.envs import minatar as lm
 from lamella.envs.environment import Wrapper
-from lamella.envs.testing import check_env
+from lamella.envs.testing import check_env, fast_compile_options
 from lamella.envs.wrappers import AutoReset
 
 minatar = pytest.importorskip("minatar")
@@ -99,7 +99,9 @@ def test_step_and_autoreset_paths_are_exact(env_id: str) -> None:
     state = state.replace(time=near_end)
     num_actions = bare.action_space(params).n
 
-    @jax.jit
+    # Four vmapped steps in one program, compiled for compile speed: MinAtar's values are
+    # integers and bools, which the fast options cannot change.
+    @functools.partial(jax.jit, compiler_options=fast_compile_options())
     def compare(key: jax.Array, state: Any) -> Any:
         keys = jax.random.split(key, n)
         actions = jax.random.randint(key, (n,), 0, num_actions)
@@ -728,6 +730,23 @@ def test_default_sticky_probability_is_minatars() -> None:
     assert minatar_probability(repeats) == pytest.approx(MINATAR_STICKY, abs=1e-9)
 
 
+@functools.cache
+def sticky_last_actions(env_id: str) -> Callable[..., jax.Array]:
+    """``(keys, params) -> last_action`` after one no-op step from a state whose previous action
+    is the set's second one, one step per key: one compile per game, shared by every
+    ``sticky_action_prob`` (a traced field of ``params``)."""
+    env = le.make(env_id, autoreset=False)[0].unwrapped
+    noop = env.action_set.index(0)
+
+    @jax.jit
+    def last_actions(keys: jax.Array, params: Any) -> jax.Array:
+        _, state = env.reset(jax.random.key(0), params)
+        state = state.replace(last_action=jnp.int32(env.action_set[1]))
+        return jax.vmap(lambda key: env.step(key, state, noop, params)[1].last_action)(keys)
+
+    return last_actions
+
+
 @pytest.mark.parametrize("env_id", MINATAR_IDS)
 @pytest.mark.parametrize("prob", [MINATAR_STICKY, 0.5])
 def test_sticky_action_frequency(env_id: str, prob: float) -> None:
@@ -735,16 +754,9 @@ def test_sticky_action_frequency(env_id: str, prob: float) -> None:
     env, params = le.make(env_id, autoreset=False, sticky_action_prob=prob)
     env = env.unwrapped
     n = 20_000
-    _, state = env.reset(jax.random.key(0), params)
-    noop = env.action_set.index(0)
     other = 1  # the second action of every set is never the no-op
-    state = state.replace(last_action=jnp.int32(env.action_set[other]))
-
-    def one(key: jax.Array) -> jax.Array:
-        _, next_state, *_ = env.step(key, state, noop, params)
-        return next_state.last_action
-
-    taken = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(1), n)))
+    assert env.action_set[other] != 0
+    taken = np.asarray(sticky_last_actions(env_id)(jax.random.split(jax.random.key(1), n), params))
     frequency = np.mean(taken == env.action_set[other])
     assert abs(frequency - prob) < 4 * np.sqrt(prob * (1 - prob) / n)
 

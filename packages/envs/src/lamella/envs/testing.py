@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -12,10 +13,39 @@ from lamella.envs import spaces
 from lamella.envs._inputs import EnvInputError, env_label
 from lamella.envs.environment import Environment
 
-__all__ = ["ParityCoverage", "assert_parity_coverage", "check_env"]
+__all__ = ["ParityCoverage", "assert_parity_coverage", "check_env", "fast_compile_options"]
 
 
 _CONTAINS: dict[int, tuple[spaces.Space, Any]] = {}
+_FAST_COMPILE: list[dict[str, Any]] = []
+
+
+def fast_compile_options() -> dict[str, Any]:
+    """``compiler_options`` for ``jax.jit`` that compile a test's programs faster (found once
+    per process).
+
+    A conformance or parity program runs a few steps, so compiling dominates its time: XLA's
+    backend optimisation level 0 and, where the installed XLA still has them, its older CPU
+    emitters (jax 0.12 dropped the option) compile a step in less time. They may reorder or
+    contract float arithmetic, so float results can differ from a default compile in the last
+    bits (CartPole's state after two steps: up to 4e-5 relative); compile programs whose floats
+    are compared exactly with the same options. An XLA that rejects an option gets the level
+    alone, or no options. :func:`check_env` compiles with these (its single and batched
+    programs alike).
+    """
+    if not _FAST_COMPILE:
+        for options in (
+            {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False},
+            {"xla_backend_optimization_level": 0},
+            {},
+        ):
+            try:
+                jax.jit(lambda x: x + 1, compiler_options=options).lower(jnp.zeros(())).compile()
+            except Exception:  # an option this XLA does not know: try fewer
+                continue
+            _FAST_COMPILE.append(options)
+            break
+    return _FAST_COMPILE[0]
 
 
 def _contains(space: spaces.Space) -> Any:
@@ -24,7 +54,10 @@ def _contains(space: spaces.Space) -> Any:
     small env)."""
     cached = _CONTAINS.get(id(space))
     if cached is None or cached[0] is not space:
-        cached = _CONTAINS[id(space)] = (space, jax.jit(space.contains))
+        cached = _CONTAINS[id(space)] = (
+            space,
+            jax.jit(space.contains, compiler_options=fast_compile_options()),
+        )
     return cached[1]
 
 
@@ -44,10 +77,6 @@ def _assert_in_space(space: spaces.Space, value: Any, what: str) -> None:
     assert value.shape == space.shape, f"{what}: shape {value.shape} != space shape {space.shape}"
     assert value.dtype == space.dtype, f"{what}: dtype {value.dtype} != space dtype {space.dtype}"
     assert bool(_contains(space)(value)), f"{what}: {value} is outside {space!r}"
-
-
-# One env's entry of a batch (one compile for the whole tree, not one per leaf shape).
-_take = jax.jit(lambda tree, i: jax.tree.map(lambda x: x[i], tree))
 
 
 def _values(x: Any) -> np.ndarray:
@@ -155,14 +184,15 @@ def check_env(
         traces["step"] += 1
         return env.step(key, state, action, params)
 
-    reset_jit, step_jit = jax.jit(reset), jax.jit(step)
+    fast = fast_compile_options()
+    reset_jit, step_jit = jax.jit(reset, compiler_options=fast), jax.jit(step, compiler_options=fast)
     key = jax.random.key(seed)
     key, k_reset = jax.random.split(key)
     obs, state = reset_jit(k_reset)
     _assert_in_space(obs_space, obs, "reset observation")
 
     info_structure = None
-    sample = jax.jit(act_space.sample)  # eager sampling compiles dozens of small ops
+    sample = jax.jit(act_space.sample, compiler_options=fast)  # eager sampling compiles dozens of small ops
     for t in range(num_steps):
         key, k_act, k_step = jax.random.split(key, 3)
         action = sample(k_act)
@@ -187,9 +217,37 @@ def check_env(
 
     # vmap over keys/states/actions and agreement with the unbatched reset and step. (The batched
     # reset is a second trace of ``reset``: values drawn while tracing, e.g. from NumPy, differ.)
+    # The batched reset, sample, step and reset_done, the single envs' inputs and the frame are
+    # one program (one compile instead of six), checked as before on the same values.
     keys = jax.random.split(key, num_envs + 1)
-    batch_reset = jax.jit(jax.vmap(lambda k: env.reset(k, params)))
-    batch_obs, batch_state = batch_reset(keys[:num_envs])
+    step_keys = jax.random.split(keys[-1], num_envs)
+    reset_keys = jax.random.split(keys[0], num_envs)
+    done = np.arange(num_envs) % 2 == 0
+    try:
+        jax.eval_shape(lambda s: env.render(s, params), state)
+        renders = True
+    except NotImplementedError:
+        renders = False
+
+    @functools.partial(jax.jit, compiler_options=fast)
+    def batched(reset_keys_both: jax.Array, step_keys: jax.Array, done: jax.Array, state: Any) -> Any:
+        # The first num_envs keys start the batch, the last num_envs are the fresh resets that
+        # reset_done must give where done.
+        both_obs, both_state = jax.vmap(lambda k: env.reset(k, params))(reset_keys_both)
+        batch_obs, batch_state = jax.tree.map(lambda x: x[:num_envs], (both_obs, both_state))
+        fresh_obs = jax.tree.map(lambda x: x[num_envs:], both_obs)
+        actions = jax.vmap(act_space.sample)(step_keys)
+        batch_out = jax.vmap(lambda k, s, a: env.step(k, s, a, params))(step_keys, batch_state, actions)
+        new_obs, _ = jax.vmap(lambda k, d, s, o: env.reset_done(k, d, s, o, params))(
+            reset_keys_both[num_envs:], done, batch_out[1], batch_out[0]
+        )
+        singles = [jax.tree.map(lambda x: x[i], (step_keys, batch_state, actions)) for i in range(num_envs)]
+        frame = env.render(state, params) if renders else None
+        return batch_obs, batch_state, fresh_obs, batch_out, new_obs, singles, frame
+
+    batch_obs, batch_state, fresh_obs, batch_out, new_obs, singles, frame = batched(
+        jnp.concatenate([keys[:num_envs], reset_keys]), step_keys, done, state
+    )
     for i in range(num_envs):
         single_reset = reset_jit(keys[i])
         jax.tree.map(
@@ -197,12 +255,8 @@ def check_env(
             (batch_obs, batch_state),
             single_reset,
         )
-    actions = jax.jit(jax.vmap(act_space.sample))(jax.random.split(keys[-1], num_envs))
-    step_keys = jax.random.split(keys[-1], num_envs)
-    batch_out = jax.jit(jax.vmap(lambda k, s, a: env.step(k, s, a, params)))(step_keys, batch_state, actions)
     for i in range(num_envs):
-        single_key, single_state, single_action = _take((step_keys, batch_state, actions), i)
-        single_out = step_jit(single_key, single_state, single_action)
+        single_out = step_jit(*singles[i])
         jax.tree.map(
             lambda a, b: np.testing.assert_allclose(np.asarray(a)[i], np.asarray(b), rtol=1e-4, atol=1e-5),
             batch_out[:5],
@@ -210,14 +264,6 @@ def check_env(
         )
 
     # reset_done resets exactly where done.
-    done = np.arange(num_envs) % 2 == 0
-    reset_keys = jax.random.split(keys[0], num_envs)
-    # Jitted: eagerly, a vmapped reset compiles each of its operations on its own (hundreds of
-    # small compiles for a large env), which checks nothing more.
-    new_obs, _ = jax.jit(jax.vmap(lambda k, d, s, o: env.reset_done(k, d, s, o, params)))(
-        reset_keys, done, batch_out[1], batch_out[0]
-    )
-    fresh_obs, _ = batch_reset(reset_keys)
     for new, fresh, old in zip(
         jax.tree.leaves(new_obs), jax.tree.leaves(fresh_obs), jax.tree.leaves(batch_out[0])
     ):
@@ -227,13 +273,10 @@ def check_env(
     _check_input_errors(env, params, k_reset, state, act_space, sample(k_reset), num_envs)
 
     # Rendering, if the env has it.
-    try:
-        frame = jax.jit(lambda s: env.render(s, params))(state)
-    except NotImplementedError:
-        return
-    assert frame.ndim == 3 and frame.shape[-1] == 3 and frame.dtype == jnp.uint8, (
-        f"render must return (H, W, 3) uint8, got {frame.shape} {frame.dtype}"
-    )
+    if renders:
+        assert frame.ndim == 3 and frame.shape[-1] == 3 and frame.dtype == jnp.uint8, (
+            f"render must return (H, W, 3) uint8, got {frame.shape} {frame.dtype}"
+        )
 
 
 class ParityCoverage(NamedTuple):
