@@ -19,7 +19,13 @@ measurement for the gcrl README ("Third round"), not a speed benchmark.
 (x, y, heading / pi), whose heading jumps from 1 to -1 when the car faces west.
 ``--frontier P`` trains on goals drawn, with probability P, in a rarely visited cell of a 20 x 20
 grid over the square (cells weighted by 1 / visits among the visited ones: the frontier of what
-the car has reached), else uniform as the env draws them; evaluation keeps the env's goals.
+the car has reached), else uniform as the env draws them; evaluation keeps the env's goals. It is
+lamella-gcrl's ``frontier`` goal setter, the same as ``goal_setter=frontier frontier_probability=P``.
+``--chunk N`` compiles N iterations per call and prints a line after each chunk (the same curves
+as one call), with the greedy success of ``--corridor-episodes`` episodes of one fixed set of goals
+split by the corridor the goal lies in (0: the start's, 3: the far one).
+
+    hatch -e hatch-test.py3.11-gcrl run python benchmarks/her_dubins_maze.py --frontier 0.8 --seeds 3 --steps 200000 --chunk 5
 """
 
 from __future__ import annotations
@@ -36,7 +42,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.agents.offpolicy.configs import TQCTrainConfig
-from lamella.agents.offpolicy.plugins import GoalSetter
 from lamella.agents.testing import learning_curves
 from lamella.envs import spaces
 from lamella.envs.goal.gmaze import DEFAULT_WALLS, GMazeGoalDubins, GMazeParams
@@ -59,49 +64,60 @@ class CosSinHeadingMaze(GMazeGoalDubins):
         return spaces.Dict({"observation": box(4), "achieved_goal": box(2), "desired_goal": box(2)})
 
 
-def frontier_goals(
-    env: GMazeGoalDubins, params: GMazeParams, probability: float, grid: int = 20
-) -> GoalSetter:
-    """Training goals in rarely visited cells (with ``probability``), else uniform in [-1, 1]^2.
+def goal_corridor(goal: jax.Array) -> jax.Array:
+    """The corridor of a goal, int32: 0 (the start's, x < -0.5) to 3 (the far one, x > 0.5).
 
-    State: ``{"goal": float32 (num_envs, 2), "visits": float32 (grid, grid)}``; every stored
-    step's achieved goal adds one visit to its cell.
-    """
-    cell = 2.0 / grid
+    The maze's three walls (x = -0.5, 0, 0.5) cut the square into four corridors the car visits
+    in order: down the first, under the wall at x = -0.5, up the second, over x = 0, down the
+    third, under x = 0.5 and up the fourth."""
+    return jnp.clip(jnp.floor((goal[..., 0] + 1.0) / 0.5), 0, 3).astype(jnp.int32)
 
-    def draw(key: jax.Array, visits: jax.Array, num_envs: int) -> jax.Array:
-        k_mix, k_cell, k_offset, k_uniform = jax.random.split(key, 4)
-        counts = visits.reshape(-1)
-        logits = jnp.where(counts > 0, -jnp.log(jnp.maximum(counts, 1.0)), -jnp.inf)
-        logits = jnp.where((counts > 0).any(), logits, 0.0)
-        index = jax.random.categorical(k_cell, logits, shape=(num_envs,))
-        corner = jnp.stack([index // grid, index % grid], -1) * cell - 1.0
-        frontier = corner + jax.random.uniform(k_offset, (num_envs, 2)) * cell
-        uniform = jax.random.uniform(k_uniform, (num_envs, 2), minval=-1.0, maxval=1.0)
-        return jnp.where(jax.random.uniform(k_mix, (num_envs, 1)) < probability, frontier, uniform)
 
-    def init(key: jax.Array, obs: Any) -> dict[str, jax.Array]:
-        visits = jnp.zeros((grid, grid), jnp.float32)
-        return {"goal": draw(key, visits, obs["desired_goal"].shape[0]), "visits": visits}
+def train_in_chunks(
+    runner: Any, wide_runner: Any, env: Any, params: Any, seeds: int, chunk: int, wide_episodes: int
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """``learning_curves``' curves (same keys, same evaluations), compiled as ``chunk`` iterations
+    per call so that every chunk prints a line; after each chunk ``wide_runner`` (the same runner,
+    ``wide_episodes`` evaluation episodes) plays one fixed set of goals and the success is split
+    by the goal's corridor."""
+    if runner.num_iterations % chunk:
+        raise SystemExit(f"--chunk {chunk} must divide the {runner.num_iterations} iterations")
+    keys = jax.random.split(jax.random.key(0), seeds)
 
-    def reset(key: jax.Array, state: Any, obs: Any, started: jax.Array) -> tuple[Any, Any]:
-        fresh = draw(key, state["visits"], obs["desired_goal"].shape[0])
-        goal = jnp.where(started[:, None], fresh, state["goal"])
-        return {**obs, "desired_goal": goal}, {**state, "goal": goal}
+    def run_chunk(state: Any, key: jax.Array) -> tuple[Any, jax.Array]:
+        def body(state: Any, _: None) -> tuple[Any, jax.Array]:
+            state, _metrics = runner.step(state)
+            evaluation = runner.evaluate(state, jax.random.fold_in(key, state.iteration))
+            return state, evaluation["success"].mean()
 
-    def step(
-        key: jax.Array, state: Any, obs: Any, reward: Any, terminated: Any, truncated: Any, info: Any
-    ) -> Any:
-        achieved, goal = obs["achieved_goal"], state["goal"]
-        cells = jnp.clip(((achieved + 1.0) / cell).astype(jnp.int32), 0, grid - 1)
-        visits = state["visits"].at[cells[:, 0], cells[:, 1]].add(1.0)
-        reward = env.compute_reward(achieved, goal, params).astype(reward.dtype)
-        success = env.is_success(achieved, goal, params)
-        terminated = success & params.terminate_on_success
-        info = {**info, "is_success": success}
-        return {**obs, "desired_goal": goal}, reward, terminated, truncated, info, {**state, "visits": visits}
+        return jax.lax.scan(body, state, None, length=chunk)
 
-    return GoalSetter(init, reset, step)
+    wide_key = jax.random.key(12345)
+    reset_keys = jax.random.split(jax.random.split(wide_key)[0], wide_episodes)
+    goals = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, params)[0]["desired_goal"]
+    corridor = jax.nn.one_hot(goal_corridor(goals), 4)  # (episodes, 4)
+
+    def split(state: Any) -> jax.Array:
+        success = wide_runner.evaluate(state, wide_key)["success"]
+        return (success @ corridor) / corridor.sum(0)
+
+    init = jax.jit(jax.vmap(runner.init))
+    step = jax.jit(jax.vmap(run_chunk))
+    by_corridor = jax.jit(jax.vmap(split))
+    state, parts, rows = init(keys), [], []
+    for _ in range(runner.num_iterations // chunk):
+        state, curve = step(state, keys)
+        parts.append(np.asarray(curve))
+        row = {
+            "env_steps": len(parts) * chunk * runner.steps_per_iteration,
+            "success": parts[-1][:, -1].astype(np.float64).round(3).tolist(),
+            "success_by_goal_corridor": np.asarray(by_corridor(state), np.float64).round(3).tolist(),
+            "cpu_s": round(time.process_time()),
+            "load_average": round(os.getloadavg()[0], 1),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return np.concatenate(parts, axis=1).astype(np.float64), rows
 
 
 def parse_value(text: str) -> Any:
@@ -124,6 +140,15 @@ def main() -> None:
     parser.add_argument("--algo", choices=("sac", "tqc"), default="sac")
     parser.add_argument("--heading", choices=("angle", "cos-sin"), default="angle")
     parser.add_argument("--frontier", type=float, default=None, help="probability of a frontier goal")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=0,
+        help="iterations per compiled call, a progress line after each (0: one call)",
+    )
+    parser.add_argument(
+        "--corridor-episodes", type=int, default=200, help="episodes of the per-corridor split"
+    )
     args = parser.parse_args()
 
     config: Any = PRESETS["sac"][ENV_ID]
@@ -142,11 +167,20 @@ def main() -> None:
     )
     env = (CosSinHeadingMaze if args.heading == "cos-sin" else GMazeGoalDubins)(walls=DEFAULT_WALLS)
     params = env.default_params
-    setter = None if args.frontier is None else frontier_goals(env, params, args.frontier)
-    runner = make_offpolicy_runner(config, setter, env=env, env_params=params)
+    if args.frontier is not None:
+        config = dataclasses.replace(config, goal_setter="frontier", frontier_probability=args.frontier)
+    runner = make_offpolicy_runner(config, env=env, env_params=params)
 
     cpu, wall = time.process_time(), time.time()
-    curves = np.asarray(learning_curves(runner, args.seeds, "success"))
+    if args.chunk:
+        wide = make_offpolicy_runner(
+            dataclasses.replace(config, eval_episodes=args.corridor_episodes), env=env, env_params=params
+        )
+        curves, _rows = train_in_chunks(
+            runner, wide, env, params, args.seeds, args.chunk, args.corridor_episodes
+        )
+    else:
+        curves = np.asarray(learning_curves(runner, args.seeds, "success"), np.float64)
     cpu, wall = time.process_time() - cpu, time.time() - wall
     report = {
         "algo": args.algo,
@@ -156,6 +190,7 @@ def main() -> None:
         "steps": args.steps,
         "last": curves[:, -1].round(3).tolist(),
         "mean_last_3": curves[:, -3:].mean(axis=1).round(3).tolist(),
+        "mean_last_10": curves[:, -10:].mean(axis=1).round(3).tolist(),
         "best": curves.max(axis=1).round(3).tolist(),
         "curves": curves.round(2).tolist(),
         "cpu_s": round(cpu),

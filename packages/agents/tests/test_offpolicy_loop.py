@@ -116,6 +116,27 @@ def test_her_without_lamella_gcrl_names_the_package_to_install(monkeypatch, caps
     assert "pip install lamella-gcrl" in capsys.readouterr().err
 
 
+def test_a_goal_setter_name_without_its_package_names_the_package_to_install(monkeypatch, capsys, tmp_path):
+    # Whatever this env has installed, the lookup sees no goal setter.
+    monkeypatch.chdir(tmp_path)
+    real = plugins.importlib.metadata.entry_points
+    monkeypatch.setattr(
+        plugins.importlib.metadata,
+        "entry_points",
+        lambda **kw: [] if kw.get("group") == plugins.SETTER_GROUP else real(**kw),
+    )
+    assert plugins.goal_setter_names() == ["none"]
+    resolve_config("sac", "PointRobotGoal-v0", overrides=["goal_setter=none"]).validate()
+    config = resolve_config("sac", "PointRobotGoal-v0", overrides=["goal_setter=frontier"])
+    with pytest.raises(ConfigError, match="pip install lamella-gcrl"):
+        make_offpolicy_runner(config)
+    with pytest.raises(ConfigError, match=r"one of \['none'\]"):
+        resolve_config("sac", "PointRobotGoal-v0", overrides=["goal_setter=nope"]).validate()
+    with pytest.raises(SystemExit) as info:
+        train.main(["sac", "--env", "GMazeGoalDubins-v0", "goal_setter=frontier", "--dry-run"])
+    assert info.value.code == 2 and "pip install lamella-gcrl" in capsys.readouterr().err
+
+
 def test_her_switch_is_a_boolean_config_field(capsys):
     assert (
         train.main(["td3", "--env", "PointRobotGoal-v0", "--her", "her_strategy=final", "--print-config"])

@@ -3,8 +3,10 @@
 * :func:`make_her_batch_sampler` (:mod:`lamella.gcrl.her`): hindsight experience replay, the
   ``her`` entry point of the ``lamella.batch_samplers`` group, so ``her=True`` (``lamella train
   sac --env GMazeGoalDubins-v0 --her``) works once this package is installed;
-* goal setters (:mod:`lamella.gcrl.setters`): :func:`goal_override`, :func:`chain`, passed as
-  ``make_offpolicy_runner(config, goal_setter=...)``.
+* goal setters (:mod:`lamella.gcrl.setters`): :func:`goal_override`, :func:`chain`,
+  :func:`frontier_goals`, passed as ``make_offpolicy_runner(config, goal_setter=...)``; the
+  frontier one also by name from a config (``goal_setter="frontier"``, the ``frontier`` entry
+  point of the ``lamella.goal_setters`` group).
 
 The loop itself (configs, runner, host loop, presets) is lamella-agents'
 :mod:`lamella.agents.offpolicy`; the names it had here in 0.1.0 are re-exported unchanged:
@@ -35,7 +37,7 @@ from lamella.agents.offpolicy.presets import PRESETS
 from lamella.gcrl import setters
 from lamella.gcrl.__about__ import __version__
 from lamella.gcrl.her import make_her_batch_sampler
-from lamella.gcrl.setters import chain, goal_override
+from lamella.gcrl.setters import chain, frontier_goals, goal_override, make_frontier_goal_setter
 
 __all__ = [
     "PRESETS",
@@ -51,7 +53,9 @@ __all__ = [
     "__version__",
     "agent_config",
     "chain",
+    "frontier_goals",
     "goal_override",
+    "make_frontier_goal_setter",
     "make_her_batch_sampler",
     "make_offpolicy_runner",
     "passthrough",

@@ -8,6 +8,11 @@ of that step. Everything it keeps (a curriculum, a goal held per env, step count
 explicit state, so setters compile into the training scan and vmap over seeds. Setters compose
 with :func:`chain`; :func:`passthrough` (the default) changes nothing. Observations, rewards and
 flags carry a leading ``num_envs`` axis.
+
+:func:`frontier_goals` draws training goals where the agent has rarely been; it is also the
+``frontier`` entry point of the group ``lamella.goal_setters``
+(:func:`make_frontier_goal_setter`), so a config reaches it by name:
+``lamella train sac --env GMazeGoalDubinsWalls-v0 --her goal_setter=frontier frontier_probability=0.8``.
 """
 
 from __future__ import annotations
@@ -17,10 +22,20 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from lamella.agents.config import ConfigError
+from lamella.agents.offpolicy.loop import goal_functions
 from lamella.agents.offpolicy.plugins import GoalSetter, passthrough
 
-__all__ = ["GoalSetter", "chain", "goal_override", "passthrough"]
+__all__ = [
+    "GoalSetter",
+    "chain",
+    "frontier_goals",
+    "goal_override",
+    "make_frontier_goal_setter",
+    "passthrough",
+]
 
 PRNGKey = jax.Array
 
@@ -128,3 +143,126 @@ def goal_override(
         return obs, reward, terminated, truncated, info, {"goal": goal, "age": age}
 
     return GoalSetter(init, reset, step)
+
+
+def frontier_goals(
+    compute_reward: Callable[[jax.Array, jax.Array], jax.Array],
+    is_success: Callable[[jax.Array, jax.Array], jax.Array],
+    low: Any,
+    high: Any,
+    probability: float = 0.8,
+    grid: int = 20,
+    terminate_on_success: bool = True,
+) -> GoalSetter:
+    """Training goals drawn where the agent has rarely been: the frontier of what it reaches.
+
+    The box ``[low, high]`` of the goal space is cut into ``grid`` cells per dimension, and
+    every step's ``achieved_goal`` adds one visit to its cell. At each episode start an env's
+    goal is, with ``probability``, drawn uniformly in a cell chosen among the visited cells with
+    weight ``1 / visits`` (the rarely visited ones: the edge of what the agent reaches, where
+    a goal is both new and reachable), else uniformly in the box (as a goal env draws them).
+    Before any visit the cell is uniform. The goal is held for the episode; rewards, success
+    and termination (``is_success & terminate_on_success``) are recomputed against it with
+    the env's ``compute_reward`` and ``is_success`` (one pair in, as :func:`goal_override`).
+
+    Args:
+        compute_reward: ``compute_reward(achieved_goal, desired_goal) -> reward`` for one pair.
+        is_success: ``is_success(achieved_goal, desired_goal) -> bool`` for one pair.
+        low, high: float ``(goal_dim,)``: finite bounds of the goal space.
+        probability: the share of goals drawn at the frontier, in [0, 1].
+        grid: cells per goal dimension (``grid ** goal_dim`` cells in all).
+        terminate_on_success: a reached goal ends the episode.
+
+    State: ``{"goal": float32 (num_envs, goal_dim), "visits": float32 (grid ** goal_dim,)}``
+    (cell index row-major over the goal dimensions).
+
+    Raises:
+        ConfigError: ``probability`` outside [0, 1], ``grid < 1`` or bounds that are not finite
+            with ``low < high``.
+    """
+    if not 0.0 <= probability <= 1.0:
+        raise ConfigError(
+            f"frontier_goals: probability must be in [0, 1] (the share of goals drawn in rarely visited "
+            f"cells), got {probability}; set frontier_probability=0.8, for example."
+        )
+    if grid < 1:
+        raise ConfigError(f"frontier_goals: grid must be >= 1 (cells per goal dimension), got {grid}.")
+    low_np, high_np = np.broadcast_arrays(np.asarray(low, np.float64), np.asarray(high, np.float64))
+    if (
+        low_np.ndim != 1
+        or not (np.all(np.isfinite(low_np)) and np.all(np.isfinite(high_np)))
+        or np.any(low_np >= high_np)
+    ):
+        raise ConfigError(
+            f"frontier_goals needs finite goal bounds with low < high, one per goal dimension; got "
+            f"low={low_np.tolist()}, high={high_np.tolist()}. Give the bounds of the goal space."
+        )
+    goal_dim = low_np.shape[0]
+    num_cells = grid**goal_dim
+    low_j, high_j = jnp.asarray(low_np, jnp.float32), jnp.asarray(high_np, jnp.float32)
+    width = jnp.asarray((high_np - low_np) / grid, jnp.float32)
+    # Row-major place values of the cell index: dimension 0 is the most significant digit.
+    place = jnp.asarray([grid ** (goal_dim - 1 - d) for d in range(goal_dim)], jnp.int32)
+
+    def draw(key: PRNGKey, visits: jax.Array, num_envs: int) -> jax.Array:
+        k_mix, k_cell, k_offset, k_uniform = jax.random.split(key, 4)
+        logits = jnp.where(visits > 0, -jnp.log(jnp.maximum(visits, 1.0)), -jnp.inf)
+        logits = jnp.where((visits > 0).any(), logits, 0.0)
+        index = jax.random.categorical(k_cell, logits, shape=(num_envs,))
+        digits = (index[:, None] // place) % grid
+        frontier = digits * width + low_j + jax.random.uniform(k_offset, (num_envs, goal_dim)) * width
+        uniform = jax.random.uniform(k_uniform, (num_envs, goal_dim), minval=low_j, maxval=high_j)
+        return jnp.where(jax.random.uniform(k_mix, (num_envs, 1)) < probability, frontier, uniform)
+
+    def init(key: PRNGKey, obs: Any) -> dict[str, jax.Array]:
+        visits = jnp.zeros((num_cells,), jnp.float32)
+        return {"goal": draw(key, visits, obs["desired_goal"].shape[0]), "visits": visits}
+
+    def reset(key: PRNGKey, state: dict[str, jax.Array], obs: Any, started: jax.Array) -> tuple[Any, Any]:
+        fresh = draw(key, state["visits"], obs["desired_goal"].shape[0])
+        goal = jnp.where(started[:, None], fresh, state["goal"])
+        obs = {**obs, "desired_goal": goal.astype(obs["desired_goal"].dtype)}
+        return obs, {**state, "goal": goal}
+
+    def step(
+        key: PRNGKey,
+        state: dict[str, jax.Array],
+        obs: Any,
+        reward: jax.Array,
+        terminated: jax.Array,
+        truncated: jax.Array,
+        info: dict[str, Any],
+    ) -> tuple[Any, ...]:
+        achieved, goal = obs["achieved_goal"], state["goal"]
+        digits = jnp.clip(((achieved - low_j) / width).astype(jnp.int32), 0, grid - 1)
+        visits = state["visits"].at[digits @ place].add(1.0)
+        reward = jax.vmap(compute_reward)(achieved, goal).astype(reward.dtype)
+        success = jax.vmap(is_success)(achieved, goal)
+        terminated = jnp.logical_and(success, terminate_on_success)
+        obs = {**obs, "desired_goal": goal.astype(obs["desired_goal"].dtype)}
+        info = {**info, "is_success": success}
+        return obs, reward, terminated, truncated, info, {**state, "visits": visits}
+
+    return GoalSetter(init, reset, step)
+
+
+def make_frontier_goal_setter(config: Any, env: Any, env_params: Any) -> GoalSetter:
+    """:func:`frontier_goals` for a loop config (``goal_setter="frontier"``; the entry point
+    ``frontier`` of ``lamella.goal_setters``): ``frontier_probability`` and ``frontier_grid``
+    from the config, the bounds of the env's ``desired_goal`` space, its ``compute_reward``,
+    ``is_success`` and ``terminate_on_success``."""
+    goals = goal_functions(env, env_params)
+    if goals.is_success is None:
+        raise ConfigError(
+            f"goal_setter='frontier' needs the env's is_success; {type(env).__name__} has none."
+        )
+    space = env.observation_space(env_params).spaces["desired_goal"]
+    return frontier_goals(
+        goals.compute_reward,
+        goals.is_success,
+        np.broadcast_to(np.asarray(space.low), space.shape),
+        np.broadcast_to(np.asarray(space.high), space.shape),
+        probability=float(config.frontier_probability),
+        grid=int(config.frontier_grid),
+        terminate_on_success=goals.terminate_on_success,
+    )

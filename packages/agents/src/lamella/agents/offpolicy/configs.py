@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from lamella.agents.config import ConfigError
 from lamella.agents.offpolicy.ddpg import DDPGConfig, make_ddpg
 from lamella.agents.offpolicy.dqn import DQNConfig, make_dqn
+from lamella.agents.offpolicy.plugins import goal_setter_names, load_goal_setter
 from lamella.agents.offpolicy.sac import SACConfig, make_sac
 from lamella.agents.offpolicy.td3 import TD3Config, make_td3
 from lamella.agents.offpolicy.tqc import TQCConfig, make_tqc
@@ -63,6 +65,14 @@ class LoopConfig:
             see :mod:`lamella.agents.offpolicy.plugins`). ``lamella train ... --her`` sets it.
         her_strategy: ``"future"``, ``"final"`` or ``"episode"``.
         her_relabel_probability: fraction of sampled transitions given a hindsight goal.
+        goal_setter: who picks the training goals of a goal-conditioned env: ``"none"`` (the
+            env's own) or the name of an installed goal setter (entry-point group
+            ``lamella.goal_setters``; lamella-gcrl's ``"frontier"``). Evaluation always plays
+            the env's own goals. ``make_offpolicy_runner(config, goal_setter=...)`` takes one
+            from code instead (not both).
+        frontier_probability: ``goal_setter="frontier"``: the probability that a training goal
+            is drawn in a rarely visited cell (else uniform over the goal space).
+        frontier_grid: ``goal_setter="frontier"``: cells per goal dimension of the visit counts.
     """
 
     env_id: str = "Pendulum-v1"
@@ -79,6 +89,9 @@ class LoopConfig:
     her: bool = False
     her_strategy: str = "future"
     her_relabel_probability: float = 0.8
+    goal_setter: str = "none"
+    frontier_probability: float = 0.8
+    frontier_grid: int = 20
 
     @property
     def steps_per_iteration(self) -> int:
@@ -122,6 +135,17 @@ class LoopConfig:
             raise ValueError(
                 f"her_relabel_probability must be in [0, 1], got {self.her_relabel_probability}."
             )
+        if not 0.0 <= self.frontier_probability <= 1.0:
+            raise ConfigError(
+                f"frontier_probability must be in [0, 1] (the share of training goals drawn in rarely "
+                f"visited cells), got {self.frontier_probability}; set frontier_probability=0.8, for example."
+            )
+        if self.frontier_grid < 1:
+            raise ConfigError(
+                f"frontier_grid must be >= 1 (cells per goal dimension), got {self.frontier_grid}."
+            )
+        if self.goal_setter != "none" and self.goal_setter not in goal_setter_names():
+            load_goal_setter(self.goal_setter)  # raises the ConfigError that lists the installed ones
 
 
 @dataclasses.dataclass(frozen=True)

@@ -55,6 +55,7 @@ from lamella.agents.offpolicy.plugins import (
     GoalFunctions,
     GoalSetter,
     load_batch_sampler,
+    load_goal_setter,
     passthrough,
 )
 from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent
@@ -77,6 +78,7 @@ __all__ = [
     "make_batch_sampler",
     "make_offpolicy_runner",
     "resolve_batch_sampler",
+    "resolve_goal_setter",
 ]
 
 
@@ -175,6 +177,33 @@ def resolve_batch_sampler(config: Any, batch_sampler: BatchSamplerFactory | None
     return make_batch_sampler
 
 
+def resolve_goal_setter(
+    config: LoopConfig, goal_setter: GoalSetter | None, env: Any, env_params: Any
+) -> GoalSetter:
+    """The goal setter of the training envs: the one given in code, else the config's
+    ``goal_setter`` built by its installed factory (``make(config, env, env_params)``), else
+    :func:`passthrough`.
+
+    Raises:
+        ConfigError: both a setter in code and ``goal_setter`` in the config, or a named setter
+            on an env that is not goal-conditioned, or a name no installed package provides.
+    """
+    name = getattr(config, "goal_setter", "none")
+    if name == "none":
+        return passthrough() if goal_setter is None else goal_setter
+    if goal_setter is not None:
+        raise ConfigError(
+            f"A goal setter is given twice: in code (make_offpolicy_runner(goal_setter=...)) and in the "
+            f"config (goal_setter={name!r}); keep one (goal_setter='none' in the config)."
+        )
+    if not is_goal_space(env.observation_space(env_params)):
+        raise ConfigError(
+            f"goal_setter={name!r} needs a goal-conditioned env (dict observations with achieved_goal/"
+            f"desired_goal); {config.env_id} is not one. Set goal_setter='none'."
+        )
+    return load_goal_setter(name)(config, env, env_params)
+
+
 def make_offpolicy_runner(
     config: LoopConfig,
     goal_setter: GoalSetter | None = None,
@@ -189,7 +218,8 @@ def make_offpolicy_runner(
 
     Args:
         config: a ``<Algo>TrainConfig`` (:mod:`lamella.agents.offpolicy.configs`).
-        goal_setter: goal setter of the training envs (default
+        goal_setter: goal setter of the training envs (default: the one the config's
+            ``goal_setter`` names, see :func:`resolve_goal_setter`, else
             :func:`~lamella.agents.offpolicy.plugins.passthrough`; lamella-gcrl has others);
             evaluation always uses the env's own goals.
         batch_sampler: ``make(config, buffer, goals) -> sample`` (default: see
@@ -281,7 +311,7 @@ def _offpolicy_runner(
         agent = make_agent(agent_cfg, observation_space, action_space, devices)
     else:
         agent = make_agent(agent_cfg, observation_space, action_space)
-    setter = passthrough() if goal_setter is None else goal_setter
+    setter = resolve_goal_setter(config, goal_setter, env, env_params)
     num_envs, rollout_steps = config.num_envs, config.rollout_steps
     buffer = make_episode_buffer(num_envs, config.buffer_size // num_envs, config.batch_size)
     sample_batch = make_sampler(config, buffer, goal_functions(env, env_params) if goal else None)

@@ -18,6 +18,12 @@ be plugged in without a second loop:
 
   Without lamella-gcrl, ``her=True`` is refused before anything compiles, naming
   ``pip install lamella-gcrl``.
+
+A goal setter can also be named in the config (``goal_setter="frontier"``, so ``lamella train
+sac ... --her goal_setter=frontier`` reaches it): the loop builds it with the factory installed as
+that entry point of the group ``lamella.goal_setters``,
+``make(config, env, env_params) -> GoalSetter`` (:data:`GoalSetterFactory`); lamella-gcrl
+declares ``frontier``.
 """
 
 from __future__ import annotations
@@ -32,10 +38,14 @@ from lamella.agents.config import ConfigError
 
 __all__ = [
     "SAMPLER_GROUP",
+    "SETTER_GROUP",
     "BatchSamplerFactory",
     "GoalFunctions",
     "GoalSetter",
+    "GoalSetterFactory",
+    "goal_setter_names",
     "load_batch_sampler",
+    "load_goal_setter",
     "passthrough",
     "sampler_available",
 ]
@@ -45,8 +55,14 @@ PRNGKey = jax.Array
 #: The entry-point group of batch sampler factories (``name = "module:function"``).
 SAMPLER_GROUP = "lamella.batch_samplers"
 
+#: The entry-point group of goal setter factories a config names (``goal_setter=NAME``).
+SETTER_GROUP = "lamella.goal_setters"
+
 #: Which distribution provides each sampler lamella's configs ask for by a flag (for the error).
 _PROVIDERS = {"her": "lamella-gcrl"}
+
+#: Which distribution provides each goal setter lamella documents (for the error).
+_SETTER_PROVIDERS = {"frontier": "lamella-gcrl"}
 
 
 class GoalFunctions(NamedTuple):
@@ -80,11 +96,7 @@ def load_batch_sampler(name: str, reason: str = "") -> BatchSamplerFactory:
         ConfigError: nothing is installed under ``name`` (naming the package to install), or
             two packages declare it.
     """
-    found: dict[tuple[str, str], importlib.metadata.EntryPoint] = {}
-    for point in importlib.metadata.entry_points(group=SAMPLER_GROUP, name=name):
-        dist = getattr(point, "dist", None)
-        # An editable install can list one distribution twice: keep one per (target, package).
-        found.setdefault((point.value, dist.metadata["Name"] if dist is not None else ""), point)
+    found = _one_entry_point(SAMPLER_GROUP, name)
     if not found:
         provider = _PROVIDERS.get(name)
         install = f"pip install {provider}" if provider else f"install a package that provides {name!r}"
@@ -96,6 +108,43 @@ def load_batch_sampler(name: str, reason: str = "") -> BatchSamplerFactory:
         listed = ", ".join(f"{package} ({target})" for target, package in sorted(found))
         raise ConfigError(f"Batch sampler {name!r} is declared by several packages: {listed}; keep one.")
     factory: BatchSamplerFactory = next(iter(found.values())).load()
+    return factory
+
+
+def _one_entry_point(group: str, name: str) -> dict[tuple[str, str], importlib.metadata.EntryPoint]:
+    found: dict[tuple[str, str], importlib.metadata.EntryPoint] = {}
+    for point in importlib.metadata.entry_points(group=group, name=name):
+        dist = getattr(point, "dist", None)
+        # An editable install can list one distribution twice: keep one per (target, package).
+        found.setdefault((point.value, dist.metadata["Name"] if dist is not None else ""), point)
+    return found
+
+
+def goal_setter_names() -> list[str]:
+    """The goal setters a config can name: ``"none"`` and every entry point of
+    :data:`SETTER_GROUP` (reads metadata, imports nothing)."""
+    return ["none", *sorted({point.name for point in importlib.metadata.entry_points(group=SETTER_GROUP)})]
+
+
+def load_goal_setter(name: str) -> GoalSetterFactory:
+    """The goal setter factory installed as entry point ``name`` of :data:`SETTER_GROUP`.
+
+    Raises:
+        ConfigError: nothing is installed under ``name`` (listing the installed setters, and
+            the package that provides a documented one), or two packages declare it.
+    """
+    found = _one_entry_point(SETTER_GROUP, name)
+    if not found:
+        provider = _SETTER_PROVIDERS.get(name)
+        hint = f" It is lamella's {provider}: pip install {provider}." if provider else ""
+        raise ConfigError(
+            f"goal_setter={name!r} is not an installed goal setter (entry-point group {SETTER_GROUP!r}).{hint} "
+            f"Set goal_setter to one of {goal_setter_names()} ('none': the env's own goals)."
+        )
+    if len(found) > 1:
+        listed = ", ".join(f"{package} ({target})" for target, package in sorted(found))
+        raise ConfigError(f"Goal setter {name!r} is declared by several packages: {listed}; keep one.")
+    factory: GoalSetterFactory = next(iter(found.values())).load()
     return factory
 
 
@@ -126,6 +175,11 @@ class GoalSetter(NamedTuple):
     init: Callable[[PRNGKey, Any], Any]
     reset: Callable[[PRNGKey, Any, Any, jax.Array], tuple[Any, Any]]
     step: Callable[..., tuple[Any, jax.Array, jax.Array, jax.Array, dict[str, Any], Any]]
+
+
+#: ``make(config, env, env_params) -> GoalSetter``: a goal setter built from a loop config (its
+#: own settings are config fields) for the bare goal env the loop trains on.
+GoalSetterFactory = Callable[[Any, Any, Any], GoalSetter]
 
 
 def passthrough() -> GoalSetter:
