@@ -84,6 +84,25 @@ def _rows(flag: jax.Array, x: jax.Array) -> jax.Array:
     return flag.reshape(flag.shape + (1,) * (x.ndim - flag.ndim))
 
 
+def _score_against(
+    goal: jax.Array,
+    obs: Any,
+    reward: jax.Array,
+    info: dict[str, Any],
+    compute_reward: Callable[[jax.Array, jax.Array], jax.Array],
+    is_success: Callable[[jax.Array, jax.Array], jax.Array],
+    terminate_on_success: bool,
+) -> tuple[Any, jax.Array, jax.Array, dict[str, Any]]:
+    """A step's ``(obs, reward, terminated, info)`` scored against the setter's ``goal``: the
+    agent sees it as ``desired_goal``; reward, ``is_success`` and ``terminated`` are recomputed."""
+    achieved = obs["achieved_goal"]
+    reward = jax.vmap(compute_reward)(achieved, goal).astype(reward.dtype)
+    success = jax.vmap(is_success)(achieved, goal)
+    terminated = jnp.logical_and(success, terminate_on_success)
+    obs = {**obs, "desired_goal": goal.astype(obs["desired_goal"].dtype)}
+    return obs, reward, terminated, {**info, "is_success": success}
+
+
 def goal_override(
     sample_goal: Callable[[PRNGKey, Any], jax.Array],
     compute_reward: Callable[[jax.Array, jax.Array], jax.Array],
@@ -130,16 +149,13 @@ def goal_override(
     ) -> tuple[Any, ...]:
         goal, age = state["goal"], state["age"] + 1
         # The step is scored against the goal it was taken for; a change applies from the next step.
-        achieved = obs["achieved_goal"]
-        reward = jax.vmap(compute_reward)(achieved, goal).astype(reward.dtype)
-        success = jax.vmap(is_success)(achieved, goal)
-        terminated = jnp.logical_and(success, terminate_on_success)
-        obs = {**obs, "desired_goal": goal.astype(obs["desired_goal"].dtype)}
+        obs, reward, terminated, info = _score_against(
+            goal, obs, reward, info, compute_reward, is_success, terminate_on_success
+        )
         if change_every > 0:
             change = age % change_every == 0
             goal = jnp.where(_rows(change, goal), draw(key, obs), goal)
             age = jnp.where(change, 0, age)
-        info = {**info, "is_success": success}
         return obs, reward, terminated, truncated, info, {"goal": goal, "age": age}
 
     return GoalSetter(init, reset, step)
@@ -236,11 +252,9 @@ def frontier_goals(
         achieved, goal = obs["achieved_goal"], state["goal"]
         digits = jnp.clip(((achieved - low_j) / width).astype(jnp.int32), 0, grid - 1)
         visits = state["visits"].at[digits @ place].add(1.0)
-        reward = jax.vmap(compute_reward)(achieved, goal).astype(reward.dtype)
-        success = jax.vmap(is_success)(achieved, goal)
-        terminated = jnp.logical_and(success, terminate_on_success)
-        obs = {**obs, "desired_goal": goal.astype(obs["desired_goal"].dtype)}
-        info = {**info, "is_success": success}
+        obs, reward, terminated, info = _score_against(
+            goal, obs, reward, info, compute_reward, is_success, terminate_on_success
+        )
         return obs, reward, terminated, truncated, info, {**state, "visits": visits}
 
     return GoalSetter(init, reset, step)
