@@ -104,10 +104,7 @@ def load_batch_sampler(name: str, reason: str = "") -> BatchSamplerFactory:
             f"{reason or name} needs the {name!r} batch sampler, which no installed package provides "
             f"(entry-point group {SAMPLER_GROUP!r}): {install}."
         )
-    if len(found) > 1:
-        listed = ", ".join(f"{package} ({target})" for target, package in sorted(found))
-        raise ConfigError(f"Batch sampler {name!r} is declared by several packages: {listed}; keep one.")
-    factory: BatchSamplerFactory = next(iter(found.values())).load()
+    factory: BatchSamplerFactory = _load_unique(found, "Batch sampler", name)
     return factory
 
 
@@ -118,6 +115,14 @@ def _one_entry_point(group: str, name: str) -> dict[tuple[str, str], importlib.m
         # An editable install can list one distribution twice: keep one per (target, package).
         found.setdefault((point.value, dist.metadata["Name"] if dist is not None else ""), point)
     return found
+
+
+def _load_unique(found: dict[tuple[str, str], importlib.metadata.EntryPoint], kind: str, name: str) -> Any:
+    """The object of the one entry point in ``found``; a ConfigError where several packages declare it."""
+    if len(found) > 1:
+        listed = ", ".join(f"{package} ({target})" for target, package in sorted(found))
+        raise ConfigError(f"{kind} {name!r} is declared by several packages: {listed}; keep one.")
+    return next(iter(found.values())).load()
 
 
 def goal_setter_names() -> list[str]:
@@ -141,10 +146,7 @@ def load_goal_setter(name: str) -> GoalSetterFactory:
             f"goal_setter={name!r} is not an installed goal setter (entry-point group {SETTER_GROUP!r}).{hint} "
             f"Set goal_setter to one of {goal_setter_names()} ('none': the env's own goals)."
         )
-    if len(found) > 1:
-        listed = ", ".join(f"{package} ({target})" for target, package in sorted(found))
-        raise ConfigError(f"Goal setter {name!r} is declared by several packages: {listed}; keep one.")
-    factory: GoalSetterFactory = next(iter(found.values())).load()
+    factory: GoalSetterFactory = _load_unique(found, "Goal setter", name)
     return factory
 
 
