@@ -10,6 +10,7 @@ from lamella.agents import config as config_lib
 from lamella.agents.config import (
     ConfigError,
     apply_overrides,
+    config_defaults,
     config_diff,
     config_from_dict,
     config_to_dict,
@@ -167,6 +168,16 @@ def test_dict_round_trip_and_diff():
     assert config_diff(as_dict, config_to_dict(other)) == {"learning_rate": (0.2, 0.3), "num_envs": (4, 2)}
     with pytest.raises(ConfigError, match="bogus"):
         config_from_dict(BanditConfig, {**as_dict, "bogus": 1})
+    # A config stored before a field existed: the field's default is what that run did.
+    defaults = config_defaults(BanditConfig)
+    assert defaults == config_to_dict(BanditConfig())
+    stored = {key: value for key, value in as_dict.items() if key != "num_envs"}
+    assert config_diff(stored, as_dict) == {"num_envs": (None, 4)}
+    assert config_diff(stored, as_dict, defaults) == {}
+    assert config_diff(stored, config_to_dict(other), defaults) == {
+        "learning_rate": (0.2, 0.3),
+        "num_envs": (4, 2),
+    }
 
 
 def test_resolve_config_presets(bandit_registered):

@@ -586,7 +586,14 @@ def test_kill_before_the_first_checkpoint_then_resume_starts_over(full, tmp_path
     with pytest.raises(ConfigError, match="differs in learning_rate"):
         run(out_dir, config=dataclasses.replace(CONFIG, learning_rate=0.3), resume=True)
     assert temp_files(out_dir) == [leftover]  # a refused resume changes nothing
-    # The command line resumes it too: with no checkpoint, the settings come from config.json.
+    # The command line resumes it too: with no checkpoint, the settings come from config.json,
+    # here as an older version wrote it, without a field added since (at its default: no difference).
+    config_path = os.path.join(out_dir, "config.json")
+    with open(config_path, encoding="utf-8") as handle:
+        stored = json.load(handle)
+    assert stored["config"].pop("noise_scale") == CONFIG.noise_scale
+    with open(config_path, "w", encoding="utf-8") as handle:
+        json.dump(stored, handle)
     from lamella.agents import train
     from lamella.agents.config import register_algorithm, unregister_algorithm
 
@@ -747,7 +754,20 @@ def test_run_takes_any_runner_and_a_small_spec(tmp_path):
         driver.run(
             runner, RunSpec("toy", task="Target2", config={"target": 3.0}), seeds=2, out_dir=part, resume=True
         )
-    rest = driver.run(runner, TOY_SPEC, seeds=2, out_dir=part, resume=True, progress=False)
+    # A key the config gained after the run was stored (a field added by a later version) is
+    # no difference where it holds the default the spec declares, and refused otherwise.
+    grown = dataclasses.replace(
+        TOY_SPEC, config={"target": 2.0, "noise": 0.0}, config_defaults={"noise": 0.0}
+    )
+    for refused in (
+        dataclasses.replace(grown, config={"target": 2.0, "noise": 0.5}),
+        dataclasses.replace(grown, config_defaults=None),
+    ):
+        with pytest.raises(
+            ConfigError, match=r"differs in noise \(noise: checkpoint (0\.0|None), now (0\.5|0\.0)\)"
+        ):
+            driver.run(runner, refused, seeds=2, out_dir=part, resume=True, progress=False)
+    rest = driver.run(runner, grown, seeds=2, out_dir=part, resume=True, progress=False)
     assert_bit_identical(rest.state, whole.state)
     assert read(rest.metrics_path) == read(whole.metrics_path)
     assert len(traces) == 1  # three runs of one runner (its metric_axes a dict): one compile

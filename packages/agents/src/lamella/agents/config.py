@@ -28,6 +28,7 @@ __all__ = [
     "algorithm_spec",
     "algorithm_table",
     "apply_overrides",
+    "config_defaults",
     "config_diff",
     "config_from_dict",
     "config_to_dict",
@@ -385,15 +386,15 @@ def resolve_config(
     return apply_overrides(resolved, overrides)
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Plain JSON-compatible dict of a config (tuples become lists)."""
-
-    def plain(value: Any) -> Any:
-        if isinstance(value, tuple | list):
-            return [plain(v) for v in value]
-        return value
-
-    return {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config) if f.init}
+    return {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config) if f.init}
 
 
 def config_from_dict(config_cls: type, values: Mapping[str, Any]) -> Any:
@@ -405,10 +406,37 @@ def config_from_dict(config_cls: type, values: Mapping[str, Any]) -> Any:
     return config_cls(**{key: _check_value(key, value, types_[key]) for key, value in values.items()})
 
 
-def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{key: (old, new)}`` for every key whose value differs (missing values read as None)."""
+def config_defaults(config_cls: type) -> dict[str, Any]:
+    """The default of every field of the config class ``config_cls`` that has one, as
+    :func:`config_to_dict` writes values (tuples become lists)."""
+    defaults: dict[str, Any] = {}
+    for field in dataclasses.fields(config_cls):
+        if not field.init:
+            continue
+        if field.default is not dataclasses.MISSING:
+            value = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            value = field.default_factory()
+        else:
+            continue
+        defaults[field.name] = _plain(value)
+    return defaults
+
+
+def config_diff(
+    old: Mapping[str, Any], new: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+) -> dict[str, tuple[Any, Any]]:
+    """``{key: (old, new)}`` for every key whose value differs (missing values read as None).
+
+    A key of ``new`` that ``old`` lacks reads as its value in ``defaults`` where it has one: a
+    field added to a config class after ``old`` was stored (the field's default is what the old
+    run did) is not a difference unless ``new`` sets it to something else.
+    """
+    defaults = defaults or {}
+
+    def before(key: str) -> Any:
+        return old[key] if key in old else defaults.get(key)
+
     return {
-        key: (old.get(key), new.get(key))
-        for key in sorted(set(old) | set(new))
-        if old.get(key) != new.get(key)
+        key: (before(key), new.get(key)) for key in sorted(set(old) | set(new)) if before(key) != new.get(key)
     }

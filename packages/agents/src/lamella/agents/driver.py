@@ -58,7 +58,7 @@ from lamella.agents import config as config_lib
 from lamella.agents import devices as devices_lib
 from lamella.agents import hosts
 from lamella.agents._files import atomic_write_text, remove_temp_files
-from lamella.agents.config import ConfigError, config_diff, config_to_dict
+from lamella.agents.config import ConfigError, config_defaults, config_diff, config_to_dict
 from lamella.agents.progress import Progress
 from lamella.agents.runlog import RunLog, env_family
 
@@ -112,6 +112,10 @@ class RunSpec:
         score: the evaluation metric shown in the progress display, plotted and returned as
             ``RunResult.final_return`` (mean over its values); absent from a runner's
             evaluation, the display shows no return and ``final_return`` is NaN.
+        config_defaults: what a stored config that lacks a key of ``config`` ran with (the
+            config class's defaults, :func:`lamella.agents.config.config_defaults`): resuming a
+            run stored before a field was added is refused only where ``config`` sets that
+            field to something other than its default. ``None``: a missing key reads as None.
     """
 
     algorithm: str
@@ -119,6 +123,7 @@ class RunSpec:
     environment: str | None = None
     config: Mapping[str, Any] | None = None
     score: str = "episode_return"
+    config_defaults: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name in ("algorithm", "task", "score"):
@@ -1091,7 +1096,7 @@ def _check_stored(
 ) -> tuple[int, str, int]:
     """Refuse to continue ``stored`` (a checkpoint's metadata or a ``config.json``) with other
     settings; return its ``(chunk_iterations, compile_mode, num_devices)``."""
-    differences = config_diff(stored.get("config") or {}, dict(spec.config or {}))
+    differences = config_diff(stored.get("config") or {}, dict(spec.config or {}), spec.config_defaults)
     if differences:
         listed = "; ".join(f"{k}: checkpoint {old!r}, now {new!r}" for k, (old, new) in differences.items())
         raise ConfigError(
@@ -1524,7 +1529,7 @@ def run_experiment(
         config_lib.apply_overrides(config, variant)  # the values' types, as for key=value overrides
     config_dict = config_to_dict(config)
     task = str(config_dict.get("env_id") or "custom")
-    spec = RunSpec(algorithm, task=task, config=config_dict)
+    spec = RunSpec(algorithm, task=task, config=config_dict, config_defaults=config_defaults(type(config)))
     metadata = {"config_class": f"{type(config).__module__}.{type(config).__qualname__}"}
 
     def build(num_seeds: int, mode: str, num_devices: int) -> CompiledRunner:
