@@ -533,6 +533,7 @@ def test_kill_after_the_final_checkpoint_then_resume_prunes_and_compiles_nothing
     # (driver._cpu_options_supported), whether or not the run then compiles anything.
     for program in ("init", "chunk", "evaluate"):
         driver.compile_options(program, len(SEEDS), "auto")
+    _compiles.clear()  # another test's counted compiles (pytest-randomly may run it first)
     _counting_compiles[0] = True
     try:
         again = run_experiment(
