@@ -285,6 +285,11 @@ NOT_RUN: dict[str, str] = {
     "uv pip install --python /tmp/jaxmarl-venv/bin/python": "needs the package index (benchmark-only dependencies)",
     "/tmp/jaxmarl-venv/bin/python benchmarks/": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
     "hatch run bench-jaxmarl:": "a benchmark (minutes, needs JaxMARL); its figures are in the README",
+    "git -C /tmp/mava_src checkout": "a benchmark peer's source at the commit measured (after its git clone)",
+    "uv venv /tmp/mava-venv": "a benchmark's own virtual environment (Mava pins jax 0.4.30)",
+    "uv pip install --python /tmp/mava-venv/bin/python": (
+        "needs the package index and GitHub (Mava's pinned and git dependencies)"
+    ),
     "hatch run bench-amaze:": "a benchmark (minutes, needs JaxUED and minimax's own environment); its figures are in the README",
     "hatch run release:": (
         "a real release (needs a token); tests/test_release.py runs scripts/release.py against a local index"
