@@ -101,4 +101,5 @@ def test_brax_presets_are_what_lamella_train_runs_and_validate():
                 assert resolve_config(algo, env_id=env_id) == preset
                 preset.validate()
                 checked.append(env_id)
-    assert "brax:halfcheetah@spring" in checked
+    for body in ("halfcheetah", "ant"):
+        assert checked.count(f"brax:{body}@spring") == 2, f"{body}: PPO and SAC presets expected"

@@ -115,6 +115,34 @@ PRESETS: dict[str, dict[str, Any]] = {
             log_std_bounds=(-5.0, 4.26),
             eval_episodes=16,
         ),
+        # Brax's ant (spring backend), issue 19: brax.training publishes no SAC settings for ant
+        # (its demo gives SAC settings for hopper and walker2d only), so these are the
+        # halfcheetah preset's above (brax.training's SAC choices cut to a CPU budget: 16 envs,
+        # batch 256, (256, 256) nets, half a gradient step per env step, 3e4 steps). Greedy
+        # return after 3e4 steps: 691 and 515 (seeds 0, 1) in 388 and 276 s of wall time;
+        # brax.training's sac.train with the same settings: 256 and 702 in 327 and 254 s
+        # (benchmarks/brax_training.py; lamella-agents README, "Brax bodies").
+        "brax:ant@spring": SACTrainConfig(
+            env_id="brax:ant@spring",
+            total_timesteps=30_000,
+            num_envs=16,
+            rollout_steps=125,
+            updates_per_step=8,
+            batch_size=256,
+            buffer_size=30_000,
+            learning_starts=1_000,
+            gamma=0.99,
+            actor_learning_rate=3e-4,
+            critic_learning_rate=3e-4,
+            alpha_learning_rate=3e-4,
+            tau=0.005,
+            hidden_sizes=(256, 256),
+            target_entropy_scale=0.5,
+            normalize_observations=True,
+            reward_scaling=10.0,
+            log_std_bounds=(-5.0, 4.26),
+            eval_episodes=16,
+        ),
     },
     "td3": {
         "Pendulum-v1": TD3TrainConfig(**_PENDULUM),
