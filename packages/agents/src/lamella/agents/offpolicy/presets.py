@@ -77,6 +77,32 @@ _DUBINS_MAZE: dict[str, Any] = dict(
     _DUBINS, env_id="GMazeGoalDubinsWalls-v0", total_timesteps=200_000, buffer_size=200_000
 )
 
+
+def _brax_sac(env_id: str) -> SACTrainConfig:
+    """brax.training's SAC choices cut to a CPU budget (the Brax bodies' SAC presets, issue 19)."""
+    return SACTrainConfig(
+        env_id=env_id,
+        total_timesteps=30_000,
+        num_envs=16,
+        rollout_steps=125,
+        updates_per_step=8,
+        batch_size=256,
+        buffer_size=30_000,
+        learning_starts=1_000,
+        gamma=0.99,
+        actor_learning_rate=3e-4,
+        critic_learning_rate=3e-4,
+        alpha_learning_rate=3e-4,
+        tau=0.005,
+        hidden_sizes=(256, 256),
+        target_entropy_scale=0.5,
+        normalize_observations=True,
+        reward_scaling=10.0,
+        log_std_bounds=(-5.0, 4.26),
+        eval_episodes=16,
+    )
+
+
 PRESETS: dict[str, dict[str, Any]] = {
     "sac": {
         "Pendulum-v1": SACTrainConfig(**_PENDULUM, alpha_learning_rate=1e-3),
@@ -94,27 +120,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # half a gradient step per env step, a fresh actor's std 0.69) cut to a CPU budget (16
         # envs, batch 256, (256, 256) nets, 3e4 steps): benchmarks/brax_training.py's settings,
         # measured against brax.training's sac.train there (lamella-agents README, "Brax bodies").
-        "brax:halfcheetah@spring": SACTrainConfig(
-            env_id="brax:halfcheetah@spring",
-            total_timesteps=30_000,
-            num_envs=16,
-            rollout_steps=125,
-            updates_per_step=8,
-            batch_size=256,
-            buffer_size=30_000,
-            learning_starts=1_000,
-            gamma=0.99,
-            actor_learning_rate=3e-4,
-            critic_learning_rate=3e-4,
-            alpha_learning_rate=3e-4,
-            tau=0.005,
-            hidden_sizes=(256, 256),
-            target_entropy_scale=0.5,
-            normalize_observations=True,
-            reward_scaling=10.0,
-            log_std_bounds=(-5.0, 4.26),
-            eval_episodes=16,
-        ),
+        "brax:halfcheetah@spring": _brax_sac("brax:halfcheetah@spring"),
         # Brax's ant (spring backend), issue 19: brax.training publishes no SAC settings for ant
         # (its demo gives SAC settings for hopper and walker2d only), so these are the
         # halfcheetah preset's above (brax.training's SAC choices cut to a CPU budget: 16 envs,
@@ -122,27 +128,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # return after 3e4 steps: 691 and 515 (seeds 0, 1) in 388 and 276 s of wall time;
         # brax.training's sac.train with the same settings: 256 and 702 in 327 and 254 s
         # (benchmarks/brax_training.py; lamella-agents README, "Brax bodies").
-        "brax:ant@spring": SACTrainConfig(
-            env_id="brax:ant@spring",
-            total_timesteps=30_000,
-            num_envs=16,
-            rollout_steps=125,
-            updates_per_step=8,
-            batch_size=256,
-            buffer_size=30_000,
-            learning_starts=1_000,
-            gamma=0.99,
-            actor_learning_rate=3e-4,
-            critic_learning_rate=3e-4,
-            alpha_learning_rate=3e-4,
-            tau=0.005,
-            hidden_sizes=(256, 256),
-            target_entropy_scale=0.5,
-            normalize_observations=True,
-            reward_scaling=10.0,
-            log_std_bounds=(-5.0, 4.26),
-            eval_episodes=16,
-        ),
+        "brax:ant@spring": _brax_sac("brax:ant@spring"),
     },
     "td3": {
         "Pendulum-v1": TD3TrainConfig(**_PENDULUM),
