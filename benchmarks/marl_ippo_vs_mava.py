@@ -46,19 +46,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import statistics
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
+from _peer import PeerProcess
 
 import lamella.envs
 from lamella.marl import IPPOConfig, make_ippo_runner
@@ -68,61 +65,6 @@ TASKS = {
     "lbf": IPPOConfig(env_id="Foraging-8x8-2p-2f-coop-v3", team_reward=True),
     "mpe": IPPOConfig(env_id="MPE-simple_spread-v3", team_reward=False),
 }
-
-
-class MavaRun:
-    """Mava's side of one task, in its own process, run one block at a time (``--paired``)."""
-
-    def __init__(self, python: str, src: str, task: str, updates: int, repeats: int) -> None:
-        script = str(Path(__file__).resolve().parent / "mava_ippo.py")
-        self.command = [
-            python,
-            script,
-            "--task",
-            task,
-            "--updates",
-            str(updates),
-            "--repeats",
-            str(repeats),
-            "--paired",
-        ]
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(
-            self.command,
-            env={**os.environ, "MAVA_SRC": src},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-        )
-
-    def _read_until(self, marker: str) -> str:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith(marker):
-                return line[len(marker) :].strip()
-        self.process.wait()
-        self.stderr.seek(0)
-        raise SystemExit(f"Mava's run failed ({' '.join(self.command)}):\n{self.stderr.read()[-3000:]}")
-
-    def ready(self) -> None:
-        """Waits until Mava's learner has compiled (or finished its previous block)."""
-        self._read_until("MAVA_READY")
-
-    def block(self) -> dict[str, float]:
-        """Runs one timed block; returns its wall and CPU seconds."""
-        assert self.process.stdin is not None
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        return json.loads(self._read_until("MAVA_BLOCK"))
-
-    def summary(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        lines = [line for line in self.process.stdout if line.startswith("{")]
-        if self.process.wait() or not lines:
-            self.stderr.seek(0)
-            raise SystemExit(f"Mava's run failed ({' '.join(self.command)}):\n{self.stderr.read()[-3000:]}")
-        return json.loads(lines[-1])
 
 
 def main() -> None:
@@ -156,7 +98,13 @@ def main() -> None:
         compile_s = time.perf_counter() - start
         mava = None
         if args.mava_python:
-            mava = MavaRun(args.mava_python, args.mava_src, task, args.updates, args.repeats)
+            mava = PeerProcess(
+                args.mava_python,
+                "mava_ippo.py",
+                ["--task", task, "--updates", str(args.updates), "--repeats", str(args.repeats)],
+                {"MAVA_SRC": args.mava_src},
+                "MAVA",
+            )
         lamella_blocks, mava_blocks = [], []
         # lamella, Mava, lamella, Mava, ...: each pair shares the machine's load of the moment.
         for _ in range(args.repeats):

@@ -41,18 +41,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
+from _peer import PeerProcess
 
 from lamella.agents.runner import make_train
 from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
@@ -149,62 +146,6 @@ def programs() -> dict[str, MetaConfig]:
     return configs
 
 
-class PaxRun:
-    """Pax's side of one program, in its own process, run one block at a time (``--paired``)."""
-
-    def __init__(self, python: str, src: str, name: str, generations: int, repeats: int) -> None:
-        experiment, overrides = PAX[name]
-        script = str(Path(__file__).resolve().parent / "pax_meta.py")
-        self.command = [
-            python,
-            script,
-            "--experiment",
-            experiment,
-            "--generations",
-            str(generations),
-            "--repeats",
-            str(repeats),
-            "--paired",
-            *overrides,
-        ]
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(
-            self.command,
-            env={**os.environ, "PAX_SRC": src},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-        )
-        self._read_until("PAX_READY")  # Pax's first generation, which compiles
-
-    def _read_until(self, marker: str) -> str:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith(marker):
-                return line[len(marker) :].strip()
-        self.process.wait()
-        self.stderr.seek(0)
-        raise SystemExit(f"Pax's run failed ({' '.join(self.command)}):\n{self.stderr.read()[-3000:]}")
-
-    def block(self, first: bool) -> dict:
-        """Runs one block of generations; returns its wall and CPU seconds."""
-        assert self.process.stdin is not None
-        if not first:
-            self._read_until("PAX_READY")
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        return json.loads(self._read_until("PAX_BLOCK"))
-
-    def summary(self) -> dict:
-        assert self.process.stdout is not None
-        lines = [line for line in self.process.stdout if line.startswith("{")]
-        if self.process.wait() or not lines:
-            self.stderr.seek(0)
-            raise SystemExit(f"Pax's run failed ({' '.join(self.command)}):\n{self.stderr.read()[-3000:]}")
-        return json.loads(lines[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=4)
@@ -238,7 +179,23 @@ def main() -> None:
         compile_s = time.perf_counter() - start
         pax = None
         if args.pax_python and name in PAX:
-            pax = PaxRun(args.pax_python, args.pax_src, name, args.generations, args.repeats)
+            experiment, overrides = PAX[name]
+            pax = PeerProcess(
+                args.pax_python,
+                "pax_meta.py",
+                [
+                    "--experiment",
+                    experiment,
+                    "--generations",
+                    str(args.generations),
+                    "--repeats",
+                    str(args.repeats),
+                    *overrides,
+                ],
+                {"PAX_SRC": args.pax_src},
+                "PAX",
+            )
+            pax.ready()  # Pax's first generation, which compiles
         walls, cpus, pax_blocks = [], [], []
         # lamella, Pax, lamella, Pax, ...: each pair shares the machine's load of the moment.
         for repeat in range(args.repeats):
@@ -247,7 +204,9 @@ def main() -> None:
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
             if pax is not None:
-                pax_blocks.append(pax.block(first=repeat == 0))
+                if repeat:
+                    pax.ready()  # the end of Pax's previous block
+                pax_blocks.append(pax.block())
         median = sorted(walls)[len(walls) // 2]
         wall = args.generations / median
         cpu = args.generations / sorted(cpus)[len(cpus) // 2]
