@@ -214,8 +214,8 @@ def check_sdist(sdist: Path, package: str, version: str) -> None:
         raise ReleaseError(f"{sdist.name} holds other packages' sources: {', '.join(stray[:5])}")
 
 
-def run_step(command: list[str], what: str, cwd: Path = ROOT) -> None:
-    print(f"release: {what}: {' '.join(command)}", flush=True)
+def run_step(command: list[str], what: str, cwd: Path = ROOT, prog: str = "release") -> None:
+    print(f"{prog}: {what}: {' '.join(command)}", flush=True)
     # Run from `hatch run release:...`, HATCH_ENV_ACTIVE names an env the member projects lack.
     env = {key: value for key, value in os.environ.items() if key != "HATCH_ENV_ACTIVE"}
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)

@@ -294,6 +294,10 @@ NOT_RUN: dict[str, str] = {
     "hatch run release:": (
         "a real release (needs a token); tests/test_release.py runs scripts/release.py against a local index"
     ),
+    "hatch run release:compat": (
+        "needs a release tag (this repository has none yet); tests/test_release.py runs scripts/compat.py "
+        "both ways on a copy of the tree with tags made by the test"
+    ),
     "hatch run full:": "the full test matrix (every package on three Pythons: hours)",
     "hatch run +py=3.13 +pkg=agents full:": "a package's whole suite on Python 3.13 (10 to 25 minutes)",
     "hatch run min-deps:": "every package against its lowest dependencies (hours)",

@@ -303,3 +303,76 @@ def test_released_agents_install_from_the_index_and_train(repo: Path, pypiserver
         step["step_count"] for seed in seeds.values() for key, step in seed.items() if key.startswith("step_")
     )
     assert steps == 2048, f"the run log ends at step {steps}, not 2048"
+
+
+def _compat(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "scripts/compat.py", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        timeout=600,
+    )
+
+
+# A test of lamella-agents that builds PPO runners on lamella-envs' CartPole and checks their
+# validation (no compile: a few CPU-s).
+_AGENTS_TEST = "packages/agents/tests/test_ppo.py::test_bad_config_raises_at_construction"
+
+
+def test_a_release_is_tested_against_the_tree_both_ways(repo: Path) -> None:
+    """scripts/compat.py: lamella-envs from its release tag under today's lamella-agents (its tests pass,
+    and a test needing what envs gained since the release fails), and the reverse: lamella-agents from
+    its tag, with its own tests, on today's lamella-envs. Refusals come before anything is built."""
+    git_env = {**os.environ, **GIT_ENV}
+    for package in ("envs", "agents"):
+        version = re.search(
+            r'"(.+)"', (repo / f"packages/{package}/src/lamella/{package}/__about__.py").read_text()
+        ).group(1)
+        subprocess.run(
+            ["git", "tag", "-a", f"lamella-{package}-v{version}", "-m", "r"], cwd=repo, env=git_env
+        )
+    # After the releases, lamella-envs gains a function and lamella-agents a test that needs it.
+    init = repo / "packages/envs/src/lamella/envs/__init__.py"
+    init.write_text(init.read_text() + "\n\ndef added_after_the_release() -> int:\n    return 1\n")
+    probe = repo / "packages/agents/tests/test_needs_new_envs.py"
+    probe.write_text(
+        "def test_uses_what_envs_gained():\n"
+        "    from lamella.envs import added_after_the_release\n\n"
+        "    assert added_after_the_release() == 1\n"
+    )
+    subprocess.run(["git", "commit", "-qam", "after", "--allow-empty"], cwd=repo, check=True, env=git_env)
+
+    forward = _compat(
+        repo, "--released", "envs", "--test", "agents", "--pytest-args", f"{_AGENTS_TEST} {probe} -q"
+    )
+    assert forward.returncode == 1, forward.stdout + forward.stderr
+    assert re.search(r"\b1 failed, \d+ passed\b", forward.stdout), forward.stdout
+    assert "ImportError" in forward.stdout and "added_after_the_release" in forward.stdout, forward.stdout
+    assert "lamella-envs 0.1.0 (lamella-envs-v0.1.0)" in forward.stdout, forward.stdout
+    assert "lamella-agents 0.1.0 (tree)" in forward.stdout and "FAILED (pytest exit 1)" in forward.stdout
+
+    reverse = _compat(repo, "--released", "agents", "--test", "agents", "--pytest-args", f"{_AGENTS_TEST} -q")
+    assert reverse.returncode == 0, reverse.stdout + reverse.stderr
+    assert (
+        "the tests of lamella-agents from the release" in reverse.stdout
+        and "lamella-envs 0.1.0 (tree)" in reverse.stdout
+    )
+    assert re.search(r"\b\d+ passed\b", reverse.stdout) and "failed" not in reverse.stdout, reverse.stdout
+
+    # Refusals: one line on stderr, exit 2, nothing built.
+    agents = repo / "packages/agents/pyproject.toml"
+    agents.write_text(re.sub(r'"lamella-envs[^"]*"', '"lamella-envs>=0.2,<0.3"', agents.read_text(), count=1))
+    cases = [
+        (["--released", "envs", "--test", "agents"], "the ranges exclude lamella-envs-v0.1.0"),
+        (["--released", "buffers", "--test", "agents"], "lamella-buffers has no release tag"),
+        (["--released", "envs", "--test", "agents", "--tag", "no-such-ref"], "no-such-ref is not a tag"),
+        (["--released", "nope", "--test", "agents"], "no package 'nope'"),
+        (["--released", "agents", "--test", "buffers", "--tag", "HEAD"], "holds no lamella-agents"),
+    ]
+    for args, message in cases:
+        result = _compat(repo, *args)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("compat: error:")]
+        assert result.returncode == 2 and len(errors) == 1 and message in errors[0], (args, result.stderr)
+        assert "compat: build" not in result.stdout, (args, "built before refusing")
