@@ -143,7 +143,9 @@ def compat(released: str, tested: str, ref: str | None, pytest_args: list[str]) 
             name = path.replace("{matrix:pkg}", tested).removeprefix("packages/")
             extras = set() if isinstance(member, str) else set(member.get("features", []))
             if name != released and name not in members:
-                raise CompatError(f"the tests' environment holds {PREFIX}{name}, which the tree no longer has")
+                raise CompatError(
+                    f"the tests' environment holds {PREFIX}{name}, which the tree no longer has"
+                )
             folder = old / "packages" / name if name == released else members[name]
             held[name] = (folder, tree_version(folder), extras)
         third_party = []
