@@ -41,7 +41,7 @@ def test_performance_profile_by_hand():
 
 
 def test_jax_input_matches_numpy_under_jit():
-    with jax.enable_x64(True):
+    with bootstrap_jax._x64():  # jax.enable_x64, or jax.experimental's on older jax
         scores = jnp.asarray(TINY)
         for fn in (le.iqm, le.mean, le.median, le.optimality_gap):
             assert float(jax.jit(fn)(scores)) == pytest.approx(float(fn(TINY)), abs=1e-12)
@@ -202,7 +202,7 @@ def test_sample_efficiency_per_evaluation(dataset, backend):
 
 
 def test_draws_are_uniform():
-    with jax.enable_x64(True):
+    with bootstrap_jax._x64():  # jax.enable_x64, or jax.experimental's on older jax
         draws = bootstrap_jax._draws(jax.random.key(0), 7, 12000)  # 12000 tasks of 7 draws
     frequencies = np.bincount(np.asarray(draws).ravel(), minlength=7) / draws.size
     # 84000 draws: the standard error of each frequency is about 0.0012.
