@@ -100,9 +100,13 @@ def test_the_shaping_learners_learned_the_same_on_every_device_count(child, name
 @pytest.mark.parametrize("name", POPULATION_SPLIT)
 def test_the_searches_told_the_same_fitness_on_every_device_count(child, name):
     run = child["runs"][name]
-    # Four generations told (the best fitness is +inf before the first tell), the same on both.
+    # Four generations told (the best fitness is +inf before the first tell), the same on both, to
+    # float32 rounding: 2 members per device compile to other reductions than 8 on one (jax 0.10.2
+    # gives the same bits; jax 0.12 1.7700634 and 1.7700642 for mfos_es, 5e-7 apart). A search told
+    # one device's members only would differ in the first digits.
     assert run["generations"] == [4, 4]
-    assert np.isfinite(run["best_fitness"]).all() and run["best_fitness"][0] == run["best_fitness"][1]
+    assert np.isfinite(run["best_fitness"]).all()
+    np.testing.assert_allclose(run["best_fitness"][0], run["best_fitness"][1], rtol=1e-5)
     returns = run["metrics"]["1"]
     assert len({returns[k][0] for k in returns if k.endswith("/train_max_return")}) > 1, (
         "the population changed"
