@@ -2,8 +2,10 @@
 compiled step (driven here by a small vmapped scan, two seeds), the buffer grid, the score curves.
 The end-to-end run with the driver is in the top-level tests/test_ued_eval.py."""
 
+import concurrent.futures
 import json
 import os
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -127,6 +129,52 @@ def test_recorder_writes_each_kind_once_per_interval(tmp_path):
     np.testing.assert_array_equal(picture.astype(np.uint8), screenshots.level_grid(best, 4))
     with pytest.raises(ValueError, match="every"):
         screenshots.make_screenshot_recorder(str(tmp_path), every=0)
+
+
+def test_recorder_writes_each_picture_once_when_devices_call_it_at_once(tmp_path, monkeypatch):
+    """A program split over devices may run the recorder's callback on several threads at once
+    (jax 0.7.1, 4 CPU devices): every picture is written once, whole, with no temporary file
+    left, and two writers of one path both succeed."""
+    levels = sample(4)
+    buffer = make_level_buffer(8, levels_equal=maze.levels_equal)
+    state = buffer.init(jax.tree.map(lambda x: x[0], levels))
+    state, _ = buffer.insert(state, levels, jnp.array([0.1, 0.7, 0.3, -jnp.inf]), jnp.zeros(4))
+    calls = []
+    monkeypatch.setattr(jax.debug, "callback", lambda host, *args: calls.append((host, args)))
+    record = screenshots.make_screenshot_recorder(str(tmp_path), every=2, tile=4)
+    record(jnp.int32(0), jnp.uint32(3), jnp.int32(0), levels, state)
+    ((host, args),) = calls
+    saved = []
+    save = screenshots.save_level_grid
+    monkeypatch.setattr(screenshots, "save_level_grid", lambda *a, **k: saved.append(a[1]) or save(*a, **k))
+    barrier = threading.Barrier(8)
+
+    def device():
+        barrier.wait()
+        host(*args)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for done in [pool.submit(device) for _ in range(8)]:
+            done.result()
+    folder = tmp_path / "seed_3"
+    assert sorted(os.listdir(folder)) == ["update_000000_buffer.png", "update_000000_generated.png"]
+    assert sorted(os.path.basename(path) for path in saved) == sorted(os.listdir(folder))
+    picture = (mpimg.imread(folder / "update_000000_generated.png")[..., :3] * 255).round()
+    np.testing.assert_array_equal(picture.astype(np.uint8), screenshots.level_grid(levels, 4))
+
+    # The atomic write itself: writers of one path at once each finish, the last one wins.
+    grids = [np.full((6, 6, 3), value, np.uint8) for value in range(0, 240, 30)]
+    barrier = threading.Barrier(len(grids))
+
+    def writer(grid):
+        barrier.wait()
+        return screenshots._save_png(grid, str(tmp_path / "same.png"))
+
+    with concurrent.futures.ThreadPoolExecutor(len(grids)) as pool:
+        assert set(pool.map(writer, grids)) == {str(tmp_path / "same.png")}
+    pixel = round(float(mpimg.imread(tmp_path / "same.png")[0, 0, 0]) * 255)
+    assert pixel in {int(grid[0, 0, 0]) for grid in grids}
+    assert sorted(os.listdir(tmp_path)) == ["same.png", "seed_3"]
 
 
 def test_buffer_grid(tmp_path):

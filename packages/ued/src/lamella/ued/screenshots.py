@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -191,12 +193,19 @@ def level_grid(
 
 
 def _save_png(image: np.ndarray, path: str) -> str:
+    """Write ``image`` to ``path`` atomically: a temporary file of its own, then a rename."""
     from matplotlib import image as mpimg
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp.png"
-    mpimg.imsave(tmp, image)
-    os.replace(tmp, path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".png")
+    os.close(handle)
+    try:
+        mpimg.imsave(tmp, image)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return path
 
 
@@ -230,8 +239,15 @@ def make_screenshot_recorder(
     if every < 1:
         raise ValueError(f"make_screenshot_recorder: every must be >= 1, got {every}.")
     written: set[tuple[int, int, str]] = set()
+    # In a program split over devices, jax may run the callback on several devices' threads at
+    # once (jax 0.7.1 on 4 CPU devices did): one writes each picture, the others skip it.
+    lock = threading.Lock()
 
     def host(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any) -> None:
+        with lock:
+            write(iteration, seed, branch, levels, top)
+
+    def write(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any) -> None:
         start = int(iteration) // every * every
         member = int(seed)
         folder = os.path.join(directory, f"seed_{member}")
