@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,6 +33,22 @@ PACKAGES = [
     if any((ROOT / "packages" / name / "tests").glob("test_*.py"))
 ]
 WHEEL_ALONE = ["envs", "eval"]  # packages whose built wheel must install and import alone
+# One cell of each other axis of the test matrix (root README, "Test matrix"; the rest of it runs
+# outside CI): the smallest package's tests against the lowest versions its pyproject allows
+# (uv's lowest-direct resolution) and on the highest Python the workspace supports.
+MATRIX_PACKAGE = "buffers"
+HIGHEST_PYTHON = "3.13"
+MATRIX_CELLS = {  # step key -> Hatch command
+    f"min-deps.{MATRIX_PACKAGE}": ["hatch", "run", f"+pkg={MATRIX_PACKAGE}", "min-deps:test"],
+    f"full.py{HIGHEST_PYTHON}-{MATRIX_PACKAGE}": [
+        "hatch",
+        "run",
+        f"+py={HIGHEST_PYTHON}",
+        f"+pkg={MATRIX_PACKAGE}",
+        "full:test",
+    ],
+}
+STEP_PYTHON = {f"full.py{HIGHEST_PYTHON}-{MATRIX_PACKAGE}": HIGHEST_PYTHON}  # step key -> Python it needs
 # The order the test steps start in, longest first (each step's CPU seconds in a full run from a
 # fresh clone, 2026-11-30, 2-core Intel Xeon), so that the last step to start is a short one; a
 # step not listed starts last.
@@ -236,6 +252,8 @@ def step_env(key: str) -> dict[str, str] | None:
     extra = STEP_XLA_FLAGS.get(key, "").split()
     if extra:
         env[OPTIONAL_XLA_FLAGS] = " ".join([env.get(OPTIONAL_XLA_FLAGS, ""), *extra]).strip()
+    if key in STEP_PYTHON:
+        env.update(python_on_path(STEP_PYTHON[key], env))
     level = STEP_XLA_LEVEL.get(key)
     chosen = f"--xla_backend_optimization_level={env.get(TEST_XLA_LEVEL, '')}"
     flags = env.get("XLA_FLAGS", "").split()
@@ -245,6 +263,37 @@ def step_env(key: str) -> dict[str, str] | None:
         )
         env[TEST_XLA_LEVEL] = level
     return None if env == dict(os.environ) else env
+
+
+def python_on_path(version: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """What to add to ``environ`` so that ``python<version>`` runs, for Hatch to find it: nothing
+    where it already runs; where pyenv has that version installed but not selected (this
+    project's machines: pyenv's 3.11, 3.12 and 3.13, only 3.11 selected), ``PYENV_VERSION`` with
+    it appended. Where neither holds, nothing: Hatch then fails the step, naming the Python."""
+
+    def runs(env: Mapping[str, str]) -> bool:
+        try:
+            command = [f"python{version}", "-c", ""]
+            return subprocess.run(command, env=dict(env), capture_output=True).returncode == 0
+        except OSError:
+            return False
+
+    if runs(environ):
+        return {}
+    try:
+        listed = subprocess.run(
+            ["pyenv", "versions", "--bare"], env=dict(environ), capture_output=True, text=True, check=True
+        ).stdout.split()
+        selected = subprocess.run(
+            ["pyenv", "version-name"], env=dict(environ), capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    installed = [name for name in listed if re.fullmatch(rf"{re.escape(version)}\.\d+", name)]
+    if not installed:
+        return {}
+    added = {"PYENV_VERSION": ":".join([*selected.split(":"), installed[-1]])}
+    return added if runs({**environ, **added}) else {}
 
 
 def package_step(package: str, fast: bool) -> list[str]:
@@ -322,6 +371,8 @@ def main() -> int:
         (f"wheel {package}", f"wheel lamella-{package} installs alone", wheel_installs_alone(package))
         for package in WHEEL_ALONE
     )
+    marks = ["-m", "not slow and not research"] if args.fast else []
+    steps.extend((key, f"matrix {key}", [*command, *marks]) for key, command in MATRIX_CELLS.items())
     # Lint and types (mypy: about 40 s on one core) go with the short steps at the end, where one
     # core would otherwise wait for the last long step, not before every test step.
     steps += [

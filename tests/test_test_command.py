@@ -6,6 +6,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +114,38 @@ def test_a_steps_own_level_replaces_only_the_level_the_test_command_chose(monkey
     monkeypatch.delenv(test_all.TEST_XLA_LEVEL)
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
     assert test_all.step_env("envs") is None
+
+
+def test_the_matrix_cells_find_their_python_through_pyenv(tmp_path: Path) -> None:
+    test_all = _test_all()
+    # A pyenv with 3.11 selected and two 3.77 releases installed, whose python3.77 shim runs only
+    # where PYENV_VERSION selects one of them (as pyenv's shims do).
+    (tmp_path / "pyenv").write_text(
+        '#!/bin/sh\ncase "$1" in versions) printf "3.11.7\\n3.77.0\\n3.77.1\\n3.770.1\\n";;'
+        " version-name) echo 3.11.7;; esac\n"
+    )
+    (tmp_path / "python3.77").write_text(
+        '#!/bin/sh\ncase ":$PYENV_VERSION:" in *:3.77.*) exit 0;; esac\nexit 127\n'
+    )
+    for name in ("pyenv", "python3.77"):
+        (tmp_path / name).chmod(0o755)
+    env = {"PATH": f"{tmp_path}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    assert test_all.python_on_path("3.77", env) == {"PYENV_VERSION": "3.11.7:3.77.1"}
+    assert test_all.python_on_path("3.77", {**env, "PYENV_VERSION": "3.11.7:3.77.0"}) == {}  # runs already
+    assert test_all.python_on_path("3.78", env) == {}  # not installed: Hatch will name it
+    # The cells CI runs: one package against its lowest versions, and on the highest Python.
+    assert test_all.MATRIX_CELLS == {
+        "min-deps.buffers": ["hatch", "run", "+pkg=buffers", "min-deps:test"],
+        "full.py3.13-buffers": ["hatch", "run", "+py=3.13", "+pkg=buffers", "full:test"],
+    }
+    assert test_all.STEP_PYTHON == {"full.py3.13-buffers": "3.13"}
+    hatch = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["envs"]
+    (full,) = hatch["full"]["matrix"]
+    assert max(full["python"], key=lambda v: tuple(map(int, v.split(".")))) == test_all.HIGHEST_PYTHON
+    assert (
+        test_all.MATRIX_PACKAGE in full["pkg"]
+        and test_all.MATRIX_PACKAGE in hatch["min-deps"]["matrix"][0]["pkg"]
+    )
 
 
 def _root_conftest():
