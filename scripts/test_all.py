@@ -90,15 +90,6 @@ STEP_XLA_FLAGS = {name: _OLD_EMITTERS for name in ("envs", "marl", "ued", "gcrl"
 # `slow` tests, run in one process with and without the flag, 2026-11-30 (jax 0.10.2, 2-core
 # x86 shared with other jobs, load 9-14): 309.5 -> 173.2 CPU-s, every test passing.
 SLOW_APART_XLA_FLAGS = {"agents": _OLD_EMITTERS}
-# Steps whose programs compile at another LLVM optimisation level than the test command's -O1
-# (only where the test command chose the level: a level in the user's XLA_FLAGS wins). lamella-
-# envs' tests compile env steps and run them for a few hundred steps (parity, checkers, wrappers):
-# -O0 against -O1, each with the step's other flags, two groups of its test files run in one
-# process side by side, 2026-11-30 (jax 0.10.2, 2-core x86 shared with other jobs): MPE, RWARE,
-# SMAX 76.8 -> 63.9 CPU-s; LBF, MinAtar, bsuite, the Brax adapter, mazes 190.7 -> 158.9, every
-# test passing. Steps that train do worse at -O0 (lamella-ued's learning, runner and PAIRED
-# tests 202.1 -> 423.9; lamella-gcrl's step, above), so they keep -O1.
-STEP_XLA_LEVEL = {"envs": "0"}
 
 # A skipped test is a failed check unless it is listed here: (test file, reason pattern) -> why the
 # skip is legitimate. A missing reference package is never a reason: declare it in pyproject.toml.
@@ -240,13 +231,12 @@ def allow_bytecode(environ: MutableMapping[str, str], data_dir: Path) -> None:
 
 
 def step_env(key: str) -> dict[str, str] | None:
-    """The environment of step ``key``: ours, with its ``STEP_XLA_FLAGS`` and ``STEP_XLA_LEVEL``
-    (None: ours as is).
+    """The environment of step ``key``: ours, with its ``STEP_XLA_FLAGS`` and, for a matrix cell
+    on another Python, what makes that Python runnable (None: ours as is).
 
     The flags go in ``LAMELLA_OPTIONAL_XLA_FLAGS``, not in ``XLA_FLAGS``: the root ``conftest.py``
     moves each into ``XLA_FLAGS`` where the step's XLA has it, and leaves a flag the user's
-    ``XLA_FLAGS`` already sets as the user set it. The level replaces the one this script chose
-    (``TEST_XLA_LEVEL`` says which); a level the user set is kept.
+    ``XLA_FLAGS`` already sets as the user set it.
     """
     env = dict(os.environ)
     extra = STEP_XLA_FLAGS.get(key, "").split()
@@ -254,14 +244,6 @@ def step_env(key: str) -> dict[str, str] | None:
         env[OPTIONAL_XLA_FLAGS] = " ".join([env.get(OPTIONAL_XLA_FLAGS, ""), *extra]).strip()
     if key in STEP_PYTHON:
         env.update(python_on_path(STEP_PYTHON[key], env))
-    level = STEP_XLA_LEVEL.get(key)
-    chosen = f"--xla_backend_optimization_level={env.get(TEST_XLA_LEVEL, '')}"
-    flags = env.get("XLA_FLAGS", "").split()
-    if level is not None and chosen in flags:
-        env["XLA_FLAGS"] = " ".join(
-            f"--xla_backend_optimization_level={level}" if flag == chosen else flag for flag in flags
-        )
-        env[TEST_XLA_LEVEL] = level
     return None if env == dict(os.environ) else env
 
 

@@ -98,24 +98,6 @@ def test_step_xla_flags_are_added_for_their_step_only(monkeypatch) -> None:
     assert test_all.step_env("marl") is None  # no flags of its own: our environment as it is
 
 
-def test_a_steps_own_level_replaces_only_the_level_the_test_command_chose(monkeypatch) -> None:
-    test_all = _test_all()
-    monkeypatch.setattr(test_all, "STEP_XLA_FLAGS", {})
-    monkeypatch.setattr(test_all, "STEP_XLA_LEVEL", {"envs": "0"})
-    monkeypatch.delenv("LAMELLA_OPTIONAL_XLA_FLAGS", raising=False)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_a=1 --xla_backend_optimization_level=1")
-    monkeypatch.setenv(test_all.TEST_XLA_LEVEL, "1")  # the test command chose -O1
-    env = test_all.step_env("envs")
-    assert env is not None
-    assert env["XLA_FLAGS"] == "--xla_a=1 --xla_backend_optimization_level=0"
-    assert env[test_all.TEST_XLA_LEVEL] == "0"  # what tests/test_docs.py reads
-    assert test_all.step_env("marl") is None
-    # A level the user set (the test command then sets no TEST_XLA_LEVEL) is kept.
-    monkeypatch.delenv(test_all.TEST_XLA_LEVEL)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
-    assert test_all.step_env("envs") is None
-
-
 def test_the_matrix_cells_find_their_python_through_pyenv(tmp_path: Path) -> None:
     test_all = _test_all()
     # A pyenv with 3.11 selected and two 3.77 releases installed, whose python3.77 shim runs only
