@@ -50,9 +50,9 @@ MATRIX_CELLS = {  # step key -> Hatch command
 }
 STEP_PYTHON = {f"full.py{HIGHEST_PYTHON}-{MATRIX_PACKAGE}": HIGHEST_PYTHON}  # step key -> Python it needs
 # The order the test steps start in, longest first (each step's CPU seconds in a full run from a
-# fresh clone, 2026-11-30, 2-core Intel Xeon), so that the last step to start is a short one; a
+# fresh clone, 2026-11-30, idle 2-core x86_64), so that the last step to start is a short one; a
 # step not listed starts last.
-STEP_SECONDS = {"marl": 1104, "agents": 998, "envs": 890, "integration": 750, "ued": 583, "gcrl": 365}
+STEP_SECONDS = {"marl": 864, "agents": 856, "envs": 746, "integration": 701, "ued": 488, "gcrl": 321}
 # XLA flags added for one step's tests only. Tests that mostly compile run the same checks on less
 # CPU time without XLA's newer CPU fusion emitters (the older elemental emitters), measured
 # 2026-11-29 by running each step's tests in one process with and without the flag
