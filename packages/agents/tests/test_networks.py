@@ -174,6 +174,25 @@ def test_hashed_keys_are_fresh_and_chain_from_the_zero_key():
     np.testing.assert_allclose(uniforms.std(), np.sqrt(1 / 12), atol=0.01)
 
 
+@pytest.mark.parametrize("n", [1, 2, 5, 1000, 4096, 2**16, 2**16 + 1])
+def test_hashed_permutation_is_the_argsort_of_its_hashed_words(n):
+    """Up to 2**16 elements the permutation comes from a sort of words with the index packed in
+    their low bits plus exchange passes for neighbours equal in the high bits; it must be the
+    stable argsort of the words exactly (at 2**16 about 32,000 such pairs per draw, so the
+    passes are exercised), vmapped as in PPO's update; above 2**16 it is that argsort."""
+    from lamella.agents.runner import hashed_permutation
+    from lamella.envs import random as fast_random
+
+    keys = jax.random.split(jax.random.key(n), 4)
+    orders = np.asarray(jax.jit(jax.vmap(lambda key: hashed_permutation(key, n)))(keys))
+    for key, order in zip(keys, orders, strict=True):
+        words = fast_random.bits(jax.random.key_data(key), (n,), stream=2, vector=True)
+        assert order.dtype == np.int32
+        np.testing.assert_array_equal(order, np.argsort(np.asarray(words), kind="stable"))
+    if n > 2:
+        assert len({order.tobytes() for order in orders}) == len(orders)
+
+
 @pytest.mark.parametrize("shape", [(4, 64), (64, 64), (64, 2), (3, 3, 8, 16)])
 def test_orthogonal_init_matches_flax_and_needs_no_lapack(shape):
     """lamella's orthogonal initializer draws what flax's does (same key, to float32 precision),
