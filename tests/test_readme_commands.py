@@ -183,7 +183,14 @@ RUN: dict[str, tuple[str, str]] = {
     ),
     "lamella train sac --env GMazeGoalDubinsWalls-v0 --her": (
         DRY,
-        _dry("packages/gcrl/tests/test_goal_learning.py (test_her_dubins_maze)"),
+        _dry("packages/gcrl/tests/test_goal_learning.py (test_her_beats_no_her_in_the_dubins_maze)"),
+    ),
+    "lamella train sac --preset GMazeGoalDubinsWalls-v0-frontier": (
+        DRY,
+        _dry(
+            "packages/gcrl/tests/test_goal_learning.py (test_her_beats_no_her_in_the_dubins_maze; "
+            "test_frontier_goals.py: the frontier setter in the loop)"
+        ),
     ),
     "lamella train td3 --env PointRobotGoal-v0": (
         DRY,

@@ -12,7 +12,7 @@ import pytest
 from lamella.agents import train
 from lamella.agents.offpolicy import plugins
 from lamella.agents.offpolicy.loop import resolve_batch_sampler
-from lamella.gcrl import SACTrainConfig, make_her_batch_sampler, make_offpolicy_runner
+from lamella.gcrl import PRESETS, SACTrainConfig, make_her_batch_sampler, make_offpolicy_runner
 
 # No updates (learning never starts): the loop's bookkeeping alone, cheap to compile.
 NO_LEARNING = dict(hidden_sizes=(8,), learning_starts=10**9, batch_size=8, eval_episodes=2)
@@ -99,3 +99,25 @@ def test_maze_preset_is_the_one_the_readme_measured(capsys):
     assert train.main(["sac", "--env", "GMazeGoalDubinsWalls-v0", "--her", "--print-config"]) == 0
     printed = json.loads(capsys.readouterr().out)["config"]
     assert {k: printed[k] for k in MAZE_PRESET} == MAZE_PRESET
+
+
+def test_frontier_maze_preset_is_the_seventh_rounds_command(capsys):
+    """``lamella train sac --preset GMazeGoalDubinsWalls-v0-frontier`` is, field for field, the
+    config of the command whose three seeds reached success >= 0.9 (README, "Seventh round"),
+    and passes the config's checks here (this package provides its frontier goal setter)."""
+    measured = ["--env", "GMazeGoalDubinsWalls-v0", "--her", "--eval-episodes", "100", "goal_setter=frontier"]
+    measured += ["frontier_probability=0.8", "total_timesteps=600000", "buffer_size=100000"]
+    assert train.main(["sac", *measured, "--print-config"]) == 0
+    command = json.loads(capsys.readouterr().out)["config"]
+    assert train.main(["sac", "--preset", "GMazeGoalDubinsWalls-v0-frontier", "--print-config"]) == 0
+    preset = json.loads(capsys.readouterr().out)["config"]
+    assert preset == command
+    assert {k: preset[k] for k in MAZE_PRESET if k not in ("total_timesteps",)} == {
+        k: v for k, v in MAZE_PRESET.items() if k != "total_timesteps"
+    }
+    assert (preset["goal_setter"], preset["total_timesteps"], preset["buffer_size"]) == (
+        "frontier",
+        600_000,
+        100_000,
+    )
+    PRESETS["sac"]["GMazeGoalDubinsWalls-v0-frontier"].validate()
