@@ -273,6 +273,10 @@ NOT_RUN: dict[str, str] = {
     "hatch -e hatch-test.py3.11-agents run python benchmarks/brax_training.py": (
         "a benchmark (minutes, needs brax, in the agents test env that has it); its figures are in the README"
     ),
+    "hatch -e hatch-test.py3.11-agents run python benchmarks/brax_pendulum_linear_gains.py": (
+        "a probe of the Brax pendulum (compiling its physics costs 30+ s of CI, needs brax, in the agents "
+        "test env that has it); its figures are in the README"
+    ),
     "lamella train ppo --env brax:": (
         "a Brax body (compiling its physics costs 30+ s of CI); packages/agents/tests/test_brax.py "
         "runs lamella train ppo and sac on brax:inverted_pendulum@spring"
