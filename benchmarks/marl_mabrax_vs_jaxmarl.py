@@ -2,7 +2,12 @@
 MaBrax IPPO baseline, same env, same settings, same env-step budget: greedy return and time.
 
     python benchmarks/marl_mabrax_vs_jaxmarl.py --jaxmarl-src DIR [--env ant_4x2] [--backend spring]
-        [--steps 998400] [--seeds 2] [--num-envs 64] [--eval-episodes 16]
+        [--steps 998400] [--seeds 2] [--num-envs 64] [--eval-episodes 16] [--first-seed 0] [--algo ippo|mappo]
+        [--lamella-only]
+
+``--algo mappo`` trains lamella-marl's MAPPO instead (the same settings, the critic on the env's
+global state: the adapter's ``global_state``, Brax's whole observation of the body); JaxMARL
+has no MaBrax MAPPO, so its side stays its IPPO baseline. ``--lamella-only`` skips JaxMARL's side.
 
 ``DIR`` is a checkout of FLAIROx/JaxMARL: its ``baselines/IPPO/ippo_ff_mabrax.py`` and its config
 ``baselines/IPPO/config/ippo_ff_mabrax.yaml`` are loaded from there, unmodified (a stub ``wandb``
@@ -58,7 +63,7 @@ from lamella.agents import make_train
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import evaluate_agent
 from lamella.envs.adapters.jaxmarl import from_jaxmarl
-from lamella.marl import IPPOConfig, MultiAgentObservation, make_ippo_runner
+from lamella.marl import IPPOConfig, MAPPOConfig, MultiAgentObservation, make_ippo_runner, make_mappo_runner
 
 MAX_EVAL_STEPS = 1000
 
@@ -82,9 +87,9 @@ def load_jaxmarl_mabrax(source: Path) -> tuple[types.ModuleType, dict[str, Any]]
     return module, config
 
 
-def lamella_config(jm: dict[str, Any], eval_episodes: int) -> IPPOConfig:
-    """lamella's IPPO with JaxMARL's MaBrax IPPO settings ``jm``."""
-    return IPPOConfig(
+def lamella_config(jm: dict[str, Any], eval_episodes: int, algo: str = "ippo") -> IPPOConfig:
+    """lamella's IPPO (or MAPPO: ``algo="mappo"``) with JaxMARL's MaBrax IPPO settings ``jm``."""
+    return (MAPPOConfig if algo == "mappo" else IPPOConfig)(
         env_id="(from_jaxmarl)",
         total_timesteps=int(jm["TOTAL_TIMESTEPS"]),
         num_envs=int(jm["NUM_ENVS"]),
@@ -159,26 +164,32 @@ def main() -> None:
         "--steps", type=int, default=998_400, help="env steps per seed (52 updates of 64 x 300)"
     )
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1"
+    )
     parser.add_argument("--num-envs", type=int, default=None, help="parallel envs (JaxMARL's config: 64)")
     parser.add_argument("--eval-episodes", type=int, default=16)
+    parser.add_argument("--algo", choices=("ippo", "mappo"), default="ippo", help="lamella's side")
+    parser.add_argument("--lamella-only", action="store_true", help="skip JaxMARL's side")
     args = parser.parse_args()
 
     module, jm = load_jaxmarl_mabrax(args.jaxmarl_src)
     jm.update(TOTAL_TIMESTEPS=args.steps, ENV_NAME=args.env, ENV_KWARGS={"backend": args.backend})
     if args.num_envs is not None:
         jm["NUM_ENVS"] = args.num_envs
-    config = lamella_config(jm, args.eval_episodes)
+    config = lamella_config(jm, args.eval_episodes, args.algo)
     env = from_jaxmarl(args.env, backend=args.backend)
     params = env.default_params
-    runner = make_ippo_runner(config, env=env)
+    runner = (make_mappo_runner if args.algo == "mappo" else make_ippo_runner)(config, env=env)
     assert runner.steps_per_iteration == jm["NUM_ENVS"] * jm["NUM_STEPS"]
     updates = args.steps // runner.steps_per_iteration
     print(
-        f"IPPO on {args.env}@{args.backend}: {jm['NUM_ENVS']} envs x {jm['NUM_STEPS']} steps, {updates} updates "
+        f"lamella {args.algo.upper()}"
+        f"{'' if args.lamella_only else ' and JaxMARL IPPO'} on {args.env}@{args.backend}: {jm['NUM_ENVS']} envs x {jm['NUM_STEPS']} steps, {updates} updates "
         f"({updates * runner.steps_per_iteration:,} env steps) per seed, {args.seeds} seeds\n"
         f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), device {jax.devices()[0].platform}; "
         f"jax {jax.__version__}, jaxmarl {importlib.metadata.version('jaxmarl')}, "
-        f"brax {importlib.metadata.version('brax')}",
+        f"brax {importlib.metadata.version('brax')}, mujoco {importlib.metadata.version('mujoco')}",
         flush=True,
     )
     low, high = (
@@ -204,7 +215,7 @@ def main() -> None:
     lamella_eval = jax.jit(runner.evaluate)
     network = None
     rows: list[tuple[Any, ...]] = []
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         key = jax.random.key(seed)
         start = time.perf_counter()
         compiled = lamella_train.lower(key).compile()
@@ -217,6 +228,8 @@ def main() -> None:
             ("lamella", seed, float(lamella_returns.mean()), train_return, wall, cpu, lamella_compile)
         )
         print("| " + " | ".join(cell(v) for v in rows[-1]) + " |", flush=True)
+        if args.lamella_only:
+            continue
 
         init_key, train_key = jax.random.split(jax.random.PRNGKey(seed))
         train = module.make_train(dict(jm), init_key)
@@ -246,15 +259,16 @@ def main() -> None:
     for row in rows:
         print("| " + " | ".join(cell(v) for v in row) + " |")
     means = {}
-    for side in ("lamella", "jaxmarl"):
+    for side in ("lamella", *(() if args.lamella_only else ("jaxmarl",))):
         mine = np.array([r[2:6] for r in rows if r[0] == side], np.float64)
         means[side] = mine.mean(axis=0)
         print(
             f"{side}: mean greedy return {means[side][0]:.1f}, mean training return {means[side][1]:.1f}, "
             f"mean train wall {means[side][2]:.1f} s, CPU {means[side][3]:.1f} s"
         )
-    ratio = means["jaxmarl"][2:] / means["lamella"][2:]
-    print(f"lamella / JaxMARL env steps per second of training: wall {ratio[0]:.2f}, CPU {ratio[1]:.2f}")
+    if "jaxmarl" in means:
+        ratio = means["jaxmarl"][2:] / means["lamella"][2:]
+        print(f"lamella / JaxMARL env steps per second of training: wall {ratio[0]:.2f}, CPU {ratio[1]:.2f}")
     print(f"uniformly random actions: {random_returns.mean():.1f}; zero actions: {still_returns.mean():.1f}")
 
 
