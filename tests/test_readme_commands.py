@@ -285,6 +285,10 @@ NOT_RUN: dict[str, str] = {
         "a Brax body (compiling its physics costs 30+ s of CI); packages/agents/tests/test_brax.py "
         "runs lamella train ppo and sac on brax:inverted_pendulum@spring"
     ),
+    "lamella train es --env brax:": (
+        "a Brax body (compiling its physics costs 30+ s of CI); packages/agents/tests/test_brax.py "
+        "runs lamella train es on brax:inverted_pendulum@spring with its preset"
+    ),
     "hatch test": "the test command itself",
     "LAMELLA_SMAX_PARITY=all hatch test": "the test command itself, with the slow parity sweep over seven SMAX maps (minutes)",
     "hatch run bench:": "a benchmark (minutes); its figures are in the README",

@@ -49,6 +49,7 @@ SWEEP = [{"learning_rate": 3e-4}, {"learning_rate": 3e-3}]
 
 # ES: a population of 8 members, 2 per device; 4 generations of 8 members x 1 episode x 20 steps.
 # Pendulum: every member's return is its own float, so a member told another's return would show.
+# Observation normalisation on: its statistics pool every device's block of members' observations.
 ES = ESConfig(
     env_id="Pendulum-v1",
     population_size=8,
@@ -58,6 +59,7 @@ ES = ESConfig(
     eval_episodes=4,
     eval_max_steps=20,
     hidden_sizes=(8,),
+    normalize_observations=True,
 )
 
 
@@ -238,6 +240,9 @@ def main(out_dir: str) -> None:
         float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)), initial=0.0))
         for a, b in zip(*(jax.tree.leaves(r.state.train_state) for r in es), strict=True)
     )
+    result["es_obs_count"] = [
+        float(np.asarray(r.state.train_state.obs_stats.count).reshape(-1)[0]) for r in es
+    ]
     with open(es[1].config_path, encoding="utf-8") as handle:
         result["es_layout"] = json.load(handle)["devices"]
     print(json.dumps(result))

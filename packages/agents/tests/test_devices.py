@@ -120,7 +120,9 @@ def test_es_on_four_devices_is_es_on_one(child):
     # Pendulum returns differ from member to member and generation to generation: a member
     # told another's return would change the strategy's state.
     assert len({one[k][0] for k in one if k.endswith("train_max_return")}) >= 2
+    # The state includes the observation statistics, pooled over the devices' blocks.
     assert child["es_state_max_abs_diff"] <= 1e-5
+    assert child["es_obs_count"] == [pytest.approx(8 * 20 * 4 + 1e-4)] * 2
     assert child["es_layout"]["batch"] == "population_size"
     assert (child["es_layout"]["batch_size"], child["es_layout"]["per_device"]) == (8, 2)
     assert child["errors"]["es_not_divisible"].startswith(

@@ -59,12 +59,45 @@ def test_population_is_evaluated_by_vmap_over_parameters():
     train_state, memory = agent.init(jax.random.key(0))
     population, _ = strategy.ask(jax.random.key(1), train_state.es_state, es_params)
     obs = jax.random.normal(jax.random.key(2), (5, 3))
-    actions = jax.vmap(lambda p: member.policy(jax.random.key(3), p, obs, ())[0])(population)
+    actions = jax.vmap(lambda p: member.policy(jax.random.key(3), (p, None), obs, ())[0])(population)
     assert actions.shape == (4, 5)
     # Members differ, so their actions differ somewhere.
     assert len({tuple(a) for a in np.asarray(actions)}) > 1
     action, _, _ = agent.policy(jax.random.key(3), train_state, obs, memory)
     assert action.shape == (5,)
+
+
+def test_normalize_observations_keeps_statistics_of_every_observation_played():
+    """With ``normalize_observations`` the train state's statistics count every step the
+    population played (the count starts at 1e-4), their mean lies inside CartPole's observed
+    range, and the members and the mean act on standardised observations; without it the train
+    state has no statistics, so checkpoints of such runs keep their layout."""
+    config = ESConfig(
+        population_size=4,
+        num_rollouts=2,
+        max_episode_steps=50,
+        total_timesteps=2 * 4 * 2 * 50,
+        eval_episodes=2,
+    )
+    runner = make_es_runner(dataclasses.replace(config, normalize_observations=True))
+    state, metrics = jax.jit(make_train(runner))(jax.random.key(0))
+    stats = state.train_state.obs_stats
+    played = float(np.asarray(metrics["env_steps"]).sum())
+    assert 2 * 4 * 2 <= played <= 2 * 4 * 2 * 50
+    np.testing.assert_allclose(float(stats.count), played + 1e-4, rtol=1e-6)
+    assert stats.mean.shape == stats.var.shape == (4,)
+    assert np.all(np.abs(np.asarray(stats.mean)) < 2.0) and np.all(np.asarray(stats.var) > 0)
+    # CartPole's observations are nowhere near unit variance, so the statistics moved off the
+    # initial (mean 0, variance 1).
+    assert not np.allclose(np.asarray(stats.var), 1.0, atol=1e-2)
+    plain = jax.eval_shape(make_es_runner(config).init, jax.random.key(0))
+    assert plain.train_state.obs_stats is None
+    agent, _, _, _ = make_es(
+        dataclasses.replace(config, normalize_observations=True), spaces.Box(-1, 1, (3,)), spaces.Discrete(2)
+    )
+    train_state, memory = agent.init(jax.random.key(0))
+    with pytest.raises(ValueError, match="observations are missing"):
+        agent.update((None, jnp.zeros(4), jax.random.key(1)), train_state, memory)
 
 
 def test_es_solves_cartpole_for_three_seeds():

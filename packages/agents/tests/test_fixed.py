@@ -62,19 +62,20 @@ def test_scripted_agent_balances_cartpole_better_than_random():
 class _CountdownEnv:
     """An episode lasts 2 to 5 steps (drawn at reset); ``info["count"]`` is the step number and
     ``info["left"]`` the steps left, both changing past the episode's end, so only the value of
-    the last step is right."""
+    the last step is right. The observation is ``[t, 1]`` at step ``t`` (counting on past the end)."""
 
     num_agents = 1
 
     def reset(self, key, params):
         length = 2 + jax.random.randint(key, (), 0, 4)
-        return jnp.zeros(1), (jnp.zeros((), jnp.int32), length)
+        return jnp.array([0.0, 1.0]), (jnp.zeros((), jnp.int32), length)
 
     def step(self, key, state, action, params):
         t, length = state
         t = t + 1
         info = {"count": t.astype(jnp.float32), "left": length - t, "tag": jnp.zeros(2)}
-        return jnp.zeros(1), (t, length), jnp.ones(()), t >= length, jnp.zeros((), bool), info
+        obs = jnp.stack([t.astype(jnp.float32), jnp.ones(())])
+        return obs, (t, length), jnp.ones(()), t >= length, jnp.zeros((), bool), info
 
 
 def test_evaluate_agent_returns_info_entries_from_each_episodes_last_step():
@@ -99,3 +100,21 @@ def test_evaluate_agent_returns_info_entries_from_each_episodes_last_step():
     ):
         with pytest.raises(ValueError, match=match):
             evaluate_agent(agent, (), env, None, jax.random.key(0), 4, 4, (), final_info=names)
+
+
+def test_evaluate_agent_sums_the_observations_each_episode_acted_on():
+    """``observation_moments`` sums the observations ``[t, 1]`` of steps ``0 .. L - 1`` of an
+    episode of ``L`` steps (lengths 2-4 under cap 4): not the observation after its last step,
+    nor those past its end."""
+    env, agent = _CountdownEnv(), make_constant_agent(0)
+    out = jax.jit(lambda key: evaluate_agent(agent, (), env, None, key, 16, 4, (), observation_moments=True))(
+        jax.random.key(0)
+    )
+    lengths = np.asarray(out["episode_length"]).astype(np.float32)
+    assert set(lengths.tolist()) == {2.0, 3.0, 4.0}
+    expected_sum = np.stack([lengths * (lengths - 1) / 2, lengths], -1)
+    expected_sq = np.stack([(lengths - 1) * lengths * (2 * lengths - 1) / 6, lengths], -1)
+    np.testing.assert_array_equal(np.asarray(out["observation_sum"]), expected_sum)
+    np.testing.assert_array_equal(np.asarray(out["observation_sum_sq"]), expected_sq)
+    with pytest.raises(ValueError, match="own"):
+        evaluate_agent(agent, (), env, None, jax.random.key(0), 4, 4, (), final_info=("observation_sum",))

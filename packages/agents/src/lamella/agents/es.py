@@ -35,6 +35,7 @@ from lamella.agents.networks import MLP, activation_by_name
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent, step_limit
 from lamella.envs import spaces
+from lamella.envs.wrappers import RunningMeanStd
 
 __all__ = [
     "FITNESS_SHAPING",
@@ -134,6 +135,10 @@ class ESConfig:
         hidden_sizes: MLP widths of the policy.
         activation: activation name.
         continuous_action: ``"tanh"`` or ``"clip"`` for Box actions (the mean is played).
+        normalize_observations: the policies see observations standardised by running
+            statistics (mean and variance) of every observation the population acted on, as
+            ARS and OpenAI's ES do; a generation's members share the statistics of the
+            generations before it, and the strategy's mean is evaluated with them.
     """
 
     env_id: str = "CartPole-v1"
@@ -151,6 +156,7 @@ class ESConfig:
     hidden_sizes: tuple[int, ...] = (16,)
     activation: str = "tanh"
     continuous_action: str = "tanh"
+    normalize_observations: bool = False
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad setting."""
@@ -208,9 +214,12 @@ def make_strategy(config: ESConfig, solution: Any) -> tuple[Any, Any]:
 
 
 class ESTrainState(struct.PyTreeNode):
-    """The strategy's state (search distribution, optimiser, best so far)."""
+    """The strategy's state (search distribution, optimiser, best so far) and, with
+    ``normalize_observations``, the running observation statistics (None without, so that
+    checkpoints of runs without it keep their layout)."""
 
     es_state: Any
+    obs_stats: RunningMeanStd | None = None
 
 
 class ESRunnerState(struct.PyTreeNode):
@@ -226,9 +235,11 @@ def make_es(
 
     ``agent`` acts with the strategy's mean and its ``update`` takes
     ``(population, returns, key)`` (returns: float32 ``(population_size,)``,
-    higher is better) and tells the strategy. ``member_agent`` acts with one
-    member's network parameters as its train state; the runner vmaps it over the
-    population.
+    higher is better) and tells the strategy; with ``normalize_observations`` it takes
+    ``(population, returns, key, (observation_sum, observation_sum_sq, count))`` and also adds
+    those observations to its statistics. ``member_agent`` acts with ``(params, obs_stats)``
+    as its train state: one member's network parameters and the statistics it sees through
+    (None without normalisation); the runner vmaps it over the population's parameters.
     """
     config.validate()
     check_action_space(action_space, config.continuous_action)
@@ -242,12 +253,17 @@ def make_es(
     solution = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
     strategy, es_params = make_strategy(config, solution)
 
-    def act(params: Any, obs: jax.Array) -> jax.Array:
-        dist = network.apply(params, obs.astype(jnp.float32))
+    def fresh_stats() -> RunningMeanStd | None:
+        return RunningMeanStd.zeros(observation_space.shape) if config.normalize_observations else None
+
+    def act(params: Any, obs_stats: RunningMeanStd | None, obs: jax.Array) -> jax.Array:
+        x = obs.astype(jnp.float32)
+        dist = network.apply(params, x if obs_stats is None else obs_stats.normalize(x))
         return dist.to_action(dist.mode())
 
-    def member_policy(key: jax.Array, params: Any, obs: jax.Array, memory: Any, eval: bool = False) -> Any:
-        return act(params, obs), params, memory
+    def member_policy(key: jax.Array, member: Any, obs: jax.Array, memory: Any, eval: bool = False) -> Any:
+        params, obs_stats = member
+        return act(params, obs_stats, obs), member, memory
 
     def no_update(trajectory: Any, train_state: Any, memory: Any) -> tuple[Any, Any, dict[str, jax.Array]]:
         return train_state, memory, {}
@@ -256,27 +272,39 @@ def make_es(
         return ()
 
     def member_init(key: jax.Array, obs_example: Any = None) -> tuple[Any, tuple[()]]:
-        return network.init(key, obs_zero), ()
+        return (network.init(key, obs_zero), fresh_stats()), ()
 
     member_agent = Agent(init=member_init, policy=member_policy, update=no_update, reset_memory=reset_memory)
 
     def init(key: jax.Array, obs_example: Any = None) -> tuple[ESTrainState, tuple[()]]:
         key_net, key_es = jax.random.split(key)
         mean = network.init(key_net, obs_zero)
-        return ESTrainState(strategy.init(key_es, mean, es_params)), ()
+        return ESTrainState(strategy.init(key_es, mean, es_params), fresh_stats()), ()
 
     def policy(
         key: jax.Array, train_state: ESTrainState, obs: jax.Array, memory: Any, eval: bool = False
     ) -> Any:
-        return act(strategy.get_mean(train_state.es_state), obs), train_state, memory
+        return act(strategy.get_mean(train_state.es_state), train_state.obs_stats, obs), train_state, memory
 
     def update(
         trajectory: Any, train_state: ESTrainState, memory: Any
     ) -> tuple[Any, Any, dict[str, jax.Array]]:
-        population, returns, key = trajectory
+        population, returns, key, *observations = trajectory
+        obs_stats = train_state.obs_stats
+        if obs_stats is not None and not observations:
+            raise ValueError(
+                "ES with normalize_observations: agent.update takes (population, returns, key, "
+                "(observation_sum, observation_sum_sq, count)); the observations are missing."
+            )
         es_state, es_metrics = strategy.tell(key, population, -returns, train_state.es_state, es_params)
         metrics = {"best_return": -es_metrics["best_fitness"].astype(jnp.float32)}
-        return ESTrainState(es_state), memory, metrics
+        if obs_stats is not None:
+            total, total_sq, count = observations[0]
+            count = jnp.maximum(jnp.asarray(count, jnp.float32), 1.0)
+            mean = total / count
+            var = jnp.maximum(total_sq / count - jnp.square(mean), 0.0)
+            obs_stats = obs_stats.update_from_moments(mean, var, count)
+        return ESTrainState(es_state, obs_stats), memory, metrics
 
     agent = Agent(init=init, policy=policy, update=update, reset_memory=reset_memory)
     return agent, member_agent, strategy, es_params
@@ -314,9 +342,18 @@ def _es_runner(config: ESConfig, devices: DeviceAxis) -> Runner:
             f"(population_size * num_rollouts * max_episode_steps = {steps_per_iteration}); raise it."
         )
 
-    def fitness(params: Any, key: jax.Array) -> dict[str, jax.Array]:
+    def fitness(member: Any, key: jax.Array) -> dict[str, jax.Array]:
         return evaluate_agent(
-            member_agent, params, env, env_params, key, config.num_rollouts, episode_steps, (), greedy=True
+            member_agent,
+            member,
+            env,
+            env_params,
+            key,
+            config.num_rollouts,
+            episode_steps,
+            (),
+            greedy=True,
+            observation_moments=config.normalize_observations,
         )
 
     def init(key: jax.Array) -> ESRunnerState:
@@ -329,9 +366,20 @@ def _es_runner(config: ESConfig, devices: DeviceAxis) -> Runner:
         population, es_state = strategy.ask(key_ask, state.train_state.es_state, es_params)
         # Every member plays the same episodes (common random numbers); each device plays
         # those of its block of members, and every device then holds every member's return.
-        results = jax.vmap(fitness, in_axes=(0, None))(devices.take(population), key_eval)
+        obs_stats = state.train_state.obs_stats
+        members = (devices.take(population), obs_stats)
+        results = jax.vmap(fitness, in_axes=((0, None), None))(members, key_eval)
         returns = devices.gather(results["episode_return"].mean(-1))
-        train_state, _, metrics = agent.update((population, returns, key_tell), ESTrainState(es_state), ())
+        trajectory: tuple[Any, ...] = (population, returns, key_tell)
+        if obs_stats is not None:
+            # Every observation the members acted on this generation, summed over devices.
+            observations = (
+                results["observation_sum"].sum((0, 1)),
+                results["observation_sum_sq"].sum((0, 1)),
+                results["episode_length"].sum().astype(jnp.float32),
+            )
+            trajectory = (*trajectory, devices.sum(observations))
+        train_state, _, metrics = agent.update(trajectory, ESTrainState(es_state, obs_stats), ())
         metrics = {
             **metrics,
             "episode_return": returns.mean(),

@@ -206,6 +206,7 @@ def evaluate_agent(
     success: bool = False,
     per_agent: bool = False,
     final_info: Sequence[str] = (),
+    observation_moments: bool = False,
 ) -> dict[str, jax.Array]:
     """Play ``num_episodes`` episodes in parallel, one per env, and return their returns.
 
@@ -233,6 +234,10 @@ def evaluate_agent(
             SMAX's ``"won"``); each is also returned, float32 ``(num_episodes,)``, as its value
             on the episode's last step (the step it ended on, or the last step played). The mean
             of a 0/1 entry over the episodes is its rate (SMAX: the win rate).
+        observation_moments: also return ``"observation_sum"`` and ``"observation_sum_sq"``:
+            float32 ``(num_episodes, *obs_shape)``, the sum and the sum of squares of the
+            observations each episode's policy acted on (``episode_length`` of them), for
+            running observation statistics (ES's ``normalize_observations``).
 
     Returns:
         ``{"episode_return": float32 (num_episodes,), "episode_length": int32 (num_episodes,)}``
@@ -243,7 +248,15 @@ def evaluate_agent(
             or a ``final_info`` entry has more than one value per env.
     """
     final_info = tuple(final_info)
-    clash = sorted(set(final_info) & {"episode_return", "episode_length", "success", "agent_return"})
+    own = {
+        "episode_return",
+        "episode_length",
+        "success",
+        "agent_return",
+        "observation_sum",
+        "observation_sum_sq",
+    }
+    clash = sorted(set(final_info) & own)
     if clash:
         raise ValueError(
             f"evaluate_agent(final_info=...) names {clash}, which are evaluate_agent's own metrics."
@@ -269,13 +282,24 @@ def evaluate_agent(
     if per_agent:
         extra0 = (*extra0, jnp.zeros((num_episodes, max(int(env.num_agents), 1)), jnp.float32))
     last_info0 = {name: zeros for name in final_info}
+    moments0: tuple[jax.Array, ...] = (jnp.zeros(obs.shape, jnp.float32),) * 2 if observation_moments else ()
 
     def cond(carry: tuple[Any, ...]) -> jax.Array:
         finished, t = carry[0][6], carry[0][7]
         return jnp.logical_and(~jnp.all(finished), t < max_steps)
 
     def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
-        (obs, env_state, memory, train_state, returns, lengths, finished, t, key), extra, last_info = carry
+        (
+            (obs, env_state, memory, train_state, returns, lengths, finished, t, key),
+            extra,
+            last_info,
+            moments,
+        ) = carry
+        if observation_moments:
+            live = jnp.where(
+                jnp.reshape(finished, (-1,) + (1,) * (obs.ndim - 1)), 0.0, obs.astype(jnp.float32)
+            )
+            moments = (moments[0] + live, moments[1] + jnp.square(live))
         keys = hashed_keys(key, (num_episodes + 2,))
         key, key_act = keys[0], keys[1]
         action, train_state, memory = agent.policy(key_act, train_state, obs, memory, eval=greedy)
@@ -312,9 +336,10 @@ def evaluate_agent(
             value = jnp.reshape(info[name], (num_episodes,)).astype(jnp.float32)
             new_info[name] = jnp.where(finished, last_info[name], value)
         finished = jnp.logical_or(finished, done)
-        return (obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key), extra, new_info
+        carry = (obs, env_state, memory, train_state, returns, lengths, finished, t + 1, key)
+        return carry, extra, new_info, moments
 
-    out, extra, last_info = jax.lax.while_loop(cond, body, (carry0, extra0, last_info0))
+    out, extra, last_info, moments = jax.lax.while_loop(cond, body, (carry0, extra0, last_info0, moments0))
     extra = tuple(extra)
     metrics = {"episode_return": out[4], "episode_length": out[5]}
     if success:
@@ -322,6 +347,8 @@ def evaluate_agent(
     if per_agent:
         metrics["agent_return"] = extra[-1]
     metrics.update(last_info)
+    if observation_moments:
+        metrics["observation_sum"], metrics["observation_sum_sq"] = moments[0], moments[1]
     return metrics
 
 
