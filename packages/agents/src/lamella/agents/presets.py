@@ -100,9 +100,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         # budget: 32 envs x 160 steps per update in 8 minibatches instead of 4096 envs and 2048 x
         # 32 x 5 steps, (64, 64) tanh nets instead of (32,)*4 / (256,)*5 swish, 3e5 steps instead
         # of 5e7, and reward scale 1 instead of 10 (lamella's PPO has no reward scale; both
-        # normalise advantages). Greedy return after 3e5 steps: 1070 and 861 (seeds 0, 1) in 149
-        # and 190 s of wall time; brax.training's ppo.train with the same settings: 1069 and 969 in
-        # 232 and 270 s (benchmarks/brax_training.py; lamella-agents README, "Brax bodies").
+        # normalise advantages). The policy's initial std is brax.training's (softplus(0) = 0.69,
+        # log_std_init = log(0.693)). Greedy return after 3e5 steps, seeds 0-5: median 1198
+        # (lamella's default std 1: 904) in 71 s of wall time; brax.training's ppo.train with the
+        # same settings: 958 in 132 s (benchmarks/brax_training.py; lamella-agents README, "Brax
+        # bodies").
         "brax:ant@spring": PPOConfig(
             env_id="brax:ant@spring",
             total_timesteps=300_000,
@@ -120,6 +122,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             hidden_sizes=(64, 64),
             normalize_observations=True,
             continuous_action="tanh",
+            log_std_init=-0.3665,
             eval_episodes=8,
         ),
         "Breakout-MinAtar": PPOConfig(
