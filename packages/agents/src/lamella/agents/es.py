@@ -300,9 +300,10 @@ def make_es(
         metrics = {"best_return": -es_metrics["best_fitness"].astype(jnp.float32)}
         if obs_stats is not None:
             total, total_sq, count = observations[0]
-            count = jnp.maximum(jnp.asarray(count, jnp.float32), 1.0)
-            mean = total / count
-            var = jnp.maximum(total_sq / count - jnp.square(mean), 0.0)
+            count = jnp.asarray(count, jnp.float32)
+            # No observations (count 0) leaves the statistics as they are.
+            mean = total / jnp.maximum(count, 1.0)
+            var = jnp.maximum(total_sq / jnp.maximum(count, 1.0) - jnp.square(mean), 0.0)
             obs_stats = obs_stats.update_from_moments(mean, var, count)
         return ESTrainState(es_state, obs_stats), memory, metrics
 
