@@ -1,11 +1,13 @@
-"""lamella PPO / SAC against brax.training's own ``ppo.train`` / ``sac.train`` on a Brax body at
-the same budget: greedy return and wall time.
+"""lamella PPO / SAC / ES against brax.training's own ``ppo.train`` / ``sac.train`` / ``es.train``
+on a Brax body at the same budget: greedy return and wall time.
 
 Run it in the hatch env of lamella-agents' tests (it has brax 0.14.2 beside lamella)::
 
     hatch -e hatch-test.py3.11-agents run python benchmarks/brax_training.py --algo ppo --steps 200000 --seeds 1
     hatch -e hatch-test.py3.11-agents run python benchmarks/brax_training.py --algo sac \
         --env halfcheetah --steps 50000 --seeds 1
+    hatch -e hatch-test.py3.11-agents run python benchmarks/brax_training.py --algo es \
+        --env halfcheetah --steps 3200000 --seeds 2
 
 Protocol (one process, the two sides alternated per seed):
 
@@ -29,7 +31,13 @@ differently. SAC: both normalise observations and scale rewards as the config sa
 (``normalize_observations``, ``reward_scaling``; lamella clips normalised observations to
 [-10, 10], brax.training does not clip); brax.training prefills its replay buffer with its initial policy, lamella with uniform random
 actions; at a time limit lamella bootstraps from the final observation, brax.training drops the
-transition from the critic loss.
+transition from the critic loss. ES: brax.training's ES is OpenAI's (antithetic pairs, Adam on
+the fitness-weighted noise), which is evosax's ``Open_ES`` with Adam, so the matched lamella
+config uses that strategy (:data:`MATCHED`; brax's ``population_size`` counts pairs, lamella's
+members); brax.training's members sample their actions from a tanh-normal whose scale the
+network outputs, lamella's play the tanh of the mean, and brax.training counts only the steps
+before an episode ends against the budget (lamella counts whole ``max_episode_steps``
+episodes), the same on bodies that never terminate (halfcheetah).
 """
 
 from __future__ import annotations
@@ -53,19 +61,43 @@ import numpy as np
 #: SAC rows of lamella-agents' README ran ``--set num_envs=8 normalize_observations=False
 #: reward_scaling=1.0 log_std_bounds=-5,2``.
 MATCHED: dict[str, dict[str, Any]] = {algo: dict(preset="brax:halfcheetah@spring") for algo in ("ppo", "sac")}
+#: ES on every body (brax.training's ES is OpenAI-ES only: the body's ES preset, where it has one,
+#: runs with these settings on both sides): brax.training's algorithm (evosax's ``Open_ES``,
+#: antithetic pairs, Adam, centered ranks), 64 members of one 1000-step episode each per
+#: generation, sigma 0.1 (brax.training's default), Adam 0.01 (OpenAI's paper; brax.training's
+#: default 1e-3 moves the weights by at most 0.05 in the 50 generations of a 3.2e6-step run),
+#: observation normalisation, lamella's default (16,) tanh policy.
+MATCHED["es"] = dict(
+    strategy="Open_ES",
+    population_size=64,
+    num_rollouts=1,
+    max_episode_steps=1000,
+    sigma_init=0.1,
+    learning_rate=0.01,
+    fitness_shaping="centered_rank",
+    normalize_observations=True,
+)
 
 
 def lamella_config(algo: str, env_id: str, steps: int, overrides: dict[str, Any]) -> Any:
-    """The lamella config both sides run: the preset for ``env_id`` or :data:`MATCHED`."""
+    """The lamella config both sides run: the preset for ``env_id`` or :data:`MATCHED` (ES: the
+    preset, if any, with :data:`MATCHED`'s settings), then ``overrides``."""
     if algo == "ppo":
         from lamella.agents import PRESETS
         from lamella.agents.ppo import PPOConfig as config_class
+    elif algo == "es":
+        from lamella.agents import PRESETS
+        from lamella.agents.es import ESConfig as config_class
     else:
         from lamella.agents.offpolicy.configs import SACTrainConfig as config_class
         from lamella.agents.offpolicy.presets import PRESETS
     matched = dict(MATCHED[algo])
     fallback = PRESETS[algo].get(matched.pop("preset", None)) or config_class()
-    preset = PRESETS[algo].get(env_id) or dataclasses.replace(fallback, **matched)
+    preset = PRESETS[algo].get(env_id)
+    if algo == "es":
+        preset = dataclasses.replace(preset or config_class(), **matched)
+    elif preset is None:
+        preset = dataclasses.replace(fallback, **matched)
     fields = dict(env_id=env_id, total_timesteps=steps, eval_episodes=16)
     if algo == "sac":
         fields["buffer_size"] = steps  # brax.training's default: the whole run fits
@@ -148,16 +180,52 @@ def brax_sac_kwargs(config: Any) -> dict[str, Any]:
     )
 
 
+def brax_es_kwargs(config: Any) -> dict[str, Any]:
+    """brax.training ``es.train`` arguments for lamella's ES ``config``: OpenAI-ES, which lamella
+    runs as evosax's ``Open_ES`` (``population_size`` members in antithetic pairs: brax.training's
+    ``population_size`` counts the pairs), Adam at ``learning_rate``, ``sigma_init`` as the
+    perturbation's std, one episode per member."""
+    from brax.training.agents.es import networks as es_networks
+    from brax.training.agents.es.train import FitnessShaping
+    from flax import linen
+
+    # evosax's Open_ES shapes by centered ranks by default ("default").
+    shaping = {
+        "centered_rank": FitnessShaping.CENTERED_RANK,
+        "default": FitnessShaping.CENTERED_RANK,
+        "identity": FitnessShaping.ORIGINAL,
+    }
+    if config.strategy.replace("_", "").lower() != "openes":
+        raise SystemExit(f"brax.training's ES is OpenAI-ES: --set strategy=Open_ES (got {config.strategy}).")
+    if config.num_rollouts != 1 or config.weight_decay or config.fitness_shaping not in shaping:
+        raise SystemExit(
+            "brax.training's ES plays one episode per member, has no fitness weight decay and shapes "
+            "the fitness by centered ranks or not at all: --set num_rollouts=1 weight_decay=0 "
+            "fitness_shaping=centered_rank (or identity)."
+        )
+    return dict(
+        population_size=config.population_size // 2,
+        learning_rate=config.learning_rate,
+        perturbation_std=config.sigma_init,
+        fitness_shaping=shaping[config.fitness_shaping],
+        normalize_observations=config.normalize_observations,
+        network_factory=lambda *a, **k: es_networks.make_es_networks(
+            *a, **k, hidden_layer_sizes=config.hidden_sizes, activation=getattr(linen, config.activation)
+        ),
+    )
+
+
 def lamella_side(algo: str, config: Any, seed: int, compile_mode: str) -> tuple[float, float, float, float]:
     """(greedy return, wall s, compile s, process CPU s) of one lamella run, compiled with the
     XLA options ``lamella train`` gives a one-seed chunk in ``compile_mode`` (``"auto"``: its
     default; ``"optimized"``: XLA's defaults)."""
     from lamella.agents import make_ppo_runner, make_train
     from lamella.agents.driver import compile_options
+    from lamella.agents.es import make_es_runner
     from lamella.agents.offpolicy.loop import make_offpolicy_runner
 
     cpu, start = time.process_time(), time.perf_counter()
-    runner = make_ppo_runner(config) if algo == "ppo" else make_offpolicy_runner(config)
+    runner = {"ppo": make_ppo_runner, "sac": make_offpolicy_runner, "es": make_es_runner}[algo](config)
 
     def run(key: jax.Array) -> jax.Array:
         state, _ = make_train(runner)(key)
@@ -192,6 +260,10 @@ def brax_side(algo: str, name: str, backend: str, config: Any, seed: int) -> tup
         from brax.training.agents.ppo import train as trainer
 
         kwargs = brax_ppo_kwargs(config)
+    elif algo == "es":
+        from brax.training.agents.es import train as trainer
+
+        kwargs = brax_es_kwargs(config)
     else:
         from brax.training.agents.sac import train as trainer
 
@@ -228,7 +300,7 @@ def _parse_overrides(items: list[str]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", choices=("ppo", "sac"), default="ppo")
+    parser.add_argument("--algo", choices=("ppo", "sac", "es"), default="ppo")
     parser.add_argument("--env", default="inverted_pendulum")
     parser.add_argument("--backend", default="spring")
     parser.add_argument("--steps", type=int, default=200_000)
