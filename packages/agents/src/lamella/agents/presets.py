@@ -20,6 +20,17 @@ from lamella.agents.ppo import PPOConfig, make_ppo_runner
 
 __all__ = ["ES", "PPO", "PRESETS"]
 
+#: The ES search of the Brax bodies' presets: SNES over 64 members, each playing one 1000-step
+#: episode per generation, observations standardised by running statistics.
+_BRAX_ES: dict[str, Any] = dict(
+    strategy="SNES",
+    population_size=64,
+    num_rollouts=1,
+    max_episode_steps=1000,
+    eval_episodes=4,
+    normalize_observations=True,
+)
+
 PRESETS: dict[str, dict[str, Any]] = {
     "ppo": {
         # Clip range 0.1: final greedy return >= 468 for 24 of 24 seeds (23 at >= 475) in a
@@ -183,14 +194,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # balances for 91 steps): the balancing gains on the raw pole angle are in the tens
         # (benchmarks/brax_pendulum_linear_gains.py).
         "brax:inverted_pendulum@spring": ESConfig(
-            env_id="brax:inverted_pendulum@spring",
-            strategy="SNES",
-            population_size=64,
-            num_rollouts=1,
-            max_episode_steps=1000,
-            total_timesteps=1_920_000,
-            eval_episodes=4,
-            normalize_observations=True,
+            env_id="brax:inverted_pendulum@spring", total_timesteps=1_920_000, **_BRAX_ES
         ),
         # Brax's half-cheetah (spring backend), issue 19: the pendulum's search for 50
         # generations (3.2e6 steps). Greedy return over 16 episodes 1775, 2156, 2016 (seeds 0-2);
@@ -198,14 +202,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # 1280, 1402 and brax.training's own es.train 889, 1203, -131 at the same budget
         # (benchmarks/brax_training.py --algo es; lamella-agents README, "Brax bodies").
         "brax:halfcheetah@spring": ESConfig(
-            env_id="brax:halfcheetah@spring",
-            strategy="SNES",
-            population_size=64,
-            num_rollouts=1,
-            max_episode_steps=1000,
-            total_timesteps=3_200_000,
-            eval_episodes=4,
-            normalize_observations=True,
+            env_id="brax:halfcheetah@spring", total_timesteps=3_200_000, **_BRAX_ES
         ),
     },
 }
