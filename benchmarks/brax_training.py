@@ -95,7 +95,7 @@ def lamella_config(algo: str, env_id: str, steps: int, overrides: dict[str, Any]
     fallback = PRESETS[algo].get(matched.pop("preset", None)) or config_class()
     preset = PRESETS[algo].get(env_id)
     if algo == "es":
-        preset = dataclasses.replace(preset or config_class(), **matched)
+        preset = dataclasses.replace(preset or fallback, **matched)
     elif preset is None:
         preset = dataclasses.replace(fallback, **matched)
     fields = dict(env_id=env_id, total_timesteps=steps, eval_episodes=16)
@@ -187,7 +187,10 @@ def brax_es_kwargs(config: Any) -> dict[str, Any]:
     perturbation's std, one episode per member."""
     from brax.training.agents.es import networks as es_networks
     from brax.training.agents.es.train import FitnessShaping
+    from evosax.algorithms import Open_ES
     from flax import linen
+
+    from lamella.agents.es import make_strategy
 
     # evosax's Open_ES shapes by centered ranks by default ("default").
     shaping = {
@@ -195,7 +198,8 @@ def brax_es_kwargs(config: Any) -> dict[str, Any]:
         "default": FitnessShaping.CENTERED_RANK,
         "identity": FitnessShaping.ORIGINAL,
     }
-    if config.strategy.replace("_", "").lower() != "openes":
+    # The strategy lamella builds for the config (its own name resolution and checks).
+    if not isinstance(make_strategy(config, np.zeros(1, np.float32))[0], Open_ES):
         raise SystemExit(f"brax.training's ES is OpenAI-ES: --set strategy=Open_ES (got {config.strategy}).")
     if config.num_rollouts != 1 or config.weight_decay or config.fitness_shaping not in shaping:
         raise SystemExit(
