@@ -324,3 +324,42 @@ def test_sac_log_std_bounds_set_the_fresh_actors_exploration():
     np.testing.assert_allclose(spreads, [0.22, 0.69], rtol=0.15)
     with pytest.raises(ValueError, match="log_std_bounds"):
         make_sac(SACConfig(log_std_bounds=(2.0, -5.0)), obs_space, act_space)
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "CartPole-v1"])
+def test_sac_update_order_says_which_critic_the_actor_learns_from(env_id):
+    """``update_order="simultaneous"`` (brax.training's order): the actor's step uses the critic
+    from before this step's critic update, so it is the step ``"sequential"`` takes when the
+    critic does not move (learning rate 0) and it does not depend on how far the critic moved;
+    ``"sequential"``'s actor does. Continuous and discrete SAC (about 3 CPU-s each). The critic
+    takes one large step (Adam's first step moves every parameter by about its learning rate,
+    whatever the gradient's size, so only a critic moved far enough flips the sign of some of
+    the actor's gradients)."""
+    obs_space, act_space = _spaces(env_id)
+    obs = jax.random.normal(jax.random.key(1), (8, *obs_space.shape))
+
+    def one_step(order, critic_lr):
+        config = SACConfig(hidden_sizes=SMALL, update_order=order, critic_learning_rate=critic_lr)
+        agent = make_sac(config, obs_space, act_space)
+        state, memory = agent.init(jax.random.key(0), obs)
+        action, _, _ = agent.policy(jax.random.key(2), state, obs, memory)
+        batch = Batch(obs, action, jnp.arange(8.0), jnp.full(8, 0.9), obs[::-1], jax.random.key(3))
+        new, _, _ = jax.jit(agent.update)(batch, state, memory)
+        return state, new
+
+    start, frozen = one_step("sequential", 0.0)
+    _, sequential = one_step("sequential", 1.0)
+    _, simultaneous = one_step("simultaneous", 1.0)
+    leaves = jax.tree_util.tree_leaves
+
+    def max_diff(a, b):
+        return max(float(jnp.max(jnp.abs(x - y))) for x, y in zip(leaves(a), leaves(b), strict=True))
+
+    assert max_diff(frozen.critic_params, start.critic_params) == 0.0
+    assert max_diff(simultaneous.critic_params, start.critic_params) > 0.5  # the critic learned
+    for a, b in zip(leaves(simultaneous.actor_params), leaves(frozen.actor_params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert max_diff(sequential.actor_params, frozen.actor_params) > 1e-4  # a sign of Adam's step
+    np.testing.assert_array_equal(simultaneous.log_alpha, sequential.log_alpha)
+    with pytest.raises(ValueError, match=r"update_order must be one of .*'simultaneous'.*brax.training"):
+        make_sac(SACConfig(update_order="brax"), obs_space, act_space)

@@ -87,6 +87,11 @@ class SACConfig:
         reward_scaling: every sampled reward is multiplied by this before the critic target
             (brax.training's ``reward_scaling``); the reported returns stay in the env's units,
             ``q_target`` is in the scaled ones.
+        update_order: which critic the actor learns from in a gradient step.
+            ``"sequential"``: the critic after this step's critic update (SB3's and CleanRL's
+            order); ``"simultaneous"``: the critic from before it, so that the critic, the actor
+            and the temperature all learn from the same state (brax.training's SAC order).
+            The temperature's step is the same in both.
     """
 
     gamma: float = 0.99
@@ -107,6 +112,11 @@ class SACConfig:
     normalize_observations: bool = False
     reward_scaling: float = 1.0
     log_std_bounds: tuple[float, float] = (-5.0, 2.0)
+    update_order: str = "sequential"
+
+
+#: ``update_order`` values: the actor learns from the critic after / before this step's update.
+UPDATE_ORDERS = ("sequential", "simultaneous")
 
 
 class SACTrainState(struct.PyTreeNode):
@@ -164,7 +174,25 @@ def _check(config: Any) -> None:
         )
     if getattr(config, "policy_frequency", 1) < 1:
         raise ValueError(f"policy_frequency must be >= 1, got {config.policy_frequency}.")
+    actor_learns_from_updated_critic(config)
     critic_settings(config)
+
+
+def actor_learns_from_updated_critic(config: Any) -> bool:
+    """Whether a SAC or TQC config's actor learns from the critic after this step's update
+    (``update_order``; configs without the field: ``"sequential"``, True).
+
+    Raises:
+        ValueError: an unknown ``update_order``.
+    """
+    order = getattr(config, "update_order", "sequential")
+    if order not in UPDATE_ORDERS:
+        raise ValueError(
+            f"update_order must be one of {UPDATE_ORDERS}, got {order!r}: 'sequential' (the actor "
+            "learns from the critic after this step's update) or 'simultaneous' (from the critic "
+            "before it, brax.training's order)."
+        )
+    return order == "sequential"
 
 
 def critic_settings(config: Any) -> tuple[tuple[int, ...], bool, tuple[float, float] | None]:
@@ -320,6 +348,7 @@ def make_squashed_gaussian_agent(
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = -float(config.target_entropy_scale) * scaler.dim
     policy_frequency = int(getattr(config, "policy_frequency", 1))
+    updated_critic = actor_learns_from_updated_critic(config)
     clip = critic_settings(config)[2]
     example = obs_example_input(observation_space)
 
@@ -394,10 +423,11 @@ def make_squashed_gaussian_agent(
         )
         c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
         critic_params = optax.apply_updates(train_state.critic_params, c_updates)
+        actor_critic = critic_params if updated_critic else train_state.critic_params
 
         def actor_and_alpha(state: SACTrainState) -> tuple[SACTrainState, jax.Array, jax.Array]:
             (a_loss, log_prob), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
-                state.actor_params, critic_params, obs, alpha, key_actor, first_row
+                state.actor_params, actor_critic, obs, alpha, key_actor, first_row
             )
             # d/d log_alpha of -log_alpha * mean(log_prob + target_entropy)
             alpha_grad = -jnp.mean(jax.lax.stop_gradient(log_prob + target_entropy))
@@ -474,6 +504,7 @@ def _make_discrete_sac(
     actor_apply, critic_apply = apply_fn(actor), apply_fn(critic)
     actor_opt, critic_opt, alpha_opt = _optimizers(config)
     target_entropy = float(config.target_entropy_scale) * float(np.log(num_actions))
+    updated_critic = actor_learns_from_updated_critic(config)
     example = obs_example_input(observation_space)
 
     def init(key: jax.Array, obs_example: Any = None) -> tuple[SACTrainState, tuple[()]]:
@@ -538,7 +569,8 @@ def _make_discrete_sac(
         c_updates, critic_opt_state = critic_opt.update(c_grads, train_state.critic_opt_state)
         critic_params = optax.apply_updates(train_state.critic_params, c_updates)
         obs = flatten_observation(batch.obs)
-        q = jax.lax.stop_gradient(critic_apply(critic_params, obs))
+        actor_critic = critic_params if updated_critic else train_state.critic_params
+        q = jax.lax.stop_gradient(critic_apply(actor_critic, obs))
         (a_loss, entropy), a_grads = jax.value_and_grad(actor_loss, has_aux=True)(
             train_state.actor_params, q, obs, alpha
         )
