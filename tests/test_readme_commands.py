@@ -246,6 +246,11 @@ RUN: dict[str, tuple[str, str]] = {
 }
 # Commands not run, by prefix, and why.
 NOT_RUN: dict[str, str] = {
+    "lamella eval checkpoints runs/maze-dr": (
+        "reads the 300-update run above (21 minutes on one core; its train command gets --dry-run); the "
+        "same suite evaluation of a DR checkpoint runs in `lamella eval checkpoints runs/dr-ci --suite "
+        "minimax-13x13` above and in tests/test_ued_eval.py"
+    ),
     "lamella train meta_es --preset shaper_v_ppo_in_the_matrix": (
         "compiles the program that packages/marl/tests/test_shaping_in_the_matrix.py runs through this "
         "command (a minute of compiling on 2 cores)"
