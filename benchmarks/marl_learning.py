@@ -2,6 +2,8 @@
 
     hatch run bench:python benchmarks/marl_learning.py --task lbf --steps 409600 --seeds 3
     hatch run bench:python benchmarks/marl_learning.py --task all --steps 204800 --seeds 3
+    # a longer run, one seed per process, each pinned to its own core (here seed 2 on core 1)
+    taskset -c 1 hatch run bench:python benchmarks/marl_learning.py --task rware --steps 20480000 --seeds 1 --first-seed 2
 
 Tasks (issue 15's learning targets):
 
@@ -12,17 +14,18 @@ Tasks (issue 15's learning targets):
 | mpe | MAPPO | MPE-simple_spread-v3 | clearly above random (-27.0 per agent-episode) |
 | smax | MAPPO | SMAX-3s5z-v0 | win rate above random (JaxMARL trains 10M steps, Mava 20M) |
 
-Every task trains Mava's defaults (``IPPOConfig()`` / ``MAPPOConfig()``: 16 envs x 128 steps,
-4 epochs, 2 minibatches, lr 2.5e-4, MLP (128, 128), agent ids, shared parameters, team reward)
-for ``--steps`` env steps per seed, all seeds in one vmapped program through the training
-driver (run log in ``--out/<task>``). The score of a seed is its final evaluation (32 sampled
-episodes): the team return (sum over agents; RWARE: deliveries) and the mean per-agent return.
-lamella-eval aggregates the seeds: IQM and mean with 95% stratified-bootstrap CIs (2000 reps).
-The random baseline is measured on the same evaluation loop (uniform legal actions, 256
-episodes). Wall time includes compilation. On SMAX the runner also logs each evaluation
-episode's ``won`` (``MAPPOConfig(eval_info=("won",))``: the env's ``info["won"]`` on the
-episode's last step); a seed's win rate is its mean over the 32 episodes, aggregated like the
-returns, and the random baseline's win rate comes from the same ``info["won"]``.
+Every task trains Mava's defaults (``IPPOConfig()`` / ``MAPPOConfig()``: 16 envs x 128 steps, 4
+epochs, 2 minibatches, lr 2.5e-4, MLP (128, 128), agent ids, shared parameters, team reward) for
+``--steps`` env steps per seed, all seeds (``--first-seed`` onwards) in one vmapped program
+through the training driver (run log in ``--out/<task>-seed<first>-<time>``). The score of a
+seed is its final evaluation (32 sampled episodes): the team return (sum over agents; RWARE:
+deliveries) and the mean per-agent return. lamella-eval aggregates the seeds: IQM and mean with
+95% stratified-bootstrap CIs (2000 reps). The random baseline is measured on the same evaluation
+loop (uniform legal actions, 256 episodes). Wall time includes compilation. On SMAX the runner
+also logs each evaluation episode's ``won`` (``MAPPOConfig(eval_info=("won",))``: the env's
+``info["won"]`` on the episode's last step); a seed's win rate is its mean over the 32 episodes,
+aggregated like the returns, and the random baseline's win rate comes from the same
+``info["won"]``.
 """
 
 from __future__ import annotations
@@ -92,12 +95,18 @@ def main() -> None:
     parser.add_argument("--task", choices=(*TASKS, "all"), default="all")
     parser.add_argument("--steps", type=int, default=409_600, help="env steps per seed")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds first..first+seeds-1 (one process per seed: a core each)",
+    )
     parser.add_argument("--out", default="runs/marl_learning")
     args = parser.parse_args()
     tasks = list(TASKS) if args.task == "all" else [args.task]
     print(
         f"# {platform.machine()}, {os.cpu_count()} CPU cores, jax {jax.__version__}, "
-        f"{args.seeds} seeds, {args.steps:,} env steps per seed"
+        f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, {args.steps:,} env steps per seed"
     )
     header = (
         "| task | algorithm | env steps per seed | wall s | team return IQM [95% CI] | team return per seed "
@@ -108,9 +117,10 @@ def main() -> None:
     for name in tasks:
         config_cls, env_id, target, eval_info = TASKS[name]
         config = config_cls(env_id=env_id, total_timesteps=args.steps, eval_info=eval_info)
-        out_dir = os.path.join(args.out, f"{name}-{int(time.time())}")
+        out_dir = os.path.join(args.out, f"{name}-seed{args.first_seed}-{int(time.time())}")
         start = time.perf_counter()
-        run_experiment(config, seeds=args.seeds, out_dir=out_dir, progress=False, plot=False)
+        seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+        run_experiment(config, seeds=seeds, out_dir=out_dir, progress=False, plot=False)
         wall = time.perf_counter() - start
         runs = read_run_logs([out_dir])
         team = final_scores(runs, "mean_episode_return")

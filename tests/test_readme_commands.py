@@ -300,6 +300,11 @@ NOT_RUN: dict[str, str] = {
     "JAX_PLATFORMS=cuda": "a benchmark on a GPU (the CI machine has none); its figures are in the README",
     "JAX_PLATFORMS=cuda,cpu": "a benchmark on a GPU (the CI machine has none); its figures are in the README",
     "taskset -c 0 hatch run bench:": "a benchmark pinned to one core (minutes); its figures are in the README",
+    "taskset -c 1 hatch run bench:": "a benchmark pinned to the second core (minutes); its figures are in the README",
+    "lamella eval aggregate runs/rware20m": (
+        "reads the four RWARE runs above (an hour each on one core); the command itself runs in "
+        "packages/eval/tests/test_readme.py"
+    ),
     "hatch run bench-marl:": "a benchmark (minutes, needs Jumanji); its figures are in the README",
     "uv venv /tmp/jaxmarl-venv": "a benchmark's own virtual environment",
     "uv pip install --python /tmp/jaxmarl-venv/bin/python": "needs the package index (benchmark-only dependencies)",
