@@ -105,12 +105,19 @@ def test_es_solves_cartpole_for_three_seeds():
 
     def run(key):
         state, metrics = make_train(runner)(key)
-        return metrics, runner.evaluate(state, jax.random.key(99))
+        # The GIF of lamella train es --gif: one greedy episode of the strategy's mean, drawn.
+        return metrics, runner.evaluate(state, jax.random.key(99)), runner.render_episode(state, key)
 
-    metrics, evaluation = jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(0), 3))
+    metrics, evaluation, (frames, lengths) = jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(0), 3))
     per_seed = np.asarray(evaluation["episode_return"]).mean(1)
     assert np.all(per_seed >= 475), f"greedy returns of the strategy mean per seed: {per_seed}"
     assert np.all(np.asarray(metrics["max_return"])[:, -1] >= 475)
+    # The drawn episode is a balancing one too (>= 475 steps, plus the reset's frame), and the
+    # cart and pole move in it.
+    frames, lengths = np.asarray(frames), np.asarray(lengths)
+    assert frames.shape[:2] == (3, 501) and frames.dtype == np.uint8
+    assert np.all(lengths >= 476), lengths
+    assert all((f[: n - 1] != f[n - 1]).any() for f, n in zip(frames, lengths, strict=True))
 
 
 def test_es_budget_too_small_raises():

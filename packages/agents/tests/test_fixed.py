@@ -7,6 +7,7 @@ import pytest
 
 import lamella.envs
 from lamella.agents import evaluate_agent, make_constant_agent, make_random_agent, make_scripted_agent
+from lamella.agents.runner import episode_frames
 from lamella.envs import spaces
 
 OBS = jnp.zeros((6, 4))
@@ -118,3 +119,22 @@ def test_evaluate_agent_sums_the_observations_each_episode_acted_on():
     np.testing.assert_array_equal(np.asarray(out["observation_sum_sq"]), expected_sq)
     with pytest.raises(ValueError, match="own"):
         evaluate_agent(agent, (), env, None, jax.random.key(0), 4, 4, (), final_info=("observation_sum",))
+
+
+def test_episode_frames_end_on_the_state_the_episode_ended_in():
+    # A constant push tips CartPole's pole over in about ten steps. Through AutoReset the step
+    # that ends the episode returns the next episode's reset state; the frames must not show it.
+    bare, params = lamella.envs.make("CartPole-v1", autoreset=False)
+    wrapped, _ = lamella.envs.make("CartPole-v1")
+    agent = make_constant_agent(0, spaces.Discrete(2))
+    key = jax.random.key(3)
+    frames, length = jax.jit(lambda k: episode_frames(agent, (), bare, params, k, 50, ()))(key)
+    through_autoreset = jax.jit(lambda k: episode_frames(agent, (), wrapped, params, k, 50, ()))(key)
+    frames, length = np.asarray(frames), int(length)
+    assert frames.shape[0] == 51 and frames.dtype == np.uint8
+    assert 3 < length < 51  # the pole fell: the episode ended before the step cap
+    np.testing.assert_array_equal(np.asarray(through_autoreset[0]), frames)
+    assert int(through_autoreset[1]) == length
+    # After the end every frame repeats the last state, which is not where the episode began.
+    assert (frames[length:] == frames[length - 1]).all()
+    assert (frames[length - 1] != frames[0]).any()

@@ -79,16 +79,23 @@ def test_lamella_train_list_shows_each_algorithm_with_its_package(capsys):
 
 def test_tiny_dqn_through_lamella_train(tmp_path, capsys):
     """``lamella train dqn`` on CartPole-v1 with a tiny budget: 2 seeds, 3 chunks, greedy
-    evaluations in the run log, and gradient steps ran (a TD loss was logged)."""
+    evaluations in the run log, gradient steps ran (a TD loss was logged), and ``--gif`` drew
+    one greedy episode."""
     out = tmp_path / "dqn"
     argv = [
         "dqn", "--env", "CartPole-v1", "--seeds", "2", "--out-dir", str(out), "--no-progress", "--no-plot",
-        "--eval-episodes", "2", "--chunk-iterations", "1", "total_timesteps=600", "rollout_steps=50",
+        "--eval-episodes", "2", "--chunk-iterations", "1", "--gif", "total_timesteps=600", "rollout_steps=50",
         "num_envs=4", "learning_starts=100", "batch_size=16", "buffer_size=400", "hidden_sizes=16",
         "exploration_steps=200",
     ]  # fmt: skip
     assert train.main(argv) == 0
-    assert "finished" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "finished" in printed and str(out / "episode.gif") in printed
+    import imageio.v3 as iio
+
+    frames = iio.imread(out / "episode.gif", index=None)
+    # One CartPole episode (at most 500 steps) and its reset's frame; the cart or pole moved.
+    assert frames.ndim == 4 and 2 <= frames.shape[0] <= 501 and frames.std(axis=0).max() > 0
     with open(out / "metrics.json") as f:
         runs = json.load(f)["classic_control"]["CartPole-v1"]["dqn"]
     assert sorted(runs) == ["seed_0", "seed_1"]

@@ -33,7 +33,7 @@ from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
 from lamella.agents.protocol import Agent
-from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent, step_limit
+from lamella.agents.runner import Runner, episode_frames, eval_max_steps, evaluate_agent, step_limit
 from lamella.envs import spaces
 from lamella.envs.wrappers import RunningMeanStd
 
@@ -401,6 +401,11 @@ def _es_runner(config: ESConfig, devices: DeviceAxis) -> Runner:
         evaluate=evaluate,
         steps_per_iteration=steps_per_iteration,
         num_iterations=num_iterations,
+        # One greedy episode of the search's mean drawn with the env's render (lamella train
+        # --gif, lamella eval report).
+        render_episode=lambda state, key: episode_frames(
+            agent, state.train_state, env, env_params, key, eval_steps, ()
+        ),
         # Nothing in the state has a population axis: the members are drawn afresh each step.
         sharding=runner_sharding(
             devices,

@@ -26,6 +26,7 @@ from lamella.agents.devices import block_index
 from lamella.agents.protocol import Agent, PRNGKey, TrainState
 from lamella.envs import random as fast_random
 from lamella.envs.environment import Environment, episode_done
+from lamella.envs.wrappers import AutoReset
 
 __all__ = [
     "Runner",
@@ -366,8 +367,9 @@ def episode_frames(
     state with ``env.render``.
 
     Args:
-        agent, train_state, env, env_params, key, max_steps, greedy: as for :func:`evaluate_agent`
-            (``env`` without auto-reset, or the episode's end is not seen).
+        agent, train_state, env, env_params, key, max_steps, greedy: as for :func:`evaluate_agent`.
+            An ``env`` wrapped in :class:`~lamella.envs.wrappers.AutoReset` plays unwrapped, so
+            the last frame is the state the episode ended in, not the next episode's reset.
         memory: the agent's memory for a batch of one env.
 
     Returns:
@@ -376,6 +378,8 @@ def episode_frames(
         number of frames of the episode (its steps + 1). Write ``frames[:length]`` with
         :func:`lamella.envs.rendering.save_frames`.
     """
+    if isinstance(env, AutoReset):
+        env = env.env
     key_reset, key_loop = jax.random.split(key)
     obs, env_state = env.reset(key_reset, env_params)
     batch = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731 - the policy takes a batch of one

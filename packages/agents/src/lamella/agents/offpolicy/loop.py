@@ -58,7 +58,7 @@ from lamella.agents.offpolicy.plugins import (
     load_goal_setter,
     passthrough,
 )
-from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent
+from lamella.agents.runner import Runner, episode_frames, eval_max_steps, evaluate_agent
 from lamella.buffers import (
     EpisodeBuffer,
     EpisodeBufferState,
@@ -444,6 +444,10 @@ def _offpolicy_runner(
         )
         return state, out
 
+    # A config may ask for the exploring policy (lamella-marl's IDQN on LBF: two greedy agents
+    # can block each other for the rest of an episode); greedy by default.
+    eval_greedy = bool(getattr(config, "eval_greedy", True))
+
     def evaluate(state: OffPolicyRunnerState, key: jax.Array) -> dict[str, jax.Array]:
         metrics = evaluate_agent(
             agent,
@@ -454,9 +458,7 @@ def _offpolicy_runner(
             config.eval_episodes,
             max_eval_steps,
             memory=(),
-            # A config may ask for the exploring policy (lamella-marl's IDQN on LBF: two greedy
-            # agents can block each other for the rest of an episode); greedy by default.
-            greedy=bool(getattr(config, "eval_greedy", True)),
+            greedy=eval_greedy,
             success=goal,
             per_agent=multi_agent,
         )
@@ -483,6 +485,11 @@ def _offpolicy_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={"return": ("agent",)} if multi_agent else None,
+        # One episode of the evaluation's policy drawn with the env's render (lamella train --gif,
+        # lamella eval report).
+        render_episode=lambda state, key: episode_frames(
+            agent, state.train_state, eval_env, env_params, key, max_eval_steps, (), greedy=eval_greedy
+        ),
         sharding=None
         if make_agent is not None and not agent_takes_devices
         else runner_sharding(
