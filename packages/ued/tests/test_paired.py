@@ -86,7 +86,7 @@ def minimax_runs(tmp_path_factory):
     config = MinimaxConfig(**TINY)
     root = tmp_path_factory.mktemp("minimax")
     kwargs = dict(seeds=2, chunk_iterations=1, progress=False, plot=False, compile_mode="fast")
-    full = run_experiment(config, out_dir=root / "full", **kwargs)
+    full = run_experiment(config, out_dir=root / "full", gif=True, **kwargs)
     stopped = run_experiment(config, out_dir=root / "resumed", max_chunks=3, **kwargs)
     resumed = run_experiment(config, out_dir=root / "resumed", resume=True, **kwargs)
     return config, full, stopped, resumed
@@ -97,6 +97,15 @@ def _series(result, name, run="seed_0"):
     steps = log["maze"]["AMaze-13x13-v0"]["minimax"][run]
     ordered = sorted((k for k in steps if k.startswith("step_")), key=lambda k: int(k.split("_")[1]))
     return np.array([steps[k][name] for k in ordered if name in steps[k]], dtype=float).reshape(-1)
+
+
+def test_gif_of_the_protagonist(minimax_runs):
+    _, full, _, _ = minimax_runs
+    import imageio.v3 as iio
+
+    # The protagonist's episode on a fresh random 5x5 level (12 steps at most, plus the reset).
+    frames = iio.imread(full.gif_path, index=None)
+    assert frames.ndim == 4 and 2 <= frames.shape[0] <= 13 and frames.shape[1:3] == (56, 56)
 
 
 def test_minimax_teacher_is_paid_minus_the_protagonists_return(minimax_runs):

@@ -73,7 +73,7 @@ def accel_runs(tmp_path_factory):
     )
     root = tmp_path_factory.mktemp("accel")
     kwargs = dict(seeds=2, chunk_iterations=1, progress=False, plot=False)
-    full = run_experiment(config, out_dir=root / "full", **kwargs)
+    full = run_experiment(config, out_dir=root / "full", gif=True, **kwargs)
     stopped = run_experiment(config, out_dir=root / "resumed", max_chunks=5, **kwargs)
     resumed = run_experiment(config, out_dir=root / "resumed", resume=True, **kwargs)
     return config, full, stopped, resumed
@@ -119,6 +119,17 @@ def test_driver_run_log_checkpoints_and_resume(accel_runs):
             a, b = jax.random.key_data(a), jax.random.key_data(b)
         np.testing.assert_array_equal(a, b)
     assert open(full.metrics_path).read() == open(resumed.metrics_path).read()
+
+
+def test_gif_of_the_student_on_a_random_level(accel_runs):
+    _, full, _, _ = accel_runs
+    import imageio.v3 as iio
+
+    frames = iio.imread(full.gif_path, index=None)
+    # One episode on a fresh random 5x5 level (its 12-step horizon at most), plus the reset's
+    # frame; each frame is the maze with its border wall, 8 pixels a cell.
+    assert full.gif_path.endswith("episode.gif")
+    assert frames.ndim == 4 and 2 <= frames.shape[0] <= 13 and frames.shape[1:3] == (56, 56)
 
 
 def test_entry_points_and_presets():
@@ -187,3 +198,10 @@ def test_named_eval_levels_use_their_own_horizon():
     assert (lengths[:, 0][unsolved[:, 0]] == 450).all() and (lengths[:, 0] <= 450).all()
     assert (lengths[:, 1][unsolved[:, 1]] == 12).all() and (lengths[:, 1] <= 12).all()
     assert unsolved[:, 0].any()
+    # The GIF's episode (render_episode) is on the first evaluation level, SixteenRooms, at its
+    # own horizon: the first frame is that maze at its start pose.
+    frames, length = jax.jit(runner.render_episode)(state, jax.random.key(2))
+    level, level_params = maze.named_maze("SixteenRooms")
+    start = maze.render_level(level, level_params, highlight_view=True)
+    assert frames.shape == (451, *start.shape) and 2 <= int(length) <= 451
+    np.testing.assert_array_equal(frames[0], start)

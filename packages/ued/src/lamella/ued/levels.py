@@ -82,6 +82,9 @@ class OnLevel(Wrapper):
     def action_space(self, params: Any = None) -> Any:
         return self.env.action_space(params.env_params if isinstance(params, LevelParams) else params)
 
+    def render(self, state: Any, params: Any = None) -> jax.Array:
+        return self.env.render(state, params.env_params if isinstance(params, LevelParams) else params)
+
 
 def _check(params: Any) -> None:
     if not isinstance(params, LevelParams):

@@ -66,6 +66,7 @@ from lamella.ued.runners import (
     check_family,
     default_family,
     make_actor_critic,
+    make_level_episode_drawer,
     make_level_evaluator,
     rollout_advantages,
 )
@@ -418,6 +419,7 @@ def _paired_runner(
         config, teacher_env.action_space(teacher_params), teacher_steps + 1
     )
     evaluate_params = make_level_evaluator(config, family, actor_critic)
+    draw_episode = make_level_episode_drawer(config, family, actor_critic)
 
     rollout = make_rollout(
         OnLevel(family.replay_wrapper(bare)), num_steps, num_envs, params_axis=0, devices=devices
@@ -539,9 +541,11 @@ def _paired_runner(
         )
         return new_state, metrics
 
+    def protagonist(state: PAIREDRunnerState) -> Any:
+        return jax.tree.map(lambda x: x[0], state.student_params)
+
     def evaluate(state: PAIREDRunnerState, key: jax.Array) -> dict[str, jax.Array]:
-        protagonist = jax.tree.map(lambda x: x[0], state.student_params)
-        return evaluate_params(protagonist, key)
+        return evaluate_params(protagonist(state), key)
 
     student_axes = {
         name: ("student",)
@@ -559,6 +563,8 @@ def _paired_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={**EVAL_METRIC_AXES, **student_axes},
+        # The protagonist's episode, as its evaluation plays it.
+        render_episode=lambda state, key: draw_episode(protagonist(state), key),
         # The state holds no envs (each iteration's teacher episodes build new levels): the
         # envs axis is split inside the step, and every state leaf is replicated.
         sharding=runner_sharding(

@@ -53,8 +53,9 @@ from lamella.agents.actor_critic import (
 from lamella.agents.config import ConfigError
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
+from lamella.agents.protocol import Agent
 from lamella.agents.rollout import actor_critic_policy, make_rollout, next_memory
-from lamella.agents.runner import Runner, hashed_keys
+from lamella.agents.runner import Runner, episode_frames, hashed_keys
 from lamella.envs import spaces, wrappers
 from lamella.envs.environment import Environment, episode_done
 from lamella.ued import scores as scores_lib
@@ -74,6 +75,7 @@ __all__ = [
     "default_family",
     "evaluate_on_levels",
     "make_actor_critic",
+    "make_level_episode_drawer",
     "make_level_evaluator",
     "make_team",
     "make_ued_runner",
@@ -445,6 +447,7 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
     actor_critic = make_actor_critic(config, action_space, family.network)
     team = make_team(bare.num_agents)
     evaluate_params = make_level_evaluator(config, family, actor_critic)
+    draw_episode = make_level_episode_drawer(config, family, actor_critic)
 
     # DR restarts an ended episode on a new random level (minimax's DR); PLR/ACCEL on the same one.
     inner = wrappers.AutoReset(bare) if method == "dr" else family.replay_wrapper(bare)
@@ -786,6 +789,7 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes=EVAL_METRIC_AXES,
+        render_episode=lambda state, key: draw_episode(state.params, key),
         # The state holds no envs (each iteration starts its rollout from the levels it
         # chooses): the envs axis is split inside the step, and every state leaf is replicated.
         sharding=runner_sharding(
@@ -1061,6 +1065,51 @@ def make_level_evaluator(config: DRConfig, family: LevelFamily, actor_critic: Ac
         }
 
     return evaluate
+
+
+def make_level_episode_drawer(config: DRConfig, family: LevelFamily, actor_critic: ActorCritic) -> Any:
+    """``draw(params, key) -> (frames, length)``: one evaluation episode of the student
+    ``params`` on the first of ``config.eval_levels`` (a fresh random level for ``"random"``), at
+    that level's horizon, acting as the evaluation acts (``config.eval_greedy``), every state
+    drawn with the env's ``render`` (``lamella.agents.runner.episode_frames``). It is the
+    runners' ``render_episode``: ``lamella train dr|plr|accel|paired ... --gif`` and the episodes
+    of ``lamella eval report``.
+    """
+    with jax.ensure_compile_time_eval():
+        eval_levels, eval_params = _eval_levels(config, family)
+    first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+    level, level_params = first(eval_levels), first(eval_params)
+    horizon = config.eval_max_steps if config.eval_max_steps > 0 else int(level_params.max_episode_steps)
+
+    def policy(
+        key: jax.Array, params: Any, obs: Any, memory: Any, eval: bool = False
+    ) -> tuple[Any, Any, Any]:
+        reset = jnp.zeros(jax.tree.leaves(obs)[0].shape[:1], bool)
+        memory, dist, _ = actor_critic.step(params, memory, obs, reset)
+        return dist.to_action(dist.mode() if eval else dist.sample(key)), params, memory
+
+    def unused(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the drawn episode only acts; the runner trains the student")
+
+    student = Agent(init=unused, policy=policy, update=unused, reset_memory=unused)
+
+    def draw(params: Any, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        key_level, key_play = hashed_keys(key, (2,))
+        played = (
+            family.sample_level(key_level, family.env_params) if config.eval_levels[0] == RANDOM else level
+        )
+        return episode_frames(
+            student,
+            params,
+            OnLevel(family.env),
+            LevelParams(played, level_params),
+            key_play,
+            horizon,
+            actor_critic.initial_memory(1),
+            greedy=config.eval_greedy,
+        )
+
+    return draw
 
 
 def _eval_levels(config: DRConfig, family: LevelFamily) -> tuple[Any, Any]:
