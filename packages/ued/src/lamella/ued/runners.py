@@ -1075,11 +1075,15 @@ def make_level_episode_drawer(config: DRConfig, family: LevelFamily, actor_criti
     runners' ``render_episode``: ``lamella train dr|plr|accel|paired ... --gif`` and the episodes
     of ``lamella eval report``.
     """
+    # Concrete values even when the runner is built inside a trace (a sweep's variants).
     with jax.ensure_compile_time_eval():
         eval_levels, eval_params = _eval_levels(config, family)
-    first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
-    level, level_params = first(eval_levels), first(eval_params)
-    horizon = config.eval_max_steps if config.eval_max_steps > 0 else int(level_params.max_episode_steps)
+        level, level_params = jax.tree.map(lambda x: x[0], (eval_levels, eval_params))
+    horizon = (
+        config.eval_max_steps
+        if config.eval_max_steps > 0
+        else int(np.asarray(level_params.max_episode_steps))
+    )
 
     def policy(
         key: jax.Array, params: Any, obs: Any, memory: Any, eval: bool = False
