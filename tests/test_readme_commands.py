@@ -305,6 +305,10 @@ NOT_RUN: dict[str, str] = {
         "reads the four RWARE runs above (an hour each on one core); the command itself runs in "
         "packages/eval/tests/test_readme.py"
     ),
+    "lamella eval aggregate runs/smax10m": (
+        "reads the two SMAX runs above (about 1.5 hours each on one core); the command itself runs in "
+        "packages/eval/tests/test_readme.py"
+    ),
     "hatch run bench-marl:": "a benchmark (minutes, needs Jumanji); its figures are in the README",
     "uv venv /tmp/jaxmarl-venv": "a benchmark's own virtual environment",
     "uv pip install --python /tmp/jaxmarl-venv/bin/python": "needs the package index (benchmark-only dependencies)",
