@@ -909,3 +909,22 @@ def test_dry_run_writes_nothing_and_refuses_what_the_run_refuses(tmp_path):
     with pytest.raises(FileNotFoundError, match="Nothing to resume"):
         run(str(out_dir), resume=True, dry_run=True)
     assert not os.listdir(tmp_path)
+
+
+def test_a_gif_the_env_cannot_draw_is_refused_before_training(tmp_path):
+    """``gif=True`` where the runner's env has no renderer (``Environment.render``'s
+    NotImplementedError) is a ConfigError before anything trains, not a traceback after the run."""
+    traces = []
+
+    def render_episode(state, key):
+        raise NotImplementedError("ToyEnv has no renderer")
+
+    runner = make_toy_runner(traces=traces)._replace(metric_axes={}, render_episode=render_episode)
+    with pytest.raises(
+        ConfigError, match=r"toy's runner cannot draw its episodes \(ToyEnv has no renderer\)"
+    ):
+        driver.run(runner, TOY_SPEC, seeds=2, out_dir=str(tmp_path / "run"), gif=True, progress=False)
+    assert traces == []  # the step was never traced: nothing trained
+    without = make_toy_runner()._replace(metric_axes={})
+    with pytest.raises(ConfigError, match="its Runner has no render_episode"):
+        driver.run(without, TOY_SPEC, seeds=2, out_dir=str(tmp_path / "run2"), gif=True, progress=False)

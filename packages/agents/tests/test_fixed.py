@@ -138,3 +138,28 @@ def test_episode_frames_end_on_the_state_the_episode_ended_in():
     # After the end every frame repeats the last state, which is not where the episode began.
     assert (frames[length:] == frames[length - 1]).all()
     assert (frames[length - 1] != frames[0]).any()
+
+
+def test_episode_frames_of_a_batch_draw_its_first_env():
+    """``num_envs=3``: a policy that only takes batches of three acts on three envs; the frames
+    and the length are the first env's. Env 0 is pushed over (about ten steps); envs 1 and 2 are
+    balanced by the rule above (episodes of 150 steps and more on average), so a drawing of
+    either would run far longer."""
+    env, params = lamella.envs.make("CartPole-v1", autoreset=False)
+
+    def act(obs):
+        assert obs.shape == (3, 4), obs.shape  # traced once: the batch the drawing acts on
+        balance = (obs[:, 2] + obs[:, 3] > 0).astype(jnp.int32)
+        return balance.at[0].set(0)
+
+    agent = make_scripted_agent(act, batched=True)
+    frames, length = jax.jit(lambda k: episode_frames(agent, (), env, params, k, 50, (), num_envs=3))(
+        jax.random.key(3)
+    )
+    frames, length = np.asarray(frames), int(length)
+    assert frames.shape == (
+        51,
+        *np.asarray(env.render(env.reset(jax.random.key(0), params)[1], params)).shape,
+    )
+    assert 3 < length < 20  # env 0's episode: the pole fell long before the cap
+    assert (frames[length:] == frames[length - 1]).all() and (frames[length - 1] != frames[0]).any()

@@ -61,6 +61,7 @@ from lamella.agents._files import atomic_write_text, remove_temp_files
 from lamella.agents.config import ConfigError, config_defaults, config_diff, config_to_dict
 from lamella.agents.progress import Progress
 from lamella.agents.runlog import RunLog, env_family
+from lamella.agents.runner import render_problem
 
 __all__ = [
     "CompiledRunner",
@@ -1269,13 +1270,17 @@ class _Session:
         return checkpoint_path, plot_path
 
 
+def _gif_key(keys: jax.Array) -> jax.Array:
+    """The key of the GIF's episode: the first seed's, on a stream of its own."""
+    return jax.random.fold_in(keys[0], _GIF_STREAM)
+
+
 def _write_gif(runner: Any, state: Any, keys: jax.Array, out_dir: str) -> str:
     """``<out_dir>/episode.gif``: one episode of the first member's policy (``runner.render_episode``)."""
     from lamella.envs.rendering import save_frames
 
     first = jax.tree.map(lambda x: x[0], state)
-    key = jax.random.fold_in(keys[0], _GIF_STREAM)
-    frames, length = jax.jit(runner.render_episode)(first, key)
+    frames, length = jax.jit(runner.render_episode)(first, _gif_key(keys))
     return save_frames(np.asarray(frames)[: int(length)], os.path.join(out_dir, "episode.gif"), fps=10)
 
 
@@ -1670,10 +1675,16 @@ def _run(
     keys = jax.eval_shape(make_keys) if dry_run else make_keys()
     config_path = os.path.join(out_dir, "config.json")
     compiled = build(len(seed_list), compile_mode, num_devices)
-    if gif and getattr(compiled.runner, "render_episode", None) is None:
+    # Asked before training (abstractly: nothing compiles), so a run that cannot write its GIF
+    # stops now, not after it trained.
+    problem = (
+        render_problem(compiled.runner, jax.eval_shape(compiled.init, keys), jax.eval_shape(_gif_key, keys))
+        if gif
+        else None
+    )
+    if problem is not None:
         raise ConfigError(
-            f"{spec.algorithm}'s runner cannot draw its episodes (its Runner has no render_episode); "
-            "run without --gif."
+            f"{spec.algorithm}'s runner cannot draw its episodes ({problem}); run without --gif."
         )
     # Every process has looked at the run directory (fresh or resumed) before process 0 changes it.
     hosts.barrier("lamella: run directory resolved")

@@ -37,6 +37,7 @@ __all__ = [
     "hashed_keys",
     "hashed_permutation",
     "make_train",
+    "render_problem",
     "step_limit",
 ]
 
@@ -362,6 +363,7 @@ def episode_frames(
     max_steps: int,
     memory: Any,
     greedy: bool = True,
+    num_envs: int = 1,
 ) -> tuple[jax.Array, jax.Array]:
     """Play one episode (as :func:`evaluate_agent` plays each of its episodes) and draw every
     state with ``env.render``.
@@ -370,7 +372,10 @@ def episode_frames(
         agent, train_state, env, env_params, key, max_steps, greedy: as for :func:`evaluate_agent`.
             An ``env`` wrapped in :class:`~lamella.envs.wrappers.AutoReset` plays unwrapped, so
             the last frame is the state the episode ended in, not the next episode's reset.
-        memory: the agent's memory for a batch of one env.
+        memory: the agent's memory for a batch of ``num_envs`` envs.
+        num_envs: how many envs the agent acts on at once; the first one is drawn. More than one
+            for a policy that only takes batches of a given size (e.g. one split over several
+            learning instances, as opponent shaping's co-players are).
 
     Returns:
         ``(frames, length)``: uint8 ``(max_steps + 1, H, W, 3)``, the reset state's frame first
@@ -381,27 +386,53 @@ def episode_frames(
     if isinstance(env, AutoReset):
         env = env.env
     key_reset, key_loop = jax.random.split(key)
-    obs, env_state = env.reset(key_reset, env_params)
-    batch = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731 - the policy takes a batch of one
+    # One env plays on the keys it had before num_envs existed (the same episodes as then).
+    env_keys = (lambda k: k[None]) if num_envs == 1 else (lambda k: jax.random.split(k, num_envs))
+    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(env_keys(key_reset), env_params)
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    draw = lambda state: env.render(jax.tree.map(lambda x: x[0], state), env_params)  # noqa: E731
 
     def body(carry: tuple[Any, ...], key: PRNGKey) -> tuple[tuple[Any, ...], jax.Array]:
         obs, env_state, memory, train_state, finished, length = carry
         key_act, key_step = jax.random.split(key)
-        action, train_state, memory = agent.policy(key_act, train_state, batch(obs), memory, eval=greedy)
-        next_obs, next_state, _, terminated, truncated, _ = env.step(
-            key_step, env_state, jax.tree.map(lambda x: x[0], action), env_params
+        action, train_state, memory = agent.policy(key_act, train_state, obs, memory, eval=greedy)
+        next_obs, next_state, _, terminated, truncated, _ = step(
+            env_keys(key_step), env_state, action, env_params
         )
-        keep = lambda old, new: jax.tree.map(lambda a, b: jnp.where(finished, a, b), old, new)  # noqa: E731
+        keep = lambda old, new: jax.tree.map(  # noqa: E731 - an env that ended keeps its last state
+            lambda a, b: jnp.where(finished.reshape(finished.shape + (1,) * (a.ndim - 1)), a, b), old, new
+        )
         env_state, obs = keep(env_state, next_state), keep(obs, next_obs)
-        length = length + jnp.where(finished, 0, 1)
-        finished = jnp.logical_or(finished, episode_done(terminated, truncated))
+        length = length + jnp.where(finished[0], 0, 1)
+        finished = jnp.logical_or(finished, jax.vmap(episode_done)(terminated, truncated))
         carry = (obs, env_state, memory, train_state, finished, length)
-        return carry, env.render(env_state, env_params)
+        return carry, draw(env_state)
 
-    carry = (obs, env_state, memory, train_state, jnp.zeros((), bool), jnp.ones((), jnp.int32))
+    carry = (obs, env_state, memory, train_state, jnp.zeros((num_envs,), bool), jnp.ones((), jnp.int32))
     carry, frames = jax.lax.scan(body, carry, jax.random.split(key_loop, max_steps))
-    first = env.render(env_state, env_params)
+    first = draw(env_state)
     return jnp.concatenate([first[None], frames]).astype(jnp.uint8), carry[-1]
+
+
+def render_problem(runner: Any, states: Any, key: PRNGKey) -> str | None:
+    """Why ``runner`` cannot draw an episode of the first member of ``states`` (a batch over
+    seeds, concrete or abstract), or ``None`` when it can. Traced abstractly: nothing compiles.
+
+    The driver asks before training with ``gif=True``, so a run that cannot write its GIF stops
+    before it trains, not after.
+    """
+    render = getattr(runner, "render_episode", None)
+    if render is None:
+        return "its Runner has no render_episode"
+
+    def first_episode(states: Any, key: PRNGKey) -> tuple[jax.Array, jax.Array]:
+        return render(jax.tree.map(lambda x: x[0], states), key)
+
+    try:
+        jax.eval_shape(first_episode, states, key)
+    except NotImplementedError as error:  # Environment.render's "<env> has no renderer"
+        return str(error)
+    return None
 
 
 def step_limit(value: int, env_params: Any) -> int:
