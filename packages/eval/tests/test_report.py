@@ -265,6 +265,24 @@ def test_sections_without_checkpoints_or_extras(tmp_path, capsys, synthetic_dir,
     assert status == 2 and "pip install 'lamella-eval[report]'" in err
 
 
+def test_a_run_whose_env_cannot_be_drawn_is_a_note(tmp_path, ppo_run_dir, monkeypatch):
+    """An env without a renderer (``Environment.render``'s NotImplementedError, as a user's own
+    env may be) leaves a note in the episodes section; the rest of the report is written."""
+    import lamella.envs
+
+    def no_renderer(self, state, params=None):
+        raise NotImplementedError(f"{self.name} has no renderer")
+
+    monkeypatch.setattr(type(lamella.envs.make("CartPole-v1")[0].unwrapped), "render", no_renderer)
+    out = str(tmp_path / "r.html")
+    assert main(["report", ppo_run_dir, "-o", out, "--reps", "20"]) == 0
+    episodes = _section(open(out, encoding="utf-8").read(), "episodes")
+    assert "no episode: the ppo runner cannot draw its episodes (CartPole has no renderer)" in episodes, (
+        episodes
+    )
+    assert "<img" not in episodes
+
+
 def test_aggregate_does_not_import_the_report(tmp_path, synthetic_dir):
     """``lamella eval aggregate`` stays as fast to start as before: no plotly, no report module,
     and no JAX on an input this small (the NumPy bootstrap; issue 12's cold start)."""

@@ -579,6 +579,7 @@ def _checkpoint_gif(run_dir: RunDir, seed: int) -> tuple[str | None, str]:
 
     from lamella.agents import checkpoint as ckpt
     from lamella.agents.config import algorithm_table, config_from_dict
+    from lamella.agents.runner import render_problem
     from lamella.envs.rendering import save_frames
     from lamella.eval._src import checkpoints as lib
 
@@ -594,10 +595,13 @@ def _checkpoint_gif(run_dir: RunDir, seed: int) -> tuple[str | None, str]:
     config = config_from_dict(config_cls, metadata["config"])
     seeds = [int(s) for s in metadata["seeds"]]
     runner, init, _ = lib._compiled(make_runner, config, len(seeds))
-    if getattr(runner, "render_episode", None) is None:
-        return None, f"the {algorithm} runner cannot draw its episodes (its Runner has no render_episode)"
     keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
-    state, _ = ckpt.load_checkpoint(found, jax.eval_shape(init, keys))
+    shapes = jax.eval_shape(init, keys)
+    # Asked abstractly first: an env without a renderer is a note, not a crash of the report.
+    problem = render_problem(runner, shapes, jax.random.key(seed))
+    if problem is not None:
+        return None, f"the {algorithm} runner cannot draw its episodes ({problem})"
+    state, _ = ckpt.load_checkpoint(found, shapes)
     first = jax.tree.map(lambda x: x[0], state)
     frames, length = jax.jit(runner.render_episode)(first, jax.random.key(seed))
     frames = np.asarray(frames)[: int(length)]
