@@ -59,13 +59,20 @@ CONFIG = RecIQLConfig(
 @pytest.fixture(scope="module")
 def trained():
     runner = make_rec_iql_runner(CONFIG, env=CueRecall())
-    state, metrics = jax.jit(jax.vmap(make_train(runner)))(SEEDS)
+
+    @jax.jit
+    def train_and_draw(seeds):
+        state, metrics = jax.vmap(make_train(runner))(seeds)
+        keys = jax.random.split(jax.random.key(2), len(seeds))
+        return state, metrics, jax.vmap(runner.render_episode)(state, keys)
+
+    state, metrics, drawn = train_and_draw(SEEDS)
     evaluation = jax.jit(jax.vmap(runner.evaluate))(state, jax.random.split(jax.random.key(1), len(SEEDS)))
-    return state, metrics, evaluation
+    return state, metrics, evaluation, drawn
 
 
 def test_rec_iql_remembers_each_agents_cue_for_three_seeds(trained):
-    _, metrics, evaluation = trained
+    _, metrics, evaluation, _ = trained
     random_return = random_team_return()
     assert 0.9 < random_return < 1.1  # the baseline: a coin flip per agent
     returns = np.asarray(evaluation["episode_return"].mean(axis=1))
@@ -81,7 +88,7 @@ def test_the_buffer_holds_sequences_with_episode_starts_and_true_next_observatio
     """What the update relies on: per env, consecutive steps; ``first`` where an episode starts
     (every ``DELAY + 1`` steps in CueRecall); ``next_obs`` is the next step's observation inside an
     episode and the episode's final observation at its end (not the next episode's first)."""
-    state, _, _ = trained
+    state, _, _, _ = trained
     data = jax.tree.map(np.asarray, state.buffer_state.experience)
     steps = CONFIG.total_timesteps // CONFIG.num_envs  # fewer than buffer_size: nothing overwritten
     first = data.first[0, :, :steps]  # seed 0: (num_envs, steps)
@@ -95,6 +102,24 @@ def test_the_buffer_holds_sequences_with_episode_starts_and_true_next_observatio
     assert np.all(obs[:, 1:][ends][..., :2].sum(-1) == 1.0)
     # Terminated only on the query step (the last of each episode).
     np.testing.assert_array_equal(data.terminated[0, :, : steps - 1].all(-1), first[:, 1:])
+
+
+def test_the_gif_draws_a_greedy_episode_of_the_trained_team(trained):
+    """``render_episode`` (``lamella train rec_iql --gif``, the report's GIF): one greedy episode
+    of each seed's trained team, as CueRecall draws it (per agent: cue, answer, time). The team
+    that remembers its cues answers them on the query step."""
+    *_, (frames, length) = trained
+    frames, length = np.asarray(frames), np.asarray(length)
+    # The episode's step cap is CueRecall's max_steps_in_episode (DELAY + 1): no frames after it.
+    assert frames.dtype == np.uint8 and frames.shape[1:] == (DELAY + 2, 16, 24, 3)
+    assert np.all(length == DELAY + 2), length  # the reset state and the episode's DELAY + 1 steps
+    cue, answer, time = frames[:, :, ::8, 4, 0], frames[:, :, ::8, 12, 0], frames[:, :, 0, 20, 0]
+    np.testing.assert_array_equal(
+        time[:, : DELAY + 2], np.broadcast_to(60 * np.arange(DELAY + 2), (3, DELAY + 2))
+    )
+    assert np.all(cue == cue[:, :1])  # one cue per episode
+    assert np.all(answer[:, : DELAY + 1] == 128)  # no answer before the query step
+    np.testing.assert_array_equal(answer[:, DELAY + 1], cue[:, DELAY + 1])  # both agents answer their cue
 
 
 def test_unshared_parameters_keep_one_network_per_agent():

@@ -35,12 +35,14 @@ from lamella.marl import (
 )
 
 DELAY = 3
+NO_ANSWER = jnp.full((2,), -1, jnp.int32)
 SEEDS = jax.random.split(jax.random.key(0), 3)
 
 
 class CueRecallState(struct.PyTreeNode):
     cue: jax.Array  # int32 (2,): each agent's bit
     time: jax.Array  # int32 ()
+    answer: jax.Array  # int32 (2,): each agent's action on the query step (-1 before it)
 
 
 class CueRecallParams(struct.PyTreeNode):
@@ -64,15 +66,15 @@ class CueRecall(Environment[CueRecallState, CueRecallParams]):
         return jnp.concatenate([cue, query], axis=-1)
 
     def reset_env(self, key: jax.Array, params: CueRecallParams) -> tuple[jax.Array, CueRecallState]:
-        state = CueRecallState(
-            jax.random.bernoulli(key, 0.5, (2,)).astype(jnp.int32), jnp.zeros((), jnp.int32)
-        )
+        cue = jax.random.bernoulli(key, 0.5, (2,)).astype(jnp.int32)
+        state = CueRecallState(cue, jnp.zeros((), jnp.int32), NO_ANSWER)
         return self._obs(state), state
 
     def step_env(self, key: jax.Array, state: CueRecallState, action: Any, params: CueRecallParams) -> Any:
         asked = state.time == DELAY
         reward = (asked & (jnp.asarray(action) == state.cue)).astype(jnp.float32)
-        state = CueRecallState(state.cue, state.time + 1)
+        answer = jnp.where(asked, jnp.asarray(action, jnp.int32), state.answer)
+        state = CueRecallState(state.cue, state.time + 1, answer)
         done = jnp.broadcast_to(asked, (2,))
         return self._obs(state), state, reward, done, jnp.zeros((2,), bool), {}
 
@@ -81,6 +83,13 @@ class CueRecall(Environment[CueRecallState, CueRecallParams]):
 
     def action_space(self, params: Any = None) -> spaces.MultiDiscrete:
         return spaces.MultiDiscrete([2, 2])
+
+    def render(self, state: CueRecallState, params: Any = None) -> jax.Array:
+        """uint8 ``(16, 24, 3)``, one row of 8x8 cells per agent: its cue (black 0, white 1), its
+        answer (grey before the query step, then black or white), the time (grey level 60 t)."""
+        answer = jnp.where(state.answer < 0, 128, 255 * state.answer)
+        cells = jnp.stack([255 * state.cue, answer, jnp.broadcast_to(60 * state.time, (2,))], axis=1)
+        return jnp.repeat(jnp.repeat(cells, 8, 0), 8, 1)[..., None].repeat(3, -1).astype(jnp.uint8)
 
 
 CONFIG = RecIPPOConfig(
@@ -104,11 +113,11 @@ def test_the_query_observation_does_not_reveal_the_cue():
     env = CueRecall()
     trajectories = []
     for cue in ([0, 1], [1, 0]):
-        state = CueRecallState(jnp.asarray(cue, jnp.int32), jnp.zeros((), jnp.int32))
+        state = CueRecallState(jnp.asarray(cue, jnp.int32), jnp.zeros((), jnp.int32), NO_ANSWER)
         observations = [env._obs(state)]
         for _ in range(DELAY):
             observations.append(env.step(jax.random.key(0), state, jnp.zeros(2, jnp.int32))[0])
-            state = CueRecallState(state.cue, state.time + 1)
+            state = CueRecallState(state.cue, state.time + 1, state.answer)
         trajectories.append(np.stack(observations))
     assert not np.array_equal(trajectories[0][0], trajectories[1][0])  # the cue is shown first
     np.testing.assert_array_equal(trajectories[0][1:], trajectories[1][1:])  # then never again

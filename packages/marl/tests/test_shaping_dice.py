@@ -27,9 +27,18 @@ def _config(agents, updates):
 
 
 def _train(config):
+    """Every seed's step metrics and, from its final state, the episode ``--gif`` draws
+    (``frames``, ``length``), in one program."""
     runner = make_dice_runner(config)
-    train = jax.jit(jax.vmap(lambda key: make_train(runner)(key)[1]))
-    return jax.tree.map(np.asarray, train(jax.random.split(jax.random.key(0), SEEDS)))
+
+    def train_and_draw(key):
+        state, metrics = make_train(runner)(key)
+        frames, length = runner.render_episode(state, jax.random.fold_in(key, 1))
+        return {**metrics, "frames": frames, "length": length}
+
+    return jax.tree.map(
+        np.asarray, jax.jit(jax.vmap(train_and_draw))(jax.random.split(jax.random.key(0), SEEDS))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +73,20 @@ def test_lola_cooperates_where_naive_learners_defect(lola_lola, nl_nl):
     # LOLA learned it: the first update's batch is the uniform-random policies' (-1.5).
     first = lola_lola["reward"][:, 0].mean(-1)
     assert np.all(lola > first + 0.1), f"LOLA-LOLA went from {first.round(3)} to {lola.round(3)}"
+
+
+def test_the_gif_shows_lola_cooperating_and_naive_learners_defecting(lola_lola, nl_nl, framed_joint_actions):
+    """``render_episode`` (``lamella train lola --gif``): one sampled episode of the final
+    policies, drawn by the IPD's renderer; the joint actions it frames follow the outcome above."""
+    for run in (lola_lola, nl_nl):
+        assert run["frames"].shape[1:] == (ROUNDS + 1, 140, 128, 3) and np.all(run["length"] == ROUNDS + 1)
+    lola, naive = framed_joint_actions(lola_lola["frames"]), framed_joint_actions(nl_nl["frames"])
+    assert not lola[:, 0].any() and not naive[:, 0].any()  # the reset state frames no action
+    # Every round after it frames exactly one joint action.
+    np.testing.assert_array_equal(lola[:, 1:].sum((-1, -2)), 1)
+    np.testing.assert_array_equal(naive[:, 1:].sum((-1, -2)), 1)
+    lola_cc, naive_dd = lola[:, 1:, 0, 0].mean(1), naive[:, 1:, 1, 1].mean(1)
+    assert np.all(lola_cc > 0.2) and np.all(naive_dd > 0.8), (lola_cc, naive_dd)
 
 
 def test_dice_gradients_match_the_exact_gradients():

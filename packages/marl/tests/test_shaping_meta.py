@@ -70,7 +70,7 @@ def evolved(tmp_path_factory):
     out = tmp_path_factory.mktemp("meta") / "run"
     common = {"seeds": SEEDS, "chunk_iterations": GENERATIONS // 4, "progress": False, "plot": False}
     first = run_experiment(SMALL, out_dir=out, max_chunks=2, **common)
-    second = run_experiment(SMALL, out_dir=out, resume=True, **common)
+    second = run_experiment(SMALL, out_dir=out, resume=True, gif=True, **common)
     log = json.loads((out / "metrics.json").read_text())
     return first, second, log
 
@@ -117,6 +117,22 @@ def test_evaluation_of_the_search_centre(evolved):
         assert np.mean(last["mean_episode_return"]) > THRESHOLD, (seed, last)
         assert np.mean(last["co_player_cooperation_last"]) > 0.5, (seed, last)
         np.testing.assert_allclose(last["co_player_cooperation_first"], 0.5, atol=0.02)
+
+
+def test_the_gif_draws_the_last_inner_episode(evolved, framed_joint_actions):
+    """``gif=True`` on the resumed run (``lamella train meta_es --resume RUN --gif``): the last
+    inner episode of an outer episode of the first seed's search centre (the co-players after
+    47 updates), drawn by the IPD's renderer: a shaped co-player, mostly cooperating."""
+    import imageio.v3 as iio
+
+    _, second, _ = evolved
+    frames = iio.imread(second.gif_path, index=None)
+    assert frames.shape == (SMALL.num_inner_steps + 1, 140, 128, 3), frames.shape
+    joint = framed_joint_actions(frames)
+    assert not joint[0].any() and np.all(joint[1:].sum((-1, -2)) == 1)  # one joint action per round
+    # The co-player (column 0: it cooperates) is shaped, as the evaluation's
+    # co_player_cooperation_last > 0.5 says (measured: every round on seed 0).
+    assert joint[1:, :, 0].sum(-1).mean() > 0.5, joint[1:].mean(0)
 
 
 def test_bad_input_is_rejected_with_the_fix():

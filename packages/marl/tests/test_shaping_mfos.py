@@ -30,6 +30,7 @@ import pytest
 from lamella.agents.algorithms import load_algorithm
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
+from lamella.envs.multi_agent.infinite_matrix_game import InfiniteMatrixGame, InfiniteMatrixGameState
 from lamella.marl.shaping.exact import ExactGame, exact_values, make_naive_learner
 from lamella.marl.shaping.mfos import LearningOpponentGame, MFOSConfig, make_mfos_runner
 
@@ -43,7 +44,7 @@ SMALL = dataclasses.replace(SMALL, total_timesteps=UPDATES * SMALL.steps_per_ite
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("mfos") / "run"
     result = run_experiment(
-        SMALL, out_dir=out, seeds=SEEDS, chunk_iterations=UPDATES, progress=False, plot=False
+        SMALL, out_dir=out, seeds=SEEDS, chunk_iterations=UPDATES, progress=False, plot=False, gif=True
     )
     log = json.loads((out / "metrics.json").read_text())
     return result, log["multi_agent"]["InfiniteMatrixGame-v0"]["mfos_rl"]
@@ -65,7 +66,25 @@ def test_mfos_extorts_a_naive_learner(trained):
         assert meta > np.mean(before["mean_episode_return"]) + 1.0, (seed, before, meta)
 
 
-def test_learning_opponent_game_steps_the_learner():
+def test_the_gif_draws_an_outer_episode_of_the_greedy_meta_agent(trained, drawn_policies, drawn_values):
+    """``gif=True`` (``lamella train mfos_rl --gif``, which failed before LearningOpponentGame had
+    a renderer): one outer episode of seed 0's greedy meta-agent against a fresh naive learner,
+    each frame the pair of policies just played. Scored from the drawn policies alone, it is the
+    outcome above: the meta-agent above mutual cooperation's -1 per step, the learner below it
+    (measured: the learner ends cooperating, 0.64 to 1 in every state, the meta-agent mostly not)."""
+    import imageio.v3 as iio
+
+    result, _ = trained
+    frames = iio.imread(result.gif_path, index=None)
+    assert frames.shape == (SMALL.num_outer_steps + 1, 140, 130, 3)  # the reset pair and 50 outer steps
+    assert np.all((drawn_policies(frames) >= 0) & (drawn_policies(frames) <= 1))
+    progress = np.all(frames[:, 135, :, :] == (40, 160, 60), axis=-1).sum(-1)  # the green bar
+    assert progress[0] == 0 and progress[-1] == 130 and np.all(np.diff(progress) >= 0)
+    meta, learner = drawn_values(frames[1:]).mean(0)
+    assert meta > -1.0 and learner < -1.0, (meta, learner)
+
+
+def test_learning_opponent_game_steps_the_learner(drawn_policies):
     learner = make_naive_learner()
     env = LearningOpponentGame(learner, num_steps=3)
     params = env.default_params
@@ -92,6 +111,14 @@ def test_learning_opponent_game_steps_the_learner():
     assert not np.allclose(state2.theta, state.theta)  # the learner moved
     np.testing.assert_allclose(obs2, jnp.concatenate([policy, jax.nn.sigmoid(state.theta)]), rtol=1e-6)
     assert int(state2.time) == 1 and not bool(terminated) and not bool(truncated)
+    # render: the pair just played (the observation), as the infinite game draws a pair.
+    pair = InfiniteMatrixGameState(obs2.reshape(2, 5), jnp.zeros(2), jnp.ones((), jnp.int32))
+    np.testing.assert_array_equal(
+        env.render(state2, params), InfiniteMatrixGame(num_steps=3).render(pair, params)
+    )
+    np.testing.assert_allclose(
+        drawn_policies(np.asarray(env.render(state2, params))), obs2.reshape(2, 5), atol=1.01 / 58
+    )
 
 
 def test_bad_input_is_rejected_with_the_fix():

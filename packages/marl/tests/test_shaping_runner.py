@@ -87,7 +87,7 @@ def versus_tit_for_tat(tmp_path_factory):
     common = {"seeds": 3, "chunk_iterations": 10, "progress": False, "plot": False}
     first = run_experiment(config, out_dir=out / "run", max_chunks=1, **common)
     second = run_experiment(config, out_dir=out / "run", resume=True, **common)
-    whole = run_experiment(config, out_dir=out / "whole", **common)
+    whole = run_experiment(config, out_dir=out / "whole", gif=True, **common)
     log = json.loads((out / "run" / "metrics.json").read_text())
     runs = log["multi_agent"]["IteratedPrisonersDilemma-v0"]["shaping"]
     steps = lambda run: [name for name in run if name.startswith("step_")]  # noqa: E731
@@ -118,6 +118,19 @@ def test_ppo_against_tit_for_tat_learns_to_cooperate(versus_tit_for_tat):
         assert np.mean(entry["return_agent_0"]) >= -105, entry
         # The fixed agent's watcher is its table: tit-for-tat cooperates after CC and DC only.
         assert entry["train_cooperation_CC_agent_1"] == 1.0 and entry["train_cooperation_CD_agent_1"] == 0.0
+
+
+def test_the_gif_shows_the_learner_and_tit_for_tat_cooperating(versus_tit_for_tat, framed_joint_actions):
+    """``gif=True`` (``lamella train shaping --gif``): one evaluation episode of the first seed's
+    final state (100 rounds), drawn by the IPD's renderer, frames mutual cooperation."""
+    import imageio.v3 as iio
+
+    whole = versus_tit_for_tat[2]
+    frames = iio.imread(whole.gif_path, index=None)
+    assert frames.shape == (100 + 1, 140, 128, 3), frames.shape  # the IPD's 100 rounds and its reset
+    joint = framed_joint_actions(frames)
+    assert not joint[0].any() and np.all(joint[1:].sum((-1, -2)) == 1)  # one joint action per round
+    assert joint[1:, 0, 0].mean() >= 0.9, joint[1:].mean(0)  # CC, as in training (>= 0.9 of the visits)
 
 
 def test_driver_resume_matches_a_run_that_never_stopped(versus_tit_for_tat):

@@ -60,7 +60,7 @@ from lamella.agents.config import ConfigError
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import MLP, RecurrentCore, activation_by_name, orthogonal
 from lamella.agents.protocol import Agent
-from lamella.agents.runner import Runner, eval_max_steps, evaluate_agent
+from lamella.agents.runner import Runner, episode_frames, eval_max_steps, evaluate_agent
 from lamella.buffers import make_trajectory_buffer
 from lamella.envs import spaces
 from lamella.envs.environment import Environment, episode_done
@@ -661,6 +661,16 @@ def _rec_iql_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={"return": ("agent",)},
+        render_episode=lambda state, key: episode_frames(
+            agent,
+            state.train_state,
+            env,
+            env_params,
+            key,
+            max_eval_steps,
+            jnp.zeros((1, n, hidden), jnp.float32),  # fresh memory for a batch of one env
+            bool(config.eval_greedy),
+        ),
         sharding=runner_sharding(
             devices,
             "num_envs",

@@ -63,7 +63,8 @@ from flax import struct
 import lamella.envs
 from lamella.agents.config import ConfigError
 from lamella.agents.devices import DeviceAxis, block_index, runner_sharding
-from lamella.agents.runner import Runner, hashed_keys
+from lamella.agents.fixed import make_scripted_agent
+from lamella.agents.runner import Runner, episode_frames, hashed_keys
 from lamella.envs import random as fast_random
 from lamella.envs.multi_agent.matrix_game import IteratedMatrixGame
 from lamella.marl.shaping import watchers
@@ -280,6 +281,15 @@ def _fixed_logits(entry: str) -> np.ndarray:
     return np.clip(logits, -FIXED_LOGIT, FIXED_LOGIT).astype(np.float32)
 
 
+def _play_round(logits: jax.Array, obs: jax.Array, uniform: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Both tabular policies' actions in a batch of envs: ``(state, action)``, int32 ``(E, 2)``
+    (each player's policy index, start, CC, CD, DC, DD, and 0 cooperate / 1 defect) from
+    ``logits`` ``(2, 5)``, the one-hot observations ``(E, 2, 5)`` and uniforms ``(E, 2)``."""
+    state = jnp.asarray(_OBS_TO_POLICY)[jnp.argmax(obs, axis=-1)]
+    cooperate = jax.nn.sigmoid(logits[jnp.arange(2), state])
+    return state, (uniform >= cooperate).astype(jnp.int32)
+
+
 def make_sampler(
     env: Any, env_params: Any, rounds: int, devices: DeviceAxis | None = None
 ) -> Callable[..., Batch]:
@@ -327,9 +337,7 @@ def make_sampler(
             else:
                 keys = hashed_keys(key, (episodes + 1,))
                 key_actions, key_steps = keys[0], keys[1:]
-            state = jnp.asarray(_OBS_TO_POLICY)[jnp.argmax(obs, axis=-1)]  # (E, 2)
-            cooperate = jax.nn.sigmoid(logits[jnp.arange(2), state])
-            action = (uniforms(key_actions, episodes) >= cooperate).astype(jnp.int32)
+            state, action = _play_round(logits, obs, uniforms(key_actions, episodes))
             next_obs, env_state, reward, _, _, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
                 key_steps, env_state, action, params
             )
@@ -496,11 +504,21 @@ def _dice_runner(config: DiceConfig, devices: DeviceAxis) -> Runner:
         returns = batch.reward.sum(0)  # (E, 2)
         return {"episode_return": returns[:, 0], "return": returns}
 
+    def render_episode(state: DiceRunnerState, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        # One episode of both policies, sampled as evaluate's are.
+        policy = make_scripted_agent(
+            lambda key, obs: _play_round(state.logits, obs, jax.random.uniform(key, (obs.shape[0], 2)))[1],
+            batched=True,
+            stochastic=True,
+        )
+        return episode_frames(policy, (), env, env_params, key, rounds, ())
+
     per_agent = ("return", "reward", *watchers.metric_names(True, False))
     return Runner(
         init=init,
         step=step,
         evaluate=evaluate,
+        render_episode=render_episode,
         steps_per_iteration=steps_per_iteration,
         num_iterations=num_iterations,
         metric_axes={name: ("agent",) for name in per_agent},

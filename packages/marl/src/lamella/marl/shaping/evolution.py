@@ -47,8 +47,9 @@ from flax import struct
 import lamella.envs
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.es import FITNESS_SHAPING, ESConfig, make_strategy
+from lamella.agents.fixed import make_scripted_agent
 from lamella.agents.networks import MLP, activation_by_name
-from lamella.agents.runner import Runner
+from lamella.agents.runner import Runner, episode_frames
 from lamella.envs.multi_agent.infinite_matrix_game import InfiniteMatrixGame
 from lamella.envs.multi_agent.matrix_game import check_payoff
 from lamella.marl.shaping.exact import (
@@ -469,10 +470,32 @@ def _meta_es_runner(config: MetaESConfig, devices: DeviceAxis) -> Runner:
         results = jax.vmap(eval_fitness, in_axes=(None, 0))(params, keys)
         return {"episode_return": results["meta_return"], "opponent_return": results["opponent_return"]}
 
+    # The GIF's outer episode: the centre against one fresh opponent in the meta-game M-FOS-RL
+    # plays, which steps as one game of the fitness does (imported here: mfos imports this module).
+    from lamella.marl.shaping.mfos import LearningOpponentGame
+
+    game = _game(config)
+    meta_game = LearningOpponentGame(
+        OPPONENTS[config.opponent](config.opponent_lr), game.payoff, float(game.gamma), config.num_outer_steps
+    )
+
+    def render_episode(state: MetaESState, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        params = search.center(state.search_state)
+
+        def act(obs: jax.Array) -> jax.Array:
+            logits: jax.Array = network.apply(params, obs)  # type: ignore[assignment]
+            return jax.nn.sigmoid(logits)  # the next policy's cooperation probabilities
+
+        policy = make_scripted_agent(act, batched=True)
+        return episode_frames(
+            policy, (), meta_game, meta_game.default_params, key, config.num_outer_steps, ()
+        )
+
     return Runner(
         init=init,
         step=step,
         evaluate=evaluate,
+        render_episode=render_episode,
         steps_per_iteration=steps_per_iteration,
         num_iterations=num_iterations,
         # Nothing in the state has a population axis: the members are drawn afresh each step.

@@ -473,6 +473,37 @@ def _describe_observations(env: Any, env_params: Any) -> str:
     return repr(space) if isinstance(space, spaces.Dict) else str(tuple(space.shape))
 
 
+def _inner_game(
+    config: MetaConfig, env: Any = None, env_params: Any = None
+) -> tuple[Runner, Callable[[Any, jax.Array], Any], Callable[[jax.Array], Any], int]:
+    """``(inner, start, init_params, num_players)``: the shaping runner of an outer episode's
+    inner episodes (the meta-agent fixed in its seats, PPO co-players in the others),
+    ``start(params, key)``, the inner runner's state where an outer episode starts (the
+    meta-agent's ``params`` in its seats), fresh meta-agent parameters, and the game's seats."""
+    env, env_params, meta_agent, init_params = _game_and_meta_agent(config, env, env_params)
+    num_players, roles = int(env.num_agents), config.meta_roles
+    inner = make_shaping_runner(
+        config.co_player_config(),
+        env,
+        env_params,
+        agents=[meta_agent] * roles + [LEARNER] * (num_players - roles),
+        require_learner=roles < num_players,
+    )
+
+    def start(params: Any, key: jax.Array) -> Any:
+        state = inner.init(key)
+        # Seat 0 has one instance; every other seat num_opponents (the same parameters each).
+        seats = tuple(
+            jax.tree.map(
+                lambda x, copies=(1 if i == 0 else config.num_opponents): jnp.stack([x] * copies), params
+            )
+            for i in range(roles)
+        )
+        return state.replace(train_states=(*seats, *state.train_states[roles:]))
+
+    return inner, start, init_params, num_players
+
+
 def make_outer_episode(
     config: MetaConfig, env: Any = None, env_params: Any = None
 ) -> tuple[Callable[[Any, jax.Array], dict[str, jax.Array]], Callable[[jax.Array], Any]]:
@@ -488,28 +519,20 @@ def make_outer_episode(
     the one the co-player acted with, 0 up to float error). ``init_params(key)``: fresh
     meta-agent parameters.
     """
-    env, env_params, meta_agent, init_params = _game_and_meta_agent(config, env, env_params)
-    num_players, roles = int(env.num_agents), config.meta_roles
-    inner = make_shaping_runner(
-        config.co_player_config(),
-        env,
-        env_params,
-        agents=[meta_agent] * roles + [LEARNER] * (num_players - roles),
-        require_learner=roles < num_players,
-    )
+    inner, start, init_params, num_players = _inner_game(config, env, env_params)
+    return _outer_episode(config, inner, start, num_players), init_params
+
+
+def _outer_episode(
+    config: MetaConfig, inner: Runner, start: Callable[[Any, jax.Array], Any], num_players: int
+) -> Callable[[Any, jax.Array], dict[str, jax.Array]]:
+    """:func:`make_outer_episode`'s ``outer_episode`` on the inner game of :func:`_inner_game`."""
+    roles = config.meta_roles
     # The co-players' seats; in self-play the meta-agent's copies after seat 0.
     others = slice(roles, num_players) if roles < num_players else slice(1, num_players)
 
     def outer_episode(params: Any, key: jax.Array) -> dict[str, jax.Array]:
-        state = inner.init(key)
-        # Seat 0 has one instance; every other seat num_opponents (the same parameters each).
-        seats = tuple(
-            jax.tree.map(
-                lambda x, copies=(1 if i == 0 else config.num_opponents): jnp.stack([x] * copies), params
-            )
-            for i in range(roles)
-        )
-        state = state.replace(train_states=(*seats, *state.train_states[roles:]))
+        state = start(params, key)
         _, metrics = jax.lax.scan(lambda s, _: inner.step(s), state, None, length=config.num_outer_steps)
         reward = metrics["reward"]  # (K, n): mean reward per round of each inner episode
         # (K, n): expected P(C) on a matrix game, the own-coin share on CoinGame (Pax's "coop"),
@@ -539,7 +562,7 @@ def make_outer_episode(
             "co_player_first_minibatch_kl": kl,
         }
 
-    return outer_episode, init_params
+    return outer_episode
 
 
 def draw_meta_seats(
@@ -629,7 +652,8 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_p
         )
     except ValueError as error:
         raise ConfigError(f"MetaConfig: {error}") from None
-    outer_episode, _ = make_outer_episode(config, env, env_params)
+    inner, start, _, seats = _inner_game(config, env, env_params)
+    outer_episode = _outer_episode(config, inner, start, seats)
     if config.self_play_anneal:
         annealed_episode, num_players = _outer_episode_by_seats(config, env, env_params)
 
@@ -691,10 +715,22 @@ def _meta_runner(config: MetaConfig, devices: DeviceAxis, env: Any = None, env_p
             )
         }
 
+    def render_episode(state: MetaESState, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        # The last inner episode of an outer episode of the strategy's centre (the co-players
+        # after num_outer_steps - 1 updates: what co_player_cooperation_last measures).
+        key_start, key_draw = jax.random.split(key)
+        inner_state = start(search.center(state.search_state), key_start)
+        inner_state, _ = jax.lax.scan(
+            lambda s, _: (inner.step(s)[0], None), inner_state, None, length=config.num_outer_steps - 1
+        )
+        assert inner.render_episode is not None  # the shaping runner draws its episodes
+        return inner.render_episode(inner_state, key_draw)
+
     return Runner(
         init=init,
         step=step,
         evaluate=evaluate,
+        render_episode=render_episode,
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         # Nothing in the state has a population axis: the members are drawn afresh each step.

@@ -42,10 +42,14 @@ import lamella.envs
 from lamella.agents.config import ConfigError
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo import PPOConfig, make_ppo, make_ppo_runner
-from lamella.agents.runner import Runner
+from lamella.agents.runner import Runner, episode_frames
 from lamella.envs import spaces
 from lamella.envs.environment import Environment, StepOutput
-from lamella.envs.multi_agent.infinite_matrix_game import InfiniteMatrixGame, InfiniteMatrixGameParams
+from lamella.envs.multi_agent.infinite_matrix_game import (
+    InfiniteMatrixGame,
+    InfiniteMatrixGameParams,
+    InfiniteMatrixGameState,
+)
 from lamella.marl.shaping.evolution import OPPONENTS, _payoff_array
 from lamella.marl.shaping.exact import POLICY_SIZE, ExactGame, ExactLearner, exact_values
 
@@ -62,10 +66,13 @@ class LearningOpponentState(struct.PyTreeNode):
     Attributes:
         theta: float32 ``(5,)``, the co-player's logits (start, CC, CD, DC, DD from its side).
         time: int32 ``()``, outer steps taken in this episode.
+        played: float32 ``(2, 5)``, the pair of policies just played (the observation: the
+            meta-agent's, then the co-player's cooperation probabilities), for ``render``.
     """
 
     theta: jax.Array
     time: jax.Array
+    played: jax.Array
 
 
 class LearningOpponentGame(Environment[LearningOpponentState, InfiniteMatrixGameParams]):
@@ -130,7 +137,7 @@ class LearningOpponentGame(Environment[LearningOpponentState, InfiniteMatrixGame
         previous = jax.random.normal(key_meta, (POLICY_SIZE,), jnp.float32)
         obs = jnp.concatenate([jax.nn.sigmoid(previous), jax.nn.sigmoid(theta)])
         theta = self._learner.update(theta, previous, opponent_game)
-        return obs, LearningOpponentState(theta, jnp.zeros((), jnp.int32))
+        return obs, LearningOpponentState(theta, jnp.zeros((), jnp.int32), obs.reshape((2, POLICY_SIZE)))
 
     def step_env(
         self, key: jax.Array, state: LearningOpponentState, action: Any, params: InfiniteMatrixGameParams
@@ -144,13 +151,23 @@ class LearningOpponentGame(Environment[LearningOpponentState, InfiniteMatrixGame
         time = state.time + 1
         truncated = time >= params.num_steps
         info = {"opponent_reward": values[1]}
-        return obs, LearningOpponentState(theta, time), values[0], jnp.zeros((), bool), truncated, info
+        state = LearningOpponentState(theta, time, obs.reshape((2, POLICY_SIZE)))
+        return obs, state, values[0], jnp.zeros((), bool), truncated, info
 
     def observation_space(self, params: InfiniteMatrixGameParams | None = None) -> spaces.Box:
         return spaces.Box(0.0, 1.0, (2 * POLICY_SIZE,), jnp.float32)
 
     def action_space(self, params: InfiniteMatrixGameParams | None = None) -> spaces.Box:
         return spaces.Box(0.0, 1.0, (POLICY_SIZE,), jnp.float32)
+
+    def render(
+        self, state: LearningOpponentState, params: InfiniteMatrixGameParams | None = None
+    ) -> jax.Array:
+        """The pair just played as the infinite game draws it (``InfiniteMatrixGame.render``):
+        the meta-agent's cooperation probabilities (blue, top), the co-player's (red, bottom)
+        and the outer episode's progress, uint8 ``(140, 130, 3)``."""
+        drawn = InfiniteMatrixGameState(state.played, jnp.zeros((2,), jnp.float32), state.time)
+        return self._game.render(drawn, self.default_params if params is None else params)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,9 +314,15 @@ def _mfos_runner(config: MFOSConfig, devices: DeviceAxis) -> Runner:
         mean = values.mean(0)  # (eval_episodes, 2)
         return {"episode_return": mean[:, 0], "opponent_return": mean[:, 1]}
 
+    def render_episode(state: Any, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        # One outer episode of the greedy meta-agent against a fresh co-player.
+        memory = jax.tree.map(lambda x: x[:1], agent.reset_memory(state.memory, eval=True))
+        return episode_frames(agent, state.train_state, env, env_params, key, length, memory, greedy=True)
+
     return ppo_runner._replace(
         step=step,
         evaluate=evaluate,
+        render_episode=render_episode,
         record_step=None,
         sharding=runner_sharding(
             devices,

@@ -66,7 +66,7 @@ from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
 from lamella.agents.ppo_update import RECURRENT_UPDATES, PPOSettings, check_ppo_sizes
 from lamella.agents.protocol import Agent, reset_memory_where
 from lamella.agents.rollout import PolicyStep, RolloutState, Transition, actor_critic_policy, make_rollout
-from lamella.agents.runner import Runner, evaluate_agent, hashed_keys, step_limit
+from lamella.agents.runner import Runner, episode_frames, evaluate_agent, hashed_keys, step_limit
 from lamella.envs import spaces, wrappers
 from lamella.envs.environment import Environment
 from lamella.marl.observation import check_multi_agent_env
@@ -729,13 +729,16 @@ def _shaping_runner(
         reset_memory=lambda memory, eval=False: memory,
     )
 
-    def evaluate(state: ShapingRunnerState, key: jax.Array) -> dict[str, jax.Array]:
-        memory = tuple(
+    def eval_memory(state: ShapingRunnerState) -> tuple[Any, ...]:
+        """Every slot's memory for ``eval_episodes`` fresh episodes (split over its instances)."""
+        return tuple(
             jax.vmap(functools.partial(slot_agent(slot).reset_memory, eval=True), axis_size=slot.copies)(
                 state.memory[i]
             )
             for i, slot in enumerate(slots)
         )
+
+    def evaluate(state: ShapingRunnerState, key: jax.Array) -> dict[str, jax.Array]:
         out = evaluate_agent(
             joint_eval_agent,
             state.train_states,
@@ -744,7 +747,7 @@ def _shaping_runner(
             key,
             config.eval_episodes,
             max_eval_steps,
-            memory,
+            eval_memory(state),
             greedy=config.eval_greedy,
             per_agent=True,
         )
@@ -753,6 +756,21 @@ def _shaping_runner(
             "episode_length": out["episode_length"],
             "return": out["agent_return"],
         }
+
+    def render_episode(state: ShapingRunnerState, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        # The evaluation's batch of envs (each slot's instances act on their share of it, as in
+        # evaluate); the first env, where every slot's first instance acts, is drawn.
+        return episode_frames(
+            joint_eval_agent,
+            state.train_states,
+            env,
+            env_params,
+            key,
+            max_eval_steps,
+            eval_memory(state),
+            config.eval_greedy,
+            num_envs=config.eval_episodes,
+        )
 
     per_agent = (
         "return",
@@ -763,6 +781,7 @@ def _shaping_runner(
         init=init,
         step=step,
         evaluate=evaluate,
+        render_episode=render_episode,
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={name: ("agent",) for name in per_agent},
