@@ -199,3 +199,17 @@ def test_recurrent_meta_agent_keeps_its_state_across_inner_episodes():
     assert np.all(np.abs(np.asarray(jax.tree.leaves(memory)[0])) > 0), memory
     for a, b in zip(jax.tree.leaves(kept), jax.tree.leaves(memory), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_recurrent_meta_agent_draws_its_gif():
+    """Shaper (a GRU meta-agent, whose memory is its training batch's and is kept between inner
+    episodes) and a recurrent co-player: the GIF's episode traces (abstractly: nothing compiles)
+    to one frame per round and the reset's. Drawing on an evaluation batch of other size failed."""
+    config = dataclasses.replace(
+        SMALL, meta_recurrent=True, meta_hidden_sizes=(8,), meta_rnn_hidden_size=8, co_player_recurrent=True
+    )
+    runner = make_meta_runner(config)
+    key = jax.random.key(0)
+    frames, length = jax.eval_shape(runner.render_episode, jax.eval_shape(runner.init, key), key)
+    assert frames.shape[1:] == (140, 128, 3) and frames.shape[0] >= config.num_inner_steps + 1
+    assert length.shape == () and length.dtype == jnp.int32

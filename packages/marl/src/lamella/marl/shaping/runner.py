@@ -729,16 +729,13 @@ def _shaping_runner(
         reset_memory=lambda memory, eval=False: memory,
     )
 
-    def eval_memory(state: ShapingRunnerState) -> tuple[Any, ...]:
-        """Every slot's memory for ``eval_episodes`` fresh episodes (split over its instances)."""
-        return tuple(
+    def evaluate(state: ShapingRunnerState, key: jax.Array) -> dict[str, jax.Array]:
+        memory = tuple(
             jax.vmap(functools.partial(slot_agent(slot).reset_memory, eval=True), axis_size=slot.copies)(
                 state.memory[i]
             )
             for i, slot in enumerate(slots)
         )
-
-    def evaluate(state: ShapingRunnerState, key: jax.Array) -> dict[str, jax.Array]:
         out = evaluate_agent(
             joint_eval_agent,
             state.train_states,
@@ -747,7 +744,7 @@ def _shaping_runner(
             key,
             config.eval_episodes,
             max_eval_steps,
-            eval_memory(state),
+            memory,
             greedy=config.eval_greedy,
             per_agent=True,
         )
@@ -758,8 +755,15 @@ def _shaping_runner(
         }
 
     def render_episode(state: ShapingRunnerState, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        # The evaluation's batch of envs (each slot's instances act on their share of it, as in
-        # evaluate); the first env, where every slot's first instance acts, is drawn.
+        # A fresh episode on a training batch of envs (each slot's instances act on their share
+        # of it, as in training), acting as evaluate acts; the first env, where every slot's
+        # first instance acts, is drawn. The memory is each agent's for a new training episode:
+        # the learners' fresh, a fixed agent's as its reset_memory leaves it (the meta-agent of
+        # lamella.marl.shaping.meta keeps its recurrent state across inner episodes).
+        memory = tuple(
+            jax.vmap(slot_agent(slot).reset_memory, axis_size=slot.copies)(state.memory[i])
+            for i, slot in enumerate(slots)
+        )
         return episode_frames(
             joint_eval_agent,
             state.train_states,
@@ -767,9 +771,9 @@ def _shaping_runner(
             env_params,
             key,
             max_eval_steps,
-            eval_memory(state),
+            memory,
             config.eval_greedy,
-            num_envs=config.eval_episodes,
+            num_envs=devices.local(config.num_envs, "num_envs"),  # this device's block of them
         )
 
     per_agent = (
