@@ -301,6 +301,12 @@ NOT_RUN: dict[str, str] = {
     "JAX_PLATFORMS=cuda,cpu": "a benchmark on a GPU (the CI machine has none); its figures are in the README",
     "taskset -c 0 hatch run bench:": "a benchmark pinned to one core (minutes); its figures are in the README",
     "taskset -c 1 hatch run bench:": "a benchmark pinned to the second core (minutes); its figures are in the README",
+    "taskset -c 0 hatch -e hatch-test.py3.11-agents run python benchmarks/": (
+        "a benchmark pinned to one core (minutes per seed); its figures are in the README"
+    ),
+    "taskset -c 1 hatch -e hatch-test.py3.11-agents run python benchmarks/": (
+        "a benchmark pinned to the second core (minutes per seed); its figures are in the README"
+    ),
     "lamella eval aggregate runs/rware20m": (
         "reads the four RWARE runs above (an hour each on one core); the command itself runs in "
         "packages/eval/tests/test_readme.py"
