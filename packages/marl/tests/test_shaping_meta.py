@@ -201,7 +201,7 @@ def test_recurrent_meta_agent_keeps_its_state_across_inner_episodes():
         np.testing.assert_array_equal(a, b)
 
 
-def test_a_recurrent_meta_agent_draws_its_gif():
+def test_a_recurrent_meta_agents_gif_traces_to_one_frame_per_round():
     """Shaper (a GRU meta-agent, whose memory is its training batch's and is kept between inner
     episodes) and a recurrent co-player: the GIF's episode traces (abstractly: nothing compiles)
     to one frame per round and the reset's. Drawing on an evaluation batch of other size failed."""

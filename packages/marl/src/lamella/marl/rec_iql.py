@@ -668,7 +668,7 @@ def _rec_iql_runner(
             env_params,
             key,
             max_eval_steps,
-            jnp.zeros((1, n, hidden), jnp.float32),  # fresh memory for a batch of one env
+            agent.reset_memory(None, eval=True)[:1],  # fresh memory for a batch of one env
             bool(config.eval_greedy),
         ),
         sharding=runner_sharding(
