@@ -283,6 +283,36 @@ def test_a_run_whose_env_cannot_be_drawn_is_a_note(tmp_path, ppo_run_dir, monkey
     assert "<img" not in episodes
 
 
+def test_a_run_of_one_seed_is_reported_unnormalised(tmp_path, capsys, versions):
+    """One run (``lamella train``'s default of one seed) gives one final score per task, where
+    min-max normalisation is undefined: the report shows the scores as they are, says why, and
+    leaves out the optimality gap; ``aggregate`` and a reference with low == high still refuse."""
+    single = _synthetic_run(tmp_path / "one", versions, seeds=1)
+    with open(os.path.join(single, "metrics.json")) as file:
+        final = json.load(file)["classic_control"]["CartPole-v1"]["dqn"]["seed_0"]["step_3"]
+    score = float(np.mean(final["mean_episode_return"]))
+    out = str(tmp_path / "r.html")
+    status, err = _error(capsys, ["report", single, "-o", out, "--reps", "20"])
+    assert status == 0, err
+    text = open(out, encoding="utf-8").read()
+    note = (
+        f"Not normalised: every final mean_episode_return is the same on classic_control/CartPole-v1 "
+        f"({score:g}), so min-max normalisation (the default) is undefined there"
+    )
+    aggregates = _section(text, "aggregates")
+    assert note in aggregates and note in _section(text, "profiles")
+    cell = f"{score:.3f} [{score:.3f}, {score:.3f}]"
+    assert f"<td>dqn</td><td>{cell}</td><td>{cell}</td><td>{cell}</td></tr>" in aggregates, aggregates
+    assert "<th>optimality_gap</th>" not in aggregates and "no optimality gap" in aggregates
+    assert "Plotly.newPlot" in aggregates and "Plotly.newPlot" in _section(text, "profiles")
+    status, err = _error(capsys, ["aggregate", single, "--no-plots", "--out-dir", str(tmp_path / "eval")])
+    assert status == 2 and "low == high" in err and "--normalize none" in err
+    reference = tmp_path / "reference.json"
+    reference.write_text(json.dumps({"CartPole-v1": [10.0, 10.0]}))
+    status, err = _error(capsys, ["report", single, "-o", out, "--normalize", str(reference)])
+    assert status == 2 and "has low == high == 10.0" in err
+
+
 def test_aggregate_does_not_import_the_report(tmp_path, synthetic_dir):
     """``lamella eval aggregate`` stays as fast to start as before: no plotly, no report module,
     and no JAX on an input this small (the NumPy bootstrap; issue 12's cold start)."""

@@ -365,13 +365,29 @@ def _curves_section(runs: Sequence[Any], opts: _Options, figures: _Figures) -> s
     return "".join(parts)
 
 
-def _final(runs: Sequence[Any], opts: _Options) -> Any:
-    from lamella.eval._src.scores import final_scores, normalize
+def _final(runs: Sequence[Any], opts: _Options) -> tuple[Any, str]:
+    """The final scores, normalised as asked, and a note where they could not be.
+
+    Min-max normalisation (the default) is undefined on a task whose final scores are all equal:
+    one run, or runs that all scored alike (CartPole solved by every seed). The report then shows
+    the scores as they are, and says so, rather than failing (``aggregate`` raises instead).
+    """
+    from lamella.eval._src.scores import final_scores, minmax_bounds, normalize
 
     scores = final_scores(runs, opts.metric, opts.source)  # type: ignore[arg-type]
+    if opts.reference == "minmax":
+        low, high = minmax_bounds(scores)
+        equal = [f"{task} ({low[m]:g})" for m, task in enumerate(scores.tasks) if low[m] == high[m]]
+        if equal:
+            return scores, (
+                f"Not normalised: every final {opts.metric} is the same on {', '.join(equal)}, so min-max "
+                "normalisation (the default) is undefined there; these sections show the scores as they "
+                'are. Pass --normalize REFERENCE.json, {"task": [low, high]}, to normalise by reference '
+                "scores."
+            )
     if opts.reference is not None:
         scores = normalize(scores, opts.reference)  # type: ignore[assignment]
-    return scores
+    return scores, ""
 
 
 def _aggregate_sections(runs: Sequence[Any], opts: _Options, figures: _Figures) -> dict[str, str]:
@@ -381,22 +397,30 @@ def _aggregate_sections(runs: Sequence[Any], opts: _Options, figures: _Figures) 
         performance_profiles,
         probability_of_improvement_estimates,
     )
+    from lamella.eval._src.estimates import STATISTICS
     from lamella.eval._src.runlog import RunLogError
 
     go = figures.go
     try:
-        scores = _final(runs, opts)
+        scores, unnormalised = _final(runs, opts)
     except RunLogError as error:
         note = _note(f"Not computed: {error}.")
         return {"aggregates": note, "improvement": note, "profiles": note}
-    label = f"{'normalised ' if opts.reference is not None else ''}{opts.metric}"
+    normalised = opts.reference is not None and not unnormalised
+    label = f"{'normalised ' if normalised else ''}{opts.metric}"
+    lead = _note(unnormalised) if unnormalised else ""
     out = {}
 
-    estimates = interval_estimates(scores.values, reps=opts.reps, confidence=opts.confidence, key=opts.key)
+    # The optimality gap's threshold (1) is a normalised score: on raw returns it says nothing.
+    statistics = STATISTICS if normalised else tuple(n for n in STATISTICS if n != "optimality_gap")
+    estimates = interval_estimates(
+        scores.values, statistics, reps=opts.reps, confidence=opts.confidence, key=opts.key
+    )
     header, rows = tables.estimates_table(estimates)
     caption = (
         f"{label} ({scores.source}) over {len(scores.tasks)} task(s): point estimate "
         f"[{opts.confidence:.0%} stratified-bootstrap percentile interval, {opts.reps} replicates]"
+        + ("" if normalised else "; no optimality gap: its threshold of 1 is a normalised score")
     )
     figure = go.Figure()
     for n, algorithm in enumerate(estimates.point):
@@ -416,7 +440,9 @@ def _aggregate_sections(runs: Sequence[Any], opts: _Options, figures: _Figures) 
             )
         )
     figure.update_layout(barmode="group", title=f"Aggregates of {label}", yaxis_title=label)
-    out["aggregates"] = f"<p>{_esc(caption)}</p>" + _table(header, rows, "aggregate") + figures.html(figure)
+    out["aggregates"] = (
+        f"{lead}<p>{_esc(caption)}</p>" + _table(header, rows, "aggregate") + figures.html(figure)
+    )
 
     algorithms = list(scores.values)
     if len(algorithms) > 1:
@@ -453,8 +479,8 @@ def _aggregate_sections(runs: Sequence[Any], opts: _Options, figures: _Figures) 
             title=f"P(row > column) on {label}", xaxis_title="column (Y)", yaxis_title="row (X)"
         )
         header, rows = tables.improvement_table(improvement)
-        out["improvement"] = figures.html(figure, 380 + 30 * len(algorithms)) + _table(
-            header, rows, "improvement"
+        out["improvement"] = (
+            lead + figures.html(figure, 380 + 30 * len(algorithms)) + _table(header, rows, "improvement")
         )
     else:
         out["improvement"] = _note(
@@ -497,7 +523,7 @@ def _aggregate_sections(runs: Sequence[Any], opts: _Options, figures: _Figures) 
         yaxis_title="fraction of runs",
         yaxis_range=[0, 1.02],
     )
-    out["profiles"] = figures.html(figure)
+    out["profiles"] = lead + figures.html(figure)
     return out
 
 

@@ -171,6 +171,15 @@ def curve_scores(runs: Sequence[Run], metric: str, truncate: bool = False) -> Cu
     return Curves(metric, tasks, values, step_counts)
 
 
+def minmax_bounds(scores: Scores | Curves) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)``, each ``(tasks,)``: the smallest and largest score on each task over every
+    algorithm, run (and evaluation); where they are equal, min-max normalisation is undefined."""
+    num_tasks = len(scores.tasks)
+    stacked = [np.moveaxis(v, 1, 0).reshape(num_tasks, -1) for v in scores.values.values()]
+    all_values = np.concatenate(stacked, axis=1)
+    return all_values.min(axis=1), all_values.max(axis=1)
+
+
 def normalize(
     scores: Scores | Curves, reference: Mapping[str, tuple[float, float]] | Literal["minmax"] = "minmax"
 ) -> Scores | Curves:
@@ -188,9 +197,7 @@ def normalize(
     """
     num_tasks = len(scores.tasks)
     if reference == "minmax":
-        stacked = [np.moveaxis(v, 1, 0).reshape(num_tasks, -1) for v in scores.values.values()]
-        all_values = np.concatenate(stacked, axis=1)
-        low, high = all_values.min(axis=1), all_values.max(axis=1)
+        low, high = minmax_bounds(scores)
     elif isinstance(reference, Mapping):
         low, high = np.empty(num_tasks), np.empty(num_tasks)
         for m, task in enumerate(scores.tasks):
