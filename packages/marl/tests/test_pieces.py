@@ -216,6 +216,16 @@ def test_driver_logs_team_and_per_agent_metrics(driver_run):
         np.add(last["return_agent_0"], last["return_agent_1"]), last["mean_episode_return"], rtol=1e-5
     )
     assert last["step_count"] == 4 * 16 * 32
+    # config.json and every checkpoint name the version of the package that declares ippo.
+    from importlib.metadata import version
+
+    from lamella.agents import checkpoint as ckpt
+
+    config = json.loads((out / "config.json").read_text())
+    meta = ckpt.read_metadata(ckpt.latest_checkpoint(out / "checkpoints"))
+    for versions in (config["versions"], meta["versions"]):
+        assert versions["lamella-marl"] == version("lamella-marl"), versions
+        assert versions["lamella-buffers"] == version("lamella-buffers"), versions
 
 
 def test_resume_matches_a_run_that_never_stopped(driver_run, tmp_path):

@@ -261,14 +261,24 @@ def load_checkpoint(path: str | os.PathLike[str], target: Any) -> tuple[Any, dic
     return state, dict(payload["metadata"])
 
 
-def versions() -> dict[str, str]:
-    """Versions of the packages that shape a checkpoint (recorded in its metadata)."""
+def versions(algorithm: str | None = None) -> dict[str, str]:
+    """Versions of the packages that shape a checkpoint (recorded in its metadata and the run's
+    ``config.json``): Python, lamella-agents, lamella-envs, lamella-buffers, JAX, flax, optax,
+    flashbax and evosax where installed, and the distribution that declares ``algorithm`` (a
+    ``lamella.algorithms`` entry point: lamella-marl for ``ippo``, lamella-ued for ``accel``)."""
     from importlib.metadata import PackageNotFoundError, version
 
     found = {"python": sys.version.split()[0]}
-    for name in ("lamella-agents", "lamella-envs", "jax", "jaxlib", "flax", "optax"):
+    names = ("lamella-agents", "lamella-envs", "lamella-buffers", "jax", "jaxlib", "flax", "optax")
+    for name in (*names, "flashbax", "evosax"):
         try:
             found[name] = version(name)
         except PackageNotFoundError:
             pass
+    if algorithm is not None:
+        from lamella.agents.algorithms import algorithm_entries
+
+        for entry in algorithm_entries():
+            if entry.name == algorithm and entry.package and entry.package not in found:
+                found[entry.package] = entry.version
     return found

@@ -1186,6 +1186,7 @@ class _Session:
     writer: bool = True
     # The iteration of the newest checkpoint (saved or resumed from), None before the first.
     saved: int | None = None
+    versions: dict[str, str] = dataclasses.field(default_factory=dict)  # ckpt.versions(algorithm)
 
     @property
     def num_iterations(self) -> int:
@@ -1215,7 +1216,7 @@ class _Session:
             **({"num_processes": jax.process_count()} if jax.process_count() > 1 else {}),
             **({"record_vault": self.recorder.directory} if self.recorder is not None else {}),
             "num_evaluations": len(self.log.steps),
-            "versions": ckpt.versions(),
+            "versions": self.versions,
         }
         # Every process takes part in gathering a state split over many hosts; one writes it.
         state = hosts.global_values(state)
@@ -1783,6 +1784,7 @@ def _run(
         num_devices=num_devices,
         labels=label_list,
         writer=writer,
+        versions=ckpt.versions(spec.algorithm),
     )
     if record_dir is not None:
         from lamella.agents.recording import VaultRecorder
@@ -1816,7 +1818,7 @@ def _run(
             "num_iterations": num_iterations,
             "steps_per_iteration": steps_per_iteration,
             "environment": log.environment,
-            "versions": ckpt.versions(),
+            "versions": session.versions,
             **{k: v for k, v in dict(extra_metadata or {}).items() if k != "config_class"},
         }
         if writer:
