@@ -72,6 +72,11 @@ def test_lamella_train_her_flag_builds_the_her_runner(tmp_path, capsys):
     with open(out / "metrics.json") as f:
         run = json.load(f)["goal"]["PointRobotGoal-v0"]["td3"]["seed_0"]
     assert "success" in run["absolute_metrics"] and "train_critic_loss" in run["step_2"]
+    # The run names the version of this package, whose batch sampler relabelled its batches.
+    from importlib.metadata import version
+
+    with open(out / "config.json") as f:
+        assert json.load(f)["versions"]["lamella-gcrl"] == version("lamella-gcrl")
 
 
 # The settings the package README's "SAC + HER in the Dubins maze" figures were measured with.

@@ -262,19 +262,25 @@ def load_checkpoint(path: str | os.PathLike[str], target: Any) -> tuple[Any, dic
 
 
 def versions(algorithm: str | None = None) -> dict[str, str]:
-    """Versions of the packages that shape a checkpoint (recorded in its metadata and the run's
-    ``config.json``): Python, lamella-agents, lamella-envs, lamella-buffers, JAX, flax, optax,
-    flashbax and evosax where installed, and the distribution that declares ``algorithm`` (a
-    ``lamella.algorithms`` entry point: lamella-marl for ``ippo``, lamella-ued for ``accel``)."""
-    from importlib.metadata import PackageNotFoundError, version
+    """Versions of the packages that shape a run (recorded in its checkpoints' metadata and its
+    ``config.json``): Python, JAX, flax, optax, flashbax and evosax where installed, every
+    installed ``lamella-*`` distribution (so lamella-gcrl's for a HER run, whose batch sampler it
+    declares), and the distribution that declares ``algorithm``, a ``lamella.algorithms`` entry
+    point of a plug-in named otherwise."""
+    from importlib.metadata import PackageNotFoundError, distributions, version
 
     found = {"python": sys.version.split()[0]}
-    names = ("lamella-agents", "lamella-envs", "lamella-buffers", "jax", "jaxlib", "flax", "optax")
-    for name in (*names, "flashbax", "evosax"):
+    for name in ("jax", "jaxlib", "flax", "optax", "flashbax", "evosax"):
         try:
             found[name] = version(name)
         except PackageNotFoundError:
             pass
+    lamella = {}
+    for dist in distributions():
+        name = dist.metadata["Name"] or ""
+        if name.startswith("lamella-"):
+            lamella[name] = dist.version
+    found.update(sorted(lamella.items()))
     if algorithm is not None:
         from lamella.agents.algorithms import algorithm_entries
 
