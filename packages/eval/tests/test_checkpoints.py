@@ -199,6 +199,47 @@ def test_other_env_with_the_same_spaces_gets_the_trained_policy(run_dir):
         np.testing.assert_array_equal(moved, trained)
 
 
+def test_a_sweep_checkpoint_evaluates_every_config_as_its_own(tmp_path):
+    """A ``lamella sweep`` program's checkpoint holds every config's seeds (the variants one after
+    the other): each config's rows are named as the run log names the config and equal the same
+    evaluation of that config's members alone; the report draws the first config's episode."""
+    from lamella.agents.algorithms import make_runner
+    from lamella.agents.config import resolve_config
+    from lamella.agents.driver import load_run, run_experiment
+    from lamella.eval.__main__ import main
+
+    config = resolve_config(
+        "ppo",
+        env_id="CartPole-v1",
+        overrides=["num_envs=4", "num_steps=16", "total_timesteps=192", "num_epochs=1", "hidden_sizes=16"],
+    )
+    variants = [{"learning_rate": 0.0}, {"learning_rate": 0.05}]
+    out = tmp_path / "sweep"
+    run_experiment(config, seeds=SEEDS, variants=variants, out_dir=out, progress=False, plot=False)
+    rows = le.evaluate_checkpoints([out], episodes=3, seed=3)
+    labels = ["ppo[learning_rate=0.0]", "ppo[learning_rate=0.05]"]
+    assert [(r.algorithm, r.seed) for r in rows] == [
+        (label, seed) for label in labels for seed in ("0", "1", "mean")
+    ]
+    loaded = load_run(out)
+    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(3), s))(np.arange(SEEDS, dtype=np.uint32))
+    alone = []
+    for index, variant in enumerate(variants):
+        runner = make_runner(lib.dataclasses.replace(loaded.config, eval_episodes=3, **variant))
+        block = jax.tree.map(lambda x, i=index: x[i * SEEDS : (i + 1) * SEEDS], loaded.state)
+        alone.append(np.asarray(jax.jit(jax.vmap(runner.evaluate))(block, keys)["episode_return"]))
+        ours = np.stack([r.returns for r in rows if r.algorithm == labels[index] and r.seed != "mean"])
+        np.testing.assert_array_equal(ours, alone[-1].reshape(SEEDS, -1))
+    # The configs learned differently (a learning rate of 0 kept the initial policy), so the rows
+    # could not match by mixing them up.
+    assert not np.array_equal(alone[0], alone[1])
+    report = str(tmp_path / "report.html")
+    assert main(["report", str(out), "-o", report, "--reps", "20"]) == 0
+    text = open(report, encoding="utf-8").read()
+    assert text.count('src="data:image/gif;base64,') == 1
+    assert f"{labels[0]} on CartPole-v1, seed 0, checkpoint_000000003.msgpack" in text
+
+
 def test_aggregation_imports_without_agents():
     code = (
         "import sys; sys.modules['lamella.agents'] = None\n"

@@ -149,7 +149,9 @@ class CheckpointResult:
 
     Attributes:
         checkpoint: the checkpoint file.
-        algorithm: the runner's name (``ppo``).
+        algorithm: the runner's name (``ppo``); for a checkpoint of a sweep (``lamella sweep``,
+            several configs in one program), the config's name in the run log
+            (``ppo[learning_rate=0.001]``).
         train_env: the env id the checkpoint was trained on.
         test_env: the test env id; ``overrides`` its overrides (``length=1.0;gravity=9.0``).
         seed: the run's seed (``"0"``), or ``"mean"`` for the mean over the run's seeds.
@@ -376,14 +378,105 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
     return plans
 
 
+Variants = tuple[tuple[tuple[str, Any], ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Members:
+    """A checkpoint's population as the driver laid it out: every variant of a sweep (one
+    without) trained the run's seeds, the variants one after the other."""
+
+    seeds: list[int]
+    labels: list[str]  # each variant's name in the run log (the algorithm's, without a sweep)
+    variants: Variants | None  # ((field, value), ...) per variant, hashable; None without a sweep
+
+    @property
+    def size(self) -> int:
+        return len(self.seeds) * len(self.labels)
+
+    def keys(self, base: Any = None) -> Any:
+        """One key per member: its seed's (folded into ``base`` if given), the same for every
+        variant, as the driver gives them (common random numbers across a sweep)."""
+        import jax
+        import jax.numpy as jnp
+
+        seeds = jnp.asarray(self.seeds * len(self.labels), dtype=jnp.uint32)
+        if base is None:
+            return jax.vmap(jax.random.key)(seeds)
+        return jax.vmap(lambda s: jax.random.fold_in(base, s))(seeds)
+
+    def config(self, config: Any, index: int) -> Any:
+        """Variant ``index``'s config."""
+        return config if self.variants is None else dataclasses.replace(config, **dict(self.variants[index]))
+
+
+def _members(metadata: Mapping[str, Any]) -> _Members:
+    from lamella.agents.driver import variant_name
+
+    seeds = [int(s) for s in metadata["seeds"]]
+    algorithm = str(metadata["algorithm"])
+    variants, labels = metadata.get("variants"), metadata.get("labels")
+    if not variants:  # a sweep's program of one config is named by its label
+        return _Members(seeds, [str(labels[0]) if labels else algorithm], None)
+    labels = labels or [variant_name(algorithm, v) for v in variants]
+    return _Members(seeds, [str(label) for label in labels], tuple(tuple(v.items()) for v in variants))
+
+
 @functools.lru_cache(maxsize=16)
-def _compiled(make_runner: Callable[[Any], Any], config: Any, num_seeds: int) -> tuple[Any, Any, Any]:
-    """``(runner, init, evaluate)`` over ``num_seeds`` seeds as the training driver compiles them,
-    built once per config and process."""
+def _compiled(
+    make_runner: Callable[[Any], Any], config: Any, num_seeds: int, variants: Variants | None = None
+) -> tuple[Any, Any, Any]:
+    """``(runner, init, evaluate)`` over ``num_seeds`` seeds (of each of a sweep's ``variants``)
+    as the training driver compiles them, built once per config and process."""
     from lamella.agents.driver import compile_runner
 
-    compiled = compile_runner(make_runner(config), num_seeds)
+    if variants is None:
+        compiled = compile_runner(make_runner(config), num_seeds)
+    else:
+        compiled = compile_runner(
+            lambda values: make_runner(dataclasses.replace(config, **values)),
+            num_seeds,
+            variants=[dict(v) for v in variants],
+        )
     return compiled.runner, compiled.init, compiled.evaluate
+
+
+def _seed_rows(
+    common: Mapping[str, Any],
+    seeds: Sequence[int],
+    returns: np.ndarray,
+    lengths: np.ndarray | None,
+    success: np.ndarray | None,
+) -> list[CheckpointResult]:
+    """One row per seed (``returns``: ``(seeds, episodes)``; ``success``: ``(seeds,)``), then
+    their mean."""
+    per_seed = returns.mean(-1)
+    rows = [
+        CheckpointResult(
+            **common,
+            seed=str(s),
+            episodes=returns.shape[1],
+            mean_return=float(per_seed[i]),
+            std_return=float(returns[i].std()),
+            success_rate=None if success is None else float(success[i]),
+            returns=returns[i],
+            lengths=None if lengths is None else lengths[i],
+        )
+        for i, s in enumerate(seeds)
+    ]
+    rows.append(
+        CheckpointResult(
+            **common,
+            seed="mean",
+            episodes=returns.size,
+            mean_return=float(per_seed.mean()),
+            std_return=float(per_seed.std()),
+            success_rate=None if success is None else float(success.mean()),
+            returns=returns,
+            lengths=lengths,
+        )
+    )
+    return rows
 
 
 def _replace(state: Any, **fields: Any) -> Any:
@@ -425,7 +518,6 @@ def _state_for(path: str, loaded: Any, init: Any, keys: Any) -> Any:
 
 def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResult]:
     import jax
-    import jax.numpy as jnp
 
     from lamella.agents import checkpoint as ckpt
     from lamella.agents.config import algorithm_table, config_from_dict
@@ -435,66 +527,45 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
     config_cls, make_runner = algorithm_table()[algorithm]
     train_config = config_from_dict(config_cls, metadata["config"])
     train_id = train_config.env_id
-    seeds = [int(s) for s in metadata["seeds"]]
-    init_keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
-    _, train_init, _ = _compiled(make_runner, train_config, len(seeds))
+    members = _members(metadata)
+    seeds, size = members.seeds, members.size
+    init_keys = members.keys()
+    _, train_init, _ = _compiled(make_runner, train_config, len(seeds), members.variants)
     loaded, _ = ckpt.load_checkpoint(plan.path, jax.eval_shape(train_init, init_keys))
     # One key per seed of the run, the same for every test env and checkpoint (common random
     # numbers make the comparison between test envs and checkpoints less noisy).
-    base = jax.random.key(seed)
-    eval_keys = jax.vmap(lambda s: jax.random.fold_in(base, s))(jnp.asarray(seeds, dtype=jnp.uint32))
+    eval_keys = members.keys(jax.random.key(seed))
 
     rows: list[CheckpointResult] = []
     for spec, overrides in plan.specs:
         env_id = _register_variant(spec, overrides)
         config = dataclasses.replace(train_config, env_id=env_id, eval_episodes=episodes)
-        _, init, evaluate = _compiled(make_runner, config, len(seeds))
+        _, init, evaluate = _compiled(make_runner, config, len(seeds), members.variants)
         state = _state_for(plan.path, loaded, init, init_keys)
         metrics = jax.device_get(evaluate(state, eval_keys))
         if "episode_return" not in metrics:
             raise KeyError(f"{algorithm}'s evaluate returned {sorted(metrics)}, without 'episode_return'.")
-        returns = np.asarray(metrics["episode_return"], np.float64).reshape(len(seeds), -1)
+        returns = np.asarray(metrics["episode_return"], np.float64).reshape(size, -1)
         lengths = metrics.get("episode_length")
-        lengths = None if lengths is None else np.asarray(lengths, np.float64).reshape(len(seeds), -1)
-        if "success" in metrics:
-            success = np.asarray(metrics["success"], np.float64).reshape(len(seeds), -1).mean(-1)
-        elif "success_rate" in metrics:
-            success = np.asarray(metrics["success_rate"], np.float64).reshape(len(seeds), -1).mean(-1)
-        else:
-            success = None
-        common = {
-            "checkpoint": plan.path,
-            "algorithm": algorithm,
-            "train_env": train_id,
-            "test_env": spec.env_id,
-            "overrides": spec.overrides_text,
-        }
-        per_seed = returns.mean(-1)
-        for i, s in enumerate(seeds):
-            rows.append(
-                CheckpointResult(
-                    **common,
-                    seed=str(s),
-                    episodes=returns.shape[1],
-                    mean_return=float(per_seed[i]),
-                    std_return=float(returns[i].std()),
-                    success_rate=None if success is None else float(success[i]),
-                    returns=returns[i],
-                    lengths=None if lengths is None else lengths[i],
-                )
+        lengths = None if lengths is None else np.asarray(lengths, np.float64).reshape(size, -1)
+        flag = "success" if "success" in metrics else "success_rate" if "success_rate" in metrics else None
+        success = None if flag is None else np.asarray(metrics[flag], np.float64).reshape(size, -1).mean(-1)
+        for index, label in enumerate(members.labels):
+            block = slice(index * len(seeds), (index + 1) * len(seeds))
+            common = {
+                "checkpoint": plan.path,
+                "algorithm": label,
+                "train_env": train_id,
+                "test_env": spec.env_id,
+                "overrides": spec.overrides_text,
+            }
+            rows += _seed_rows(
+                common,
+                seeds,
+                returns[block],
+                None if lengths is None else lengths[block],
+                None if success is None else success[block],
             )
-        rows.append(
-            CheckpointResult(
-                **common,
-                seed="mean",
-                episodes=returns.size,
-                mean_return=float(per_seed.mean()),
-                std_return=float(per_seed.std()),
-                success_rate=None if success is None else float(success.mean()),
-                returns=returns,
-                lengths=lengths,
-            )
-        )
     return rows
 
 
@@ -635,7 +706,6 @@ def _evaluate_suite_plan(
     plan: _Plan, provider: Any, cases: Sequence[str], episodes: int, seed: int
 ) -> list[CheckpointResult]:
     import jax
-    import jax.numpy as jnp
 
     from lamella.agents import checkpoint as ckpt
     from lamella.agents.config import algorithm_table, config_from_dict
@@ -644,52 +714,32 @@ def _evaluate_suite_plan(
     algorithm = metadata["algorithm"]
     config_cls, make_runner = algorithm_table()[algorithm]
     config = config_from_dict(config_cls, metadata["config"])
-    seeds = [int(s) for s in metadata["seeds"]]
-    init_keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
-    _, init, _ = _compiled(make_runner, config, len(seeds))
-    state, _ = ckpt.load_checkpoint(plan.path, jax.eval_shape(init, init_keys))
-    base = jax.random.key(seed)
-    eval_keys = jax.vmap(lambda s: jax.random.fold_in(base, s))(jnp.asarray(seeds, dtype=jnp.uint32))
-    results = provider.evaluate(config, state, list(cases), eval_keys, episodes)
+    members = _members(metadata)
+    seeds = members.seeds
+    _, init, _ = _compiled(make_runner, config, len(seeds), members.variants)
+    state, _ = ckpt.load_checkpoint(plan.path, jax.eval_shape(init, members.keys()))
+    eval_keys = _Members(seeds, [algorithm], None).keys(jax.random.key(seed))
     rows: list[CheckpointResult] = []
-    for case in cases:
-        metrics = results[case]
-        returns = np.asarray(metrics["episode_return"], np.float64).reshape(len(seeds), -1)
-        lengths = np.asarray(metrics["episode_length"], np.float64).reshape(len(seeds), -1)
-        success = np.asarray(metrics[provider.metric], np.float64).reshape(len(seeds), -1).mean(-1)
-        common = {
-            "checkpoint": plan.path,
-            "algorithm": algorithm,
-            "train_env": str(getattr(config, "env_id", "")),
-            "test_env": case,
-            "overrides": "",
-        }
-        per_seed = returns.mean(-1)
-        for i, s in enumerate(seeds):
-            rows.append(
-                CheckpointResult(
-                    **common,
-                    seed=str(s),
-                    episodes=returns.shape[1],
-                    mean_return=float(per_seed[i]),
-                    std_return=float(returns[i].std()),
-                    success_rate=float(success[i]),
-                    returns=returns[i],
-                    lengths=lengths[i],
-                )
+    # The provider evaluates one config: each variant of a sweep with its own.
+    for index, label in enumerate(members.labels):
+        block = jax.tree.map(lambda x: x[index * len(seeds) : (index + 1) * len(seeds)], state)
+        results = provider.evaluate(members.config(config, index), block, list(cases), eval_keys, episodes)
+        for case in cases:
+            metrics = results[case]
+            common = {
+                "checkpoint": plan.path,
+                "algorithm": label,
+                "train_env": str(getattr(config, "env_id", "")),
+                "test_env": case,
+                "overrides": "",
+            }
+            rows += _seed_rows(
+                common,
+                seeds,
+                np.asarray(metrics["episode_return"], np.float64).reshape(len(seeds), -1),
+                np.asarray(metrics["episode_length"], np.float64).reshape(len(seeds), -1),
+                np.asarray(metrics[provider.metric], np.float64).reshape(len(seeds), -1).mean(-1),
             )
-        rows.append(
-            CheckpointResult(
-                **common,
-                seed="mean",
-                episodes=returns.size,
-                mean_return=float(per_seed.mean()),
-                std_return=float(per_seed.std()),
-                success_rate=float(success.mean()),
-                returns=returns,
-                lengths=lengths,
-            )
-        )
     return rows
 
 
@@ -726,9 +776,10 @@ def write_results_csv(results: Sequence[CheckpointResult], path: str | os.PathLi
     return path
 
 
-def _labels(results: Sequence[CheckpointResult]) -> dict[str, str]:
-    """The run-log ``algorithm`` of each checkpoint: the algorithm name, made unique with the
-    run directory and checkpoint file when two checkpoints share it."""
+def _labels(results: Sequence[CheckpointResult]) -> dict[tuple[str, str], str]:
+    """The run-log ``algorithm`` of each ``(checkpoint, algorithm)``: the algorithm name (a
+    sweep's config name), made unique with the run directory and checkpoint file when two
+    checkpoints share it."""
     by_algorithm: dict[str, list[str]] = {}
     for r in results:
         names = by_algorithm.setdefault(r.algorithm, [])
@@ -738,11 +789,11 @@ def _labels(results: Sequence[CheckpointResult]) -> dict[str, str]:
     for algorithm, checkpoints in by_algorithm.items():
         for checkpoint in checkpoints:
             if len(checkpoints) == 1:
-                labels[checkpoint] = algorithm
+                labels[checkpoint, algorithm] = algorithm
             else:
                 run_dir = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(checkpoint))))
                 stem = os.path.splitext(os.path.basename(checkpoint))[0]
-                labels[checkpoint] = f"{algorithm}@{run_dir}/{stem}"
+                labels[checkpoint, algorithm] = f"{algorithm}@{run_dir}/{stem}"
     return labels
 
 
@@ -776,7 +827,9 @@ def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os
         if bad:
             raise EvalError(f"{r.checkpoint} on {task}, seed {r.seed}: non-finite {', '.join(bad)}.")
         runs = data.setdefault(env_family(r.test_env), {}).setdefault(task, {})
-        runs.setdefault(labels[r.checkpoint], {})[f"seed_{r.seed}"] = {"absolute_metrics": metrics}
+        runs.setdefault(labels[r.checkpoint, r.algorithm], {})[f"seed_{r.seed}"] = {
+            "absolute_metrics": metrics
+        }
     os.makedirs(out_dir, exist_ok=True)
     json_path = os.path.join(out_dir, "metrics.json")
     tmp = f"{json_path}.tmp"
@@ -843,10 +896,10 @@ def summarize_results(
     from lamella.eval._src.bootstrap import _check, interval_estimates
 
     _check(reps, confidence)
-    groups: dict[tuple[str, str, str], list[CheckpointResult]] = {}
+    groups: dict[tuple[str, str, str, str], list[CheckpointResult]] = {}
     for r in results:
         if r.seed != "mean":
-            groups.setdefault((r.checkpoint, r.test_env, r.overrides), []).append(r)
+            groups.setdefault((r.checkpoint, r.algorithm, r.test_env, r.overrides), []).append(r)
     if not groups:
         raise EvalError("summarize_results: no per-seed results to summarise.")
     scores: dict[str, np.ndarray] = {}
@@ -923,7 +976,7 @@ def summary_table(summaries: Sequence[ResultSummary], digits: int = 3) -> tuple[
     rows = []
     for s in summaries:
         env = s.test_env + (":" + s.overrides.replace(";", ",") if s.overrides else "")
-        row = [labels[s.checkpoint], env, str(s.seeds)]
+        row = [labels[s.checkpoint, s.algorithm], env, str(s.seeds)]
         row += [cell(s.success_rate, s.success_low, s.success_high)] if with_success else []
         row += [cell(s.mean_return, s.return_low, s.return_high)]
         row += [cell(s.mean_length, s.length_low, s.length_high)] if with_length else []

@@ -601,7 +601,6 @@ def _breakdown_section(runs: Sequence[Any], opts: _Options, figures: _Figures) -
 def _checkpoint_gif(run_dir: RunDir, seed: int) -> tuple[str | None, str]:
     """``(data URI or None, caption or the reason there is none)`` for one run directory."""
     import jax
-    import jax.numpy as jnp
 
     from lamella.agents import checkpoint as ckpt
     from lamella.agents.config import algorithm_table, config_from_dict
@@ -619,10 +618,10 @@ def _checkpoint_gif(run_dir: RunDir, seed: int) -> tuple[str | None, str]:
         return None, f"its algorithm {algorithm!r} is not installed (known: {', '.join(sorted(table))})"
     config_cls, make_runner = table[algorithm]
     config = config_from_dict(config_cls, metadata["config"])
-    seeds = [int(s) for s in metadata["seeds"]]
-    runner, init, _ = lib._compiled(make_runner, config, len(seeds))
-    keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, dtype=jnp.uint32))
-    shapes = jax.eval_shape(init, keys)
+    members = lib._members(metadata)  # a sweep's program: its first config draws
+    _, init, _ = lib._compiled(make_runner, config, len(members.seeds), members.variants)
+    runner = make_runner(members.config(config, 0))
+    shapes = jax.eval_shape(init, members.keys())
     # Asked abstractly first: an env without a renderer is a note, not a crash of the report.
     problem = render_problem(runner, shapes, jax.random.key(seed))
     if problem is not None:
@@ -636,7 +635,7 @@ def _checkpoint_gif(run_dir: RunDir, seed: int) -> tuple[str | None, str]:
         with open(path, "rb") as file:
             data = base64.b64encode(file.read()).decode("ascii")
     caption = (
-        f"{algorithm} on {config.env_id}, seed {seeds[0]}, {os.path.basename(found)} "
+        f"{members.labels[0]} on {config.env_id}, seed {members.seeds[0]}, {os.path.basename(found)} "
         f"(iteration {metadata.get('iteration')}): one greedy episode, {int(length) - 1} steps"
     )
     return f"data:image/gif;base64,{data}", caption
