@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lamella.agents.algorithms import load_algorithm
-from lamella.agents.driver import run_experiment
+from lamella.agents.driver import run_experiment, variant_name
 from lamella.agents.rollout import PolicyStep, make_rollout
 from lamella.envs import maze
 from lamella.ued.levels import LevelParams, OnLevel, tile_params
@@ -130,6 +130,33 @@ def test_gif_of_the_student_on_a_random_level(accel_runs):
     # frame; each frame is the maze with its border wall, 8 pixels a cell.
     assert full.gif_path.endswith("episode.gif")
     assert frames.ndim == 4 and 2 <= frames.shape[0] <= 13 and frames.shape[1:3] == (56, 56)
+
+
+def test_a_sweep_of_buffer_and_loss_settings_is_one_program_of_the_runs_alone(accel_runs, tmp_path):
+    """``lamella sweep`` over PLR's replay settings and PPO's entropy coefficient trains every
+    config in one program (the runner is built with traced values): its first config's members
+    are the fixture's run of that config alone, and the second config trains otherwise."""
+    config, full, _, _ = accel_runs
+    same = {"temperature": 0.3, "staleness_coef": 0.5, "replay_prob": 0.8, "ent_coef": config.ent_coef}
+    assert all(getattr(config, k) == v for k, v in same.items())
+    other = {"temperature": 1.0, "staleness_coef": 0.0, "replay_prob": 1.0, "ent_coef": 0.05}
+    sweep = run_experiment(
+        config,
+        variants=[same, other],
+        out_dir=tmp_path / "sweep",
+        seeds=2,
+        chunk_iterations=1,
+        progress=False,
+        plot=False,
+    )
+    assert sweep.members[:2] == [(variant_name("accel", same), f"seed_{s}") for s in (0, 1)]
+    # The student and the level buffer (levels, scores, staleness) of the first config's members.
+    learned = lambda state: jax.tree.leaves((state.params, state.buffer))  # noqa: E731
+    for a, b in zip(learned(full.state), learned(sweep.state), strict=True):
+        np.testing.assert_allclose(np.asarray(b)[:2], np.asarray(a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sweep.final_return[:2], full.final_return, rtol=1e-5, atol=1e-6)
+    moved = [np.abs(np.asarray(b)[2:] - np.asarray(b)[:2]).max() for b in jax.tree.leaves(sweep.state.params)]
+    assert max(moved) > 1e-3, "the second config trained as the first"
 
 
 def test_entry_points_and_presets():

@@ -103,7 +103,7 @@ class LevelBuffer(NamedTuple):
         insert: ``insert(state, levels, scores, best_returns, num_edits=None, mask=None) ->
             (state, slots)``: new levels; ``slots`` is where each went, -1 if it was not kept.
         capacity, prioritization, temperature, staleness_coef, replay_prob, min_fill_ratio:
-            the settings.
+            the settings (a traced scalar where a sweep varies it).
     """
 
     init: Callable[[Any], LevelBufferState]
@@ -157,16 +157,20 @@ def make_level_buffer(
         raise ValueError(
             f"make_level_buffer: prioritization must be one of {PRIORITIZATIONS}, got {prioritization!r}."
         )
-    if not float(temperature) > 0:
+    # A sweep (lamella sweep) traces the numbers it varies: each value was checked here once as a
+    # plain number, and the traced ones reach the buffer's arithmetic only (the fill ratio
+    # excepted: it sets a count, so a sweep over it compiles one program per value).
+    traced = lambda value: isinstance(value, jax.core.Tracer)  # noqa: E731
+    if not traced(temperature) and not float(temperature) > 0:
         raise ValueError(f"make_level_buffer: temperature must be > 0, got {temperature}.")
     for name, value in (
         ("staleness_coef", staleness_coef),
         ("replay_prob", replay_prob),
         ("min_fill_ratio", min_fill_ratio),
     ):
-        if not 0.0 <= float(value) <= 1.0:
+        if not traced(value) and not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"make_level_buffer: {name} must be in [0, 1], got {value}.")
-    min_size = max(1, round(float(min_fill_ratio) * capacity))
+    min_size = max(1, round(float(min_fill_ratio) * capacity))  # a number (a sweep splits on it)
 
     def check_batch(what: str, num: int) -> None:
         if num > capacity:
@@ -208,7 +212,7 @@ def make_level_buffer(
 
     def replay_distribution(state: LevelBufferState) -> jax.Array:
         p_score = score_weights(state)
-        if staleness_coef == 0:
+        if not traced(staleness_coef) and staleness_coef == 0:
             return p_score
         staleness = state.staleness.astype(jnp.float32)
         total = staleness.sum()
@@ -328,8 +332,8 @@ def make_level_buffer(
         insert=insert,
         capacity=capacity,
         prioritization=prioritization,
-        temperature=float(temperature),
-        staleness_coef=float(staleness_coef),
-        replay_prob=float(replay_prob),
+        temperature=temperature if traced(temperature) else float(temperature),
+        staleness_coef=staleness_coef if traced(staleness_coef) else float(staleness_coef),
+        replay_prob=replay_prob if traced(replay_prob) else float(replay_prob),
         min_fill_ratio=float(min_fill_ratio),
     )

@@ -1015,8 +1015,9 @@ def make_level_evaluator(config: DRConfig, family: LevelFamily, actor_critic: Ac
     Raises:
         ValueError: evaluation levels that do not fit the env (checked here, before compiling).
     """
-    with jax.ensure_compile_time_eval():
+    with jax.ensure_compile_time_eval():  # constants, even where a sweep traces the config
         eval_levels, eval_params = _eval_levels(config, family)
+        longest = int(np.max(np.asarray(eval_params.max_episode_steps)))
     env_params = family.env_params
     sample_levels = jax.vmap(family.sample_level, in_axes=(0, None))
     eval_env = OnLevel(family.env)
@@ -1027,9 +1028,7 @@ def make_level_evaluator(config: DRConfig, family: LevelFamily, actor_critic: Ac
     fixed_levels = jax.tree.map(repeat, eval_levels)
     eval_level_params = jax.tree.map(repeat, eval_params)
     is_random = jnp.asarray(np.repeat([name == RANDOM for name in config.eval_levels], episodes))
-    eval_horizon = (
-        config.eval_max_steps if config.eval_max_steps > 0 else int(np.max(eval_params.max_episode_steps))
-    )
+    eval_horizon = config.eval_max_steps if config.eval_max_steps > 0 else longest
 
     def evaluate(params: Any, key: jax.Array) -> dict[str, jax.Array]:
         key_levels, key_run = hashed_keys(key, (2,))
