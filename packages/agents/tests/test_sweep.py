@@ -123,6 +123,47 @@ def test_local_sweep_one_folder_equal_runs_and_resume(tmp_path, capsys):
     assert "its grid, programs differ" in err[0] and "continue it with --resume" in err[1]
 
 
+def test_off_policy_discounts_and_target_rates_share_one_program(tmp_path):
+    """SAC's, TD3's and DQN's ``gamma`` and ``tau`` (n-step DQN's gamma too) are traced by a sweep:
+    one program for every value, each config the run of its config alone; DQN's ``tau`` (1 means
+    hard target copies, a branch) still splits the grid."""
+    from lamella.agents.config import resolve_config
+
+    two = ["0.9", "0.99"]
+    for algorithm, env_id, grid, traced in (
+        ("sac", "Pendulum-v1", {"gamma": two, "tau": ["0.005", "0.01"]}, ["gamma", "tau"]),
+        ("td3", "Pendulum-v1", {"gamma": two, "tau": ["0.005", "0.01"]}, ["gamma", "tau"]),
+        ("dqn", "CartPole-v1", {"gamma": two, "tau": ["0.5", "1.0"]}, ["gamma"]),
+    ):
+        plan = sweep.plan_sweep(algorithm, resolve_config(algorithm, env_id), grid, seeds=1)
+        assert plan.traced == traced, (algorithm, plan.static)
+    tiny = dict(
+        num_envs=2,
+        rollout_steps=16,
+        total_timesteps=96,
+        learning_starts=32,
+        batch_size=8,
+        buffer_size=96,
+        hidden_sizes=(8,),
+        eval_episodes=1,
+        eval_max_steps=20,
+    )
+    config = resolve_config("sac", "Pendulum-v1", overrides=tiny)
+    variants = [{"gamma": 0.9, "tau": 0.005}, {"gamma": 0.99, "tau": 0.05}]
+    kwargs = dict(algorithm="sac", seeds=1, progress=False, plot=False)
+    swept = run_experiment(config, variants=variants, out_dir=tmp_path / "sweep", **kwargs)
+    alone = run_experiment(
+        sweep.dataclasses.replace(config, **variants[1]), out_dir=tmp_path / "alone", **kwargs
+    )
+    import jax
+
+    learned = lambda state: jax.tree.leaves(state.train_state)  # noqa: E731
+    for a, b in zip(learned(alone.state), learned(swept.state), strict=True):
+        np.testing.assert_allclose(np.asarray(b)[1:], np.asarray(a), rtol=1e-5, atol=1e-6)
+    first, second = (np.concatenate([np.ravel(x[i]) for x in learned(swept.state)]) for i in (0, 1))
+    assert np.abs(first - second).max() > 1e-4, "the two configs trained alike"
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [

@@ -33,6 +33,7 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "field_types",
+    "is_swept",
     "parse_overrides",
     "parse_value",
     "preset_table",
@@ -52,6 +53,17 @@ _FALSE = {"false", "0", "no", "off"}
 
 class ConfigError(UserError, ValueError):
     """A configuration mistake found before anything compiled (unknown key, wrong type, ...)."""
+
+
+def is_swept(value: Any) -> bool:
+    """Whether a config number is traced: a sweep's varied value while the runner is built inside
+    the sweep's program (``lamella sweep``, ``run(..., variants=...)``). The driver builds the
+    runner of each variant with plain numbers first, so a range check may skip a traced value;
+    code that needs the number itself (a shape, a loop length, a branch) makes the sweep compile
+    one program per value instead."""
+    import jax
+
+    return isinstance(value, jax.core.Tracer)
 
 
 _REGISTERED: dict[str, tuple[type, Callable[..., Any], dict[str, Any]]] = {}

@@ -19,6 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from lamella.agents.config import is_swept
 from lamella.agents.offpolicy import Batch, GoalFunctions
 from lamella.buffers import EpisodeBuffer, EpisodeBufferState, HerSample, make_her_sampler
 
@@ -47,7 +48,7 @@ def make_her_batch_sampler(
             "HER needs a goal-conditioned env (dict observations with observation/achieved_goal/"
             "desired_goal and a compute_reward); use a goal env such as GMazeGoalDubins-v0."
         )
-    gamma = float(config.gamma)
+    gamma = config.gamma if is_swept(config.gamma) else float(config.gamma)  # a sweep traces it
     her_sample = make_her_sampler(
         buffer, goals.compute_reward, config.her_strategy, config.her_relabel_probability, config.batch_size
     )

@@ -357,9 +357,9 @@ def _rec_iql_runner(
         tuple(config.post_torso_sizes),
         config.activation,
     )
-    optimizer = optax.chain(
-        optax.clip_by_global_norm(float(config.max_grad_norm)),
-        optax.adam(float(config.learning_rate), eps=1e-5),
+    optimizer = optax.chain(  # numbers, or traced scalars where a sweep varies them
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adam(config.learning_rate, eps=1e-5),
     )
     buffer = make_trajectory_buffer(
         num_envs,

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from lamella.agents.config import is_swept
 from lamella.envs import random as fast_random
 
 __all__ = ["LevelBuffer", "LevelBufferState", "make_level_buffer"]
@@ -160,15 +161,14 @@ def make_level_buffer(
     # A sweep (lamella sweep) traces the numbers it varies: each value was checked here once as a
     # plain number, and the traced ones reach the buffer's arithmetic only (the fill ratio
     # excepted: it sets a count, so a sweep over it compiles one program per value).
-    traced = lambda value: isinstance(value, jax.core.Tracer)  # noqa: E731
-    if not traced(temperature) and not float(temperature) > 0:
+    if not is_swept(temperature) and not float(temperature) > 0:
         raise ValueError(f"make_level_buffer: temperature must be > 0, got {temperature}.")
     for name, value in (
         ("staleness_coef", staleness_coef),
         ("replay_prob", replay_prob),
         ("min_fill_ratio", min_fill_ratio),
     ):
-        if not traced(value) and not 0.0 <= float(value) <= 1.0:
+        if not is_swept(value) and not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"make_level_buffer: {name} must be in [0, 1], got {value}.")
     min_size = max(1, round(float(min_fill_ratio) * capacity))  # a number (a sweep splits on it)
 
@@ -212,7 +212,7 @@ def make_level_buffer(
 
     def replay_distribution(state: LevelBufferState) -> jax.Array:
         p_score = score_weights(state)
-        if not traced(staleness_coef) and staleness_coef == 0:
+        if not is_swept(staleness_coef) and staleness_coef == 0:
             return p_score
         staleness = state.staleness.astype(jnp.float32)
         total = staleness.sum()
@@ -332,8 +332,8 @@ def make_level_buffer(
         insert=insert,
         capacity=capacity,
         prioritization=prioritization,
-        temperature=temperature if traced(temperature) else float(temperature),
-        staleness_coef=staleness_coef if traced(staleness_coef) else float(staleness_coef),
-        replay_prob=replay_prob if traced(replay_prob) else float(replay_prob),
+        temperature=temperature if is_swept(temperature) else float(temperature),
+        staleness_coef=staleness_coef if is_swept(staleness_coef) else float(staleness_coef),
+        replay_prob=replay_prob if is_swept(replay_prob) else float(replay_prob),
         min_fill_ratio=float(min_fill_ratio),
     )

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.offpolicy.common import Batch
 from lamella.agents.offpolicy.configs import AGENTS, LoopConfig, agent_config
@@ -146,7 +146,7 @@ def make_batch_sampler(
     :data:`~lamella.agents.offpolicy.plugins.BatchSamplerFactory`).
     """
     del goals
-    gamma = float(config.gamma)
+    gamma = config.gamma if is_swept(config.gamma) else float(config.gamma)  # a sweep traces it
     if config.n_step > 1:
         n_step_sample = make_n_step_sampler(buffer, config.n_step, gamma, config.batch_size)
 

@@ -19,6 +19,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from lamella.agents.config import is_swept
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.distributions import Categorical
 from lamella.agents.offpolicy import targets
@@ -159,9 +160,9 @@ def step_actor_and_temperature(
 def _check(config: Any) -> None:
     if config.num_critics < 1:
         raise ValueError(f"num_critics must be >= 1, got {config.num_critics}.")
-    if not 0.0 < config.tau <= 1.0:
+    if not is_swept(config.tau) and not 0.0 < config.tau <= 1.0:
         raise ValueError(f"tau must be in (0, 1], got {config.tau}.")
-    if not 0.0 <= config.gamma <= 1.0:
+    if not is_swept(config.gamma) and not 0.0 <= config.gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {config.gamma}.")
     if config.init_alpha <= 0:
         raise ValueError(f"init_alpha must be > 0, got {config.init_alpha}.")

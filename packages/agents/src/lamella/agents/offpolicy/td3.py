@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from lamella.agents.config import is_swept
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import (
@@ -103,7 +104,7 @@ def make_deterministic_actor_critic(
         raise ValueError(
             f"num_critics ({config.num_critics}) and policy_frequency ({config.policy_frequency}) must be >= 1."
         )
-    if not 0.0 < config.tau <= 1.0:
+    if not is_swept(config.tau) and not 0.0 < config.tau <= 1.0:
         raise ValueError(f"tau must be in (0, 1], got {config.tau}.")
     scaler = ActionScaler(action_space)
     actor = DeterministicActor(scaler.dim, tuple(config.hidden_sizes), config.activation)

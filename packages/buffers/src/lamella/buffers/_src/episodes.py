@@ -296,7 +296,7 @@ def _batch_size(batch_size: int | None, buffer: EpisodeBuffer, owner: str) -> in
 
 
 def make_n_step_sampler(
-    buffer: EpisodeBuffer, n: int, gamma: float, batch_size: int | None = None
+    buffer: EpisodeBuffer, n: int, gamma: float | jax.Array, batch_size: int | None = None
 ) -> Callable[[EpisodeBufferState, PRNGKey], NStepTransition]:
     """Sample n-step transitions that respect episode boundaries.
 
@@ -310,7 +310,7 @@ def make_n_step_sampler(
     Args:
         buffer: from :func:`make_episode_buffer`.
         n: the largest number of rewards summed.
-        gamma: discount factor.
+        gamma: discount factor (a number, or a traced scalar inside a compiled program).
         batch_size: transitions per call (default the buffer's ``sample_batch_size``).
 
     Returns:
@@ -321,7 +321,9 @@ def make_n_step_sampler(
     _positive("n", n, owner)
     if n > buffer.max_length_time_axis:
         raise ValueError(f"{owner}: n ({n}) must be <= max_length_time_axis ({buffer.max_length_time_axis}).")
-    if not 0.0 <= float(gamma) <= 1.0:
+    # A traced gamma (a sweep's varied value, one compiled program for all) is checked by its
+    # caller as a number.
+    if not isinstance(gamma, jax.core.Tracer) and not 0.0 <= float(gamma) <= 1.0:
         raise ValueError(f"{owner}: gamma must be in [0, 1], got {gamma}.")
     T, num_envs = buffer.max_length_time_axis, buffer.num_envs
 
