@@ -11,7 +11,7 @@ The report holds, in this order (each a ``<section>`` with a fixed ``id``):
 - ``profiles``: performance profiles with interval bands;
 - ``breakdown``: per-agent and per-level values (run-log keys ``<metric>_agent_<i>`` and
   ``<metric>_level_<i>``, written by multi-agent and UED runners);
-- ``episodes``: a GIF of one greedy episode of each run directory's final checkpoint (needs the
+- ``episodes``: a GIF of one episode of each run directory's final checkpoint (needs the
   ``lamella-eval[checkpoints]`` extra and a runner that can draw its episodes);
 - ``config``: the configuration keys whose values differ between run directories;
 - ``system``: device, versions and wall time of each run directory.
@@ -636,7 +636,7 @@ def _checkpoint_gif(run_dir: RunDir, seed: int) -> tuple[str | None, str]:
             data = base64.b64encode(file.read()).decode("ascii")
     caption = (
         f"{members.labels[0]} on {config.env_id}, seed {members.seeds[0]}, {os.path.basename(found)} "
-        f"(iteration {metadata.get('iteration')}): one greedy episode, {int(length) - 1} steps"
+        f"(iteration {metadata.get('iteration')}): one episode as its runner draws it, {int(length) - 1} steps"
     )
     return f"data:image/gif;base64,{data}", caption
 
@@ -783,7 +783,7 @@ def write_report(
     """Write the HTML report of the run directories under ``paths`` to ``out``; return ``out``.
 
     Args: as for :func:`lamella.eval.cli.aggregate` (``normalize``, ``source``, ``reps``,
-    ``confidence``, ``seed``, ``truncate``), plus ``gifs`` (draw one greedy episode of each
+    ``confidence``, ``seed``, ``truncate``), plus ``gifs`` (draw one episode of each
     run directory's final checkpoint) and ``allow_mixed_versions`` (compare run logs written by
     different lamella-agents versions).
 
