@@ -63,7 +63,11 @@ def is_swept(value: Any) -> bool:
     one program per value instead."""
     import jax
 
-    return isinstance(value, jax.core.Tracer)
+    try:
+        float(value)
+    except jax.errors.ConcretizationTypeError:  # what any JAX tracer raises (public API)
+        return True
+    return False
 
 
 _REGISTERED: dict[str, tuple[type, Callable[..., Any], dict[str, Any]]] = {}

@@ -321,9 +321,11 @@ def make_n_step_sampler(
     _positive("n", n, owner)
     if n > buffer.max_length_time_axis:
         raise ValueError(f"{owner}: n ({n}) must be <= max_length_time_axis ({buffer.max_length_time_axis}).")
-    # A traced gamma (a sweep's varied value, one compiled program for all) is checked by its
-    # caller as a number.
-    if not isinstance(gamma, jax.core.Tracer) and not 0.0 <= float(gamma) <= 1.0:
+    try:
+        number: float | None = float(gamma)
+    except jax.errors.ConcretizationTypeError:  # traced: a sweep's gamma, checked by its caller
+        number = None
+    if number is not None and not 0.0 <= number <= 1.0:
         raise ValueError(f"{owner}: gamma must be in [0, 1], got {gamma}.")
     T, num_envs = buffer.max_length_time_axis, buffer.num_envs
 
