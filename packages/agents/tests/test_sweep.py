@@ -125,15 +125,15 @@ def test_local_sweep_one_folder_equal_runs_and_resume(tmp_path, capsys):
 
 def test_off_policy_discounts_and_target_rates_share_one_program(tmp_path):
     """SAC's, TD3's and DQN's ``gamma`` and ``tau`` (n-step DQN's gamma too) are traced by a sweep:
-    one program for every value, each config the run of its config alone; DQN's ``tau`` (1 means
-    hard target copies, a branch) still splits the grid."""
+    one program for every value, each config the run of its config alone (DQN's ``tau`` of 1, hard
+    target copies, and below 1, Polyak averaging, in one program: each member its own rule)."""
     from lamella.agents.config import resolve_config
 
     two = ["0.9", "0.99"]
     for algorithm, env_id, grid, traced in (
         ("sac", "Pendulum-v1", {"gamma": two, "tau": ["0.005", "0.01"]}, ["gamma", "tau"]),
         ("td3", "Pendulum-v1", {"gamma": two, "tau": ["0.005", "0.01"]}, ["gamma", "tau"]),
-        ("dqn", "CartPole-v1", {"gamma": two, "tau": ["0.5", "1.0"]}, ["gamma"]),
+        ("dqn", "CartPole-v1", {"gamma": two, "tau": ["0.5", "1.0"]}, ["gamma", "tau"]),
     ):
         plan = sweep.plan_sweep(algorithm, resolve_config(algorithm, env_id), grid, seeds=1)
         assert plan.traced == traced, (algorithm, plan.static)
@@ -162,6 +162,17 @@ def test_off_policy_discounts_and_target_rates_share_one_program(tmp_path):
         np.testing.assert_allclose(np.asarray(b)[1:], np.asarray(a), rtol=1e-5, atol=1e-6)
     first, second = (np.concatenate([np.ravel(x[i]) for x in learned(swept.state)]) for i in (0, 1))
     assert np.abs(first - second).max() > 1e-4, "the two configs trained alike"
+    # DQN's tau: hard target copies (1) and Polyak averaging (0.5) in one program.
+    config = resolve_config(
+        "dqn", "CartPole-v1", overrides={**tiny, "target_update_period": 2, "eval_max_steps": 20}
+    )
+    kwargs = dict(algorithm="dqn", seeds=1, progress=False, plot=False)
+    swept = run_experiment(config, variants=[{"tau": 0.5}, {"tau": 1.0}], out_dir=tmp_path / "dqn", **kwargs)
+    alone = run_experiment(sweep.dataclasses.replace(config, tau=1.0), out_dir=tmp_path / "dqn1", **kwargs)
+    for a, b in zip(learned(alone.state), learned(swept.state), strict=True):
+        np.testing.assert_allclose(np.asarray(b)[1:], np.asarray(a), rtol=1e-5, atol=1e-6)
+    targets = jax.tree.leaves(swept.state.train_state.target_params)
+    assert max(np.abs(np.asarray(t)[0] - np.asarray(t)[1]).max() for t in targets) > 1e-4
 
 
 @pytest.mark.parametrize(

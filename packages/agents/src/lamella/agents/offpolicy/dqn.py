@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from lamella.agents.config import is_swept
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import (
@@ -115,7 +116,7 @@ def make_dqn(
         )
     if config.target_update_period < 1 or config.exploration_steps < 1:
         raise ValueError("DQN: target_update_period and exploration_steps must be >= 1.")
-    if not 0.0 < config.tau <= 1.0:
+    if not is_swept(config.tau) and not 0.0 < config.tau <= 1.0:
         raise ValueError(f"DQN: tau must be in (0, 1], got {config.tau}.")
     num_actions = int(action_space.n)
     network = QNetwork(num_actions, tuple(config.hidden_sizes), config.activation, config.dueling)
@@ -184,13 +185,15 @@ def make_dqn(
         updates, opt_state = optimizer.update(grads, train_state.opt_state, train_state.params)
         params = optax.apply_updates(train_state.params, updates)
         count = train_state.updates + 1
-        if config.tau < 1.0:
+        copy = count % config.target_update_period == 0
+        hard = jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, train_state.target_params)
+        if is_swept(config.tau):  # a sweep's tau: each member takes its own rule (both computed)
+            soft = polyak(train_state.target_params, params, config.tau)
+            target_params = jax.tree.map(lambda s, h: jnp.where(config.tau < 1.0, s, h), soft, hard)
+        elif config.tau < 1.0:
             target_params = polyak(train_state.target_params, params, config.tau)
         else:
-            copy = count % config.target_update_period == 0
-            target_params = jax.tree.map(
-                lambda p, t: jnp.where(copy, p, t), params, train_state.target_params
-            )
+            target_params = hard
         state = train_state.replace(
             params=params, target_params=target_params, opt_state=opt_state, updates=count
         )
