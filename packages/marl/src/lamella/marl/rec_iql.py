@@ -466,7 +466,7 @@ def _rec_iql_runner(
         if config.team_reward:
             reward = jnp.broadcast_to(reward.sum(-1, keepdims=True), reward.shape)
         not_terminal = 1.0 - data.terminated.astype(jnp.float32)
-        target = jax.lax.stop_gradient(reward + float(config.gamma) * not_terminal * next_value)
+        target = jax.lax.stop_gradient(reward + config.gamma * not_terminal * next_value)
         taken = jnp.take_along_axis(q, data.action[..., None].astype(jnp.int32), axis=-1)[..., 0]
         error = (taken - target)[burn_in:]
         loss = jnp.mean(jnp.square(error))
