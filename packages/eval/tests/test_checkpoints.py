@@ -202,7 +202,7 @@ def test_other_env_with_the_same_spaces_gets_the_trained_policy(run_dir):
 def test_a_sweep_checkpoint_evaluates_every_config_as_its_own(tmp_path):
     """A ``lamella sweep`` program's checkpoint holds every config's seeds (the variants one after
     the other): each config's rows are named as the run log names the config and equal the same
-    evaluation of that config's members alone; the report draws the first config's episode."""
+    evaluation of that config's members alone; the report draws an episode of each config."""
     from lamella.agents.algorithms import make_runner
     from lamella.agents.config import resolve_config
     from lamella.agents.driver import load_run, run_experiment
@@ -236,8 +236,18 @@ def test_a_sweep_checkpoint_evaluates_every_config_as_its_own(tmp_path):
     report = str(tmp_path / "report.html")
     assert main(["report", str(out), "-o", report, "--reps", "20"]) == 0
     text = open(report, encoding="utf-8").read()
-    assert text.count('src="data:image/gif;base64,') == 1
-    assert f"{labels[0]} on CartPole-v1, seed 0, checkpoint_000000003.msgpack" in text
+    assert text.count('src="data:image/gif;base64,') == len(labels)
+    # Each config's episode is its own first seed's, drawn by that config's runner (the report's
+    # --seed 0 draws with key(0)): the two policies' episodes differ in length.
+    drawn = []
+    for index, (label, variant) in enumerate(zip(labels, variants, strict=True)):
+        runner = make_runner(lib.dataclasses.replace(loaded.config, **variant))
+        member = jax.tree.map(lambda x, i=index: x[i * SEEDS], loaded.state)
+        _, length = jax.jit(runner.render_episode)(member, jax.random.key(0))
+        drawn.append(int(length) - 1)
+        caption = f"{label} on CartPole-v1, seed 0, checkpoint_000000003.msgpack (iteration 3)"
+        assert f"{caption}: one episode as its runner draws it, {drawn[-1]} steps" in text
+    assert drawn[0] != drawn[1], drawn
 
 
 def test_aggregation_imports_without_agents():

@@ -598,8 +598,9 @@ def _breakdown_section(runs: Sequence[Any], opts: _Options, figures: _Figures) -
     return "".join(parts)
 
 
-def _checkpoint_gif(run_dir: RunDir, seed: int) -> tuple[str | None, str]:
-    """``(data URI or None, caption or the reason there is none)`` for one run directory."""
+def _checkpoint_gifs(run_dir: RunDir, seed: int) -> list[tuple[str | None, str]]:
+    """``(data URI or None, caption or the reason there is none)`` for one run directory: one
+    episode of each config its final checkpoint holds (one, or each config of a sweep's program)."""
     import jax
 
     from lamella.agents import checkpoint as ckpt
@@ -610,35 +611,41 @@ def _checkpoint_gif(run_dir: RunDir, seed: int) -> tuple[str | None, str]:
 
     found = ckpt.latest_checkpoint(os.path.join(run_dir.path, "checkpoints"))
     if found is None:
-        return None, "no checkpoints/checkpoint_*.msgpack in the run directory"
+        return [(None, "no checkpoints/checkpoint_*.msgpack in the run directory")]
     metadata = ckpt.read_metadata(found)
     algorithm = metadata.get("algorithm")
     table = algorithm_table()
     if algorithm not in table:
-        return None, f"its algorithm {algorithm!r} is not installed (known: {', '.join(sorted(table))})"
+        return [(None, f"its algorithm {algorithm!r} is not installed (known: {', '.join(sorted(table))})")]
     config_cls, make_runner = table[algorithm]
     config = config_from_dict(config_cls, metadata["config"])
-    members = lib._members(metadata)  # a sweep's program: its first config draws
+    members = lib._members(metadata)
     _, init, _ = lib._compiled(make_runner, config, len(members.seeds), members.variants)
-    runner = make_runner(members.config(config, 0))
     shapes = jax.eval_shape(init, members.keys())
     # Asked abstractly first: an env without a renderer is a note, not a crash of the report.
-    problem = render_problem(runner, shapes, jax.random.key(seed))
+    problem = render_problem(make_runner(members.config(config, 0)), shapes, jax.random.key(seed))
     if problem is not None:
-        return None, f"the {algorithm} runner cannot draw its episodes ({problem})"
+        return [(None, f"the {algorithm} runner cannot draw its episodes ({problem})")]
     state, _ = ckpt.load_checkpoint(found, shapes)
-    first = jax.tree.map(lambda x: x[0], state)
-    frames, length = jax.jit(runner.render_episode)(first, jax.random.key(seed))
-    frames = np.asarray(frames)[: int(length)]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = save_frames(frames, os.path.join(tmp, "episode.gif"), fps=10)
-        with open(path, "rb") as file:
-            data = base64.b64encode(file.read()).decode("ascii")
-    caption = (
-        f"{members.labels[0]} on {config.env_id}, seed {members.seeds[0]}, {os.path.basename(found)} "
-        f"(iteration {metadata.get('iteration')}): one episode as its runner draws it, {int(length) - 1} steps"
-    )
-    return f"data:image/gif;base64,{data}", caption
+    out: list[tuple[str | None, str]] = []
+    for index, label in enumerate(members.labels):
+        runner = make_runner(members.config(config, index))
+        # The members are laid out config after config, each config's seeds together.
+        first = index * len(members.seeds)
+        member = jax.tree.map(lambda x, i=first: x[i], state)
+        frames, length = jax.jit(runner.render_episode)(member, jax.random.key(seed))
+        frames = np.asarray(frames)[: int(length)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = save_frames(frames, os.path.join(tmp, "episode.gif"), fps=10)
+            with open(path, "rb") as file:
+                data = base64.b64encode(file.read()).decode("ascii")
+        caption = (
+            f"{label} on {config.env_id}, seed {members.seeds[0]}, {os.path.basename(found)} "
+            f"(iteration {metadata.get('iteration')}): one episode as its runner draws it, "
+            f"{int(length) - 1} steps"
+        )
+        out.append((f"data:image/gif;base64,{data}", caption))
+    return out
 
 
 def _episodes_section(run_dirs: Sequence[RunDir], opts: _Options) -> str:
@@ -662,14 +669,14 @@ def _episodes_section(run_dirs: Sequence[RunDir], opts: _Options) -> str:
     load_plugins()  # algorithms other packages register
     parts = []
     for run_dir in run_dirs:
-        uri, caption = _checkpoint_gif(run_dir, opts.gif_seed)
-        if uri is None:
-            parts.append(_note(f"{run_dir.path}: no episode: {caption}."))
-        else:
-            parts.append(
-                f'<figure class="episode"><img class="episode-gif" alt="{_esc(caption)}" src="{uri}">'
-                f"<figcaption>{_esc(run_dir.path)}: {_esc(caption)}</figcaption></figure>"
-            )
+        for uri, caption in _checkpoint_gifs(run_dir, opts.gif_seed):
+            if uri is None:
+                parts.append(_note(f"{run_dir.path}: no episode: {caption}."))
+            else:
+                parts.append(
+                    f'<figure class="episode"><img class="episode-gif" alt="{_esc(caption)}" src="{uri}">'
+                    f"<figcaption>{_esc(run_dir.path)}: {_esc(caption)}</figcaption></figure>"
+                )
     return "".join(parts)
 
 
@@ -784,7 +791,7 @@ def write_report(
 
     Args: as for :func:`lamella.eval.cli.aggregate` (``normalize``, ``source``, ``reps``,
     ``confidence``, ``seed``, ``truncate``), plus ``gifs`` (draw one episode of each
-    run directory's final checkpoint) and ``allow_mixed_versions`` (compare run logs written by
+    run directory's final checkpoint, of each config for a sweep's program) and ``allow_mixed_versions`` (compare run logs written by
     different lamella-agents versions).
 
     Raises:
