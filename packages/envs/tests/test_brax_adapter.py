@@ -5,6 +5,8 @@ compiled episode function shared by the tests: Brax's compiles dominate.
 """
 
 import importlib
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -148,3 +150,16 @@ def test_brax_ids_are_envs_for_the_commands_and_the_run_log():
     assert adapter_prefix(ENV_ID) == "brax" and adapter_prefix("CartPole-v1") is None
     assert env_family(ENV_ID) == "brax"
     assert ENV_ID not in lamella.envs.registered()  # listing ids never imports brax
+
+
+def test_building_a_brax_env_prints_nothing():
+    """brax.envs imports mujoco.mjx, which prints that NVIDIA Warp (its GPU backend) is missing;
+    the adapter keeps those notices (and brax's "not maintained" warning) out of the user's output,
+    in a fresh process since they come once per process."""
+    code = (
+        "import lamella.envs\n"
+        "lamella.envs.make('brax:inverted_pendulum@generalized')\n"  # the backend that imports mjx
+        "print('built')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert (done.stdout, done.stderr) == ("built\n", "")

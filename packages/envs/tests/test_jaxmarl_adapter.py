@@ -7,6 +7,7 @@ must include episode ends and non-zero rewards.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import warnings
 
@@ -252,3 +253,23 @@ def test_without_jaxmarl_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "jaxmarl", None)  # makes `import jaxmarl` fail
     with pytest.raises(ImportError, match=r"pip install 'lamella-envs\[jaxmarl\]'"):
         from_jaxmarl("hanabi")
+
+
+def test_jaxmarl_leaves_the_callers_streams_and_prints_no_notices():
+    """Importing jaxmarl prints its search for a source checkout's environments, and its MaBrax
+    module sets ``sys.stdout`` / ``sys.stderr`` to ``sys.__stdout__`` / ``sys.__stderr__``
+    after importing brax (undoing a notebook's or a caller's redirection). Through the adapter,
+    a caller's redirected stdout stays in place and holds only the caller's own output. A fresh
+    process: the import happens once per process."""
+    code = (
+        "import contextlib, io, sys\n"
+        "held = io.StringIO()\n"
+        "with contextlib.redirect_stdout(held):\n"
+        "    from lamella.envs.adapters.jaxmarl import from_jaxmarl\n"
+        "    from_jaxmarl('ant_4x2')\n"  # a MaBrax body: jaxmarl imports brax and mujoco
+        "    print('built')\n"
+        "    assert sys.stdout is held, sys.stdout\n"
+        "sys.stderr.write(repr(held.getvalue()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert (done.stdout, done.stderr) == ("", "'built\\n'")

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import rendering, spaces, struct
+from lamella.envs.adapters._notices import without_import_notices
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.errors import UserError
 
@@ -64,8 +65,10 @@ class BraxNotInstalledError(UserError, ImportError):
 
 def _import_brax_envs() -> Any:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # brax's "not actively maintained" notice, once per process
+        # brax's "not actively maintained" warning and mujoco's notices that it has no Warp (a
+        # GPU backend no Brax backend here uses), once per process.
+        with warnings.catch_warnings(), without_import_notices():
+            warnings.simplefilter("ignore")
             return importlib.import_module("brax.envs")
     except ImportError as error:
         raise BraxNotInstalledError(

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import spaces, struct
+from lamella.envs.adapters._notices import without_import_notices
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.errors import UserError
 
@@ -45,7 +46,8 @@ class JaxMARLError(UserError, ValueError):
 
 def _import_jaxmarl() -> Any:
     try:
-        return importlib.import_module("jaxmarl")
+        with without_import_notices():  # its search for a source checkout's submodules
+            return importlib.import_module("jaxmarl")
     except ImportError as error:
         raise ImportError(
             f"lamella.envs.adapters.jaxmarl needs JaxMARL (jaxmarl==0.2.0): {_INSTALL}"
@@ -678,7 +680,8 @@ def from_jaxmarl(
             )
         if env_or_name in MABRAX_IDS:
             kwargs = {"auto_reset": False, **kwargs}  # lamella's AutoReset keeps the final observation
-        env = jaxmarl.make(env_or_name, **_resolve_kwargs(jaxmarl, env_or_name, kwargs))
+        with without_import_notices():  # a MaBrax env imports brax (and mujoco) here
+            env = jaxmarl.make(env_or_name, **_resolve_kwargs(jaxmarl, env_or_name, kwargs))
         name = env_or_name
     else:
         if kwargs:
