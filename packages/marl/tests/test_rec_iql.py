@@ -173,13 +173,20 @@ def test_lamella_train_rec_iql_resolves_its_preset_and_refuses_bad_input(capsys)
     assert "single agent" in err and "Traceback" not in err
 
 
-def test_a_sweep_traces_the_learning_rate_and_gamma():
-    """``lamella sweep rec_iql --grid learning_rate=... gamma=...`` is one compiled program
-    (the runner builds, steps and evaluates with them traced; nothing compiles here)."""
+def test_a_sweep_traces_the_learning_rate_gamma_tau_and_eps_min():
+    """``lamella sweep rec_iql --grid learning_rate=... gamma=... tau=... eps_min=...`` is one
+    compiled program (the runner builds, steps and evaluates with them traced; nothing compiles
+    here)."""
     from lamella.agents.config import resolve_config
     from lamella.agents.sweep import plan_sweep
 
     config = resolve_config("rec_iql", "Foraging-5x5-2p-1f-coop-v3")
-    plan = plan_sweep("rec_iql", config, {"learning_rate": ["1e-4", "3e-4"], "gamma": ["0.9", "0.99"]})
-    assert plan.traced == ["learning_rate", "gamma"], plan.static
-    assert len(plan.programs) == 1 and len(plan.programs[0].variants or []) == 4
+    grid = {
+        "learning_rate": ["1e-4", "3e-4"],
+        "gamma": ["0.9", "0.99"],
+        "tau": ["0.01", "0.1"],
+        "eps_min": ["0.0", "0.05"],
+    }
+    plan = plan_sweep("rec_iql", config, grid)
+    assert plan.traced == list(grid), plan.static
+    assert len(plan.programs) == 1 and len(plan.programs[0].variants or []) == 16

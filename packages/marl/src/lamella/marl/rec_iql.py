@@ -56,7 +56,7 @@ import optax
 from flax import struct
 
 from lamella.agents.algorithms import Algorithm
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import MLP, RecurrentCore, activation_by_name, orthogonal
 from lamella.agents.protocol import Agent
@@ -187,9 +187,10 @@ class RecIQLConfig:
             raise ConfigError(
                 f"{name}.update_period must be >= 1 with hard_update, got {self.update_period}."
             )
-        if not 0.0 < float(self.tau) <= 1.0:
+        # A sweep's traced value was checked as a number first (lamella.agents.config.is_swept).
+        if not is_swept(self.tau) and not 0.0 < float(self.tau) <= 1.0:
             raise ConfigError(f"{name}.tau must be in (0, 1], got {self.tau}.")
-        if not 0.0 <= float(self.eps_min) <= 1.0:
+        if not is_swept(self.eps_min) and not 0.0 <= float(self.eps_min) <= 1.0:
             raise ConfigError(f"{name}.eps_min must be in [0, 1], got {self.eps_min}.")
         if self.window > int(self.buffer_size):
             raise ConfigError(
@@ -331,6 +332,9 @@ def _rec_iql_runner(
     config.validate()
     # Checked when the driver builds the per-device runner, before anything compiles.
     devices.local(int(config.sample_batch_size), "sample_batch_size")
+    # Numbers, or a sweep's traced values (lamella sweep: one program for every value).
+    tau = config.tau if is_swept(config.tau) else float(config.tau)
+    eps_min = config.eps_min if is_swept(config.eps_min) else float(config.eps_min)
     env, env_params = given_env, given_params
     algorithm = config.algorithm
     with jax.ensure_compile_time_eval():
@@ -423,7 +427,7 @@ def _rec_iql_runner(
     def epsilon(env_steps: jax.Array) -> jax.Array:
         decay = max(int(config.eps_decay), 1)
         fraction = jnp.minimum(env_steps.astype(jnp.float32) / decay, 1.0)
-        return jnp.maximum(float(config.eps_min), 1.0 - fraction * (1.0 - float(config.eps_min)))
+        return jnp.maximum(eps_min, 1.0 - fraction * (1.0 - eps_min))
 
     def act(
         key: jax.Array, params: Any, obs: Any, memory: jax.Array, eps: jax.Array
@@ -500,7 +504,7 @@ def _rec_iql_runner(
                 params, train_state.target_params, count, int(config.update_period)
             )
         else:
-            target = optax.incremental_update(params, train_state.target_params, float(config.tau))
+            target = optax.incremental_update(params, train_state.target_params, tau)
         return RecIQLTrainState(params, target, opt_state, count), metrics
 
     def example_step(key: jax.Array) -> _Step:
@@ -616,7 +620,7 @@ def _rec_iql_runner(
     def policy(
         key: jax.Array, train_state: RecIQLTrainState, obs: Any, memory: jax.Array, eval: bool = False
     ) -> tuple[jax.Array, RecIQLTrainState, jax.Array]:
-        eps = jnp.asarray(0.0 if eval else float(config.eps_min), jnp.float32)
+        eps = jnp.asarray(0.0 if eval else eps_min, jnp.float32)
         action, memory = act(key, train_state.params, obs, memory, eps)
         return action, train_state, memory
 
