@@ -40,3 +40,27 @@ def test_ippo_trains_a_few_iterations_on_adapted_smax():
     assert np.any(np.asarray(metrics["reward"]) != 0)
     assert np.asarray(metrics["episodes"]).sum() > 0
     assert int(state.iteration) == 3
+
+
+def test_lamella_train_takes_a_jaxmarl_id(tmp_path, monkeypatch):
+    """``lamella train ippo --env jaxmarl:<id> env_kwargs=...``: the runner builds the adapted env
+    from its id and settings, the run log files it under ``jaxmarl``, and ``lamella eval
+    checkpoints`` rebuilds the env from the run's config to evaluate its checkpoint."""
+    import json
+
+    from lamella.agents import train
+    from lamella.eval.__main__ import main as eval_main
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    argv = ["ippo", "--env", "jaxmarl:HeuristicEnemySMAX", "--no-progress", "--out-dir", str(out)]
+    argv += ["env_kwargs=scenario=3m,max_steps=20", "total_timesteps=128", "num_envs=4", "num_steps=16"]
+    argv += ["num_epochs=1", "num_minibatches=1", "hidden_sizes=16"]
+    assert train.main(argv) == 0
+    log = json.loads((out / "metrics.json").read_text())
+    assert list(log) == ["jaxmarl"] and list(log["jaxmarl"]) == ["jaxmarl:HeuristicEnemySMAX"]
+    config = json.loads((out / "config.json").read_text())["config"]
+    assert config["env_kwargs"] == ["scenario=3m", "max_steps=20"]
+    assert eval_main(["checkpoints", str(out), "--episodes", "2", "--out", str(tmp_path / "eval.csv")]) == 0
+    rows = (tmp_path / "eval.csv").read_text().splitlines()
+    assert rows[1].split(",")[2:4] == ["jaxmarl:HeuristicEnemySMAX", "jaxmarl:HeuristicEnemySMAX"], rows

@@ -273,3 +273,27 @@ def test_jaxmarl_leaves_the_callers_streams_and_prints_no_notices():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert (done.stdout, done.stderr) == ("", "'built\\n'")
+
+
+def test_jaxmarl_ids_make_the_adapted_env():
+    """``lamella.envs.make("jaxmarl:<id>", **settings)`` is ``from_jaxmarl(<id>, **settings)``
+    behind AutoReset, its family ``jaxmarl`` (the run log's environment level); a bad id names
+    the fix, and the commands take such ids without listing them."""
+    from lamella.envs.cli import _check_env_ids
+    from lamella.envs.registry import adapter_prefix, env_family
+    from lamella.envs.wrappers import AutoReset
+
+    env, params = lamella.envs.make("jaxmarl:HeuristicEnemySMAX", scenario="3m", max_steps=20)
+    assert isinstance(env, AutoReset) and env.env_id == "jaxmarl:HeuristicEnemySMAX"
+    same = from_jaxmarl("HeuristicEnemySMAX", scenario="3m", max_steps=20)
+    assert env.agent_names == same.agent_names == ("ally_0", "ally_1", "ally_2")
+    assert params == same.default_params and params.max_steps_in_episode == 20
+    bare, _ = lamella.envs.make("jaxmarl:MPE_simple_spread_v3", autoreset=False)
+    assert bare.num_agents == 3 and env_family("jaxmarl:MPE_simple_spread_v3") == "jaxmarl"
+    assert adapter_prefix("jaxmarl:hanabi") == "jaxmarl"
+    _check_env_ids(["jaxmarl:hanabi"])  # `lamella demo --envs jaxmarl:...` takes it
+    assert not any(i.startswith("jaxmarl:") for i in lamella.envs.registered())  # listing imports no jaxmarl
+    with pytest.raises(JaxMARLError, match=r"write jaxmarl:<id>"):
+        lamella.envs.make("jaxmarl:")
+    with pytest.raises(JaxMARLError, match=r"did you mean 'MPE_simple_spread_v3'"):
+        lamella.envs.make("jaxmarl:MPE_simple_sprad_v3")

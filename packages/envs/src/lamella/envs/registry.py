@@ -24,6 +24,7 @@ _BUILTIN_REGISTERED = False
 _PREFIXES: dict[str, tuple[str, str]] = {
     "brax:": ("lamella.envs.adapters.brax", "make_from_id"),
     "brax-goal:": ("lamella.envs.adapters.brax_goal", "make_goal_from_id"),
+    "jaxmarl:": ("lamella.envs.adapters.jaxmarl", "make_from_id"),
 }
 
 

@@ -30,7 +30,16 @@ from lamella.envs.adapters._notices import without_import_notices
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.errors import UserError
 
-__all__ = ["MABRAX_IDS", "JaxMARLEnv", "JaxMARLError", "JaxMARLParams", "JaxMARLState", "from_jaxmarl"]
+__all__ = [
+    "MABRAX_IDS",
+    "PREFIX",
+    "JaxMARLEnv",
+    "JaxMARLError",
+    "JaxMARLParams",
+    "JaxMARLState",
+    "from_jaxmarl",
+    "make_from_id",
+]
 
 PRNGKey = jax.Array
 #: ``episode_truncated(jaxmarl_env, jaxmarl_state) -> bool``: whether an episode that JaxMARL
@@ -698,3 +707,31 @@ def from_jaxmarl(
         render_fn=render_fn,
         flatten_observations=flatten_observations,
     )
+
+
+#: The id prefix of JaxMARL envs in ``lamella.envs.make`` and the commands (``jaxmarl:<id>``).
+PREFIX = "jaxmarl:"
+
+
+def make_from_id(
+    env_id: str,
+    *,
+    noop_action: int | Sequence[int] | None = None,
+    flatten_observations: bool = False,
+    **settings: Any,
+) -> JaxMARLEnv:
+    """:func:`from_jaxmarl` for an id ``jaxmarl:<id>`` (``<id>`` one of ``jaxmarl.registered_envs``):
+    what ``lamella.envs.make("jaxmarl:...", **settings)`` calls, and so what ``lamella train ippo
+    --env jaxmarl:MPE_simple_spread_v3`` builds. ``settings`` are the JaxMARL env's own
+    (``scenario="3m"``, MaBrax's ``backend="spring"``; a config's ``env_kwargs``).
+
+    Raises:
+        JaxMARLError: ``env_id`` does not start with ``jaxmarl:``, or as :func:`from_jaxmarl`.
+    """
+    name = env_id[len(PREFIX) :] if env_id.startswith(PREFIX) else ""
+    if not name:
+        raise JaxMARLError(
+            f"{env_id!r} is not a JaxMARL id; write jaxmarl:<id> with an id of jaxmarl.registered_envs "
+            "(jaxmarl:MPE_simple_spread_v3)."
+        )
+    return from_jaxmarl(name, noop_action=noop_action, flatten_observations=flatten_observations, **settings)
