@@ -225,7 +225,10 @@ def test_env_kwargs_make_the_continuous_env_from_the_config():
         (("continuous_actions",), ["not of the form name=value"]),
         (("nope=1",), ["MPE-simple_spread-v3", "nope"]),
         (("N=2", "N=3"), ["twice"]),
+        (("N=0",), ["N must be an integer >= 1, got 0"]),
     ]:
         with pytest.raises(ConfigError) as raised:
             make_ippo_runner(IPPOConfig(env_id="MPE-simple_spread-v3", env_kwargs=bad))
         assert all(word in str(raised.value) for word in words), str(raised.value)
+        # Leaving the keywords out is the fix only for a keyword the env does not take.
+        assert ("Pass none with env_kwargs=" in str(raised.value)) == (bad == ("nope=1",)), str(raised.value)

@@ -276,7 +276,12 @@ def bare_multi_agent_env(
         except KeyError as error:
             raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
         except (TypeError, ValueError) as error:
-            hint = " Pass none with env_kwargs= (empty)." if config.env_kwargs else ""
+            # A keyword the env does not take (TypeError) may be left out; a bad value is fixed.
+            hint = (
+                " Pass none with env_kwargs= (empty)."
+                if config.env_kwargs and isinstance(error, TypeError)
+                else ""
+            )
             raise ConfigError(
                 f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}{hint}"
             ) from None
