@@ -91,3 +91,20 @@ def test_mappo_trains_with_continuous_actions_on_mabrax(ant):
         assert np.all(np.isfinite(metrics[name])), (name, metrics[name])
     np.testing.assert_array_equal(metrics["episodes"], [2, 4])  # 5-step episodes in 2 envs x 16 steps
     assert metrics["reward"].shape == (2, 4) and np.all(metrics["reward"] != 0)
+
+
+def test_the_runner_draws_the_body_of_a_mabrax_team(ant):
+    """MaBrax bodies render in JAX (lamella's Brax sketch of the Brax env JaxMARL wraps), so a
+    runner's ``render_episode`` draws a team's episode (``--gif``, ``lamella eval report``): one
+    frame per step and the reset's, the body on the ground in each, and the legs moving."""
+    config = MAPPOConfig(
+        total_timesteps=16, num_envs=2, num_steps=8, num_epochs=1, num_minibatches=1, hidden_sizes=(16,)
+    )
+    runner = make_mappo_runner(config, env=ant)
+    frames, length = jax.device_get(
+        jax.jit(runner.render_episode)(runner.init(jax.random.key(0)), jax.random.key(1))
+    )
+    assert int(length) == 6 and frames.dtype == np.uint8 and frames.shape[1:] == (120, 160, 3), frames.shape
+    body = np.all(frames[: int(length)] == (102, 84, 66), axis=-1)  # the ant's colour in its MJCF
+    assert body.reshape(int(length), -1).sum(1).min() > 50, body.reshape(int(length), -1).sum(1)
+    assert not np.array_equal(frames[0], frames[int(length) - 1])

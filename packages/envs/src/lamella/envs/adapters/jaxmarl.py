@@ -296,8 +296,9 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
     ``global_state_space`` exist only on such envs, so lamella-marl's MAPPO refuses the others.
 
     Render: an RGB uint8 frame from JaxMARL's own host-side renderer through
-    ``jax.pure_callback`` (Overcooked: its tile renderer), or from ``render_fn``; other envs
-    raise ``NotImplementedError``.
+    ``jax.pure_callback`` (Overcooked: its tile renderer), or from ``render_fn``; MaBrax bodies
+    are drawn in JAX by lamella's Brax adapter (its sketch of the Brax env JaxMARL wraps); other
+    envs raise ``NotImplementedError``.
 
     Params: :class:`JaxMARLParams` (nothing traced). State: :class:`JaxMARLState`.
     """
@@ -370,6 +371,8 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
             # Known without an example frame (whose eager reset compiles hundreds of small ops).
             self._frame_shape = _overcooked_frame_shape(jaxmarl_env)
         self._render_fn = render_fn
+        # MaBrax: lamella's Brax sketch of the body, computed in JAX (built at the first render).
+        self._draw_body: Callable[[Any], jax.Array] | None = None
         max_steps = getattr(jaxmarl_env, "episode_length" if self.family == "mabrax" else "max_steps", None)
         self._params = JaxMARLParams(max_steps_in_episode=max_steps if isinstance(max_steps, int) else None)
 
@@ -594,7 +597,12 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
         return spaces.Box(-np.inf, np.inf, self._world_state_shape, jnp.float32)
 
     def render(self, state: JaxMARLState, params: JaxMARLParams | None = None) -> jax.Array:
-        """An RGB uint8 ``(H, W, 3)`` frame from the host-side renderer (see the class docs)."""
+        """An RGB uint8 ``(H, W, 3)`` frame from the host-side renderer, or for MaBrax from
+        lamella's Brax adapter (see the class docs)."""
+        if self._render_fn is None and self.family == "mabrax":
+            if self._draw_body is None:
+                self._draw_body = _mabrax_drawer(self.jaxmarl_env)
+            return self._draw_body(state.env_state)
         if self._render_fn is None:
             raise NotImplementedError(
                 f"{self.name}: JaxMARL has no image renderer the adapter knows for this env; pass "
@@ -611,6 +619,18 @@ class JaxMARLEnv(Environment[JaxMARLState, JaxMARLParams]):
             return np.asarray(render_fn(env_state), np.uint8)
 
         return jax.pure_callback(host, shape, state.env_state, vmap_method="sequential")
+
+
+def _mabrax_drawer(jaxmarl_env: Any) -> Callable[[Any], jax.Array]:
+    """``brax_state -> uint8 (120, 160, 3)``: the body of a MaBrax env as
+    :class:`lamella.envs.adapters.brax.BraxEnv` draws it (in JAX), from the Brax env JaxMARL
+    wraps (its ``env``; a MaBrax state is that env's ``brax.envs.State``)."""
+    from lamella.envs.adapters.brax import BraxEnv, BraxState
+
+    brax_env = jaxmarl_env.env
+    # The Brax env's name (``ant``, ``halfcheetah``, ``walker2d``, ...) picks the view.
+    body = BraxEnv(brax_env, type(brax_env.unwrapped).__name__.lower(), str(brax_env.backend))
+    return lambda brax_state: body.render(BraxState(brax_state=brax_state, time=jnp.zeros((), jnp.int32)))
 
 
 # Entry point ---------------------------------------------------------------------------------
