@@ -627,13 +627,20 @@ def _checkpoint_gifs(run_dir: RunDir, seed: int) -> list[tuple[str | None, str]]
     if problem is not None:
         return [(None, f"the {algorithm} runner cannot draw its episodes ({problem})")]
     state, _ = ckpt.load_checkpoint(found, shapes)
+    # One compiled program for every config: the configs of a sweep's program differ only in
+    # values its runner takes traced (as the driver trained them), passed here as arguments.
+    draw = jax.jit(
+        lambda values, member, key: make_runner(dataclasses.replace(config, **values)).render_episode(
+            member, key
+        )
+    )
     out: list[tuple[str | None, str]] = []
     for index, label in enumerate(members.labels):
-        runner = make_runner(members.config(config, index))
+        values = dict(members.variants[index]) if members.variants is not None else {}
         # The members are laid out config after config, each config's seeds together.
         first = index * len(members.seeds)
         member = jax.tree.map(lambda x, i=first: x[i], state)
-        frames, length = jax.jit(runner.render_episode)(member, jax.random.key(seed))
+        frames, length = draw(values, member, jax.random.key(seed))
         frames = np.asarray(frames)[: int(length)]
         with tempfile.TemporaryDirectory() as tmp:
             path = save_frames(frames, os.path.join(tmp, "episode.gif"), fps=10)
