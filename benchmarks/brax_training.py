@@ -31,7 +31,9 @@ differently. SAC: both normalise observations and scale rewards as the config sa
 (``normalize_observations``, ``reward_scaling``; lamella clips normalised observations to
 [-10, 10], brax.training does not clip); brax.training prefills its replay buffer with its initial policy, lamella with uniform random
 actions; at a time limit lamella bootstraps from the final observation, brax.training drops the
-transition from the critic loss. ES: brax.training's ES is OpenAI's (antithetic pairs, Adam on
+transition from the critic loss; lamella's ``critic_norm="layer"`` (the ant preset's: LayerNorm
+before every hidden activation of the critics) has no brax.training counterpart, whose critics
+stay plain MLPs (the script says so when it runs). ES: brax.training's ES is OpenAI's (antithetic pairs, Adam on
 the fitness-weighted noise), which is evosax's ``Open_ES`` with Adam, so the matched lamella
 config uses that strategy (:data:`MATCHED`; brax's ``population_size`` counts pairs, lamella's
 members); brax.training's members sample their actions from a tanh-normal whose scale the
@@ -158,6 +160,12 @@ def brax_sac_kwargs(config: Any) -> dict[str, Any]:
         raise SystemExit(
             "brax.training's SAC has one learning rate for actor, critic and temperature, alpha "
             "starting at 1 and two critics: set equal learning rates, init_alpha=1.0, num_critics=2."
+        )
+    if config.critic_norm is not None:
+        print(
+            f"lamella's critics: critic_norm={config.critic_norm!r}; brax.training's SAC has no such "
+            "option, its critics stay plain MLPs (--set critic_norm=None runs lamella without it).",
+            flush=True,
         )
     if config.target_entropy_scale != 0.5:
         raise SystemExit(

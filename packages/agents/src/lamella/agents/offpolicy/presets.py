@@ -102,7 +102,7 @@ _SAC_DUBINS_MAZE_FRONTIER = dataclasses.replace(
 def _brax_sac(env_id: str) -> SACTrainConfig:
     """brax.training's SAC choices cut to a CPU budget (the Brax bodies' SAC presets, issue 19),
     its order within a gradient step included (the actor learns from the critic before the
-    step's critic update)."""
+    step's critic update), plus LayerNorm in the critics (brax.training's have none)."""
     return SACTrainConfig(
         env_id=env_id,
         total_timesteps=30_000,
@@ -123,6 +123,7 @@ def _brax_sac(env_id: str) -> SACTrainConfig:
         reward_scaling=10.0,
         log_std_bounds=(-5.0, 4.26),
         update_order="simultaneous",
+        critic_norm="layer",
         eval_episodes=16,
     )
 
@@ -140,16 +141,18 @@ PRESETS: dict[str, dict[str, Any]] = {
         # Brax's halfcheetah (spring backend), issue 19: brax.training's SAC choices (one Adam
         # rate, target entropy -0.5 x action size, observation normalisation, reward scaling,
         # half a gradient step per env step, a fresh actor's std 0.69, its update order) cut to a
-        # CPU budget (16 envs, batch 256, (256, 256) nets, 3e4 steps): benchmarks/brax_training.py's
-        # settings, measured against brax.training's sac.train there (lamella-agents README,
+        # CPU budget (16 envs, batch 256, (256, 256) nets, 3e4 steps), with LayerNorm in the
+        # critics: greedy return over seeds 0-7, median 709 (462 to 1285; without the LayerNorm
+        # 530), brax.training's sac.train with the same settings 205 (100 to 1323), at 0.84x its
+        # wall time (benchmarks/brax_training.py on a 2-core Zen 5 EPYC; lamella-agents README,
         # "Brax bodies").
         "brax:halfcheetah@spring": _brax_sac("brax:halfcheetah@spring"),
         # Brax's ant (spring backend), issue 19: brax.training publishes no SAC settings for ant
         # (its demo gives SAC settings for hopper and walker2d only), so these are the
-        # halfcheetah preset's above. Greedy return after 3e4 steps, seeds 0-5: 771, 709, 571,
-        # 607, 514, 529 in about 240 s each; brax.training's sac.train with the same settings
-        # 653, 666, 699, 717, 834, 763 in 300-325 s (benchmarks/brax_training.py; lamella-agents
-        # README, "Brax bodies": below brax.training's return on 4 of 6 seeds).
+        # halfcheetah preset's above. Greedy return after 3e4 steps over seeds 0-11: median 1553
+        # (1211 to 2156) in about 113 s each; without the LayerNorm 768; brax.training's sac.train
+        # with the same settings 582 (341 to 703) in about 124 s (benchmarks/brax_training.py on a
+        # 2-core Zen 5 EPYC; lamella-agents README, "Brax bodies").
         "brax:ant@spring": _brax_sac("brax:ant@spring"),
     },
     "td3": {
