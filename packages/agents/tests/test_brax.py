@@ -103,6 +103,21 @@ def test_sac_trains_on_the_brax_pendulum_with_logs_and_checkpoints(tmp_path, cap
     assert os.listdir(os.path.join(out, "checkpoints")), "no checkpoint written"
 
 
+@pytest.mark.parametrize("algorithm", ["td3", "tqc"])
+def test_the_other_off_policy_agents_build_and_trace_on_a_brax_body(algorithm, tmp_path, capsys):
+    """TD3 and TQC take the same off-policy loop as SAC (trained above): ``--dry-run`` builds the
+    Brax env and the runner and traces their init, training and evaluation programs (the Brax
+    step inside each) without compiling them (about 15 CPU-seconds each, where a short run
+    compiles for 20 or more)."""
+    out = tmp_path / algorithm
+    argv = ["train", algorithm, "--env", ENV_ID, "--seeds", "2", "--dry-run", "--out-dir", str(out)]
+    assert lamella([*argv, "total_timesteps=1000", "learning_starts=200", "rollout_steps=500"]) == 0
+    printed = capsys.readouterr().out
+    assert f"dry run: {algorithm} on {ENV_ID}, 2 seed(s), 1,000 steps each (2 iterations)" in printed
+    assert "the 3 programs (init, chunk, evaluation) trace and lower" in printed
+    assert not out.exists(), "a dry run writes nothing"
+
+
 def test_brax_presets_are_what_lamella_train_runs_and_validate():
     """Every ``brax:`` preset (PPO's, SAC's, ES's) is the config ``lamella train ALGO --env ID``
     resolves for its own id, and passes the config's checks (no env is built: < 1 CPU-s)."""
