@@ -31,7 +31,7 @@ differently. SAC: both normalise observations and scale rewards as the config sa
 (``normalize_observations``, ``reward_scaling``; lamella clips normalised observations to
 [-10, 10], brax.training does not clip); brax.training prefills its replay buffer with its initial policy, lamella with uniform random
 actions; at a time limit lamella bootstraps from the final observation, brax.training drops the
-transition from the critic loss; lamella's ``critic_norm="layer"`` (the ant preset's: LayerNorm
+transition from the critic loss; lamella's ``critic_norm="layer"`` (both Brax SAC presets': LayerNorm
 before every hidden activation of the critics) has no brax.training counterpart, whose critics
 stay plain MLPs (the script says so when it runs). ES: brax.training's ES is OpenAI's (antithetic pairs, Adam on
 the fitness-weighted noise), which is evosax's ``Open_ES`` with Adam, so the matched lamella
