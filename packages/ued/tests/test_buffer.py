@@ -1,5 +1,7 @@
 """The PLR level buffer against hand-computed values."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,6 +65,27 @@ def test_should_replay_waits_for_min_fill():
         two, jax.random.split(jax.random.key(1), 2000)
     ).mean()
     assert 0.45 < float(rate) < 0.55
+
+
+@pytest.mark.parametrize("capacity", [4, 5, 10, 128])
+def test_a_traced_min_fill_ratio_waits_for_the_count_of_the_plain_one(capacity):
+    # A sweep traces min_fill_ratio: the buffer built with the traced ratio replays from the fill
+    # its plain build replays from, for every fill and ratios on, between and off the slots
+    # (0.3 * 5 = 1.5 and 0.5 * 5 = 2.5 round half to even; 0 still waits for one level).
+    ratios = [0.0, 0.1, 0.25, 0.3, 0.5, 0.7, 0.9, 1.0]
+    fills = jnp.arange(capacity + 1, dtype=jnp.int32)
+    key = jax.random.key(0)
+
+    def replays(ratio, fill):
+        buffer = make_level_buffer(capacity, replay_prob=1.0, min_fill_ratio=ratio)
+        return buffer.should_replay(buffer.init(LEVEL).replace(size=fill), key)
+
+    over_fills = jax.vmap(replays, in_axes=(None, 0))
+    traced = jax.jit(jax.vmap(over_fills, in_axes=(0, None)))(jnp.asarray(ratios, jnp.float32), fills)
+    plain = np.stack([jax.jit(functools.partial(over_fills, ratio))(fills) for ratio in ratios])
+    np.testing.assert_array_equal(traced, plain)
+    expected = [[fill >= max(1, round(ratio * capacity)) for fill in range(capacity + 1)] for ratio in ratios]
+    np.testing.assert_array_equal(plain, expected)
 
 
 def test_insert_fills_slots_dedupes_and_skips_unscored():

@@ -133,13 +133,30 @@ def test_gif_of_the_student_on_a_random_level(accel_runs):
 
 
 def test_a_sweep_of_buffer_and_loss_settings_is_one_program_of_the_runs_alone(accel_runs, tmp_path):
-    """``lamella sweep`` over PLR's replay settings and PPO's entropy coefficient trains every
-    config in one program (the runner is built with traced values): its first config's members
-    are the fixture's run of that config alone, and the second config trains otherwise."""
+    """``lamella sweep`` over PLR's replay settings (the buffer's fill before replay included)
+    and PPO's entropy coefficient trains every config in one program (the runner is built with
+    traced values): its first config's members are the fixture's run of that config alone, and
+    the second config trains otherwise."""
+    from lamella.agents.sweep import plan_sweep
+
     config, full, _, _ = accel_runs
-    same = {"temperature": 0.3, "staleness_coef": 0.5, "replay_prob": 0.8, "ent_coef": config.ent_coef}
+    same = {
+        "temperature": 0.3,
+        "staleness_coef": 0.5,
+        "replay_prob": 0.8,
+        "min_fill_ratio": 0.5,
+        "ent_coef": config.ent_coef,
+    }
     assert all(getattr(config, k) == v for k, v in same.items())
-    other = {"temperature": 1.0, "staleness_coef": 0.0, "replay_prob": 1.0, "ent_coef": 0.05}
+    other = {
+        "temperature": 1.0,
+        "staleness_coef": 0.0,
+        "replay_prob": 1.0,
+        "min_fill_ratio": 0.25,
+        "ent_coef": 0.05,
+    }
+    plan = plan_sweep("accel", config, {k: [str(same[k]), str(other[k])] for k in same}, seeds=2)
+    assert (plan.traced, plan.static, len(plan.programs)) == (list(same), {}, 1)
     sweep = run_experiment(
         config,
         variants=[same, other],

@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from lamella.agents.config import is_swept
@@ -159,8 +160,7 @@ def make_level_buffer(
             f"make_level_buffer: prioritization must be one of {PRIORITIZATIONS}, got {prioritization!r}."
         )
     # A sweep (lamella sweep) traces the numbers it varies: each value was checked here once as a
-    # plain number, and the traced ones reach the buffer's arithmetic only (the fill ratio
-    # excepted: it sets a count, so a sweep over it compiles one program per value).
+    # plain number, and the traced ones reach the buffer's arithmetic only.
     if not is_swept(temperature) and not float(temperature) > 0:
         raise ValueError(f"make_level_buffer: temperature must be > 0, got {temperature}.")
     for name, value in (
@@ -170,7 +170,13 @@ def make_level_buffer(
     ):
         if not is_swept(value) and not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"make_level_buffer: {name} must be in [0, 1], got {value}.")
-    min_size = max(1, round(float(min_fill_ratio) * capacity))  # a number (a sweep splits on it)
+    # The filled slots replay waits for: the ratio times the capacity, rounded half to even, at
+    # least 1. A traced ratio (a sweep's) is a traced count, compared with the buffer's size; both
+    # ways compute in float32, so a sweep's member waits for the count its run alone waits for.
+    if is_swept(min_fill_ratio):
+        min_size: Any = jnp.maximum(jnp.round(min_fill_ratio * jnp.float32(capacity)).astype(jnp.int32), 1)
+    else:
+        min_size = max(1, int(np.round(np.float32(min_fill_ratio) * np.float32(capacity))))
 
     def check_batch(what: str, num: int) -> None:
         if num > capacity:
@@ -335,5 +341,5 @@ def make_level_buffer(
         temperature=temperature if is_swept(temperature) else float(temperature),
         staleness_coef=staleness_coef if is_swept(staleness_coef) else float(staleness_coef),
         replay_prob=replay_prob if is_swept(replay_prob) else float(replay_prob),
-        min_fill_ratio=float(min_fill_ratio),
+        min_fill_ratio=min_fill_ratio if is_swept(min_fill_ratio) else float(min_fill_ratio),
     )
