@@ -137,6 +137,102 @@ def test_auto_reset_cheap_done_changes_no_value():
     jax.tree.map(np.testing.assert_array_equal, a, b)
 
 
+class SparseCountEnv(CountEnv):
+    sparse_reset = True
+
+
+def _rollout_outputs(env, params, keys, actions):
+    """Every output of ``vmap(env.step)`` over ``keys``/``actions`` (time, env axes) from a reset."""
+
+    def body(state, inputs):
+        out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(*inputs[:1], state, inputs[1], params)
+        return out[1], out
+
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(keys[0], params)
+    return jax.jit(lambda s: jax.lax.scan(body, s, (keys, actions))[1])(state)
+
+
+def test_auto_reset_sparse_reset_changes_no_value_and_branches_over_the_batch():
+    """``sparse_reset``: under vmap the resets are computed in a branch taken when some env is done
+    (a ``cond`` in the batched step); every output equals the select over every env's reset, bit
+    for bit, with no env, some and all envs ending, alone, under vmap and under vmap of vmap."""
+    sparse, every = AutoReset(SparseCountEnv()), AutoReset(CountEnv())
+    assert sparse.sparse_reset and EpisodeStatistics(sparse).sparse_reset and not every.sparse_reset
+    num_envs = 6
+    keys = jax.random.split(jax.random.key(4), (2, num_envs))
+    _, state = jax.vmap(every.reset, in_axes=(0, None))(keys[0], PARAMS)
+    step = {
+        name: jax.jit(
+            lambda a, env=env: jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys[1], state, a, PARAMS)
+        )
+        for name, env in (("sparse", sparse), ("every", every))
+    }
+    ending = {"none": [], "some": [1, 4], "all": list(range(num_envs))}
+    for case, envs in ending.items():
+        action = jnp.zeros((num_envs, 1), jnp.float32).at[jnp.asarray(envs, jnp.int32)].set(0.9)
+        got, want = step["sparse"](action), step["every"](action)
+        assert int(jnp.sum(got[3])) == len(envs), case  # terminated
+        jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b, err_msg=case), got, want)
+    batched = jax.make_jaxpr(jax.vmap(sparse.step, in_axes=(0, 0, 0, None)))(keys[1], state, action, PARAMS)
+    assert "cond[" in str(batched)
+    # One env (no batching rule) and a vmap of a vmap (the cond becomes a select) agree too.
+    action = act(0.9)
+    jax.tree.map(
+        np.testing.assert_array_equal,
+        jax.jit(sparse.step)(keys[1, 0], jax.tree.map(lambda x: x[0], state), action, PARAMS),
+        jax.jit(every.step)(keys[1, 0], jax.tree.map(lambda x: x[0], state), action, PARAMS),
+    )
+    grid = lambda x: x.reshape(2, num_envs // 2, *x.shape[1:])  # noqa: E731
+    actions = jnp.where(jnp.arange(num_envs)[:, None] % 2 == 0, 0.9, 0.0).astype(jnp.float32)
+    nested = jax.jit(jax.vmap(jax.vmap(sparse.step, in_axes=(0, 0, 0, None)), in_axes=(0, 0, 0, None)))
+    got = nested(grid(keys[1]), jax.tree.map(grid, state), grid(actions), PARAMS)
+    want = step["every"](actions)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a.reshape(b.shape), b), got, want)
+
+
+# One id of each env class that sets sparse_reset, with a rollout long enough for episodes to end.
+SPARSE_RESET_ENVS = {
+    "Foraging-8x8-2p-2f-coop-v3": 120,
+    "MPE-simple_spread-v3": 60,
+    "rware-tiny-2ag-v2": 510,
+    "SMAX-3m-v0": 120,
+    "CoinGame-v0": 40,
+}
+
+
+def test_every_env_class_with_sparse_reset_is_checked_below():
+    for env_id in le.registered(variants=False):
+        if any(family in env_id for family in ("Foraging", "MPE-", "rware-", "SMAX-", "CoinGame")):
+            continue  # the families listed in SPARSE_RESET_ENVS
+        env, _ = le.make(env_id, autoreset=False)
+        assert not env.unwrapped.sparse_reset, (
+            f"{env_id} sets sparse_reset: add one of its ids to SPARSE_RESET_ENVS"
+        )
+    for env_id in SPARSE_RESET_ENVS:
+        assert le.make(env_id, autoreset=False)[0].unwrapped.sparse_reset, env_id
+
+
+@pytest.mark.parametrize("env_id", sorted(SPARSE_RESET_ENVS))
+def test_auto_reset_sparse_reset_envs_give_the_same_trajectories(env_id):
+    """The envs that set ``sparse_reset`` step 4 envs through episode ends the same, bit for bit,
+    with it off (resets on every step) and on (resets only on steps where some env is done);
+    both steps where some env is done and steps where none is are compared."""
+    inner, params = le.make(env_id, autoreset=False)
+    num_steps, num_envs = SPARSE_RESET_ENVS[env_id], 4
+    keys = jax.random.split(jax.random.key(7), (num_steps, num_envs))
+    space = inner.action_space(params)
+    actions = jax.vmap(jax.vmap(space.sample))(jax.random.split(jax.random.key(8), (num_steps, num_envs)))
+    sparse, every = AutoReset(inner), AutoReset(inner)
+    every.sparse_reset = False
+    got, want = (
+        _rollout_outputs(sparse, params, keys, actions),
+        _rollout_outputs(every, params, keys, actions),
+    )
+    done = np.asarray(jax.vmap(jax.vmap(le.environment.episode_done))(got[3], got[4]))
+    assert done.any(axis=1).sum() >= 1 and (~done.any(axis=1)).sum() >= 1, "no step with (or without) an end"
+    jax.tree.map(np.testing.assert_array_equal, got, want)
+
+
 def test_optimistic_reset_batch_semantics():
     num_envs, ratio = 8, 4
     env = OptimisticReset(ENV, num_envs=num_envs, reset_ratio=ratio)

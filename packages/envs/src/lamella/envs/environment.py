@@ -63,11 +63,19 @@ class Environment(Generic[TEnvState, TEnvParams]):
       which costs an XLA kernel per step: a third of DiscountingChain's step
       on CPU. Leave it False where ``done`` depends on the dynamics (physics,
       collisions): recomputing those in every select costs more.
+    * ``sparse_reset``: True when a reset costs more than a step and, in a
+      batch, few envs end on any one step (random layouts drawn by rejection,
+      episodes of tens of steps). The auto-reset wrapper then computes the
+      batch's resets under ``vmap`` only on steps where some env is done (a
+      branch over the batch) instead of on every step; the results are the
+      same bit for bit. Leave it False where envs end on most steps of a
+      large batch: the branch then only adds its own cost.
     """
 
     num_agents: ClassVar[int] = 1
     stochastic_step: ClassVar[bool] = True
     cheap_done: ClassVar[bool] = False
+    sparse_reset: ClassVar[bool] = False
 
     @property
     def default_params(self) -> TEnvParams:
@@ -172,6 +180,8 @@ class Wrapper(Environment[Any, Any]):
         self.num_agents = env.num_agents  # type: ignore[misc]
         self.stochastic_step = env.stochastic_step  # type: ignore[misc]
         self.cheap_done = env.cheap_done  # type: ignore[misc]
+        # getattr: an env written before the attribute existed may not subclass Environment.
+        self.sparse_reset = getattr(env, "sparse_reset", False)  # type: ignore[misc]
 
     def __getattr__(self, name: str) -> Any:
         if name == "env":

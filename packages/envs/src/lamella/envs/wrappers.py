@@ -74,9 +74,9 @@ class AutoReset(Wrapper):
         info = {**info, "final_observation": obs}
         # Looked up on the class: a wrapper in between (which may change the observation) does
         # not define them, and its attribute delegation must not find the inner env's.
-        observation_of = getattr(type(self.env), "observation_of", None)
+        observation_of: Any = getattr(type(self.env), "observation_of", None)
         reset_where = getattr(type(self.env), "reset_where", None)
-        mask_of = getattr(type(self.env), "action_mask", None)
+        mask_of: Any = getattr(type(self.env), "action_mask", None)
         if observation_of is not None and reset_where is not None:
             # The env selects the reset state itself (``reset_where(key, done, state, params)``,
             # equal to the select below), e.g. drawing random levels only for the envs that are
@@ -87,26 +87,62 @@ class AutoReset(Wrapper):
                     done, mask_of(self.env, new_state, params), info["action_mask"]
                 )
             return observation_of(self.env, new_state, params), new_state, reward, terminated, truncated, info
-        reset_obs, reset_state = self.env.reset_env(key_reset, params)
-        # The inner step's action mask is the last state's; after a reset the agents act in the new
-        # episode's first state (class lookup, as for observation_of below).
-        if mask_of is not None and "action_mask" in info:
-            info["action_mask"] = jnp.where(done, mask_of(self.env, reset_state, params), info["action_mask"])
-        if observation_of is not None:
-            # The env's observation is a function of its state: select the (small) state and build
-            # one observation from it, instead of the step's and the reset's observations and a
-            # select over the (large) observation. When the caller ignores the final observation
-            # the step's observation is never built.
-            new_state = _where(done, reset_state, next_state)
-            return observation_of(self.env, new_state, params), new_state, reward, terminated, truncated, info
-        return (
-            _where(done, reset_obs, obs),
-            _where(done, reset_state, next_state),
-            reward,
-            terminated,
-            truncated,
-            info,
+        with_mask = mask_of is not None and "action_mask" in info
+        # The env's observation is a function of its state (observation_of): select the (small)
+        # state and build one observation from it, instead of the step's and the reset's
+        # observations and a select over the (large) observation. When the caller ignores the
+        # final observation the step's observation is never built.
+        select_obs = observation_of is None
+
+        def reset_where_done(key: PRNGKey, done: jax.Array, kept: Any, params: Any) -> Any:
+            obs, state, mask = kept
+            reset_obs, reset_state = self.env.reset_env(key, params)
+            if with_mask:
+                # The inner step's action mask is the last state's; after a reset the agents act
+                # in the new episode's first state (class lookup, as for observation_of above).
+                mask = jnp.where(done, mask_of(self.env, reset_state, params), mask)
+            if select_obs:
+                obs = _where(done, reset_obs, obs)
+            return obs, _where(done, reset_state, state), mask
+
+        if self.sparse_reset:
+            reset_where_done = _only_when_some_done(reset_where_done)
+        kept = (obs if select_obs else None, next_state, info["action_mask"] if with_mask else None)
+        obs, new_state, mask = reset_where_done(key_reset, done, kept, params)
+        if with_mask:
+            info["action_mask"] = mask
+        if not select_obs:
+            obs = observation_of(self.env, new_state, params)
+        return obs, new_state, reward, terminated, truncated, info
+
+
+def _only_when_some_done(reset_where_done: Any) -> Any:
+    """``reset_where_done(key, done, kept, params)`` (the reset where ``done``, ``kept``
+    elsewhere), bit for bit, that under ``vmap`` (a custom batching rule) computes the batch's
+    resets only on steps where some env is done: a branch over the whole batch, where the
+    per-env function can only select. For envs whose reset costs more than their step and whose
+    episodes rarely end on the same step (``Environment.sparse_reset``)."""
+
+    @jax.custom_batching.custom_vmap
+    def only_when_some_done(key: PRNGKey, done: jax.Array, kept: Any, params: Any) -> Any:
+        return reset_where_done(key, done, kept, params)
+
+    @only_when_some_done.def_vmap
+    def rule(axis_size: int, in_batched: list[Any], key: Any, done: Any, kept: Any, params: Any) -> Any:
+        axes = jax.tree.map(lambda batched: 0 if batched else None, tuple(in_batched))
+        batched_kept = jax.tree.map(
+            lambda x, batched: x if batched else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+            kept,
+            in_batched[2],
         )
+        out = jax.lax.cond(
+            jnp.any(done),
+            lambda: jax.vmap(reset_where_done, in_axes=axes)(key, done, kept, params),
+            lambda: batched_kept,
+        )
+        return out, jax.tree.map(lambda _: True, out)
+
+    return only_when_some_done
 
 
 class OptimisticReset:
@@ -157,7 +193,7 @@ class OptimisticReset:
         reset_obs, reset_state = jax.tree.map(take, pool_obs), jax.tree.map(take, pool_state)
         batch_where = lambda new, old: jax.vmap(jnp.where)(done, new, old)  # noqa: E731
         info = {**info, "final_observation": obs}
-        mask_of = getattr(type(self.env), "action_mask", None)
+        mask_of: Any = getattr(type(self.env), "action_mask", None)
         if mask_of is not None and "action_mask" in info:  # the reset state's mask, as in AutoReset
             reset_mask = jax.vmap(mask_of, in_axes=(None, 0, None))(self.env, reset_state, params)
             info["action_mask"] = batch_where(reset_mask, info["action_mask"])

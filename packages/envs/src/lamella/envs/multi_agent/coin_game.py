@@ -197,6 +197,7 @@ class CoinGame(Environment[CoinGameState, CoinGameParams]):
     num_agents = 2
     #: The agents do not form one team (multi-agent contract: a runner refuses a team reward here).
     cooperative = False
+    sparse_reset = True  # episodes of a fixed length: a batch ends together
 
     def __init__(
         self,

@@ -178,6 +178,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
     """
 
     stochastic_step = False
+    sparse_reset = True  # resets draw layouts by rejection; episodes end tens of steps apart
 
     def __init__(
         self,

@@ -92,6 +92,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
     """
 
     stochastic_step = False
+    sparse_reset = True  # episodes of a fixed length: a batch ends together, every 25 steps
 
     def __init__(
         self,

@@ -272,6 +272,8 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
             goal) or fails on later (no shelf) is a ``ValueError`` here.
     """
 
+    sparse_reset = True  # episodes of a fixed length (500 steps): a batch ends together
+
     def __init__(
         self,
         size: str = "tiny",

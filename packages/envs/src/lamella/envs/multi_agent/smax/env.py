@@ -173,6 +173,7 @@ class SMAX(Environment[SMAXState, SMAXParams]):
     """
 
     stochastic_step = True
+    sparse_reset = True  # a reset places every unit; a battle lasts tens of steps
 
     def __init__(
         self,
