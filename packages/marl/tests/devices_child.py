@@ -94,12 +94,6 @@ def main(out_dir: str) -> None:
                     jax.tree.leaves(one.state.env_state), jax.tree.leaves(four.state.env_state), strict=True
                 )
             ),
-            "env_state_equal": all(
-                np.array_equal(np.asarray(a), np.asarray(b))
-                for a, b in zip(
-                    jax.tree.leaves(one.state.env_state), jax.tree.leaves(four.state.env_state), strict=True
-                )
-            ),
             "layout": layout,
         }
         print(

@@ -50,12 +50,14 @@ def test_four_devices_train_as_one_device_on_the_same_global_batch(child, name):
     )
     for key in one:
         np.testing.assert_allclose(four[key], one[key], rtol=1e-4, atol=1e-5, err_msg=f"{name}: {key}")
-    # The parameters after training, and the envs' states: with discrete actions equal bits (keys
-    # and samples sliced exactly); continuous actions carry the network's rounding into positions.
+    # The parameters after training, and the envs' states. With discrete actions (rec_mappo) the
+    # actions are the same (keys and samples sliced exactly): one different action would move a
+    # particle by about 1e-2; what is left is rounding, as the two programs fuse the dynamics
+    # differently (XLA's CPU backend makes a*b+c one FMA inside a fusion, so the 1- and the
+    # 4-device program can round a step apart by an ulp). Continuous actions carry the network's
+    # rounding into positions too.
     assert run["params_max_abs_diff"] <= 1e-5 * max(1.0, run["params_max_abs"])
-    if name == "rec_mappo":
-        assert run["env_state_equal"]
-    assert run["env_state_max_abs_diff"] <= 1e-4
+    assert run["env_state_max_abs_diff"] <= (1e-5 if name == "rec_mappo" else 1e-4)
     # The updates ran (Adam's count: 4 iterations x 2 epochs x 2 minibatches), and every value
     # target of the 4 rollouts was counted, on 1 and on 4 devices.
     assert run["adam_counts"] == [16] and run["adam_moment_max"] > 0
