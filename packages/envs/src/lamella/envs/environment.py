@@ -67,8 +67,10 @@ class Environment(Generic[TEnvState, TEnvParams]):
       batch, few envs end on any one step (random layouts drawn by rejection,
       episodes of tens of steps). The auto-reset wrapper then computes the
       batch's resets under ``vmap`` only on steps where some env is done (a
-      branch over the batch) instead of on every step; the results are the
-      same bit for bit. Leave it False where envs end on most steps of a
+      branch over the batch) instead of on every step. The branch computes
+      what the select would keep; XLA may fuse the step otherwise around it,
+      so float dynamics can differ in the last bits (XLA's CPU backend makes
+      ``a*b+c`` an FMA inside a fusion). Leave it False where envs end on most steps of a
       large batch: the branch then only adds its own cost.
     """
 

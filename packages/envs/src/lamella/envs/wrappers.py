@@ -118,10 +118,10 @@ class AutoReset(Wrapper):
 
 def _only_when_some_done(reset_where_done: Any) -> Any:
     """``reset_where_done(key, done, kept, params)`` (the reset where ``done``, ``kept``
-    elsewhere), bit for bit, that under ``vmap`` (a custom batching rule) computes the batch's
-    resets only on steps where some env is done: a branch over the whole batch, where the
-    per-env function can only select. For envs whose reset costs more than their step and whose
-    episodes rarely end on the same step (``Environment.sparse_reset``)."""
+    elsewhere) that under ``vmap`` (a custom batching rule) computes the batch's resets only on
+    steps where some env is done: a branch over the whole batch, where the per-env function can
+    only select. The branch computes what the select would keep; around it XLA may fuse the step
+    otherwise, so float dynamics can round apart in the last bits (``Environment.sparse_reset``)."""
 
     @jax.custom_batching.custom_vmap
     def only_when_some_done(key: PRNGKey, done: jax.Array, kept: Any, params: Any) -> Any:
