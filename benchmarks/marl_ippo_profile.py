@@ -74,9 +74,10 @@ def main() -> None:
     @jax.jit
     def rollouts(train_state, start, key):
         def body(state, key):
-            policy = actor_critic_policy(actor_critic, train_state.params)
+            # As the runner acts: the feed-forward update computes the critic's values itself.
+            policy = actor_critic_policy(actor_critic, train_state.params, record_value=False)
             state, batch = rollout.collect(state, policy, key, params)
-            return state, jnp.sum(batch.reward) + jnp.sum(batch.log_prob) + jnp.sum(batch.value)
+            return state, jnp.sum(batch.reward) + jnp.sum(batch.log_prob)
 
         return jax.lax.scan(body, start, jax.random.split(key, CALLS))[1]
 

@@ -7,7 +7,12 @@ import pytest
 
 import lamella.envs
 from lamella.agents import PolicyStep, Transition, losses, make_rollout
-from lamella.agents.actor_critic import RecurrentActorCriticNet, recurrent_actor_critic
+from lamella.agents.actor_critic import (
+    FeedForwardActorCriticNet,
+    RecurrentActorCriticNet,
+    feedforward_actor_critic,
+    recurrent_actor_critic,
+)
 from lamella.agents.rollout import actor_critic_policy, next_memory
 from lamella.envs import spaces
 
@@ -121,6 +126,32 @@ def test_recurrent_memory_is_recorded_and_continues():
     )
     np.testing.assert_allclose(log_prob, batch.log_prob, atol=1e-5)
     np.testing.assert_allclose(value, batch.value, atol=1e-5)
+
+
+def test_a_policy_that_does_not_record_values_acts_the_same():
+    """``record_value=False`` (what an update that computes the values of the whole batch asks
+    for) records zeros as values; actions and log-probabilities are those of the default."""
+    actor_critic = feedforward_actor_critic(FeedForwardActorCriticNet(spaces.Discrete(2), hidden_sizes=(8,)))
+    env, params = lamella.envs.make("CartPole-v1")
+    rollout = make_rollout(env, 12, NUM_ENVS)
+    state = rollout.init(jax.random.key(0), params)
+    net_params = actor_critic.init(jax.random.key(2), state.obs)
+    batches = [
+        rollout.collect(
+            state,
+            actor_critic_policy(actor_critic, net_params, record_value=record),
+            jax.random.key(3),
+            params,
+        )[1]
+        for record in (True, False)
+    ]
+    recorded, unrecorded = batches
+    np.testing.assert_array_equal(unrecorded.action, recorded.action)
+    np.testing.assert_array_equal(unrecorded.log_prob, recorded.log_prob)
+    assert not np.asarray(unrecorded.value).any()
+    values = actor_critic.value(net_params, (), recorded.obs)
+    assert float(jnp.abs(values).min()) > 0.0
+    np.testing.assert_allclose(recorded.value, values, rtol=1e-5, atol=1e-6)
 
 
 def test_dict_observations_work_with_both_kinds_of_actor_critic():

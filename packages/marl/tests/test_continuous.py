@@ -142,13 +142,15 @@ def test_value_statistics_are_the_moments_of_the_gae_targets(continuous_ippo):
     update = jax.jit(agent.update)
     new_state, _, metrics = update(trajectory, train_state, ())
     assert bool(jnp.isfinite(metrics["loss"]))
-    # Fresh statistics (mean 0, std 1) leave the stored values as they are: the targets are
-    # plain GAE returns of the critic's values.
+    # Fresh statistics (mean 0, std 1) leave the critic's values as they are: the targets are
+    # plain GAE returns of the critic's values of the batch's observations (a feed-forward
+    # update computes them itself; the rollout records none) and of its final observations.
     transitions = trajectory.transitions
+    value = actor_critic.value(train_state.params, (), transitions.obs)
     value_next = actor_critic.value(train_state.params, (), transitions.final_obs)
     _, target = losses.gae_advantages(
         transitions.reward,
-        transitions.value,
+        value,
         value_next,
         transitions.terminated,
         transitions.done,
@@ -159,6 +161,12 @@ def test_value_statistics_are_the_moments_of_the_gae_targets(continuous_ippo):
     np.testing.assert_allclose(stats.mean, np.mean(target), rtol=1e-4)
     np.testing.assert_allclose(stats.var, np.var(target), rtol=1e-3)
     assert float(stats.mean) > 5.0  # the targets' scale, not the initial 0
+    # The values the trajectory carries (random here, zeros from the runner's rollout) are not read.
+    zeroed = trajectory.replace(transitions=transitions.replace(value=jnp.zeros_like(transitions.value)))
+    same_state, _, same_metrics = update(zeroed, train_state, ())
+    assert float(jnp.abs(transitions.value).max()) > 0.5
+    np.testing.assert_array_equal(same_metrics["loss"], metrics["loss"])
+    jax.tree.map(np.testing.assert_array_equal, same_state.params, new_state.params)
     # A second rollout adds to the same statistics (every target counted once).
     newer, _, _ = update(_trajectory(jax.random.key(2), config.num_steps, config.num_envs), new_state, ())
     np.testing.assert_allclose(newer.value_stats.count, 2 * target.size + 1e-4, rtol=1e-6)

@@ -59,7 +59,8 @@ class PolicyStep(NamedTuple):
         raw_action: the distribution's raw sample (see :mod:`lamella.agents.distributions`),
             what a log-probability is taken of; equal to ``action`` for discrete actions.
         log_prob: float32 log-probability of ``raw_action`` (zeros if the policy has none).
-        value: float32 value estimate of ``obs`` (zeros if the policy has no critic).
+        value: float32 value estimate of ``obs`` (zeros if the policy has no critic or does
+            not record it).
     """
 
     action: Any
@@ -297,6 +298,7 @@ def actor_critic_policy(
     params: Any,
     preprocess: Callable[[Any], Any] | None = None,
     devices: DeviceAxis | None = None,
+    record_value: bool = True,
 ) -> Policy:
     """A collector's policy from an :class:`~lamella.agents.actor_critic.ActorCritic`: samples
     its distribution, records the log-probability and the value.
@@ -308,6 +310,10 @@ def actor_critic_policy(
             normalisation); the transitions keep the observations as the env returned them.
         devices: the mesh axis when the batch is split over devices: each device samples its
             block of the actions one device samples for the whole batch.
+        record_value: False records zeros as the value, so a compiled rollout of a feed-forward
+            network leaves the critic out of every step; an update that computes the values of
+            the whole batch at once from ``transitions.obs`` (with the same parameters) gets
+            what the critic would have recorded, in one pass instead of one per step.
     """
     devices = devices or DeviceAxis()
 
@@ -315,6 +321,8 @@ def actor_critic_policy(
         obs_in = obs if preprocess is None else preprocess(obs)
         memory, dist, value = actor_critic.step(params, memory, obs_in, reset)
         raw = dist.sample(key, devices.start(reset.shape[0])) if devices.sharded else dist.sample(key)
+        if not record_value:
+            value = jnp.zeros_like(value)
         return memory, PolicyStep(dist.to_action(raw), raw, dist.log_prob(raw), value)
 
     return policy

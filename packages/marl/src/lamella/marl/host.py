@@ -399,7 +399,9 @@ def _compiled(
 
     @jax.jit
     def act(params: Any, key: jax.Array, obs: Any, memory: Any, reset: jax.Array) -> Any:
-        return actor_critic_policy(actor_critic, params)(key, obs, memory, reset)
+        # A feed-forward critic's values are computed by the update, for the whole batch at once.
+        policy = actor_critic_policy(actor_critic, params, record_value=actor_critic.recurrent)
+        return policy(key, obs, memory, reset)
 
     @jax.jit
     def act_eval(params: Any, key: jax.Array, obs: Any, memory: Any, reset: jax.Array) -> Any:

@@ -438,11 +438,25 @@ def make_multi_agent_ppo(
         # from its last state.
         num_steps, num_envs = reward.shape[:2]
         flat = lambda x: x.reshape((num_steps * num_envs, *x.shape[2:]))  # noqa: E731
-        after = jax.tree.map(flat, next_memory(transitions, trajectory.last_memory))
-        value_next = actor_critic.value(train_state.params, after, jax.tree.map(flat, transitions.final_obs))
-        value_next = value_next.reshape(transitions.value.shape)
-        stats = train_state.value_stats
+        if actor_critic.recurrent:
+            after = jax.tree.map(flat, next_memory(transitions, trajectory.last_memory))
+            value_next = actor_critic.value(
+                train_state.params, after, jax.tree.map(flat, transitions.final_obs)
+            )
+            value_next = value_next.reshape(transitions.value.shape)
+        else:
+            # A feed-forward critic's values of the observations the rollout acted on (the rollout
+            # records none: one pass over the batch here costs less than one per step) and of the
+            # final observations, in one call with the parameters the rollout acted with.
+            both = jax.tree.map(
+                lambda obs, final: jnp.concatenate([flat(obs), flat(final)]),
+                transitions.obs,
+                transitions.final_obs,
+            )
+            values = actor_critic.value(train_state.params, (), both).reshape((2, *transitions.reward.shape))
+            transitions, value_next = transitions.replace(value=values[0]), values[1]
         value = transitions.value
+        stats = train_state.value_stats
         if config.normalize_values:
             value, value_next = (
                 value_norm.denormalize(stats, value),
@@ -547,7 +561,10 @@ def make_multi_agent_ppo_runner(
         state: MultiAgentPPORunnerState,
     ) -> tuple[MultiAgentPPORunnerState, dict[str, jax.Array], Any]:
         key, key_rollout, key_update = hashed_keys(state.key, (3,))
-        policy = actor_critic_policy(actor_critic, state.train_state.params, devices=devices)
+        # A feed-forward critic's values are computed by the update, for the whole batch at once.
+        policy = actor_critic_policy(
+            actor_critic, state.train_state.params, devices=devices, record_value=actor_critic.recurrent
+        )
         start = RolloutState(state.env_state, state.obs, state.memory, state.reset)
         end, transitions = rollout.collect(start, policy, key_rollout, env_params)
         train_state, _, metrics = agent.update(
