@@ -122,13 +122,19 @@ def baselines():
 def test_host_loop_learns_continuous_speaker_listener_for_three_seeds(config_class, baselines):
     assert -45 < baselines["random"] < -30 and -40 < baselines["still"] < -28, baselines
     config = config_class(**{f.name: getattr(CONFIG, f.name) for f in dataclasses.fields(CONFIG)})
+    # The update recomputes the distributions the loop acted with (feed-forward: exactly).
+    assert_learns_for_three_seeds(config, baselines, kl_bound=1e-6)
+
+
+def assert_learns_for_three_seeds(config, baselines, kl_bound):
+    """Trains seeds 0-2 on speaker-listener for 8,192 steps; each seed's greedy per-agent return
+    is >= -30 and 4 above the better of the uniform and standing-still baselines."""
     scores = []
     for seed in (0, 1, 2):
         result = train_host(config, speaker_listener, seed=seed, eval_every=config.total_timesteps)
         assert result.env_steps == 8192 and result.eval_steps == [8192]
         assert len(result.train_metrics) == 16
-        # The update recomputes the distributions the loop acted with (feed-forward: exactly).
-        assert max(abs(m["first_minibatch_kl"]) for m in result.train_metrics) < 1e-6
+        assert max(abs(m["first_minibatch_kl"]) for m in result.train_metrics) < kl_bound
         scores.append(float(np.mean(result.eval_agent_returns[-1])))
     print(
         f"host {config.algorithm} continuous speaker-listener: per-agent return per seed {scores}, "
@@ -203,16 +209,4 @@ def test_recurrent_host_loop_learns_continuous_speaker_listener_for_three_seeds(
         **{f.name: getattr(CONFIG, f.name) for f in dataclasses.fields(CONFIG) if f.name not in RECURRENT},
         **RECURRENT,
     )
-    scores = []
-    for seed in (0, 1, 2):
-        result = train_host(config, speaker_listener, seed=seed, eval_every=config.total_timesteps)
-        assert result.env_steps == 8192 and result.eval_steps == [8192]
-        assert len(result.train_metrics) == 16
-        assert max(abs(m["first_minibatch_kl"]) for m in result.train_metrics) < 1e-5
-        scores.append(float(np.mean(result.eval_agent_returns[-1])))
-    print(
-        f"host {config.algorithm} continuous speaker-listener: per-agent return per seed {scores}, "
-        f"baselines {baselines}"
-    )
-    assert min(scores) >= -30.0, (scores, baselines)
-    assert min(scores) >= max(baselines.values()) + 4.0, (scores, baselines)
+    assert_learns_for_three_seeds(config, baselines, kl_bound=1e-5)
