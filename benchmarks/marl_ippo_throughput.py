@@ -1,7 +1,7 @@
 """IPPO training throughput: lamella-marl against JaxMARL's IPPO baseline, side by side, same env.
 
     python benchmarks/marl_ippo_throughput.py --jaxmarl-src DIR [--env ID] [--updates 16] [--repeats 5] [--clock wall|process]
-        [--num-envs 16]
+        [--num-envs 16] [--profile DIR]
 
 ``DIR`` is a checkout of FLAIROx/JaxMARL (its ``baselines/IPPO/ippo_ff_mpe.py`` is loaded from
 there, unmodified, and run as JaxMARL runs it). JaxMARL pins nothing lamella cannot share, so both
@@ -27,17 +27,25 @@ Protocol (../shared/BENCHMARKS.md):
 * Timed calls interleaved (lamella, JaxMARL, lamella, ...), medians, compile (first call)
   reported separately. ``--clock process`` times the calls in CPU time of the process (all its
   threads), steadier than wall time on a machine shared with other jobs.
+* ``--profile DIR``: after timing, one more call of each side runs under ``jax.profiler``; every
+  event on the device's timelines and the compiled HLO go to ``DIR/<env>_<num envs>_<side>.json.gz``
+  (how the GPU figures in the marl README were taken apart: kernels, the gaps between them, the
+  loops they ran in).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import gzip
 import importlib.metadata
 import importlib.util
+import json
 import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 import types
 from pathlib import Path
@@ -121,19 +129,10 @@ def load_jaxmarl_ippo(source: Path) -> types.ModuleType:
     return module
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jaxmarl-src", type=Path, required=True, help="a checkout of FLAIROx/JaxMARL")
-    parser.add_argument("--updates", type=int, default=16, help="PPO iterations per timed call")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--env", default=ENV_ID, help="a lamella multi-agent env id with discrete actions")
-    parser.add_argument("--clock", choices=("wall", "process"), default="wall")
-    parser.add_argument("--num-envs", type=int, default=NUM_ENVS, help="parallel envs on both sides")
-    args = parser.parse_args()
-    env_id, num_envs = args.env, args.num_envs
-    total = args.updates * num_envs * NUM_STEPS
-
-    config = IPPOConfig(
+def ippo_config(env_id: str, num_envs: int, updates: int) -> IPPOConfig:
+    """lamella's side of the config (the module docs): ``updates`` iterations of ``num_envs`` envs."""
+    total = updates * num_envs * NUM_STEPS
+    return IPPOConfig(
         env_id=env_id,
         total_timesteps=total,
         num_envs=num_envs,
@@ -148,9 +147,16 @@ def main() -> None:
         share_parameters=True,
         team_reward=True,
     )
+
+
+def make_sides(jaxmarl_src: Path, env_id: str, num_envs: int, updates: int) -> dict[str, Any]:
+    """``{"lamella": train, "jaxmarl": train}``: each ``train(key)`` a jitted call of ``updates`` PPO
+    iterations on ``env_id`` with ``num_envs`` envs, returning a checksum of all its outputs."""
+    total = updates * num_envs * NUM_STEPS
+    config = ippo_config(env_id, num_envs, updates)
     lamella_train = jax.jit(lambda key: checksum(make_train(make_ippo_runner(config))(key)))
 
-    jaxmarl_ippo = load_jaxmarl_ippo(args.jaxmarl_src)
+    jaxmarl_ippo = load_jaxmarl_ippo(jaxmarl_src)
     jaxmarl_config = {
         "LR": 2.5e-4,
         "NUM_ENVS": num_envs,
@@ -171,12 +177,66 @@ def main() -> None:
     }
     jaxmarl_train = jax.jit(lambda key: checksum(jaxmarl_ippo.make_train(dict(jaxmarl_config))(key)))
 
-    sides = {
-        "lamella": (lambda key: lamella_train(key), None),
-        "jaxmarl": (lambda key: jaxmarl_train(key), None),
-    }
+    return {"lamella": lamella_train, "jaxmarl": jaxmarl_train}
+
+
+def profile_call(fn: Any, key: jax.Array, path: Path) -> None:
+    """Trace one call of ``fn(key)`` under ``jax.profiler`` and write what the device ran to ``path``.
+
+    Written (gzipped JSON): every event on the device's timelines (GPU streams; on the CPU, XLA's
+    worker threads) as ``[line, name, start_ns, duration_ns, hlo_op]``, and the compiled program's
+    HLO text (its ``op_name`` metadata says which source operation each kernel computes). Printed:
+    the kernels' count, their summed time and the span from the first start to the last end.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        jax.profiler.start_trace(folder)
+        jax.block_until_ready(fn(key))
+        jax.profiler.stop_trace()
+        xplane = sorted(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True))[-1]
+        profile = jax.profiler.ProfileData.from_file(xplane)
+    events = []
+    for plane in profile.planes:
+        on_device = plane.name.startswith("/device:")
+        for line in plane.lines:
+            if not (on_device or "XLAEigen" in line.name):
+                continue
+            for event in line.events:
+                stats = dict(event.stats)
+                hlo_op = str(stats.get("hlo_op", ""))
+                events.append(
+                    [f"{plane.name}/{line.name}", event.name, event.start_ns, event.duration_ns, hlo_op]
+                )
+    kernels = [e for e in events if "Stream" in e[0] or "XLAEigen" in e[0]]
+    span = (max(e[2] + e[3] for e in kernels) - min(e[2] for e in kernels)) / 1e6 if kernels else 0.0
+    busy = sum(e[3] for e in kernels) / 1e6
+    print(
+        f"  profile {path.name}: {len(kernels)} kernel events, {busy:.1f} ms busy over a {span:.1f} ms span"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    hlo = fn.lower(key).compile().as_text()
+    with gzip.open(path, "wt") as file:
+        json.dump({"events": events, "hlo": hlo}, file)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jaxmarl-src", type=Path, required=True, help="a checkout of FLAIROx/JaxMARL")
+    parser.add_argument("--updates", type=int, default=16, help="PPO iterations per timed call")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--env", default=ENV_ID, help="a lamella multi-agent env id with discrete actions")
+    parser.add_argument("--clock", choices=("wall", "process"), default="wall")
+    parser.add_argument("--num-envs", type=int, default=NUM_ENVS, help="parallel envs on both sides")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="after timing, trace one call of each side and write its device events here",
+    )
+    args = parser.parse_args()
+    env_id, num_envs = args.env, args.num_envs
+    total = args.updates * num_envs * NUM_STEPS
+    trains = make_sides(args.jaxmarl_src, env_id, num_envs, args.updates)
     rate, compile_s, times = time_interleaved(
-        {name: (lambda _, key, fn=fn: fn(key), None) for name, (fn, _) in sides.items()},
+        {name: (lambda _, key, fn=fn: fn(key), None) for name, fn in trains.items()},
         (jax.random.key(0),),
         work=total,
         repeats=args.repeats,
@@ -193,12 +253,15 @@ def main() -> None:
         f"jaxmarl {importlib.metadata.version('jaxmarl')}, flax {importlib.metadata.version('flax')}"
     )
     print(f"{'side':<8} {'env steps/s':>12} {'first call (s)':>15}")
-    for name in sides:
+    for name in trains:
         print(f"{name:<8} {rate[name]:>12.3g} {compile_s[name]:>15.1f}")
     print(
         f"lamella / jaxmarl env steps/s: {rate['lamella'] / rate['jaxmarl']:.2f} "
         f"(paired per round: median {statistics.median(ratios):.2f}, min {min(ratios):.2f}, max {max(ratios):.2f})"
     )
+    if args.profile is not None:
+        for name, fn in trains.items():
+            profile_call(fn, jax.random.key(0), args.profile / f"{env_id}_{num_envs}_{name}.json.gz")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The rollout collector on auto-reset, bare, multi-agent and per-env-params envs, and GAE on its output."""
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from lamella.agents.actor_critic import (
 )
 from lamella.agents.rollout import actor_critic_policy, next_memory
 from lamella.envs import spaces
+from lamella.envs.testing import assert_same_up_to_rounding
 
 NUM_STEPS, NUM_ENVS = 40, 3
 
@@ -210,3 +212,60 @@ def test_bad_arguments_raise_early():
     state = rollout.init(jax.random.key(0), params)
     with pytest.raises(KeyError, match="EpisodeStatistics"):
         rollout.collect(state, always(0), jax.random.key(1), params)
+
+
+def _scan_unrolls(fn, *args):
+    """The ``unroll`` of every ``scan`` in ``fn``'s jaxpr (nested jaxprs included)."""
+    found = []
+
+    def visit(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "scan":
+                found.append(eqn.params["unroll"])
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                visit(sub)
+
+    visit(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
+def test_on_an_accelerator_the_rollout_and_gae_loops_unroll_with_the_same_values(monkeypatch):
+    """On a GPU (or TPU) the rollout's and GAE's scans run ``ACCELERATOR_UNROLL`` steps per loop
+    iteration (there each iteration of a compiled loop costs tens of microseconds besides its
+    kernels); on the CPU they stay rolled. Unrolled, they give the same values (actions, flags and
+    integers bit for bit; floats but for the last-bit rounding of differently fused programs:
+    XLA's CPU backend makes ``a*b+c`` one FMA inside a fusion). The backend is
+    faked: the choice reads ``jax.default_backend()`` at trace time, and the unrolled program runs
+    here, on the CPU."""
+    from lamella.agents import _unroll
+
+    actor_critic = feedforward_actor_critic(FeedForwardActorCriticNet(spaces.Discrete(2), hidden_sizes=(8,)))
+    env, params = lamella.envs.make("CartPole-v1")
+    key = jax.random.key(3)
+
+    def collect_and_gae():
+        rollout = make_rollout(env, NUM_STEPS, NUM_ENVS)  # a fresh closure: traced anew
+        state = rollout.init(jax.random.key(0), params)
+        net_params = actor_critic.init(jax.random.key(2), state.obs)
+        policy = actor_critic_policy(actor_critic, net_params)
+
+        def run(state, key):
+            _, batch = rollout.collect(state, policy, key, params)
+            value = batch.value
+            advantages = losses.gae_advantages(
+                batch.reward, value, jnp.roll(value, -1, 0), batch.terminated, batch.done, 0.99, 0.95
+            )
+            return batch, advantages
+
+        return _scan_unrolls(run, state, key), jax.jit(run)(state, key)
+
+    rolled_unrolls, rolled = collect_and_gae()
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert _unroll.loop_unroll(NUM_STEPS) == _unroll.ACCELERATOR_UNROLL > 1
+    assert _unroll.loop_unroll(3) == 3
+    unrolled_unrolls, unrolled = collect_and_gae()
+    assert rolled_unrolls.count(1) >= 2 and _unroll.ACCELERATOR_UNROLL not in rolled_unrolls
+    assert unrolled_unrolls.count(_unroll.ACCELERATOR_UNROLL) == 2  # the rollout and GAE
+    assert np.asarray(rolled[0].done).sum() >= NUM_ENVS, "episodes must end inside the rollout"
+
+    assert_same_up_to_rounding(unrolled, rolled, rtol=1e-6, atol=1e-6)

@@ -8,6 +8,7 @@ import lamella.envs as le
 from lamella.envs import random as fast_random
 from lamella.envs import spaces, struct
 from lamella.envs.environment import Environment
+from lamella.envs.testing import assert_same_up_to_rounding
 from lamella.envs.wrappers import (
     AutoReset,
     ClipAction,
@@ -212,22 +213,6 @@ def test_every_env_class_with_sparse_reset_is_checked_below():
         assert le.make(env_id, autoreset=False)[0].unwrapped.sparse_reset, env_id
 
 
-def _assert_same_up_to_fma_rounding(got, want):
-    """Integer and bool leaves equal; float leaves equal but for rounding: XLA's CPU backend makes
-    ``a*b+c`` one FMA inside a fusion, and two programs that fuse a step differently (here around
-    the reset branch; with XLA's older emitters, as CI runs these tests, MPE's dynamics) can round
-    it apart in the last bits."""
-
-    def check(a, b):
-        a, b = np.asarray(a), np.asarray(b)
-        if np.issubdtype(a.dtype, np.floating):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
-        else:
-            np.testing.assert_array_equal(a, b)
-
-    jax.tree.map(check, got, want)
-
-
 @pytest.mark.parametrize("env_id", sorted(SPARSE_RESET_ENVS))
 def test_auto_reset_sparse_reset_envs_give_the_same_trajectories(env_id):
     """The envs that set ``sparse_reset`` step 4 envs through episode ends the same with it off
@@ -247,7 +232,9 @@ def test_auto_reset_sparse_reset_envs_give_the_same_trajectories(env_id):
     )
     done = np.asarray(jax.vmap(jax.vmap(le.environment.episode_done))(got[3], got[4]))
     assert done.any(axis=1).sum() >= 1 and (~done.any(axis=1)).sum() >= 1, "no step with (or without) an end"
-    _assert_same_up_to_fma_rounding(got, want)
+    # Floats but for rounding: with XLA's older emitters, as CI runs these tests, MPE's dynamics
+    # fuse differently around the branch too.
+    assert_same_up_to_rounding(got, want)
 
 
 def test_optimistic_reset_batch_semantics():
@@ -554,3 +541,27 @@ def test_clip_action_uses_concrete_bounds_under_jit():
     out_clipped = jax.jit(clipped.step)(jax.random.key(1), state, jnp.array([5.0]), params)
     out_bound = jax.jit(env.step)(jax.random.key(1), state, jnp.array([2.0]), params)
     np.testing.assert_allclose(out_clipped[0], out_bound[0])
+
+
+def _batched_step_conds(env_id):
+    """The number of ``cond``s in the jaxpr of the auto-reset ``env_id`` stepped under ``vmap``."""
+    env, params = le.make(env_id)
+    keys = jax.random.split(jax.random.key(0), 4)
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    actions = jax.vmap(env.action_space(params).sample)(keys)
+    jaxpr = jax.make_jaxpr(jax.vmap(env.step, in_axes=(0, 0, 0, None)))(keys, state, actions, params)
+    return str(jaxpr).count(" cond[")
+
+
+def test_sparse_reset_branches_on_an_accelerator_only_where_the_env_says(monkeypatch):
+    """``sparse_reset_on_accelerators``: MPE's reset is a few kernels, so on a GPU its batched
+    auto-reset resets every env and selects (no branch); LBF's draws layouts by rejection and keeps
+    the branch; on the CPU both branch. The backend is faked (the wrapper reads
+    ``jax.default_backend()`` at trace time)."""
+    mpe, lbf = "MPE-simple_spread-v3", "Foraging-8x8-2p-2f-coop-v3"
+    assert not le.make(mpe)[0].sparse_reset_on_accelerators and le.make(lbf)[0].sparse_reset_on_accelerators
+    assert _batched_step_conds(mpe) == 1 and _batched_step_conds(lbf) >= 1
+    lbf_conds = _batched_step_conds(lbf)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert _batched_step_conds(mpe) == 0
+    assert _batched_step_conds(lbf) == lbf_conds

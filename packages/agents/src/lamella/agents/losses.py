@@ -16,6 +16,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from lamella.agents._unroll import loop_unroll
+
 __all__ = ["clipped_value_loss", "gae_advantages", "ppo_loss", "ppo_policy_loss"]
 
 
@@ -65,7 +67,9 @@ def gae_advantages(
         return advantage, advantage
 
     initial = jnp.zeros(delta_t.shape[1:], delta_t.dtype)
-    _, advantages = jax.lax.scan(backward, initial, (delta_t, continues), reverse=True)
+    _, advantages = jax.lax.scan(
+        backward, initial, (delta_t, continues), reverse=True, unroll=loop_unroll(delta_t.shape[0])
+    )
     return advantages, advantages + v_t
 
 

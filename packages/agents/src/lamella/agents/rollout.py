@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from lamella.agents._unroll import loop_unroll
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.runner import hashed_keys
 from lamella.envs.environment import Environment
@@ -270,7 +271,9 @@ def make_rollout(
             )
             return RolloutState(env_state, obs, memory, done), transition
 
-        return jax.lax.scan(one_step, state, (act_keys, env_keys, first_env_keys))
+        return jax.lax.scan(
+            one_step, state, (act_keys, env_keys, first_env_keys), unroll=loop_unroll(num_steps)
+        )
 
     return Rollout(init=init, collect=collect, num_steps=int(num_steps), num_envs=total_envs)
 

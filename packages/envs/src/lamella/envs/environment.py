@@ -72,12 +72,18 @@ class Environment(Generic[TEnvState, TEnvParams]):
       so float dynamics can differ in the last bits (XLA's CPU backend makes
       ``a*b+c`` an FMA inside a fusion). Leave it False where envs end on most steps of a
       large batch: the branch then only adds its own cost.
+    * ``sparse_reset_on_accelerators``: with ``sparse_reset``, whether the branch is
+      also taken on a GPU (or TPU). There a branch costs a conditional in XLA's
+      command buffer, about as much as a few kernels, on every step: False where a
+      reset is only a few kernels itself (no loop), so that it is cheaper to reset
+      every env and select. Decided at trace time from JAX's default backend.
     """
 
     num_agents: ClassVar[int] = 1
     stochastic_step: ClassVar[bool] = True
     cheap_done: ClassVar[bool] = False
     sparse_reset: ClassVar[bool] = False
+    sparse_reset_on_accelerators: ClassVar[bool] = True
 
     @property
     def default_params(self) -> TEnvParams:
@@ -184,6 +190,7 @@ class Wrapper(Environment[Any, Any]):
         self.cheap_done = env.cheap_done  # type: ignore[misc]
         # getattr: an env written before the attribute existed may not subclass Environment.
         self.sparse_reset = getattr(env, "sparse_reset", False)  # type: ignore[misc]
+        self.sparse_reset_on_accelerators = getattr(env, "sparse_reset_on_accelerators", True)  # type: ignore[misc]
 
     def __getattr__(self, name: str) -> Any:
         if name == "env":

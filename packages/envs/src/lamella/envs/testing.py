@@ -13,7 +13,13 @@ from lamella.envs import spaces
 from lamella.envs._inputs import EnvInputError, env_label
 from lamella.envs.environment import Environment
 
-__all__ = ["ParityCoverage", "assert_parity_coverage", "check_env", "fast_compile_options"]
+__all__ = [
+    "ParityCoverage",
+    "assert_parity_coverage",
+    "assert_same_up_to_rounding",
+    "check_env",
+    "fast_compile_options",
+]
 
 
 _CONTAINS: dict[int, tuple[spaces.Space, Any]] = {}
@@ -46,6 +52,22 @@ def fast_compile_options() -> dict[str, Any]:
             _FAST_COMPILE.append(options)
             break
     return _FAST_COMPILE[0]
+
+
+def assert_same_up_to_rounding(got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-5) -> None:
+    """Two pytrees of the same structure: integer and bool leaves equal, float leaves equal up to
+    ``rtol`` / ``atol``. For two programs that compute the same values but are fused differently
+    by XLA (a branch, an unrolled loop): its CPU backend makes ``a*b+c`` one FMA inside a fusion,
+    so floats can round apart in the last bits."""
+
+    def check(a: Any, b: Any) -> None:
+        a, b = np.asarray(a), np.asarray(b)
+        if np.issubdtype(a.dtype, np.floating):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(a, b)
+
+    jax.tree.map(check, got, want)
 
 
 def _contains(space: spaces.Space) -> Any:

@@ -105,7 +105,7 @@ class AutoReset(Wrapper):
                 obs = _where(done, reset_obs, obs)
             return obs, _where(done, reset_state, state), mask
 
-        if self.sparse_reset:
+        if self.sparse_reset and (self.sparse_reset_on_accelerators or jax.default_backend() == "cpu"):
             reset_where_done = _only_when_some_done(reset_where_done)
         kept = (obs if select_obs else None, next_state, info["action_mask"] if with_mask else None)
         obs, new_state, mask = reset_where_done(key_reset, done, kept, params)

@@ -93,6 +93,9 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
 
     stochastic_step = False
     sparse_reset = True  # episodes of a fixed length: a batch ends together, every 25 steps
+    # A reset is a few kernels (random positions): on a GPU the branch costs more than it saves
+    # (IPPO on an H200: 1.19x faster with 1024 envs, 1.37x with 16, resetting every step).
+    sparse_reset_on_accelerators = False
 
     def __init__(
         self,
