@@ -363,32 +363,36 @@ def test_format_duration(seconds, text):
 
 
 def test_compile_options_per_program_and_mode():
-    # On the CPU, where the installed XLA has every option (jax 0.12's has no
-    # xla_cpu_use_fusion_emitters: there every program keeps XLA's defaults). Keeping the
-    # optimisation level alone on jax 0.12 was measured and not adopted: process CPU time of
-    # run_experiment (compile + run, one seed, 3.12, 2 cores at load 9-12, pairs interleaved)
-    # PPO CartPole 100k steps 11.1/8.7, 7.0/6.7, 7.7/6.3 s (defaults/level), SAC Pendulum 8k
-    # steps 16.9/15.0, 13.4/13.5, 15.3/13.9 s: the level faster in 5 of 6 pairs, 9-12 % in the
-    # medians, but pairs spread from -22 % to +1 % on this loaded machine, and it would change the
-    # float path of lamella-ued's learning tests, tuned on jax 0.12 without it. Open: measure idle.
-    on_cpu = jax.default_backend() == "cpu" and all(
-        driver._cpu_options_supported(tuple(sorted(options.items())))
-        for options in (driver._COMPILE_FAST_CPU, driver._RUN_ONCE_CPU)
-    )
+    # On the CPU each option is kept where the installed XLA has it (jax 0.11 and later have no
+    # xla_cpu_use_fusion_emitters: the optimisation levels alone).
+    on_cpu = jax.default_backend() == "cpu"
     fast_chunk = driver.compile_options("chunk", num_seeds=1)
     assert (fast_chunk is not None) == on_cpu
     assert driver.compile_options("chunk", num_seeds=4) is None  # several seeds: XLA's defaults
     assert driver.compile_options("chunk", num_seeds=4, mode="fast") == fast_chunk
     # The evaluation loop runs once per chunk: compiled fast but optimised, for any seed count.
     assert driver.compile_options("evaluate", num_seeds=4) == fast_chunk
-    if on_cpu:  # init runs once: unoptimised
+    if on_cpu:  # init runs once: unoptimised; the others at optimisation level 1
         assert driver.compile_options("init", num_seeds=1)["xla_backend_optimization_level"] == 0
+        assert fast_chunk["xla_backend_optimization_level"] == 1
     for program in ("init", "evaluate", "chunk"):
         assert driver.compile_options(program, num_seeds=1, mode="optimized") is None
     with pytest.raises(ValueError, match="program"):
         driver.compile_options("update")
     with pytest.raises(ValueError, match="compile mode"):
         driver.compile_options("chunk", mode="quick")
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="only the CPU back end gets options")
+def test_compile_options_drop_only_what_this_xla_lacks(monkeypatch):
+    """An option the installed XLA rejects (as jax 0.11 rejects xla_cpu_use_fusion_emitters) is
+    left out and the others are kept, instead of falling back to XLA's defaults for all."""
+    monkeypatch.setattr(
+        driver, "_COMPILE_FAST_CPU", {"xla_backend_optimization_level": 1, "xla_cpu_no_such_option": True}
+    )
+    assert driver.compile_options("chunk", num_seeds=1) == {"xla_backend_optimization_level": 1}
+    monkeypatch.setattr(driver, "_COMPILE_FAST_CPU", {"xla_cpu_no_such_option": True})
+    assert driver.compile_options("chunk", num_seeds=1) is None  # nothing left: XLA's defaults
 
 
 def test_one_seed_is_not_vmapped_so_a_cond_stays_a_branch():
@@ -530,7 +534,7 @@ def test_kill_after_the_final_checkpoint_then_resume_prunes_and_compiles_nothing
     target = jax.eval_shape(jax.vmap(make_bandit_runner(config).init), keys)
     ckpt.load_checkpoint(ckpt.latest_checkpoint(os.path.join(out_dir, "checkpoints")), target)
     # The driver's device check compiles a one-op probe once per process and set of CPU options
-    # (driver._cpu_options_supported), whether or not the run then compiles anything.
+    # (driver._cpu_option_supported), whether or not the run then compiles anything.
     for program in ("init", "chunk", "evaluate"):
         driver.compile_options(program, len(SEEDS), "auto")
     _compiles.clear()  # another test's counted compiles (pytest-randomly may run it first)
@@ -877,7 +881,7 @@ def test_dry_run_traces_but_compiles_and_writes_nothing(tmp_path):
     out_dir = str(tmp_path / "run")
     for program in ("init", "chunk", "evaluate"):
         # The device check: a dry run too compiles a one-op probe, once per process, to see
-        # whether this XLA takes the CPU options (driver._cpu_options_supported).
+        # whether this XLA takes the CPU options (driver._cpu_option_supported).
         driver.compile_options(program, len(SEEDS), "auto")
     _compiles.clear()
     _counting_compiles[0] = True
