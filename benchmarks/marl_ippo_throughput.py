@@ -1,7 +1,7 @@
 """IPPO training throughput: lamella-marl against JaxMARL's IPPO baseline, side by side, same env.
 
     python benchmarks/marl_ippo_throughput.py --jaxmarl-src DIR [--env ID] [--updates 16] [--repeats 5] [--clock wall|process]
-        [--num-envs 16] [--profile DIR]
+        [--num-envs 16] [--profile DIR] [--lamella-options JSON]
 
 ``DIR`` is a checkout of FLAIROx/JaxMARL (its ``baselines/IPPO/ippo_ff_mpe.py`` is loaded from
 there, unmodified, and run as JaxMARL runs it). JaxMARL pins nothing lamella cannot share, so both
@@ -31,6 +31,9 @@ Protocol (../shared/BENCHMARKS.md):
   event on the device's timelines and the compiled HLO go to ``DIR/<env>_<num envs>_<side>.json.gz``
   (how the GPU figures in the marl README were taken apart: kernels, the gaps between them, the
   loops they ran in).
+* ``--lamella-options JSON``: a third side, lamella's same program compiled with these XLA
+  ``compiler_options`` (e.g. ``'{"xla_cpu_experimental_ynn_fusion_type": ""}'``), timed in the
+  same rounds (how the marl README's per-program option figures under jax 0.11 were taken).
 """
 
 from __future__ import annotations
@@ -149,12 +152,21 @@ def ippo_config(env_id: str, num_envs: int, updates: int) -> IPPOConfig:
     )
 
 
-def make_sides(jaxmarl_src: Path, env_id: str, num_envs: int, updates: int) -> dict[str, Any]:
+def make_sides(
+    jaxmarl_src: Path, env_id: str, num_envs: int, updates: int, lamella_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``{"lamella": train, "jaxmarl": train}``: each ``train(key)`` a jitted call of ``updates`` PPO
-    iterations on ``env_id`` with ``num_envs`` envs, returning a checksum of all its outputs."""
+    iterations on ``env_id`` with ``num_envs`` envs, returning a checksum of all its outputs.
+    ``lamella_options``: also ``"lamella*"``, lamella's program compiled with these options."""
     total = updates * num_envs * NUM_STEPS
     config = ippo_config(env_id, num_envs, updates)
-    lamella_train = jax.jit(lambda key: checksum(make_train(make_ippo_runner(config))(key)))
+
+    def lamella(key: jax.Array) -> jax.Array:
+        return checksum(make_train(make_ippo_runner(config))(key))
+
+    sides = {"lamella": jax.jit(lamella)}
+    if lamella_options:
+        sides["lamella*"] = jax.jit(lamella, compiler_options=lamella_options)
 
     jaxmarl_ippo = load_jaxmarl_ippo(jaxmarl_src)
     jaxmarl_config = {
@@ -177,7 +189,7 @@ def make_sides(jaxmarl_src: Path, env_id: str, num_envs: int, updates: int) -> d
     }
     jaxmarl_train = jax.jit(lambda key: checksum(jaxmarl_ippo.make_train(dict(jaxmarl_config))(key)))
 
-    return {"lamella": lamella_train, "jaxmarl": jaxmarl_train}
+    return {**sides, "jaxmarl": jaxmarl_train}
 
 
 def profile_call(fn: Any, key: jax.Array, path: Path) -> None:
@@ -231,10 +243,15 @@ def main() -> None:
         type=Path,
         help="after timing, trace one call of each side and write its device events here",
     )
+    parser.add_argument(
+        "--lamella-options",
+        type=json.loads,
+        help="JSON dict of XLA compiler options: adds lamella's program compiled with them as a third side",
+    )
     args = parser.parse_args()
     env_id, num_envs = args.env, args.num_envs
     total = args.updates * num_envs * NUM_STEPS
-    trains = make_sides(args.jaxmarl_src, env_id, num_envs, args.updates)
+    trains = make_sides(args.jaxmarl_src, env_id, num_envs, args.updates, args.lamella_options)
     rate, compile_s, times = time_interleaved(
         {name: (lambda _, key, fn=fn: fn(key), None) for name, fn in trains.items()},
         (jax.random.key(0),),
@@ -242,7 +259,6 @@ def main() -> None:
         repeats=args.repeats,
         clock=time.process_time if args.clock == "process" else time.perf_counter,
     )
-    ratios = [a / b for a, b in zip(times["jaxmarl"], times["lamella"], strict=True)]
     print(
         f"IPPO training on {env_id}: {num_envs} envs x {NUM_STEPS} steps, {args.updates} updates per call, "
         f"{args.clock} clock"
@@ -255,10 +271,14 @@ def main() -> None:
     print(f"{'side':<8} {'env steps/s':>12} {'first call (s)':>15}")
     for name in trains:
         print(f"{name:<8} {rate[name]:>12.3g} {compile_s[name]:>15.1f}")
-    print(
-        f"lamella / jaxmarl env steps/s: {rate['lamella'] / rate['jaxmarl']:.2f} "
-        f"(paired per round: median {statistics.median(ratios):.2f}, min {min(ratios):.2f}, max {max(ratios):.2f})"
-    )
+    if args.lamella_options:
+        print(f"lamella*: lamella compiled with {args.lamella_options}")
+    for name in (n for n in trains if n != "jaxmarl"):
+        ratios = [a / b for a, b in zip(times["jaxmarl"], times[name], strict=True)]
+        print(
+            f"{name} / jaxmarl env steps/s: {rate[name] / rate['jaxmarl']:.2f} "
+            f"(paired per round: median {statistics.median(ratios):.2f}, min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
     if args.profile is not None:
         for name, fn in trains.items():
             profile_call(fn, jax.random.key(0), args.profile / f"{env_id}_{num_envs}_{name}.json.gz")
