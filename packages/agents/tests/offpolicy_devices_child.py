@@ -20,6 +20,7 @@ import numpy as np
 
 from lamella.agents import driver
 from lamella.agents.offpolicy import DDPGTrainConfig, DQNTrainConfig, SACTrainConfig, TQCTrainConfig
+from lamella.agents.recording import read_recording
 from lamella.agents.testing import count_compile_ahead, error_text, flat_run_log, max_abs, max_abs_diff
 
 # 8 envs (2 per device), batches of 16 (4 per device); learning starts in the first iteration,
@@ -58,7 +59,7 @@ DISCRETE_SAC = SACTrainConfig(env_id="CartPole-v1", **LOOP)
 CASES = {"dqn": DQN, "sac": SAC, "tqc": TQC, "ddpg": DDPG, "discrete_sac": DISCRETE_SAC}
 
 
-def run(config: Any, num_devices: int, out_dir: str) -> Any:
+def run(config: Any, num_devices: int, out_dir: str, **options: Any) -> Any:
     return driver.run_experiment(
         config,
         seeds=1,
@@ -67,6 +68,7 @@ def run(config: Any, num_devices: int, out_dir: str) -> Any:
         num_devices=num_devices,
         progress=False,
         plot=False,
+        **options,
     )
 
 
@@ -102,6 +104,32 @@ def main(out_dir: str) -> None:
             "moved": max_abs_diff(getattr(trained[0], online), getattr(trained[0], target)),
             "layout": layout,
         }
+        if name == "dqn":
+            # DQN on 4 devices again, recording: each device writes its block of the envs, so
+            # the vault must hold every env's steps in order, the replay data of the 1-device run.
+            recorded = run(config, 4, os.path.join(out_dir, "dqn_4_recorded"), record_vault=True)
+            vault = read_recording(os.path.join(out_dir, "dqn_4_recorded", "vault"))
+            steps = vault["actions"].shape[1]
+            stored = one.state.buffer_state.trajectory.experience  # (1 member, envs, capacity, ...)
+            fields = {"observations": "obs", "actions": "action", "rewards": "reward"}
+            fields.update(terminals="terminated", truncations="truncated")
+            result["dqn_recorded"] = {
+                "shapes": {key: list(value.shape) for key, value in vault.items()},
+                # Every field, integers and flags included (max_abs_diff compares floats only).
+                "vault_vs_one_device_buffer": {
+                    key: float(
+                        np.max(
+                            np.abs(
+                                vault[key].astype(np.float64)
+                                - np.asarray(getattr(stored, field))[0, :, :steps].astype(np.float64)
+                            )
+                        )
+                    )
+                    for key, field in fields.items()
+                },
+                "episode_ends": int(np.sum(vault["terminals"] | vault["truncations"])),
+                "train_state_vs_unrecorded": max_abs_diff(recorded.state.train_state, four.state.train_state),
+            }
     print(json.dumps(result))
 
 

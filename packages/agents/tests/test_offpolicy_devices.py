@@ -49,6 +49,18 @@ def test_four_devices_train_as_one_device_on_the_same_global_batch(child, algori
     assert (run["layout"]["batch_size"], run["layout"]["per_device"]) == (8, 2)
 
 
+def test_four_devices_record_every_env_in_order(child):
+    # DQN recorded on 4 devices (2 envs each): 8 envs x 32 steps, equal to the 1-device run's
+    # replay buffer, and training unchanged by recording.
+    recorded = child["dqn_recorded"]
+    assert recorded["shapes"]["observations"] == [8, 32, 4] and recorded["shapes"]["actions"] == [8, 32]
+    differences = recorded["vault_vs_one_device_buffer"]
+    assert sorted(differences) == ["actions", "observations", "rewards", "terminals", "truncations"]
+    assert max(differences.values()) <= 1e-5, differences
+    assert recorded["episode_ends"] > 0  # CartPole's early episodes end within 32 steps
+    assert recorded["train_state_vs_unrecorded"] <= 1e-6
+
+
 def test_bad_device_requests_fail_before_anything_compiles(child):
     errors = child["errors"]
     assert errors["num_envs"].startswith("ConfigError: num_envs=6 is not divisible by num_devices=4"), errors

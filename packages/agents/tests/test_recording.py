@@ -1,7 +1,8 @@
-"""The driver's Vault recording with a single-agent runner (PPO): ``Runner.record_step`` is generic.
+"""The driver's Vault recording with single-agent runners (PPO, the off-policy loop's DQN):
+``Runner.record_step`` is generic.
 
 lamella-marl's tests cover recording in depth (interrupted runs, resume, the offline reader);
-this checks that PPO's experience reaches the vault whole and in order.
+this checks that PPO's and DQN's experience reaches the vault whole and in order.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import numpy as np
 
 from lamella.agents.driver import run_experiment
+from lamella.agents.offpolicy.configs import DQNTrainConfig
 from lamella.agents.ppo import PPOConfig
 from lamella.agents.recording import read_recording, recorded_runs
 
@@ -54,6 +56,54 @@ def test_ppo_records_every_step_to_one_vault_per_seed(tmp_path):
     run_log = log["classic_control"]["CartPole-v1"]["ppo"]["seed_3"]
     chunk_ends = ended[:, : 2 * NUM_STEPS].sum()
     np.testing.assert_allclose(run_log["step_1"]["train_episodes"][0] * 2, chunk_ends)
+
+
+def test_dqn_records_every_step_it_stores_in_its_replay_buffer(tmp_path):
+    # The buffer holds every step of the run (capacity >= steps per env), so the vault must
+    # equal the replay data: the random warm-up steps, then the epsilon-greedy ones.
+    rollout_steps, iterations = 8, 4
+    config = DQNTrainConfig(
+        env_id="CartPole-v1",
+        total_timesteps=iterations * NUM_ENVS * rollout_steps,
+        num_envs=NUM_ENVS,
+        rollout_steps=rollout_steps,
+        learning_starts=2 * NUM_ENVS * rollout_steps,
+        batch_size=8,
+        buffer_size=NUM_ENVS * iterations * rollout_steps,
+        hidden_sizes=(8,),
+        eval_episodes=1,
+    )
+    result = run_experiment(
+        config,
+        seeds=2,
+        out_dir=tmp_path / "run",
+        chunk_iterations=2,
+        record_vault=True,
+        progress=False,
+        plot=False,
+    )
+    assert result.finished
+    assert recorded_runs(tmp_path / "run" / "vault") == [("CartPole-v1", "seed_0"), ("CartPole-v1", "seed_1")]
+    steps = iterations * rollout_steps
+    for member in (0, 1):
+        data = read_recording(tmp_path / "run" / "vault", run=f"seed_{member}")
+        assert sorted(data) == ["actions", "observations", "rewards", "terminals", "truncations"]
+        assert data["observations"].shape == (NUM_ENVS, steps, 4) and data["actions"].shape == (
+            NUM_ENVS,
+            steps,
+        )
+        stored = result.state.buffer_state.trajectory.experience  # (members, envs, capacity, ...)
+        for key, field in [("observations", "obs"), ("actions", "action"), ("rewards", "reward"),
+                           ("terminals", "terminated"), ("truncations", "truncated")]:  # fmt: skip
+            np.testing.assert_array_equal(data[key], np.asarray(getattr(stored, field)[member]), err_msg=key)
+        # Episodes ended in the recorded steps (CartPole's random policy ends them within ~20 steps).
+        ended = data["terminals"] | data["truncations"]
+        assert ended.any()
+        log = json.loads((tmp_path / "run" / "metrics.json").read_text())
+        run_log = log["classic_control"]["CartPole-v1"]["dqn"][f"seed_{member}"]
+        np.testing.assert_allclose(
+            run_log["step_1"]["train_episodes"][0] * 2, ended[:, : 2 * rollout_steps].sum()
+        )
 
 
 def test_record_vault_takes_an_optional_folder_on_the_command_line():

@@ -1,5 +1,5 @@
 """Around IPPO/MAPPO: Vault recording through the driver, the offline reader, the episode GIF, and
-the command line's bad input.
+the command line's bad input; the independent off-policy learners' recording.
 
 One tiny MAPPO config is compiled once (the recording chunk, evaluation and GIF programs) and run
 twice: straight through, and stopped, "killed" before a checkpoint, then resumed.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 
+import jax
 import numpy as np
 import pytest
 
@@ -17,6 +18,8 @@ from lamella.agents.config import ConfigError
 from lamella.agents.driver import RunSpec, run, run_experiment
 from lamella.envs.cli import main
 from lamella.marl import MAPPOConfig, make_mappo_runner
+from lamella.marl.offpolicy import IDQNConfig, ISACConfig
+from lamella.marl.rec_iql import RecIQLConfig
 from lamella.marl.recording import read_offline
 
 LBF = "Foraging-5x5-2p-1f-coop-v3"
@@ -72,6 +75,53 @@ def test_vault_holds_every_collected_step_per_seed_in_og_marl_layout(runs):
         recorded = data.rewards[:, chunk * chunk_steps : (chunk + 1) * chunk_steps].mean((0, 1))
         for agent in (0, 1):
             np.testing.assert_allclose(recorded[agent], logged[f"train_reward_agent_{agent}"][0], rtol=1e-5)
+
+
+# Each env runs 64 steps in 2 chunks: LBF's and MPE's episodes end (50 and 25 steps) in the vault.
+OFFPOLICY_STEPS = 64
+OFFPOLICY = {
+    "idqn": IDQNConfig(
+        total_timesteps=2 * OFFPOLICY_STEPS, num_envs=2, rollout_steps=16, learning_starts=32, batch_size=8,
+        buffer_size=2 * OFFPOLICY_STEPS, hidden_sizes=(8,), eval_episodes=1,
+    ),
+    "isac": ISACConfig(
+        total_timesteps=2 * OFFPOLICY_STEPS, num_envs=2, rollout_steps=16, learning_starts=32, batch_size=8,
+        buffer_size=2 * OFFPOLICY_STEPS, hidden_sizes=(8,), eval_episodes=1,
+    ),
+    "rec_iql": RecIQLConfig(
+        env_id=LBF, total_timesteps=2 * OFFPOLICY_STEPS, num_envs=2, rollout_length=16, epochs=1,
+        buffer_size=OFFPOLICY_STEPS, min_buffer_size=8, sample_batch_size=4, sample_sequence_length=4, burn_in=2,
+        hidden_sizes=(8,), post_torso_sizes=(8,), rnn_hidden_size=8, eval_episodes=1,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("algorithm", sorted(OFFPOLICY))
+def test_offpolicy_learners_record_what_they_store_for_replay(algorithm, tmp_path):
+    config = OFFPOLICY[algorithm]
+    result = run_experiment(config, out_dir=tmp_path, **{**OPTIONS, "seeds": 1})
+    assert result.finished
+    data = read_offline(tmp_path / "vault", run="seed_0")
+    n = 2
+    assert data.rewards.shape == data.terminals.shape == data.truncations.shape == (2, OFFPOLICY_STEPS, n)
+    assert data.dones.any(axis=1).all()  # every env's recorded steps include an episode's end
+    # The replay buffer holds every step of the run: the vault is the replay data, step for step
+    # (random warm-up actions first, then the learners' own).
+    buffer = result.state.buffer_state
+    stored = buffer.trajectory.experience if algorithm != "rec_iql" else buffer.experience
+    stored = jax.tree.map(lambda x: np.asarray(x[0])[:, :OFFPOLICY_STEPS], stored)  # seed 0, steps taken
+    np.testing.assert_array_equal(data.observations, stored.obs["obs"])
+    np.testing.assert_array_equal(data.actions, stored.action)
+    np.testing.assert_array_equal(data.rewards, stored.reward)
+    np.testing.assert_array_equal(data.terminals, stored.terminated)
+    if algorithm == "isac":  # continuous actions, no masks
+        assert data.actions.dtype == np.float32 and data.legals is None
+    else:
+        np.testing.assert_array_equal(data.legals, stored.obs["action_mask"])
+        assert data.actions.dtype == np.int32 and data.legals.shape == (2, OFFPOLICY_STEPS, n, 6)
+        # After the warm-up every action is legal under the recorded mask (both learners honour it).
+        legal = np.take_along_axis(data.legals, data.actions[..., None], -1)[..., 0]
+        assert legal[:, 32 // 2 :].all()
 
 
 def test_interrupted_recording_is_readable_and_resume_rewrites_from_the_checkpoint(runs):

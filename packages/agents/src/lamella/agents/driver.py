@@ -1487,7 +1487,7 @@ def run_experiment(
             mode.
         record_vault: record every env step the runner collects to flashbax Vaults, one per
             seed, in this folder (``True``: ``<out_dir>/vault``); needs a runner with
-            ``Runner.record_step`` (PPO, IPPO, MAPPO) and no ``variants``. A resumed run goes on
+            ``Runner.record_step`` (PPO, the off-policy loop, IPPO, MAPPO, ...) and no ``variants``. A resumed run goes on
             recording where it recorded (:mod:`lamella.agents.recording`).
         gif: at the end of the call, draw one evaluation episode of the first seed's policy
             to ``<out_dir>/episode.gif`` (needs ``Runner.render_episode``, as PPO, IPPO and MAPPO

@@ -3,7 +3,7 @@
 ``run_experiment(config, record_vault=True)`` (``lamella train ... --record-vault``) records
 every env step the runner collects, one Vault per seed, at
 ``<record_vault>/<task>/seed_<n>`` (default ``<out_dir>/vault``). The runner provides the
-experience through ``Runner.record_step`` (PPO, IPPO and MAPPO do); the driver gathers the
+experience through ``Runner.record_step`` (PPO, the off-policy loop, lamella-marl's runners); the driver gathers the
 iterations of a chunk on device and appends them to the vaults between chunks, before the
 checkpoint of that chunk.
 

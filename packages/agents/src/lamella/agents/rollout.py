@@ -36,6 +36,7 @@ from flax import struct
 from lamella.agents._unroll import loop_unroll
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.runner import hashed_keys
+from lamella.buffers import Transition as StoredTransition
 from lamella.envs.environment import Environment
 
 __all__ = [
@@ -146,11 +147,12 @@ class Rollout(NamedTuple):
     num_envs: int
 
 
-def recorded_experience(transitions: Transition, **extra: Any) -> dict[str, Any]:
+def recorded_experience(transitions: Transition | StoredTransition, **extra: Any) -> dict[str, Any]:
     """What a runner's ``record_step`` hands the driver to record (flashbax Vault's OG-MARL names):
     ``observations`` (the observation acted on), ``actions``, ``rewards``, ``terminals``,
-    ``truncations``, each with the transitions' leading axes ``(num_steps, num_envs)``, plus
-    ``extra`` entries (for example ``infos``)."""
+    ``truncations``, each with the transitions' leading axes (``(num_steps, num_envs)`` for a
+    rollout's, ``(num_envs,)`` for the off-policy loop's one step of lamella-buffers'
+    ``Transition``), plus ``extra`` entries (for example ``infos``)."""
     return {
         "observations": transitions.obs,
         "actions": transitions.action,

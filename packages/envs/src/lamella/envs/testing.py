@@ -260,8 +260,13 @@ def check_env(
         fresh_obs = jax.tree.map(lambda x: x[num_envs:], both_obs)
         actions = jax.vmap(act_space.sample)(step_keys)
         batch_out = jax.vmap(lambda k, s, a: env.step(k, s, a, params))(step_keys, batch_state, actions)
+        # reset_done gets the step's outputs as computed once: without the barrier XLA may
+        # compute the step's observation a second time inside reset_done's select, in another
+        # fusion whose float rounding can differ by an ulp (GMazeGoalDubins on jax 0.11.2), and
+        # "kept where not done" could not be checked exactly.
+        stepped_state, stepped_obs = jax.lax.optimization_barrier((batch_out[1], batch_out[0]))
         new_obs, _ = jax.vmap(lambda k, d, s, o: env.reset_done(k, d, s, o, params))(
-            reset_keys_both[num_envs:], done, batch_out[1], batch_out[0]
+            reset_keys_both[num_envs:], done, stepped_state, stepped_obs
         )
         singles = [jax.tree.map(lambda x: x[i], (step_keys, batch_state, actions)) for i in range(num_envs)]
         frame = env.render(state, params) if renders else None

@@ -20,7 +20,8 @@ The runners (:func:`make_idqn_runner`, :func:`make_isac_runner`) are lamella-age
 loop (:func:`lamella.agents.offpolicy.make_offpolicy_runner`) given the wrapped multi-agent env
 and the independent agent: the same flashbax episode buffer (transitions keep the agent axis),
 warm-up, update schedule and evaluation, per-agent returns in the run log, and the driver's
-progress display, checkpoints and exact resume (``lamella train idqn|isac``), and the loop's
+progress display, checkpoints and exact resume (``lamella train idqn|isac``), experience recorded
+to Vaults in IPPO's layout (``--record-vault``, :mod:`lamella.marl.recording`), and the loop's
 split over devices (``num_devices``: each device steps its block of ``num_envs`` and learns from
 its block of every sampled batch, with DQN's and SAC's own device axis)::
 
@@ -56,6 +57,7 @@ from lamella.envs import spaces
 from lamella.envs.environment import Environment
 from lamella.marl.observation import MultiAgentObservation, check_multi_agent_env
 from lamella.marl.ppo import bare_multi_agent_env
+from lamella.marl.recording import recorded_experience
 
 __all__ = [
     "IDQN",
@@ -354,6 +356,7 @@ def _make_independent_runner(
         env_params=env_params,
         make_agent=make,
         agent_takes_devices=True,
+        recorded=recorded_experience,
     )
 
 

@@ -61,11 +61,12 @@ from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import MLP, RecurrentCore, activation_by_name, orthogonal
 from lamella.agents.protocol import Agent
 from lamella.agents.runner import Runner, episode_frames, eval_max_steps, evaluate_agent
-from lamella.buffers import make_trajectory_buffer
+from lamella.buffers import Transition, make_trajectory_buffer
 from lamella.envs import spaces
 from lamella.envs.environment import Environment, episode_done
 from lamella.marl.observation import MultiAgentObservation, check_multi_agent_env, num_actions_of
 from lamella.marl.ppo import bare_multi_agent_env, env_keyword_arguments
+from lamella.marl.recording import recorded_experience
 
 __all__ = [
     "PRESETS",
@@ -540,7 +541,7 @@ def _rec_iql_runner(
 
     def env_step_once(
         carry: tuple[RecIQLRunnerState, dict[str, jax.Array]], _: None
-    ) -> tuple[tuple[RecIQLRunnerState, dict[str, jax.Array]], None]:
+    ) -> tuple[tuple[RecIQLRunnerState, dict[str, jax.Array]], dict[str, Any]]:
         state, sums = carry
         key, key_act, key_step, key_reset = jax.random.split(state.key, 4)
         action, memory = act(
@@ -574,7 +575,10 @@ def _rec_iql_runner(
             env_steps=state.env_steps + num_envs,
             episode_return=jnp.where(done[:, None], 0.0, episode_return),
         )
-        return (state, sums), None
+        # What a recording run keeps of the step (IPPO's layout): this device's block of the envs.
+        truncations = jnp.broadcast_to(jnp.asarray(truncated, bool).reshape((num_envs, -1)), (num_envs, n))
+        acted = Transition(stored.obs, action, reward, terminated, truncations, next_obs)
+        return (state, sums), take(recorded_experience(acted))
 
     def learn(
         train_state: RecIQLTrainState, buffer_state: Any, key: jax.Array
@@ -585,9 +589,9 @@ def _rec_iql_runner(
         train_state, metrics = jax.lax.scan(one, train_state, jax.random.split(key, int(config.epochs)))
         return train_state, jax.tree.map(jnp.mean, metrics)
 
-    def step(state: RecIQLRunnerState) -> tuple[RecIQLRunnerState, dict[str, jax.Array]]:
+    def record_step(state: RecIQLRunnerState) -> tuple[RecIQLRunnerState, dict[str, jax.Array], Any]:
         sums0 = {"returns": jnp.zeros((n,), jnp.float32), "episodes": jnp.zeros((), jnp.float32)}
-        (state, sums), _ = jax.lax.scan(
+        (state, sums), experience = jax.lax.scan(
             env_step_once, (state, sums0), None, length=int(config.rollout_length)
         )
         key, key_update = jax.random.split(state.key)
@@ -615,7 +619,11 @@ def _rec_iql_runner(
         state = state.replace(
             train_state=train_state, key=key, iteration=state.iteration + 1, last_return=last_return
         )
-        return state, out
+        return state, out, experience
+
+    def step(state: RecIQLRunnerState) -> tuple[RecIQLRunnerState, dict[str, jax.Array]]:
+        new_state, out, _ = record_step(state)  # the unused experience costs nothing compiled
+        return new_state, out
 
     def policy(
         key: jax.Array, train_state: RecIQLTrainState, obs: Any, memory: jax.Array, eval: bool = False
@@ -665,6 +673,7 @@ def _rec_iql_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={"return": ("agent",)},
+        record_step=record_step,
         render_episode=lambda state, key: episode_frames(
             agent,
             state.train_state,

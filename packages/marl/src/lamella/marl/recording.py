@@ -1,4 +1,5 @@
-"""IPPO/MAPPO experience on disk: what the runners record to a flashbax Vault, and the offline reader.
+"""Multi-agent experience on disk: what IPPO, MAPPO, IDQN, ISAC and ``rec_iql`` record to a flashbax
+Vault, and the offline reader.
 
 ``lamella train ippo ... --record-vault`` (``run_experiment(config, record_vault=True)``) writes
 one vault per seed through lamella-agents' driver (:mod:`lamella.agents.recording`). Its
@@ -8,7 +9,7 @@ experience uses the names of OG-MARL's vaults, leaves ``(num_envs, steps, ...)``
 key               dtype, shape per step               meaning
 ================  ==================================  =============================================
 ``observations``  float32 ``(n, obs)``                each agent's observation, acted on
-``actions``       int32 ``(n,)``                      each agent's action
+``actions``       int32 ``(n,)``                      each agent's action (ISAC: float32 ``(n, D)``)
 ``rewards``       float32 ``(n,)``                    each agent's own reward (never the team sum)
 ``terminals``     bool ``(n,)``                       the episode terminated at this step
 ``truncations``   bool ``(n,)``                       it hit the time limit at this step
@@ -28,12 +29,14 @@ import numpy as np
 
 from lamella.agents.rollout import Transition
 from lamella.agents.rollout import recorded_experience as _base_experience
+from lamella.buffers import Transition as StoredTransition
 
 __all__ = ["OfflineExperience", "read_offline", "recorded_experience"]
 
 
-def recorded_experience(transitions: Transition) -> dict[str, Any]:
-    """The experience IPPO/MAPPO record from a rollout of dict observations (the table above)."""
+def recorded_experience(transitions: Transition | StoredTransition) -> dict[str, Any]:
+    """The experience the runners record from transitions of dict observations (the table above):
+    IPPO/MAPPO's rollouts, the independent off-policy learners' steps."""
     obs = transitions.obs
     infos = {"legals": obs["action_mask"]} if "action_mask" in obs else {}  # none for continuous actions
     if "global_state" in obs:
@@ -47,7 +50,7 @@ class OfflineExperience(NamedTuple):
 
     Attributes:
         observations: float32 ``(num_envs, steps, n, obs)``.
-        actions: int32 ``(num_envs, steps, n)``.
+        actions: int32 ``(num_envs, steps, n)`` (continuous actions: float32 ``(num_envs, steps, n, D)``).
         rewards: float32 ``(num_envs, steps, n)``.
         terminals: bool ``(num_envs, steps, n)``.
         truncations: bool ``(num_envs, steps, n)``.
@@ -90,7 +93,7 @@ class OfflineExperience(NamedTuple):
 def read_offline(
     directory: str | os.PathLike[str], task: str | None = None, run: str = "seed_0"
 ) -> OfflineExperience:
-    """Read what an IPPO/MAPPO run recorded (``--record-vault``) as an :class:`OfflineExperience`.
+    """Read what a multi-agent run recorded (``--record-vault``) as an :class:`OfflineExperience`.
 
     Args:
         directory: the recording folder (``<out_dir>/vault`` by default).

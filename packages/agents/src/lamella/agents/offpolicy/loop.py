@@ -58,6 +58,7 @@ from lamella.agents.offpolicy.plugins import (
     load_goal_setter,
     passthrough,
 )
+from lamella.agents.rollout import recorded_experience
 from lamella.agents.runner import Runner, episode_frames, eval_max_steps, evaluate_agent
 from lamella.buffers import (
     EpisodeBuffer,
@@ -213,6 +214,7 @@ def make_offpolicy_runner(
     env_params: Any = None,
     make_agent: Callable[..., Any] | None = None,
     agent_takes_devices: bool = False,
+    recorded: Callable[[Transition], dict[str, Any]] = recorded_experience,
 ) -> Runner:
     """The compiled off-policy :class:`~lamella.agents.runner.Runner` of a train config.
 
@@ -249,7 +251,15 @@ def make_offpolicy_runner(
         ``batch_size`` must then be a multiple of the device count, as ``num_envs`` must.
     """
     return _offpolicy_runner(
-        config, goal_setter, batch_sampler, env, env_params, make_agent, agent_takes_devices, DeviceAxis()
+        config,
+        goal_setter,
+        batch_sampler,
+        env,
+        env_params,
+        make_agent,
+        agent_takes_devices,
+        DeviceAxis(),
+        recorded,
     )
 
 
@@ -269,6 +279,7 @@ def _offpolicy_runner(
     make_agent: Callable[..., Any] | None,
     agent_takes_devices: bool,
     devices: DeviceAxis,
+    recorded: Callable[[Transition], dict[str, Any]],
 ) -> Runner:
     config.validate()
     name, agent_cfg = agent_config(config)
@@ -369,7 +380,7 @@ def _offpolicy_runner(
         train_state, metrics = jax.lax.scan(one, train_state, jax.random.split(key, config.updates_per_step))
         return train_state, jax.tree.map(jnp.mean, metrics)
 
-    def env_step_and_learn(carry: tuple[Any, ...], _: None) -> tuple[tuple[Any, ...], dict[str, jax.Array]]:
+    def env_step_and_learn(carry: tuple[Any, ...], _: None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         state, sums = carry
         key, k_act, k_random, k_step, k_reset, k_setter, k_update = jax.random.split(state.key, 7)
         action, train_state, _ = agent.policy(k_act, state.train_state, state.obs, (), eval=False)
@@ -423,12 +434,15 @@ def _offpolicy_runner(
             env_steps=env_steps,
             episode_return=jnp.where(done_agents, 0.0, episode_return),
         )
-        return (new_state, sums), metrics
+        # What a recording run keeps of the step: this device's block of the envs.
+        return (new_state, sums), (metrics, take(recorded(transition)))
 
-    def step(state: OffPolicyRunnerState) -> tuple[OffPolicyRunnerState, dict[str, jax.Array]]:
+    def record_step(state: OffPolicyRunnerState) -> tuple[OffPolicyRunnerState, dict[str, jax.Array], Any]:
         zero = jnp.zeros((), jnp.float32)
         sums0 = {"returns": jnp.zeros(agent_shape, jnp.float32), "successes": zero, "episodes": zero}
-        (state, sums), metrics = jax.lax.scan(env_step_and_learn, (state, sums0), None, length=rollout_steps)
+        (state, sums), (metrics, experience) = jax.lax.scan(
+            env_step_and_learn, (state, sums0), None, length=rollout_steps
+        )
         ended = sums["episodes"] > 0
         count = jnp.maximum(sums["episodes"], 1.0)
         last_return = jnp.where(ended, sums["returns"] / count, state.last_return)
@@ -442,7 +456,11 @@ def _offpolicy_runner(
         state = state.replace(
             iteration=state.iteration + 1, last_return=last_return, last_success=last_success
         )
-        return state, out
+        return state, out, experience
+
+    def step(state: OffPolicyRunnerState) -> tuple[OffPolicyRunnerState, dict[str, jax.Array]]:
+        new_state, out, _ = record_step(state)  # the unused experience costs nothing compiled
+        return new_state, out
 
     # A config may ask for the exploring policy (lamella-marl's IDQN on LBF: two greedy agents
     # can block each other for the rest of an episode); greedy by default.
@@ -485,6 +503,7 @@ def _offpolicy_runner(
         steps_per_iteration=config.steps_per_iteration,
         num_iterations=config.num_iterations,
         metric_axes={"return": ("agent",)} if multi_agent else None,
+        record_step=record_step,
         # One episode of the evaluation's policy drawn with the env's render (lamella train --gif,
         # lamella eval report).
         render_episode=lambda state, key: episode_frames(
@@ -497,7 +516,7 @@ def _offpolicy_runner(
             "num_envs",
             num_envs,
             lambda axis: _offpolicy_runner(
-                config, goal_setter, batch_sampler, given_env, given_params, make_agent, True, axis
+                config, goal_setter, batch_sampler, given_env, given_params, make_agent, True, axis, recorded
             ),
             _offpolicy_state_axes,
         ),
