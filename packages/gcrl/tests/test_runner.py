@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 import jax
+import numpy as np
 import pytest
 
 from lamella.agents import train
@@ -96,6 +97,29 @@ MAZE_PRESET = {
     "critic_learning_rate": 1e-3,
     "batch_size": 256,
 }
+
+
+def test_recorded_goal_experience_is_what_the_setter_stored(tmp_path):
+    # A goal setter rewrites the goals the agent acts on; HER relabels only what it samples. The
+    # vault (--record-vault) holds the stored transitions: the setter's goals, step for step.
+    from lamella.agents.driver import run_experiment
+    from lamella.agents.recording import read_recording
+
+    config = SACTrainConfig(
+        env_id="GMazeGoalDubins-v0", her=True, goal_setter="frontier", total_timesteps=128, num_envs=2,
+        rollout_steps=16, learning_starts=32, batch_size=8, buffer_size=128, hidden_sizes=(8,), eval_episodes=1,
+    )  # fmt: skip
+    run = run_experiment(
+        config, seeds=1, out_dir=tmp_path / "run", record_vault=True, progress=False, plot=False
+    )
+    data = read_recording(tmp_path / "run" / "vault")
+    stored = run.state.buffer_state.trajectory.experience  # (1 member, envs, capacity, ...)
+    assert sorted(data["observations"]) == ["achieved_goal", "desired_goal", "observation"]
+    for key, value in data["observations"].items():
+        assert value.shape[:2] == (2, 64)
+        np.testing.assert_array_equal(value, np.asarray(stored.obs[key])[0, :, :64], err_msg=key)
+    np.testing.assert_array_equal(data["actions"], np.asarray(stored.action)[0, :, :64])
+    np.testing.assert_array_equal(data["rewards"], np.asarray(stored.reward)[0, :, :64])
 
 
 def test_maze_preset_is_the_one_the_readme_measured(capsys):
