@@ -24,6 +24,7 @@ from lamella.agents import devices, driver, sweep
 from lamella.agents.distributions import Gaussian
 from lamella.agents.es import ESConfig
 from lamella.agents.ppo import PPOConfig
+from lamella.agents.recording import read_recording
 from lamella.agents.rollout import PolicyStep, make_rollout
 from lamella.agents.testing import BanditConfig, error_text, flat_run_log, make_bandit_runner
 
@@ -245,6 +246,21 @@ def main(out_dir: str) -> None:
     ]
     with open(es[1].config_path, encoding="utf-8") as handle:
         result["es_layout"] = json.load(handle)["devices"]
+
+    # PPO recording its experience (record_vault) on 1 and on 4 devices: each device writes its
+    # block of the envs, so the vaults must hold the same steps in the same order.
+    vaults = []
+    for n in (1, 4):
+        ppo(n, f"recorded_{n}", record_vault=True)
+        vaults.append(read_recording(os.path.join(out_dir, f"recorded_{n}", "vault")))
+    result["recorded"] = {
+        "shapes": {key: list(value.shape) for key, value in vaults[1].items()},
+        "max_abs_diff": {
+            key: float(np.max(np.abs(vaults[0][key].astype(float) - vaults[1][key].astype(float))))
+            for key in vaults[0]
+        },
+        "episode_ends": int(np.sum(vaults[1]["terminals"] | vaults[1]["truncations"])),
+    }
     print(json.dumps(result))
 
 

@@ -137,6 +137,19 @@ def test_a_device_block_of_a_rollout_is_that_block_of_the_one_device_rollout(chi
     assert done == 0.0 and obs <= 1e-5 and raw_action <= 1e-5 and reward <= 1e-4
 
 
+def test_four_devices_record_every_env_in_order(child):
+    # PPO recorded on 4 devices (2 envs each) holds the 1-device run's steps: 8 envs x 4
+    # iterations x 16 steps, in order (the floats up to the rounding of statistics pooled over
+    # devices; actions and flags exactly).
+    recorded = child["recorded"]
+    assert recorded["shapes"]["observations"] == [8, 64, 4] and recorded["shapes"]["actions"] == [8, 64]
+    differences = recorded["max_abs_diff"]
+    assert sorted(differences) == ["actions", "observations", "rewards", "terminals", "truncations"]
+    assert differences["actions"] == differences["terminals"] == differences["truncations"] == 0, differences
+    assert max(differences.values()) <= 1e-4, differences
+    assert recorded["episode_ends"] > 0
+
+
 def test_bad_device_requests_fail_before_anything_compiles(child):
     errors = child["errors"]
     assert errors["too_many"].startswith("ConfigError: num_devices=8, but only 4 cpu device(s) are present")
