@@ -224,6 +224,22 @@ def test_parity_with_mpe2_sizes_and_local_ratio():
         # and more slots than there are entities (zero-padded).
         ("simple_spread", dict(N=4, num_agent_neighbors=2, num_landmark_neighbors=3)),
         ("simple_spread", dict(N=2, num_agent_neighbors=3, num_landmark_neighbors=4)),
+        # simple_tag: the 2 nearest of 3 obstacles and of 3 other agents (an adversary among them
+        # shows a zero velocity); more agent slots than agents, obstacles all seen.
+        (
+            "simple_tag",
+            dict(
+                num_good=2,
+                num_adversaries=2,
+                num_obstacles=3,
+                num_agent_neighbors=2,
+                num_landmark_neighbors=2,
+            ),
+        ),
+        ("simple_tag", dict(num_agent_neighbors=5)),
+        # simple_adversary: 2 of 3 landmarks and of 3 other agents; 3 slots for 2 landmarks.
+        ("simple_adversary", dict(N=3, num_agent_neighbors=2, num_landmark_neighbors=2)),
+        ("simple_adversary", dict(num_landmark_neighbors=3)),
     ]
     rng = np.random.default_rng(7)
     for scenario, kwargs in cases:
@@ -232,6 +248,8 @@ def test_parity_with_mpe2_sizes_and_local_ratio():
         raw = reference.unwrapped
         step = jax.jit(env.step)
         reference.reset(seed=3)
+        sizes = tuple(reference.observation_space(a).shape[0] for a in reference.possible_agents)
+        assert env.observation_sizes == sizes, (scenario, kwargs)
         nonzero = 0
         while reference.agents:
             state = inject(scenario, raw)
@@ -342,9 +360,17 @@ def test_check_env(scenario, continuous):
     check_env(env, params, num_steps=30, num_envs=2)
 
 
-def test_partial_observability_passes_check_env():
-    env, params = le.make("MPE-simple_spread-v3", num_agent_neighbors=1, num_landmark_neighbors=2)
-    assert env.observation_space(params).shape == (3, 4 + 2 * 2 + 4 * 1)
+@pytest.mark.parametrize(
+    ("env_id", "shape"),
+    [
+        ("MPE-simple_spread-v3", (3, 4 + 2 * 2 + 4 * 1)),
+        ("MPE-simple_tag-v3", (4, 4 + 2 * 2 + 4 * 1)),  # every agent the same width
+        ("MPE-simple_adversary-v3", (3, 2 + 2 * 2 + 2 * 1)),  # the adversary's 6 padded to 8
+    ],
+)
+def test_partial_observability_passes_check_env(env_id, shape):
+    env, params = le.make(env_id, num_agent_neighbors=1, num_landmark_neighbors=2)
+    assert env.observation_space(params).shape == shape
     check_env(env, params, num_steps=30, num_envs=2)
 
 
@@ -370,6 +396,8 @@ def test_bad_input_is_rejected_clearly():
         le.make("MPE-simple_spread-v3", num_agent_neighbors=0)
     with pytest.raises(ValueError, match=r"num_landmark_neighbors must be an integer >= 1, got 1\.5"):
         le.make("MPE-simple_spread-v3", num_landmark_neighbors=1.5)
+    with pytest.raises(ValueError, match="num_landmark_neighbors must be an integer >= 1, got 0"):
+        le.make("MPE-simple_tag-v3", num_landmark_neighbors=0)
     with pytest.raises(TypeError, match=r"simple_push takes no \['num_agent_neighbors'\]"):
         MultiParticleEnv("simple_push", num_agent_neighbors=2)
     with pytest.raises(ValueError, match="takes no local_ratio"):

@@ -159,6 +159,26 @@ def relative(pos: jax.Array) -> jax.Array:
     return pos[None, :, :] - pos[:, None, :]
 
 
+def nearest(rel: jax.Array, k: int | None) -> jax.Array:
+    """mpe2's partial observability: per row, the ``k`` entries of ``rel`` ``(n, m, 2)`` (positions
+    relative to the observer) nearest to the observer, closest first, as ``(n, k)`` indices into
+    ``m`` (``m`` marks a zero-padded slot when ``k > m``); every entry in index order when ``k``
+    is None."""
+    n, m = rel.shape[:2]
+    if k is None:
+        return jnp.broadcast_to(jnp.arange(m), (n, m))
+    distance = jnp.sqrt(jnp.square(rel[..., 0]) + jnp.square(rel[..., 1]))
+    order = jnp.argsort(distance, axis=1)[:, : min(k, m)]
+    return jnp.pad(order, ((0, 0), (0, k - order.shape[1])), constant_values=m)
+
+
+def take_slots(values: jax.Array, index: jax.Array) -> jax.Array:
+    """``values[i, index[i, s]]`` for ``values`` ``(n, m, d)`` and ``index`` from :func:`nearest`,
+    zeros where ``index == m`` (a padded slot)."""
+    padded = jnp.pad(values, ((0, 0), (0, 1), (0, 0)))
+    return jnp.take_along_axis(padded, index[..., None], 1)
+
+
 def decode_actions(scenario: Scenario, action: jax.Array, continuous: bool) -> tuple[jax.Array, jax.Array]:
     """The force ``u`` ``(n, 2)`` (before accel) and utterance ``c`` ``(n, C)`` of a joint action.
 

@@ -5,11 +5,21 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.envs.multi_agent.mpe.core import Scenario, constant_colors, norm, other_index, relative
+from lamella.envs.multi_agent.mpe.core import (
+    Scenario,
+    constant_colors,
+    nearest,
+    norm,
+    other_index,
+    relative,
+    take_slots,
+)
 from lamella.envs.multi_agent.mpe.types import MultiParticleState
 
 
-def make(N: int = 2) -> Scenario:
+def make(
+    N: int = 2, num_agent_neighbors: int | None = None, num_landmark_neighbors: int | None = None
+) -> Scenario:
     """Agent 0 the adversary, agents 1..N good; N landmarks (size 0.08); all silent, size 0.15,
     nothing collides. ``goal[0]`` is the goal landmark (every agent's ``goal_a``).
 
@@ -17,6 +27,11 @@ def make(N: int = 2) -> Scenario:
     ``[landmark_rel (N), other_rel (N)]`` (``4N``; it is not told the goal). Rewards: adversary
     ``-|adversary - goal|``; every good agent ``|adversary - goal| - min over good agents of
     |agent - goal|``.
+
+    Partial observability (mpe2 1.1's options): ``num_landmark_neighbors = k`` keeps the ``k``
+    nearest landmarks, ``num_agent_neighbors = k`` the ``k`` nearest other agents, each list
+    closest first, zeros in slots beyond the entities there; a good agent's goal stays in its
+    observation. Widths: good ``2 + 2 k_landmarks + 2 k_agents``, adversary without the 2.
     """
     n = N + 1
 
@@ -24,12 +39,21 @@ def make(N: int = 2) -> Scenario:
 
     def observe(state: MultiParticleState) -> list[jnp.ndarray]:
         pos = state.agent_pos
-        landmark_rel = (state.landmark_pos[None, :, :] - pos[:, None, :]).reshape(n, -1)
-        other_rel = relative(pos)[np.arange(n)[:, None], others].reshape(n, -1)
+        landmark_rel = state.landmark_pos[None, :, :] - pos[:, None, :]
+        other_rel = relative(pos)[np.arange(n)[:, None], others]
+        if num_landmark_neighbors is not None:
+            landmark_rel = take_slots(landmark_rel, nearest(landmark_rel, num_landmark_neighbors))
+        if num_agent_neighbors is not None:
+            other_rel = take_slots(other_rel, nearest(other_rel, num_agent_neighbors))
+        landmark_rel, other_rel = landmark_rel.reshape(n, -1), other_rel.reshape(n, -1)
         goal_rel = state.landmark_pos[state.goal[0]] - pos[1:]
         adversary = jnp.concatenate([landmark_rel[:1], other_rel[:1]], -1)
         good = jnp.concatenate([goal_rel, landmark_rel[1:], other_rel[1:]], -1)
         return [adversary, good]
+
+    seen = 2 * (N if num_landmark_neighbors is None else num_landmark_neighbors) + 2 * (
+        N if num_agent_neighbors is None else num_agent_neighbors
+    )
 
     def reward(state: MultiParticleState) -> jnp.ndarray:
         dist = norm(state.agent_pos - state.landmark_pos[state.goal[0]])
@@ -60,7 +84,7 @@ def make(N: int = 2) -> Scenario:
         agent_colors=constant_colors([[0.85, 0.35, 0.35]] + [[0.35, 0.35, 0.85]] * N),
         landmark_colors=landmark_colors,
         agent_roles=(
-            f"0: adversary_0, observation {4 * N} (padded)",
-            f"1..{N}: agent_i (good), observation {2 + 4 * N}",
+            f"0: adversary_0, observation {seen} (padded)",
+            f"1..{N}: agent_i (good), observation {2 + seen}",
         ),
     )

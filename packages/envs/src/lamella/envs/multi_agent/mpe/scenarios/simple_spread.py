@@ -5,26 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.envs.multi_agent.mpe.core import Scenario, constant_colors, distances
+from lamella.envs.multi_agent.mpe.core import Scenario, constant_colors, distances, nearest, take_slots
 from lamella.envs.multi_agent.mpe.types import MultiParticleState
-
-
-def _nearest(relative: jnp.ndarray, k: int | None) -> jnp.ndarray:
-    """mpe2's partial observability: per row, the ``k`` entries of ``relative`` ``(n, m, 2)`` nearest
-    to the observer, closest first (``(n, k)`` indices into ``m``; ``m`` marks a zero-padded slot
-    when ``k > m``), or every entry in index order when ``k`` is None."""
-    n, m = relative.shape[:2]
-    if k is None:
-        return jnp.broadcast_to(jnp.arange(m), (n, m))
-    distance = jnp.sqrt(jnp.square(relative[..., 0]) + jnp.square(relative[..., 1]))
-    order = jnp.argsort(distance, axis=1)[:, : min(k, m)]
-    return jnp.pad(order, ((0, 0), (0, k - order.shape[1])), constant_values=m)
-
-
-def _gather(values: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
-    """``values[i, index[i, s]]`` for ``values`` ``(n, m, d)``, zeros where ``index == m``."""
-    padded = jnp.pad(values, ((0, 0), (0, 1), (0, 0)))
-    return jnp.take_along_axis(padded, index[..., None], 1)
 
 
 def make(
@@ -52,10 +34,10 @@ def make(
         other_rel = pos[other_index] - pos[:, None, :]
         comm = state.comm[other_index]
         if num_landmark_neighbors is not None:
-            landmark_rel = _gather(landmark_rel, _nearest(landmark_rel, num_landmark_neighbors))
+            landmark_rel = take_slots(landmark_rel, nearest(landmark_rel, num_landmark_neighbors))
         if num_agent_neighbors is not None:
-            nearest = _nearest(other_rel, num_agent_neighbors)
-            other_rel, comm = _gather(other_rel, nearest), _gather(comm, nearest)
+            seen = nearest(other_rel, num_agent_neighbors)
+            other_rel, comm = take_slots(other_rel, seen), take_slots(comm, seen)
         flat = [x.reshape(n, -1) for x in (landmark_rel, other_rel, comm)]
         return [jnp.concatenate([state.agent_vel, pos, *flat], -1)]
 
