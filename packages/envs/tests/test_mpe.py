@@ -268,6 +268,61 @@ def test_parity_with_mpe2_sizes_and_local_ratio():
         assert nonzero > 0 and bool(np.all(np.asarray(truncated))), scenario
 
 
+def test_terminate_on_success_matches_mpe2():
+    """simple_spread's terminate_on_success against mpe2 on injected states: landmarks covered
+    (every agent terminates), one left uncovered, and covered on the step that hits max_cycles
+    (truncated, not terminated); then an auto-reset after the termination."""
+    kwargs = dict(N=3, terminate_on_success=True)
+    env, params = le.make("MPE-simple_spread-v3", autoreset=False, **kwargs)
+    reference = reference_env("simple_spread", False, **kwargs)
+    raw = reference.unwrapped
+    step = jax.jit(env.step)
+    landmarks = np.array([[-0.6, 0.0], [0.6, 0.0], [0.0, 0.7]])
+    cases = [  # (agent offsets from their landmarks, steps already taken, terminated, truncated)
+        (np.full((3, 2), 0.03), 3, True, False),
+        (np.array([[0.03, 0.0], [0.0, 0.03], [0.2, 0.0]]), 3, False, False),  # one landmark uncovered
+        (np.full((3, 2), 0.03), 24, False, True),  # covered on the 25th step: the time limit wins
+    ]
+    for offsets, steps, terminated, truncated in cases:
+        reference.reset(seed=0)
+        for agent, landmark, position, offset in zip(
+            raw.world.agents, raw.world.landmarks, landmarks, offsets
+        ):
+            landmark.state.p_pos = position.copy()
+            agent.state.p_pos, agent.state.p_vel = position + offset, np.zeros(2)
+        raw.steps = steps
+        state = inject("simple_spread", raw)
+        names = list(reference.agents)
+        obs_ref, reward_ref, term_ref, trunc_ref, _ = reference.step({a: 0 for a in names})
+        obs, _, reward, term, trunc, _ = step(jax.random.key(0), state, jnp.zeros(3, jnp.int32), params)
+        assert [term_ref[a] for a in names] == [terminated] * 3 and [trunc_ref[a] for a in names] == [
+            truncated
+        ] * 3
+        np.testing.assert_array_equal(np.asarray(term), [terminated] * 3)
+        np.testing.assert_array_equal(np.asarray(trunc), [truncated] * 3)
+        np.testing.assert_allclose(np.asarray(obs), np.stack([obs_ref[a] for a in names]), atol=1e-4)
+        np.testing.assert_allclose(np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4)
+    # Auto-reset after a termination: the next observation is a fresh episode's, time 0.
+    auto, _ = le.make("MPE-simple_spread-v3", **kwargs)
+    reference.reset(seed=0)
+    for agent, landmark, position in zip(raw.world.agents, raw.world.landmarks, landmarks):
+        landmark.state.p_pos, agent.state.p_pos, agent.state.p_vel = (
+            position.copy(),
+            position + 0.03,
+            np.zeros(2),
+        )
+    state = inject("simple_spread", raw)
+    _, after, _, term, _, info = jax.jit(auto.step)(jax.random.key(1), state, jnp.zeros(3, jnp.int32), params)
+    assert bool(np.all(np.asarray(term))) and int(after.time) == 0
+    assert np.abs(np.asarray(info["final_observation"]) - np.asarray(auto.get_obs(after))).max() > 0
+    # Off by default, and a non-boolean value is refused when the env is built.
+    assert le.make("MPE-simple_spread-v3")[0].scenario.terminal is None
+    with pytest.raises(ValueError, match="terminate_on_success must be True or False, got 1"):
+        le.make("MPE-simple_spread-v3", terminate_on_success=1)
+    with pytest.raises(TypeError, match=r"unknown override\(s\) \['terminate_on_success'\]"):
+        le.make("MPE-simple_tag-v3", terminate_on_success=True)
+
+
 def test_spaces_match_mpe2():
     for scenario in MODULES:
         for continuous in (False, True):

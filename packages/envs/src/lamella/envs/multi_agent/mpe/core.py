@@ -60,6 +60,9 @@ class Scenario:
         global_reward: ``state -> ()``, the shared reward mixed in by ``local_ratio``; None for
             scenarios whose env takes no ``local_ratio``.
         goal_choices: one count per goal index: ``goal[g]`` is uniform in ``range(goal_choices[g])``.
+        terminal: ``state -> ()`` bool, the task is done and every agent terminates (mpe2's
+            ``scenario.is_terminal``, e.g. simple_spread's ``terminate_on_success``); None:
+            episodes end only at ``max_cycles``.
         agent_colors, landmark_colors: ``state -> (n, 3)`` / ``(L, 3)`` RGB in [0, 1] for rendering.
         agent_roles: one line per agent group for the docs (``"0: speaker"``).
     """
@@ -84,6 +87,7 @@ class Scenario:
     global_reward: Callable[[MultiParticleState], jax.Array] | None = None
     goal_choices: tuple[int, ...] = ()
     agent_roles: tuple[str, ...] = ()
+    terminal: Callable[[MultiParticleState], jax.Array] | None = None
 
     @property
     def num_agents(self) -> int:

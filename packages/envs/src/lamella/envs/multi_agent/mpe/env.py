@@ -255,8 +255,11 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
             reward = scn.global_reward(state) * (1.0 - ratio) + reward * ratio
         reward = reward.astype(jnp.float32)
         n = self.num_agents
-        truncated = jnp.broadcast_to(state.time >= params.max_cycles, (n,))
-        terminated = jnp.zeros((n,), jnp.bool_)
+        limit = state.time >= params.max_cycles
+        truncated = jnp.broadcast_to(limit, (n,))
+        # As mpe2: the time limit first; the scenario's end of task only on an earlier step.
+        done = jnp.zeros((), jnp.bool_) if scn.terminal is None else scn.terminal(state) & ~limit
+        terminated = jnp.broadcast_to(done, (n,))
         info: dict[str, Any] = {}
         if self._padded_actions:
             info["action_mask"] = self.action_mask(state)
@@ -287,6 +290,10 @@ def _check_sizes(scenario: str, make_scenario: Callable[..., Any], kwargs: dict[
     minimum = {"num_obstacles": 0, "num_forests": 0}
     for name, value in kwargs.items():
         if value is None and name.endswith("_neighbors"):  # partial observability off
+            continue
+        if name == "terminate_on_success":
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"MultiParticleEnv: {scenario} {name} must be True or False, got {value!r}.")
             continue
         low = minimum.get(name, 1)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:

@@ -8,9 +8,15 @@ import numpy as np
 from lamella.envs.multi_agent.mpe.core import Scenario, constant_colors, distances, nearest, take_slots
 from lamella.envs.multi_agent.mpe.types import MultiParticleState
 
+#: mpe2's ``CAPTURE_RADIUS``: an agent closer than this to a landmark covers it.
+CAPTURE_RADIUS = 0.1
+
 
 def make(
-    N: int = 3, num_agent_neighbors: int | None = None, num_landmark_neighbors: int | None = None
+    N: int = 3,
+    num_agent_neighbors: int | None = None,
+    num_landmark_neighbors: int | None = None,
+    terminate_on_success: bool = False,
 ) -> Scenario:
     """N movable silent colliding agents (size 0.15) and N landmarks (size 0.05).
 
@@ -23,6 +29,10 @@ def make(
     nearest landmarks, closest first; ``num_agent_neighbors = k`` the ``k`` nearest other agents
     (positions and, in the same slots, their comm), closest first; slots beyond the entities
     there are zeros, so the observation is ``4 + 2 k_landmarks + 4 k_agents`` wide.
+
+    ``terminate_on_success`` (mpe2 1.1's option): every agent terminates on the step after which
+    every landmark has an agent closer than :data:`CAPTURE_RADIUS` (0.1), unless that step hits
+    ``max_cycles`` (then the episode is truncated, as in mpe2).
     """
     n = N
     # others[i] = the agents other than i, in index order.
@@ -52,6 +62,9 @@ def make(
     def global_reward(state: MultiParticleState) -> jnp.ndarray:
         return -jnp.sum(jnp.min(distances(state.agent_pos, state.landmark_pos), 0))
 
+    def covered(state: MultiParticleState) -> jnp.ndarray:
+        return jnp.all(jnp.min(distances(state.agent_pos, state.landmark_pos), 0) < CAPTURE_RADIUS)
+
     return Scenario(
         name="simple_spread",
         version=3,
@@ -69,6 +82,7 @@ def make(
         observe=observe,
         reward=reward,
         global_reward=global_reward,
+        terminal=covered if terminate_on_success else None,
         agent_colors=constant_colors([[0.35, 0.35, 0.85]] * n),
         landmark_colors=constant_colors([[0.25, 0.25, 0.25]] * n),
         agent_roles=(f"0..{n - 1}: agent_i, identical (5 actions, observation {observation_size})",),
