@@ -26,6 +26,7 @@ MODULES = {
     "simple_push": "simple_push_v3",
     "simple_crypto": "simple_crypto_v3",
     "simple_world_comm": "simple_world_comm_v3",
+    "simple_formation": "simple_formation_v1",
 }
 
 
@@ -323,6 +324,40 @@ def test_terminate_on_success_matches_mpe2():
         le.make("MPE-simple_tag-v3", terminate_on_success=True)
 
 
+def test_formation_terminates_on_success_as_mpe2():
+    """simple_formation's terminate_on_success against mpe2 on injected states: the agents on the
+    circle's places (terminated), one of them 0.1 off (not)."""
+    kwargs = dict(N=4, terminate_on_success=True)
+    env, params = le.make("MPE-simple_formation-v1", autoreset=False, **kwargs)
+    reference = reference_env("simple_formation", False, **kwargs)
+    raw = reference.unwrapped
+    step = jax.jit(env.step)
+    landmark = np.array([0.1, -0.1])
+    angles = 0.3 + np.pi / 2 * np.arange(4)
+    places = landmark + 0.5 * np.stack([np.cos(angles), np.sin(angles)], -1)
+    for off, terminated in [(0.02, True), (0.1, False)]:
+        reference.reset(seed=0)
+        raw.world.landmarks[0].state.p_pos = landmark.copy()
+        for i, agent in enumerate(raw.world.agents):
+            # Every agent 0.02 along the circle from its place; agent 3 `off` outward instead.
+            outward = np.array([np.cos(angles[i]), np.sin(angles[i])])
+            tangent = np.array([-np.sin(angles[i]), np.cos(angles[i])])
+            agent.state.p_pos = places[i] + (off * outward if i == 3 else 0.02 * tangent)
+            agent.state.p_vel = np.zeros(2)
+        raw.steps = 3
+        state = inject("simple_formation", raw)
+        names = list(reference.agents)
+        obs_ref, reward_ref, term_ref, trunc_ref, _ = reference.step({a: 0 for a in names})
+        obs, _, reward, term, trunc, _ = step(jax.random.key(0), state, jnp.zeros(4, jnp.int32), params)
+        assert [term_ref[a] for a in names] == [terminated] * 4 and not any(trunc_ref.values())
+        np.testing.assert_array_equal(np.asarray(term), [terminated] * 4)
+        assert not np.asarray(trunc).any()
+        np.testing.assert_allclose(np.asarray(obs), np.stack([obs_ref[a] for a in names]), atol=1e-4)
+        np.testing.assert_allclose(np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4)
+    with pytest.raises(ValueError, match="simple_formation N must be at most 8"):
+        le.make("MPE-simple_formation-v1", N=9)
+
+
 def test_spaces_match_mpe2():
     for scenario in MODULES:
         for continuous in (False, True):
@@ -401,6 +436,7 @@ CHECK_CASES = [
     ("simple_reference", False),
     ("simple_push", False),
     ("simple_crypto", False),
+    ("simple_formation", False),
 ]
 
 

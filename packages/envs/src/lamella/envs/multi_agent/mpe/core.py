@@ -16,6 +16,7 @@ over entities. One world step, for the joint action of all agents:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,6 +175,16 @@ def nearest(rel: jax.Array, k: int | None) -> jax.Array:
     distance = jnp.sqrt(jnp.square(rel[..., 0]) + jnp.square(rel[..., 1]))
     order = jnp.argsort(distance, axis=1)[:, : min(k, m)]
     return jnp.pad(order, ((0, 0), (0, k - order.shape[1])), constant_values=m)
+
+
+def assigned_distances(dist: jax.Array) -> jax.Array:
+    """The distances ``dist[i, perm[i]]`` ``(n,)`` of the assignment of ``n`` agents (rows) to ``n``
+    targets (columns) with the least total distance: mpe2's ``linear_sum_assignment``, found by
+    trying every permutation (``n!`` of them, so ``n`` is kept small by the scenarios)."""
+    n = dist.shape[0]
+    perms = np.asarray(list(itertools.permutations(range(n))), np.int32)  # (n!, n)
+    chosen = dist[np.arange(n)[None, :], perms]  # (n!, n)
+    return chosen[jnp.argmin(jnp.sum(chosen, axis=1))]
 
 
 def take_slots(values: jax.Array, index: jax.Array) -> jax.Array:

@@ -9,6 +9,7 @@ from lamella.envs.multi_agent.mpe.scenarios import (
     simple,
     simple_adversary,
     simple_crypto,
+    simple_formation,
     simple_push,
     simple_reference,
     simple_speaker_listener,
@@ -29,4 +30,5 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "simple_push": simple_push.make,
     "simple_crypto": simple_crypto.make,
     "simple_world_comm": simple_world_comm.make,
+    "simple_formation": simple_formation.make,
 }
