@@ -64,6 +64,11 @@ class Scenario:
         terminal: ``state -> ()`` bool, the task is done and every agent terminates (mpe2's
             ``scenario.is_terminal``, e.g. simple_spread's ``terminate_on_success``); None:
             episodes end only at ``max_cycles``.
+        place_landmarks: ``(landmark positions (L, 2), uniform draws (reset_draws,)) ->
+            landmark positions``: a reset that places landmarks otherwise than uniformly in
+            their ``landmark_spawn`` boxes (simple_line's second landmark at a fixed distance
+            from the first); None: the boxes alone.
+        reset_draws: how many uniform numbers in [0, 1) ``place_landmarks`` takes.
         agent_colors, landmark_colors: ``state -> (n, 3)`` / ``(L, 3)`` RGB in [0, 1] for rendering.
         agent_roles: one line per agent group for the docs (``"0: speaker"``).
     """
@@ -89,6 +94,8 @@ class Scenario:
     goal_choices: tuple[int, ...] = ()
     agent_roles: tuple[str, ...] = ()
     terminal: Callable[[MultiParticleState], jax.Array] | None = None
+    place_landmarks: Callable[[jax.Array, jax.Array], jax.Array] | None = None
+    reset_draws: int = 0
 
     @property
     def num_agents(self) -> int:

@@ -223,11 +223,14 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
     ) -> tuple[jax.Array, MultiParticleState]:
         scn = self.scenario
         n, num_landmarks, num_goals = scn.num_agents, scn.num_landmarks, len(scn.goal_choices)
-        u = fast_random.uniform(key, (2 * (n + num_landmarks) + num_goals,))
+        boxes, goals = 2 * (n + num_landmarks), 2 * (n + num_landmarks) + num_goals
+        u = fast_random.uniform(key, (goals + scn.reset_draws,))
         half = np.asarray([1.0] * n + list(scn.landmark_spawn), np.float32)[:, None]
-        positions = (2.0 * u[: 2 * (n + num_landmarks)].reshape(-1, 2) - 1.0) * half
+        positions = (2.0 * u[:boxes].reshape(-1, 2) - 1.0) * half
+        if scn.place_landmarks is not None:
+            positions = positions.at[n:].set(scn.place_landmarks(positions[n:], u[goals:]))
         choices = np.asarray(scn.goal_choices, np.int32)
-        goal = jnp.minimum(jnp.floor(u[2 * (n + num_landmarks) :] * choices).astype(jnp.int32), choices - 1)
+        goal = jnp.minimum(jnp.floor(u[boxes:goals] * choices).astype(jnp.int32), choices - 1)
         state = self._initial_state(positions, goal)
         return self.get_obs(state), state
 

@@ -10,6 +10,7 @@ from lamella.envs.multi_agent.mpe.scenarios import (
     simple_adversary,
     simple_crypto,
     simple_formation,
+    simple_line,
     simple_push,
     simple_reference,
     simple_speaker_listener,
@@ -31,4 +32,5 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "simple_crypto": simple_crypto.make,
     "simple_world_comm": simple_world_comm.make,
     "simple_formation": simple_formation.make,
+    "simple_line": simple_line.make,
 }
