@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -13,6 +16,23 @@ TARGET_RADIUS = 0.5
 DIST_THRESHOLD = 0.05
 #: The most agents: the assignment to the circle's places tries all N! permutations.
 MAX_AGENTS = 8
+
+
+def placement_task(
+    matched: Callable[[MultiParticleState], jax.Array], n: int, terminate_on_success: bool
+) -> tuple[Callable[[MultiParticleState], jax.Array], Callable[[MultiParticleState], jax.Array] | None]:
+    """``(reward, terminal)`` of a task of ``n`` agents taking places (simple_formation,
+    simple_line) from ``matched(state)``, each agent's distance to its matched place: the shared
+    reward ``-mean(clip(distances, 0, 2))``, and with ``terminate_on_success`` the end of the task
+    when every distance is below :data:`DIST_THRESHOLD`."""
+
+    def reward(state: MultiParticleState) -> jax.Array:
+        return jnp.broadcast_to(-jnp.mean(jnp.clip(matched(state), 0.0, 2.0)), (n,))
+
+    def placed(state: MultiParticleState) -> jax.Array:
+        return jnp.all(matched(state) < DIST_THRESHOLD)
+
+    return reward, placed if terminate_on_success else None
 
 
 def make(N: int = 4, terminate_on_success: bool = False) -> Scenario:
@@ -48,11 +68,7 @@ def make(N: int = 4, terminate_on_success: bool = False) -> Scenario:
         places = landmark + TARGET_RADIUS * jnp.stack([jnp.cos(theta), jnp.sin(theta)], -1)
         return assigned_distances(distances(state.agent_pos, places))
 
-    def reward(state: MultiParticleState) -> jnp.ndarray:
-        return jnp.broadcast_to(-jnp.mean(jnp.clip(matched(state), 0.0, 2.0)), (n,))
-
-    def formed(state: MultiParticleState) -> jnp.ndarray:
-        return jnp.all(matched(state) < DIST_THRESHOLD)
+    reward, terminal = placement_task(matched, n, terminate_on_success)
 
     return Scenario(
         name="simple_formation",
@@ -70,7 +86,7 @@ def make(N: int = 4, terminate_on_success: bool = False) -> Scenario:
         landmark_spawn=(0.5,),
         observe=observe,
         reward=reward,
-        terminal=formed if terminate_on_success else None,
+        terminal=terminal,
         agent_colors=constant_colors([[0.35, 0.35, 0.85]] * n),
         landmark_colors=constant_colors([[0.25, 0.25, 0.25]]),
         agent_roles=(f"0..{n - 1}: agent_i, identical (5 actions, observation 6)",),

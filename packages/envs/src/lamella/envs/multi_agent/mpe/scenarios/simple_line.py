@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs.multi_agent.mpe.core import Scenario, assigned_distances, constant_colors, distances
-from lamella.envs.multi_agent.mpe.scenarios.simple_formation import DIST_THRESHOLD, MAX_AGENTS
+from lamella.envs.multi_agent.mpe.scenarios.simple_formation import MAX_AGENTS, placement_task
 from lamella.envs.multi_agent.mpe.types import MultiParticleState
 
 #: mpe2's ``TOTAL_SEP``: the distance between the two landmarks.
@@ -54,11 +54,7 @@ def make(N: int = 4, terminate_on_success: bool = False) -> Scenario:
         places = start + fractions * (end - start) if n > 1 else start[None]
         return assigned_distances(distances(state.agent_pos, places))
 
-    def reward(state: MultiParticleState) -> jnp.ndarray:
-        return jnp.broadcast_to(-jnp.mean(jnp.clip(matched(state), 0.0, 2.0)), (n,))
-
-    def lined_up(state: MultiParticleState) -> jnp.ndarray:
-        return jnp.all(matched(state) < DIST_THRESHOLD)
+    reward, terminal = placement_task(matched, n, terminate_on_success)
 
     return Scenario(
         name="simple_line",
@@ -76,7 +72,7 @@ def make(N: int = 4, terminate_on_success: bool = False) -> Scenario:
         landmark_spawn=(0.25, 0.25),
         observe=observe,
         reward=reward,
-        terminal=lined_up if terminate_on_success else None,
+        terminal=terminal,
         place_landmarks=_place_landmarks,
         reset_draws=1,
         agent_colors=constant_colors([[0.35, 0.35, 0.85]] * n),
