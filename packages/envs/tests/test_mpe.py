@@ -304,6 +304,7 @@ def test_terminate_on_success_matches_mpe2():
         np.testing.assert_array_equal(np.asarray(trunc), [truncated] * 3)
         np.testing.assert_allclose(np.asarray(obs), np.stack([obs_ref[a] for a in names]), atol=1e-4)
         np.testing.assert_allclose(np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4)
+        assert np.all(np.asarray(reward) != 0), "the compared rewards include non-zero ones"
     # Auto-reset after a termination: the next observation is a fresh episode's, time 0.
     auto, _ = le.make("MPE-simple_spread-v3", **kwargs)
     reference.reset(seed=0)
@@ -355,6 +356,7 @@ def test_formation_terminates_on_success_as_mpe2():
         assert not np.asarray(trunc).any()
         np.testing.assert_allclose(np.asarray(obs), np.stack([obs_ref[a] for a in names]), atol=1e-4)
         np.testing.assert_allclose(np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4)
+        assert np.all(np.asarray(reward) != 0), "the compared rewards include non-zero ones"
     with pytest.raises(ValueError, match="simple_formation N must be at most 8"):
         le.make("MPE-simple_formation-v1", N=9)
 
@@ -382,6 +384,7 @@ def test_line_terminates_on_success_and_resets_as_mpe2():
         np.testing.assert_array_equal(np.asarray(term), [terminated] * 3)
         np.testing.assert_allclose(np.asarray(obs), np.stack([obs_ref[a] for a in names]), atol=1e-4)
         np.testing.assert_allclose(np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4)
+        assert np.all(np.asarray(reward) != 0), "the compared rewards include non-zero ones"
     # Resets: landmark 0 in [-0.25, 0.25]^2, landmark 1 at 1.25 from it inside (-1, 1)^2, in
     # directions distributed as mpe2's (its turn-until-inside rule favours some): the shares of
     # 8 direction sectors agree within 0.04 (4000 lamella resets, 2000 of mpe2's).
