@@ -28,6 +28,7 @@ MODULES = {
     "simple_world_comm": "simple_world_comm_v3",
     "simple_formation": "simple_formation_v1",
     "simple_line": "simple_line_v1",
+    "collect_treasure": "collect_treasure_v1",
 }
 
 
@@ -71,7 +72,8 @@ def padded(rows: list[np.ndarray], size: int) -> np.ndarray:
 # (scenario, continuous, episodes): every scenario with discrete actions; continuous actions for
 # an agent that only talks (speaker_listener), one that moves and talks (reference) and the
 # all-zero utterance rule (crypto).
-PARITY_CASES = [(name, False, 3) for name in MODULES] + [
+# collect_treasure's steps draw respawns: its own parity test below feeds mpe2 lamella's draws.
+PARITY_CASES = [(name, False, 3) for name in MODULES if name != "collect_treasure"] + [
     ("simple_speaker_listener", True, 2),
     ("simple_reference", True, 2),
     ("simple_crypto", True, 2),
@@ -415,6 +417,180 @@ def test_line_terminates_on_success_and_resets_as_mpe2():
     assert sectors(theirs)[0::2].max() + 0.1 < sectors(theirs)[1::2].min(), sectors(theirs)
 
 
+def inject_treasure(raw) -> MultiParticleState:
+    """lamella's state for mpe2's collect_treasure world, its items included."""
+    world = raw.world
+    holding = [-1 if a.holding is None else int(a.holding) for a in world.agents if a.collector]
+    kinds = [int(lm.type) for lm in world.landmarks]
+    alive = [int(lm.alive) for lm in world.landmarks]
+    return inject("collect_treasure", raw).replace(
+        items=jnp.asarray(holding + kinds + alive + [0], jnp.int32)
+    )
+
+
+class RespawnDraws:
+    """mpe2's ``world.np_random`` for one collect_treasure step: it hands out the respawns lamella
+    draws from the step's key (``respawn_draws``), in mpe2's order of calls per picked-up
+    treasure: the respawn check ``uniform()`` (against probability 1), the place
+    ``uniform(-0.95, 0.95, 2)``, the type ``integers(0, D)``."""
+
+    def __init__(self, draws: np.ndarray, parked: list[int], num_types: int):
+        self.draws, self.parked, self.num_types, self.current = draws, list(parked), num_types, -1
+
+    def uniform(self, low=0.0, high=1.0, size=None):
+        if size is None:
+            self.current = self.parked.pop(0)
+            return 0.0
+        assert (low, high, size) == (-0.95, 0.95, 2)
+        return ((2.0 * self.draws[self.current, :2] - 1.0) * np.float32(0.95)).astype(np.float64)
+
+    def integers(self, low, high):
+        assert (low, high) == (0, self.num_types)
+        return min(int(np.floor(self.draws[self.current, 2] * np.float32(high))), high - 1)
+
+
+def heading_to_targets(raw, rng) -> dict[str, int]:
+    """Discrete actions that head for what each agent's reward points it to (a collector to the
+    nearest treasure or its deposit, a deposit to a collector holding its type), 20% at random:
+    episodes with pickups and deliveries to compare."""
+    world = raw.world
+    collectors = [a for a in world.agents if a.collector]
+    actions = {}
+    for agent in world.agents:
+        if agent.collector and agent.holding is None:
+            targets = [lm.state.p_pos for lm in world.landmarks if lm.alive]
+        elif agent.collector:
+            targets = [d.state.p_pos for d in world.agents if not d.collector and d.d_i == agent.holding]
+        else:
+            targets = [c.state.p_pos for c in collectors if c.holding == agent.d_i]
+            targets = targets or [np.mean([c.state.p_pos for c in collectors], 0)]
+        delta = min((t - agent.state.p_pos for t in targets), key=np.linalg.norm)
+        if abs(delta[0]) > abs(delta[1]):
+            move = 2 if delta[0] > 0 else 1
+        else:
+            move = 4 if delta[1] > 0 else 3
+        actions[agent.name] = int(rng.integers(0, 5)) if rng.random() < 0.2 else move
+    return actions
+
+
+def test_collect_treasure_parity_with_mpe2_step_by_step():
+    """Every step of 4 episodes against mpe2's collect_treasure, mpe2 fed lamella's respawn
+    draws: observations, global state, rewards, flags, the physics (deposits' mass 2.25), what
+    each collector holds, each treasure's type, place and presence after the step."""
+    from lamella.envs.multi_agent.mpe.scenarios.collect_treasure import respawn_draws
+
+    env, params = le.make("MPE-collect_treasure-v1", autoreset=False)
+    c, t, d = 6, 6, 2
+    reference = reference_env("collect_treasure", False)
+    raw = reference.unwrapped
+
+    @jax.jit
+    def observe_and_step(key, state, action):
+        return env.get_obs(state), env.global_state(state), env.step(key, state, action, params)
+
+    rng = np.random.default_rng(11)
+    pickups = deliveries = respawns = nonzero = compared = 0
+    truncated_steps = []
+    for episode in range(4):
+        obs_ref, _ = reference.reset(seed=40 + episode)
+        while reference.agents:
+            state = inject_treasure(raw)
+            names = list(reference.agents)
+            key = jax.random.key(1000 * episode + raw.steps)
+            draws = np.asarray(respawn_draws(key, t))
+            parked = [j for j, lm in enumerate(raw.world.landmarks) if not lm.alive]
+            raw.world._np_random = RespawnDraws(draws, parked, d)
+            expected_obs = padded([obs_ref[a] for a in names], env.observation_size)
+            expected_global = raw.state()
+            actions = heading_to_targets(raw, rng)
+            obs_ref, reward_ref, term_ref, trunc_ref, _ = reference.step(actions)
+            assert raw.world._np_random.parked == []  # every parked treasure respawned
+            joint = jnp.asarray([actions[a] for a in names], jnp.int32)
+            obs_before, global_state, out = observe_and_step(key, state, joint)
+            obs, next_state, reward, terminated, truncated, _ = out
+            where = f"collect_treasure episode {episode} step {raw.steps}"
+            np.testing.assert_allclose(np.asarray(obs_before), expected_obs, atol=1e-5, err_msg=where)
+            np.testing.assert_allclose(np.asarray(global_state), expected_global, atol=1e-5, err_msg=where)
+            np.testing.assert_allclose(
+                np.asarray(obs),
+                padded([obs_ref[a] for a in names], env.observation_size),
+                atol=1e-4,
+                err_msg=where,
+            )
+            np.testing.assert_allclose(
+                np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4, err_msg=where
+            )
+            np.testing.assert_array_equal(np.asarray(terminated), [term_ref[a] for a in names])
+            np.testing.assert_array_equal(np.asarray(truncated), [trunc_ref[a] for a in names])
+            expected = inject_treasure(raw)
+            for field in ("agent_pos", "agent_vel", "landmark_pos"):
+                np.testing.assert_allclose(
+                    np.asarray(getattr(next_state, field)),
+                    np.asarray(getattr(expected, field)),
+                    atol=1e-4,
+                    err_msg=f"{where}: {field}",
+                )
+            np.testing.assert_array_equal(np.asarray(next_state.items)[:-1], np.asarray(expected.items)[:-1])
+            before, after = np.asarray(state.items), np.asarray(next_state.items)
+            picked = int(np.sum((before[c + t : c + 2 * t] == 1) & (after[c + t : c + 2 * t] == 0)))
+            pickups += picked
+            deliveries += int(after[-1]) - picked
+            respawns += len(parked)
+            nonzero += int(np.any(np.asarray(reward) > 0))
+            truncated_steps.append(bool(np.all(np.asarray(truncated))))
+            compared += 1
+    reference.close()
+    assert compared == 100 and truncated_steps.count(True) == 4 and not any(truncated_steps[:24])
+    # The rules were exercised, not only the physics.
+    assert pickups >= 5 and deliveries >= 2 and respawns >= 5 and nonzero >= 5, (
+        pickups,
+        deliveries,
+        respawns,
+    )
+
+
+def test_collect_treasure_reset_and_rules_on_hand_built_states():
+    env, params = le.make("MPE-collect_treasure-v1", autoreset=False)
+    c, t = 6, 6
+    _, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), 512), params)
+    items = np.asarray(states.items)
+    assert (
+        np.all(items[:, :c] == -1) and np.all(items[:, c + t : c + 2 * t] == 1) and np.all(items[:, -1] == 0)
+    )
+    assert set(np.unique(items[:, c : c + t])) == {0, 1}  # both types drawn
+    landmarks = np.asarray(states.landmark_pos)
+    assert np.all(np.abs(landmarks) <= 0.95) and np.max(np.abs(landmarks)) > 0.9
+    assert np.max(np.abs(np.asarray(states.agent_pos))) > 0.95
+    # Two empty-handed collectors on one treasure: the first takes it. The one holding type 1 on
+    # deposit 1 delivers; the treasure parked since the last step respawns in the field.
+    _, state = env.reset(jax.random.key(1), params)
+    pos = np.asarray(state.agent_pos).copy()
+    landmarks = np.asarray(state.landmark_pos).copy()
+    pos[:c] = [[0.0, 0.0], [0.01, 0.0], [0.5, 0.5], [-0.5, -0.5], [0.9, -0.9], [-0.9, 0.9]]
+    pos[c + 1] = [0.5, 0.5]  # deposit 1 under collector 2
+    landmarks[0] = [0.0, 0.0]
+    landmarks[3] = [-999.0, -999.0]
+    holding = [-1, -1, 1, -1, -1, -1]
+    kinds = [0, 1, 1, 0, 1, 0]
+    alive = [1, 1, 1, 0, 1, 1]
+    state = state.replace(
+        agent_pos=jnp.asarray(pos),
+        agent_vel=jnp.zeros_like(state.agent_vel),
+        landmark_pos=jnp.asarray(landmarks, jnp.float32),
+        items=jnp.asarray(holding + kinds + alive + [0], jnp.int32),
+    )
+    _, nxt, reward, _, _, _ = jax.jit(env.step)(jax.random.key(2), state, jnp.zeros((8,), jnp.int32), params)
+    items = np.asarray(nxt.items)
+    assert list(items[:c]) == [0, -1, -1, -1, -1, -1]  # collector 0 took treasure 0; 2 delivered
+    assert items[c + t] == 0 and items[c + t + 3] == 1 and items[-1] == 2
+    assert np.all(np.asarray(nxt.landmark_pos)[0] == -999.0)
+    assert np.all(np.abs(np.asarray(nxt.landmark_pos)[3]) <= 0.95)
+    # Collectors 0 and 1 overlap (0.01 apart): -5 each; every agent shares 2 x 5.
+    assert np.asarray(reward)[1] < -5.0 + 10.0 and np.asarray(reward)[6] > 10.0 - 0.2
+    frame = np.asarray(jax.jit(env.render)(nxt, params))  # the parked treasure does not zoom out
+    assert frame.shape == (256, 256, 3) and frame[128, 128].tolist() != [255, 255, 255]
+
+
 def test_spaces_match_mpe2():
     for scenario in MODULES:
         for continuous in (False, True):
@@ -495,6 +671,7 @@ CHECK_CASES = [
     ("simple_crypto", False),
     ("simple_formation", False),
     ("simple_line", False),
+    ("collect_treasure", True),
 ]
 
 

@@ -80,8 +80,8 @@ def test_ids_cover_every_multi_agent_family():
     assert {"IPDInTheMatrix-v0", "IMPInTheMatrix-v0", "CoinGame-v0"} <= set(MATRIX_IDS)
     assert {"IteratedTensorGame-v0", "Cournot-v0", "Fishery-v0"} <= set(MATRIX_IDS)
     assert len(MATRIX_IDS) >= 12
-    assert len(MPE_IDS) == 10
-    assert {"MPE-simple_world_comm-v3", "MPE-simple_formation-v1", "MPE-simple_line-v1"} <= set(MPE_IDS)
+    assert len(MPE_IDS) == 11
+    assert {"MPE-simple_world_comm-v3", "MPE-simple_line-v1", "MPE-collect_treasure-v1"} <= set(MPE_IDS)
     for env_id in LBF_IDS + RWARE_IDS + MPE_IDS + SMAX_IDS:
         assert env_id in le.registered(variants=False)
     with pytest.raises(ValueError, match="single-agent"):

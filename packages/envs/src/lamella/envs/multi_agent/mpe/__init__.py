@@ -9,12 +9,13 @@ mpe2 module (``mpe2.simple_spread_v3`` -> ``MPE-simple_spread-v3``), with mpe2's
     MPE-simple_speaker_listener-v4  MPE-simple_push-v3
     MPE-simple_tag-v3               MPE-simple_crypto-v3
     MPE-simple_formation-v1         MPE-simple_world_comm-v3
-    MPE-simple_line-v1
+    MPE-simple_line-v1              MPE-collect_treasure-v1
 
 Every id takes ``continuous_actions`` and ``max_cycles``; simple_spread and simple_reference take
 ``local_ratio``; simple_spread ``N``, simple_adversary ``N``, simple_tag ``num_good``,
 ``num_adversaries``, ``num_obstacles``, simple_world_comm those and ``num_food``,
-``num_forests``, simple_formation and simple_line ``N``: ``make("MPE-simple_spread-v3", N=5, continuous_actions=True)``.
+``num_forests``, simple_formation and simple_line ``N``, collect_treasure ``num_collectors``,
+``num_deposits``, ``num_treasures``: ``make("MPE-simple_spread-v3", N=5, continuous_actions=True)``.
 simple_spread, simple_formation and simple_line take ``terminate_on_success``; simple_spread, simple_tag and
 simple_adversary ``num_agent_neighbors`` and ``num_landmark_neighbors``.
 """

@@ -8,7 +8,8 @@ over entities. One world step, for the joint action of all agents:
 2. the force on each movable agent is ``u`` plus the soft contact force of every other
    colliding entity, ``contact_force * (p_a - p_b) / |p_a - p_b| * k * log(1 + exp(-(|p_a - p_b|
    - size_a - size_b) / k))`` with ``k = contact_margin``;
-3. integrate, position first: ``p += v * dt``, then ``v = v * (1 - damping) + F * dt`` (mass 1),
+3. integrate, position first: ``p += v * dt``, then ``v = v * (1 - damping) + F / m * dt`` (mass
+   ``m``: 1 but in collect_treasure),
    then rescale ``v`` to ``max_speed`` where it is faster;
 4. silent agents say zeros, the others their utterance.
 """
@@ -69,6 +70,14 @@ class Scenario:
             their ``landmark_spawn`` boxes (simple_line's second landmark at a fixed distance
             from the first); None: the boxes alone.
         reset_draws: how many uniform numbers in [0, 1) ``place_landmarks`` takes.
+        agent_mass: per agent (mpe2's ``initial_mass``): the force is divided by it; None: all 1.
+        reset_items: ``uniform draws (item_draws,) -> items (K,)``, the initial
+            ``MultiParticleState.items``; None: no items.
+        item_draws: how many uniform numbers in [0, 1) ``reset_items`` takes.
+        post_step: ``(state, key) -> state``, the scenario's own rules after the physics and
+            before the reward (collect_treasure's pickups, deliveries and respawns, which draw
+            from ``key``); None: none, and the step ignores its key.
+        landmark_visible: ``state -> (L,)`` bool, the landmarks to draw; None: all.
         agent_colors, landmark_colors: ``state -> (n, 3)`` / ``(L, 3)`` RGB in [0, 1] for rendering.
         agent_roles: one line per agent group for the docs (``"0: speaker"``).
     """
@@ -96,6 +105,11 @@ class Scenario:
     terminal: Callable[[MultiParticleState], jax.Array] | None = None
     place_landmarks: Callable[[jax.Array, jax.Array], jax.Array] | None = None
     reset_draws: int = 0
+    agent_mass: tuple[float, ...] | None = None
+    reset_items: Callable[[jax.Array], jax.Array] | None = None
+    item_draws: int = 0
+    post_step: Callable[[MultiParticleState, jax.Array], MultiParticleState] | None = None
+    landmark_visible: Callable[[MultiParticleState], jax.Array] | None = None
 
     @property
     def num_agents(self) -> int:
@@ -302,6 +316,8 @@ def world_step(
     accel = np.asarray([DEFAULT_ACCEL if a is None else a for a in scenario.agent_accel], np.float32)
     movable = np.asarray(scenario.agent_movable)
     force = u * accel[:, None] + contact_forces(scenario, state, params)
+    if scenario.agent_mass is not None and any(m != 1.0 for m in scenario.agent_mass):
+        force = force / np.asarray(scenario.agent_mass, np.float32)[:, None]
     pos = state.agent_pos + state.agent_vel * params.dt
     vel = state.agent_vel * (1.0 - params.damping) + force * params.dt
     limits = [s for s in scenario.agent_max_speed]

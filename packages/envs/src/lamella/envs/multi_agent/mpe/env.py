@@ -79,7 +79,8 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
     Reset (mpe2's distribution, lamella's random numbers): agents uniform in ``[-1, 1]^2`` at
     rest and silent, landmarks uniform in ``[-1, 1]^2`` (``[-0.9, 0.9]^2`` for the obstacles of
     simple_tag and every landmark of simple_world_comm), goal indices uniform. The step is
-    deterministic (mpe2's scenarios set no motor or comm noise).
+    deterministic (mpe2's scenarios set no motor or comm noise), but in collect_treasure, whose
+    treasures respawn at random places (drawn from the step's key).
 
     Args:
         scenario: an mpe2 scenario name (``"simple_spread"``, ...: :data:`SCENARIOS`).
@@ -134,7 +135,9 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         self.num_actions = max(self.num_actions_per_agent)
         self.action_size = max(self.action_sizes)
         example = self._initial_state(
-            jnp.zeros((scn.num_agents + scn.num_landmarks, 2)), jnp.zeros(len(scn.goal_choices), jnp.int32)
+            jnp.zeros((scn.num_agents + scn.num_landmarks, 2)),
+            jnp.zeros(len(scn.goal_choices), jnp.int32),
+            jnp.zeros((scn.item_draws,), jnp.float32),
         )
         groups = jax.eval_shape(scn.observe, example)
         self.observation_sizes = tuple(size for group in groups for size in [group.shape[1]] * group.shape[0])
@@ -142,6 +145,8 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         self.observation_size = max(self.observation_sizes)
         self._padded_actions = not self.continuous_actions and len(set(self.num_actions_per_agent)) > 1
         self._single = scn.num_agents == 1
+        # collect_treasure's respawns draw from the step's key; every other scenario ignores it.
+        self.stochastic_step = scn.post_step is not None  # type: ignore[misc]
 
     @property
     def name(self) -> str:
@@ -201,8 +206,11 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
 
     # Reset and step ------------------------------------------------------------------------
 
-    def _initial_state(self, positions: jax.Array, goal: jax.Array) -> MultiParticleState:
+    def _initial_state(
+        self, positions: jax.Array, goal: jax.Array, item_draws: jax.Array
+    ) -> MultiParticleState:
         n = self.scenario.num_agents
+        reset_items = self.scenario.reset_items
         return MultiParticleState(
             agent_pos=positions[:n].astype(jnp.float32),
             agent_vel=jnp.zeros((n, 2), jnp.float32),
@@ -210,6 +218,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
             comm=jnp.zeros((n, self.scenario.dim_c), jnp.float32),
             goal=goal.astype(jnp.int32),
             time=jnp.zeros((), jnp.int32),
+            items=None if reset_items is None else reset_items(item_draws).astype(jnp.int32),
         )
 
     def reset_env(self, key: jax.Array, params: MultiParticleParams) -> tuple[jax.Array, MultiParticleState]:
@@ -224,14 +233,15 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         scn = self.scenario
         n, num_landmarks, num_goals = scn.num_agents, scn.num_landmarks, len(scn.goal_choices)
         boxes, goals = 2 * (n + num_landmarks), 2 * (n + num_landmarks) + num_goals
-        u = fast_random.uniform(key, (goals + scn.reset_draws,))
+        placed = goals + scn.reset_draws
+        u = fast_random.uniform(key, (placed + scn.item_draws,))
         half = np.asarray([1.0] * n + list(scn.landmark_spawn), np.float32)[:, None]
         positions = (2.0 * u[:boxes].reshape(-1, 2) - 1.0) * half
         if scn.place_landmarks is not None:
-            positions = positions.at[n:].set(scn.place_landmarks(positions[n:], u[goals:]))
+            positions = positions.at[n:].set(scn.place_landmarks(positions[n:], u[goals:placed]))
         choices = np.asarray(scn.goal_choices, np.int32)
         goal = jnp.minimum(jnp.floor(u[boxes:goals] * choices).astype(jnp.int32), choices - 1)
-        state = self._initial_state(positions, goal)
+        state = self._initial_state(positions, goal, u[placed:])
         return self.get_obs(state), state
 
     def _check_action(self, action: Any) -> jax.Array:
@@ -252,6 +262,8 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
             action = jnp.where(legal, action, 0)
         u, comm = core.decode_actions(scn, action, self.continuous_actions)
         state = core.world_step(scn, state, u, comm, params)
+        if scn.post_step is not None:
+            state = scn.post_step(state, key)
         reward = scn.reward(state)
         if scn.global_reward is not None:
             ratio = params.local_ratio  # type: ignore[attr-defined]

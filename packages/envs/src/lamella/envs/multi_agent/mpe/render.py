@@ -27,7 +27,11 @@ def render(scenario: Scenario, state: MultiParticleState) -> jax.Array:
     so agents stay visible inside forests (mpe2 draws the landmarks on top).
     """
     positions = jnp.concatenate([state.landmark_pos, state.agent_pos])
-    reach = 1.1 * jnp.maximum(1.0, jnp.max(jnp.abs(positions)))
+    visible = jnp.ones((len(positions),), jnp.bool_)
+    if scenario.landmark_visible is not None:
+        # Hidden landmarks (collect_treasure's picked-up treasures, parked far away) are left out.
+        visible = visible.at[: scenario.num_landmarks].set(scenario.landmark_visible(state))
+    reach = 1.1 * jnp.maximum(1.0, jnp.max(jnp.where(visible[:, None], jnp.abs(positions), 0.0)))
     scale = SIZE / (2.0 * reach)
     colors = jnp.concatenate([scenario.landmark_colors(state), scenario.agent_colors(state)])
     colors = jnp.clip(colors * 255.0, 0, 255).astype(jnp.uint8)
@@ -42,13 +46,14 @@ def render(scenario: Scenario, state: MultiParticleState) -> jax.Array:
     x = SIZE / 2 + positions[order, 0] * scale
     y = SIZE / 2 - positions[order, 1] * scale
     radius = jnp.asarray(sizes[order]) * scale
+    shown = visible[order][:, None, None]
     pixels = jnp.arange(SIZE, dtype=jnp.float32) + 0.5
     d2 = jnp.square(pixels[None, None, :] - x[:, None, None]) + jnp.square(
         pixels[None, :, None] - y[:, None, None]
     )
     rank = jnp.arange(1, len(order) + 1)[:, None, None]
-    inside = jnp.max(jnp.where(d2 <= jnp.square(radius)[:, None, None], rank, 0), 0)
-    rim = jnp.max(jnp.where(d2 <= jnp.square(radius + 1.0)[:, None, None], rank, 0), 0)
+    inside = jnp.max(jnp.where(shown & (d2 <= jnp.square(radius)[:, None, None]), rank, 0), 0)
+    rim = jnp.max(jnp.where(shown & (d2 <= jnp.square(radius + 1.0)[:, None, None]), rank, 0), 0)
     palette = jnp.concatenate([jnp.full((1, 3), 255, jnp.uint8), colors[order]])
     frame = jnp.where((rim > inside)[..., None], jnp.uint8(40), palette[inside])
     return frame

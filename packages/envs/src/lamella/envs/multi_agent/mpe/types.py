@@ -32,6 +32,10 @@ class MultiParticleState(struct.PyTreeNode):
             speaker_listener, adversary and push; one per agent in reference;
             goal and key in crypto).
         time: int32 ``()``, world steps taken in this episode (mpe2's ``steps``).
+        items: int32 ``(K,)``, the scenario's discrete state that changes within an episode:
+            in collect_treasure what each collector holds, each treasure's type and whether
+            it is on the field, and the step's pickups and deliveries (see its docs); None in
+            the other scenarios (no leaf, so their states and checkpoints are as before).
     """
 
     agent_pos: jax.Array
@@ -40,6 +44,7 @@ class MultiParticleState(struct.PyTreeNode):
     comm: jax.Array
     goal: jax.Array
     time: jax.Array
+    items: jax.Array | None = None
 
 
 class MultiParticleParams(struct.PyTreeNode):

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from lamella.envs.multi_agent.mpe.core import Scenario
 from lamella.envs.multi_agent.mpe.scenarios import (
+    collect_treasure,
     simple,
     simple_adversary,
     simple_crypto,
@@ -33,4 +34,5 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "simple_world_comm": simple_world_comm.make,
     "simple_formation": simple_formation.make,
     "simple_line": simple_line.make,
+    "collect_treasure": collect_treasure.make,
 }
