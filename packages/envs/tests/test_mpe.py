@@ -328,6 +328,45 @@ def test_terminate_on_success_matches_mpe2():
         le.make("MPE-simple_tag-v3", terminate_on_success=True)
 
 
+def test_curriculum_stages_match_mpe2():
+    """simple_spread with ``curriculum=True``: stage 0 (no collision penalty) against mpe2's
+    curriculum env, stages 1 and 5 (clipped to 1, as mpe2's ``set_curriculum_stage`` clamps)
+    against mpe2's stage-1 rule, the collision penalty on, which is mpe2's env without the
+    curriculum: mpe2 1.1.1 cannot leave stage 0 (its ``BaseScenario.curriculum_stage`` property
+    drops every assignment; asserted below, so a fixed mpe2 shows up here). Every step of one
+    episode each from the same injected states; the stage is a traced param: one compiled step."""
+    env, params = le.make("MPE-simple_spread-v3", autoreset=False, curriculum=True, N=4)
+    _, plain_params = le.make("MPE-simple_spread-v3", autoreset=False, N=4)
+    assert isinstance(params, mpe.MultiParticleCurriculumParams) and int(params.curriculum_stage) == 0
+    assert type(plain_params) is mpe.MultiParticleSharedParams  # no new field without the option
+    step = jax.jit(env.step)
+    rng = np.random.default_rng(5)
+    touching = {}
+    for stage in (0, 1, 5):
+        reference = reference_env("simple_spread", False, N=4, curriculum=stage == 0)
+        raw = reference.unwrapped
+        reference.reset(seed=9)
+        raw.set_curriculum_stage(stage)
+        assert raw.curriculum_stage == 0  # mpe2 1.1.1's stage never moves
+        staged = params.replace(curriculum_stage=stage)
+        touching[stage] = 0
+        while reference.agents:
+            state = inject("simple_spread", raw)
+            names = list(reference.agents)
+            joint = rng.integers(0, 5, 4).astype(np.int32)
+            _, reward_ref, _, _, _ = reference.step({a: int(joint[i]) for i, a in enumerate(names)})
+            _, _, reward, _, _, _ = step(jax.random.key(0), state, jnp.asarray(joint), staged)
+            np.testing.assert_allclose(np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4)
+            positions = np.stack([a.state.p_pos for a in raw.world.agents])
+            gaps = np.linalg.norm(positions[:, None] - positions[None], axis=-1) + 10 * np.eye(4)
+            touching[stage] += int(np.any(gaps < 0.3))  # steps the penalty's presence shows in
+        reference.close()
+    assert min(touching.values()) > 0, touching
+    assert step._cache_size() == 1  # one compile for every stage
+    env, params = le.make("MPE-simple_spread-v3", curriculum=True)
+    check_env(env, params.replace(curriculum_stage=1), num_steps=30, num_envs=2)
+
+
 def test_formation_terminates_on_success_as_mpe2():
     """simple_formation's terminate_on_success against mpe2 on injected states: the agents on the
     circle's places (terminated), one of them 0.1 off (not)."""
@@ -726,6 +765,10 @@ def test_bad_input_is_rejected_clearly():
         le.make("MPE-simple_tag-v3", num_landmark_neighbors=0)
     with pytest.raises(TypeError, match=r"simple_push takes no \['num_agent_neighbors'\]"):
         MultiParticleEnv("simple_push", num_agent_neighbors=2)
+    with pytest.raises(ValueError, match="curriculum must be True or False, got 'yes'"):
+        le.make("MPE-simple_spread-v3", curriculum="yes")
+    with pytest.raises(TypeError, match=r"simple_tag takes no \['curriculum'\]"):
+        MultiParticleEnv("simple_tag", curriculum=True)
     with pytest.raises(ValueError, match="takes no local_ratio"):
         MultiParticleEnv("simple_tag", local_ratio=0.5)
     with pytest.raises(TypeError, match="unknown override"):

@@ -16,7 +16,8 @@ Every id takes ``continuous_actions`` and ``max_cycles``; simple_spread and simp
 ``num_adversaries``, ``num_obstacles``, simple_world_comm those and ``num_food``,
 ``num_forests``, simple_formation and simple_line ``N``, collect_treasure ``num_collectors``,
 ``num_deposits``, ``num_treasures``: ``make("MPE-simple_spread-v3", N=5, continuous_actions=True)``.
-simple_spread, simple_formation and simple_line take ``terminate_on_success``; simple_spread, simple_tag and
+simple_spread, simple_formation and simple_line take ``terminate_on_success``; simple_spread
+``curriculum`` (its stage is the params' ``curriculum_stage``); simple_spread, simple_tag and
 simple_adversary ``num_agent_neighbors`` and ``num_landmark_neighbors``.
 """
 
@@ -31,6 +32,7 @@ from lamella.envs.multi_agent.mpe.core import Scenario
 from lamella.envs.multi_agent.mpe.env import MultiParticleEnv
 from lamella.envs.multi_agent.mpe.scenarios import SCENARIOS
 from lamella.envs.multi_agent.mpe.types import (
+    MultiParticleCurriculumParams,
     MultiParticleParams,
     MultiParticleSharedParams,
     MultiParticleState,
@@ -38,6 +40,7 @@ from lamella.envs.multi_agent.mpe.types import (
 
 __all__ = [
     "SCENARIOS",
+    "MultiParticleCurriculumParams",
     "MultiParticleEnv",
     "MultiParticleParams",
     "MultiParticleSharedParams",

@@ -78,6 +78,10 @@ class Scenario:
             before the reward (collect_treasure's pickups, deliveries and respawns, which draw
             from ``key``); None: none, and the step ignores its key.
         landmark_visible: ``state -> (L,)`` bool, the landmarks to draw; None: all.
+        curriculum: per curriculum stage, whether the scenario's own reward (``reward``, before
+            the ``local_ratio`` mix) counts: simple_spread with ``curriculum=True`` is
+            ``(False, True)``, mpe2's stages without and with the collision penalty; the stage is
+            the params' ``curriculum_stage``. None: no curriculum.
         agent_colors, landmark_colors: ``state -> (n, 3)`` / ``(L, 3)`` RGB in [0, 1] for rendering.
         agent_roles: one line per agent group for the docs (``"0: speaker"``).
     """
@@ -110,6 +114,7 @@ class Scenario:
     item_draws: int = 0
     post_step: Callable[[MultiParticleState, jax.Array], MultiParticleState] | None = None
     landmark_visible: Callable[[MultiParticleState], jax.Array] | None = None
+    curriculum: tuple[bool, ...] | None = None
 
     @property
     def num_agents(self) -> int:

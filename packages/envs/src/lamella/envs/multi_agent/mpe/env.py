@@ -17,6 +17,7 @@ from lamella.envs.multi_agent.mpe import core
 from lamella.envs.multi_agent.mpe import render as mpe_render
 from lamella.envs.multi_agent.mpe.scenarios import SCENARIOS
 from lamella.envs.multi_agent.mpe.types import (
+    MultiParticleCurriculumParams,
     MultiParticleParams,
     MultiParticleSharedParams,
     MultiParticleState,
@@ -74,7 +75,9 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
     State: :class:`~lamella.envs.multi_agent.mpe.MultiParticleState`. Params:
     :class:`~lamella.envs.multi_agent.mpe.MultiParticleParams` (``max_cycles`` and the physics
     constants), :class:`~lamella.envs.multi_agent.mpe.MultiParticleSharedParams` (adds
-    ``local_ratio``) for simple_spread and simple_reference.
+    ``local_ratio``) for simple_spread and simple_reference,
+    :class:`~lamella.envs.multi_agent.mpe.MultiParticleCurriculumParams` (adds
+    ``curriculum_stage``) for simple_spread with ``curriculum=True``.
 
     Reset (mpe2's distribution, lamella's random numbers): agents uniform in ``[-1, 1]^2`` at
     rest and silent, landmarks uniform in ``[-1, 1]^2`` (``[-0.9, 0.9]^2`` for the obstacles of
@@ -157,6 +160,8 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         max_cycles, local_ratio = self._defaults
         if self.scenario.global_reward is None:
             return MultiParticleParams(max_cycles=max_cycles)
+        if self.scenario.curriculum is not None:
+            return MultiParticleCurriculumParams(max_cycles=max_cycles, local_ratio=local_ratio)
         return MultiParticleSharedParams(max_cycles=max_cycles, local_ratio=local_ratio)
 
     # Spaces --------------------------------------------------------------------------------
@@ -265,6 +270,10 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         if scn.post_step is not None:
             state = scn.post_step(state, key)
         reward = scn.reward(state)
+        if scn.curriculum is not None:
+            stages = np.asarray(scn.curriculum)
+            stage = jnp.clip(params.curriculum_stage, 0, len(stages) - 1)  # type: ignore[attr-defined]
+            reward = jnp.where(jnp.asarray(stages)[stage], reward, 0.0)
         if scn.global_reward is not None:
             ratio = params.local_ratio  # type: ignore[attr-defined]
             reward = scn.global_reward(state) * (1.0 - ratio) + reward * ratio
@@ -306,7 +315,7 @@ def _check_sizes(scenario: str, make_scenario: Callable[..., Any], kwargs: dict[
     for name, value in kwargs.items():
         if value is None and name.endswith("_neighbors"):  # partial observability off
             continue
-        if name == "terminate_on_success":
+        if name in ("terminate_on_success", "curriculum"):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"MultiParticleEnv: {scenario} {name} must be True or False, got {value!r}.")
             continue

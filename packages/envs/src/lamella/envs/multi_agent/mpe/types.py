@@ -6,7 +6,12 @@ import jax
 
 from lamella.envs import struct
 
-__all__ = ["MultiParticleParams", "MultiParticleSharedParams", "MultiParticleState"]
+__all__ = [
+    "MultiParticleCurriculumParams",
+    "MultiParticleParams",
+    "MultiParticleSharedParams",
+    "MultiParticleState",
+]
 
 
 class MultiParticleState(struct.PyTreeNode):
@@ -78,3 +83,18 @@ class MultiParticleSharedParams(MultiParticleParams):
     """
 
     local_ratio: float = 0.5
+
+
+class MultiParticleCurriculumParams(MultiParticleSharedParams):
+    """Params of simple_spread made with ``curriculum=True`` (mpe2 1.1's curriculum).
+
+    Attributes:
+        curriculum_stage: int, the stage (traced: a training loop moves on without a new
+            compile, and a batch of envs may be at different stages): 0 no collision penalty,
+            1 (and above, clipped as mpe2's ``set_curriculum_stage`` clamps) the penalty back.
+            mpe2's ``advance_curriculum()`` is ``params.replace(curriculum_stage=1)``.
+        local_ratio, max_cycles, dt, damping, contact_force, contact_margin: as
+            :class:`MultiParticleSharedParams`.
+    """
+
+    curriculum_stage: int = 0

@@ -17,6 +17,7 @@ def make(
     num_agent_neighbors: int | None = None,
     num_landmark_neighbors: int | None = None,
     terminate_on_success: bool = False,
+    curriculum: bool = False,
 ) -> Scenario:
     """N movable silent colliding agents (size 0.15) and N landmarks (size 0.05).
 
@@ -33,6 +34,9 @@ def make(
     ``terminate_on_success`` (mpe2 1.1's option): every agent terminates on the step after which
     every landmark has an agent closer than :data:`CAPTURE_RADIUS` (0.1), unless that step hits
     ``max_cycles`` (then the episode is truncated, as in mpe2).
+
+    ``curriculum`` (mpe2 1.1's option): two stages, the params' ``curriculum_stage``: 0 without
+    the collision penalty (the local reward is 0), 1 with it.
     """
     n = N
     # others[i] = the agents other than i, in index order.
@@ -83,6 +87,7 @@ def make(
         reward=reward,
         global_reward=global_reward,
         terminal=covered if terminate_on_success else None,
+        curriculum=(False, True) if curriculum else None,
         agent_colors=constant_colors([[0.35, 0.35, 0.85]] * n),
         landmark_colors=constant_colors([[0.25, 0.25, 0.25]] * n),
         agent_roles=(f"0..{n - 1}: agent_i, identical (5 actions, observation {observation_size})",),
