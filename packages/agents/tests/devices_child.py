@@ -260,6 +260,8 @@ def main(out_dir: str) -> None:
             for key in vaults[0]
         },
         "episode_ends": int(np.sum(vaults[1]["terminals"] | vaults[1]["truncations"])),
+        # test_hosts.py compares the 2-process run's vault with this 4-device one.
+        "folder_4": os.path.join(out_dir, "recorded_4", "vault"),
     }
     print(json.dumps(result))
 

@@ -3,7 +3,7 @@
 ``python hosts_child.py OUT_DIR`` runs with ``LAMELLA_COORDINATOR_ADDRESS`` /
 ``LAMELLA_NUM_PROCESSES`` / ``LAMELLA_PROCESS_ID`` set (``lamella.agents.testing.host_children``):
 one of 2 processes with 2 simulated CPU devices each. It trains with ``lamella train`` and its
-many-host flags, stops and resumes a run through the library, tries bad device requests, and
+many-host flags (recording its experience), stops and resumes a run through the library, tries bad device requests, and
 records every path it writes under OUT_DIR. Its one-process reference, 4 devices on the same
 global batch and config, is the 4-device PPO run of ``devices_child.py`` (shared with
 ``test_devices.py``: one child fewer).
@@ -110,7 +110,9 @@ def many_hosts(out_dir: str) -> dict[str, Any]:
     ]
     statuses = []
     for argv in (
-        ["ppo", *OVERRIDES, "--out-dir", run_dir, "--max-chunks", "1"],
+        # Recording on: process 0 writes the vault, gathered from both processes' devices; the
+        # resumed run goes on recording there.
+        ["ppo", *OVERRIDES, "--out-dir", run_dir, "--max-chunks", "1", "--record-vault"],
         ["ppo", "--resume", run_dir],
     ):
         args = build_parser().parse_args([*argv, *flags])

@@ -20,6 +20,7 @@ import pytest
 
 from lamella.agents import driver, hosts, train
 from lamella.agents.config import ConfigError, resolve_config
+from lamella.agents.recording import read_recording
 from lamella.agents.testing import device_child, host_children
 
 CHILD = os.path.join(os.path.dirname(__file__), "hosts_child.py")
@@ -41,6 +42,7 @@ def reference(tmp_path_factory):
         "device_count": child["device_count"],
         "metrics": child["metrics"]["4"],
         "params": child["params_4"],
+        "recorded": child["recorded"]["folder_4"],
     }
 
 
@@ -78,6 +80,22 @@ def test_two_processes_train_as_one_process_on_the_same_global_batch(processes, 
     assert second["metrics"] == first["metrics"] and second["params"] == first["params"]
 
 
+def test_two_processes_record_what_four_devices_record(processes, reference):
+    # The run stopped after its first chunk and resumed went on recording: process 0's vault holds
+    # every step of the 4-device run's, each env in its place (both processes' envs gathered), the
+    # floats up to the rounding of statistics pooled over processes, actions and flags exactly.
+    two = read_recording(os.path.join(processes[0]["run_dir"], "vault"))
+    four = read_recording(reference["recorded"])
+    assert sorted(two) == sorted(four) == ["actions", "observations", "rewards", "terminals", "truncations"]
+    assert two["observations"].shape == four["observations"].shape == (8, 64, 4)
+    for key in ("actions", "terminals", "truncations"):
+        np.testing.assert_array_equal(two[key], four[key], err_msg=key)
+    for key in ("observations", "rewards"):
+        np.testing.assert_allclose(two[key], four[key], atol=1e-4, err_msg=key)
+    assert np.sum(two["terminals"] | two["truncations"]) > 0
+    assert not any("vault" in path for path in processes[1]["written"])
+
+
 def test_only_process_0_writes_and_the_layout_is_recorded(processes):
     first, second = processes
     assert second["written"] == []
@@ -108,7 +126,7 @@ def test_bad_device_requests_on_many_processes_fail_before_anything_compiles(pro
             ), errors[name]
             assert "Ask for a multiple of 2 up to 4" in errors[name]
         assert errors["no_out_dir"].startswith("ConfigError: A run on many processes needs out_dir")
-        assert errors["gif"].startswith("ConfigError: Recording experience (record_vault) and drawing")
+        assert errors["gif"].startswith("ConfigError: Drawing an episode (gif) runs on one process for now")
         assert process["compiled_before_errors"] == 0
 
 

@@ -1621,10 +1621,9 @@ def _run(
             "A run on many processes needs out_dir: the processes must agree on the run directory, and a "
             "default one is named after each process's clock."
         )
-    if num_processes > 1 and (record_vault is not None or gif):
+    if num_processes > 1 and gif:
         raise ConfigError(
-            "Recording experience (record_vault) and drawing an episode (gif) run on one process for now; "
-            "run without them on many processes."
+            "Drawing an episode (gif) runs on one process for now; run without it on many processes."
         )
 
     start = _resolve_start(out_dir, resume, lambda: default_out_dir(spec.algorithm, spec.task))

@@ -15,6 +15,10 @@ record flashbax Vault's OG-MARL layout: ``observations``, ``actions``, ``rewards
 holds the observation acted on, the action, the reward it earned and whether the episode
 ended there; the next step of the same env starts the next episode after an end.
 
+Many processes (``--num-processes``): every process gathers each chunk's experience from the
+devices of all of them (a collective), and process 0 alone opens and writes the vaults, which
+hold the same steps, in the same env order, as a one-process run on as many devices.
+
 Interruptions: a vault's length is written after its data, so a run killed at any moment
 leaves readable vaults; a resumed run writes each chunk at its iteration's position, so the
 steps recorded after the checkpoint it resumes from are rewritten (identically: a resume
@@ -30,6 +34,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from lamella.agents import hosts
 from lamella.agents.config import ConfigError
 from lamella.buffers import open_vault, read_vault, write_experience
 
@@ -117,12 +122,15 @@ class VaultRecorder:
         return os.path.join(self.directory, self.name, run)
 
     def open(self, iteration: int, fresh: bool) -> None:
-        """Open (or create) every member's vault before the first chunk from ``iteration``.
+        """Open (or create) every member's vault before the first chunk from ``iteration``; in a
+        run of many processes on process 0 only (the others write nothing).
 
         Raises:
             FileExistsError: a fresh run whose vault already exists.
             ConfigError: a resumed run whose vault misses steps it recorded before the checkpoint.
         """
+        if not hosts.is_writer():
+            return
         needed = iteration * self.steps_per_iteration
         for run in self.runs:
             path = self.path(run)
@@ -149,8 +157,12 @@ class VaultRecorder:
 
     def write(self, experience: Any, length: int, first_iteration: int) -> None:
         """Write a chunk's experience (leaves ``(members, capacity, T, num_envs, ...)``, the first
-        ``length`` iterations filled) at iteration ``first_iteration``'s position."""
-        host = jax.device_get(experience)
+        ``length`` iterations filled) at iteration ``first_iteration``'s position. Every process
+        of a many-process run calls it (the experience is gathered from all of them); process 0
+        writes."""
+        host = jax.device_get(hosts.global_values(experience))
+        if not hosts.is_writer():
+            return
         steps = length * self.steps_per_iteration
         for member, vault in enumerate(self.vaults):
             series = jax.tree.map(
