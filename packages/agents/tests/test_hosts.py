@@ -96,6 +96,13 @@ def test_two_processes_record_what_four_devices_record(processes, reference):
     assert not any("vault" in path for path in processes[1]["written"])
 
 
+def test_two_processes_draw_the_gif_once(processes):
+    first, second = processes
+    assert first["gif"]["path"] == second["gif"]["path"] == os.path.join("gif", "episode.gif")
+    assert first["gif"]["frames"] > 1  # CartPole's greedy episode, drawn by process 0
+    assert os.path.join("gif", "episode.gif") in first["written"]
+
+
 def test_only_process_0_writes_and_the_layout_is_recorded(processes):
     first, second = processes
     assert second["written"] == []
@@ -126,7 +133,6 @@ def test_bad_device_requests_on_many_processes_fail_before_anything_compiles(pro
             ), errors[name]
             assert "Ask for a multiple of 2 up to 4" in errors[name]
         assert errors["no_out_dir"].startswith("ConfigError: A run on many processes needs out_dir")
-        assert errors["gif"].startswith("ConfigError: Drawing an episode (gif) runs on one process for now")
         assert process["compiled_before_errors"] == 0
 
 

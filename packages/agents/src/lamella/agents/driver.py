@@ -1285,12 +1285,19 @@ def _gif_key(keys: jax.Array) -> jax.Array:
 
 
 def _write_gif(runner: Any, state: Any, keys: jax.Array, out_dir: str) -> str:
-    """``<out_dir>/episode.gif``: one episode of the first member's policy (``runner.render_episode``)."""
+    """``<out_dir>/episode.gif``: one episode of the first member's policy (``runner.render_episode``).
+
+    In a many-process run ``state`` must be readable by every process (``hosts.global_values``);
+    process 0 draws the episode and writes the file, the others return its path.
+    """
     from lamella.envs.rendering import save_frames
 
+    path = os.path.join(out_dir, "episode.gif")
+    if not hosts.is_writer():
+        return path
     first = jax.tree.map(lambda x: x[0], state)
     frames, length = jax.jit(runner.render_episode)(first, _gif_key(keys))
-    return save_frames(np.asarray(frames)[: int(length)], os.path.join(out_dir, "episode.gif"), fps=10)
+    return save_frames(np.asarray(frames)[: int(length)], path, fps=10)
 
 
 def _complete_log(log: RunLog) -> None:
@@ -1621,10 +1628,6 @@ def _run(
             "A run on many processes needs out_dir: the processes must agree on the run directory, and a "
             "default one is named after each process's clock."
         )
-    if num_processes > 1 and gif:
-        raise ConfigError(
-            "Drawing an episode (gif) runs on one process for now; run without it on many processes."
-        )
 
     start = _resolve_start(out_dir, resume, lambda: default_out_dir(spec.algorithm, spec.task))
     out_dir = start.out_dir
@@ -1860,8 +1863,8 @@ def _run(
     final_plot_path: str | None = None
     if iteration >= num_iterations:
         checkpoint_path, final_plot_path = session.finish(state, iteration, checkpoint_path, plot)
-    gif_path = _write_gif(runner, state, keys, out_dir) if gif else None
     state = hosts.global_values(state)
+    gif_path = _write_gif(runner, state, keys, out_dir) if gif else None
     # Every process returns once process 0 has written the run directory (a caller may read it).
     hosts.barrier("lamella: run written")
     return result(state, iteration, checkpoint_path, final_plot_path, gif_path=gif_path)
