@@ -518,9 +518,9 @@ def test_collect_treasure_parity_with_mpe2_step_by_step():
     each collector holds, each treasure's type, place and presence after the step."""
     from lamella.envs.multi_agent.mpe.scenarios.collect_treasure import respawn_draws
 
-    env, params = le.make("MPE-collect_treasure-v1", autoreset=False)
+    env, params = le.make("MPE-collect_treasure-v1", autoreset=False, benchmark_data=True)
     c, t, d = 6, 6, 2
-    reference = reference_env("collect_treasure", False)
+    reference = reference_env("collect_treasure", False, benchmark_data=True)
     raw = reference.unwrapped
 
     @jax.jit
@@ -542,12 +542,15 @@ def test_collect_treasure_parity_with_mpe2_step_by_step():
             expected_obs = padded([obs_ref[a] for a in names], env.observation_size)
             expected_global = raw.state()
             actions = heading_to_targets(raw, rng)
-            obs_ref, reward_ref, term_ref, trunc_ref, _ = reference.step(actions)
+            obs_ref, reward_ref, term_ref, trunc_ref, infos = reference.step(actions)
             assert raw.world._np_random.parked == []  # every parked treasure respawned
             joint = jnp.asarray([actions[a] for a in names], jnp.int32)
             obs_before, global_state, out = observe_and_step(key, state, joint)
-            obs, next_state, reward, terminated, truncated, _ = out
+            obs, next_state, reward, terminated, truncated, info = out
             where = f"collect_treasure episode {episode} step {raw.steps}"
+            benchmark = mpe2_benchmark("collect_treasure", infos, names, t)
+            for key, value in benchmark.items():
+                np.testing.assert_array_equal(np.asarray(info["benchmark_data"][key]), value, err_msg=key)
             np.testing.assert_allclose(np.asarray(obs_before), expected_obs, atol=1e-5, err_msg=where)
             np.testing.assert_allclose(np.asarray(global_state), expected_global, atol=1e-5, err_msg=where)
             np.testing.assert_allclose(
@@ -628,6 +631,82 @@ def test_collect_treasure_reset_and_rules_on_hand_built_states():
     assert np.asarray(reward)[1] < -5.0 + 10.0 and np.asarray(reward)[6] > 10.0 - 0.2
     frame = np.asarray(jax.jit(env.render)(nxt, params))  # the parked treasure does not zoom out
     assert frame.shape == (256, 256, 3) and frame[128, 128].tolist() != [255, 255, 255]
+
+
+def mpe2_benchmark(scenario: str, infos: dict, names: list[str], num_landmarks: int) -> dict[str, np.ndarray]:
+    """mpe2's per-agent ``benchmark_data`` (``infos[name]["benchmark_data"]``) in lamella's
+    fields (see each scenario's ``benchmark``)."""
+    data = [infos[name]["benchmark_data"] for name in names]
+    if scenario == "simple_spread":
+        return {k: np.array([d[i] for d in data]) for i, k in enumerate(SPREAD_BENCHMARK)}
+    if scenario in ("simple_tag", "simple_world_comm"):
+        return {"collisions": np.array(data)}
+    if scenario == "simple_adversary":
+        rows = [np.zeros(num_landmarks)] + [np.array(d[:-1]) for d in data[1:]]
+        goal = [data[0]] + [d[-1] for d in data[1:]]
+        return {"goal_sq_dist": np.array(goal), "landmark_sq_dists": np.stack(rows)}
+    if scenario == "simple_crypto":
+        return {"comm": np.stack([d[0] for d in data]), "goal_color": np.stack([d[1] for d in data])}
+    if scenario == "simple_speaker_listener":
+        return {"reward": np.array(data)}
+    if scenario == "collect_treasure":
+        collector = [name.startswith("collector") for name in names]
+        return {
+            "holding": np.array(
+                [(-1 if d[0] is None else d[0]) if k else -1 for d, k in zip(data, collector)]
+            ),
+            "carriers": np.array([0 if k else d[0] for d, k in zip(data, collector)]),
+            "treasures_on_field": np.array([d[1] for d in data]),
+        }
+    assert all(d == {} for d in data), data
+    return {}
+
+
+SPREAD_BENCHMARK = ("reward", "collisions", "min_dists", "occupied_landmarks")
+
+
+@pytest.mark.parametrize(
+    "scenario, seed",
+    [
+        ("simple_spread", 1),
+        ("simple_tag", 2),
+        ("simple_world_comm", 3),
+        ("simple_adversary", 4),
+        ("simple_crypto", 5),
+        ("simple_speaker_listener", 6),
+        ("simple_push", 7),
+    ],
+)
+def test_benchmark_data_matches_mpe2(scenario, seed):
+    """``benchmark_data=True``: every step of two episodes, from injected states, against mpe2's
+    ``infos[agent]["benchmark_data"]``; the counts must be non-zero somewhere (contacts happened)."""
+    module = MODULES[scenario]
+    env, params = le.make(f"MPE-{scenario}-v{module[-1]}", autoreset=False, benchmark_data=True)
+    step = jax.jit(env.step)
+    reference = reference_env(scenario, False, benchmark_data=True)
+    raw = reference.unwrapped
+    rng = np.random.default_rng(seed)
+    seen: dict[str, float] = {}
+    for episode in range(2):
+        reference.reset(seed=10 * seed + episode)
+        while reference.agents:
+            state = inject(scenario, raw)
+            names = list(reference.agents)
+            joint = np.asarray([rng.integers(0, k) for k in env.num_actions_per_agent], np.int32)
+            _, _, _, _, infos = reference.step({a: int(joint[i]) for i, a in enumerate(names)})
+            info = step(jax.random.key(0), state, jnp.asarray(joint), params)[5]
+            expected = mpe2_benchmark(scenario, infos, names, len(raw.world.landmarks))
+            got = info["benchmark_data"]
+            assert sorted(got) == sorted(expected), (sorted(got), sorted(expected))
+            for key, value in expected.items():
+                np.testing.assert_allclose(
+                    np.asarray(got[key]), value, atol=1e-4, err_msg=f"{scenario} {key}"
+                )
+                seen[key] = seen.get(key, 0.0) + float(np.sum(np.abs(value)))
+    reference.close()
+    assert all(total > 0 for total in seen.values()), seen
+    if scenario == "simple_spread":  # the info's structure holds through auto-resets
+        check_env(*le.make("MPE-simple_spread-v3", benchmark_data=True), num_steps=30, num_envs=2)
 
 
 def test_spaces_match_mpe2():
@@ -765,6 +844,8 @@ def test_bad_input_is_rejected_clearly():
         le.make("MPE-simple_tag-v3", num_landmark_neighbors=0)
     with pytest.raises(TypeError, match=r"simple_push takes no \['num_agent_neighbors'\]"):
         MultiParticleEnv("simple_push", num_agent_neighbors=2)
+    with pytest.raises(ValueError, match="benchmark_data must be True or False, got 1"):
+        le.make("MPE-simple_tag-v3", benchmark_data=1)
     with pytest.raises(ValueError, match="curriculum must be True or False, got 'yes'"):
         le.make("MPE-simple_spread-v3", curriculum="yes")
     with pytest.raises(TypeError, match=r"simple_tag takes no \['curriculum'\]"):

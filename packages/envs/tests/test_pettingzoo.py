@@ -350,3 +350,25 @@ def test_importing_lamella_envs_does_not_import_pettingzoo():
         "assert 'pettingzoo' not in sys.modules and 'gymnasium' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_nested_info_is_split_per_agent():
+    # MPE's benchmark_data is a dict of per-agent arrays: each agent gets its own entries, as
+    # mpe2's infos[agent]["benchmark_data"] holds that agent's.
+    env, params = le.make("MPE-simple_spread-v3", autoreset=False, benchmark_data=True)
+    adapter = PettingZooParallelEnv(env, params)
+    adapter.reset(seed=0)
+    *_, infos = adapter.step({agent: 1 for agent in adapter.agents})
+    names = ("collisions", "min_dists", "occupied_landmarks", "reward")
+    for agent in adapter.agents:
+        data = infos[agent]["benchmark_data"]
+        assert sorted(data) == list(names) and all(np.ndim(data[name]) == 0 for name in names)
+    # min_dists is the same for every agent (the landmarks' nearest agents); reward adds each one's collisions.
+    assert len({float(infos[a]["benchmark_data"]["min_dists"]) for a in adapter.agents}) == 1
+    for agent in adapter.agents:
+        data = infos[agent]["benchmark_data"]
+        assert float(data["reward"]) == pytest.approx(-float(data["min_dists"]) - int(data["collisions"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=".*infinity. This is probably too")
+        parallel_api_test(adapter, num_cycles=10)

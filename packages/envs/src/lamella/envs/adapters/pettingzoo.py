@@ -94,8 +94,9 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
       observation space), the one place ``parallel_api_test`` reads masks from.
       Masks are int8 0/1 arrays, which gymnasium's ``Discrete.sample(mask)``
       takes. An illegal action is the env's no-op either way.
-    * **Other info.** Each entry of the env's ``info`` with a leading agent axis
-      is split per agent; other entries are given to every agent whole.
+    * **Other info.** Each array of the env's ``info`` (in nested dicts too, such
+      as MPE's ``benchmark_data``) with a leading agent axis is split per agent;
+      other entries are given to every agent whole.
     * **Global state** (envs with ``env.global_state``): ``state()`` returns
       it as NumPy, and ``state_space`` is its gymnasium space; other envs have
       no ``state_space`` and ``state()`` raises ``NotImplementedError``.
@@ -282,7 +283,9 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
         for agent in agents:
             i = self._index[agent]
             agent_info = {
-                name: _row(value, i) if np.ndim(value) >= 1 and np.shape(value)[0] == n else value
+                name: jax.tree.map(
+                    lambda x, i=i: _row(x, i) if np.ndim(x) >= 1 and np.shape(x)[0] == n else x, value
+                )
                 for name, value in info.items()
             }
             agent_obs = _row(obs, i)

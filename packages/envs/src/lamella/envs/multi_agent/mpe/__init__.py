@@ -11,7 +11,8 @@ mpe2 module (``mpe2.simple_spread_v3`` -> ``MPE-simple_spread-v3``), with mpe2's
     MPE-simple_formation-v1         MPE-simple_world_comm-v3
     MPE-simple_line-v1              MPE-collect_treasure-v1
 
-Every id takes ``continuous_actions`` and ``max_cycles``; simple_spread and simple_reference take
+Every id takes ``continuous_actions``, ``max_cycles`` and ``benchmark_data`` (mpe2's per-agent
+benchmark data as ``info["benchmark_data"]``); simple_spread and simple_reference take
 ``local_ratio``; simple_spread ``N``, simple_adversary ``N``, simple_tag ``num_good``,
 ``num_adversaries``, ``num_obstacles``, simple_world_comm those and ``num_food``,
 ``num_forests``, simple_formation and simple_line ``N``, collect_treasure ``num_collectors``,
@@ -56,9 +57,15 @@ def _factory(scenario: str) -> Callable[..., MultiParticleEnv]:
     sizes = inspect.signature(SCENARIOS[scenario]).parameters
     shared = SCENARIOS[scenario]().global_reward is not None
 
-    def factory(continuous_actions: bool = False, max_cycles: int = 25, **kwargs: Any) -> MultiParticleEnv:
+    def factory(
+        continuous_actions: bool = False, max_cycles: int = 25, benchmark_data: bool = False, **kwargs: Any
+    ) -> MultiParticleEnv:
         return MultiParticleEnv(
-            scenario, continuous_actions=continuous_actions, max_cycles=max_cycles, **kwargs
+            scenario,
+            continuous_actions=continuous_actions,
+            max_cycles=max_cycles,
+            benchmark_data=benchmark_data,
+            **kwargs,
         )
 
     params = [
@@ -68,6 +75,7 @@ def _factory(scenario: str) -> Callable[..., MultiParticleEnv]:
     params += [
         inspect.Parameter("continuous_actions", inspect.Parameter.KEYWORD_ONLY, default=False),
         inspect.Parameter("max_cycles", inspect.Parameter.KEYWORD_ONLY, default=25),
+        inspect.Parameter("benchmark_data", inspect.Parameter.KEYWORD_ONLY, default=False),
     ]
     if shared:
         params.append(inspect.Parameter("local_ratio", inspect.Parameter.KEYWORD_ONLY, default=0.5))

@@ -78,6 +78,10 @@ class Scenario:
             before the reward (collect_treasure's pickups, deliveries and respawns, which draw
             from ``key``); None: none, and the step ignores its key.
         landmark_visible: ``state -> (L,)`` bool, the landmarks to draw; None: all.
+        benchmark: ``state -> dict`` of arrays with a leading agent axis, mpe2's
+            ``benchmark_data`` of every agent after a step (an env made with
+            ``benchmark_data=True`` returns it as ``info["benchmark_data"]``); None: mpe2's is
+            empty for the scenario.
         curriculum: per curriculum stage, whether the scenario's own reward (``reward``, before
             the ``local_ratio`` mix) counts: simple_spread with ``curriculum=True`` is
             ``(False, True)``, mpe2's stages without and with the collision penalty; the stage is
@@ -115,6 +119,7 @@ class Scenario:
     post_step: Callable[[MultiParticleState, jax.Array], MultiParticleState] | None = None
     landmark_visible: Callable[[MultiParticleState], jax.Array] | None = None
     curriculum: tuple[bool, ...] | None = None
+    benchmark: Callable[[MultiParticleState], dict[str, jax.Array]] | None = None
 
     @property
     def num_agents(self) -> int:
@@ -183,6 +188,14 @@ def rows_without_self(values: jax.Array, rows: Sequence[int], columns: Sequence[
         parts = [r.reshape(-1) for r in runs]
         out.append(jnp.concatenate(parts) if parts else jnp.zeros((0,), values.dtype))
     return jnp.stack(out)
+
+
+def caught_counts(pos: jax.Array, touch: np.ndarray, adversary: np.ndarray) -> dict[str, jax.Array]:
+    """mpe2's ``benchmark_data`` of the predator-prey scenarios (simple_tag, simple_world_comm):
+    ``{"collisions": int32 (n,)}``, each adversary's count of good agents touching it (closer than
+    ``touch``, the pair's summed sizes), 0 for a good agent."""
+    caught = (distances(pos, pos) < touch) & adversary[:, None] & ~adversary[None, :]
+    return {"collisions": jnp.sum(caught, -1).astype(jnp.int32)}
 
 
 def relative(pos: jax.Array) -> jax.Array:

@@ -67,7 +67,9 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
     steps, as mpe2's (JaxMARL's runs 26).
 
     Info: ``action_mask`` (discrete actions in scenarios with padded action ids only), bool
-    ``(n, A)``, the same every step.
+    ``(n, A)``, the same every step. With ``benchmark_data=True``: ``benchmark_data``, mpe2's
+    per-agent benchmark data after the step as a dict of arrays with an agent axis (the scenario's
+    ``benchmark``; empty for the scenarios where mpe2's is empty).
 
     Global state (:meth:`global_state`): float32 ``(sum of observation_sizes,)``, every agent's
     unpadded observation concatenated in agent order: mpe2's ``state()``.
@@ -90,6 +92,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         continuous_actions: continuous instead of discrete actions (mpe2's keyword).
         max_cycles, local_ratio: defaults of the params (mpe2's keywords; ``local_ratio`` only
             for simple_spread and simple_reference).
+        benchmark_data: add ``info["benchmark_data"]`` (mpe2's keyword).
         **scenario_kwargs: the scenario's own sizes, mpe2's keywords (``N`` for simple_spread and
             simple_adversary; ``num_good``, ``num_adversaries``, ``num_obstacles`` for
             simple_tag, and ``num_food``, ``num_forests`` for simple_world_comm).
@@ -107,6 +110,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         continuous_actions: bool = False,
         max_cycles: int = 25,
         local_ratio: float | None = None,
+        benchmark_data: bool = False,
         **scenario_kwargs: Any,
     ):
         if scenario not in SCENARIOS:
@@ -123,6 +127,11 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         self.agent_names = scn.agent_names
         self.agent_roles = scn.agent_roles
         self.continuous_actions = bool(continuous_actions)
+        if not isinstance(benchmark_data, (bool, np.bool_)):
+            raise ValueError(
+                f"MultiParticleEnv: benchmark_data must be True or False, got {benchmark_data!r}."
+            )
+        self.benchmark_data = bool(benchmark_data)
         if local_ratio is not None and scn.global_reward is None:
             raise ValueError(
                 f"MultiParticleEnv: {scenario} has no shared reward, so it takes no local_ratio "
@@ -287,6 +296,8 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         info: dict[str, Any] = {}
         if self._padded_actions:
             info["action_mask"] = self.action_mask(state)
+        if self.benchmark_data:
+            info["benchmark_data"] = {} if scn.benchmark is None else scn.benchmark(state)
         obs = self.get_obs(state)
         if self._single:
             return obs, state, reward[0], terminated[0], truncated[0], info

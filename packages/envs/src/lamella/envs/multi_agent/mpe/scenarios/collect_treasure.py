@@ -169,6 +169,19 @@ def make(num_collectors: int = 6, num_deposits: int = 2, num_treasures: int = 6)
         deposit_reward = -SHAPING * jnp.where(jnp.any(carrying, -1), to_carrier, to_centroid) + shared
         return jnp.concatenate([collector_reward, deposit_reward])
 
+    def benchmark(state: MultiParticleState) -> dict[str, jnp.ndarray]:
+        # mpe2: a collector's (held type or None, treasures on the field); a deposit's (collectors
+        # holding its type, treasures on the field). Here apart: holding -1 for nothing and for
+        # deposits, carriers 0 for collectors.
+        holding, _, alive, _ = split_items(state.items, c, t)
+        carriers = jnp.sum(holding[None, :] == types[:, None], -1).astype(jnp.int32)
+        on_field = jnp.sum(alive).astype(jnp.int32)
+        return {
+            "holding": jnp.concatenate([holding, jnp.full((d,), -1, jnp.int32)]),
+            "carriers": jnp.concatenate([jnp.zeros((c,), jnp.int32), carriers]),
+            "treasures_on_field": jnp.full((n,), on_field),
+        }
+
     def reset_items(draws: jax.Array) -> jax.Array:
         kinds = jnp.minimum(jnp.floor(draws * d).astype(jnp.int32), d - 1)
         return jnp.concatenate(
@@ -205,6 +218,7 @@ def make(num_collectors: int = 6, num_deposits: int = 2, num_treasures: int = 6)
         reset_items=reset_items,
         item_draws=t,
         post_step=post_step,
+        benchmark=benchmark,
         landmark_visible=lambda state: split_items(state.items, c, t)[2] > 0,
         agent_colors=agent_colors,
         landmark_colors=landmark_colors,

@@ -60,6 +60,14 @@ def make(
         good = dist[0] - jnp.min(dist[1:])
         return jnp.where(np.arange(n) == 0, -dist[0], good)
 
+    def benchmark(state: MultiParticleState) -> dict[str, jnp.ndarray]:
+        # mpe2: the adversary's squared distance to the goal; a good agent's to every landmark,
+        # then to the goal (here apart: zeros in the adversary's landmark row).
+        pos = state.agent_pos
+        squared = jnp.sum(jnp.square(pos[:, None, :] - state.landmark_pos[None, :, :]), -1)  # (n, N)
+        to_goal = jnp.sum(jnp.square(pos - state.landmark_pos[state.goal[0]]), -1)
+        return {"goal_sq_dist": to_goal, "landmark_sq_dists": squared.at[0].set(0.0)}
+
     def landmark_colors(state: MultiParticleState) -> jnp.ndarray:
         is_goal = (jnp.arange(N) == state.goal[0])[:, None]
         return jnp.where(is_goal, jnp.asarray([0.15, 0.65, 0.15]), jnp.asarray([0.15, 0.15, 0.15]))
@@ -80,6 +88,7 @@ def make(
         landmark_spawn=(1.0,) * N,
         observe=observe,
         reward=reward,
+        benchmark=benchmark,
         goal_choices=(N,),
         agent_colors=constant_colors([[0.85, 0.35, 0.35]] + [[0.35, 0.35, 0.85]] * N),
         landmark_colors=landmark_colors,

@@ -38,6 +38,11 @@ def make() -> Scenario:
         good = error[0] - error[1]
         return jnp.stack([-error[0], good, good])
 
+    def benchmark(state: MultiParticleState) -> dict[str, jnp.ndarray]:
+        # mpe2: every agent's utterance and the goal's colour (its goal_a, the same for all).
+        goal_color = jnp.asarray(colors)[state.goal[0]]
+        return {"comm": state.comm, "goal_color": jnp.broadcast_to(goal_color, state.comm.shape)}
+
     def agent_colors(state: MultiParticleState) -> jnp.ndarray:
         bob = jnp.asarray(colors[:, :3])[state.goal[0]]
         return jnp.stack([jnp.asarray([0.75, 0.25, 0.25]), bob, jnp.full((3,), 0.25)])
@@ -58,6 +63,7 @@ def make() -> Scenario:
         landmark_spawn=(1.0, 1.0),
         observe=observe,
         reward=reward,
+        benchmark=benchmark,
         goal_choices=(2, 2),
         agent_colors=agent_colors,
         landmark_colors=lambda state: jnp.asarray(colors[:, :3]),

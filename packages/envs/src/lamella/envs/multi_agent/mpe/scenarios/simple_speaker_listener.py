@@ -51,6 +51,7 @@ def make() -> Scenario:
         landmark_spawn=(1.0,) * 3,
         observe=observe,
         reward=reward,
+        benchmark=lambda state: {"reward": reward(state)},  # mpe2: the reward itself
         goal_choices=(3,),
         agent_colors=agent_colors,
         landmark_colors=constant_colors(LANDMARK_COLORS),

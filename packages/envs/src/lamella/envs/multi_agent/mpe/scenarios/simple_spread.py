@@ -66,6 +66,21 @@ def make(
     def global_reward(state: MultiParticleState) -> jnp.ndarray:
         return -jnp.sum(jnp.min(distances(state.agent_pos, state.landmark_pos), 0))
 
+    def benchmark(state: MultiParticleState) -> dict[str, jnp.ndarray]:
+        # mpe2's (rew, collisions, min_dists, occupied_landmarks) of every agent: the collision
+        # penalty counts whatever the curriculum stage, and local_ratio does not mix it in.
+        touching = (distances(state.agent_pos, state.agent_pos) < 0.3) & ~np.eye(n, dtype=bool)
+        collisions = jnp.sum(touching, -1).astype(jnp.int32)
+        nearest_agent = jnp.min(distances(state.agent_pos, state.landmark_pos), 0)
+        min_dists = jnp.broadcast_to(jnp.sum(nearest_agent), (n,))
+        occupied = jnp.broadcast_to(jnp.sum(nearest_agent < CAPTURE_RADIUS).astype(jnp.int32), (n,))
+        return {
+            "reward": -min_dists - collisions.astype(jnp.float32),
+            "collisions": collisions,
+            "min_dists": min_dists,
+            "occupied_landmarks": occupied,
+        }
+
     def covered(state: MultiParticleState) -> jnp.ndarray:
         return jnp.all(jnp.min(distances(state.agent_pos, state.landmark_pos), 0) < CAPTURE_RADIUS)
 
@@ -88,6 +103,7 @@ def make(
         global_reward=global_reward,
         terminal=covered if terminate_on_success else None,
         curriculum=(False, True) if curriculum else None,
+        benchmark=benchmark,
         agent_colors=constant_colors([[0.35, 0.35, 0.85]] * n),
         landmark_colors=constant_colors([[0.25, 0.25, 0.25]] * n),
         agent_roles=(f"0..{n - 1}: agent_i, identical (5 actions, observation {observation_size})",),

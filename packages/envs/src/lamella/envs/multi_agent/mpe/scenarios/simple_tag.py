@@ -8,6 +8,7 @@ import numpy as np
 from lamella.envs.multi_agent.mpe.core import (
     Scenario,
     boundary_penalty,
+    caught_counts,
     constant_colors,
     distances,
     nearest,
@@ -115,6 +116,7 @@ def make(
         landmark_spawn=(0.9,) * num_obstacles,
         observe=observe,
         reward=reward,
+        benchmark=lambda state: caught_counts(state.agent_pos, touch, adversary),
         agent_colors=constant_colors([[0.85, 0.35, 0.35] if a else [0.35, 0.85, 0.35] for a in adversary]),
         landmark_colors=constant_colors([[0.25, 0.25, 0.25]] * num_obstacles),
         agent_roles=(adversary_roles, good_roles),

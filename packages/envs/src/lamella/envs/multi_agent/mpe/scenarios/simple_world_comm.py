@@ -8,6 +8,7 @@ import numpy as np
 from lamella.envs.multi_agent.mpe.core import (
     Scenario,
     boundary_penalty,
+    caught_counts,
     constant_colors,
     distances,
     other_index,
@@ -120,6 +121,7 @@ def make(
         landmark_spawn=(0.9,) * num_landmarks,
         observe=observe,
         reward=reward,
+        benchmark=lambda state: caught_counts(state.agent_pos, touch, adversary),
         agent_colors=agent_colors,
         landmark_colors=constant_colors(landmark_colors),
         agent_roles=(
