@@ -20,6 +20,13 @@ timed (every output a pattern reads, and the final state, go into a checksum):
 "bare" (`--bare`) is lamella's dynamics alone (no keys, no resets, every output read): the
 practical ceiling.
 
+mpe2's own scenarios that JaxMARL does not have (`MPE-simple_formation-v1`, `MPE-simple_line-v1`,
+`MPE-collect_treasure-v1`) have no JAX peer: lamella's patterns are timed alone and set beside
+mpe2 1.1.1's parallel env (`--mpe2`, in an env that has mpe2, e.g. `hatch-test.py3.11-envs`):
+one env stepped from Python with uniform random actions and reset when its episode ends, steps/s
+by the same clock over `--mpe2-steps` steps (numpy on one core: the rate a user gets from the
+reference implementation, not a like-for-like batch).
+
 Both sides run the same scenario with discrete actions, or with `--continuous` continuous ones
 (JaxMARL's `action_type` is set explicitly: its simple_world_comm defaults to continuous):
 mpe2's physics and rewards (JaxMARL's MPE matches mpe2 step by step, MARL.md §3.6), except the
@@ -61,6 +68,31 @@ CONFIGS = {
     "MPE-simple_world_comm-v3": "MPE_simple_world_comm_v3",
 }
 DEFAULT_ENVS = list(CONFIGS)[:3]
+# mpe2's scenarios that JaxMARL lacks: lamella alone, beside mpe2 itself (--mpe2).
+MPE2_ONLY = {
+    "MPE-simple_formation-v1": "simple_formation_v1",
+    "MPE-simple_line-v1": "simple_line_v1",
+    "MPE-collect_treasure-v1": "collect_treasure_v1",
+}
+
+
+def mpe2_rate(env_id: str, num_steps: int, clock: Callable[[], float]) -> float:
+    """mpe2's parallel env of ``env_id``'s scenario: env steps per second of one env stepped from
+    Python with uniform random actions, reset at every episode end (the reset not timed apart)."""
+    import importlib
+
+    import numpy as np
+
+    module = importlib.import_module(f"mpe2.{MPE2_ONLY[env_id]}")
+    env = module.parallel_env()
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    start = clock()
+    for _ in range(num_steps):
+        if not env.agents:
+            env.reset(seed=int(rng.integers(1 << 30)))
+        env.step({agent: int(rng.integers(env.action_space(agent).n)) for agent in env.agents})
+    return num_steps / (clock() - start)
 
 
 def jaxmarl_side(
@@ -129,7 +161,7 @@ def bench(
     names = tuple(env.unwrapped.agent_names)
     peers = (
         {"jaxmarl": lambda p: jaxmarl_side(CONFIGS[env_id], names, continuous, reset_keys, p)}
-        if with_jaxmarl
+        if with_jaxmarl and env_id in CONFIGS
         else {}
     )
     extra = {"bare": (bare_rollout(env, params), lam_state)} if bare else {}
@@ -142,7 +174,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--envs", nargs="*", default=DEFAULT_ENVS, choices=[*CONFIGS, "all"])
+    parser.add_argument("--envs", nargs="*", default=DEFAULT_ENVS, choices=[*CONFIGS, *MPE2_ONLY, "all"])
+    parser.add_argument("--mpe2", action="store_true", help="time mpe2's own env beside mpe2-only scenarios")
+    parser.add_argument("--mpe2-steps", type=int, default=5000, help="mpe2 env steps timed per scenario")
     parser.add_argument("--continuous", action="store_true", help="continuous actions on both sides")
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=500, help="env steps per timed call (per env)")
@@ -178,9 +212,18 @@ def main() -> None:
             args.continuous,
         )
         label = f"{env_id} continuous" if args.continuous else env_id
-        print_rows(label, row, ["lamella"], "jaxmarl" if jaxmarl_version else None, patterns)
+        print_rows(
+            label, row, ["lamella"], "jaxmarl" if jaxmarl_version and env_id in CONFIGS else None, patterns
+        )
         if args.bare:
             print(f"| {label} bare (every output) | | {row['rate']['bare']:.3g} | | | |", flush=True)
+        if args.mpe2 and env_id in MPE2_ONLY:
+            rate = mpe2_rate(env_id, args.mpe2_steps, clock)
+            ratios = ", ".join(f"{p} {row['rate'][f'lamella {p}'] / rate:.3g}x" for p in patterns)
+            print(
+                f"| {label}: mpe2 (one env, Python) | {rate:.3g} steps/s | lamella / mpe2: {ratios} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -95,7 +95,9 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         benchmark_data: add ``info["benchmark_data"]`` (mpe2's keyword).
         **scenario_kwargs: the scenario's own sizes, mpe2's keywords (``N`` for simple_spread and
             simple_adversary; ``num_good``, ``num_adversaries``, ``num_obstacles`` for
-            simple_tag, and ``num_food``, ``num_forests`` for simple_world_comm).
+            simple_tag, and ``num_food``, ``num_forests`` for simple_world_comm;
+            ``num_collectors``, ``num_deposits``, ``num_treasures`` for collect_treasure) and
+            options (``terminate_on_success``, ``curriculum``, ``num_agent_neighbors``, ...).
     """
 
     stochastic_step = False
