@@ -22,7 +22,8 @@ practical ceiling.
 
 mpe2's own scenarios that JaxMARL does not have (`MPE-simple_formation-v1`, `MPE-simple_line-v1`,
 `MPE-collect_treasure-v1`) have no JAX peer: lamella's patterns are timed alone and set beside
-mpe2 1.1.1's parallel env (`--mpe2`, in an env that has mpe2, e.g. `hatch-test.py3.11-envs`):
+mpe2 1.1.1's parallel env (`--mpe2`, in an env that has mpe2: `hatch -e hatch-test.py3.11-envs run
+python benchmarks/mpe_throughput.py --mpe2 ...`):
 one env stepped from Python with uniform random actions and reset when its episode ends, steps/s
 by the same clock over `--mpe2-steps` steps (numpy on one core: the rate a user gets from the
 reference implementation, not a like-for-like batch).

@@ -271,6 +271,9 @@ NOT_RUN: dict[str, str] = {
     "hatch -e hatch-test.py3.11-envs run python benchmarks/brax_backends.py": (
         "a benchmark (minutes, needs brax, in the envs test env that has it); its figures are in the README"
     ),
+    "hatch -e hatch-test.py3.11-envs run python benchmarks/mpe_throughput.py": (
+        "a benchmark (minutes, needs mpe2, in the envs test env that has it); its figures are in the README"
+    ),
     "hatch -e hatch-test.py3.11-gcrl run python benchmarks/her_brax_reacher.py": (
         "a learning run on a Brax body (about 17 minutes on this CPU, needs brax, in the gcrl test env "
         "that has it); its figures are in the README, packages/gcrl/tests/test_brax_her.py runs HER on it"

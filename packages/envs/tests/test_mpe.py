@@ -709,6 +709,17 @@ def test_benchmark_data_matches_mpe2(scenario, seed):
         check_env(*le.make("MPE-simple_spread-v3", benchmark_data=True), num_steps=30, num_envs=2)
 
 
+def test_stable_order_is_a_stable_argsort():
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 4, (64, 7)).astype(np.float32)  # many ties
+    keys[:8] = rng.uniform(size=(8, 7))
+    keys[8, :] = 1e6  # all tied
+    got = np.asarray(jax.jit(mpe.core.stable_order)(jnp.asarray(keys)))
+    np.testing.assert_array_equal(got, np.argsort(keys, axis=-1, kind="stable"))
+    batched = np.asarray(jax.jit(jax.vmap(mpe.core.stable_order))(jnp.asarray(keys.reshape(8, 8, 7))))
+    np.testing.assert_array_equal(batched.reshape(64, 7), got)
+
+
 def test_spaces_match_mpe2():
     for scenario in MODULES:
         for continuous in (False, True):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import random as fast_random
-from lamella.envs.multi_agent.mpe.core import Scenario, distances, other_index, relative
+from lamella.envs.multi_agent.mpe.core import Scenario, distances, other_index, relative, stable_order
 from lamella.envs.multi_agent.mpe.types import MultiParticleState
 
 #: mpe2's palette of treasure types (one per deposit, at most six).
@@ -95,13 +95,13 @@ def make(num_collectors: int = 6, num_deposits: int = 2, num_treasures: int = 6)
         pos, vel = state.agent_pos, state.agent_vel
         rel = relative(pos)[np.arange(n)[:, None], others]  # (n, n - 1, 2), index order
         per_other = jnp.concatenate([rel, vel[others], encodings(holding)[others]], -1)
-        # Nearest first; a stable sort keeps index order on ties, as Python's sorted.
-        order = jnp.argsort(jnp.sqrt(jnp.sum(jnp.square(rel), -1)), axis=1)
+        # Nearest first, ties in index order (Python's sorted).
+        order = stable_order(jnp.sqrt(jnp.sum(jnp.square(rel), -1)))
         per_other = jnp.take_along_axis(per_other, order[..., None], 1).reshape(n, -1)
         on_field = alive.astype(jnp.bool_)
         treasure_rel = state.landmark_pos[None, :, :] - pos[:, None, :]  # (n, T, 2)
         distance = jnp.sqrt(jnp.sum(jnp.square(treasure_rel), -1))
-        order = jnp.argsort(jnp.where(on_field, distance, 1e6), axis=1)  # picked-up ones last
+        order = stable_order(jnp.where(on_field, distance, 1e6))  # picked-up ones last
         per_treasure = jnp.concatenate(
             [
                 treasure_rel,
