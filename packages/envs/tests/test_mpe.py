@@ -514,81 +514,96 @@ def heading_to_targets(raw, rng) -> dict[str, int]:
 
 def test_collect_treasure_parity_with_mpe2_step_by_step():
     """Every step of 4 episodes against mpe2's collect_treasure, mpe2 fed lamella's respawn
-    draws: observations, global state, rewards, flags, the physics (deposits' mass 2.25), what
-    each collector holds, each treasure's type, place and presence after the step."""
+    draws, lamella under AutoReset as training runs it: observations, global state, rewards,
+    flags, benchmark data, the physics (deposits' mass 2.25), what each collector holds, each
+    treasure's type, place and presence after the step, and on each episode's 25th step the final
+    observation and the auto-reset."""
+    from lamella.envs import random as fast_random
     from lamella.envs.multi_agent.mpe.scenarios.collect_treasure import respawn_draws
 
-    env, params = le.make("MPE-collect_treasure-v1", autoreset=False, benchmark_data=True)
+    env, params = le.make("MPE-collect_treasure-v1", benchmark_data=True)
+    bare = env.unwrapped
     c, t, d = 6, 6, 2
     reference = reference_env("collect_treasure", False, benchmark_data=True)
     raw = reference.unwrapped
 
     @jax.jit
     def observe_and_step(key, state, action):
-        return env.get_obs(state), env.global_state(state), env.step(key, state, action, params)
+        return bare.get_obs(state), bare.global_state(state), env.step(key, state, action, params)
 
     rng = np.random.default_rng(11)
-    pickups = deliveries = respawns = nonzero = compared = 0
-    truncated_steps = []
+    pickups = deliveries = respawns = 0
+    flags, rewards, resets = [], [], []
     for episode in range(4):
         obs_ref, _ = reference.reset(seed=40 + episode)
         while reference.agents:
             state = inject_treasure(raw)
             names = list(reference.agents)
-            key = jax.random.key(1000 * episode + raw.steps)
-            draws = np.asarray(respawn_draws(key, t))
+            step_key = jax.random.key(1000 * episode + raw.steps)
+            # The bare step draws from AutoReset's step key, a hashed fork of the key it is given.
+            draws = np.asarray(respawn_draws(fast_random.fork(step_key), t))
             parked = [j for j, lm in enumerate(raw.world.landmarks) if not lm.alive]
             raw.world._np_random = RespawnDraws(draws, parked, d)
-            expected_obs = padded([obs_ref[a] for a in names], env.observation_size)
+            expected_obs = padded([obs_ref[a] for a in names], bare.observation_size)
             expected_global = raw.state()
             actions = heading_to_targets(raw, rng)
             obs_ref, reward_ref, term_ref, trunc_ref, infos = reference.step(actions)
             assert raw.world._np_random.parked == []  # every parked treasure respawned
             joint = jnp.asarray([actions[a] for a in names], jnp.int32)
-            obs_before, global_state, out = observe_and_step(key, state, joint)
+            obs_before, global_state, out = observe_and_step(step_key, state, joint)
             obs, next_state, reward, terminated, truncated, info = out
             where = f"collect_treasure episode {episode} step {raw.steps}"
-            benchmark = mpe2_benchmark("collect_treasure", infos, names, t)
-            for key, value in benchmark.items():
-                np.testing.assert_array_equal(np.asarray(info["benchmark_data"][key]), value, err_msg=key)
             np.testing.assert_allclose(np.asarray(obs_before), expected_obs, atol=1e-5, err_msg=where)
             np.testing.assert_allclose(np.asarray(global_state), expected_global, atol=1e-5, err_msg=where)
-            np.testing.assert_allclose(
-                np.asarray(obs),
-                padded([obs_ref[a] for a in names], env.observation_size),
-                atol=1e-4,
-                err_msg=where,
-            )
+            final = padded([obs_ref[a] for a in names], bare.observation_size)
+            np.testing.assert_allclose(np.asarray(info["final_observation"]), final, atol=1e-4, err_msg=where)
             np.testing.assert_allclose(
                 np.asarray(reward), [reward_ref[a] for a in names], atol=1e-4, err_msg=where
             )
             np.testing.assert_array_equal(np.asarray(terminated), [term_ref[a] for a in names])
             np.testing.assert_array_equal(np.asarray(truncated), [trunc_ref[a] for a in names])
+            for name, value in mpe2_benchmark("collect_treasure", infos, names, t).items():
+                np.testing.assert_array_equal(np.asarray(info["benchmark_data"][name]), value, err_msg=name)
             expected = inject_treasure(raw)
-            for field in ("agent_pos", "agent_vel", "landmark_pos"):
-                np.testing.assert_allclose(
-                    np.asarray(getattr(next_state, field)),
-                    np.asarray(getattr(expected, field)),
-                    atol=1e-4,
-                    err_msg=f"{where}: {field}",
+            if bool(np.all(np.asarray(truncated))):
+                # Auto-reset: a fresh episode, its observation returned.
+                assert int(next_state.time) == 0, where
+                items = np.asarray(next_state.items)
+                assert np.all(items[:c] == -1) and np.all(items[c + t : c + 2 * t] == 1), where
+                np.testing.assert_allclose(np.asarray(obs), np.asarray(bare.get_obs(next_state)), atol=1e-6)
+                resets.append(True)
+            else:
+                for field in ("agent_pos", "agent_vel", "landmark_pos"):
+                    np.testing.assert_allclose(
+                        np.asarray(getattr(next_state, field)),
+                        np.asarray(getattr(expected, field)),
+                        atol=1e-4,
+                        err_msg=f"{where}: {field}",
+                    )
+                np.testing.assert_array_equal(
+                    np.asarray(next_state.items)[:-1], np.asarray(expected.items)[:-1]
                 )
-            np.testing.assert_array_equal(np.asarray(next_state.items)[:-1], np.asarray(expected.items)[:-1])
-            before, after = np.asarray(state.items), np.asarray(next_state.items)
+                np.testing.assert_allclose(np.asarray(obs), final, atol=1e-4, err_msg=where)
+                resets.append(False)
+            before, after = np.asarray(state.items), np.asarray(expected.items)
             picked = int(np.sum((before[c + t : c + 2 * t] == 1) & (after[c + t : c + 2 * t] == 0)))
             pickups += picked
-            deliveries += int(after[-1]) - picked
+            deliveries += int(np.sum((before[:c] >= 0) & (after[:c] < 0)))  # held, then empty-handed
             respawns += len(parked)
-            nonzero += int(np.any(np.asarray(reward) > 0))
-            truncated_steps.append(bool(np.all(np.asarray(truncated))))
-            compared += 1
+            flags.append((np.array([term_ref[a] for a in names]), np.array([trunc_ref[a] for a in names])))
+            rewards.append(np.array([reward_ref[a] for a in names]))
     reference.close()
-    assert compared == 100 and truncated_steps.count(True) == 4 and not any(truncated_steps[:24])
-    # The rules were exercised, not only the physics.
-    assert pickups >= 5 and deliveries >= 2 and respawns >= 5 and nonzero >= 5, (
-        pickups,
-        deliveries,
-        respawns,
+    counts = assert_parity_coverage(
+        "MPE collect_treasure",
+        terminated=np.concatenate([f for f, _ in flags]),
+        truncated=np.concatenate([f for _, f in flags]),
+        reward=np.concatenate(rewards),
+        auto_reset=np.array(resets),
+        never_terminates="mpe2's collect_treasure ends only at max_cycles",
     )
+    assert counts.transitions == 100 * 8 and resets.count(True) == 4 and not any(resets[:24])
+    # The rules were exercised, not only the physics.
+    assert pickups >= 5 and deliveries >= 2 and respawns >= 5, (pickups, deliveries, respawns)
 
 
 def test_collect_treasure_reset_and_rules_on_hand_built_states():
