@@ -65,6 +65,19 @@ def inject(scenario: str, raw) -> MultiParticleState:
     )
 
 
+def assert_fields_close(
+    got: MultiParticleState, want: MultiParticleState, fields: tuple[str, ...], where: str
+) -> None:
+    """lamella's next state against mpe2's world (float32 against float64: atol 1e-4)."""
+    for field in fields:
+        np.testing.assert_allclose(
+            np.asarray(getattr(got, field)),
+            np.asarray(getattr(want, field)),
+            atol=1e-4,
+            err_msg=f"{where}: {field}",
+        )
+
+
 def padded(rows: list[np.ndarray], size: int) -> np.ndarray:
     return np.stack([np.pad(np.asarray(r, np.float64), (0, size - len(r))) for r in rows])
 
@@ -165,13 +178,7 @@ def parity_runs():
                 else:
                     # The physics: lamella's next state against mpe2's world.
                     expected = inject(scenario, raw)
-                    for field in ("agent_pos", "agent_vel", "comm"):
-                        np.testing.assert_allclose(
-                            np.asarray(getattr(next_state, field)),
-                            np.asarray(getattr(expected, field)),
-                            atol=1e-4,
-                            err_msg=f"{where}: {field}",
-                        )
+                    assert_fields_close(next_state, expected, ("agent_pos", "agent_vel", "comm"), where)
                     np.testing.assert_allclose(
                         np.asarray(obs), np.asarray(info["final_observation"]), atol=1e-6
                     )
@@ -573,13 +580,7 @@ def test_collect_treasure_parity_with_mpe2_step_by_step():
                 np.testing.assert_allclose(np.asarray(obs), np.asarray(bare.get_obs(next_state)), atol=1e-6)
                 resets.append(True)
             else:
-                for field in ("agent_pos", "agent_vel", "landmark_pos"):
-                    np.testing.assert_allclose(
-                        np.asarray(getattr(next_state, field)),
-                        np.asarray(getattr(expected, field)),
-                        atol=1e-4,
-                        err_msg=f"{where}: {field}",
-                    )
+                assert_fields_close(next_state, expected, ("agent_pos", "agent_vel", "landmark_pos"), where)
                 np.testing.assert_array_equal(
                     np.asarray(next_state.items)[:-1], np.asarray(expected.items)[:-1]
                 )
@@ -702,6 +703,7 @@ def test_benchmark_data_matches_mpe2(scenario, seed):
     raw = reference.unwrapped
     rng = np.random.default_rng(seed)
     seen: dict[str, float] = {}
+    steps = 0
     for episode in range(2):
         reference.reset(seed=10 * seed + episode)
         while reference.agents:
@@ -718,7 +720,9 @@ def test_benchmark_data_matches_mpe2(scenario, seed):
                     np.asarray(got[key]), value, atol=1e-4, err_msg=f"{scenario} {key}"
                 )
                 seen[key] = seen.get(key, 0.0) + float(np.sum(np.abs(value)))
+            steps += 1
     reference.close()
+    assert steps == 2 * 25  # two whole episodes, each truncated on its 25th step
     assert all(total > 0 for total in seen.values()), seen
     if scenario == "simple_spread":  # the info's structure holds through auto-resets
         check_env(*le.make("MPE-simple_spread-v3", benchmark_data=True), num_steps=30, num_envs=2)
