@@ -17,6 +17,7 @@ from lamella.agents.actor_critic import (
 from lamella.agents.rollout import actor_critic_policy, next_memory
 from lamella.envs import spaces
 from lamella.envs.testing import assert_same_up_to_rounding
+from lamella.envs.wrappers import EpisodeStatistics
 
 NUM_STEPS, NUM_ENVS = 40, 3
 
@@ -269,3 +270,88 @@ def test_on_an_accelerator_the_rollout_and_gae_loops_unroll_with_the_same_values
     assert np.asarray(rolled[0].done).sum() >= NUM_ENVS, "episodes must end inside the rollout"
 
     assert_same_up_to_rounding(unrolled, rolled, rtol=1e-6, atol=1e-6)
+
+
+def test_packed_scan_writes_one_array_per_step_and_gives_back_the_same_bits(monkeypatch):
+    """``packed_scan`` stacks a step's 32-bit and bool outputs with the batch's leading axis as one
+    uint32 array and cuts it back after the loop: every leaf comes back with its dtype, shape and
+    bits (NaN payloads, -0.0, infinities, extreme integers); leaves it cannot pack (another leading
+    axis, int8, scalars) are stacked as ``lax.scan`` stacks them."""
+    from lamella.agents import _unroll
+
+    batch, steps = 3, 5
+    weird = np.array([np.nan, -0.0, np.inf], np.float32)
+    weird[0] = np.frombuffer(np.uint32(0x7FC01234).tobytes(), np.float32)[0]  # a NaN with a payload
+
+    def body(carry, x):
+        out = {
+            "f": jnp.stack([carry, weird + x, -carry], axis=0),  # (batch, 3) float32
+            "i": jnp.full((batch, 2, 2), jnp.iinfo(jnp.int32).min, jnp.int32) + x.astype(jnp.int32),
+            "u": jnp.full((batch,), jnp.iinfo(jnp.uint32).max, jnp.uint32) - x.astype(jnp.uint32),
+            "b": jnp.arange(batch) % 2 == x.astype(jnp.int32) % 2,
+            "small": jnp.full((batch,), 7, jnp.int8),
+            "other_axis": jnp.full((batch + 1,), x),
+            "scalar": x * 2.0,
+        }
+        return carry + 1.0, out
+
+    init, xs = jnp.arange(3, dtype=jnp.float32) - 1.0, jnp.arange(steps, dtype=jnp.float32)
+    reference = jax.lax.scan(body, init, xs)
+    packed = jax.jit(lambda init, xs: _unroll.packed_scan(body, init, xs, batch=batch))(init, xs)
+
+    def bits(leaf):
+        leaf = np.asarray(leaf)
+        return (leaf.dtype, leaf.shape, leaf.view(np.uint32) if leaf.dtype == np.float32 else leaf)
+
+    for got, want in zip(jax.tree.leaves(packed), jax.tree.leaves(reference), strict=True):
+        got, want = bits(got), bits(want)
+        assert got[:2] == want[:2]
+        np.testing.assert_array_equal(got[2], want[2])
+    assert np.isnan(np.asarray(packed[1]["f"])).any() and (np.asarray(packed[1]["f"]) == np.inf).any()
+
+    stacked = [
+        tuple(var.aval.shape)
+        for eqn in jax.make_jaxpr(lambda i, x: _unroll.packed_scan(body, i, x, batch=batch))(init, xs).eqns
+        if eqn.primitive.name == "scan"
+        for var in eqn.outvars[1:]
+    ]
+    # one (steps, batch, 3 + 4 + 1 + 1) array for f, i, u, b; small, other_axis and scalar as they are
+    assert sorted(stacked) == sorted([(steps, batch, 9), (steps, batch), (steps, batch + 1), (steps,)])
+    monkeypatch.setattr(_unroll, "PACK_OUTPUTS", False)
+    unpacked = jax.make_jaxpr(lambda i, x: _unroll.packed_scan(body, i, x, batch=batch))(init, xs)
+    assert sum(len(eqn.outvars) - 1 for eqn in unpacked.eqns if eqn.primitive.name == "scan") == 7
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Foraging-8x8-2p-2f-coop-v3"])
+def test_packed_rollout_is_the_stacked_rollout_bit_for_bit(monkeypatch, env_id):
+    """The rollout writes each step's transition as one packed array (``_unroll.PACK_OUTPUTS``):
+    the batch it returns is the one the per-leaf stacking returns, bit for bit, on a single-agent
+    env and on a multi-agent env with dict observations (action masks)."""
+    from lamella.agents import _unroll
+
+    env, params = lamella.envs.make(env_id)
+    env = EpisodeStatistics(env)
+    space = env.action_space(params)
+
+    def random_policy(key, obs, memory, reset):
+        batch = jax.tree.leaves(obs)[0].shape[0]
+        action = jax.random.randint(key, (batch, *space.shape), 0, 2, jnp.int32)
+        value = jnp.sum(jax.tree.leaves(obs)[0].reshape(batch, -1), -1)
+        return memory, PolicyStep(action, action, jnp.zeros(action.shape), value)
+
+    def collect():
+        rollout = make_rollout(env, 60, NUM_ENVS, info_keys=("returned_episode",))  # LBF: 50 steps
+        state = rollout.init(jax.random.key(0), params)
+        return jax.jit(lambda state, key: rollout.collect(state, random_policy, key, params))(
+            state, jax.random.key(1)
+        )
+
+    packed = collect()
+    monkeypatch.setattr(_unroll, "PACK_OUTPUTS", False)
+    stacked = collect()
+    assert np.asarray(packed[1].done).any(), "episodes must end inside the rollout"
+    for got, want in zip(jax.tree.leaves(packed), jax.tree.leaves(stacked), strict=True):
+        if jnp.issubdtype(got.dtype, jax.dtypes.prng_key):
+            got, want = jax.random.key_data(got), jax.random.key_data(want)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

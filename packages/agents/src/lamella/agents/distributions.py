@@ -55,6 +55,14 @@ def _sample_categorical(key: jax.Array, logits: jax.Array, first_row: Any = None
     return jnp.argmax(logits - jnp.log(-jnp.log(u)), axis=-1).astype(jnp.int32)
 
 
+def _chosen(log_p: jax.Array, raw: jax.Array) -> jax.Array:
+    """``log_p[..., raw]`` by a one-hot select over the last axis, not a gather: the same values,
+    and a gradient without a scatter (on a GPU the scatter and its separate softmax were an eighth
+    of IPPO's update)."""
+    hit = jnp.arange(log_p.shape[-1], dtype=jnp.int32) == raw[..., None].astype(jnp.int32)
+    return jnp.sum(jnp.where(hit, log_p, np.float32(0.0)), axis=-1)
+
+
 @struct.dataclass
 class Categorical:
     """Categorical over the last axis of ``logits`` (float32 ``(..., n)``)."""
@@ -65,8 +73,7 @@ class Categorical:
         return _sample_categorical(key, self.logits, first_row)
 
     def log_prob(self, raw: jax.Array) -> jax.Array:
-        log_p = jax.nn.log_softmax(self.logits)
-        return jnp.take_along_axis(log_p, raw[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        return _chosen(jax.nn.log_softmax(self.logits), raw)
 
     def entropy(self) -> jax.Array:
         log_p = jax.nn.log_softmax(self.logits)
@@ -93,9 +100,7 @@ class MultiCategorical:
         return _sample_categorical(key, self.logits, first_row)
 
     def log_prob(self, raw: jax.Array) -> jax.Array:
-        log_p = jax.nn.log_softmax(self.logits)
-        chosen = jnp.take_along_axis(log_p, raw[..., None].astype(jnp.int32), axis=-1)[..., 0]
-        return chosen.sum(-1)
+        return _chosen(jax.nn.log_softmax(self.logits), raw).sum(-1)
 
     def entropy(self) -> jax.Array:
         log_p = jax.nn.log_softmax(self.logits)

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from lamella.agents._unroll import loop_unroll
+from lamella.agents._unroll import loop_unroll, packed_scan
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.runner import hashed_keys
 from lamella.buffers import Transition as StoredTransition
@@ -273,8 +273,12 @@ def make_rollout(
             )
             return RolloutState(env_state, obs, memory, done), transition
 
-        return jax.lax.scan(
-            one_step, state, (act_keys, env_keys, first_env_keys), unroll=loop_unroll(num_steps)
+        return packed_scan(
+            one_step,
+            state,
+            (act_keys, env_keys, first_env_keys),
+            batch=num_envs,
+            unroll=loop_unroll(num_steps),
         )
 
     return Rollout(init=init, collect=collect, num_steps=int(num_steps), num_envs=total_envs)
