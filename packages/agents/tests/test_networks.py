@@ -98,6 +98,66 @@ def test_recurrent_core_resets_per_batch_entry(core):
     np.testing.assert_allclose(ys[2:, 1], ys_env1_fresh[:, 1], rtol=1e-6, atol=1e-6)
 
 
+def _scan_unrolls(fn, *args):
+    """The ``unroll`` of every ``scan`` in ``fn``'s jaxpr (nested jaxprs included)."""
+    found = []
+
+    def visit(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "scan":
+                found.append(eqn.params["unroll"])
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                visit(sub)
+
+    visit(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_recurrent_core_unrolls_only_on_an_accelerator_when_asked_with_the_same_values(cell, monkeypatch):
+    """``RecurrentCore``'s scan over a sequence runs ``_unroll.RECURRENT_UNROLL`` steps per loop
+    iteration on a GPU or TPU (1, rolled, as shipped) and stays rolled on the CPU whatever it says.
+    Unrolled, the outputs, the final carry and the gradient through time are those of the rolled
+    scan but for float rounding. The backend is faked (the choice reads ``jax.default_backend()``
+    when the module is set up), and the unrolled program runs here, on the CPU."""
+    from lamella.agents import _unroll
+
+    steps, batch = 19, 3  # 19: the last loop iteration of an 8-step unroll is a partial one
+    x = jax.random.normal(jax.random.key(4), (steps, batch, 3))
+    reset = jax.random.bernoulli(jax.random.key(5), 0.2, (steps, batch)).at[0].set(True)
+    assert np.asarray(reset[1:]).any(), "a reset must fall inside the sequence"
+
+    def make_run():
+        # A module instance keeps the scan it first traced with: a fresh one per setting.
+        module = networks.RecurrentCore(cell, hidden_size=5)
+        carry = jax.tree.map(lambda c: c + 0.3, module.initialize_carry(batch))
+
+        def loss(params, x):
+            final, ys = module.apply(params, carry, (x, reset))
+            return jnp.sum(jnp.sin(ys)) + sum(jnp.sum(c**2) for c in jax.tree.leaves(final)), (final, ys)
+
+        def run(params, x):
+            (_, outputs), grads = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(params, x)
+            return outputs, grads
+
+        return module.init(jax.random.key(0), carry, (x, reset)), run
+
+    assert _unroll.RECURRENT_UNROLL == 1  # shipped: rolled until measured on an accelerator
+    monkeypatch.setattr(_unroll, "RECURRENT_UNROLL", 8)
+    params, run = make_run()
+    assert _scan_unrolls(run, params, x) == [1, 1]  # on the CPU: the forward and backward scans
+    rolled = jax.jit(run)(params, x)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    params, run = make_run()
+    assert _scan_unrolls(run, params, x) == [8, 8]
+    unrolled = jax.jit(run)(params, x)
+    for a, b in zip(jax.tree.leaves(unrolled), jax.tree.leaves(rolled), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(_unroll, "RECURRENT_UNROLL", 1)
+    params, run = make_run()
+    assert _scan_unrolls(run, params, x) == [1, 1]
+
+
 def test_recurrent_core_rejects_bad_shapes(core):
     module, params, _ = core
     with pytest.raises(ValueError, match="time, batch"):

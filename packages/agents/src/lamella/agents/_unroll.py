@@ -32,6 +32,21 @@ def loop_unroll(length: int) -> int:
     return max(1, min(ACCELERATOR_UNROLL, int(length)))
 
 
+# Steps per loop iteration of a recurrent core's scan over a sequence (``RecurrentCore``: the BPTT
+# update's 128-step passes, forward and backward) on an accelerator. 1, a rolled loop, until it is
+# measured there: ``benchmarks/marl_ippo_gpu_loops.py --recurrent-unroll 1,8`` times rec_ippo with
+# each value. On the CPU the scan stays rolled whatever this says.
+RECURRENT_UNROLL = 1
+
+
+def recurrent_unroll() -> int:
+    """``lax.scan``'s ``unroll`` for a recurrent core's scan: 1 on the CPU, else ``RECURRENT_UNROLL``
+    (a scan shorter than that is unrolled whole). Decided at trace time, from JAX's default backend."""
+    if jax.default_backend() == "cpu":
+        return 1
+    return max(1, int(RECURRENT_UNROLL))
+
+
 # Whether ``packed_scan`` packs a loop's per-step outputs into one array (a switch for A/B
 # measurements; the shipped programs pack).
 PACK_OUTPUTS = True

@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lamella.agents import _unroll
+
 __all__ = [
     "ACTIVATIONS",
     "MLP",
@@ -297,6 +299,7 @@ class RecurrentCore(nn.Module):
             split_rngs={"params": False},
             in_axes=0,
             out_axes=0,
+            unroll=_unroll.recurrent_unroll(),  # rolled on the CPU (see lamella.agents._unroll)
         )
         self.step = scan(self.cell, self.hidden_size)
 
