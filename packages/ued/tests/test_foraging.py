@@ -226,20 +226,30 @@ def check_screenshots(folder, replay, mutate):
 
 
 def uniform_policy(params):
-    """The same network with its action head zeroed: a uniformly random policy."""
-    return jax.tree_util.tree_map_with_path(
-        lambda path, x: jnp.zeros_like(x) if "'head'" in jax.tree_util.keystr(path) else x, params
-    )
+    """The same network with its action head zeroed: a uniformly random policy (the feed-forward
+    student's head is ``head``, the recurrent one's ``ActionHead_0``)."""
+
+    def is_head(path):
+        name = jax.tree_util.keystr(path)
+        return "'head'" in name or "'ActionHead_0'" in name
+
+    return jax.tree_util.tree_map_with_path(lambda path, x: jnp.zeros_like(x) if is_head(path) else x, params)
+
+
+# A recurrent student: each agent its own GRU memory of 16, the parameters shared.
+RECURRENT = {"recurrent": True, "cell": "gru", "rnn_hidden_size": 16}
 
 
 @pytest.mark.parametrize(
-    ("name", "iterations"),
-    [("dr", 20), ("plr", 30)],
+    ("name", "iterations", "student"),
+    [("dr", 20, {}), ("plr", 30, {}), ("dr", 30, RECURRENT)],
+    ids=["dr", "plr", "dr-recurrent"],
 )
-def test_dr_and_plr_students_beat_a_random_policy_on_foraging(name, iterations):
+def test_dr_and_plr_students_beat_a_random_policy_on_foraging(name, iterations, student):
     config = dataclasses.replace(
-        PRESETS[name][FORAGING_ID], total_timesteps=32 * 50 * iterations, eval_episodes=EVAL_LEVELS
+        PRESETS[name][FORAGING_ID], total_timesteps=32 * 50 * iterations, eval_episodes=EVAL_LEVELS, **student
     )
+    assert config.recurrent == bool(student)
     runner = make_ued_runner(config)
     train = jax.jit(jax.vmap(make_train(runner)), compiler_options=FAST_COMPILE)
     state, metrics = train(jax.random.split(jax.random.key(0), SEEDS))
