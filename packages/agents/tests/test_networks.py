@@ -360,3 +360,33 @@ def test_view_cnn_actor_critic_shapes_parameters_and_refusals():
         PPOConfig(torso="view_cnn").validate()
     with pytest.raises(ValueError, match=r"this observation has shape \(100,\).*use torso='mlp'"):
         make_ppo(config, spaces.Box(0.0, 1.0, (100,)), spaces.Discrete(5))
+
+
+def test_uniform_policy_zeroes_the_action_head_only():
+    """``testing.uniform_policy``: the baseline learning tests beat. Every logit of the zeroed
+    network is 0 (a uniform distribution), the value and the torso are untouched, and a tree
+    without an action head is refused rather than returned as is."""
+    from lamella.agents.actor_critic import FeedForwardActorCriticNet, feedforward_actor_critic
+    from lamella.agents.testing import uniform_policy
+
+    actor_critic = feedforward_actor_critic(FeedForwardActorCriticNet(spaces.Discrete(4), hidden_sizes=(8,)))
+    obs = jax.random.normal(jax.random.key(1), (5, 3))
+    params = actor_critic.init(jax.random.key(0), obs)
+    uniform = uniform_policy(params)
+    reset = jnp.zeros((5,), bool)
+    (_, dist, value), (_, dist_uniform, value_uniform) = (
+        actor_critic.step(p, (), obs, reset) for p in (params, uniform)
+    )
+    np.testing.assert_array_equal(dist_uniform.logits, np.zeros((5, 4)))
+    assert np.abs(np.asarray(dist.logits)).max() > 0
+    np.testing.assert_array_equal(value_uniform, value)
+    zeroed = [
+        jax.tree_util.keystr(path)
+        for (path, a), b in zip(
+            jax.tree_util.tree_leaves_with_path(params), jax.tree.leaves(uniform), strict=True
+        )
+        if not np.array_equal(a, b)
+    ]
+    assert zeroed and all("ActionHead_0" in path or "'head'" in path for path in zeroed), zeroed
+    with pytest.raises(ValueError, match="no parameter under"):
+        uniform_policy({"params": {"torso": {"kernel": jnp.ones((2, 2))}}})

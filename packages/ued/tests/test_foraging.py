@@ -35,6 +35,7 @@ from matplotlib import image as mpimg
 from lamella.agents import make_train, train
 from lamella.agents.config import ConfigError, config_to_dict
 from lamella.agents.driver import compile_options
+from lamella.agents.testing import uniform_policy
 from lamella.envs import spaces
 from lamella.envs.multi_agent.lbf import render as lbf_render
 from lamella.ued.levels import foraging_family, level_family
@@ -223,17 +224,6 @@ def check_screenshots(folder, replay, mutate):
             assert any(int(g) > int(r) + 20 and int(g) > int(b) + 20 for r, g, b in colours), name
         # Distinct levels make distinct pictures (the drawer shows where agents and food are).
         assert len({block.tobytes() for block in blocks}) > 1, name
-
-
-def uniform_policy(params):
-    """The same network with its action head zeroed: a uniformly random policy (the feed-forward
-    student's head is ``head``, the recurrent one's ``ActionHead_0``)."""
-
-    def is_head(path):
-        name = jax.tree_util.keystr(path)
-        return "'head'" in name or "'ActionHead_0'" in name
-
-    return jax.tree_util.tree_map_with_path(lambda path, x: jnp.zeros_like(x) if is_head(path) else x, params)
 
 
 # A recurrent student: each agent its own GRU memory of 16, the parameters shared.

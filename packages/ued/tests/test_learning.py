@@ -38,12 +38,12 @@ import dataclasses
 import functools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from lamella.agents import make_train
 from lamella.agents.driver import compile_options
+from lamella.agents.testing import uniform_policy
 from lamella.ued.paired import make_paired_runner
 from lamella.ued.presets import PRESETS
 from lamella.ued.runners import default_family, make_actor_critic, make_level_evaluator, make_ued_runner
@@ -69,13 +69,6 @@ def evaluate_on_8_wall_levels():
     actor_critic = make_actor_critic(config, family.env.action_space(family.env_params))
     evaluate = make_level_evaluator(config, family, actor_critic)
     return jax.jit(jax.vmap(evaluate, in_axes=(0, None)), compiler_options=FAST_COMPILE)
-
-
-def uniform_policy(params):
-    """The same network with its action logits zeroed: a uniformly random policy."""
-    return jax.tree_util.tree_map_with_path(
-        lambda path, x: jnp.zeros_like(x) if "ActionHead" in jax.tree_util.keystr(path) else x, params
-    )
 
 
 @pytest.mark.parametrize("name", ["dr", "plr"])

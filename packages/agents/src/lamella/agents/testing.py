@@ -47,6 +47,7 @@ __all__ = [
     "make_bandit_runner",
     "max_abs",
     "max_abs_diff",
+    "uniform_policy",
 ]
 
 
@@ -415,3 +416,26 @@ def max_abs_diff(one: Any, other: Any) -> float:
     state trained on one device and on several; integer counters are left out)."""
     pairs = zip(_float_leaves(one), _float_leaves(other), strict=True)
     return max((float(np.max(np.abs(a - b), initial=0.0)) for a, b in pairs), default=0.0)
+
+
+def uniform_policy(params: Any) -> Any:
+    """``params`` with every leaf of the network's action head zeroed (a module named ``head``, or
+    flax's automatic ``ActionHead_<i>``): the same network acting uniformly at random over its
+    discrete actions, the baseline a learning test beats on the same levels or episodes.
+
+    Raises:
+        ValueError: no leaf of ``params`` lies under such a module (the baseline would be the
+            trained policy itself).
+    """
+
+    def is_head(path: Any) -> bool:
+        return any(
+            isinstance(entry, jax.tree_util.DictKey)
+            and (entry.key == "head" or str(entry.key).startswith("ActionHead_"))
+            for entry in path
+        )
+
+    paths = [path for path, _ in jax.tree_util.tree_leaves_with_path(params)]
+    if not any(is_head(path) for path in paths):
+        raise ValueError("uniform_policy: no parameter under a module named 'head' or 'ActionHead_<i>'.")
+    return jax.tree_util.tree_map_with_path(lambda path, x: jnp.zeros_like(x) if is_head(path) else x, params)
