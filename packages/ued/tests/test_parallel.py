@@ -1,6 +1,6 @@
 """Parallel PLR and Parallel ACCEL (minimax's ``use_parallel_eval``): the buffer update of one
-iteration, the levels one runner step consumes and produces, and exact resume through the
-driver, on tiny settings. The learning check is in ``test_learning.py``."""
+iteration, the levels one runner step consumes and produces (on AMaze and on Level-Based
+Foraging), and exact resume through the driver, on tiny settings. The learning check is in ``test_learning.py``."""
 
 import dataclasses
 import json
@@ -13,7 +13,7 @@ import pytest
 from lamella.agents.algorithms import load_algorithm
 from lamella.agents.driver import run_experiment
 from lamella.ued.buffer import make_level_buffer
-from lamella.ued.presets import PRESETS
+from lamella.ued.presets import FORAGING_ID, PRESETS
 from lamella.ued.runners import (
     ACCELConfig,
     ParallelACCELConfig,
@@ -97,22 +97,67 @@ def test_parallel_buffer_update_cold_inserts_both_batches():
     assert int(out.size) == 5
 
 
-@pytest.fixture(scope="module")
-def paccel():
+# Level-Based Foraging: the DR preset's 5x5 levels (2 agents, 1 food, 25-step episodes) on the
+# same tiny budget; its levels' fields are agents' and foods' cells and levels.
+TINY_FORAGING = dict(
+    env_id=FORAGING_ID,
+    max_episode_steps=25,
+    num_envs=4,
+    num_steps=25,
+    num_epochs=1,
+    num_minibatches=1,
+    recurrent=False,
+    torso_size=16,
+    hidden_size=16,
+    eval_levels=("random",),
+    eval_episodes=4,
+)
+
+
+def _maze_edits(parents, child):
+    """Per parent: the cells, goal and agent start that differ from ``child``."""
+    return (
+        (np.asarray(parents.wall_map) != np.asarray(child.wall_map)).sum(axis=(1, 2))
+        + (np.asarray(parents.goal_pos) != np.asarray(child.goal_pos)).any(axis=1)
+        + (np.asarray(parents.agent_pos) != np.asarray(child.agent_pos)).any(axis=1)
+    )
+
+
+def _foraging_edits(parents, child):
+    """Per parent: the agents and foods whose cell or level differs from ``child``'s (an edit moves
+    one of them or changes one level by 1)."""
+    moved = lambda field: (np.asarray(getattr(parents, field)) != np.asarray(getattr(child, field))).any(-1)  # noqa: E731
+    changed = lambda field: np.asarray(getattr(parents, field)) != np.asarray(getattr(child, field))  # noqa: E731
+    return sum(
+        part.sum(axis=1)
+        for part in (
+            moved("agent_positions"),
+            changed("agent_levels"),
+            moved("food_positions") & (np.asarray(child.food_levels) > 0),
+            changed("food_levels"),
+        )
+    )
+
+
+@pytest.fixture(scope="module", params=["maze", "foraging"])
+def paccel(request):
+    settings = TINY if request.param == "maze" else TINY_FORAGING
     config = ParallelACCELConfig(
-        **TINY,
-        total_timesteps=3 * 4 * 24 * 8,
+        **settings,
+        total_timesteps=3 * 4 * settings["num_steps"] * 8,
         buffer_size=64,
         min_fill_ratio=0.1,
         num_edits=NUM_EDITS,
         score="max_mc",
     )
     runner = make_ued_runner(config)
-    return config, runner, jax.jit(runner.init), jax.jit(runner.step)
+    edits = _maze_edits if request.param == "maze" else _foraging_edits
+    return config, runner, jax.jit(runner.init), jax.jit(runner.step), edits
 
 
 def test_one_parallel_accel_step_consumes_and_produces_the_right_levels(paccel):
-    config, runner, init, step = paccel
+    """On AMaze and on Level-Based Foraging (team streams: two agents, one score per level)."""
+    config, runner, init, step, edits = paccel
     n = config.num_envs
     assert runner.steps_per_iteration == 3 * n * config.num_steps
     state = init(jax.random.key(0))
@@ -150,18 +195,15 @@ def test_one_parallel_accel_step_consumes_and_produces_the_right_levels(paccel):
     assert size2 == size1 + len(new_slots[new_slots >= size1]) + len(edit_slots[edit_slots >= size1])
     assert len(new_slots) >= 1 and len(edit_slots) >= 1
     assert (np.asarray(buf2.num_edits)[new_slots[new_slots >= size1]] == 0).all()
-    # Each inserted edit is NUM_EDITS edits (flip a wall, move the goal, move the agent) of a
-    # replayed level.
+    # Each inserted edit is NUM_EDITS edits (AMaze: flip a wall, move the goal, move the agent;
+    # LBF: move an agent or a food, or change a level by 1) of a replayed level.
     fresh_edits = edit_slots[edit_slots >= size1]
+    assert len(fresh_edits) >= 1
     np.testing.assert_array_equal(np.asarray(buf2.num_edits)[fresh_edits], NUM_EDITS)
     parents = jax.tree.map(lambda x: x[replayed], old)
     for slot in fresh_edits:
         child = jax.tree.map(lambda x: np.asarray(x)[slot], buf2.levels)
-        distances = (
-            (np.asarray(parents.wall_map) != np.asarray(child.wall_map)).sum(axis=(1, 2))
-            + (np.asarray(parents.goal_pos) != np.asarray(child.goal_pos)).any(axis=1)
-            + (np.asarray(parents.agent_pos) != np.asarray(child.agent_pos)).any(axis=1)
-        )
+        distances = edits(parents, child)
         assert 1 <= distances.min() <= NUM_EDITS, distances
     # The gradient step used the replayed batch only: a step was taken.
     assert any(
