@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from lamella.agents import distributions, networks
+from lamella.agents.testing import scan_unrolls
 from lamella.envs import spaces
 
 
@@ -98,21 +99,6 @@ def test_recurrent_core_resets_per_batch_entry(core):
     np.testing.assert_allclose(ys[2:, 1], ys_env1_fresh[:, 1], rtol=1e-6, atol=1e-6)
 
 
-def _scan_unrolls(fn, *args):
-    """The ``unroll`` of every ``scan`` in ``fn``'s jaxpr (nested jaxprs included)."""
-    found = []
-
-    def visit(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "scan":
-                found.append(eqn.params["unroll"])
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-                visit(sub)
-
-    visit(jax.make_jaxpr(fn)(*args).jaxpr)
-    return found
-
-
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_recurrent_core_unrolls_only_on_an_accelerator_when_asked_with_the_same_values(cell, monkeypatch):
     """``RecurrentCore``'s scan over a sequence runs ``_unroll.RECURRENT_UNROLL`` steps per loop
@@ -145,17 +131,17 @@ def test_recurrent_core_unrolls_only_on_an_accelerator_when_asked_with_the_same_
     assert _unroll.RECURRENT_UNROLL == 1  # shipped: rolled until measured on an accelerator
     monkeypatch.setattr(_unroll, "RECURRENT_UNROLL", 8)
     params, run = make_run()
-    assert _scan_unrolls(run, params, x) == [1, 1]  # on the CPU: the forward and backward scans
+    assert scan_unrolls(run, params, x) == [1, 1]  # on the CPU: the forward and backward scans
     rolled = jax.jit(run)(params, x)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     params, run = make_run()
-    assert _scan_unrolls(run, params, x) == [8, 8]
+    assert scan_unrolls(run, params, x) == [8, 8]
     unrolled = jax.jit(run)(params, x)
     for a, b in zip(jax.tree.leaves(unrolled), jax.tree.leaves(rolled), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(_unroll, "RECURRENT_UNROLL", 1)
     params, run = make_run()
-    assert _scan_unrolls(run, params, x) == [1, 1]
+    assert scan_unrolls(run, params, x) == [1, 1]
 
 
 def test_recurrent_core_rejects_bad_shapes(core):

@@ -15,6 +15,7 @@ from lamella.agents.actor_critic import (
     recurrent_actor_critic,
 )
 from lamella.agents.rollout import actor_critic_policy, next_memory
+from lamella.agents.testing import scan_unrolls
 from lamella.envs import spaces
 from lamella.envs.testing import assert_same_up_to_rounding
 from lamella.envs.wrappers import EpisodeStatistics
@@ -215,21 +216,6 @@ def test_bad_arguments_raise_early():
         rollout.collect(state, always(0), jax.random.key(1), params)
 
 
-def _scan_unrolls(fn, *args):
-    """The ``unroll`` of every ``scan`` in ``fn``'s jaxpr (nested jaxprs included)."""
-    found = []
-
-    def visit(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "scan":
-                found.append(eqn.params["unroll"])
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-                visit(sub)
-
-    visit(jax.make_jaxpr(fn)(*args).jaxpr)
-    return found
-
-
 def test_on_an_accelerator_the_rollout_and_gae_loops_unroll_with_the_same_values(monkeypatch):
     """On a GPU (or TPU) the rollout's and GAE's scans run ``ACCELERATOR_UNROLL`` steps per loop
     iteration (there each iteration of a compiled loop costs tens of microseconds besides its
@@ -258,7 +244,7 @@ def test_on_an_accelerator_the_rollout_and_gae_loops_unroll_with_the_same_values
             )
             return batch, advantages
 
-        return _scan_unrolls(run, state, key), jax.jit(run)(state, key)
+        return scan_unrolls(run, state, key), jax.jit(run)(state, key)
 
     rolled_unrolls, rolled = collect_and_gae()
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")

@@ -27,6 +27,7 @@ import time
 from typing import Any, NamedTuple
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
@@ -47,6 +48,7 @@ __all__ = [
     "make_bandit_runner",
     "max_abs",
     "max_abs_diff",
+    "scan_unrolls",
     "uniform_policy",
 ]
 
@@ -439,3 +441,19 @@ def uniform_policy(params: Any) -> Any:
     if not any(is_head(path) for path in paths):
         raise ValueError("uniform_policy: no parameter under a module named 'head' or 'ActionHead_<i>'.")
     return jax.tree_util.tree_map_with_path(lambda path, x: jnp.zeros_like(x) if is_head(path) else x, params)
+
+
+def scan_unrolls(fn: Any, *args: Any) -> list[int]:
+    """The ``unroll`` of every ``lax.scan`` in ``fn(*args)``'s jaxpr, nested jaxprs included, in
+    the order they are traced: what a test of a backend-dependent unroll checks."""
+    found: list[int] = []
+
+    def visit(jaxpr: Any) -> None:
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "scan":
+                found.append(int(eqn.params["unroll"]))
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                visit(sub)
+
+    visit(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
