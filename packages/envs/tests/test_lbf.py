@@ -410,6 +410,20 @@ def test_global_state_and_spaces(small):
     assert env.observation_space(params).shape == (3, 3 * 2 + 3 * 3)
 
 
+def test_with_full_sight_the_first_agents_observation_is_the_global_state():
+    """With full sight (no ``-2s-`` in the id) and one food, agent 0's observation is exactly the
+    global state (absolute coordinates; its own slot, agent 0, first): a centralised critic sees
+    nothing more there (lamella-ued's README says so)."""
+    env, params = le.make("Foraging-5x5-2p-1f-v3", autoreset=False)
+    obs, states = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
+        jax.random.split(jax.random.key(0), 64), params
+    )
+    global_state = jax.vmap(env.unwrapped.global_state, in_axes=(0, None))(states, params)
+    assert (np.asarray(states.food_levels) > 0).all()
+    np.testing.assert_array_equal(np.asarray(obs)[:, 0], np.asarray(global_state))
+    assert not np.array_equal(np.asarray(obs)[:, 1], np.asarray(global_state))  # agent 1's slot first
+
+
 @pytest.mark.parametrize(
     "env_id, by_rejection",
     [("Foraging-2s-6x6-4p-3f-coop-v3", False), ("Foraging-2s-15x15-4p-4f-coop-v3", True)],
