@@ -22,8 +22,11 @@ def test_mlp_and_cnn_shapes():
     assert cnn.apply(params, obs).shape == (2, 6, 16)
 
 
+@pytest.mark.parametrize("plain", [False, True])  # a wide layer's x^T g: from a copy of x^T, or plain
 @pytest.mark.parametrize("features", [6, 2])  # kernel gradient from x^T (wide) or from g^T (narrow)
-def test_dense_is_flax_dense_with_the_same_parameters_values_and_gradients(features):
+def test_dense_is_flax_dense_with_the_same_parameters_values_and_gradients(features, plain, monkeypatch):
+    # Each form of the wide layer's kernel gradient (the CPU takes the plain one from jax 0.12 on).
+    monkeypatch.setattr(networks, "plain_wide_kernel_gradient", lambda: plain)
     # (batch, agents, F) input: the leading axes are folded and restored.
     x = jax.random.normal(jax.random.key(1), (4, 3, 5))
     fast, flax_dense = (
@@ -42,6 +45,8 @@ def test_dense_is_flax_dense_with_the_same_parameters_values_and_gradients(featu
 
     grads = jax.grad(loss(fast), argnums=(0, 1))(params, x)
     flax_grads = jax.grad(loss(flax_dense), argnums=(0, 1))(params, x)
+    barriers = str(jax.make_jaxpr(jax.grad(loss(fast)))(params, x)).count("optimization_barrier")
+    assert barriers == (2 if features < 5 else 0 if plain else 1), barriers
     for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(flax_grads), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     if features == 2:
@@ -52,6 +57,18 @@ def test_dense_is_flax_dense_with_the_same_parameters_values_and_gradients(featu
     assert jax.tree.structure(mlp_params) == jax.tree.structure(default_params)
     for a, b in zip(jax.tree.leaves(mlp_params), jax.tree.leaves(default_params), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_plain_kernel_gradient_is_chosen_on_the_cpu_from_jax_0_12(monkeypatch):
+    release = tuple(int(part) for part in jax.__version__.split(".")[:2])
+    assert networks.plain_wide_kernel_gradient() == (release >= (0, 12))  # the tests run on the CPU
+    monkeypatch.setattr(jax, "__version__", "0.12.0.1")
+    assert networks.plain_wide_kernel_gradient()
+    monkeypatch.setattr(jax, "__version__", "0.11.2")
+    assert not networks.plain_wide_kernel_gradient()
+    monkeypatch.setattr(jax, "__version__", "0.12.0.1")
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # measured with the copy there
+    assert not networks.plain_wide_kernel_gradient()
 
 
 def test_unknown_activation_and_cell_raise():

@@ -25,12 +25,14 @@ from lamella.agents import _unroll
 __all__ = [
     "ACTIVATIONS",
     "MLP",
+    "PLAIN_KERNEL_GRADIENT_SINCE",
     "Dense",
     "MinAtarCNN",
     "RecurrentCore",
     "ViewCNN",
     "activation_by_name",
     "orthogonal",
+    "plain_wide_kernel_gradient",
     "zero_carry",
 ]
 
@@ -92,12 +94,14 @@ class Dense(nn.Module):
     * The input's leading axes are folded into one: XLA's CPU backend differentiated a dense
       layer over a 3-D input ``(batch, agents, F)`` with a transposed copy of the output
       gradient (a quarter of IPPO's update time on MPE simple_spread).
-    * The kernel gradient ``x^T g`` is taken from a materialised ``x^T``: XLA's CPU dot runs
-      ``(in, batch) @ (batch, out)`` about 2.5 times faster than the ``(batch, in)^T @
-      (batch, out)`` it picks otherwise (IPPO's update on MPE: about 20% less time). A layer
-      with fewer outputs than inputs (a policy head, a value) transposes the gradient instead,
-      ``(g^T x)^T``: the copy of the narrower operand is the cheaper one (IPPO's update on LBF
-      and MPE: 7 to 10% less time again).
+    * The kernel gradient ``x^T g`` is taken from a materialised ``x^T``: with jax 0.10, XLA's
+      CPU dot runs ``(in, batch) @ (batch, out)`` about 2.5 times faster than the ``(batch,
+      in)^T @ (batch, out)`` it picks otherwise (IPPO's update on MPE: about 20% less time).
+      From jax 0.12 on the CPU the plain product is the faster one, and is used
+      (:func:`plain_wide_kernel_gradient`). A layer with fewer outputs than inputs (a policy
+      head, a value) transposes the gradient instead, ``(g^T x)^T``, with every jax: the copy of
+      the narrower operand is the cheaper one (IPPO's update on LBF and MPE: 7 to 10% less time
+      again).
 
     Reverse-mode derivatives of any order work (a ``jax.custom_vjp``); forward mode
     (``jax.jvp``, ``jax.jacfwd``) does not: use ``flax.linen.Dense`` for that.
@@ -142,9 +146,26 @@ def _dense_backward(residuals: Any, grad: jax.Array) -> tuple[jax.Array, jax.Arr
     if features < inputs:
         # The second barrier keeps XLA from rewriting (g^T x)^T into the slow x^T g.
         kernel_grad = jax.lax.optimization_barrier(jax.lax.optimization_barrier(grad.T) @ x).T
+    elif plain_wide_kernel_gradient():
+        kernel_grad = x.T @ grad
     else:
         kernel_grad = jax.lax.optimization_barrier(x.T) @ grad
     return grad @ kernel.T, kernel_grad, grad.sum(0)
+
+
+# From this jax release on, XLA's CPU backend runs a wide layer's kernel gradient x^T g faster as
+# the plain product than from a materialised x^T: lamella-marl's IPPO 1.28x (LBF) and 1.15x (MPE
+# simple_spread) with jax 0.12.0.1. With 0.11.2 it was 1.20x on LBF but 0.97x on MPE, with 0.10.2
+# 0.81x on LBF, so older releases keep the copy (marl README, "Speed").
+PLAIN_KERNEL_GRADIENT_SINCE = (0, 12)
+
+
+def plain_wide_kernel_gradient() -> bool:
+    """Whether :class:`Dense` takes a wide layer's kernel gradient as the plain ``x^T g`` (on the
+    CPU from jax ``PLAIN_KERNEL_GRADIENT_SINCE``, 0.12, on) rather than from a materialised ``x^T``
+    (older jax, and GPUs and TPUs, where only the latter was measured). Read at trace time."""
+    release = tuple(int(part) for part in jax.__version__.split(".")[:2])
+    return jax.default_backend() == "cpu" and release >= PLAIN_KERNEL_GRADIENT_SINCE
 
 
 _dense.defvjp(_dense_forward, _dense_backward)
