@@ -66,6 +66,8 @@ def test_the_plain_kernel_gradient_is_chosen_on_the_cpu_from_jax_0_12(monkeypatc
     assert networks.plain_wide_kernel_gradient()
     monkeypatch.setattr(jax, "__version__", "0.11.2")
     assert not networks.plain_wide_kernel_gradient()
+    monkeypatch.setattr(jax, "__version__", "0.13.0rc1")  # a pre-release's version still parses
+    assert networks.plain_wide_kernel_gradient()
     monkeypatch.setattr(jax, "__version__", "0.12.0.1")
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # measured with the copy there
     assert not networks.plain_wide_kernel_gradient()

@@ -12,6 +12,7 @@ computes exactly what two separate episodes would.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -164,8 +165,8 @@ def plain_wide_kernel_gradient() -> bool:
     """Whether :class:`Dense` takes a wide layer's kernel gradient as the plain ``x^T g`` (on the
     CPU from jax ``PLAIN_KERNEL_GRADIENT_SINCE``, 0.12, on) rather than from a materialised ``x^T``
     (older jax, and GPUs and TPUs, where only the latter was measured). Read at trace time."""
-    release = tuple(int(part) for part in jax.__version__.split(".")[:2])
-    return jax.default_backend() == "cpu" and release >= PLAIN_KERNEL_GRADIENT_SINCE
+    major, minor = re.match(r"(\d+)\.(\d+)", jax.__version__).groups()  # type: ignore[union-attr]
+    return jax.default_backend() == "cpu" and (int(major), int(minor)) >= PLAIN_KERNEL_GRADIENT_SINCE
 
 
 _dense.defvjp(_dense_forward, _dense_backward)
