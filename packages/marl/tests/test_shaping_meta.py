@@ -44,7 +44,7 @@ import pytest
 import lamella.envs
 from lamella.agents.algorithms import load_algorithm
 from lamella.agents.config import ConfigError
-from lamella.agents.driver import run_experiment
+from lamella.agents.driver import _GIF_STREAM, run_experiment
 from lamella.agents.ppo_update import PPOSettings
 from lamella.agents.protocol import reset_memory_where
 from lamella.envs import spaces
@@ -128,9 +128,11 @@ def test_evaluation_of_the_search_centre(evolved):
 
 
 def test_the_gif_draws_the_last_inner_episode(evolved, framed_joint_actions):
-    """``gif=True`` on the resumed run (``lamella train meta_es --resume RUN --gif``): the last
-    inner episode of an outer episode of the first seed's search centre (the co-players after
-    47 updates), drawn by the IPD's renderer: a shaped co-player, mostly cooperating."""
+    """``gif=True`` on the resumed run (``lamella train meta_es --resume RUN --gif``): the GIF is
+    the runner's ``render_episode`` of the first seed's search centre with the driver's key, and
+    that episode is the last inner episode of an outer episode (the co-players after 47 updates):
+    over other keys its co-player cooperates in most rounds, as the evaluation's
+    ``co_player_cooperation_last`` says, where the first inner episode's starts at P(C) = 0.5."""
     import imageio.v3 as iio
 
     _, second, _ = evolved
@@ -138,9 +140,19 @@ def test_the_gif_draws_the_last_inner_episode(evolved, framed_joint_actions):
     assert frames.shape == (SMALL.num_inner_steps + 1, 140, 128, 3), frames.shape
     joint = framed_joint_actions(frames)
     assert not joint[0].any() and np.all(joint[1:].sum((-1, -2)) == 1)  # one joint action per round
-    # The co-player (column 0: it cooperates) is shaped, as the evaluation's
-    # co_player_cooperation_last > 0.5 says (measured: every round on seed 0).
-    assert joint[1:, :, 0].sum(-1).mean() > 0.5, joint[1:].mean(0)
+
+    render = jax.jit(make_meta_runner(SMALL).render_episode)
+    centre = jax.tree.map(lambda x: x[0], second.state)
+    drawn, length = render(centre, jax.random.fold_in(jax.random.key(0), _GIF_STREAM))
+    assert int(length) == len(frames)
+    np.testing.assert_array_equal(framed_joint_actions(np.asarray(drawn)[: int(length)]), joint)
+
+    # One episode is a single sample (20 rounds of one co-player): 16 more, other keys.
+    others = np.stack(
+        [framed_joint_actions(np.asarray(render(centre, jax.random.key(k))[0])) for k in range(16)]
+    )
+    co_player_cooperation = others[:, 1:, :, 0].sum(-1).mean()  # column 0: the co-player cooperates
+    assert co_player_cooperation > 0.5, others[:, 1:].mean((0, 1))
 
 
 def test_bad_input_is_rejected_with_the_fix():
