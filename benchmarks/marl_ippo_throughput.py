@@ -1,7 +1,7 @@
 """IPPO training throughput: lamella-marl against JaxMARL's IPPO baseline, side by side, same env.
 
     python benchmarks/marl_ippo_throughput.py --jaxmarl-src DIR [--env ID] [--updates 16] [--repeats 5] [--clock wall|process]
-        [--num-envs 16] [--profile DIR] [--lamella-options JSON]
+        [--num-envs 16] [--profile DIR] [--lamella-options JSON] [--kernel-gradient plain|copy]
 
 ``DIR`` is a checkout of FLAIROx/JaxMARL (its ``baselines/IPPO/ippo_ff_mpe.py`` is loaded from
 there, unmodified, and run as JaxMARL runs it). JaxMARL pins nothing lamella cannot share, so both
@@ -34,6 +34,11 @@ Protocol (../shared/BENCHMARKS.md):
 * ``--lamella-options JSON``: a third side, lamella's same program compiled with these XLA
   ``compiler_options`` (e.g. ``'{"xla_cpu_experimental_ynn_fusion_type": ""}'``), timed in the
   same rounds (how the marl README's per-program option figures under jax 0.11 were taken).
+* ``--kernel-gradient plain|copy``: a third side, lamella's same program with a wide dense
+  layer's kernel gradient taken the other way than this jax and back end take it
+  (``lamella.agents.networks.plain_wide_kernel_gradient``: the plain ``x^T g`` or from a
+  materialised ``x^T``; which is faster depends on the jax release and the CPU, so a host can
+  check the choice). The side is traced with the choice forced; the library is not changed.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ import jax
 import jax.numpy as jnp
 from _interleave import time_interleaved
 
+import lamella.agents.networks
 import lamella.envs
 from lamella.agents import make_train
 from lamella.marl import IPPOConfig, make_ippo_runner
@@ -153,11 +159,18 @@ def ippo_config(env_id: str, num_envs: int, updates: int) -> IPPOConfig:
 
 
 def make_sides(
-    jaxmarl_src: Path, env_id: str, num_envs: int, updates: int, lamella_options: dict[str, Any] | None = None
+    jaxmarl_src: Path,
+    env_id: str,
+    num_envs: int,
+    updates: int,
+    lamella_options: dict[str, Any] | None = None,
+    kernel_gradient: str | None = None,
 ) -> dict[str, Any]:
     """``{"lamella": train, "jaxmarl": train}``: each ``train(key)`` a jitted call of ``updates`` PPO
     iterations on ``env_id`` with ``num_envs`` envs, returning a checksum of all its outputs.
-    ``lamella_options``: also ``"lamella*"``, lamella's program compiled with these options."""
+    ``lamella_options``: also ``"lamella*"``, lamella's program compiled with these options.
+    ``kernel_gradient`` (``"plain"`` or ``"copy"``): also ``"lamella+"``, lamella's program traced
+    with that kernel gradient forced."""
     total = updates * num_envs * NUM_STEPS
     config = ippo_config(env_id, num_envs, updates)
 
@@ -167,6 +180,8 @@ def make_sides(
     sides = {"lamella": jax.jit(lamella)}
     if lamella_options:
         sides["lamella*"] = jax.jit(lamella, compiler_options=lamella_options)
+    if kernel_gradient is not None:
+        sides["lamella+"] = jax.jit(forced_kernel_gradient(lamella, kernel_gradient == "plain"))
 
     jaxmarl_ippo = load_jaxmarl_ippo(jaxmarl_src)
     jaxmarl_config = {
@@ -190,6 +205,22 @@ def make_sides(
     jaxmarl_train = jax.jit(lambda key: checksum(jaxmarl_ippo.make_train(dict(jaxmarl_config))(key)))
 
     return {**sides, "jaxmarl": jaxmarl_train}
+
+
+def forced_kernel_gradient(fn: Any, plain: bool) -> Any:
+    """``fn`` with ``lamella.agents.networks.plain_wide_kernel_gradient()`` answering ``plain``
+    while ``fn`` runs: jitted, that is while it is traced, which is when the choice is read."""
+    networks = lamella.agents.networks
+
+    def forced(*args: Any) -> Any:
+        chosen = networks.plain_wide_kernel_gradient
+        networks.plain_wide_kernel_gradient = lambda: plain
+        try:
+            return fn(*args)
+        finally:
+            networks.plain_wide_kernel_gradient = chosen
+
+    return forced
 
 
 def profile_call(fn: Any, key: jax.Array, path: Path) -> None:
@@ -248,10 +279,17 @@ def main() -> None:
         type=json.loads,
         help="JSON dict of XLA compiler options: adds lamella's program compiled with them as a third side",
     )
+    parser.add_argument(
+        "--kernel-gradient",
+        choices=("plain", "copy"),
+        help="adds lamella's program with a wide layer's kernel gradient taken this way as a third side",
+    )
     args = parser.parse_args()
     env_id, num_envs = args.env, args.num_envs
     total = args.updates * num_envs * NUM_STEPS
-    trains = make_sides(args.jaxmarl_src, env_id, num_envs, args.updates, args.lamella_options)
+    trains = make_sides(
+        args.jaxmarl_src, env_id, num_envs, args.updates, args.lamella_options, args.kernel_gradient
+    )
     rate, compile_s, times = time_interleaved(
         {name: (lambda _, key, fn=fn: fn(key), None) for name, fn in trains.items()},
         (jax.random.key(0),),
@@ -273,6 +311,11 @@ def main() -> None:
         print(f"{name:<8} {rate[name]:>12.3g} {compile_s[name]:>15.1f}")
     if args.lamella_options:
         print(f"lamella*: lamella compiled with {args.lamella_options}")
+    if args.kernel_gradient:
+        print(
+            f"lamella+: lamella with the {args.kernel_gradient} kernel gradient (this jax's own choice: "
+            f"{'plain' if lamella.agents.networks.plain_wide_kernel_gradient() else 'copy'})"
+        )
     for name in (n for n in trains if n != "jaxmarl"):
         ratios = [a / b for a, b in zip(times["jaxmarl"], times[name], strict=True)]
         print(
