@@ -35,10 +35,10 @@ Protocol (../shared/BENCHMARKS.md):
   ``compiler_options`` (e.g. ``'{"xla_cpu_experimental_ynn_fusion_type": ""}'``), timed in the
   same rounds (how the marl README's per-program option figures under jax 0.11 were taken).
 * ``--kernel-gradient plain|copy``: a third side, lamella's same program with a wide dense
-  layer's kernel gradient taken the other way than this jax and back end take it
-  (``lamella.agents.networks.plain_wide_kernel_gradient``: the plain ``x^T g`` or from a
-  materialised ``x^T``; which is faster depends on the jax release and the CPU, so a host can
-  check the choice). The side is traced with the choice forced; the library is not changed.
+  layer's kernel gradient forced to the plain ``x^T g`` or to the product from a materialised
+  ``x^T`` (``lamella.agents.networks.plain_wide_kernel_gradient`` picks one by jax release and
+  back end; which is faster also depends on the CPU, so a host can check the pick by forcing the
+  other). The side is traced with the choice forced; the library is not changed.
 """
 
 from __future__ import annotations
