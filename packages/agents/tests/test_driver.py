@@ -377,6 +377,11 @@ def test_compile_options_per_program_and_mode():
         assert fast_chunk["xla_backend_optimization_level"] == 1
     for program in ("init", "evaluate", "chunk"):
         assert driver.compile_options(program, num_seeds=1, mode="optimized") is None
+        # Every program as init, for any seed count: unoptimised (a run of a few iterations).
+        for seeds in (1, 4):
+            unoptimized = driver.compile_options(program, num_seeds=seeds, mode="unoptimized")
+            assert unoptimized == driver.compile_options("init", num_seeds=1)
+            assert (unoptimized is not None) == on_cpu
     with pytest.raises(ValueError, match="program"):
         driver.compile_options("update")
     with pytest.raises(ValueError, match="compile mode"):

@@ -333,6 +333,12 @@ def _variant_values(variants: list[dict[str, int | float]], num_seeds: int) -> d
 # 2-core machine idle, four pairs), XLA's defaults / these options: PPO CartPole-v1 100k steps
 # 1.14x wall, 1.19x CPU (jax 0.11.2), 1.06x, 1.12x (jax 0.12.0.1); SAC Pendulum-v1 8k steps
 # 1.10x, 1.13x and 1.04x, 1.06x; every pair faster with the levels.
+# * compile_mode="unoptimized" compiles every program as init: for runs of a few iterations,
+#   where compile time is all. Measured 2026-12-04 (jax 0.10.2, the idle 2-core Zen 4 host,
+#   pytest -n 0, each side once, "auto" -> "unoptimized"): the many-device test children,
+#   which train a few iterations of each runner at 1 and 4 devices, lamella-marl's off-policy
+#   and shaping child 97.4 -> 64.5 CPU-s, its IPPO child 23.7 -> 20.3, its MFOS child
+#   24.8 -> 16.7, lamella-ued's 64.4 -> 43.9; every test passing.
 _RUN_ONCE_CPU = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 _COMPILE_FAST_CPU = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 
@@ -348,7 +354,7 @@ def _cpu_option_supported(name: str, value: Any) -> bool:
     return True
 
 
-COMPILE_MODES = ("auto", "fast", "optimized")
+COMPILE_MODES = ("auto", "fast", "optimized", "unoptimized")
 
 
 def compile_options(program: str, num_seeds: int = 1, mode: str = "auto") -> dict[str, Any] | None:
@@ -359,7 +365,9 @@ def compile_options(program: str, num_seeds: int = 1, mode: str = "auto") -> dic
         num_seeds: seeds vmapped in one program.
         mode: ``"auto"`` (the measured choices above: the training chunk compiles fast for one
             seed), ``"fast"`` (every program compiles fast, for short runs), ``"optimized"``
-            (XLA's defaults everywhere, for long runs of one seed).
+            (XLA's defaults everywhere, for long runs of one seed), ``"unoptimized"`` (every
+            program without LLVM's optimisations: the fastest compiles and the slowest
+            programs, for runs of a few iterations: a smoke run of a config, a test).
 
     Only the CPU back end gets options (see the measurements above); they change
     floating-point results in the last bits (as any change of compiler does), the same
@@ -371,7 +379,10 @@ def compile_options(program: str, num_seeds: int = 1, mode: str = "auto") -> dic
         raise ValueError(f"compile mode must be one of {COMPILE_MODES}, got {mode!r}.")
     if jax.default_backend() != "cpu" or mode == "optimized":
         return None
-    if program == "chunk":
+    options: dict[str, Any] | None
+    if mode == "unoptimized":
+        options = _RUN_ONCE_CPU
+    elif program == "chunk":
         options = _COMPILE_FAST_CPU if (num_seeds == 1 or mode == "fast") else None
     else:
         options = _RUN_ONCE_CPU if program == "init" else _COMPILE_FAST_CPU
@@ -1489,9 +1500,9 @@ def run_experiment(
         max_chunks: stop after this many chunks in this call (a job with a time limit);
             the run continues later with ``resume=True``.
         extra_metadata: JSON-compatible data added to ``config.json`` (for example the preset).
-        compile_mode: ``"auto"`` (default), ``"fast"`` or ``"optimized"``: which XLA options
-            the programs compile with (:func:`compile_options`). A resumed run uses the stored
-            mode.
+        compile_mode: ``"auto"`` (default), ``"fast"``, ``"optimized"`` or
+            ``"unoptimized"``: which XLA options the programs compile with
+            (:func:`compile_options`). A resumed run uses the stored mode.
         record_vault: record every env step the runner collects to flashbax Vaults, one per
             seed, in this folder (``True``: ``<out_dir>/vault``); needs a runner with
             ``Runner.record_step`` (PPO, the off-policy loop, IPPO, MAPPO, ...) and no ``variants``. A resumed run goes on
