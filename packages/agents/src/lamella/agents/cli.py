@@ -125,8 +125,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "fast", "optimized", "unoptimized"),
         default=None,
         help="XLA options on CPU: auto (fast compile for one seed), fast (short runs), optimized "
-        "(long runs of one seed), unoptimized (a few iterations: fastest compiles, slowest "
-        "programs); default auto, or the resumed run's",
+        "(long runs of one seed), unoptimized (a few iterations of one seed: fastest compiles, "
+        "slowest programs); default auto, or the resumed run's",
     )
     parser.add_argument(
         "--devices",
