@@ -333,7 +333,7 @@ def _variant_values(variants: list[dict[str, int | float]], num_seeds: int) -> d
 # 2-core machine idle, four pairs), XLA's defaults / these options: PPO CartPole-v1 100k steps
 # 1.14x wall, 1.19x CPU (jax 0.11.2), 1.06x, 1.12x (jax 0.12.0.1); SAC Pendulum-v1 8k steps
 # 1.10x, 1.13x and 1.04x, 1.06x; every pair faster with the levels.
-# * compile_mode="unoptimized" compiles every program as init: for runs of a few iterations,
+# * compile_mode="unoptimized" compiles one seed's programs as init: for runs of a few iterations,
 #   where compile time is all. Measured 2026-12-04 (jax 0.10.2, the idle 2-core Zen 4 host,
 #   pytest -n 0, each side once, "auto" -> "unoptimized"): the many-device test children,
 #   which train a few iterations of each runner at 1 and 4 devices, lamella-marl's off-policy
