@@ -122,11 +122,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--compile",
-        choices=("auto", "fast", "optimized", "unoptimized"),
+        choices=("auto", "fast", "optimized"),
         default=None,
         help="XLA options on CPU: auto (fast compile for one seed), fast (short runs), optimized "
-        "(long runs of one seed), unoptimized (a few iterations of one seed: fastest compiles, "
-        "slowest programs); default auto, or the resumed run's",
+        "(long runs of one seed); default auto, or the resumed run's",
     )
     parser.add_argument(
         "--devices",

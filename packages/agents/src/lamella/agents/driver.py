@@ -333,16 +333,12 @@ def _variant_values(variants: list[dict[str, int | float]], num_seeds: int) -> d
 # 2-core machine idle, four pairs), XLA's defaults / these options: PPO CartPole-v1 100k steps
 # 1.14x wall, 1.19x CPU (jax 0.11.2), 1.06x, 1.12x (jax 0.12.0.1); SAC Pendulum-v1 8k steps
 # 1.10x, 1.13x and 1.04x, 1.06x; every pair faster with the levels.
-# * compile_mode="unoptimized" compiles one seed's programs as init: for runs of a few iterations,
-#   where compile time is all. Measured 2026-12-04 (jax 0.10.2, the idle 2-core Zen 4 host,
-#   pytest -n 0, each side once, "auto" -> "unoptimized"): the many-device test children,
-#   which train a few iterations of each runner at 1 and 4 devices, lamella-marl's off-policy
-#   and shaping child 97.4 -> 64.5 CPU-s, its IPPO child 23.7 -> 20.3, its MFOS child
-#   24.8 -> 16.7, lamella-ued's 64.4 -> 43.9; every test passing. One seed only: vmapped over
-#   several seeds, jax 0.10.2's XLA at level 0 computed NaN losses for SAC from the first update
-#   on (`lamella train sac --env Pendulum-v1 --seeds 4`, 400 steps; every loss finite with one
-#   seed, with "fast" and under jax 0.12.0.1), so several seeds' chunk and evaluation compile as
-#   in "fast".
+# * Only init compiles at optimisation level 0. A training program at level 0 is not safe: XLA's
+#   CPU code at level 0 computed NaN gradients for SAC on Pendulum-v1 from its second update,
+#   one seed or four (the same optimised HLO and the same inputs give finite values at level 1;
+#   jax 0.10.2 and 0.12.0.1; benchmarks/xla_cpu_level0_sac.py reproduces it). Every built-in
+#   single-agent runner's init at level 0 was checked against XLA's defaults: finite where they
+#   are, within 2e-6 (2026-12-05; the reproducer's --check-init).
 _RUN_ONCE_CPU = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 _COMPILE_FAST_CPU = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 
@@ -358,7 +354,7 @@ def _cpu_option_supported(name: str, value: Any) -> bool:
     return True
 
 
-COMPILE_MODES = ("auto", "fast", "optimized", "unoptimized")
+COMPILE_MODES = ("auto", "fast", "optimized")
 
 
 def compile_options(program: str, num_seeds: int = 1, mode: str = "auto") -> dict[str, Any] | None:
@@ -369,10 +365,7 @@ def compile_options(program: str, num_seeds: int = 1, mode: str = "auto") -> dic
         num_seeds: seeds vmapped in one program.
         mode: ``"auto"`` (the measured choices above: the training chunk compiles fast for one
             seed), ``"fast"`` (every program compiles fast, for short runs), ``"optimized"``
-            (XLA's defaults everywhere, for long runs of one seed), ``"unoptimized"`` (one
-            seed's programs without LLVM's optimisations: the fastest compiles and the slowest
-            programs, for runs of a few iterations: a smoke run of a config, a test; several
-            seeds compile as in ``"fast"``).
+            (XLA's defaults everywhere, for long runs of one seed).
 
     Only the CPU back end gets options (see the measurements above); they change
     floating-point results in the last bits (as any change of compiler does), the same
@@ -385,11 +378,7 @@ def compile_options(program: str, num_seeds: int = 1, mode: str = "auto") -> dic
     if jax.default_backend() != "cpu" or mode == "optimized":
         return None
     options: dict[str, Any] | None
-    if mode == "unoptimized" and (num_seeds == 1 or program == "init"):
-        options = _RUN_ONCE_CPU
-    elif mode == "unoptimized":  # several seeds (vmapped): as "fast" (see above)
-        options = _COMPILE_FAST_CPU
-    elif program == "chunk":
+    if program == "chunk":
         options = _COMPILE_FAST_CPU if (num_seeds == 1 or mode == "fast") else None
     else:
         options = _RUN_ONCE_CPU if program == "init" else _COMPILE_FAST_CPU
@@ -1507,8 +1496,8 @@ def run_experiment(
         max_chunks: stop after this many chunks in this call (a job with a time limit);
             the run continues later with ``resume=True``.
         extra_metadata: JSON-compatible data added to ``config.json`` (for example the preset).
-        compile_mode: ``"auto"`` (default), ``"fast"``, ``"optimized"`` or
-            ``"unoptimized"``: which XLA options the programs compile with
+        compile_mode: ``"auto"`` (default), ``"fast"`` or ``"optimized"``: which XLA
+            options the programs compile with
             (:func:`compile_options`). A resumed run uses the stored mode.
         record_vault: record every env step the runner collects to flashbax Vaults, one per
             seed, in this folder (``True``: ``<out_dir>/vault``); needs a runner with

@@ -74,10 +74,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--chunk-iterations", type=int, metavar="N", help="iterations between evaluations")
     parser.add_argument(
-        "--compile",
-        choices=("auto", "fast", "optimized", "unoptimized"),
-        default=None,
-        help="XLA options (as for train)",
+        "--compile", choices=("auto", "fast", "optimized"), default=None, help="XLA options (as for train)"
     )
     parser.add_argument(
         "--devices",

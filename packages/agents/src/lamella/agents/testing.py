@@ -355,11 +355,7 @@ def flat_run_log(path: str | os.PathLike[str]) -> dict[str, list[float]]:
 
 def device_trainer(out_dir: str, chunk_iterations: int = 2) -> Any:
     """``train(config, num_devices, name)``: one quiet seed of ``config`` through the driver on
-    ``num_devices`` devices, in ``out_dir/name`` (what every many-device test child compares).
-
-    Compiled with ``compile_mode="unoptimized"``: a child trains a few iterations of each runner,
-    so compile time is nearly all its time, and the devices' split is the same program either way
-    (see :func:`lamella.agents.driver.compile_options`)."""
+    ``num_devices`` devices, in ``out_dir/name`` (what every many-device test child compares)."""
     from lamella.agents import driver
 
     def train(config: Any, num_devices: int, name: str) -> Any:
@@ -371,7 +367,6 @@ def device_trainer(out_dir: str, chunk_iterations: int = 2) -> Any:
             num_devices=num_devices,
             progress=False,
             plot=False,
-            compile_mode="unoptimized",
         )
 
     return train
