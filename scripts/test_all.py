@@ -82,14 +82,24 @@ TEST_XLA_LEVEL = "LAMELLA_TEST_XLA_LEVEL"  # the level this script set; read by 
 # that way ("Expected 4 threads to join the rendezvous, but only 3 of them arrived on time"):
 # late is not wrong here, so the tests wait up to 10 minutes. Optional, as the flags above.
 _COLLECTIVE_TIMEOUT = "--xla_cpu_collective_call_terminate_timeout_seconds=600"
-STEP_XLA_FLAGS = {name: _OLD_EMITTERS for name in ("envs", "marl", "ued", "gcrl", "integration")}
+# The steps that get the older emitters also compile each program's LLVM module in one piece
+# (XLA splits it into parts compiled on parallel threads by default): less CPU time in all, and
+# both cores are busy with other processes anyway. Measured 2026-12-05 (jax 0.10.2, 2-core Intel
+# Xeon, each pair run at once, one pinned to each core, then swapped): lamella-envs' whole test
+# folder in one process 504.0 -> 448.9 CPU-s of tests; lamella-ued's test_runners.py,
+# test_paired.py and test_parallel.py 82.4 -> 75.8 and 80.0 -> 76.6. The split changes how
+# LLVM contracts multiplies and adds, so float results may differ in the last bit, as with the
+# emitters (one check_env comparison now allows 2 ulps; lamella.envs.testing, _assert_kept).
+_ONE_CODEGEN_SPLIT = "--xla_cpu_parallel_codegen_split_count=1"
+_COMPILE_LESS = f"{_OLD_EMITTERS} {_ONE_CODEGEN_SPLIT}"
+STEP_XLA_FLAGS = {name: _COMPILE_LESS for name in ("envs", "marl", "ued", "gcrl", "integration")}
 # Steps whose tests marked ``slow`` (learning tests that train for minutes) keep XLA's default
 # flags while the step's other tests get these flags: the step runs pytest twice, the marked
 # tests first. lamella-agents' learning tests are training-heavy (above), its other tests mostly
 # compile: the test files of the driver, protocol, off-policy agents and PPO without their
 # `slow` tests, run in one process with and without the flag, 2026-11-30 (jax 0.10.2, 2-core
 # x86 shared with other jobs, load 9-14): 309.5 -> 173.2 CPU-s, every test passing.
-SLOW_APART_XLA_FLAGS = {"agents": _OLD_EMITTERS}
+SLOW_APART_XLA_FLAGS = {"agents": _COMPILE_LESS}
 
 # A skipped test is a failed check unless it is listed here: (test file, reason pattern) -> why the
 # skip is legitimate. A missing reference package is never a reason: declare it in pyproject.toml.

@@ -123,6 +123,18 @@ def _wrong_action(space: spaces.Space, action: Any, kind: str) -> Any:
     return action > 0  # a bool for a real-valued space
 
 
+def _assert_kept(new: np.ndarray, old: np.ndarray) -> None:
+    """``new`` is ``old`` kept (where ``reset_done`` did not reset): equal, or for floats at most
+    2 ulps apart. XLA may compute a value twice in one program, in two fusions whose roundings
+    differ (GMazeGoalDubins-v0 under AutoReset with
+    ``XLA_FLAGS=--xla_cpu_parallel_codegen_split_count=1``, jax 0.10.2: one entry one float32
+    ulp apart, the optimisation barrier above notwithstanding); a fresh reset differs by far more."""
+    if np.issubdtype(new.dtype, np.floating):
+        np.testing.assert_array_max_ulp(new, old, maxulp=2)
+    else:
+        np.testing.assert_array_equal(new, old)
+
+
 def _check_input_errors(
     env: Environment[Any, Any],
     params: Any,
@@ -262,8 +274,9 @@ def check_env(
         batch_out = jax.vmap(lambda k, s, a: env.step(k, s, a, params))(step_keys, batch_state, actions)
         # reset_done gets the step's outputs as computed once: without the barrier XLA may
         # compute the step's observation a second time inside reset_done's select, in another
-        # fusion whose float rounding can differ by an ulp (GMazeGoalDubins on jax 0.11.2), and
-        # "kept where not done" could not be checked exactly.
+        # fusion whose float rounding can differ by an ulp (GMazeGoalDubins on jax 0.11.2). The
+        # program's own output of the step may still be such a second computation (see
+        # _assert_kept).
         stepped_state, stepped_obs = jax.lax.optimization_barrier((batch_out[1], batch_out[0]))
         new_obs, _ = jax.vmap(lambda k, d, s, o: env.reset_done(k, d, s, o, params))(
             reset_keys_both[num_envs:], done, stepped_state, stepped_obs
@@ -295,7 +308,7 @@ def check_env(
         jax.tree.leaves(new_obs), jax.tree.leaves(fresh_obs), jax.tree.leaves(batch_out[0])
     ):
         np.testing.assert_array_equal(np.asarray(new)[::2], np.asarray(fresh)[::2])
-        np.testing.assert_array_equal(np.asarray(new)[1::2], np.asarray(old)[1::2])
+        _assert_kept(np.asarray(new)[1::2], np.asarray(old)[1::2])
 
     _check_input_errors(env, params, k_reset, state, act_space, sample(k_reset), num_envs)
 
