@@ -123,6 +123,8 @@ def test_unshared_dqn_keeps_one_network_per_agent_and_honours_masks():
         (make_idqn_runner, IDQNConfig(env_id="MPE-simple_spread-v3", env_kwargs=("continuous_actions=true",)),
          ["discrete actions", "isac"]),
         (make_isac_runner, ISACConfig(env_id=LBF, env_kwargs=()), ["continuous actions", "idqn"]),
+        # ISAC's default env_kwargs (MPE's continuous_actions=true) on an env without that switch.
+        (make_isac_runner, ISACConfig(env_id=LBF), ["continuous actions", "discrete", "no continuous_actions switch", "idqn"]),
         (make_idqn_runner, IDQNConfig(n_step=3), ["n_step=1"]),
         (make_idqn_runner, IDQNConfig(num_envs=0), ["num_envs"]),
         (make_isac_runner, ISACConfig(env_id="IteratedPrisonersDilemma-v0", team_reward=True, env_kwargs=()),

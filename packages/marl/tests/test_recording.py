@@ -177,6 +177,14 @@ def _cli(capsys, argv):
         (["train", "ippo", "--env", "Nope-v0"], ["Unknown environment id 'Nope-v0'"]),
         (["train", "ippo", "--env", "MPE-simple_tag-v3"], ["team_reward=false", "MPE-simple_tag-v3"]),
         (["train", "mappo", "--env", "MPE-simple_adversary-v3"], ["team_reward=false"]),
+        (
+            ["train", "isac", "--env", "Foraging-8x8-2p-2f-coop-v3"],
+            ["isac needs continuous actions", "no continuous_actions switch", "idqn"],
+        ),
+        (
+            ["train", "idqn", "--env", "MPE-simple_spread-v3", "env_kwargs=continuous_actions=true"],
+            ["idqn needs discrete actions", "isac"],
+        ),
     ],
 )
 def test_command_line_bad_input_is_one_line_and_status_2(capsys, tmp_path, argv, words):

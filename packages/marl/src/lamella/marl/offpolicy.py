@@ -291,7 +291,12 @@ def _multi_agent_env(
     """The bare multi-agent env of ``config`` (or the one given), checked for the algorithm."""
     algorithm = config.algorithm
     with jax.ensure_compile_time_eval():
-        env, env_params, env_id = bare_multi_agent_env(config, env, env_params)
+        try:
+            env, env_params, env_id = bare_multi_agent_env(config, env, env_params)
+        except ConfigError:
+            if continuous and env is None and _SWITCH in config.env_kwargs:
+                _refuses_the_switch(config, env_params)
+            raise
         check_multi_agent_env(env, env_params, algorithm, env_id=env_id, team_reward=config.team_reward)
         name = env_id or env.name
         is_box = isinstance(env.action_space(env_params), spaces.Box)
@@ -305,6 +310,27 @@ def _multi_agent_env(
             f"{algorithm} needs discrete actions; {name}'s are continuous (a Box). Use isac for continuous actions."
         )
     return env, env_params
+
+
+_SWITCH = "continuous_actions=true"  # ISACConfig's default env_kwargs: MPE's continuous actions
+
+
+def _refuses_the_switch(config: Any, env_params: Any) -> None:
+    """Raise what the user must fix when ``config.env_id`` refused ISAC's default
+    ``continuous_actions=true`` and its actions are discrete (nothing when it takes the rest
+    and has continuous actions: the caller then raises the refusal itself)."""
+    rest = tuple(item for item in config.env_kwargs if item != _SWITCH)
+    try:
+        env, params, _ = bare_multi_agent_env(dataclasses.replace(config, env_kwargs=rest), None, env_params)
+    except ConfigError:
+        return
+    if not isinstance(env.action_space(params), spaces.Box):
+        raise ConfigError(
+            f"{config.algorithm} needs continuous actions (a Box (num_agents, D)); {config.env_id}'s are "
+            f"discrete, and it has no continuous_actions switch (env_kwargs={_SWITCH}, {config.algorithm}'s "
+            "default, is for MPE). Use idqn, or an env with continuous actions (MPE, for example "
+            "MPE-simple_spread-v3)."
+        ) from None
 
 
 def _check_loop(config: Any) -> None:
