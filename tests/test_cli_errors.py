@@ -105,6 +105,22 @@ CASES = {
         ["train", "shaping", "--env", "CoinGame-v0", "agents=ppo,tit_for_tat"],
         ["one-hot over 5 states", "Use a learning agent"],
     ),
+    "train: a single-agent algorithm on a multi-agent env": (
+        ["train", "ppo", "--env", "MPE-simple_spread-v3"],
+        ["ppo trains single-agent envs", "3 agents", "lamella train ippo --env MPE-simple_spread-v3"],
+    ),
+    "train: an off-policy learner on a multi-agent env": (
+        ["train", "dqn", "--env", "Foraging-8x8-2p-2f-coop-v3"],
+        ["dqn trains single-agent envs", "idqn"],
+    ),
+    "train isac: discrete actions": (
+        ["train", "isac", "--env", "Foraging-8x8-2p-2f-coop-v3"],
+        ["isac needs continuous actions", "no continuous_actions switch", "idqn"],
+    ),
+    "train dr: an env without levels": (
+        ["train", "dr", "--env", "CartPole-v1"],
+        ["no level family for CartPole", "AMaze-13x13-v0", "Foraging-8x8-2p-2f-coop-v3"],
+    ),
     "train --resume: nothing there": (["train", "ppo", "--resume", "{work}/missing"], ["Nothing to resume"]),
     "train --resume: damaged checkpoint": (
         ["train", "ppo", "--resume", "{work}/damaged"],

@@ -123,3 +123,11 @@ def test_es_solves_cartpole_for_three_seeds():
 def test_es_budget_too_small_raises():
     with pytest.raises(ValueError, match="less than one generation"):
         make_es_runner(dataclasses.replace(ESConfig(), total_timesteps=100))
+
+
+def test_es_refuses_a_multi_agent_env_naming_lamella_marl():
+    with pytest.raises(
+        ValueError,
+        match=r"es trains single-agent envs; Foraging-8x8-2p-2f-coop-v3 has 2 agents\. Train it with ippo or mappo",
+    ):
+        make_es_runner(dataclasses.replace(ESConfig(), env_id="Foraging-8x8-2p-2f-coop-v3"))

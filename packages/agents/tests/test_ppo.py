@@ -38,6 +38,10 @@ def train_and_evaluate(config: PPOConfig, num_seeds: int, seed: int = 0):
         ({"torso": "resnet"}, "torso"),
         ({"recurrent": True, "num_envs": 6, "num_minibatches": 4}, "num_envs"),
         ({"activation": "swoosh"}, "activation"),
+        (
+            {"env_id": "MPE-simple_spread-v3"},
+            "ppo trains single-agent envs; MPE-simple_spread-v3 has 3 agents",
+        ),
     ],
 )
 def test_bad_config_raises_at_construction(change, message):

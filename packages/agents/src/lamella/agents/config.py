@@ -28,6 +28,7 @@ __all__ = [
     "algorithm_spec",
     "algorithm_table",
     "apply_overrides",
+    "check_single_agent",
     "config_defaults",
     "config_diff",
     "config_from_dict",
@@ -53,6 +54,20 @@ _FALSE = {"false", "0", "no", "off"}
 
 class ConfigError(UserError, ValueError):
     """A configuration mistake found before anything compiled (unknown key, wrong type, ...)."""
+
+
+def check_single_agent(env: Any, algorithm: str, env_id: str | None, instead: str) -> None:
+    """Refuse a multi-agent env (``env.num_agents > 1``) for the single-agent ``algorithm``, naming
+    the multi-agent algorithms to use ``instead`` (for example ``"ippo or mappo"``): without this
+    its first step fails on the agent axis of the actions, far from the cause."""
+    num_agents = int(getattr(env, "num_agents", 1))
+    if num_agents > 1:
+        name = env_id or getattr(env, "name", type(env).__name__)
+        raise ConfigError(
+            f"{algorithm} trains single-agent envs; {name} has {num_agents} agents. Train it with {instead} "
+            f"(lamella-marl: lamella train {instead.split()[0]} --env {name}), or pick a single-agent env "
+            f"such as {DEFAULT_ENV_ID}."
+        )
 
 
 def is_swept(value: Any) -> bool:

@@ -29,6 +29,7 @@ import optax
 from flax import struct
 
 import lamella.envs
+from lamella.agents.config import check_single_agent
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
@@ -331,6 +332,7 @@ def _es_runner(config: ESConfig, devices: DeviceAxis) -> Runner:
     devices.local(config.population_size, "population_size")
     with jax.ensure_compile_time_eval():
         env, env_params = lamella.envs.make(config.env_id)
+        check_single_agent(env, "es", config.env_id, "ippo or mappo")
         observation_space, action_space = env.observation_space(env_params), env.action_space(env_params)
     agent, member_agent, strategy, es_params = make_es(config, observation_space, action_space)
     episode_steps = step_limit(config.max_episode_steps, env_params)

@@ -51,7 +51,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_single_agent
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
@@ -402,6 +402,7 @@ def _ppo_runner(
             env_params = made_params if env_params is None else env_params
         elif env_params is None:
             env_params = env.default_params
+        check_single_agent(env, "ppo", config.env_id if given_env is None else None, "ippo or mappo")
         observation_space, action_space = env.observation_space(env_params), env.action_space(env_params)
     eval_env = env
     train_env: Any = wrappers.EpisodeStatistics(env)

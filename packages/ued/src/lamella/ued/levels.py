@@ -189,8 +189,9 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
         return foraging_family(bare, env_params)
     raise TypeError(
         f"lamella.ued has no level family for {bare.name}; level-based envs with one: AMaze "
-        "(lamella.envs.maze) and Level-Based Foraging (lamella.envs.multi_agent.lbf). Build a "
-        "LevelFamily for your env and pass it to the runner."
+        "(lamella.envs.maze: AMaze-13x13-v0, AMaze-15x15-v0) and Level-Based Foraging "
+        "(lamella.envs.multi_agent.lbf: Foraging-8x8-2p-2f-coop-v3 and the other Foraging ids). "
+        "Train on one of those, or build a LevelFamily for your env and pass it to the runner."
     )
 
 

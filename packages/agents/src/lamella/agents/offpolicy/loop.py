@@ -46,7 +46,7 @@ import jax.numpy as jnp
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError, is_swept
+from lamella.agents.config import ConfigError, check_single_agent, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.offpolicy.common import Batch
 from lamella.agents.offpolicy.configs import AGENTS, LoopConfig, agent_config
@@ -205,6 +205,10 @@ def resolve_goal_setter(
     return load_goal_setter(name)(config, env, env_params)
 
 
+# lamella-marl's learners for a multi-agent env, by the single-agent learner a user asked for.
+_MULTI_AGENT = {"dqn": "idqn or rec_iql", "sac": "isac", "td3": "isac", "ddpg": "isac", "tqc": "isac"}
+
+
 def make_offpolicy_runner(
     config: LoopConfig,
     goal_setter: GoalSetter | None = None,
@@ -299,6 +303,10 @@ def _offpolicy_runner(
     else:
         eval_env = env
         env_params = env.default_params if env_params is None else env_params
+    if make_agent is None:  # lamella-agents' own learners; lamella-marl's pass make_agent
+        check_single_agent(
+            env, name, config.env_id if given_env is None else None, _MULTI_AGENT.get(name, "idqn")
+        )
     num_agents = int(getattr(env, "num_agents", 1))
     multi_agent = num_agents > 1
     # Rewards and returns carry the agent axis on a multi-agent env.
