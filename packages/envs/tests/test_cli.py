@@ -9,7 +9,9 @@ from lamella.envs import cli
 
 
 def test_animate_writes_one_gif_per_env(tmp_path):
-    cli.main(["animate", "CartPole-v1", "Catch-bsuite", "--out-dir", str(tmp_path)])
+    # The ids as arguments, or after --envs as `lamella demo` takes them.
+    cli.main(["animate", "CartPole-v1", "--envs", "Catch-bsuite", "--out-dir", str(tmp_path)])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["CartPole-v1.gif", "Catch-bsuite.gif"]
     for env_id in ("CartPole-v1", "Catch-bsuite"):
         frames = iio.imread(tmp_path / f"{env_id}.gif")
         assert frames.ndim == 4 and frames.shape[0] >= 2 and frames.shape[-1] in (3, 4)

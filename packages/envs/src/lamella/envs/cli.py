@@ -211,6 +211,8 @@ def _register_animate(subparsers: Any) -> None:
     parser.add_argument(
         "env_ids", nargs="*", help="registered ids (default: the first id of every env family)"
     )
+    # `lamella demo` and `lamella eval checkpoints` take their ids after --envs: so does this.
+    parser.add_argument("--envs", nargs="+", default=[], metavar="ID", help="the same as the ids above")
     parser.add_argument("--all", action="store_true", help="every registered env")
     parser.add_argument("--out-dir", default="runs/gifs")
     parser.add_argument("--seed", type=int, default=0)
@@ -218,7 +220,8 @@ def _register_animate(subparsers: Any) -> None:
     def run(args: Any) -> None:
         import lamella.envs as le
 
-        animate_envs(le.registered(variants=False) if args.all else args.env_ids, args.out_dir, args.seed)
+        env_ids = le.registered(variants=False) if args.all else [*args.env_ids, *args.envs]
+        animate_envs(env_ids, args.out_dir, args.seed)
 
     parser.set_defaults(func=run)
 
