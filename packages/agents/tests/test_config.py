@@ -21,6 +21,7 @@ from lamella.agents.config import (
     resolve_config,
     unregister_algorithm,
 )
+from lamella.agents.ppo import PPOConfig
 from lamella.agents.testing import BanditConfig, make_bandit_runner
 
 
@@ -129,6 +130,14 @@ def test_unknown_key_lists_every_valid_key_and_suggests():
     for field in dataclasses.fields(BanditConfig):
         assert field.name in message
     assert "param_shape: tuple[int, ...]" in message
+
+
+def test_an_abbreviated_key_is_matched_to_its_field():
+    with pytest.raises(ConfigError) as info:
+        apply_overrides(PPOConfig(), ["lr=0.1", "ent=0.01"])
+    message = str(info.value)
+    assert "'lr' (did you mean 'learning_rate'?)" in message, message
+    assert "'ent' (did you mean 'ent_coef'?)" in message, message
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ Every algorithm has one frozen config dataclass whose fields have plain types (`
 ``float``, ``bool``, ``str``, ``tuple[int, ...]``, ``tuple[float, ...]``, ``tuple[str, ...]``,
 optionally ``| None``). This module turns command-line text into such a config::
 
-    config = resolve_config("ppo", env_id="CartPole-v1", overrides=["num_envs=8", "lr=3e-4"])
+    config = resolve_config("ppo", env_id="CartPole-v1", overrides=["num_envs=8", "learning_rate=3e-4"])
 
 An unknown key raises :class:`ConfigError` listing the valid keys; a value of the wrong type
 raises :class:`ConfigError` naming the key, the expected type and the value. Nothing here
@@ -346,10 +346,20 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
     return parsed
 
 
+def _abbreviated(key: str, names: Iterable[str]) -> list[str]:
+    """The field names ``key`` abbreviates: their words' initials (``lr``: ``learning_rate``) or
+    their first word (``ent``: ``ent_coef``), as other libraries spell these settings."""
+    return [
+        name
+        for name in names
+        if "_" in name and (key == "".join(word[:1] for word in name.split("_")) or name.startswith(key + "_"))
+    ]
+
+
 def _unknown_key_error(unknown: list[str], types_: Mapping[str, Any], config_cls: type) -> ConfigError:
     hints = []
     for key in unknown:
-        close = difflib.get_close_matches(key, types_, n=3, cutoff=0.6)
+        close = difflib.get_close_matches(key, types_, n=3, cutoff=0.6) or _abbreviated(key, types_)
         if close:
             hints.append(f"{key!r} (did you mean {', '.join(map(repr, close))}?)")
         else:

@@ -84,7 +84,7 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
-    """``["lr=1e-4,3e-4", "clip=0.1"]`` -> ``{"lr": ["1e-4", "3e-4"], "clip": ["0.1"]}``.
+    """``["learning_rate=1e-4,3e-4", "clip_eps=0.1"]`` -> ``{"learning_rate": ["1e-4", "3e-4"], "clip_eps": ["0.1"]}``.
 
     Values are comma separated; a tuple value is written in brackets
     (``hidden_sizes=(64,64),(32,32)``). A key with one value is a plain override.
