@@ -352,7 +352,8 @@ def _abbreviated(key: str, names: Iterable[str]) -> list[str]:
     return [
         name
         for name in names
-        if "_" in name and (key == "".join(word[:1] for word in name.split("_")) or name.startswith(key + "_"))
+        if "_" in name
+        and (key == "".join(word[:1] for word in name.split("_")) or name.startswith(key + "_"))
     ]
 
 
