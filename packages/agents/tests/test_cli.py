@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from importlib.metadata import entry_points
 
 import jax
@@ -216,3 +217,18 @@ def test_unknown_env_is_a_clean_error(tmp_path, capsys):
     assert info.value.code == 2
     assert "Unknown environment id 'CartPol-v1'. Did you mean 'CartPole-v1'" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "r")
+
+
+def test_tensorboard_without_its_extra_is_one_line_before_anything_compiles(capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import tensorboardX raises ImportError
+    jitted = []
+    monkeypatch.setattr(jax, "jit", lambda *a, **k: jitted.append(a))
+    monkeypatch.chdir(tmp_path)
+    from lamella.envs.cli import main  # the `lamella` command, which answers user errors
+
+    assert main(["train", "bandit", "--tensorboard", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "needs tensorboardX: pip install 'lamella-agents[tensorboard]'" in errors[0]
+    assert not jitted and not make_runner_calls and not os.listdir(tmp_path)

@@ -18,6 +18,7 @@ import pytest
 
 import lamella.envs
 from lamella.envs.adapters.jaxmarl import JaxMARLError, from_jaxmarl
+from lamella.envs.errors import is_user_error
 from lamella.envs.testing import assert_parity_coverage, check_env, fast_compile_options
 
 with warnings.catch_warnings():
@@ -251,8 +252,9 @@ def test_bad_input_is_a_clear_error(call, words):
 
 def test_without_jaxmarl_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "jaxmarl", None)  # makes `import jaxmarl` fail
-    with pytest.raises(ImportError, match=r"pip install 'lamella-envs\[jaxmarl\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'lamella-envs\[jaxmarl\]'") as info:
         from_jaxmarl("hanabi")
+    assert is_user_error(info.value)  # the `lamella` command prints it as one line, exit status 2
 
 
 def test_jaxmarl_leaves_the_callers_streams_and_prints_no_notices():

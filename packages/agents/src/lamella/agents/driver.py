@@ -60,7 +60,7 @@ from lamella.agents import hosts
 from lamella.agents._files import atomic_write_text, remove_temp_files
 from lamella.agents.config import ConfigError, config_defaults, config_diff, config_to_dict
 from lamella.agents.progress import Progress
-from lamella.agents.runlog import RunLog, env_family
+from lamella.agents.runlog import RunLog, env_family, require_tensorboard
 from lamella.agents.runner import render_problem
 
 __all__ = [
@@ -1623,6 +1623,8 @@ def _run(
         raise ValueError(f"chunk_iterations must be >= 1, got {chunk_iterations}.")
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}.")
+    if tensorboard:
+        require_tensorboard()
     if keep_checkpoints is not None and keep_checkpoints < 1:
         raise ValueError(f"keep_checkpoints must be >= 1 or None, got {keep_checkpoints}.")
     if max_chunks is not None and max_chunks < 0:

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 from lamella.agents._files import atomic_write_text
+from lamella.envs.errors import MissingExtraError
 
-__all__ = ["CSV_HEADER", "RunLog", "env_family", "read_metrics"]
+__all__ = ["CSV_HEADER", "RunLog", "env_family", "read_metrics", "require_tensorboard"]
 
 # A run's key: a run name, or an (algorithm, run) pair.
 _Run: TypeAlias = str | tuple[str, str]
@@ -100,6 +101,17 @@ def _finite_list(values: Any) -> list[float] | None:
     return flat
 
 
+def require_tensorboard() -> None:
+    """Raise :class:`~lamella.envs.errors.MissingExtraError` (a user error: one line from the
+    ``lamella`` command) when tensorboardX, the ``tensorboard`` extra, is not installed."""
+    try:
+        import tensorboardX  # noqa: F401
+    except ImportError:
+        raise MissingExtraError(
+            "TensorBoard logging needs tensorboardX: pip install 'lamella-agents[tensorboard]'."
+        ) from None
+
+
 class RunLog:
     """The evaluations of one experiment, written as ``metrics.json`` + ``metrics.csv``.
 
@@ -147,12 +159,7 @@ class RunLog:
         self._tensorboard = tensorboard
         self._tensorboard_done = 0
         if tensorboard:
-            try:
-                import tensorboardX  # noqa: F401
-            except ImportError:
-                raise ImportError(
-                    "TensorBoard logging needs tensorboardX: pip install 'lamella-agents[tensorboard]'."
-                ) from None
+            require_tensorboard()
 
     @property
     def json_path(self) -> str:

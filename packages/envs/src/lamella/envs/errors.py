@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 from typing import Any
 
-__all__ = ["UserError", "is_user_error"]
+__all__ = ["MissingExtraError", "UserError", "is_user_error"]
 
 
 class UserError(Exception, metaclass=abc.ABCMeta):
@@ -38,6 +38,11 @@ class UserError(Exception, metaclass=abc.ABCMeta):
         ):
             return True
         return NotImplemented
+
+
+class MissingExtraError(UserError, ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it
+    (``pip install 'lamella-envs[render]'``)."""
 
 
 def is_user_error(error: BaseException) -> bool:

@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lamella.envs.errors import MissingExtraError
+
 __all__ = [
     "animate",
     "canvas",
@@ -128,7 +130,7 @@ def save_frames(frames: Any, path: str | os.PathLike[str], fps: int = 30) -> str
     try:
         import imageio.v3 as iio
     except ImportError as error:  # pragma: no cover - depends on the extra
-        raise ImportError("animate needs imageio: pip install 'lamella-envs[render]'") from error
+        raise MissingExtraError("animate needs imageio: pip install 'lamella-envs[render]'") from error
     path = os.fspath(path)
     suffix = _check_suffix(path)
     frames = np.asarray(frames, np.uint8)

@@ -28,7 +28,7 @@ import numpy as np
 from lamella.envs import rendering, spaces, struct
 from lamella.envs.adapters._notices import without_import_notices
 from lamella.envs.environment import Environment, StepOutput
-from lamella.envs.errors import UserError
+from lamella.envs.errors import MissingExtraError, UserError
 
 __all__ = [
     "BACKENDS",
@@ -59,7 +59,7 @@ class BraxError(UserError, ValueError):
     """A Brax env name, backend or setting the adapter cannot use; the message names the fix."""
 
 
-class BraxNotInstalledError(UserError, ImportError):
+class BraxNotInstalledError(MissingExtraError):
     """brax is not installed; the message names the extra to install."""
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from lamella.envs import spaces
 from lamella.envs.environment import Environment, episode_done
+from lamella.envs.errors import MissingExtraError
 from lamella.envs.registry import make
 
 try:
@@ -30,7 +31,7 @@ try:
     from gymnasium.vector import AutoresetMode, VectorEnv
     from gymnasium.vector.utils import batch_space
 except ImportError as error:  # pragma: no cover - depends on the extra
-    raise ImportError(
+    raise MissingExtraError(
         "lamella.envs.adapters.gymnasium needs gymnasium>=1.0: pip install 'lamella-envs[gymnasium]'"
     ) from error
 

@@ -28,7 +28,7 @@ import numpy as np
 from lamella.envs import spaces, struct
 from lamella.envs.adapters._notices import without_import_notices
 from lamella.envs.environment import Environment, StepOutput
-from lamella.envs.errors import UserError
+from lamella.envs.errors import MissingExtraError, UserError
 
 __all__ = [
     "MABRAX_IDS",
@@ -58,7 +58,7 @@ def _import_jaxmarl() -> Any:
         with without_import_notices():  # its search for a source checkout's submodules
             return importlib.import_module("jaxmarl")
     except ImportError as error:
-        raise ImportError(
+        raise MissingExtraError(
             f"lamella.envs.adapters.jaxmarl needs JaxMARL (jaxmarl==0.2.0): {_INSTALL}"
         ) from error
 

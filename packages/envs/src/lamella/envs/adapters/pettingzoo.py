@@ -23,12 +23,13 @@ import numpy as np
 
 from lamella.envs import spaces
 from lamella.envs.environment import Environment
+from lamella.envs.errors import MissingExtraError
 
 try:
     import gymnasium
     from pettingzoo.utils.env import ParallelEnv
 except ImportError as error:  # pragma: no cover - depends on the extra
-    raise ImportError(
+    raise MissingExtraError(
         "lamella.envs.adapters.pettingzoo needs pettingzoo>=1.27: pip install 'lamella-envs[pettingzoo]'"
     ) from error
 
