@@ -105,6 +105,14 @@ CASES = {
         ["train", "shaping", "--env", "CoinGame-v0", "agents=ppo,tit_for_tat"],
         ["one-hot over 5 states", "Use a learning agent"],
     ),
+    "train: a number out of its range": (
+        ["train", "ippo", "--env", "MPE-simple_spread-v3", "gamma=1.5"],
+        ["IPPOConfig.gamma (a discount) must be in [0, 1], got 1.5"],
+    ),
+    "sweep: a grid value out of its range": (
+        ["sweep", "ppo", "--grid", "learning_rate=3e-4,-1", "--out", "{work}/sweep_range"],
+        ["PPOConfig.learning_rate", "must be >= 0 and finite, got -1"],
+    ),
     "train: a single-agent algorithm on a multi-agent env": (
         ["train", "ppo", "--env", "MPE-simple_spread-v3"],
         ["ppo trains single-agent envs", "3 agents", "lamella train ippo --env MPE-simple_spread-v3"],

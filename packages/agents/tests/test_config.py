@@ -10,6 +10,7 @@ from lamella.agents import config as config_lib
 from lamella.agents.config import (
     ConfigError,
     apply_overrides,
+    check_numbers,
     config_defaults,
     config_diff,
     config_from_dict,
@@ -216,3 +217,43 @@ def test_register_algorithm_twice_is_refused(bandit_registered):
         register_algorithm("bandit_cfg", BanditConfig, make_bandit_runner)
     register_algorithm("bandit_cfg", BanditConfig, make_bandit_runner, overwrite=True)
     assert config_lib.algorithm_table()["bandit_cfg"] == (BanditConfig, make_bandit_runner)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"gamma": 1.5}, "PPOConfig.gamma (a discount) must be in [0, 1], got 1.5"),
+        ({"gae_lambda": -0.1}, "gae_lambda (GAE's lambda) must be in [0, 1]"),
+        (
+            {"learning_rate": -3e-4},
+            "learning_rate (a step size; 0 freezes what it trains) must be >= 0 and finite",
+        ),
+        ({"learning_rate": float("inf")}, "must be >= 0 and finite, got inf"),
+        ({"learning_rate": float("nan")}, "PPOConfig.learning_rate is NaN"),
+        ({"clip_eps": 0.0}, "clip_eps (a positive bound; inf for none) must be > 0, got 0"),
+        ({"max_grad_norm": -1.0}, "max_grad_norm (a positive bound; inf for none) must be > 0"),
+        ({"ent_coef": float("inf")}, "ent_coef must be finite"),
+    ],
+)
+def test_numbers_that_cannot_train_are_refused_by_name(change, words):
+    with pytest.raises(ConfigError) as info:
+        check_numbers(dataclasses.replace(PPOConfig(), **change))
+    assert words in str(info.value), str(info.value)
+
+
+def test_numbers_at_their_bounds_and_every_preset_pass():
+    # A learning rate of 0 (a frozen learner), gamma 1, no gradient clipping: all meant.
+    check_numbers(dataclasses.replace(PPOConfig(), learning_rate=0.0, gamma=1.0, max_grad_norm=float("inf")))
+    for presets in config_lib.preset_table().values():
+        for preset in presets.values():
+            check_numbers(preset)
+
+
+def test_a_swept_number_is_left_to_the_driver():
+    import jax
+
+    def build(gamma):
+        check_numbers(dataclasses.replace(PPOConfig(), gamma=gamma))  # a tracer: not checked
+        return gamma
+
+    assert float(jax.jit(build)(1.5)) == 1.5

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +29,7 @@ __all__ = [
     "algorithm_spec",
     "algorithm_table",
     "apply_overrides",
+    "check_numbers",
     "check_single_agent",
     "config_defaults",
     "config_diff",
@@ -83,6 +85,58 @@ def is_swept(value: Any) -> bool:
     except jax.errors.ConcretizationTypeError:  # what any JAX tracer raises (public API)
         return True
     return False
+
+
+def _number_rule(name: str) -> tuple[float, float, bool, str] | None:
+    """A config number's range by its field's name: ``(low, high, low excluded, meaning)``."""
+    if name.endswith("gamma"):
+        return 0.0, 1.0, False, "a discount"
+    if name.endswith("gae_lambda"):
+        return 0.0, 1.0, False, "GAE's lambda"
+    if name.endswith(("probability", "_prob")) or name in ("staleness_coef", "min_fill_ratio"):
+        return 0.0, 1.0, False, "a fraction"
+    if name.endswith(("learning_rate", "_lr")):
+        return 0.0, math.inf, False, "a step size; 0 freezes what it trains"
+    if name.endswith("clip_eps") or name in ("temperature", "max_grad_norm"):
+        return 0.0, math.inf, True, "a positive bound; inf for none"
+    if name == "tau":
+        return 0.0, 1.0, True, "the target networks' update rate"
+    return None
+
+
+def check_numbers(config: Any) -> None:
+    """Raise :class:`ConfigError` naming the first number of ``config`` (a dataclass) that cannot
+    train: NaN anywhere; by the field's name, a discount, GAE lambda or fraction outside [0, 1], a
+    learning rate below 0 or infinite, a clip range, ``temperature`` or ``max_grad_norm`` not > 0,
+    a ``tau`` outside (0, 1], an infinite ``*_coef``. Found here, the mistake is one line before
+    anything compiles instead of NaN losses later. Traced numbers (a sweep's varied value,
+    :func:`is_swept`) are skipped: the driver checks each variant's plain numbers first."""
+    if not dataclasses.is_dataclass(config):
+        return
+    cls = type(config).__name__
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            number_like = isinstance(item, (int, float)) or hasattr(item, "dtype")
+            if isinstance(item, bool) or not number_like or is_swept(item):
+                continue
+            number = float(item)
+            if math.isnan(number):
+                raise ConfigError(f"{cls}.{field.name} is NaN; give it a number.")
+            rule = _number_rule(field.name) if item is value else None
+            if rule is None:
+                if field.name.endswith("_coef") and math.isinf(number):
+                    raise ConfigError(f"{cls}.{field.name} must be finite, got {number:g}.")
+                continue
+            low, high, low_open, meaning = rule
+            above = number > low if low_open else number >= low
+            if above and number <= high and not (high == math.inf and not low_open and math.isinf(number)):
+                continue
+            if high < math.inf:
+                wanted = f"in {'(' if low_open else '['}{low:g}, {high:g}]"
+            else:
+                wanted = f"> {low:g}" if low_open else f">= {low:g} and finite"
+            raise ConfigError(f"{cls}.{field.name} ({meaning}) must be {wanted}, got {number:g}.")
 
 
 _REGISTERED: dict[str, tuple[type, Callable[..., Any], dict[str, Any]]] = {}

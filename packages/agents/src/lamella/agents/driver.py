@@ -1554,7 +1554,9 @@ def run_experiment(
             raise ConfigError(
                 f"variants set {wrong}, which {type(config).__name__} does not have; its fields: {', '.join(fields)}."
             )
-        config_lib.apply_overrides(config, variant)  # the values' types, as for key=value overrides
+        # The values' types, as for key=value overrides, and their ranges (traced in the program).
+        config_lib.check_numbers(config_lib.apply_overrides(config, variant))
+    config_lib.check_numbers(config)
     config_dict = config_to_dict(config)
     task = str(config_dict.get("env_id") or "custom")
     spec = RunSpec(algorithm, task=task, config=config_dict, config_defaults=config_defaults(type(config)))

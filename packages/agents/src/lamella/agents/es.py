@@ -29,7 +29,7 @@ import optax
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import check_single_agent
+from lamella.agents.config import check_numbers, check_single_agent
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
@@ -162,6 +162,7 @@ class ESConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad setting."""
         _resolve(self.strategy)
+        check_numbers(self)
         for name in ("population_size", "num_rollouts", "eval_episodes"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"ESConfig.{name} must be >= 1, got {getattr(self, name)}.")

@@ -32,7 +32,7 @@ from flax import struct
 
 from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_numbers
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.rollout import Transition
 from lamella.agents.runner import hashed_keys, hashed_permutation
@@ -361,7 +361,8 @@ class PPOSettings:
 
 def check_ppo_sizes(config: Any, *, recurrent: bool = False, num_devices: int = 1) -> None:
     """Raise :class:`~lamella.agents.config.ConfigError` naming the first size setting of a
-    PPO-style config that cannot work, and the fix. Every runner built on :func:`make_ppo_update`
+    PPO-style config that cannot work, and the fix (and, first, any number out of its range:
+    :func:`~lamella.agents.config.check_numbers`). Every runner built on :func:`make_ppo_update`
     (PPO, IPPO/MAPPO, the UED runners) checks its config with it.
 
     ``config`` has ``num_envs``, ``num_steps``, ``num_epochs``, ``num_minibatches``,
@@ -370,6 +371,7 @@ def check_ppo_sizes(config: Any, *, recurrent: bool = False, num_devices: int = 
     (:mod:`lamella.agents.devices`), so both must divide by it.
     """
     name = type(config).__name__
+    check_numbers(config)
     for field in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes"):
         if int(getattr(config, field)) < 1:
             raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(config, field)}.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_numbers
 from lamella.agents.offpolicy.ddpg import DDPGConfig, make_ddpg
 from lamella.agents.offpolicy.dqn import DQNConfig, make_dqn
 from lamella.agents.offpolicy.plugins import goal_setter_names, load_goal_setter
@@ -102,7 +102,9 @@ class LoopConfig:
         return self.total_timesteps // self.steps_per_iteration
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first inconsistent loop setting."""
+        """Raise ``ValueError`` naming the first inconsistent loop setting (or number out of its
+        range: :func:`~lamella.agents.config.check_numbers`)."""
+        check_numbers(self)
         for name in (
             "num_envs",
             "rollout_steps",
