@@ -107,11 +107,11 @@ CASES = {
     ),
     "train: a number out of its range": (
         ["train", "ippo", "--env", "MPE-simple_spread-v3", "gamma=1.5"],
-        ["IPPOConfig.gamma (a discount) must be in [0, 1], got 1.5"],
+        ["IPPOConfig.gamma must be in [0, 1] (a discount), got 1.5"],
     ),
     "sweep: a grid value out of its range": (
         ["sweep", "ppo", "--grid", "learning_rate=3e-4,-1", "--out", "{work}/sweep_range"],
-        ["PPOConfig.learning_rate", "must be >= 0 and finite, got -1"],
+        ["PPOConfig.learning_rate", "must be >= 0 and finite", "got -1"],
     ),
     "train: a single-agent algorithm on a multi-agent env": (
         ["train", "ppo", "--env", "MPE-simple_spread-v3"],

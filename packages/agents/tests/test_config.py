@@ -222,16 +222,19 @@ def test_register_algorithm_twice_is_refused(bandit_registered):
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        ({"gamma": 1.5}, "PPOConfig.gamma (a discount) must be in [0, 1], got 1.5"),
-        ({"gae_lambda": -0.1}, "gae_lambda (GAE's lambda) must be in [0, 1]"),
+        ({"gamma": 1.5}, "PPOConfig.gamma must be in [0, 1] (a discount), got 1.5"),
+        ({"gae_lambda": -0.1}, "gae_lambda must be in [0, 1] (GAE's lambda)"),
         (
             {"learning_rate": -3e-4},
-            "learning_rate (a step size; 0 freezes what it trains) must be >= 0 and finite",
+            "learning_rate must be >= 0 and finite (a step size; 0 freezes what it trains)",
         ),
-        ({"learning_rate": float("inf")}, "must be >= 0 and finite, got inf"),
+        (
+            {"learning_rate": float("inf")},
+            "must be >= 0 and finite (a step size; 0 freezes what it trains), got inf",
+        ),
         ({"learning_rate": float("nan")}, "PPOConfig.learning_rate is NaN"),
-        ({"clip_eps": 0.0}, "clip_eps (a positive bound; inf for none) must be > 0, got 0"),
-        ({"max_grad_norm": -1.0}, "max_grad_norm (a positive bound; inf for none) must be > 0"),
+        ({"clip_eps": 0.0}, "clip_eps must be > 0 (a positive bound; inf for none), got 0"),
+        ({"max_grad_norm": -1.0}, "max_grad_norm must be > 0 (a positive bound; inf for none)"),
         ({"ent_coef": float("inf")}, "ent_coef must be finite"),
     ],
 )

@@ -136,7 +136,7 @@ def check_numbers(config: Any) -> None:
                 wanted = f"in {'(' if low_open else '['}{low:g}, {high:g}]"
             else:
                 wanted = f"> {low:g}" if low_open else f">= {low:g} and finite"
-            raise ConfigError(f"{cls}.{field.name} ({meaning}) must be {wanted}, got {number:g}.")
+            raise ConfigError(f"{cls}.{field.name} must be {wanted} ({meaning}), got {number:g}.")
 
 
 _REGISTERED: dict[str, tuple[type, Callable[..., Any], dict[str, Any]]] = {}

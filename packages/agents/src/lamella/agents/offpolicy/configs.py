@@ -102,9 +102,8 @@ class LoopConfig:
         return self.total_timesteps // self.steps_per_iteration
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first inconsistent loop setting (or number out of its
-        range: :func:`~lamella.agents.config.check_numbers`)."""
-        check_numbers(self)
+        """Raise ``ValueError`` naming the first inconsistent loop setting (then any number out of
+        its range: :func:`~lamella.agents.config.check_numbers`)."""
         for name in (
             "num_envs",
             "rollout_steps",
@@ -148,6 +147,7 @@ class LoopConfig:
             )
         if self.goal_setter != "none" and self.goal_setter not in goal_setter_names():
             load_goal_setter(self.goal_setter)  # raises the ConfigError that lists the installed ones
+        check_numbers(self)
 
 
 @dataclasses.dataclass(frozen=True)
