@@ -117,7 +117,8 @@ def check_numbers(config: Any) -> None:
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         for item in value if isinstance(value, tuple) else (value,):
-            number_like = isinstance(item, (int, float)) or hasattr(item, "dtype")
+            # A Python number or a 0-d array (a tracer included); larger arrays are not settings.
+            number_like = isinstance(item, (int, float)) or getattr(item, "shape", None) == ()
             if isinstance(item, bool) or not number_like or is_swept(item):
                 continue
             number = float(item)
