@@ -130,8 +130,9 @@ def check_numbers(config: Any) -> None:
                     raise ConfigError(f"{cls}.{field.name} must be finite, got {number:g}.")
                 continue
             low, high, low_open, meaning = rule
+            finite_only = high == math.inf and not low_open  # a learning rate: inf is no setting
             above = number > low if low_open else number >= low
-            if above and number <= high and not (high == math.inf and not low_open and math.isinf(number)):
+            if above and number <= high and not (finite_only and math.isinf(number)):
                 continue
             if high < math.inf:
                 wanted = f"in {'(' if low_open else '['}{low:g}, {high:g}]"

@@ -858,9 +858,9 @@ def default_family(config: DRConfig) -> LevelFamily:
     env, env_params = lamella.envs.make(config.env_id, autoreset=False)
     if not isinstance(env.unwrapped, maze.AMaze):
         # Another level-based env (Level-Based Foraging): only the episode horizon applies. An env
-        # without levels (CartPole-v1) is refused first, by the name of the envs that have them.
-        level_family(env, env_params)
-        env_params = env_params.replace(max_episode_steps=config.max_episode_steps)
+        # without levels (CartPole-v1) is refused by level_family, naming the envs that have them.
+        if hasattr(env_params, "max_episode_steps"):
+            env_params = env_params.replace(max_episode_steps=config.max_episode_steps)
         return level_family(env, env_params)
     size = {k: v for k, v in (("height", config.height), ("width", config.width)) if v > 0}
     env, env_params = lamella.envs.make(
