@@ -244,6 +244,46 @@ def test_numbers_that_cannot_train_are_refused_by_name(change, words):
     assert words in str(info.value), str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_envs": 4.0}, "PPOConfig.num_envs must be an int, got 4.0 (float). Write 4."),
+        (
+            {"learning_rate": "3e-4"},
+            "PPOConfig.learning_rate must be a number, got '3e-4' (str). Write the value itself, not a "
+            "string (the command line parses text; Python does not).",
+        ),
+        (
+            {"normalize_observations": "false"},
+            "PPOConfig.normalize_observations must be True or False, got 'false' (str). Write the value "
+            "itself, not a string (the command line parses text; Python does not).",
+        ),
+        (
+            {"hidden_sizes": 64},
+            "PPOConfig.hidden_sizes must be a tuple (tuple[int, ...]), got 64 (int). Write a tuple: "
+            "hidden_sizes=(64,).",
+        ),
+        (
+            {"hidden_sizes": (64.0, 64.0)},
+            "PPOConfig.hidden_sizes must be a tuple of int (tuple[int, ...]), got (64.0, 64.0) (tuple).",
+        ),
+        ({"hidden_sizes": (64, 0)}, "PPOConfig.hidden_sizes must hold sizes >= 1, got (64, 0)."),
+        ({"env_id": None}, "PPOConfig.env_id must be a string, got None (NoneType)."),
+    ],
+)
+def test_python_values_of_the_wrong_type_are_refused_by_name(change, message):
+    # The command line parses its text into these types; a Python user writes the values.
+    with pytest.raises(ConfigError) as info:
+        check_numbers(dataclasses.replace(PPOConfig(), **change))
+    assert str(info.value) == message
+
+
+def test_plain_values_of_the_declared_types_pass():
+    # An int where a float goes, a list of widths, an empty torso.
+    check_numbers(dataclasses.replace(PPOConfig(), learning_rate=1, hidden_sizes=[32, 32]))
+    check_numbers(dataclasses.replace(PPOConfig(), hidden_sizes=()))
+
+
 def test_numbers_at_their_bounds_and_every_preset_pass():
     # A learning rate of 0 (a frozen learner), gamma 1, no gradient clipping: all meant.
     check_numbers(dataclasses.replace(PPOConfig(), learning_rate=0.0, gamma=1.0, max_grad_norm=float("inf")))

@@ -49,6 +49,22 @@ def test_bad_config_raises_at_construction(change, message):
         make_ppo_runner(dataclasses.replace(PPOConfig(), **change))
 
 
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        (0, "got the Python int 0. Pass jax.random.key(seed)"),
+        (jax.random.split(jax.random.key(0), 3), "a batch of 3 keys: vmap over them, e.g. jax.vmap(train)"),
+    ],
+    ids=["int", "batch"],
+)
+def test_train_refuses_what_is_not_one_key_before_tracing_the_runner(key, words):
+    train = make_train(make_ppo_runner(PPOConfig(num_envs=4, num_steps=8, total_timesteps=32)))
+    with pytest.raises(lamella.envs.EnvInputError) as info:
+        train(key)
+    assert str(info.value).startswith("train: `key` must be a PRNG key"), str(info.value)
+    assert words in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize("recurrent", [False, True], ids=["feedforward", "recurrent"])
 @pytest.mark.parametrize(
     "space",

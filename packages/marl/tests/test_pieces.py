@@ -137,6 +137,22 @@ def test_observation_carries_the_mask_and_the_final_global_state_at_episode_ends
         ),
         (make_ippo_runner, IPPOConfig(env_id="Foraging-9x9-nope"), ["Unknown environment id"]),
         (make_ippo_runner, IPPOConfig(env_id=LBF, num_minibatches=3), ["num_minibatches"]),
+        # A Python user's values of the wrong type (the command line parses them): one line each.
+        (
+            make_ippo_runner,
+            IPPOConfig(env_id="MPE-simple_spread-v3", env_kwargs={"continuous_actions": True}),  # type: ignore[arg-type]
+            ["IPPOConfig.env_kwargs must be a tuple", "env_kwargs=('continuous_actions=true',)"],
+        ),
+        (
+            make_ippo_runner,
+            IPPOConfig(env_id=LBF, hidden_sizes=(64, 0)),
+            ["hidden_sizes must hold sizes >= 1"],
+        ),
+        (
+            make_mappo_runner,
+            MAPPOConfig(env_id=LBF, num_envs=16.0),
+            ["MAPPOConfig.num_envs must be an int", "Write 16."],
+        ),  # type: ignore[arg-type]
     ],
 )
 def test_bad_input_is_a_user_error_at_construction(make, config, words):

@@ -14,6 +14,7 @@ reported before any compilation.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import math
@@ -104,15 +105,99 @@ def _number_rule(name: str) -> tuple[float, float, bool, str] | None:
     return None
 
 
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), tuple, list, dict)
+
+
+def _value_text(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"[:120]
+
+
+def _type_problem(value: Any, tp: Any) -> str | None:
+    """Why the plain Python ``value`` (a number, string, None, tuple, list or dict) cannot be a
+    ``tp``, the field's declared type; None where it can, and for anything else (an array, a
+    tracer, a user's object), which is left to the code that reads it."""
+    if not isinstance(value, _PLAIN) or tp is Any:
+        return None
+    inner = _optional_inner(tp)
+    if inner is not None:
+        return None if value is None else _type_problem(value, inner)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (tuple, collections.abc.Sequence):
+        if not isinstance(value, (tuple, list)):
+            return "a tuple"
+        if origin is tuple and args and args[-1] is not Ellipsis:  # a fixed length: tuple[int, int]
+            if len(value) != len(args):
+                return f"a tuple of {len(args)}"
+            item_types = args
+        else:
+            item_types = (args[0] if args else Any,) * len(value)
+        for item, item_tp in zip(value, item_types, strict=True):
+            if _type_problem(item, item_tp) is not None:
+                return f"a tuple of {type_name(item_tp)}"
+        return None
+    if tp is bool:
+        return None if isinstance(value, (bool, int)) else "True or False"
+    if tp is int:
+        return None if isinstance(value, int) else "an int"
+    if tp is float:
+        return None if isinstance(value, (int, float)) else "a number"
+    if tp is str:
+        return None if isinstance(value, str) else "a string"
+    return None
+
+
+def _type_fix(field: str, value: Any, tp: Any) -> str:
+    """The fix named after a wrong type: the form the field takes."""
+    base = _optional_inner(tp) or tp
+    if isinstance(value, float) and value.is_integer() and base is int:
+        return f" Write {int(value)}."
+    if isinstance(value, str) and base in (int, float, bool):
+        return " Write the value itself, not a string (the command line parses text; Python does not)."
+    if isinstance(value, Mapping) and field.endswith("env_kwargs"):
+        example = tuple(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in value.items())
+        return f" Write each entry as 'name=value': {field}={example!r}."
+    if isinstance(value, (int, str)) and typing.get_origin(base) in (tuple, collections.abc.Sequence):
+        return f" Write a tuple: {field}=({value!r},)."
+    return ""
+
+
+def _check_types(config: Any) -> None:
+    cls = type(config).__name__
+    try:
+        types_ = field_types(type(config))
+    except (NameError, TypeError):  # a user's config whose annotations do not resolve
+        return
+    for name, tp in types_.items():
+        value = getattr(config, name)
+        wanted = _type_problem(value, tp)
+        if wanted is not None:
+            declared = "" if tp in (int, float, str, bool) else f" ({type_name(tp)})"
+            raise ConfigError(
+                f"{cls}.{name} must be {wanted}{declared}, got {_value_text(value)}."
+                f"{_type_fix(name, value, tp)}"
+            )
+        # Layer widths (hidden_sizes, post_torso_sizes, ...) and int sizes (rnn_hidden_size, ...).
+        sizes = value if name.endswith("_sizes") and isinstance(value, (tuple, list)) else ()
+        if name.endswith("_size") and tp is int and isinstance(value, int):
+            sizes = (value,)
+        for size in sizes:
+            if isinstance(size, int) and size < 1:
+                raise ConfigError(f"{cls}.{name} must hold sizes >= 1, got {value!r}.")
+
+
 def check_numbers(config: Any) -> None:
-    """Raise :class:`ConfigError` naming the first number of ``config`` (a dataclass) that cannot
-    train: NaN anywhere; by the field's name, a discount, GAE lambda or fraction outside [0, 1], a
-    learning rate below 0 or infinite, a clip range, ``temperature`` or ``max_grad_norm`` not > 0,
-    a ``tau`` outside (0, 1], an infinite ``*_coef``. Found here, the mistake is one line before
-    anything compiles instead of NaN losses later. Traced numbers (a sweep's varied value,
-    :func:`is_swept`) are skipped: the driver checks each variant's plain numbers first."""
+    """Raise :class:`ConfigError` naming the first setting of ``config`` (a dataclass) that cannot
+    train. First a Python value of the wrong type for its field (a string where a number goes,
+    ``4.0`` for an int, a number for a tuple, a dict for ``env_kwargs``) or a size below 1 (a
+    field ending in ``_sizes`` or an int field ending in ``_size``); then NaN anywhere; by the
+    field's name, a discount, GAE lambda or fraction outside [0, 1], a learning rate below 0 or
+    infinite, a clip range, ``temperature`` or ``max_grad_norm`` not > 0, a ``tau`` outside
+    (0, 1], an infinite ``*_coef``. Found here, the mistake is one line before anything compiles
+    instead of a shape error or NaN losses later. Arrays and traced numbers (a sweep's varied
+    value, :func:`is_swept`) are skipped: the driver checks each variant's plain numbers first."""
     if not dataclasses.is_dataclass(config):
         return
+    _check_types(config)
     cls = type(config).__name__
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
@@ -246,7 +331,7 @@ def type_name(tp: Any) -> str:
     """How a field type reads in error messages: ``int``, ``tuple[int, ...]``, ``float | None``."""
     if isinstance(tp, type) and not typing.get_args(tp):
         return tp.__name__
-    return str(tp).replace("typing.", "")
+    return str(tp).replace("typing.", "").replace("collections.abc.", "")
 
 
 def _optional_inner(tp: Any) -> Any | None:

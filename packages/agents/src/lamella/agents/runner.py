@@ -25,6 +25,7 @@ import numpy as np
 from lamella.agents.devices import block_index
 from lamella.agents.protocol import Agent, PRNGKey, TrainState
 from lamella.envs import random as fast_random
+from lamella.envs._inputs import check_prng_key
 from lamella.envs.environment import Environment, episode_done
 from lamella.envs.wrappers import AutoReset
 
@@ -106,6 +107,7 @@ def make_train(runner: Runner) -> Callable[[PRNGKey], tuple[RunnerState, dict[st
     """
 
     def train(key: PRNGKey) -> tuple[RunnerState, dict[str, jax.Array]]:
+        check_prng_key(key, "train", "jax.vmap(train)")  # trace time: one line, not JAX's key error
         state = runner.init(key)
 
         def body(state: RunnerState, _: None) -> tuple[RunnerState, dict[str, jax.Array]]:

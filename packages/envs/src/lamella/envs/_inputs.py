@@ -36,7 +36,7 @@ import numpy as np
 from lamella.envs import spaces
 from lamella.envs.errors import UserError
 
-__all__ = ["EnvInputError", "check_action", "check_key"]
+__all__ = ["EnvInputError", "check_action", "check_key", "check_prng_key"]
 
 
 class EnvInputError(UserError, TypeError, ValueError):
@@ -97,6 +97,14 @@ def _is_key(dtype: Any) -> bool:
 
 def check_key(env: Any, key: Any, method: str) -> None:
     """Raise :class:`EnvInputError` unless ``key`` is one PRNG key (see the module docs)."""
+    check_prng_key(key, f"{env_label(env)}.{method}", f"jax.vmap(env.{method}, in_axes=(0, ...))")
+
+
+def check_prng_key(key: Any, where: str, vmapped: str = "jax.vmap(f)") -> None:
+    """Raise :class:`EnvInputError` unless ``key`` is one PRNG key (a typed key of shape ``()``
+    or a raw uint32 key): the message starts with ``where`` (``"CartPole-v1.reset"``,
+    ``"train"``) and, for a batch of keys, names ``vmapped``, the call that maps over them.
+    Reads only the shape and dtype, so it adds nothing to a compiled program."""
     described = _shape_dtype(key)
     if described is not None:
         shape, dtype = described
@@ -108,14 +116,11 @@ def check_key(env: Any, key: Any, method: str) -> None:
     if described is not None:
         shape, dtype = described
         if _is_key(dtype) and shape:
-            fix = (
-                f"That is a batch of {int(np.prod(shape))} keys: vmap over them, e.g. "
-                f"jax.vmap(env.{method}, in_axes=(0, ...)), or pass one key."
-            )
+            fix = f"That is a batch of {int(np.prod(shape))} keys: vmap over them, e.g. {vmapped}, or pass one key."
         elif not _is_key(dtype) and np.dtype(dtype) == np.uint32 and shape[-1:] == _raw_key_shape()[-1:]:
             fix = "That is a batch of raw keys: vmap over them, or pass one key."
     raise EnvInputError(
-        f"{env_label(env)}.{method}: `key` must be a PRNG key: a typed key (jax.random.key(seed), "
+        f"{where}: `key` must be a PRNG key: a typed key (jax.random.key(seed), "
         f"shape ()) or a raw uint32 key of shape {_raw_key_shape()} (jax.random.PRNGKey(seed)); "
         f"got {_describe(key)}. {fix}"
     )
