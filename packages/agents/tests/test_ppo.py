@@ -65,6 +65,15 @@ def test_train_refuses_what_is_not_one_key_before_tracing_the_runner(key, words)
     assert words in str(info.value), str(info.value)
 
 
+def test_evaluate_refuses_an_int_seed_for_its_key():
+    runner = make_ppo_runner(PPOConfig(num_envs=4, num_steps=8, total_timesteps=32))
+    state = jax.eval_shape(runner.init, jax.random.key(0))
+    with pytest.raises(lamella.envs.EnvInputError) as info:
+        jax.eval_shape(runner.evaluate, state, 0)  # traced: an int32 scalar
+    assert str(info.value).startswith("evaluate: `key` must be a PRNG key"), str(info.value)
+    assert "Pass jax.random.key(seed)" in str(info.value)
+
+
 @pytest.mark.parametrize("recurrent", [False, True], ids=["feedforward", "recurrent"])
 @pytest.mark.parametrize(
     "space",

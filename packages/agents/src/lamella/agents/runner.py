@@ -248,9 +248,12 @@ def evaluate_agent(
         (and ``"success"``, ``"agent_return"`` and the ``final_info`` names).
 
     Raises:
+        lamella.envs.EnvInputError: ``key`` is not one PRNG key (a runner's ``evaluate(state,
+            0)``), with the fix.
         ValueError: ``success`` or ``final_info`` names an entry the env's info does not have,
             or a ``final_info`` entry has more than one value per env.
     """
+    check_prng_key(key, "evaluate", "jax.vmap(runner.evaluate)")
     final_info = tuple(final_info)
     own = {
         "episode_return",
