@@ -24,8 +24,8 @@ import numpy as np
 
 from lamella.agents.devices import block_index
 from lamella.agents.protocol import Agent, PRNGKey, TrainState
+from lamella.envs import check_prng_key
 from lamella.envs import random as fast_random
-from lamella.envs._inputs import check_prng_key
 from lamella.envs.environment import Environment, episode_done
 from lamella.envs.wrappers import AutoReset
 
