@@ -12,6 +12,7 @@ import pytest
 import lamella.envs
 from lamella.agents import PRESETS, Agent, PPOConfig, make_ppo, make_ppo_runner, make_train
 from lamella.agents.checkpoint import load_checkpoint, read_metadata
+from lamella.agents.offpolicy import DQNTrainConfig, make_offpolicy_runner
 from lamella.agents.ppo_update import PPOBatch, make_ppo_update
 from lamella.envs import spaces, struct
 
@@ -47,6 +48,30 @@ def train_and_evaluate(config: PPOConfig, num_seeds: int, seed: int = 0):
 def test_bad_config_raises_at_construction(change, message):
     with pytest.raises(ValueError, match=message):
         make_ppo_runner(dataclasses.replace(PPOConfig(), **change))
+
+
+@pytest.mark.parametrize(
+    ("make", "config", "words"),
+    [
+        (
+            make_ppo_runner,
+            PPOConfig(),
+            "make_ppo_runner: env must be an env object, got the id 'CartPole-v1'",
+        ),
+        (
+            make_offpolicy_runner,
+            DQNTrainConfig(),
+            "make_offpolicy_runner: env must be an env object, got the id 'CartPole-v1'",
+        ),
+    ],
+    ids=["ppo", "offpolicy"],
+)
+def test_a_runner_given_an_env_id_for_its_env_object_names_the_fix(make, config, words):
+    with pytest.raises(lamella.envs.EnvInputError) as info:
+        make(config, env="CartPole-v1")
+    assert words in str(info.value) and "set the config's env_id='CartPole-v1'" in str(info.value)
+    with pytest.raises(lamella.envs.EnvInputError, match=r"env got a pair .* Unpack it"):
+        make(config, env=lamella.envs.make("CartPole-v1"))
 
 
 @pytest.mark.parametrize(

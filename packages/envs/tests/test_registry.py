@@ -7,6 +7,7 @@ import pytest
 import lamella.envs as le
 import lamella.envs.testing  # noqa: F401  (le.testing)
 from lamella.envs import spaces, struct
+from lamella.envs.adapters.gymnasium import GymnasiumEnv
 
 
 def test_unknown_id_lists_close_matches():
@@ -150,3 +151,85 @@ def test_env_family_is_the_defining_sub_package(walk_id):
     assert le.registry.env_family("Foraging-8x8-2p-2f-v3") == "multi_agent"
     assert le.registry.env_family(walk_id) == "custom"  # defined in this test module
     assert le.registry.env_family("NotAnEnv-v0") == "custom"
+
+
+class _DuckWalk:
+    """An env that does not subclass Environment but has its methods (as gymnax's envs do)."""
+
+    def reset(self, key, params):
+        return Walk().reset(key, params)
+
+    def step(self, key, state, action, params):
+        return Walk().step(key, state, action, params)
+
+    def observation_space(self, params=None):
+        return spaces.Discrete(5)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+
+@pytest.mark.parametrize(
+    ("env", "env_params", "kwargs", "message"),
+    [
+        (
+            "CartPole-v1",
+            None,
+            {},
+            "run_it: env must be an env object, got the id 'CartPole-v1'. Leave env out and set the "
+            "config's env_id='CartPole-v1', or pass the object: env, env_params = lamella.envs.make('CartPole-v1').",
+        ),
+        (
+            "CartPole-v1",
+            None,
+            {"takes_id": False},
+            "run_it: env must be an env object, got the id 'CartPole-v1'. Pass the object: "
+            "env, env_params = lamella.envs.make('CartPole-v1').",
+        ),
+        (
+            le.make("CartPole-v1"),
+            None,
+            {},
+            "run_it: env got a pair (AutoReset, CartPoleParams), what lamella.envs.make returns. Unpack it: "
+            "env, env_params = lamella.envs.make(...), then pass env=env, env_params=env_params.",
+        ),
+        (
+            Walk,
+            None,
+            {},
+            "run_it: env must be an env object, got the class Walk. Pass an instance: env=Walk(...).",
+        ),
+        (
+            GymnasiumEnv("CartPole-v1"),
+            None,
+            {"host_loop": "train_host(config, env)"},
+            "run_it: env is a gymnasium env (GymnasiumEnv), stepped by Python; this runner steps its env "
+            "inside compiled JAX code and needs a lamella env: lamella.envs.make(id), or your own "
+            "lamella.envs.Environment. To train on it, use train_host(config, env).",
+        ),
+        (
+            _DuckWalk(),
+            None,
+            {},
+            "run_it: env must be a lamella env (a lamella.envs.Environment, or an object with its reset, "
+            "step, observation_space and action_space methods); got _DuckWalk",
+        ),
+        (object(), WalkParams(), {}, "which lacks reset, step, observation_space, action_space."),
+    ],
+    ids=["id", "id-no-config", "pair", "class", "gymnasium", "no-default-params", "object"],
+)
+def test_check_env_object_names_what_was_given_and_the_fix(env, env_params, kwargs, message):
+    with pytest.raises(le.EnvInputError) as raised:
+        le.check_env_object(env, env_params, "run_it", **kwargs)
+    assert message in str(raised.value), str(raised.value)
+    if isinstance(env, _DuckWalk):
+        assert str(raised.value).endswith("which lacks default_params (or pass env_params=)."), str(
+            raised.value
+        )
+
+
+def test_check_env_object_accepts_envs_wrappers_and_duck_typed_envs():
+    env, params = le.make("CartPole-v1")
+    le.check_env_object(env, None, "run_it")  # an AutoReset wrapper
+    le.check_env_object(Walk(), None, "run_it")
+    le.check_env_object(_DuckWalk(), WalkParams(), "run_it")  # no default_params, but params given

@@ -21,14 +21,17 @@ from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
 from lamella.envs import wrappers
 from lamella.marl import (
+    IDQNConfig,
     IPPOConfig,
     MAPPOConfig,
     MultiAgentActorCriticNet,
     MultiAgentObservation,
+    make_idqn_runner,
     make_ippo_runner,
     make_mappo_runner,
     masked_categorical,
 )
+from lamella.marl.shaping import MetaConfig, ShapingConfig, make_meta_runner, make_shaping_runner
 
 LBF = "Foraging-5x5-2p-1f-coop-v3"
 
@@ -160,6 +163,33 @@ def test_bad_input_is_a_user_error_at_construction(make, config, words):
         make(config)
     for word in words:
         assert word in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("make", "config", "where"),
+    [
+        (make_ippo_runner, IPPOConfig(env_id=LBF), "make_ippo_runner"),
+        (make_idqn_runner, IDQNConfig(env_id=LBF), "make_idqn_runner"),
+        (make_shaping_runner, ShapingConfig(), "make_shaping_runner"),
+        (make_meta_runner, MetaConfig(), "make_meta_runner"),
+    ],
+    ids=["ippo", "idqn", "shaping", "meta"],
+)
+def test_a_runner_given_what_is_not_an_env_object_names_the_fix(make, config, where):
+    with pytest.raises(lamella.envs.EnvInputError) as raised:
+        make(config, env=config.env_id)
+    assert str(raised.value).startswith(f"{where}: env must be an env object, got the id {config.env_id!r}.")
+    with pytest.raises(lamella.envs.EnvInputError, match=f"^{where}: env got a pair .* Unpack it"):
+        make(config, env=lamella.envs.make(config.env_id, autoreset=False))
+
+
+def test_a_multi_agent_runner_given_a_pettingzoo_env_points_to_the_host_loop():
+    from mpe2 import simple_spread_v3
+
+    with pytest.raises(lamella.envs.EnvInputError) as raised:
+        make_ippo_runner(IPPOConfig(), env=simple_spread_v3.parallel_env())
+    assert "env is a pettingzoo env" in str(raised.value), str(raised.value)
+    assert str(raised.value).endswith("To train on it, use lamella.marl.host.train_host(config, make_env).")
 
 
 def test_ippo_works_on_an_env_without_global_state():

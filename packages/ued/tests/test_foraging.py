@@ -74,6 +74,10 @@ def test_the_family_of_foraging():
     assert float(stats["food"]) == 1.0 and float(stats["solvable"]) == 1.0
     with pytest.raises(TypeError, match="bare LevelBasedForaging"):
         foraging_family(default_family(DRConfig(env_id="AMaze-13x13-v0")).env, None)
+    with pytest.raises(
+        TypeError, match=r"^level_family: env must be an env object, got the id '.*'\. Pass the object"
+    ):
+        level_family(FORAGING_ID, family.env_params)
 
 
 def test_team_streams_sum_the_agents():

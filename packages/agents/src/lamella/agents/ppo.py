@@ -394,6 +394,8 @@ def _ppo_runner(
     config.validate()
     check_ppo_sizes(config, recurrent=config.sequence_minibatches, num_devices=devices.size)
     given_env, given_params = env, env_params
+    if env is not None:
+        lamella.envs.check_env_object(env, env_params, "make_ppo_runner")
     # Spaces and env params are static facts of the env: evaluate them eagerly even when the
     # runner is built inside a trace (a vmap over hyper-parameters).
     with jax.ensure_compile_time_eval():

@@ -12,7 +12,7 @@ from lamella.envs.__about__ import __version__
 
 if TYPE_CHECKING:
     from lamella.envs import random, rendering, spaces, struct, wrappers
-    from lamella.envs._inputs import check_prng_key
+    from lamella.envs._inputs import check_env_object, check_prng_key
     from lamella.envs.environment import EnvInputError, Environment, Wrapper, episode_done
     from lamella.envs.registry import make, register, registered
     from lamella.envs.rendering import animate
@@ -23,6 +23,7 @@ __all__ = [
     "Wrapper",
     "__version__",
     "animate",
+    "check_env_object",
     "check_prng_key",
     "episode_done",
     "make",
@@ -70,6 +71,7 @@ _ATTRIBUTES = {
     "register": "lamella.envs.registry",
     "registered": "lamella.envs.registry",
     "animate": "lamella.envs.rendering",
+    "check_env_object": "lamella.envs._inputs",
     "check_prng_key": "lamella.envs._inputs",
 }
 

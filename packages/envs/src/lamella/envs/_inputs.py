@@ -36,7 +36,7 @@ import numpy as np
 from lamella.envs import spaces
 from lamella.envs.errors import UserError
 
-__all__ = ["EnvInputError", "check_action", "check_key", "check_prng_key"]
+__all__ = ["EnvInputError", "check_action", "check_env_object", "check_key", "check_prng_key"]
 
 
 class EnvInputError(UserError, TypeError, ValueError):
@@ -124,6 +124,60 @@ def check_prng_key(key: Any, where: str, vmapped: str = "jax.vmap(f)") -> None:
         f"shape ()) or a raw uint32 key of shape {_raw_key_shape()} (jax.random.PRNGKey(seed)); "
         f"got {_describe(key)}. {fix}"
     )
+
+
+# What a runner calls on an env object it is given: a user-written env need not subclass
+# Environment (gymnax's envs have the same methods), so these are checked, not the class.
+_ENV_METHODS = ("reset", "step", "observation_space", "action_space")
+# Packages whose envs are stepped by Python on the host, never inside compiled JAX code.
+_HOST_ENV_PACKAGES = ("gymnasium", "gym", "pettingzoo", "mpe2")
+
+
+def check_env_object(
+    env: Any, env_params: Any, where: str, host_loop: str | None = None, *, takes_id: bool = True
+) -> None:
+    """Raise :class:`EnvInputError` unless ``env`` is an env object a compiled runner can step: one
+    with ``reset``, ``step``, ``observation_space`` and ``action_space`` methods, and
+    ``default_params`` when ``env_params`` is None. The message starts with ``where``
+    (``"make_ppo_runner"``) and names the fix for what was given instead: an env id, the
+    ``(env, env_params)`` pair ``make`` returns, an env class, or a gymnasium or PettingZoo env
+    (``host_loop`` names the runner that steps such an env on the host, where there is one).
+    ``takes_id``: the caller makes its env from its config's ``env_id`` when ``env`` is left out."""
+    if isinstance(env, str):
+        by_id = f"Leave env out and set the config's env_id={env!r}, or pass" if takes_id else "Pass"
+        raise EnvInputError(
+            f"{where}: env must be an env object, got the id {env!r}. {by_id} the object: "
+            f"env, env_params = lamella.envs.make({env!r})."
+        )
+    if isinstance(env, (tuple, list)) and len(env) == 2 and callable(getattr(env[0], "step", None)):
+        raise EnvInputError(
+            f"{where}: env got a pair ({type(env[0]).__name__}, {type(env[1]).__name__}), what "
+            "lamella.envs.make returns. Unpack it: env, env_params = lamella.envs.make(...), then "
+            "pass env=env, env_params=env_params."
+        )
+    if isinstance(env, type):
+        raise EnvInputError(
+            f"{where}: env must be an env object, got the class {env.__name__}. Pass an instance: "
+            f"env={env.__name__}(...)."
+        )
+    packages = [cls.__module__.split(".")[0] for cls in type(env).__mro__]
+    package = next((name for name in packages if name in _HOST_ENV_PACKAGES), None)
+    if package is not None:
+        fix = f" To train on it, use {host_loop}." if host_loop else ""
+        raise EnvInputError(
+            f"{where}: env is a {package} env ({type(env).__name__}), stepped by Python; this runner "
+            "steps its env inside compiled JAX code and needs a lamella env: lamella.envs.make(id), "
+            f"or your own lamella.envs.Environment.{fix}"
+        )
+    missing = [name for name in _ENV_METHODS if not callable(getattr(env, name, None))]
+    if env_params is None and not hasattr(env, "default_params"):
+        missing.append("default_params (or pass env_params=)")
+    if missing:
+        raise EnvInputError(
+            f"{where}: env must be a lamella env (a lamella.envs.Environment, or an object with its "
+            f"reset, step, observation_space and action_space methods); got {_describe(env)}, "
+            f"which lacks {', '.join(missing)}."
+        )
 
 
 def _space_text(space: spaces.Space) -> str:

@@ -286,8 +286,15 @@ def bare_multi_agent_env(
                 f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}{hint}"
             ) from None
         env_params = made_params if env_params is None else env_params
-    elif env_params is None:
-        env_params = env.default_params
+    else:
+        lamella.envs.check_env_object(
+            env,
+            env_params,
+            f"make_{config.algorithm}_runner",
+            "lamella.marl.host.train_host(config, make_env)",
+        )
+        if env_params is None:
+            env_params = env.default_params
     if isinstance(env, wrappers.AutoReset):
         env = env.env
     return env, env_params, env_id

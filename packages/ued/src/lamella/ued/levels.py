@@ -155,9 +155,10 @@ def level_family(env: Environment[Any, Any], env_params: Any) -> LevelFamily:
     Raises:
         TypeError: the env has no level family here, naming the envs that do.
     """
-    from lamella.envs import maze
+    from lamella.envs import check_env_object, maze
     from lamella.ued.screenshots import maze_level_image
 
+    check_env_object(env, env_params, "level_family", takes_id=False)
     bare = env.unwrapped
     if isinstance(bare, maze.AMaze):
 

@@ -301,6 +301,9 @@ def _offpolicy_runner(
         eval_env, _ = lamella.envs.make(config.env_id, autoreset=False)
         env_params = made_params if env_params is None else env_params
     else:
+        lamella.envs.check_env_object(
+            env, env_params, "make_offpolicy_runner", "lamella.agents.offpolicy.host.train_host(config, env)"
+        )
         eval_env = env
         env_params = env.default_params if env_params is None else env_params
     if make_agent is None:  # lamella-agents' own learners; lamella-marl's pass make_agent

@@ -394,8 +394,10 @@ def _game_and_meta_agent(
                         "'IteratedTensorGame-v0' takes it; leave it at 0 for the two-player games.)"
                     )
                 raise ConfigError(message) from None
-    elif env_params is None:
-        env_params = env.default_params
+    else:
+        lamella.envs.check_env_object(env, env_params, "make_meta_runner")
+        if env_params is None:
+            env_params = env.default_params
     action_space = env.action_space(env_params)
     flat = isinstance(env.observation_space(env_params), spaces.Dict)
     if flat:

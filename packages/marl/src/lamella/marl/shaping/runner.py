@@ -444,8 +444,10 @@ def _shaping_runner(
             except (KeyError, TypeError, ValueError) as error:
                 raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
             env_params = made_params if env_params is None else env_params
-        elif env_params is None:
-            env_params = env.default_params
+        else:
+            lamella.envs.check_env_object(env, env_params, "make_shaping_runner")
+            if env_params is None:
+                env_params = env.default_params
         if isinstance(env, wrappers.AutoReset):
             env = env.env
         check_multi_agent_env(env, env_params, config.algorithm, env_id=env_id)
