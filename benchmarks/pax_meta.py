@@ -1,4 +1,5 @@
-"""Pax's own ``evo`` runner (meta-learning with ES) timed, for benchmarks/shaping_meta_ipd.py's table.
+"""Pax's own ``evo`` runner (meta-learning with ES) or ``rl`` runner timed, for the tables of
+benchmarks/shaping_meta_ipd.py and benchmarks/shaping_mfos_rl.py.
 
 Runs in Pax's virtual environment (Pax pins jax 0.4.31; a separate process), with Pax's source on
 the path. ``benchmarks/shaping_meta_ipd.py --pax-python`` starts it; by hand:
@@ -14,14 +15,23 @@ the path. ``benchmarks/shaping_meta_ipd.py --pax-python`` starts it; by hand:
 Pax's own ``pax.experiment`` functions build the env, the agents and the ``EvoRunner`` from Pax's
 hydra config (the named experiment yaml plus the ``key=value`` overrides; wandb logging off, and
 a stand-in ``wandb`` module when it is not installed), and ``EvoRunner.run_loop`` runs
-``1 + --repeats * --generations`` generations. The harness only wraps the runner's compiled rollout
+``--warmup + --repeats * --generations`` generations (an ``rl`` runner's iteration, a rollout and the
+meta-agent's update, counts as a generation). The harness only wraps the runner's compiled rollout
 to take a timestamp (wall and process CPU time) at the start of each block of ``--generations``
-generations, after the previous block's outputs are ready: the first generation (compile) is left
-out, the rest are Pax's loop as it runs (ask, rollout, tell, its host-side bookkeeping). With
+generations, after the previous block's outputs are ready: the ``--warmup`` generations (1: the
+compile; the ``rl`` runner compiles its rollout again on its second call) are left out, the rest
+are Pax's loop as it runs (ask, rollout, tell, its host-side bookkeeping). With
 ``--paired`` it prints ``PAX_READY`` before each block and waits for a line on stdin, so that
 ``shaping_meta_ipd.py`` can alternate lamella's timed calls with Pax's blocks (the waiting is not
 timed). Pax's ``cg/*.yaml`` at 6ae3d07 lack ``es.mean_reduce``, which ``EvoRunner`` reads: pass
-``+es.mean_reduce=False`` with them. Prints a ``PAX_BLOCK`` JSON line per block (wall and CPU
+``+es.mean_reduce=False`` with them. ``ipd/inf_mfos_v_nl`` (M-FOS's RL variant against an exact
+naive learner) does not run at 6ae3d07 as it is: pass ``+num_steps=100 +num_inner_steps=1`` (its
+yaml lacks them), and the harness works around three mismatches inside Pax without changing what
+is computed: ``make_hyper`` is called without its ``num_iterations`` (used only by a learning-rate
+schedule the yaml turns off; the harness passes ``num_iters``), the runner calls the naive
+learner's ``update`` with four arguments where it takes six (it is a no-op: the learner takes its
+gradient step in its policy), and the runner saves ``state.params`` at iteration 0, which the naive
+learner's state lacks (the harness gives that state a ``params`` field holding ``None``). Prints a ``PAX_BLOCK`` JSON line per block (wall and CPU
 seconds) and a last JSON line: generations/s and env steps/s (``popsize * num_opps * num_envs *
 num_inner_steps * num_outer_steps`` per generation) by wall and by CPU time, over the median block.
 """
@@ -29,6 +39,7 @@ num_inner_steps * num_outer_steps`` per generation) by wall and by CPU time, ove
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import os
@@ -36,6 +47,7 @@ import sys
 import tempfile
 import time
 import types
+from typing import Any, NamedTuple
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, os.environ["PAX_SRC"])
@@ -54,11 +66,35 @@ import pax.experiment as pax_experiment  # Pax's module
 from hydra import compose, initialize_config_dir
 
 
+class _NaiveExactState(NamedTuple):
+    """Pax's ``naive_exact.TrainingState`` with the ``params`` that its ``rl`` runner saves."""
+
+    timesteps: Any
+    num_episodes: Any
+    params: Any = None
+
+
+def work_around_inf_mfos(config: Any) -> None:
+    """The mismatches inside Pax at 6ae3d07 that stop ``ipd/inf_mfos_v_nl`` (module docs)."""
+    import pax.agents.naive_exact as naive_exact  # Pax's module
+
+    naive_exact.TrainingState = _NaiveExactState
+    make_hyper = pax_experiment.make_hyper
+    if "num_iterations" in inspect.signature(make_hyper).parameters:
+
+        def hyper(*args: Any, num_iterations: int | None = None, **kwargs: Any) -> Any:
+            iterations = int(config.num_iters) if num_iterations is None else num_iterations
+            return make_hyper(*args, num_iterations=iterations, **kwargs)
+
+        pax_experiment.make_hyper = hyper
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default="ipd/shaper_v_ppo", help="a yaml under pax/conf/experiment")
     parser.add_argument("--generations", type=int, default=3, help="timed generations (after one to compile)")
     parser.add_argument("--repeats", type=int, default=1, help="timed blocks of --generations generations")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed generations first (compiling)")
     parser.add_argument(
         "--paired",
         action="store_true",
@@ -72,18 +108,22 @@ def main() -> None:
         "+experiment/{}={}".format(*args.experiment.rsplit("/", 1)),
         "wandb.log=False",
         "save=False",
-        f"num_iters={1 + args.repeats * args.generations}",
+        f"num_iters={args.warmup + args.repeats * args.generations}",
         *args.overrides,
     ]
     with initialize_config_dir(config_dir=os.path.join(os.environ["PAX_SRC"], "pax/conf"), version_base=None):
         config = compose("config", overrides=overrides)
     logger = logging.getLogger()
+    work_around_inf_mfos(config)
     env, env_params = pax_experiment.env_setup(config, logger)
     agents = pax_experiment.agent_setup(config, env, env_params, logger)
+    for agent in agents if isinstance(agents, (tuple, list)) else ():
+        if type(agent).__name__ == "NaiveExact":  # its update is a no-op; the runner passes 4 arguments
+            agent.update = lambda traj, obs, state, mem: (state, mem, {})
     runner = pax_experiment.runner_setup(config, env, agents, save_dir, logger)
     steps = (
-        config.popsize
-        * config.num_devices
+        config.get("popsize", 1)  # the rl runner has no population
+        * config.get("num_devices", 1)
         * config.num_opps
         * config.num_envs
         * config.num_inner_steps
@@ -112,7 +152,7 @@ def main() -> None:
         nonlocal calls
         if calls == 0:
             start.append(time.perf_counter())
-        if calls >= 1 and (calls - 1) % args.generations == 0:
+        if calls >= args.warmup and (calls - args.warmup) % args.generations == 0:
             end_block()
             if args.paired:
                 print("PAX_READY", flush=True)
@@ -124,7 +164,7 @@ def main() -> None:
         return out
 
     runner.rollout = timed_rollout
-    runner.run_loop(env_params, agents, 1 + args.repeats * args.generations, False)
+    runner.run_loop(env_params, agents, args.warmup + args.repeats * args.generations, False)
     end_block()
     wall = sorted(block["wall_s"] for block in blocks)[len(blocks) // 2]
     cpu = sorted(block["cpu_s"] for block in blocks)[len(blocks) // 2]
@@ -133,7 +173,7 @@ def main() -> None:
             {
                 "program": f"Pax {args.experiment} {' '.join(args.overrides)}",
                 "jax": jax.__version__,
-                "compile_s": stamps[0][0] - start[0],  # the first generation, with its compile
+                "compile_s": stamps[0][0] - start[0],  # the warm-up generations, with the compile
                 "generations": args.generations,
                 "blocks": blocks,
                 "generations_per_s": args.generations / wall,

@@ -43,13 +43,12 @@ import argparse
 import dataclasses
 import os
 import platform
-import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
-from _peer import PeerProcess
+from _peer import pax_starter, time_with_peer
 
 from lamella.agents.runner import make_train
 from lamella.marl.shaping.meta import MetaConfig, make_meta_runner
@@ -172,68 +171,22 @@ def main() -> None:
             state, metrics = make_train(runner)(key)
             return checksum(state) + checksum(metrics)
 
-        per_generation = config.steps_per_iteration
-        key = jax.random.key(0)
-        start = time.perf_counter()
-        train(key).block_until_ready()  # compiles
-        compile_s = time.perf_counter() - start
-        pax = None
-        if args.pax_python and name in PAX:
+        start_pax = None
+        if name in PAX:
             experiment, overrides = PAX[name]
-            pax = PeerProcess(
-                args.pax_python,
-                "pax_meta.py",
-                [
-                    "--experiment",
-                    experiment,
-                    "--generations",
-                    str(args.generations),
-                    "--repeats",
-                    str(args.repeats),
-                    *overrides,
-                ],
-                {"PAX_SRC": args.pax_src},
-                "PAX",
+            start_pax = pax_starter(
+                args.pax_python, args.pax_src, experiment, args.generations, args.repeats, overrides
             )
-            pax.ready()  # Pax's first generation, which compiles
-        walls, cpus, pax_blocks = [], [], []
-        # lamella, Pax, lamella, Pax, ...: each pair shares the machine's load of the moment.
-        for repeat in range(args.repeats):
-            wall, cpu = time.perf_counter(), time.process_time()
-            train(key).block_until_ready()
-            walls.append(time.perf_counter() - wall)
-            cpus.append(time.process_time() - cpu)
-            if pax is not None:
-                if repeat:
-                    pax.ready()  # the end of Pax's previous block
-                pax_blocks.append(pax.block())
-        median = sorted(walls)[len(walls) // 2]
-        wall = args.generations / median
-        cpu = args.generations / sorted(cpus)[len(cpus) // 2]
-        print(
-            f"{name:<14} {compile_s:>10.1f} {median:>9.3f}  {wall:.3g} generations/s, "
-            f"{wall * per_generation:.3g} env steps/s; CPU {cpu:.3g} generations/s, "
-            f"{cpu * per_generation:.3g} env steps/s"
+        key = jax.random.key(0)
+        time_with_peer(
+            name,
+            lambda train=train: train(key),
+            config.steps_per_iteration,
+            args.generations,
+            args.repeats,
+            start_pax,
+            "generations",
         )
-        if pax is not None:
-            summary = pax.summary()
-            print(
-                f"{'  Pax':<14} {summary['compile_s']:>10.1f} {args.generations / summary['generations_per_s']:>9.3f}  "
-                f"{summary['generations_per_s']:.3g} generations/s, {summary['steps_per_s']:.3g} env steps/s; CPU "
-                f"{summary['generations_per_cpu_s']:.3g} generations/s, {summary['steps_per_cpu_s']:.3g} env steps/s "
-                f"(jax {summary['jax']}; Pax's compile column: its first generation)"
-            )
-            print(
-                f"{'  lamella/Pax':<14} wall {wall / summary['generations_per_s']:.2f}x, "
-                f"CPU {cpu / summary['generations_per_cpu_s']:.2f}x (medians)"
-            )
-            for repeat, (lamella_wall, lamella_cpu, block) in enumerate(zip(walls, cpus, pax_blocks)):
-                print(
-                    f"{'  pair ' + str(repeat + 1):<14} CPU s {lamella_cpu:.2f} vs {block['cpu_s']:.2f}: "
-                    f"{block['cpu_s'] / lamella_cpu:.2f}x; wall s {lamella_wall:.2f} vs {block['wall_s']:.2f}: "
-                    f"{block['wall_s'] / lamella_wall:.2f}x"
-                )
-        print(f"{'  load average':<14} {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -257,6 +257,33 @@ def test_bad_arguments_raise(dataset):
         le.interval_estimates(dataset, confidence=95)
     with pytest.raises(ValueError, match="no scores for algorithm 'c'"):
         le.probability_of_improvement_estimates(dataset, [("a", "c")])
+    # One array where the mapping goes: its name, not 'ndarray' object has no attribute 'items'.
+    with pytest.raises(
+        le.EvalError, match=r"^interval_estimates: give the scores as a mapping algorithm -> array"
+    ):
+        le.interval_estimates(dataset["a"], reps=10)
+    # A NaN, which would drop out of the IQM and turn the bounds into NaN, silently.
+    broken = {**dataset, "b": dataset["b"].copy()}
+    broken["b"][3, 1] = np.nan
+    message = r"the scores of 'b' hold nan at index \(3, 1(, 0)?\) \(run, task(, evaluation)?\); every score"
+    for call in (
+        lambda: le.interval_estimates(broken, reps=10),
+        lambda: le.probability_of_improvement_estimates(broken, reps=10),
+        lambda: le.performance_profiles(broken, np.linspace(0, 1, 3), reps=10),
+        lambda: le.sample_efficiency({a: v[..., None] for a, v in broken.items()}, reps=10),
+    ):
+        with pytest.raises(le.EvalError, match=message):
+            call()
+
+
+def test_a_scores_object_and_one_statistic_name_are_taken_as_meant(dataset):
+    scores = le.Scores("episode_return", ("t/0", "t/1", "t/2"), dataset, "last evaluation")
+    by_object = le.interval_estimates(scores, "iqm", reps=50, key=1)
+    by_values = le.interval_estimates(dataset, ("iqm",), reps=50, key=1)
+    assert by_object.labels == ("iqm",)
+    for algorithm in dataset:
+        np.testing.assert_array_equal(by_object.point[algorithm], by_values.point[algorithm])
+        np.testing.assert_array_equal(by_object.lower[algorithm], by_values.lower[algorithm])
 
 
 def test_numpy_interval_is_np_quantile_bit_for_bit():

@@ -174,6 +174,9 @@ def test_bad_test_envs_are_rejected(run_dir, spec, message):
 def test_bad_paths_and_episodes(tmp_path, run_dir):
     with pytest.raises(FileNotFoundError, match="no checkpoints"):
         le.evaluate_checkpoints([tmp_path], ["CartPole-v1"])
+    # One path and one env as text, not lists: the whole path (not its first character) is read.
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}.*no checkpoints"):
+        le.evaluate_checkpoints(str(tmp_path), "CartPole-v1")
     with pytest.raises(ValueError, match="episodes"):
         le.evaluate_checkpoints([run_dir], ["CartPole-v1"], episodes=0)
 

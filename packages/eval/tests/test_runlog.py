@@ -48,6 +48,9 @@ def test_reads_marl_eval_file(marl_eval_file):
 
 def test_scores_are_episode_means(marl_eval_file):
     runs = le.read_run_logs([marl_eval_file.parent])
+    # One path, as text or a Path, is a list of one (not its characters).
+    for one in (str(marl_eval_file.parent), marl_eval_file.parent):
+        assert [run.name for run in le.read_run_logs(one)] == [run.name for run in runs]
     final = le.final_scores(runs, "episode_return")
     assert final.source == "absolute_metrics" and final.tasks == ("matrax/climbing",)
     np.testing.assert_array_equal(final.values["ippo"], [[6.0], [9.0]])

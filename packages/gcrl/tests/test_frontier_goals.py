@@ -101,6 +101,11 @@ def test_bad_frontier_settings_are_config_errors_naming_the_fix(capsys, monkeypa
         dataclasses.replace(config, goal_setter="nope").validate()
     with pytest.raises(ConfigError, match="given twice"):
         make_offpolicy_runner(dataclasses.replace(config, goal_setter="frontier"), _setter(0.5))
+    # The factory where the setter goes, and a name where the sampler factory goes.
+    with pytest.raises(ConfigError, match=r"must be a GoalSetter .*got function frontier_goals: call it"):
+        make_offpolicy_runner(config, frontier_goals)
+    with pytest.raises(ConfigError, match=r"batch_sampler=\.\.\.\) must be a factory.*set her=True"):
+        make_offpolicy_runner(config, batch_sampler="her")
     monkeypatch.chdir(tmp_path)
     for bad, message in [("goal_setter=nope", "'frontier'"), ("frontier_probability=2", "[0, 1]")]:
         with pytest.raises(SystemExit) as info:

@@ -138,6 +138,11 @@ def test_update_keeps_the_best_return_and_ignores_unscored_rollouts():
     )
     np.testing.assert_allclose(masked.scores[:2], [0.5, 0.0])
     np.testing.assert_allclose(masked.best_returns[:2], [0.9, 5.0])
+    # A slot of -1 (insert's "not kept") updates nothing, where it indexed the last slot.
+    full = buffer.insert(state, levels([3, 4]), jnp.array([0.1, 0.3]), jnp.array([0.0, 0.0]))[0]
+    after = buffer.update(full, jnp.array([-1, 2]), jnp.array([99.0, 0.7]), jnp.array([99.0, 1.0]))
+    np.testing.assert_allclose(after.scores, [0.5, 0.8, 0.7, 0.3])
+    np.testing.assert_allclose(after.best_returns, [0.9, 0.6, 1.0, 0.0])
 
 
 def test_sample_draws_by_priority_and_resets_staleness():

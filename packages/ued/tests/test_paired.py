@@ -207,6 +207,11 @@ def test_bad_configs_are_refused_before_compiling(config, message):
         make_paired_runner(config)
 
 
+def test_init_refuses_an_int_seed_for_its_key():
+    with pytest.raises(TypeError, match=r"^init: `key` must be a PRNG key.*got the Python int 0"):
+        make_paired_runner(PAIREDConfig(**TINY)).init(0)
+
+
 def test_a_teacher_of_another_size_is_refused_naming_the_fix():
     config = PAIREDConfig(**TINY)
     teacher = maze.AMazeTeacher(height=7, width=7, n_walls=3)

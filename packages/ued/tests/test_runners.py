@@ -227,6 +227,14 @@ def test_bad_configs_are_refused_before_compiling(config, message):
         make_ued_runner(config)
 
 
+def test_init_refuses_an_int_seed_for_its_key():
+    runner = make_ued_runner(DRConfig(**TINY))
+    with pytest.raises(
+        TypeError, match=r"^init: `key` must be a PRNG key.*got the Python int 0\. Pass jax\.random\.key"
+    ):
+        runner.init(0)
+
+
 def test_named_eval_levels_use_their_own_horizon():
     config = DRConfig(
         **{**TINY, "height": 0, "width": 0, "n_walls": 60, "eval_levels": ("SixteenRooms", "random")}

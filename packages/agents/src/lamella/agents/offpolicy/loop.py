@@ -172,6 +172,12 @@ def resolve_batch_sampler(config: Any, batch_sampler: BatchSamplerFactory | None
     ``her`` plug-in when ``config.her`` (a :class:`~lamella.agents.config.ConfigError` naming
     ``pip install lamella-gcrl`` when none is installed), else :func:`make_batch_sampler`."""
     if batch_sampler is not None:
+        if not callable(batch_sampler):
+            fix = " (for hindsight relabelling set her=True in the config)" if batch_sampler == "her" else ""
+            raise ConfigError(
+                f"make_offpolicy_runner(batch_sampler=...) must be a factory make(config, buffer, goals) -> "
+                f"sample, got {type(batch_sampler).__name__} {batch_sampler!r:.60}{fix}."
+            )
         return batch_sampler
     if config.her:
         return load_batch_sampler("her", "her=True (hindsight experience replay)")
@@ -189,6 +195,15 @@ def resolve_goal_setter(
         ConfigError: both a setter in code and ``goal_setter`` in the config, or a named setter
             on an env that is not goal-conditioned, or a name no installed package provides.
     """
+    if goal_setter is not None and not all(
+        callable(getattr(goal_setter, part, None)) for part in ("init", "reset", "step")
+    ):
+        built = callable(goal_setter) and not isinstance(goal_setter, type)
+        raise ConfigError(
+            f"make_offpolicy_runner(goal_setter=...) must be a GoalSetter (its init, reset and step), "
+            f"got {type(goal_setter).__name__} {getattr(goal_setter, '__name__', repr(goal_setter))[:60]}"
+            + (": call it to build the setter, e.g. goal_setter=passthrough()." if built else ".")
+        )
     name = getattr(config, "goal_setter", "none")
     if name == "none":
         return passthrough() if goal_setter is None else goal_setter

@@ -100,6 +100,8 @@ def _resolve(
     names: list[str] = []
     builtin: list[str] = []
     custom: dict[str, Callable[..., Any]] = {}
+    if isinstance(statistics, str):  # one name: not its letters
+        statistics = (statistics,)
     items = statistics.items() if isinstance(statistics, Mapping) else ((n, n) for n in statistics)
     for name, statistic in items:
         if isinstance(statistic, str):
@@ -115,6 +117,32 @@ def _resolve(
             f"unknown statistic(s) {unknown}; use {list(STATISTICS)} or pass a mapping name -> function"
         )
     return (*names, *custom), tuple(builtin), tuple(custom.values())
+
+
+def _arrays(scores: Any, where: str) -> dict[str, np.ndarray]:
+    """algorithm -> float64 array of ``scores``: a mapping, or a :class:`Scores` / :class:`Curves`
+    (its ``values``); every score must be finite (a NaN would drop out of some statistics and
+    turn others into NaN, silently)."""
+    if not isinstance(scores, Mapping) and isinstance(getattr(scores, "values", None), Mapping):
+        scores = scores.values
+    if not isinstance(scores, Mapping):
+        raise EvalError(
+            f"{where}: give the scores as a mapping algorithm -> array (a Scores or Curves, or its "
+            f".values), got {type(scores).__name__}."
+        )
+    arrays = {}
+    for algorithm, value in scores.items():
+        array = np.asarray(value, dtype=np.float64)
+        bad = np.argwhere(~np.isfinite(array))
+        if bad.size:
+            index = tuple(int(i) for i in bad[0])
+            raise EvalError(
+                f"{where}: the scores of {algorithm!r} hold {array[index]} at index {index} (run, task"
+                f"{', evaluation' if array.ndim == 3 else ''}); every score must be finite: fix that "
+                "run's log or leave the run out."
+            )
+        arrays[algorithm] = array
+    return arrays
 
 
 def _by_shape(values: Mapping[str, np.ndarray]) -> dict[tuple[int, ...], list[str]]:
@@ -194,8 +222,8 @@ def interval_estimates(
     """Aggregate statistics with stratified-bootstrap percentile confidence intervals.
 
     Args:
-        scores: algorithm -> ``(runs, tasks)`` scores (e.g. ``Scores.values``); algorithms
-            may have different numbers of runs.
+        scores: algorithm -> ``(runs, tasks)`` scores (``Scores.values``, or a :class:`Scores`
+            itself); algorithms may have different numbers of runs; every score finite.
         statistics: names from :data:`STATISTICS`, or a mapping ``name -> fn`` where ``fn`` is
             a built-in name or a JAX-traceable function of a ``(runs, tasks)`` matrix.
         reps: bootstrap replicates.
@@ -208,7 +236,7 @@ def interval_estimates(
     Returns:
         :class:`Estimates` with ``point[algorithm]`` of shape ``(statistics,)``.
     """
-    three_d = {a: np.asarray(v, dtype=np.float64)[..., None] for a, v in scores.items()}
+    three_d = {a: v[..., None] for a, v in _arrays(scores, "interval_estimates").items()}
     for algorithm, array in three_d.items():
         if array.ndim != 3:
             raise EvalError(f"scores of {algorithm!r} have shape {array.shape[:-1]}; expected (runs, tasks)")
@@ -235,16 +263,21 @@ def sample_efficiency(
     distribution as rliable's per-evaluation bootstrap.
 
     Args:
-        curves: algorithm -> ``(runs, tasks, evaluations)`` (e.g. ``Curves.values``).
-        step_counts: algorithm -> ``(evaluations,)`` x axis (e.g. ``Curves.step_counts``);
-            evaluation indices where omitted.
+        curves: algorithm -> ``(runs, tasks, evaluations)`` (``Curves.values``, or a
+            :class:`Curves` itself).
+        step_counts: algorithm -> ``(evaluations,)`` x axis (e.g. ``Curves.step_counts``, the
+            default for a :class:`Curves`); evaluation indices where omitted.
         backend: as for :func:`interval_estimates`.
 
     Returns:
         :class:`Estimates` with ``point[algorithm]`` of shape ``(statistics, evaluations)`` and
         ``x[algorithm]`` the step counts.
     """
-    labels, point, lower, upper = _aggregates(curves, statistics, reps, confidence, key, gamma, backend)
+    counts = getattr(curves, "step_counts", None)  # a Curves has them
+    if step_counts is None and isinstance(counts, Mapping):
+        step_counts = counts
+    arrays = _arrays(curves, "sample_efficiency")
+    labels, point, lower, upper = _aggregates(arrays, statistics, reps, confidence, key, gamma, backend)
     x = {
         a: np.asarray(step_counts[a], dtype=np.float64)
         if step_counts is not None
@@ -274,7 +307,7 @@ def probability_of_improvement_estimates(
         backend: as for :func:`interval_estimates`.
     """
     _check(reps, confidence)
-    arrays = {a: np.asarray(v, dtype=np.float64) for a, v in scores.items()}
+    arrays = _arrays(scores, "probability_of_improvement_estimates")
     pairs = tuple(itertools.combinations(arrays, 2)) if pairs is None else tuple((x, y) for x, y in pairs)
     for pair in pairs:
         for name in pair:
@@ -345,7 +378,7 @@ def performance_profiles(
     """
     _check(reps, confidence)
     taus = np.asarray(taus, dtype=np.float64).reshape(-1)
-    arrays = {a: np.asarray(v, dtype=np.float64) for a, v in scores.items()}
+    arrays = _arrays(scores, "performance_profiles")
     point = {a: metrics.performance_profile(v, taus, per_run) for a, v in arrays.items()}
     lower, upper = {}, {}
     # Per run, the thresholds enter through one matrix product per batch (cheap per element).

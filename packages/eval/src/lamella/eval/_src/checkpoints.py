@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from lamella.eval._src.errors import EvalError, EvalFileNotFoundError, MissingExtraError
+from lamella.eval._src.errors import EvalError, EvalFileNotFoundError, MissingExtraError, one_or_many
 
 __all__ = [
     "CSV_COLUMNS",
@@ -570,8 +570,8 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
 
 
 def evaluate_checkpoints(
-    paths: Sequence[str | os.PathLike[str]],
-    envs: Sequence[str | EnvSpec] | None = None,
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    envs: str | EnvSpec | Sequence[str | EnvSpec] | None = None,
     *,
     suite: str | None = None,
     episodes: int = 100,
@@ -580,8 +580,8 @@ def evaluate_checkpoints(
     """Evaluate checkpoints on test envs (greedy episodes) or on a test suite, seeds vmapped.
 
     Args:
-        paths: run directories (their newest checkpoint) or checkpoint files.
-        envs: test envs as :class:`EnvSpec` or text (``CartPole-v1``,
+        paths: run directories (their newest checkpoint) or checkpoint files (one, or a list).
+        envs: test envs (one, or a list) as :class:`EnvSpec` or text (``CartPole-v1``,
             ``CartPole-v1:length=1.0,gravity=9.0``, see :func:`parse_env_spec`); None evaluates
             each checkpoint on the env it was trained on.
         suite: instead of ``envs``, a test suite of a provider of the ``lamella.test_suites``
@@ -605,6 +605,10 @@ def evaluate_checkpoints(
         FileNotFoundError: a path that is neither a checkpoint nor a run directory with one.
     """
     require_checkpoints_extra()
+    paths = one_or_many(paths, "evaluate_checkpoints(paths=...)")
+    if isinstance(envs, EnvSpec):
+        envs = [envs]
+    envs = None if envs is None else one_or_many(envs, "evaluate_checkpoints(envs=...)")
     if suite is not None and envs:
         raise EvalError("Give test envs (--envs) or a test suite (--suite), not both.")
     if isinstance(episodes, bool) or int(episodes) != episodes or episodes < 1:

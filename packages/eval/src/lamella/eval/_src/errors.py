@@ -9,7 +9,11 @@ and the fix and exits with status 2; ``--debug`` shows the traceback.
 
 from __future__ import annotations
 
-__all__ = ["EvalError", "EvalFileNotFoundError", "MissingExtraError"]
+import os
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["EvalError", "EvalFileNotFoundError", "MissingExtraError", "one_or_many"]
 
 
 class EvalError(ValueError):
@@ -24,3 +28,15 @@ class EvalFileNotFoundError(EvalError, FileNotFoundError):
 
 class MissingExtraError(EvalError, ImportError):
     """A feature whose optional dependencies are not installed; the message names the extra."""
+
+
+def one_or_many(items: Any, where: str) -> list[Any]:
+    """``items`` as a list, where one path or one text (``"runs/ppo"``, ``Path("runs/ppo")``) is a
+    list of one: iterating over a string would read it one character at a time."""
+    if isinstance(items, (str, os.PathLike)):
+        return [items]
+    if isinstance(items, bytes) or not isinstance(items, Iterable):
+        raise EvalError(
+            f"{where}: give a path or text, or a list of them, got {type(items).__name__} {items!r:.80}."
+        )
+    return list(items)

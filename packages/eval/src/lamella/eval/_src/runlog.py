@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from lamella.eval._src.errors import EvalError, EvalFileNotFoundError
+from lamella.eval._src.errors import EvalError, EvalFileNotFoundError, one_or_many
 
 __all__ = [
     "CSV_HEADER",
@@ -242,8 +242,8 @@ def read_run_log(path: str | os.PathLike[str]) -> list[Run]:
     return runs_from_dict(data, path)
 
 
-def read_run_logs(paths: Iterable[str | os.PathLike[str]]) -> list[Run]:
-    """Read run logs from files and directories and merge them.
+def read_run_logs(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Run]:
+    """Read run logs from files and directories (one, or a list of them) and merge them.
 
     A directory holding ``metrics.json`` (or ``metrics.csv``) is read; any other
     directory is searched below for those files.
@@ -253,7 +253,7 @@ def read_run_logs(paths: Iterable[str | os.PathLike[str]]) -> list[Run]:
     """
     runs: list[Run] = []
     seen: dict[tuple[str, str, str, str], str] = {}
-    for path in paths:
+    for path in one_or_many(paths, "read_run_logs"):
         for file in _find_files(os.fspath(path)):
             for run in read_run_log(file):
                 key = (run.environment, run.task, run.algorithm, run.run)

@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lamella.envs.multi_agent.infinite_matrix_game import solve_dominant
 from lamella.envs.multi_agent.matrix_game import PAYOFFS, check_payoff
 from lamella.marl.shaping.strategies import strategy
 
@@ -116,9 +117,9 @@ def exact_values(theta_self: jax.Array, theta_other: jax.Array, game: ExactGame)
     CD, DC, DD from each owner's side); ``game`` is seen from ``self``'s side.
     The formula is :func:`~lamella.envs.multi_agent.infinite_matrix_game.memory_one_values`'s,
     ``(1 - gamma) d0 (I - gamma P)^-1 r``, with the 4x4 system solved by
-    ``jnp.linalg.solve``: the learners differentiate it up to three times
-    (LOLA), and the derivative of a solve is another solve, which compiles
-    about ten times faster than differentiating the unrolled elimination.
+    :func:`~lamella.envs.multi_agent.infinite_matrix_game.solve_dominant`: the
+    learners differentiate it up to three times (LOLA), and each derivative is
+    another solve of the same kind, with no call into LAPACK.
     """
     p = jax.nn.sigmoid(jnp.asarray(theta_self, jnp.float32))
     q = jax.nn.sigmoid(jnp.asarray(theta_other, jnp.float32))
@@ -132,7 +133,7 @@ def exact_values(theta_self: jax.Array, theta_other: jax.Array, game: ExactGame)
     start = _joint(p[0], q[0])  # (4,)
     # The other's CD and DC swap: its own-side CD is this player's DC.
     transition = _joint(p[1:], q[1:][_SWAP_ROLES])  # (4, 4), rows: current state, columns: next
-    occupancy = jnp.linalg.solve((jnp.eye(4) - gamma * transition).T, start)
+    occupancy = solve_dominant((jnp.eye(4) - gamma * transition).T, start)
     return (1 - gamma) * occupancy @ payoff.reshape(4, 2)
 
 
