@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from lamella.agents.algorithms import load_algorithm
+from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
 from lamella.envs import maze
 from lamella.ued.levels import level_family, maze_solvable
@@ -23,7 +24,7 @@ from lamella.ued.paired import (
     teacher_score,
 )
 from lamella.ued.presets import FORAGING_8X8_ID, FORAGING_ID, PRESETS
-from lamella.ued.runners import make_ued_runner
+from lamella.ued.runners import PLRConfig, make_ued_runner
 
 TINY = dict(
     height=5,
@@ -205,6 +206,13 @@ def test_entry_points_and_presets():
 def test_bad_configs_are_refused_before_compiling(config, message):
     with pytest.raises(ValueError, match=message):
         make_paired_runner(config)
+
+
+def test_another_config_names_the_fix():
+    with pytest.raises(
+        ConfigError, match=r"^make_paired_runner: config must be a PAIREDConfig, got PLRConfig"
+    ):
+        make_paired_runner(PLRConfig())
 
 
 def test_init_refuses_an_int_seed_for_its_key():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lamella.agents.algorithms import load_algorithm
+from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment, variant_name
 from lamella.agents.rollout import PolicyStep, make_rollout
 from lamella.envs import maze
@@ -225,6 +226,15 @@ def test_entry_points_and_presets():
 def test_bad_configs_are_refused_before_compiling(config, message):
     with pytest.raises(ValueError, match=message):
         make_ued_runner(config)
+
+
+def test_a_dict_of_presets_or_a_name_for_the_config_names_the_fix():
+    with pytest.raises(
+        ConfigError, match=r"^make_ued_runner: config must be a DRConfig, got dict\. That is a dict"
+    ):
+        make_ued_runner(PRESETS["plr"])
+    with pytest.raises(ConfigError, match=r"got str\. Build one: DRConfig\(\.\.\.\)"):
+        make_ued_runner("plr")
 
 
 def test_init_refuses_an_int_seed_for_its_key():

@@ -64,6 +64,7 @@ from lamella.ued.networks import GridworldNet, RecurrentGridworldNet
 from lamella.ued.runners import (
     EVAL_METRIC_AXES,
     DRConfig,
+    check_config_type,
     check_family,
     default_family,
     make_actor_critic,
@@ -394,6 +395,7 @@ def make_paired_runner(
     gathered, so the teacher's return (the regret of every level) and the metrics are those of
     one device.
     """
+    check_config_type(config, PAIREDConfig, "make_paired_runner")
     return _paired_runner(config, family, teacher, DeviceAxis())
 
 

@@ -405,6 +405,18 @@ def _mean_where(values: jax.Array, ok: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(ok, values, 0.0)) / jnp.maximum(jnp.sum(ok), 1)
 
 
+def check_config_type(config: Any, expected: type, where: str) -> None:
+    """A :class:`~lamella.agents.config.ConfigError` naming the fix unless ``config`` is an
+    ``expected`` (a dict of presets, an algorithm's name or another config: an AttributeError
+    from deep inside the runner otherwise)."""
+    if isinstance(config, expected):
+        return
+    fix = f"Build one: {expected.__name__}(...), or take a preset: lamella.ued.presets.PRESETS[algorithm][preset]."
+    if isinstance(config, dict):
+        fix = "That is a dict (of presets?): pick one, e.g. PRESETS['plr']['AMaze-13x13-v0']."
+    raise ConfigError(f"{where}: config must be a {expected.__name__}, got {type(config).__name__}. {fix}")
+
+
 def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runner:
     """A :class:`~lamella.agents.runner.Runner` for a DR, PLR or ACCEL config (see the module docs).
 
@@ -427,6 +439,7 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
     same way; the whole rollout is gathered, and each device trains on its block of the
     replayed batch.
     """
+    check_config_type(config, DRConfig, "make_ued_runner")
     return _ued_runner(config, family, DeviceAxis())
 
 
