@@ -93,7 +93,10 @@ def build(args: argparse.Namespace) -> tuple[Any, str, int]:
         "num_steps": args.steps,
         "total_timesteps": args.envs * args.steps * 1000,
     }
-    config = DRConfig(**common) if args.algo == "dr" else PLRConfig(**common)
+    if args.algo == "dr":
+        config = DRConfig(**common)
+    else:  # PLR scores completed episodes only: an episode must fit in a rollout (PLRConfig.validate)
+        config = PLRConfig(**common, max_episode_steps=min(args.steps, PLRConfig.max_episode_steps))
     return make_ued_runner(config), f"{args.algo.upper()} AMaze-13x13-v0, levels", args.envs * args.steps
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import pytest
 
@@ -300,3 +301,48 @@ def test_a_swept_number_is_left_to_the_driver():
         return gamma
 
     assert float(jax.jit(build)(1.5)) == 1.5
+
+
+@pytest.mark.parametrize(
+    ("make", "config", "message"),
+    [
+        (
+            "lamella.agents.ppo:make_ppo_runner",
+            "ppo",
+            r"^make_ppo_runner: config must be a PPOConfig, got the str 'ppo'\. Build one: PPOConfig\(\.\.\.\), "
+            r"or a preset: lamella\.agents\.config\.resolve_config\('ppo', env_id\)",
+        ),
+        (
+            "lamella.agents.ppo:make_ppo_runner",
+            {"learning_rate": 1e-3},
+            r"got dict\. That is a dict: build PPOConfig\(\*\*settings\), or config_from_dict\(PPOConfig, settings\)",
+        ),
+        (
+            "lamella.agents.ppo:make_ppo_runner",
+            {"CartPole-v1": PPOConfig(), "Acrobot-v1": PPOConfig()},
+            r"got dict\. That is a dict of configs \(presets\?\): pick one by its key \('CartPole-v1', 'Acrobot-v1'\)",
+        ),
+        (
+            "lamella.agents.es:make_es_runner",
+            PPOConfig(),
+            r"^make_es_runner: config must be an ESConfig, got PPOConfig\.",
+        ),
+        (
+            "lamella.agents.offpolicy.loop:make_offpolicy_runner",
+            PPOConfig(),
+            r"^make_offpolicy_runner: config must be a LoopConfig, got PPOConfig\. Build one: a train config such as "
+            r"lamella\.agents\.offpolicy\.configs\.SACTrainConfig",
+        ),
+        (
+            "lamella.agents.offpolicy.host:train_host",
+            {"learning_rate": 1e-3},
+            r"^train_host: config must be a LoopConfig, got dict\. That is a dict\. Build one: a train config",
+        ),
+    ],
+)
+def test_a_runner_given_a_name_a_dict_or_another_config_names_the_fix(make, config, message):
+    """Before: ``'str' object has no attribute 'validate'`` from inside the runner."""
+    module, name = make.split(":")
+    factory = getattr(importlib.import_module(module), name)
+    with pytest.raises(ConfigError, match=message):
+        factory(config) if name != "train_host" else factory(config, "CartPole-v1")

@@ -6,6 +6,7 @@ run of a tiny config, shared by the run-log and resume checks).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -181,6 +182,96 @@ def test_a_runner_given_what_is_not_an_env_object_names_the_fix(make, config, wh
     assert str(raised.value).startswith(f"{where}: env must be an env object, got the id {config.env_id!r}.")
     with pytest.raises(lamella.envs.EnvInputError, match=f"^{where}: env got a pair .* Unpack it"):
         make(config, env=lamella.envs.make(config.env_id, autoreset=False))
+
+
+@pytest.mark.parametrize(
+    ("make", "config", "message"),
+    [
+        (
+            "lamella.marl:make_ippo_runner",
+            "ippo",
+            r"^make_ippo_runner: config must be an IPPOConfig, got the str 'ippo'\. Build one: IPPOConfig\(\.\.\.\), or a preset: lamella\.agents\.config\.resolve_config\('ippo', env_id\)",
+        ),
+        (
+            "lamella.marl:make_mappo_runner",
+            {"num_envs": 4},
+            r"^make_mappo_runner: config must be an IPPOConfig, got dict\. That is a dict: build IPPOConfig\(\*\*settings\)",
+        ),
+        (
+            "lamella.marl:make_rec_ippo_runner",
+            "rec_ippo",
+            r"^make_rec_ippo_runner: config must be an IPPOConfig",
+        ),
+        (
+            "lamella.marl:make_rec_mappo_runner",
+            "rec_mappo",
+            r"^make_rec_mappo_runner: config must be an IPPOConfig",
+        ),
+        (
+            "lamella.marl.ppo:make_multi_agent_ppo_runner",
+            "ippo",
+            r"^make_multi_agent_ppo_runner: config must be an IPPOConfig",
+        ),
+        (
+            "lamella.marl:make_idqn_runner",
+            IPPOConfig(),
+            r"^make_idqn_runner: config must be an IDQNConfig, got IPPOConfig\.",
+        ),
+        (
+            "lamella.marl:make_isac_runner",
+            IDQNConfig(),
+            r"^make_isac_runner: config must be an ISACConfig, got IDQNConfig\.",
+        ),
+        (
+            "lamella.marl.rec_iql:make_rec_iql_runner",
+            "rec_iql",
+            r"^make_rec_iql_runner: config must be a RecIQLConfig",
+        ),
+        (
+            "lamella.marl.host:train_host",
+            "ippo",
+            r"^train_host: config must be an IPPOConfig, got the str 'ippo'",
+        ),
+        (
+            "lamella.marl.shaping:make_shaping_runner",
+            "shaping",
+            r"^make_shaping_runner: config must be a ShapingConfig",
+        ),
+        (
+            "lamella.marl.shaping:make_meta_runner",
+            ShapingConfig(),
+            r"^make_meta_runner: config must be a MetaConfig, got ShapingConfig\..*resolve_config\('meta_es'",
+        ),
+        (
+            "lamella.marl.shaping.dice:make_dice_runner",
+            "lola",
+            r"^make_dice_runner: config must be a DiceConfig.*resolve_config\('lola'",
+        ),
+        (
+            "lamella.marl.shaping.evolution:make_meta_es_runner",
+            "mfos_es",
+            r"^make_meta_es_runner: config must be a MetaESConfig.*resolve_config\('mfos_es'",
+        ),
+        (
+            "lamella.marl.shaping.mfos:make_mfos_runner",
+            "lamella.marl.shaping.presets:PRESETS",
+            r"^make_mfos_runner: config must be an MFOSConfig, got dict\. That is a dict of configs \(presets\?\): pick one by its key \('shaping', 'mfos_es', 'mfos_rl', \.\.\.\)",
+        ),
+    ],
+    ids=lambda value: value.split(":")[-1] if isinstance(value, str) and ":" in value else None,
+)
+def test_a_runner_given_a_name_a_dict_or_another_config_names_the_fix(make, config, message):
+    """Before: ``'str' object has no attribute 'validate'`` (or ``'dict' ...``) from inside."""
+
+    def load(spec):
+        module, name = spec.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    if isinstance(config, str) and ":" in config:
+        config = load(config)
+    factory = load(make)
+    with pytest.raises(ConfigError, match=message):
+        factory(config, lambda: None) if make.endswith("train_host") else factory(config)
 
 
 def test_a_multi_agent_runner_given_a_pettingzoo_env_points_to_the_host_loop():

@@ -221,6 +221,18 @@ def test_entry_points_and_presets():
         ),
         (DRConfig(**{**TINY, "eval_levels": ("Nowhere",)}), "unknown level 'Nowhere'"),
         (DRConfig(**{**TINY, "total_timesteps": 10}), "less than one iteration"),
+        (
+            PLRConfig(**{**TINY, "num_steps": 8}),
+            r"PLRConfig\.num_steps \(8\) is shorter than an episode \(max_episode_steps=12\).*never enter the level buffer",
+        ),
+        (ACCELConfig(**{**TINY, "num_steps": 8}), r"ACCELConfig\.num_steps \(8\) is shorter than an episode"),
+        (
+            DRConfig(**{**TINY, "height": -7}),
+            r"DRConfig\.height must be >= 1 \(or 0: the env id's own size\), got -7",
+        ),
+        (DRConfig(**{**TINY, "conv_filters": 0}), r"DRConfig\.conv_filters must be >= 1, got 0"),
+        (DRConfig(**{**TINY, "n_walls": -1}), r"DRConfig\.n_walls must be >= 0, got -1"),
+        (DRConfig(**{**TINY, "max_episode_steps": 0}), r"DRConfig\.max_episode_steps must be >= 1, got 0"),
     ],
 )
 def test_bad_configs_are_refused_before_compiling(config, message):
@@ -233,7 +245,7 @@ def test_a_dict_of_presets_or_a_name_for_the_config_names_the_fix():
         ConfigError, match=r"^make_ued_runner: config must be a DRConfig, got dict\. That is a dict"
     ):
         make_ued_runner(PRESETS["plr"])
-    with pytest.raises(ConfigError, match=r"got str\. Build one: DRConfig\(\.\.\.\)"):
+    with pytest.raises(ConfigError, match=r"got the str 'plr'\. Build one: DRConfig\(\.\.\.\)"):
         make_ued_runner("plr")
 
 

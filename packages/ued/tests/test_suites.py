@@ -129,6 +129,22 @@ def test_bad_episodes():
         suites.evaluate_suite(CONFIG, None, "minimax-fixed", KEYS, 0)
 
 
+def test_params_without_a_seed_axis_or_one_key_name_the_fix():
+    one_seed = jax.tree.map(lambda x: x[0], scripted_params(FORWARD))
+    with pytest.raises(
+        suites.SuiteError,
+        match=r"params must lead with a seed axis of 2 \(one per key\), but params.* has shape \(.*\)\. For one seed's parameters, add the axis",
+    ):
+        suites.evaluate_suite(CONFIG, one_seed, "minimax-fixed", KEYS, 1)
+    with pytest.raises(
+        suites.SuiteError, match=r"keys must hold one PRNG key per seed, shape \(seeds,\), got shape \(\)"
+    ):
+        suites.evaluate_suite(CONFIG, scripted_params(FORWARD), "minimax-fixed", jax.random.key(0), 1)
+    with_axis = jax.tree.map(lambda x: x[None], one_seed)
+    out = suites.evaluate_suite(CONFIG, with_axis, None, KEYS[:1], 1, cases=[STRAIGHT_CASE])
+    assert out["straight"]["solved"].tolist() == [[1.0]]
+
+
 # Level-Based Foraging: named levels (fixed start layouts) as suites, through the same code.
 
 FORAGING_CONFIG = dataclasses.replace(PRESETS["dr"][FORAGING_ID], eval_greedy=True)  # 25-step episodes

@@ -30,6 +30,7 @@ __all__ = [
     "algorithm_spec",
     "algorithm_table",
     "apply_overrides",
+    "check_config_type",
     "check_numbers",
     "check_single_agent",
     "config_defaults",
@@ -71,6 +72,46 @@ def check_single_agent(env: Any, algorithm: str, env_id: str | None, instead: st
             f"(lamella-marl: lamella train {instead.split()[0]} --env {name}), or pick a single-agent env "
             f"such as {DEFAULT_ENV_ID}."
         )
+
+
+def check_config_type(
+    config: Any, expected: type, where: str, build: str | None = None, *, algorithm: str = "algorithm"
+) -> None:
+    """Raise :class:`ConfigError` naming the fix unless ``config`` is an ``expected`` (a runner
+    given an algorithm's name, a dict of settings, the dict of presets or another algorithm's
+    config fails with an AttributeError deep inside otherwise).
+
+    Args:
+        config: what the user passed as the config.
+        expected: the config class ``where`` takes (a subclass passes).
+        where: the function, for the message (``"make_ppo_runner"``).
+        build: how to get one, for the message (default: ``{expected}(...)``, or
+            ``resolve_config(algorithm, env_id)`` for a registered algorithm's preset).
+        algorithm: the registered name the default ``build`` text gives ``resolve_config``.
+    """
+    if isinstance(config, expected):
+        return
+    name = expected.__name__
+    # "an" before a vowel sound: ESConfig, MFOSConfig (an acronym's letter named "em").
+    article = "an" if name[0] in "AEIOU" or (name[0] in "FHLMNRSX" and name[1:2].isupper()) else "a"
+    fix = (
+        build
+        or f"Build one: {name}(...), or a preset: lamella.agents.config.resolve_config({algorithm!r}, env_id)."
+    )
+    given = type(config).__name__
+    if isinstance(config, str):
+        given = f"the str {config!r}"
+    elif isinstance(config, Mapping):
+        keys = ", ".join(repr(key) for key in list(config)[:3]) + (", ..." if len(config) > 3 else "")
+        if config and all(
+            dataclasses.is_dataclass(value) or isinstance(value, Mapping) for value in config.values()
+        ):
+            fix = f"That is a dict of configs (presets?): pick one by its key ({keys}). {fix}"
+        elif build is None:
+            fix = f"That is a dict: build {name}(**settings), or config_from_dict({name}, settings) to check each value's type."
+        else:
+            fix = f"That is a dict. {fix}"
+    raise ConfigError(f"{where}: config must be {article} {name}, got {given}. {fix}")
 
 
 def is_swept(value: Any) -> bool:

@@ -29,7 +29,7 @@ import optax
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import check_numbers, check_single_agent
+from lamella.agents.config import check_config_type, check_numbers, check_single_agent
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
@@ -324,6 +324,7 @@ def make_es_runner(config: ESConfig) -> Runner:
     expensive part and independent of each other; ``ask`` and ``tell`` are cheap, so they stay
     replicated.
     """
+    check_config_type(config, ESConfig, "make_es_runner", algorithm="es")
     return _es_runner(config, DeviceAxis())
 
 

@@ -51,7 +51,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.config import ConfigError, check_single_agent
+from lamella.agents.config import ConfigError, check_config_type, check_single_agent
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
@@ -368,6 +368,7 @@ def make_ppo_runner(
     iteration is parallel over (the rollout steps envs independently, GAE runs per env), where
     the time axis is a sequential scan and the minibatches are sequential optimiser steps.
     """
+    check_config_type(config, PPOConfig, "make_ppo_runner", algorithm="ppo")
     return _ppo_runner(config, env, env_params, DeviceAxis())
 
 

@@ -63,7 +63,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from lamella.agents import devices as devices_lib
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import MESH_AXIS, BatchSharding, DeviceAxis
 from lamella.agents.ppo_update import check_ppo_sizes
 from lamella.agents.protocol import Agent
@@ -474,6 +474,7 @@ def train_host(
             ``num_envs`` for the recurrent configs), a budget under one rollout, more devices
             than present or sizes they do not divide (checked before any env is made).
     """
+    check_config_type(config, IPPOConfig, "train_host", algorithm="ippo")
     config.validate()
     num_devices = devices_lib.check_devices(
         num_devices,

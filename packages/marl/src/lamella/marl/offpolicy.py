@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.agents.algorithms import Algorithm
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import (
     Batch,
@@ -405,6 +405,7 @@ def make_idqn_runner(
         lamella.agents.config.ConfigError: a single-agent env, continuous actions, ``team_reward``
             on an env whose agents are not one team, or inconsistent loop settings.
     """
+    check_config_type(config, IDQNConfig, "make_idqn_runner", algorithm="idqn")
     return _make_independent_runner(config, make_dqn, env, env_params, continuous=False)
 
 
@@ -414,6 +415,7 @@ def make_isac_runner(
     """Independent SAC's :class:`~lamella.agents.runner.Runner` on a multi-agent env with
     continuous actions (a Box ``(n, D)``, the same bounds for every agent), as
     :func:`make_idqn_runner` with ``make_sac``."""
+    check_config_type(config, ISACConfig, "make_isac_runner", algorithm="isac")
     return _make_independent_runner(config, make_sac, env, env_params, continuous=True)
 
 

@@ -44,7 +44,7 @@ from flax import struct
 import lamella.envs
 from lamella.agents import losses
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
@@ -519,6 +519,7 @@ def make_multi_agent_ppo_runner(
             inconsistent settings (a user error: ``lamella train`` prints one line and exits
             with status 2).
     """
+    check_config_type(config, IPPOConfig, "make_multi_agent_ppo_runner", algorithm="ippo")
     config.validate()
     devices = devices or DeviceAxis()
     check_ppo_sizes(config, recurrent=config.recurrent, num_devices=devices.size)
@@ -683,6 +684,7 @@ def make_ippo_runner(
     config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
 ) -> Runner:
     """IPPO's runner (:func:`make_multi_agent_ppo_runner` with an :class:`IPPOConfig`)."""
+    check_config_type(config, IPPOConfig, "make_ippo_runner", algorithm="ippo")
     return make_multi_agent_ppo_runner(config, env, env_params)
 
 
@@ -699,6 +701,7 @@ def make_mappo_runner(
 ) -> Runner:
     """MAPPO's runner: ``config`` as a :class:`MAPPOConfig` (a :class:`RecMAPPOConfig` if it is
     recurrent; an :class:`IPPOConfig`'s fields are taken over)."""
+    check_config_type(config, IPPOConfig, "make_mappo_runner", algorithm="mappo")
     if not config.centralised_critic:
         config = _convert(config, RecMAPPOConfig if config.recurrent else MAPPOConfig)
     return make_multi_agent_ppo_runner(config, env, env_params)
@@ -709,6 +712,7 @@ def make_rec_ippo_runner(
 ) -> Runner:
     """Recurrent IPPO's runner: ``config`` as a :class:`RecIPPOConfig` (a feed-forward config's
     fields are taken over, the network fields get the recurrent defaults)."""
+    check_config_type(config, IPPOConfig, "make_rec_ippo_runner", algorithm="rec_ippo")
     if not config.recurrent:
         config = _convert(dataclasses.replace(config, hidden_sizes=RecIPPOConfig.hidden_sizes), RecIPPOConfig)
     return make_multi_agent_ppo_runner(config, env, env_params)
@@ -718,6 +722,7 @@ def make_rec_mappo_runner(
     config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
 ) -> Runner:
     """Recurrent MAPPO's runner: ``config`` as a :class:`RecMAPPOConfig` (fields taken over)."""
+    check_config_type(config, IPPOConfig, "make_rec_mappo_runner", algorithm="rec_mappo")
     if not config.recurrent:
         config = dataclasses.replace(config, hidden_sizes=RecIPPOConfig.hidden_sizes)
     return make_multi_agent_ppo_runner(_convert(config, RecMAPPOConfig), env, env_params)

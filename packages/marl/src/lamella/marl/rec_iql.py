@@ -56,7 +56,7 @@ import optax
 from flax import struct
 
 from lamella.agents.algorithms import Algorithm
-from lamella.agents.config import ConfigError, is_swept
+from lamella.agents.config import ConfigError, check_config_type, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import MLP, RecurrentCore, activation_by_name, orthogonal
 from lamella.agents.protocol import Agent
@@ -316,6 +316,7 @@ def make_rec_iql_runner(
     The runner splits its envs over devices (``Runner.sharding``; see the module's docstring);
     ``num_envs`` and ``sample_batch_size`` must then be multiples of the device count.
     """
+    check_config_type(config, RecIQLConfig, "make_rec_iql_runner", algorithm="rec_iql")
     return _rec_iql_runner(config, env, env_params, DeviceAxis())
 
 

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout
@@ -63,8 +63,8 @@ from lamella.ued.levels import LevelFamily, LevelParams, OnLevel, tile_params
 from lamella.ued.networks import GridworldNet, RecurrentGridworldNet
 from lamella.ued.runners import (
     EVAL_METRIC_AXES,
+    UED_PRESETS,
     DRConfig,
-    check_config_type,
     check_family,
     default_family,
     make_actor_critic,
@@ -395,7 +395,9 @@ def make_paired_runner(
     gathered, so the teacher's return (the regret of every level) and the metrics are those of
     one device.
     """
-    check_config_type(config, PAIREDConfig, "make_paired_runner")
+    check_config_type(
+        config, PAIREDConfig, "make_paired_runner", f"Build one: PAIREDConfig(...), or {UED_PRESETS}"
+    )
     return _paired_runner(config, family, teacher, DeviceAxis())
 
 

@@ -50,7 +50,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
@@ -166,6 +166,19 @@ class DRConfig(PPOSettings):
         first setting that cannot work, and the fix."""
         check_ppo_sizes(self, recurrent=self.recurrent)
         name = type(self).__name__
+        for field in ("height", "width"):  # 0 takes the env id's own size
+            if int(getattr(self, field)) < 0:
+                raise ConfigError(
+                    f"{name}.{field} must be >= 1 (or 0: the env id's own size), got {getattr(self, field)}."
+                )
+        for field, low in (
+            ("n_walls", 0),
+            ("max_episode_steps", 1),
+            ("conv_filters", 1),
+            ("eval_max_steps", 0),
+        ):
+            if int(getattr(self, field)) < low:
+                raise ConfigError(f"{name}.{field} must be >= {low}, got {getattr(self, field)}.")
         if self.cell not in ("lstm", "gru"):
             raise ValueError(f"{name}.cell must be 'lstm' or 'gru', got {self.cell!r}.")
         if self.screenshot_every < 0:
@@ -234,6 +247,13 @@ class PLRConfig(DRConfig):
         if self.score not in scores_lib.SCORES:
             raise ValueError(
                 f"{name}.score must be one of {', '.join(scores_lib.SCORES)}, got {self.score!r}."
+            )
+        if self.num_steps < self.max_episode_steps:
+            raise ValueError(
+                f"{name}.num_steps ({self.num_steps}) is shorter than an episode (max_episode_steps="
+                f"{self.max_episode_steps}): a level the student never solves would complete no "
+                "episode in a rollout, so it would get no score and never enter the level buffer; "
+                "raise num_steps to at least max_episode_steps (or lower max_episode_steps)."
             )
         if self.buffer_size < self.num_envs:
             raise ValueError(
@@ -405,16 +425,8 @@ def _mean_where(values: jax.Array, ok: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(ok, values, 0.0)) / jnp.maximum(jnp.sum(ok), 1)
 
 
-def check_config_type(config: Any, expected: type, where: str) -> None:
-    """A :class:`~lamella.agents.config.ConfigError` naming the fix unless ``config`` is an
-    ``expected`` (a dict of presets, an algorithm's name or another config: an AttributeError
-    from deep inside the runner otherwise)."""
-    if isinstance(config, expected):
-        return
-    fix = f"Build one: {expected.__name__}(...), or take a preset: lamella.ued.presets.PRESETS[algorithm][preset]."
-    if isinstance(config, dict):
-        fix = "That is a dict (of presets?): pick one, e.g. PRESETS['plr']['AMaze-13x13-v0']."
-    raise ConfigError(f"{where}: config must be a {expected.__name__}, got {type(config).__name__}. {fix}")
+#: Where UED's presets are (for :func:`~lamella.agents.config.check_config_type`'s message).
+UED_PRESETS = "take a preset: lamella.ued.presets.PRESETS[algorithm][preset]."
 
 
 def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runner:
@@ -439,7 +451,12 @@ def make_ued_runner(config: DRConfig, family: LevelFamily | None = None) -> Runn
     same way; the whole rollout is gathered, and each device trains on its block of the
     replayed batch.
     """
-    check_config_type(config, DRConfig, "make_ued_runner")
+    check_config_type(
+        config,
+        DRConfig,
+        "make_ued_runner",
+        f"Build one: DRConfig(...), PLRConfig(...) or ACCELConfig(...), or {UED_PRESETS}",
+    )
     return _ued_runner(config, family, DeviceAxis())
 
 

@@ -228,6 +228,7 @@ def evaluate_suite(
     """
     if isinstance(episodes, bool) or int(episodes) != episodes or episodes < 1:
         raise SuiteError(f"episodes must be a whole number >= 1, got {episodes!r}.")
+    _check_seed_axis(params, keys)
     chosen = list(cases) if cases is not None else _cases(resolve_suite(suite))
     greedy = config.eval_greedy if greedy is None else bool(greedy)
     groups: dict[tuple[int, int, bool], list[Case]] = {}
@@ -245,6 +246,34 @@ def evaluate_suite(
                 "solved": (r > 0).astype(np.float64),
             }
     return {case[0]: out[case[0]] for case in chosen}
+
+
+def _check_seed_axis(params: Any, keys: Any) -> None:
+    """Raise :class:`SuiteError` unless ``keys`` is one PRNG key per seed and every leaf of
+    ``params`` leads with that many seeds (a vmap error from inside the program otherwise)."""
+    shape, dtype = np.shape(keys), getattr(keys, "dtype", None)
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    raw = (
+        dtype is not None
+        and not typed
+        and np.dtype(dtype) == np.uint32
+        and len(shape) == 2
+        and shape[-1] == 2
+    )
+    if not ((typed and len(shape) == 1) or raw):
+        raise SuiteError(
+            f"keys must hold one PRNG key per seed, shape (seeds,), got shape {shape} of {dtype}. "
+            "Split one: jax.random.split(jax.random.key(0), seeds)."
+        )
+    seeds = shape[0]
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        leaf_shape = np.shape(leaf)
+        if leaf_shape[:1] != (seeds,):
+            raise SuiteError(
+                f"params must lead with a seed axis of {seeds} (one per key), but "
+                f"params{jax.tree_util.keystr(path)} has shape {leaf_shape}. For one seed's parameters, "
+                "add the axis: jax.tree.map(lambda x: x[None], params), with keys of shape (1,)."
+            )
 
 
 @dataclasses.dataclass(frozen=True)

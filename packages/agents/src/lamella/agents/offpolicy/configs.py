@@ -21,6 +21,7 @@ from lamella.agents.offpolicy.tqc import TQCConfig, make_tqc
 
 __all__ = [
     "AGENTS",
+    "OFFPOLICY_BUILD",
     "DDPGTrainConfig",
     "DQNTrainConfig",
     "LoopConfig",
@@ -39,6 +40,12 @@ AGENTS: dict[str, tuple[type, Any]] = {
     "ddpg": (DDPGConfig, make_ddpg),
     "tqc": (TQCConfig, make_tqc),
 }
+
+#: How to build an off-policy train config (for :func:`~lamella.agents.config.check_config_type`).
+OFFPOLICY_BUILD = (
+    "Build one: a train config such as lamella.agents.offpolicy.configs.SACTrainConfig(...), "
+    'or a preset: lamella.agents.config.resolve_config("sac", env_id).'
+)
 
 
 @dataclasses.dataclass(frozen=True)

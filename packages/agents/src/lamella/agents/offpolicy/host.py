@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.agents.offpolicy.configs import AGENTS, LoopConfig, agent_config
+from lamella.agents.config import check_config_type
+from lamella.agents.offpolicy.configs import AGENTS, OFFPOLICY_BUILD, LoopConfig, agent_config
 from lamella.agents.offpolicy.loop import resolve_batch_sampler
 from lamella.agents.offpolicy.plugins import BatchSamplerFactory, GoalFunctions
 from lamella.agents.runlog import RunLog
@@ -124,6 +125,7 @@ def train_host(
     Returns:
         A :class:`HostLoopResult`.
     """
+    check_config_type(config, LoopConfig, "train_host", OFFPOLICY_BUILD)
     config.validate()
     name, agent_cfg = agent_config(config)
     if isinstance(env, str):

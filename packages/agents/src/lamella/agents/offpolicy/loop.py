@@ -46,10 +46,10 @@ import jax.numpy as jnp
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_single_agent, is_swept
+from lamella.agents.config import ConfigError, check_config_type, check_single_agent, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.offpolicy.common import Batch
-from lamella.agents.offpolicy.configs import AGENTS, LoopConfig, agent_config
+from lamella.agents.offpolicy.configs import AGENTS, OFFPOLICY_BUILD, LoopConfig, agent_config
 from lamella.agents.offpolicy.plugins import (
     BatchSamplerFactory,
     GoalFunctions,
@@ -269,6 +269,7 @@ def make_offpolicy_runner(
         that does not take ``devices``).
         ``batch_size`` must then be a multiple of the device count, as ``num_envs`` must.
     """
+    check_config_type(config, LoopConfig, "make_offpolicy_runner", OFFPOLICY_BUILD)
     return _offpolicy_runner(
         config,
         goal_setter,

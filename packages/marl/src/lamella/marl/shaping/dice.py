@@ -61,7 +61,7 @@ import optax
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import DeviceAxis, block_index, runner_sharding
 from lamella.agents.fixed import make_scripted_agent
 from lamella.agents.runner import Runner, episode_frames, hashed_keys
@@ -372,6 +372,7 @@ def make_dice_runner(config: DiceConfig) -> Runner:
         ConfigError: a bad setting, an env that is not an iterated two-player matrix game, or a
             budget below one update (each with the fix).
     """
+    check_config_type(config, DiceConfig, "make_dice_runner", algorithm="lola")
     return _dice_runner(config, DeviceAxis())
 
 

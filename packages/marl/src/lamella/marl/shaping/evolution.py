@@ -45,6 +45,7 @@ from evosax.core.fitness_shaping import weights_fitness_shaping_fn as _weights_s
 from flax import struct
 
 import lamella.envs
+from lamella.agents.config import check_config_type
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.es import FITNESS_SHAPING, ESConfig, make_strategy
 from lamella.agents.fixed import make_scripted_agent
@@ -413,6 +414,7 @@ def make_meta_es_runner(config: MetaESConfig) -> Runner:
     ``population_size / num_devices`` members and gathers every member's results, so every
     device tells the strategy the same fitness and keeps the same search state.
     """
+    check_config_type(config, MetaESConfig, "make_meta_es_runner", algorithm="mfos_es")
     return _meta_es_runner(config, DeviceAxis())
 
 

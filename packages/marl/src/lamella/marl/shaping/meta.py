@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 
 import lamella.envs
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo import PPOConfig, make_actor_critic
 from lamella.agents.ppo_update import RECURRENT_UPDATES, PPOSettings
@@ -633,6 +633,7 @@ def make_meta_runner(config: MetaConfig, env: Any = None, env_params: Any = None
     inner episodes are already ``num_inner_steps`` long; ``config.env_id`` then only names the
     task in the run log.
     """
+    check_config_type(config, MetaConfig, "make_meta_runner", algorithm="meta_es")
     return _meta_runner(config, DeviceAxis(), env, env_params)
 
 

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo import PPOConfig, make_ppo, make_ppo_runner
 from lamella.agents.runner import Runner, episode_frames
@@ -270,6 +270,7 @@ def make_mfos_runner(config: MFOSConfig) -> Runner:
     ``num_devices``): each device steps ``num_envs / num_devices`` meta-games, co-players
     included, and PPO's update averages over the devices.
     """
+    check_config_type(config, MFOSConfig, "make_mfos_runner", algorithm="mfos_rl")
     return _mfos_runner(config, DeviceAxis())
 
 

@@ -59,7 +59,7 @@ import numpy as np
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
@@ -419,6 +419,7 @@ def make_shaping_runner(
             fixed strategy on a game it does not fit, an opponent count that does not divide the
             envs, or other inconsistent settings (``lamella train`` prints one line, exit 2).
     """
+    check_config_type(config, ShapingConfig, "make_shaping_runner", algorithm="shaping")
     return _shaping_runner(config, env, env_params, agents, DeviceAxis(), require_learner)
 
 
