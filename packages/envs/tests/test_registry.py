@@ -233,3 +233,73 @@ def test_check_env_object_accepts_envs_wrappers_and_duck_typed_envs():
     le.check_env_object(env, None, "run_it")  # an AutoReset wrapper
     le.check_env_object(Walk(), None, "run_it")
     le.check_env_object(_DuckWalk(), WalkParams(), "run_it")  # no default_params, but params given
+
+
+def test_make_refuses_an_id_that_is_not_a_str_and_an_autoreset_that_is_not_a_bool():
+    with pytest.raises(
+        TypeError,
+        match=r"^make: env_id must be a registered id \(a str such as 'CartPole-v1'\), got NoneType",
+    ):
+        le.make(None)
+    env, _ = le.make("CartPole-v1")
+    with pytest.raises(TypeError, match=r"got AutoReset .*See lamella\.envs\.registered\(\)"):
+        le.make(env)
+    with pytest.raises(
+        TypeError, match=r"^make\('CartPole-v1'\): autoreset must be True or False, got 'no'\."
+    ):
+        le.make("CartPole-v1", autoreset="no")
+
+
+def test_step_given_the_observation_as_the_state_names_the_order():
+    """Before: ``'ArrayImpl' object has no attribute 'time'`` from inside the step."""
+    env, params = le.make("CartPole-v1")
+    obs, state = env.reset(jax.random.key(0), params)
+    with pytest.raises(le.EnvInputError) as raised:
+        env.step(jax.random.key(1), obs, 0, params)
+    assert str(raised.value) == (
+        "CartPole-v1.step: `state` must be the env state that reset returns (CartPoleState: obs, state = "
+        "env.reset(key, params)), got shape (4,), dtype float32. It has the observation's shape: reset "
+        "returns (obs, state), the observation first."
+    )
+    with pytest.raises(le.EnvInputError, match=r"got None\.$"):
+        env.step(jax.random.key(1), None, 0, params)
+    # Under vmap, per env; and the right state passes.
+    keys = jax.random.split(jax.random.key(2), 3)
+    batch_obs, batch_state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    with pytest.raises(le.EnvInputError, match="observation first"):
+        jax.eval_shape(step, keys, batch_obs, jnp.zeros(3, jnp.int32), params)
+    jax.eval_shape(step, keys, batch_state, jnp.zeros(3, jnp.int32), params)
+
+
+def test_an_env_whose_state_is_an_array_is_left_alone():
+    class Counter(le.Environment):
+        def reset_env(self, key, params):
+            return jnp.zeros(()), jnp.zeros((), jnp.int32)
+
+        def step_env(self, key, state, action, params):
+            state = state + 1
+            return jnp.zeros(()), state, jnp.float32(1.0), state >= 3, jnp.bool_(False), {}
+
+        @property
+        def default_params(self):
+            return None
+
+        def observation_space(self, params=None):
+            return spaces.Box(-1.0, 1.0, (), jnp.float32)
+
+        def action_space(self, params=None):
+            return spaces.Discrete(2)
+
+    env = Counter()
+    _, state = env.reset(jax.random.key(0))
+    assert int(env.step(jax.random.key(1), state, 0)[1]) == 1
+
+
+def test_a_wrapper_of_what_is_not_an_env_names_the_fix():
+    with pytest.raises(
+        le.EnvInputError, match=r"^AutoReset\(env\): env must be an env object, got the id 'CartPole-v1'"
+    ):
+        le.wrappers.AutoReset("CartPole-v1")
+    with pytest.raises(le.EnvInputError, match=r"^FlattenObservation\(env\): env got a pair .* Unpack it"):
+        le.wrappers.FlattenObservation(le.make("CartPole-v1", autoreset=False))

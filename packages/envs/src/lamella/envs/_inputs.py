@@ -36,7 +36,7 @@ import numpy as np
 from lamella.envs import spaces
 from lamella.envs.errors import UserError
 
-__all__ = ["EnvInputError", "check_action", "check_env_object", "check_key", "check_prng_key"]
+__all__ = ["EnvInputError", "check_action", "check_env_object", "check_key", "check_prng_key", "check_state"]
 
 
 class EnvInputError(UserError, TypeError, ValueError):
@@ -123,6 +123,35 @@ def check_prng_key(key: Any, where: str, vmapped: str = "jax.vmap(f)") -> None:
         f"{where}: `key` must be a PRNG key: a typed key (jax.random.key(seed), "
         f"shape ()) or a raw uint32 key of shape {_raw_key_shape()} (jax.random.PRNGKey(seed)); "
         f"got {_describe(key)}. {fix}"
+    )
+
+
+def _plain_value(value: Any) -> bool:
+    """None, an array, a number, or a dict, tuple or list: what an observation is, and an env
+    state (a dataclass) is not."""
+    return value is None or isinstance(value, (Mapping, tuple, list)) or _shape_dtype(value) is not None
+
+
+def check_state(env: Any, state: Any, params: Any) -> None:
+    """Raise :class:`EnvInputError` when ``state`` is an array, a number, a dict, a tuple or None
+    where ``env``'s state is a dataclass (what ``reset`` returns second): most often the
+    observation, from ``state, obs = env.reset(...)`` in the wrong order. The env's state is traced (shapes only)
+    just in that case, so a right call costs one ``isinstance``."""
+    if not _plain_value(state):
+        return
+    label = env_label(env)
+    expected = jax.eval_shape(lambda: env.reset(jax.random.key(0), params)[1])
+    if state is not None and _plain_value(expected):
+        return  # this env's state is an array (or a dict, a tuple) itself
+    hint = ""
+    obs = jax.eval_shape(lambda: env.reset(jax.random.key(0), params)[0])
+    if state is not None and jax.tree.structure(state) == jax.tree.structure(obs):
+        same = [np.shape(a) == tuple(b.shape) for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(obs))]
+        if all(same):
+            hint = " It has the observation's shape: reset returns (obs, state), the observation first."
+    raise EnvInputError(
+        f"{label}.step: `state` must be the env state that reset returns ({type(expected).__name__}: "
+        f"obs, state = env.reset(key, params)), got {_describe(state) if state is not None else 'None'}.{hint}"
     )
 
 

@@ -115,12 +115,14 @@ class Environment(Generic[TEnvState, TEnvParams]):
         A bare env does not reset when the episode ends; see the module docs.
 
         Raises:
-            EnvInputError: ``key`` is not one PRNG key, or ``action``'s shape or
-                dtype does not fit ``action_space(params)``. Checked while tracing
-                (no cost in compiled code); under ``vmap`` per env.
+            EnvInputError: ``key`` is not one PRNG key, ``state`` is an array or None
+                (the observation, say) where the env's state is a structure, or
+                ``action``'s shape or dtype does not fit ``action_space(params)``. Checked
+                while tracing (no cost in compiled code); under ``vmap`` per env.
         """
         params = self.default_params if params is None else params
         _inputs.check_key(self, key, "step")
+        _inputs.check_state(self, state, params)
         _inputs.check_action(self, action, params)
         return self.step_env(key, state, action, params)
 
@@ -183,6 +185,8 @@ class Wrapper(Environment[Any, Any]):
     wraps_state: ClassVar[bool] = False
 
     def __init__(self, env: Environment[Any, Any]):
+        if not callable(getattr(env, "step_env", None)):  # an id, make's pair, a class, ...
+            _inputs.check_env_object(env, None, f"{type(self).__name__}(env)", takes_id=False)
         self.env = env
         # Class attributes of the inner env become instance attributes of the wrapper.
         self.num_agents = env.num_agents  # type: ignore[misc]

@@ -8,6 +8,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from lamella.envs.environment import Environment
 
 __all__ = ["env_family", "make", "register", "registered"]
@@ -100,8 +102,16 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
 
     Raises:
         KeyError: unknown id; the message lists the closest registered ids.
-        TypeError: an override that is neither a params field nor a constructor argument.
+        TypeError: an id that is not a str, an ``autoreset`` that is not a bool, or an override
+            that is neither a params field nor a constructor argument.
     """
+    if not isinstance(env_id, str):
+        raise TypeError(
+            f"make: env_id must be a registered id (a str such as 'CartPole-v1'), got "
+            f"{type(env_id).__name__} {env_id!r:.80}. See lamella.envs.registered() for the ids."
+        )
+    if not isinstance(autoreset, (bool, np.bool_)):
+        raise TypeError(f"make({env_id!r}): autoreset must be True or False, got {autoreset!r:.80}.")
     _ensure_builtin()
     prefixed = _prefixed_factory(env_id) if env_id not in _REGISTRY else None
     if env_id not in _REGISTRY and prefixed is None:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import spaces
-from lamella.envs._inputs import EnvInputError, env_label
+from lamella.envs._inputs import EnvInputError, _plain_value, env_label
 from lamella.envs.environment import Environment
 
 __all__ = [
@@ -143,8 +143,10 @@ def _check_input_errors(
     act_space: spaces.Space,
     action: Any,
     num_envs: int,
+    obs: Any,
 ) -> None:
-    """A wrong action shape or dtype and a non-key fail while tracing with :class:`EnvInputError`.
+    """A wrong action shape or dtype, a non-key and the observation ``obs`` given as the state
+    (where the state is a dataclass) fail while tracing with :class:`EnvInputError`.
 
     Traced with ``jax.eval_shape`` (nothing is compiled), single and under ``vmap``; ``action``
     is a valid action.
@@ -160,6 +162,8 @@ def _check_input_errors(
         "an int seed as the reset key": lambda: env.reset(12345, params),  # type: ignore[arg-type]
         "a batch of keys outside vmap": lambda: env.reset(jax.random.split(key, 2), params),
     }
+    if not _plain_value(state):  # an env state that is a dataclass, as every built-in one
+        cases["the observation as the state"] = lambda: env.step(key, obs, action, params)
     keys = jax.random.split(key, num_envs)
 
     def batch(tree: Any) -> Any:  # called while tracing: nothing is compiled
@@ -203,7 +207,8 @@ def check_env(
     call; ``reset_done`` resets exactly where asked; ``render`` (if the env has
     one) returns an RGB uint8 frame; a wrongly shaped action, a wrong action
     dtype and a key that is not a PRNG key (an int seed, a batch of keys) raise
-    :class:`~lamella.envs.EnvInputError` naming the env, alone and under ``vmap``.
+    :class:`~lamella.envs.EnvInputError` naming the env, alone and under ``vmap``, and so does
+    the observation given as the state.
     """
     params = env.default_params if params is None else params
     obs_space, act_space = env.observation_space(params), env.action_space(params)
@@ -310,7 +315,7 @@ def check_env(
         np.testing.assert_array_equal(np.asarray(new)[::2], np.asarray(fresh)[::2])
         _assert_kept(np.asarray(new)[1::2], np.asarray(old)[1::2])
 
-    _check_input_errors(env, params, k_reset, state, act_space, sample(k_reset), num_envs)
+    _check_input_errors(env, params, k_reset, state, act_space, sample(k_reset), num_envs, obs)
 
     # Rendering, if the env has it.
     if renders:
