@@ -153,3 +153,49 @@ def test_prioritised_flat_buffer_follows_priorities():
 def test_bad_arguments_fail_early(factory, kwargs, match):
     with pytest.raises(ValueError, match=match):
         factory(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def prioritised_items():
+    buffer = lb.make_item_buffer(
+        max_length=16, sample_batch_size=8, min_length=1, add_sequences=True, prioritised=True
+    )
+    return buffer, jax.jit(buffer.add)(buffer.init(EXAMPLE), jax.tree.map(lambda x: x[0], steps(1, 8)))
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_set_priorities_refuses_negative_nan_and_infinite_priorities(prioritised_items, bad):
+    """flashbax takes them and every later sample returns one unfilled slot with NaN probabilities."""
+    buffer, state = prioritised_items
+    priorities = jnp.ones(8).at[3].set(bad)
+    with pytest.raises(
+        ValueError, match=r"finite and >= 0, got 1 bad value.* at position 3.*jnp\.abs\(td_error\)"
+    ):
+        buffer.set_priorities(state, jnp.arange(8), priorities)
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: lb.make_flat_buffer(max_length=8, sample_batch_size=2, add_batch_size=2, prioritised=True),
+        lambda: lb.make_trajectory_buffer(
+            num_envs=2,
+            max_length_time_axis=4,
+            sample_batch_size=2,
+            sample_sequence_length=2,
+            prioritised=True,
+        ),
+    ],
+    ids=["flat", "trajectory"],
+)
+def test_every_prioritised_factory_checks_priorities(factory):
+    buffer = factory()
+    with pytest.raises(ValueError, match=r"finite and >= 0, got 2 bad value"):
+        buffer.set_priorities(buffer.init(EXAMPLE), jnp.arange(2), jnp.array([-0.5, jnp.nan]))
+
+
+def test_set_priorities_shape_is_checked_at_trace_time(prioritised_items):
+    """Under jit the values cannot be read, but the shapes can: one priority per index."""
+    buffer, state = prioritised_items
+    with pytest.raises(ValueError, match=r"priorities have shape \(4,\) but indices have shape \(8,\)"):
+        jax.jit(buffer.set_priorities)(state, jnp.arange(8), jnp.ones(4))

@@ -119,3 +119,111 @@ def test_write_experience_appends_rewrites_from_an_index_and_refuses_gaps(tmp_pa
     back = lb.read_vault(lb.open_vault(tmp_path, "run", uid="seed_0"))  # a fresh reader: the stored length
     np.testing.assert_array_equal(back["x"], chunk(0, 6)["x"])
     np.testing.assert_array_equal(back["flag"]["done"], chunk(0, 6)["flag"]["done"])
+
+
+@pytest.fixture(scope="module")
+def episode_buffer():
+    buffer = lb.make_episode_buffer(num_envs=NUM_ENVS, max_length_time_axis=T, sample_batch_size=8)
+    return buffer, jax.jit(buffer.add)
+
+
+def add_chunks(buffer, add, state, data, sizes, vault=None):
+    """Add ``sizes`` steps of ``data`` in turn (recording after each into ``vault`` if given)."""
+    done, written = int(state.steps_added), []
+    for size in sizes:
+        state = add(state, jax.tree.map(lambda x, a=done, b=done + size: x[:, a:b], data))
+        done += size
+        if vault is not None:
+            written.append(lb.record(vault, state))
+    return state, written
+
+
+def test_record_writes_a_whole_buffer_of_new_steps(tmp_path, episode_buffer):
+    """T new steps fill every slot: all are written (flashbax's write alone would write none)."""
+    buffer, add = episode_buffer
+    data = stream()
+    state = buffer.init(jax.tree.map(lambda x: x[0, 0], data))
+    vault = lb.open_vault(tmp_path, "full", buffer_state=state)
+    _, written = add_chunks(buffer, add, state, data, [T, 3, T, 1], vault)
+    assert written == [T, 3, T, 1]
+    back = lb.read_vault(vault)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b[:, : 2 * T + 4]), back, data)
+
+
+def test_record_refuses_to_lose_steps(tmp_path, episode_buffer):
+    buffer, add = episode_buffer
+    data = stream()
+    state = buffer.init(jax.tree.map(lambda x: x[0, 0], data))
+    vault = lb.open_vault(tmp_path, "lossy", buffer_state=state)
+    state, _ = add_chunks(buffer, add, state, data, [CHUNK], vault)
+    state, _ = add_chunks(buffer, add, state, data, [CHUNK, CHUNK])  # 8 > T = 6 without a record
+    with pytest.raises(
+        ValueError,
+        match=rf"8 steps per env .* only its newest {T}: 2 steps were overwritten.*every {T} steps",
+    ):
+        lb.record(vault, state)
+    assert vault.vault_index == CHUNK  # nothing written
+    with pytest.raises(ValueError, match=r"fewer than the .* recorded from it into this vault"):
+        lb.record(vault, buffer.init(jax.tree.map(lambda x: x[0, 0], data)))
+
+
+def test_record_into_a_reopened_vault_continues_after_its_steps(tmp_path, episode_buffer):
+    """A resumed run: the vault is opened again (a new Vault object) with the buffer restored;
+    ``record`` writes only the steps added after the vault's last one."""
+    buffer, add = episode_buffer
+    data = stream()
+    state = buffer.init(jax.tree.map(lambda x: x[0, 0], data))
+    vault = lb.open_vault(tmp_path, "resumed", buffer_state=state)
+    state, _ = add_chunks(buffer, add, state, data, [CHUNK, CHUNK], vault)
+    reopened = lb.open_vault(tmp_path, "resumed", buffer_state=state)
+    state, written = add_chunks(buffer, add, state, data, [3], reopened)
+    assert written == [3]
+    back = lb.read_vault(reopened)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b[:, : 2 * CHUNK + 3]), back, data)
+
+
+def test_record_of_a_plain_flashbax_state_catches_its_first_wrap(tmp_path):
+    buffer = lb.make_trajectory_buffer(
+        num_envs=NUM_ENVS, max_length_time_axis=T, sample_batch_size=2, sample_sequence_length=1
+    )
+    example = {"x": jnp.zeros((), jnp.float32)}
+    state = buffer.init(example)
+    vault = lb.open_vault(tmp_path, "plain", buffer_state=state)
+    for size in (CHUNK, 3):  # 7 > T steps before the first record
+        state = buffer.add(state, {"x": jnp.ones((NUM_ENVS, size))})
+    with pytest.raises(ValueError, match=r"at least 7 steps per env .* at least 1 steps were overwritten"):
+        lb.record(vault, state)
+
+
+def small_experience(batch=2, time=3, trailing=(3,), dtype=np.float32, **fields):
+    return {
+        "x": np.zeros((batch, time, *trailing), dtype),
+        "flag": {"done": np.zeros((batch, time), bool)},
+        **fields,
+    }
+
+
+@pytest.mark.parametrize(
+    ("experience", "match"),
+    [
+        (
+            small_experience(y=np.zeros((2, 3), np.float32)),
+            r"field 'y' is in the structure given but not in the vault",
+        ),
+        (
+            {"x": np.zeros((2, 3, 3), np.float32)},
+            r"field 'flag\.done' is in the vault but not in the structure given",
+        ),
+        (small_experience(dtype=np.int32), r"field 'x' has dtype int32 given, float32 in the vault"),
+        (small_experience(trailing=(5,)), r"field 'x' has shape \(2, 3, 5\) given, \(2, 4, 3\) in the vault"),
+        (small_experience(batch=3), r"field 'flag\.done' has shape \(3, 3\) given, \(2, 4\) in the vault"),
+    ],
+    ids=["extra field", "missing field", "dtype", "trailing shape", "batch"],
+)
+def test_open_vault_refuses_another_experience_structure(tmp_path, experience, match):
+    lb.open_vault(tmp_path, "run", experience=small_experience(time=4))
+    with pytest.raises(
+        ValueError, match=rf"another experience structure: .*{match}.*Open it with the structure"
+    ):
+        lb.open_vault(tmp_path, "run", experience=experience)
+    lb.open_vault(tmp_path, "run", experience=small_experience(time=7))  # only the time axis may differ

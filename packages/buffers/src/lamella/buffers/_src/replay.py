@@ -1,9 +1,10 @@
 """Item, flat, trajectory and prioritised buffers: flashbax, configured for lamella.
 
 Each factory checks its arguments once (a clear error naming the fix) and
-returns flashbax's own buffer object unchanged: ``init(example)``,
+returns flashbax's own buffer object: ``init(example)``,
 ``add(state, batch)``, ``sample(state, key)``, ``can_sample(state)`` and, for
-prioritised buffers, ``set_priorities(state, indices, priorities)``. All are
+prioritised buffers, ``set_priorities(state, indices, priorities)`` (flashbax's,
+behind a check of the priorities: see :func:`make_item_buffer`). All are
 pure; wrap them in ``jax.jit(..., donate_argnums=0)`` (or run them inside a
 compiled loop) so that ``add`` and ``set_priorities`` update the buffer in place
 instead of copying it.
@@ -15,6 +16,7 @@ from typing import Any
 
 import flashbax
 import jax
+import numpy as np
 
 __all__ = ["make_flat_buffer", "make_item_buffer", "make_trajectory_buffer"]
 
@@ -33,6 +35,46 @@ def _priority_device() -> str:
 def _check_priority_exponent(priority_exponent: float, owner: str) -> None:
     if not 0.0 <= float(priority_exponent) <= 1.0:
         raise ValueError(f"{owner}: priority_exponent must be in [0, 1], got {priority_exponent}.")
+
+
+def _check_priorities(indices: Any, priorities: Any) -> None:
+    """Refuse priorities that would corrupt flashbax's sum tree.
+
+    A negative, NaN or infinite priority makes the tree's sums meaningless: every later
+    ``sample`` returns the same (often never filled) slot with NaN probabilities. The
+    shapes are checked always (at trace time, free under jit); the values only when they
+    are concrete, i.e. ``set_priorities`` called outside jit. Under jit they are tracers
+    and cannot be read without a host callback, so there they are the caller's contract.
+    """
+    if np.shape(priorities) != np.shape(indices):
+        raise ValueError(
+            f"set_priorities: priorities have shape {np.shape(priorities)} but indices have shape "
+            f"{np.shape(indices)}; pass one priority per index (e.g. the TD errors of the sampled batch "
+            "with sample(...).indices)."
+        )
+    if isinstance(priorities, jax.core.Tracer):
+        return
+    values = np.asarray(priorities)
+    bad = ~(np.isfinite(values) & (values >= 0))
+    if bad.any():
+        where = np.flatnonzero(bad)
+        raise ValueError(
+            f"set_priorities: priorities must be finite and >= 0, got {where.size} bad value(s) "
+            f"(e.g. {values.flat[where[0]]} at position {int(where[0])}); a negative, NaN or infinite "
+            "priority corrupts the sum tree and every later sample. Pass jnp.abs(td_error) + 1e-6, "
+            "and check the TD errors for NaN (a diverged learner)."
+        )
+
+
+def _checked_set_priorities(buffer: Any) -> Any:
+    """flashbax's prioritised buffer, its ``set_priorities`` behind :func:`_check_priorities`."""
+    set_priorities = buffer.set_priorities
+
+    def checked_set_priorities(state: Any, indices: Any, priorities: Any) -> Any:
+        _check_priorities(indices, priorities)
+        return set_priorities(state, indices, priorities)
+
+    return buffer.replace(set_priorities=checked_set_priorities)
 
 
 def make_item_buffer(
@@ -57,7 +99,12 @@ def make_item_buffer(
         add_sequences: ``add`` receives a time axis (after the batch axis, if any).
         prioritised: sample in proportion to priority ** ``priority_exponent``;
             ``sample`` then also returns ``indices`` and ``probabilities`` and the
-            buffer has ``set_priorities``.
+            buffer has ``set_priorities(state, indices, priorities)``. Priorities must
+            be finite and >= 0, one per index: a wrong shape raises ``ValueError`` at
+            trace time, and so do negative, NaN or infinite values when they are
+            concrete (``set_priorities`` called outside jit). Under jit the values
+            cannot be checked: a bad one there corrupts the sum tree (later samples
+            return one slot with NaN probabilities), so pass ``jnp.abs(td_error) + eps``.
         priority_exponent: alpha of prioritised replay, in [0, 1].
 
     Returns:
@@ -84,8 +131,10 @@ def make_item_buffer(
     )
     if prioritised:
         _check_priority_exponent(priority_exponent, owner)
-        return flashbax.make_prioritised_item_buffer(
-            **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+        return _checked_set_priorities(
+            flashbax.make_prioritised_item_buffer(
+                **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+            )
         )
     return flashbax.make_item_buffer(**kwargs)
 
@@ -148,8 +197,10 @@ def make_flat_buffer(
     )
     if prioritised:
         _check_priority_exponent(priority_exponent, owner)
-        return flashbax.make_prioritised_flat_buffer(
-            **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+        return _checked_set_priorities(
+            flashbax.make_prioritised_flat_buffer(
+                **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+            )
         )
     return flashbax.make_flat_buffer(**kwargs)
 
@@ -233,7 +284,9 @@ def make_trajectory_buffer(
                 f"{owner}: a prioritised buffer needs max_length_time_axis ({max_length_time_axis}) "
                 f"divisible by period ({period})."
             )
-        return flashbax.make_prioritised_trajectory_buffer(
-            **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+        return _checked_set_priorities(
+            flashbax.make_prioritised_trajectory_buffer(
+                **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+            )
         )
     return flashbax.make_trajectory_buffer(**kwargs)

@@ -4,21 +4,26 @@ A Vault stores the time series of a flashbax trajectory buffer (leaves
 ``(num_envs, time, ...)``) in tensorstore/zarr files and grows along time. The
 compiled loop fills a buffer on device; the host driver calls :func:`record`
 between compiled chunks. Vault only sees the circular buffer, so call
-:func:`record` at least every ``max_length_time_axis - 1`` steps or older steps are
-overwritten before they reach the disk.
+:func:`record` at least every ``max_length_time_axis`` steps: older steps are
+overwritten before they reach the disk, and :func:`record` refuses to write a
+series with a hole in it.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
+import json
 import os
 import shutil
+import weakref
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flashbax.buffers.prioritised_trajectory_buffer import PrioritisedTrajectoryBufferState
 from flashbax.buffers.trajectory_buffer import TrajectoryBufferState
 from flashbax.vault import Vault
 
@@ -67,6 +72,11 @@ def open_vault(
 
     Returns:
         A :class:`flashbax.vault.Vault`.
+
+    Raises:
+        ValueError: the vault exists and was written with another experience structure than
+            ``buffer_state`` / ``experience`` (a field missing or extra, or another dtype, batch
+            size or trailing shape); the message lists each difference.
     """
     structure = experience if buffer_state is None else _trajectory_state(buffer_state).experience
     return _open(directory, name, uid, structure, metadata, compression)
@@ -90,6 +100,8 @@ def _open(
     path = os.path.join(root, name, uid)
     quiet = contextlib.redirect_stdout(io.StringIO())  # flashbax prints on every open
     if os.path.exists(path):
+        if structure is not None:
+            _check_structure(path, structure)
         with quiet:
             return Vault(vault_name=name, experience_structure=structure, rel_dir=root, vault_uid=uid)
     if structure is None:
@@ -113,13 +125,161 @@ def _open(
         return Vault(vault_name=name, experience_structure=structure, rel_dir=root, vault_uid=uid)
 
 
+def _key_name(key: Any) -> str:
+    """One step of a pytree path, named as flashbax names a Vault's stored fields."""
+    for attribute in ("name", "key", "idx"):  # GetAttrKey, DictKey / FlattenedIndexKey, SequenceKey
+        if hasattr(key, attribute):
+            return str(getattr(key, attribute))
+    return str(key)
+
+
+def _stored_fields(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """The nested dicts of a Vault's metadata, flattened to ``{"obs.observation": value}``."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    fields: dict[str, Any] = {}
+    for key, value in tree.items():
+        fields.update(_stored_fields(value, f"{prefix}.{key}" if prefix else str(key)))
+    return fields
+
+
+def _check_structure(path: str, structure: Any) -> None:
+    """Refuse an experience structure other than the one the vault at ``path`` was written with.
+
+    flashbax accepts it and fails later: a KeyError for an extra field, a tensorstore error on
+    the first write for another shape or dtype, and a missing field is silently never read.
+    Only the batch size, the trailing shapes and the dtypes count, not the time axis.
+    """
+    try:
+        with open(os.path.join(path, "metadata.json")) as file:
+            metadata = json.load(file)
+        shapes = _stored_fields(metadata["structure_shape"])
+        dtypes = _stored_fields(metadata["structure_dtype"])
+        found = {name: (tuple(ast.literal_eval(shapes[name])), dtypes[name]) for name in shapes}
+    except (OSError, ValueError, KeyError, SyntaxError):
+        return  # not a vault flashbax can open either: let it say why
+    leaves, _ = jax.tree_util.tree_flatten_with_path(jax.eval_shape(lambda: structure))
+    given = {
+        ".".join(_key_name(k) for k in key_path): (leaf.shape, leaf.dtype.name) for key_path, leaf in leaves
+    }
+    problems = [
+        f"field {name!r} is in the vault but not in the structure given"
+        for name in sorted(found.keys() - given.keys())
+    ]
+    problems += [
+        f"field {name!r} is in the structure given but not in the vault"
+        for name in sorted(given.keys() - found.keys())
+    ]
+    for name in sorted(found.keys() & given.keys()):
+        (vault_shape, vault_dtype), (shape, dtype) = found[name], given[name]
+        if dtype != vault_dtype:
+            problems.append(f"field {name!r} has dtype {dtype} given, {vault_dtype} in the vault")
+        if len(shape) < 2 or (shape[0], *shape[2:]) != (vault_shape[0], *vault_shape[2:]):
+            problems.append(
+                f"field {name!r} has shape {shape} given, {vault_shape} in the vault "
+                "(leaves are (batch, time, ...); only the time axis may differ)"
+            )
+    if problems:
+        raise ValueError(
+            f"open_vault: the vault at {path} was written with another experience structure: "
+            + "; ".join(problems)
+            + ". Open it with the structure it was written with (or with neither buffer_state= nor "
+            "experience= to read nested dicts), or record this experience under another name or uid."
+        )
+
+
+# Per Vault object: the buffer slot of the next step to record, and the steps the buffer had added
+# per env then (None where a full flashbax state could not say). A new Vault object starts at
+# slot 0 and step 0, as flashbax's own write does.
+_RECORDED: weakref.WeakKeyDictionary[Vault, tuple[int, int | None]] = weakref.WeakKeyDictionary()
+
+
+def _steps_added(buffer_state: Any, trajectory: TrajectoryBufferState) -> int | None:
+    """Steps added per env over the buffer's life, or None where the state cannot tell.
+
+    Episode and prioritised states count them; a plain flashbax state only until it is full
+    (then ``current_index`` gives them modulo the time axis).
+    """
+    if isinstance(buffer_state, EpisodeBufferState):
+        return int(buffer_state.steps_added)
+    if isinstance(buffer_state, PrioritisedTrajectoryBufferState):
+        return int(buffer_state.running_index)
+    return None if bool(trajectory.is_full) else int(trajectory.current_index)
+
+
 def record(vault: Vault, buffer_state: Any) -> int:
     """Append the steps added to ``buffer_state`` since the last call; returns how many.
 
-    Host-side (it reads ``current_index``): call it between compiled chunks.
+    Host-side (it reads ``current_index``): call it between compiled chunks, at least every
+    ``T`` steps (``T``: the buffer's time axis, ``max_length_time_axis``; ``max_length`` for
+    an item buffer). Up to ``T`` new steps are all written, in order.
+
+    A vault reopened with steps in it (a resumed run) and an episode or prioritised buffer
+    state (which count their steps) continues from the vault's step count: the vault is taken
+    to hold that buffer's first steps.
+
+    Raises:
+        ValueError: more than ``T`` steps were added since the last call (or, for a vault
+            just opened, since the buffer started or the vault's last step), so the oldest were overwritten before they
+            reached the vault; or the buffer holds fewer steps than at the last call (another
+            buffer). Nothing is written then. An episode or prioritised buffer state counts
+            its steps, so the check is exact; a plain flashbax state does not, so once it
+            has filled up at a previous call, ``T`` or more steps added since cannot be told
+            from fewer (``T`` then looks like none): there, record at least every ``T - 1``
+            steps, or record an episode buffer.
     """
     trajectory = jax.device_get(_trajectory_state(buffer_state))
-    return int(vault.write(trajectory))
+    length = int(np.shape(jax.tree.leaves(trajectory.experience)[0])[1])
+    index = int(trajectory.current_index)
+    now = _steps_added(buffer_state, trajectory)
+    held = int(vault.vault_index)
+    if vault in _RECORDED:
+        start, before = _RECORDED[vault]
+    elif held and now is not None:
+        # A vault reopened (a resumed run) with a buffer that counts its steps: the vault holds
+        # this buffer's first `held` steps, so the new ones follow them.
+        start, before = held % length, held
+    else:
+        start, before = 0, 0
+    at_least = ""
+    if now is not None and before is not None:
+        new = now - before
+        if new < 0:
+            raise ValueError(
+                f"record: buffer_state has added {now} steps per env, fewer than the {before} recorded "
+                "from it into this vault: a Vault object records one buffer. To record another "
+                "buffer, open the vault again with open_vault."
+            )
+    elif before is not None:  # a flashbax state full since the last record: at least this many
+        new, at_least = length + index - before, "at least "
+    else:
+        new = (index - start) % length
+    if new > length:
+        raise ValueError(
+            f"record: {at_least}{new} steps per env were added since the last record into this vault "
+            f"(or since the buffer started, for a vault just opened), but the buffer keeps only its "
+            f"newest {length}: {at_least}{new - length} steps were overwritten and would be missing from "
+            f"the vault. Call record at least every {length} steps (e.g. after each compiled chunk of "
+            f"at most {length} steps), or give the buffer a longer time axis (max_length_time_axis)."
+        )
+    written = _write_ring(vault, trajectory, start, new, length)
+    _RECORDED[vault] = (index, now)
+    return written
+
+
+def _write_ring(vault: Vault, trajectory: TrajectoryBufferState, start: int, steps: int, length: int) -> int:
+    """Write ``steps`` steps of the circular time axis from slot ``start`` on, at the vault's end.
+
+    Explicit intervals rather than flashbax's default (from the last slot it saw to
+    ``current_index``), which writes nothing when exactly ``length`` steps were added.
+    """
+    if steps == 0:
+        return 0
+    end = start + steps
+    if end <= length:
+        return int(vault.write(trajectory, source_interval=(start, end)))
+    written = vault.write(trajectory, source_interval=(start, length))
+    return int(written + vault.write(trajectory, source_interval=(0, end - length)))
 
 
 def write_experience(vault: Vault, experience: Any, at: int | None = None) -> int:
