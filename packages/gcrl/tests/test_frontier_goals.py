@@ -143,3 +143,23 @@ def test_goal_setter_override_reaches_the_runner(capsys):
     setter_state = state.setter_state
     assert float(setter_state["visits"].sum()) == 200.0  # every env step counted
     np.testing.assert_array_equal(np.asarray(state.obs["desired_goal"]), np.asarray(setter_state["goal"]))
+
+
+def test_frontier_goals_refuse_swapped_goal_functions_and_goals_of_another_size():
+    """Swapped goal functions at construction; bounds of another goal size than the env's at
+    trace time (it used to be a broadcasting error inside the visit count, after reset had
+    handed the agent goals of the wrong size)."""
+    with pytest.raises(
+        ConfigError, match=r"compute_reward returns bool and is_success returns float32: they look swapped"
+    ):
+        frontier_goals(_success, _reward, np.array([-1.0, -1.0]), np.array([1.0, 1.0]))
+    setter = frontier_goals(_reward, _success, -np.ones(3), np.ones(3), 0.8, GRID)
+    state = {"goal": jnp.zeros((2, 3), jnp.float32), "visits": jnp.zeros((GRID**3,), jnp.float32)}
+    too_few = r"achieved_goal has shape \(2, 2\), expected \(num_envs, 3\).*one bound per goal dimension of the env \(2 values each\)"
+    with pytest.raises(ConfigError, match=too_few):
+        setter.init(jax.random.key(0), _obs(2))
+    with pytest.raises(ConfigError, match=too_few):
+        jax.jit(setter.reset)(jax.random.key(0), state, _obs(2), jnp.ones((2,), bool))
+    flags = jnp.zeros((2,), bool)
+    with pytest.raises(ConfigError, match=too_few):
+        setter.step(jax.random.key(0), state, _obs(2), -jnp.ones((2,)), flags, flags, {})

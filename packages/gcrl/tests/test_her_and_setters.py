@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import lamella.envs
+from lamella.agents.config import ConfigError
 from lamella.agents.offpolicy.loop import goal_functions
 from lamella.buffers import Transition, make_episode_buffer, transition_like
 from lamella.gcrl import SACTrainConfig, chain, goal_override, make_her_batch_sampler, passthrough
@@ -184,3 +185,44 @@ def test_chain_of_nothing_is_passthrough():
     obs = _obs(1)
     out, _ = setter.reset(jax.random.key(0), setter.init(jax.random.key(0), obs), obs, jnp.ones(1, bool))
     np.testing.assert_array_equal(out["desired_goal"], obs["desired_goal"])
+
+
+def test_goal_override_refuses_goal_functions_out_of_place_at_init():
+    """Swapped or misplaced functions used to train silently on a wrong reward (a bool reward,
+    a float 'success' that ends every unsuccessful step): refused when ``init`` traces them."""
+    env, params = lamella.envs.make("PointRobotGoal-v0", autoreset=False)
+    bare = env.unwrapped
+
+    def reward(a, d):
+        return bare.compute_reward(a, d, params)
+
+    def success(a, d):
+        return bare.is_success(a, d, params)
+
+    def sample(key, obs):
+        return jax.random.uniform(key, (2,))
+
+    init_key, obs = jax.random.key(0), _obs(2)
+    with pytest.raises(
+        ConfigError, match=r"compute_reward returns bool and is_success returns float32: they look swapped"
+    ):
+        goal_override(sample, success, reward).init(init_key, obs)
+    with pytest.raises(ConfigError, match=r"calling sample_goal\(key, obs\) failed .*documented order"):
+        goal_override(reward, sample, success).init(init_key, obs)
+    with pytest.raises(
+        ConfigError, match=r"compute_reward\(achieved_goal, desired_goal\) must return a scalar number"
+    ):
+        goal_override(sample, lambda a, d: jnp.abs(a - d), success).init(init_key, obs)
+    with pytest.raises(
+        ConfigError, match=r"is_success\(achieved_goal, desired_goal\) must return a scalar bool"
+    ):
+        goal_override(sample, reward, reward).init(init_key, obs)
+    with pytest.raises(
+        ConfigError,
+        match=r"sample_goal\(key, obs\) must return one goal of the env's goal shape \(2,\).*got shape \(3,\)",
+    ):
+        goal_override(lambda key, obs: jnp.zeros(3), reward, success).init(init_key, obs)
+    # Under jit too (shapes and dtypes only), and the right order passes.
+    with pytest.raises(ConfigError, match="they look swapped"):
+        jax.jit(goal_override(sample, success, reward).init)(init_key, obs)
+    assert jax.jit(goal_override(sample, reward, success).init)(init_key, obs)["goal"].shape == (2, 2)

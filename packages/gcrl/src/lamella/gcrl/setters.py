@@ -84,6 +84,67 @@ def _rows(flag: jax.Array, x: jax.Array) -> jax.Array:
     return flag.reshape(flag.shape + (1,) * (x.ndim - flag.ndim))
 
 
+# Each setter's documented arguments, quoted by the errors that catch misplaced ones.
+_ORDER = {
+    "goal_override": "goal_override(sample_goal(key, obs) -> goal, compute_reward(achieved_goal, "
+    "desired_goal) -> reward, is_success(achieved_goal, desired_goal) -> bool)",
+    "frontier_goals": "frontier_goals(compute_reward(achieved_goal, desired_goal) -> reward, "
+    "is_success(achieved_goal, desired_goal) -> bool, low, high)",
+}
+
+
+def _trace(setter: str, role: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``jax.eval_shape(fn, *args)`` (nothing runs), a failure re-raised naming ``role``: the
+    usual cause is a function given in another one's position."""
+    try:
+        return jax.eval_shape(fn, *args)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(
+            f"{setter}: calling {role} failed ({type(err).__name__}: {err}). Pass the functions in the "
+            f"documented order, each with that signature: {_ORDER[setter]}."
+        ) from err
+
+
+def _check_goal_functions(
+    setter: str,
+    compute_reward: Callable[[jax.Array, jax.Array], jax.Array],
+    is_success: Callable[[jax.Array, jax.Array], jax.Array],
+    goal_shape: tuple[int, ...],
+) -> None:
+    """Refuse goal functions whose outputs cannot be a reward and a success flag for one pair of
+    goals of ``goal_shape``: a scalar number (not bool) and a scalar bool. Shapes and dtypes only,
+    so it works on traced goals; swapped functions are caught by the dtypes."""
+    pair = jax.ShapeDtypeStruct(goal_shape, jnp.float32)
+    reward = _trace(setter, "compute_reward(achieved_goal, desired_goal)", compute_reward, pair, pair)
+    success = _trace(setter, "is_success(achieved_goal, desired_goal)", is_success, pair, pair)
+    if isinstance(reward, jax.ShapeDtypeStruct) and isinstance(success, jax.ShapeDtypeStruct):
+        if reward.dtype == jnp.bool_ and success.dtype != jnp.bool_:
+            raise ConfigError(
+                f"{setter}: compute_reward returns bool and is_success returns {success.dtype}: they look "
+                f"swapped. Pass compute_reward before is_success: {_ORDER[setter]}."
+            )
+    for role, out, want in (
+        ("compute_reward", reward, "a scalar number (a float reward, not bool)"),
+        ("is_success", success, "a scalar bool"),
+    ):
+        wrong = (
+            not isinstance(out, jax.ShapeDtypeStruct)
+            or out.shape != ()
+            or ((out.dtype == jnp.bool_) != (role == "is_success"))
+        )
+        if wrong:
+            got = (
+                f"{out.dtype}{list(out.shape)}"
+                if isinstance(out, jax.ShapeDtypeStruct)
+                else type(out).__name__
+            )
+            raise ConfigError(
+                f"{setter}: {role}(achieved_goal, desired_goal) must return {want} for one pair of goals of "
+                f"shape {goal_shape} (the setter vmaps it over envs), got {got}. Give it the one-pair "
+                f"function, in its position: {_ORDER[setter]}."
+            )
+
+
 def _score_against(
     goal: jax.Array,
     obs: Any,
@@ -121,6 +182,13 @@ def goal_override(
     ``is_success & terminate_on_success`` (the env's own goal no longer ends episodes).
 
     State: ``{"goal": float32 (num_envs, goal_dim), "age": int32 (num_envs,)}``.
+
+    Raises:
+        ValueError: ``change_every < 0``.
+        ConfigError: from ``init`` (at trace time, so also under jit: only shapes and dtypes are
+            checked), when ``sample_goal`` does not return one goal of the env's goal shape, or
+            ``compute_reward`` / ``is_success`` do not return a scalar number (not bool) / a
+            scalar bool for one pair of goals; swapped or misplaced functions are caught so.
     """
     if change_every < 0:
         raise ValueError(f"goal_override: change_every must be >= 0, got {change_every}.")
@@ -129,7 +197,23 @@ def goal_override(
         num_envs = jax.tree.leaves(obs)[0].shape[0]
         return jax.vmap(sample_goal)(jax.random.split(key, num_envs), obs)
 
+    def check(key: PRNGKey, obs: Any) -> None:
+        # Shapes and dtypes only (trace time): the first moment the goal shape is known.
+        one_env = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), obs)
+        one_key = jax.ShapeDtypeStruct(key.shape, key.dtype)
+        goal_shape = tuple(obs["desired_goal"].shape[1:])
+        goal = _trace("goal_override", "sample_goal(key, obs)", sample_goal, one_key, one_env)
+        if not isinstance(goal, jax.ShapeDtypeStruct) or goal.shape != goal_shape:
+            got = f"shape {goal.shape}" if isinstance(goal, jax.ShapeDtypeStruct) else type(goal).__name__
+            raise ConfigError(
+                f"goal_override: sample_goal(key, obs) must return one goal of the env's goal shape "
+                f"{goal_shape} (desired_goal of one env), got {got}. Return one env's goal, e.g. "
+                f"jax.random.uniform(key, {goal_shape}, minval=low, maxval=high)."
+            )
+        _check_goal_functions("goal_override", compute_reward, is_success, goal_shape)
+
     def init(key: PRNGKey, obs: Any) -> dict[str, jax.Array]:
+        check(key, obs)
         goal = jnp.asarray(draw(key, obs), jnp.float32)
         return {"goal": goal, "age": jnp.zeros(goal.shape[:1], jnp.int32)}
 
@@ -193,8 +277,11 @@ def frontier_goals(
     (cell index row-major over the goal dimensions).
 
     Raises:
-        ConfigError: ``probability`` outside [0, 1], ``grid < 1`` or bounds that are not finite
-            with ``low < high``.
+        ConfigError: ``probability`` outside [0, 1], ``grid < 1``, bounds that are not finite
+            with ``low < high``, or ``compute_reward`` / ``is_success`` that do not return a
+            scalar number (not bool) / a scalar bool for one pair of ``(goal_dim,)`` goals (swapped
+            functions); from ``init``, ``reset`` and ``step`` (at trace time), goals of the env
+            whose size is not the ``goal_dim`` of ``low`` and ``high``.
     """
     if not 0.0 <= probability <= 1.0:
         raise ConfigError(
@@ -214,11 +301,26 @@ def frontier_goals(
             f"low={low_np.tolist()}, high={high_np.tolist()}. Give the bounds of the goal space."
         )
     goal_dim = low_np.shape[0]
+    _check_goal_functions("frontier_goals", compute_reward, is_success, (goal_dim,))
     num_cells = grid**goal_dim
     low_j, high_j = jnp.asarray(low_np, jnp.float32), jnp.asarray(high_np, jnp.float32)
     width = jnp.asarray((high_np - low_np) / grid, jnp.float32)
     # Row-major place values of the cell index: dimension 0 is the most significant digit.
     place = jnp.asarray([grid ** (goal_dim - 1 - d) for d in range(goal_dim)], jnp.int32)
+
+    def check(obs: Any) -> None:
+        # Static shapes, so it runs once at trace time: without it a mismatch is a broadcasting
+        # error inside the visit count (or, in reset, goals of the wrong size handed to the agent).
+        for name in ("achieved_goal", "desired_goal"):
+            shape = tuple(obs[name].shape)
+            if len(shape) != 2 or shape[1] != goal_dim:
+                each = f" ({shape[1]} values each)" if len(shape) == 2 else ""
+                raise ConfigError(
+                    f"frontier_goals: the env's {name} has shape {shape}, expected (num_envs, {goal_dim}): "
+                    f"low and high give {goal_dim} goal dimension(s) (low={low_np.tolist()}, "
+                    f"high={high_np.tolist()}). Give low and high one bound per goal dimension of the "
+                    f"env{each}: the bounds of its desired_goal space."
+                )
 
     def draw(key: PRNGKey, visits: jax.Array, num_envs: int) -> jax.Array:
         k_mix, k_cell, k_offset, k_uniform = jax.random.split(key, 4)
@@ -231,10 +333,12 @@ def frontier_goals(
         return jnp.where(jax.random.uniform(k_mix, (num_envs, 1)) < probability, frontier, uniform)
 
     def init(key: PRNGKey, obs: Any) -> dict[str, jax.Array]:
+        check(obs)
         visits = jnp.zeros((num_cells,), jnp.float32)
         return {"goal": draw(key, visits, obs["desired_goal"].shape[0]), "visits": visits}
 
     def reset(key: PRNGKey, state: dict[str, jax.Array], obs: Any, started: jax.Array) -> tuple[Any, Any]:
+        check(obs)
         fresh = draw(key, state["visits"], obs["desired_goal"].shape[0])
         goal = jnp.where(started[:, None], fresh, state["goal"])
         obs = {**obs, "desired_goal": goal.astype(obs["desired_goal"].dtype)}
@@ -249,6 +353,7 @@ def frontier_goals(
         truncated: jax.Array,
         info: dict[str, Any],
     ) -> tuple[Any, ...]:
+        check(obs)
         achieved, goal = obs["achieved_goal"], state["goal"]
         digits = jnp.clip(((achieved - low_j) / width).astype(jnp.int32), 0, grid - 1)
         visits = state["visits"].at[digits @ place].add(1.0)
