@@ -218,6 +218,10 @@ def test_fresh_run_refuses_an_existing_run_and_resume_needs_one(full, tmp_path):
     [
         ({"seeds": 0}, "seeds"),
         ({"seeds": [1, 1]}, "distinct"),
+        # A str was read as a list of one seed: "2" trained one seed, 2, silently.
+        ({"seeds": "2"}, r"seeds must be a count \(an int such as 2\) or a list of seeds .* got str '2'"),
+        ({"seeds": 2.0}, r"got float 2\.0"),
+        ({"seeds": [0.5, 1]}, r"distinct non-negative integers, got \[0\.5, 1\]"),
         ({"chunk_iterations": 0}, "chunk_iterations"),
         ({"checkpoint_every": 0}, "checkpoint_every"),
         ({"compile_mode": "quick"}, "compile_mode"),
@@ -229,6 +233,25 @@ def test_bad_arguments_fail_before_compiling(tmp_path, monkeypatch, kwargs, matc
     with pytest.raises(ValueError, match=match):
         run(str(tmp_path / "run"), **kwargs)
     assert not calls and not os.path.exists(tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        (
+            "ppo",
+            r"^config must be an algorithm's config, got the str 'ppo'\. Build it: lamella\.agents\.config\.resolve_config\('ppo', env_id\)",
+        ),
+        (
+            {"learning_rate": 0.1},
+            r"^config must be an algorithm's config, got a dict\. Build it from the dict",
+        ),
+    ],
+)
+def test_a_name_or_a_dict_for_the_config_names_the_fix(tmp_path, config, match):
+    with pytest.raises(ConfigError, match=match):
+        run_experiment(config, out_dir=str(tmp_path / "run"))
+    assert not os.path.exists(tmp_path / "run")
 
 
 def test_runner_construction_errors_are_config_errors(tmp_path):

@@ -43,9 +43,10 @@ import datetime
 import functools
 import json
 import math
+import operator
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TextIO
 
 import jax
@@ -199,6 +200,18 @@ def find_algorithm(config: Any, algorithm: str | None = None) -> tuple[str, Call
     for name, (config_cls, make_runner) in table.items():
         if type(config) is config_cls:
             return name, make_runner
+    if isinstance(config, str):
+        raise ConfigError(
+            f"config must be an algorithm's config, got the str {config!r}. Build it: "
+            f"lamella.agents.config.resolve_config({config!r}, env_id) for a preset, or the config "
+            "class itself (PPOConfig(...), ...)."
+        )
+    if isinstance(config, Mapping):
+        raise ConfigError(
+            "config must be an algorithm's config, got a dict. Build it from the dict: "
+            "lamella.agents.config.resolve_config(algorithm, env_id, overrides=settings), or "
+            "config_from_dict(PPOConfig, settings) (any config class)."
+        )
     raise ConfigError(
         f"No algorithm takes a {type(config).__name__}; pass algorithm= and make_runner= for a custom runner."
     )
@@ -234,7 +247,14 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
         if seeds < 1:
             raise ValueError(f"seeds must be >= 1 (a count) or a list of seeds, got {seeds}.")
         return list(range(int(seeds)))
-    values = [int(s) for s in seeds]
+    if isinstance(seeds, str | bytes | float) or not isinstance(seeds, Iterable):
+        raise ValueError(
+            f"seeds must be a count (an int such as 2) or a list of seeds (such as [0, 1]), got "
+            f"{type(seeds).__name__} {seeds!r:.60}."
+        )
+    if not all(hasattr(type(s), "__index__") and not isinstance(s, bool | np.bool_) for s in seeds):
+        raise ValueError(f"seeds must be distinct non-negative integers, got {list(seeds)!r:.120}.")
+    values = [operator.index(s) for s in seeds]
     if not values or len(set(values)) != len(values) or min(values) < 0:
         raise ValueError(f"seeds must be distinct non-negative integers, got {list(seeds)}.")
     return values
