@@ -152,9 +152,20 @@ class WithoutState:
         (RecIPPOConfig(num_envs=3, num_minibatches=2), speaker_listener, ["num_minibatches", "num_envs"]),
         (IPPOConfig(num_envs=1, eval_episodes=1), lambda: simple_v3.parallel_env(), ["multi-agent", "1 agent"]),
         (IPPOConfig(total_timesteps=16), speaker_listener, ["less than one iteration"]),
+        # What make_env is confused with (each was a TypeError from inside the loop before).
+        (IPPOConfig(), "MPE-simple_spread-v3", ["got the str 'MPE-simple_spread-v3'", "make_ippo_runner(IPPOConfig(env_id="]),
+        (IPPOConfig(), simple_v3, ["got the module 'mpe2.simple_v3'", "make_env=module.parallel_env"]),
+        (IPPOConfig(), simple_speaker_listener_v4.parallel_env(), ["got an env (", "Pass what made this one"]),
+        (IPPOConfig(num_envs=1, eval_episodes=1), simple_speaker_listener_v4.env, ["returned an AEC env", "aec_to_parallel(env)"]),
+        (IPPOConfig(num_envs=1, eval_episodes=1), lambda: None, ["make_env() returned NoneType, not a PettingZoo parallel env"]),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_user_error(config, make_env, words):
     with pytest.raises(ConfigError) as error:
         train_host(config, make_env)
     assert all(word in str(error.value) for word in words), str(error.value)
+
+
+def test_a_seed_that_is_not_an_int_is_refused():
+    with pytest.raises(ConfigError, match=r"^train_host: seed must be a non-negative int, got str '0'\.$"):
+        train_host(IPPOConfig(num_envs=1, eval_episodes=1), speaker_listener, seed="0")

@@ -433,6 +433,50 @@ def _check_continuous(envs: ParallelEnvBatch, config: IPPOConfig) -> None:
         )
 
 
+_MAKE_ENV = "make_env must be a function that makes one PettingZoo parallel env (such as mpe2's simple_spread_v3.parallel_env)"
+
+
+def _check_make_env(make_env: Any) -> None:
+    """Raise :class:`ConfigError` naming the fix unless ``make_env`` is callable and not an env."""
+    if isinstance(make_env, str):
+        raise ConfigError(
+            f"train_host: {_MAKE_ENV}, got the str {make_env!r}. A lamella env id trains compiled: "
+            f"lamella.marl.make_ippo_runner(IPPOConfig(env_id={make_env!r})), or lamella train ippo --env {make_env}."
+        )
+    if callable(getattr(make_env, "parallel_env", None)) and not callable(make_env):
+        raise ConfigError(
+            f"train_host: {_MAKE_ENV}, got the module {getattr(make_env, '__name__', make_env)!r}. "
+            "Pass its parallel_env (make_env=module.parallel_env, or a lambda giving its arguments)."
+        )
+    if not isinstance(make_env, type) and (
+        hasattr(make_env, "possible_agents") or hasattr(make_env, "agents")
+    ):
+        raise ConfigError(
+            f"train_host: {_MAKE_ENV}, got an env ({type(make_env).__name__}): it makes num_envs + "
+            "eval_episodes envs of its own. Pass what made this one (make_env=simple_spread_v3.parallel_env, "
+            "or lambda: simple_spread_v3.parallel_env(N=3))."
+        )
+    if not callable(make_env):
+        raise ConfigError(f"train_host: {_MAKE_ENV}, got {type(make_env).__name__} {make_env!r:.60}.")
+
+
+def _made(make_env: Callable[[], Any]) -> Any:
+    """``make_env()``, refused naming the fix unless it is a parallel env (an AEC env, say)."""
+    env = make_env()
+    if callable(getattr(env, "last", None)):  # PettingZoo's AEC API: one agent acts at a time
+        raise ConfigError(
+            f"train_host: make_env() returned an AEC env ({type(env).__name__}); this loop steps every "
+            "agent at once, so it needs a parallel env: the module's parallel_env (simple_spread_v3."
+            "parallel_env), or pettingzoo.utils.conversions.aec_to_parallel(env)."
+        )
+    if not (callable(getattr(env, "step", None)) and hasattr(env, "possible_agents")):
+        raise ConfigError(
+            f"train_host: make_env() returned {type(env).__name__}, not a PettingZoo parallel env. "
+            f"{_MAKE_ENV[0].upper()}{_MAKE_ENV[1:]}."
+        )
+    return env
+
+
 def train_host(
     config: IPPOConfig,
     make_env: Callable[[], Any],
@@ -488,10 +532,17 @@ def train_host(
             f"train_host: total_timesteps={config.total_timesteps} is less than one iteration "
             f"(num_envs x num_steps = {per_iteration})."
         )
+    _check_make_env(make_env)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(
+            f"train_host: seed must be a non-negative int, got {type(seed).__name__} {seed!r:.60}."
+        )
     with_state = bool(config.centralised_critic)
-    envs = ParallelEnvBatch([make_env() for _ in range(int(config.num_envs))], with_state, config.algorithm)
+    envs = ParallelEnvBatch(
+        [_made(make_env) for _ in range(int(config.num_envs))], with_state, config.algorithm
+    )
     eval_envs = ParallelEnvBatch(
-        [make_env() for _ in range(int(config.eval_episodes))], with_state, config.algorithm
+        [_made(make_env) for _ in range(int(config.eval_episodes))], with_state, config.algorithm
     )
     n, num_envs, num_steps = envs.num_agents, int(config.num_envs), int(config.num_steps)
     _check_continuous(envs, config)
