@@ -8,6 +8,8 @@ import gymnasium  # lamella-agents[gymnasium]; the agents test env installs it (
 import numpy as np
 import pytest
 
+import lamella.envs as le
+from lamella.agents.config import ConfigError
 from lamella.agents.offpolicy import SACTrainConfig, train_host
 from lamella.agents.offpolicy.host import _final_obs, from_gymnasium_space
 from lamella.envs import spaces
@@ -53,3 +55,38 @@ def test_spaces_convert_and_bad_vector_envs_are_refused():
     env = gymnasium.make_vec("Pendulum-v1", num_envs=1, vectorization_mode="sync")  # NEXT_STEP mode
     with pytest.raises(ValueError, match="SAME_STEP"):
         train_host(SACTrainConfig(total_timesteps=200, rollout_steps=200), env)
+
+
+@pytest.mark.parametrize(
+    ("env", "kwargs", "match"),
+    [
+        (
+            lambda: gymnasium.make("Pendulum-v1"),
+            {},
+            r"^train_host: env is a single gymnasium env \(TimeLimit\); it needs a vector env of num_envs=1: "
+            r"gymnasium\.make_vec\(id, num_envs=1",
+        ),
+        (
+            lambda: "Breakout-MinAtar",
+            {},
+            r"^train_host: 'Breakout-MinAtar' is a lamella env, not a gymnasium one; train it with the compiled loop",
+        ),
+        (lambda: "Pendulm-v1", {}, r"^train_host: Environment `Pendulm` doesn't exist"),
+        (
+            lambda: le.make("Pendulum-v1", autoreset=False)[0],
+            {},
+            r"^train_host: env is a lamella env \(Pendulum\), stepped inside compiled code.*make_offpolicy_runner",
+        ),
+        (
+            lambda: "Pendulum-v1",
+            {"seed": "3"},
+            r"^train_host: seed must be a non-negative int, got str '3'\.$",
+        ),
+    ],
+    ids=["single-env", "lamella-id", "unknown-id", "lamella-env", "seed-str"],
+)
+def test_what_is_not_a_gymnasium_vector_env_names_the_fix(env, kwargs, match):
+    """Each was an AttributeError ('TimeLimit' object has no attribute 'num_envs'), gymnasium's
+    NameNotFound, or a JAX dtype error before."""
+    with pytest.raises(ConfigError, match=match):
+        train_host(SACTrainConfig(total_timesteps=200, rollout_steps=200, num_envs=1), env(), **kwargs)

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.agents.config import check_config_type
+from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.offpolicy.configs import AGENTS, OFFPOLICY_BUILD, LoopConfig, agent_config
 from lamella.agents.offpolicy.loop import resolve_batch_sampler
 from lamella.agents.offpolicy.plugins import BatchSamplerFactory, GoalFunctions
@@ -64,9 +64,48 @@ def from_gymnasium_space(space: Any) -> spaces.Space:
     raise TypeError(f"Unsupported gymnasium space {space!r}: Box, Discrete and Dict are supported.")
 
 
+def _check_vector_env(env: Any, num_envs: int) -> None:
+    """Raise :class:`ConfigError` naming the fix unless ``env`` is a gymnasium vector env."""
+    if hasattr(env, "num_envs") and hasattr(env, "single_action_space"):
+        return
+    vec = (
+        f"gymnasium.make_vec(id, num_envs={num_envs}, vector_kwargs={{'autoreset_mode': "
+        "gymnasium.vector.AutoresetMode.SAME_STEP})"
+    )
+    if callable(getattr(env, "step_env", None)) or callable(
+        getattr(getattr(env, "unwrapped", None), "step_env", None)
+    ):
+        raise ConfigError(
+            f"train_host: env is a lamella env ({type(env).__name__}), stepped inside compiled code; train it "
+            "with the compiled loop: lamella.agents.offpolicy.loop.make_offpolicy_runner(config, env=env) on the bare "
+            "env (lamella.envs.make(id, autoreset=False)). "
+            f"train_host steps a gymnasium vector env on the host: {vec}, or its id."
+        )
+    if callable(getattr(env, "step", None)) and hasattr(env, "action_space"):
+        raise ConfigError(
+            f"train_host: env is a single gymnasium env ({type(env).__name__}); it needs a vector env of "
+            f"num_envs={num_envs}: {vec}, or pass the id."
+        )
+    raise ConfigError(
+        f"train_host: env must be a gymnasium id or vector env ({vec}), got {type(env).__name__}."
+    )
+
+
 def _make_vec(env_id: str, num_envs: int, seed: int) -> Any:
     import gymnasium
 
+    try:
+        gymnasium.spec(env_id)
+    except gymnasium.error.Error as error:
+        import lamella.envs
+
+        if env_id in lamella.envs.registered():
+            raise ConfigError(
+                f"train_host: {env_id!r} is a lamella env, not a gymnasium one; train it with the "
+                f"compiled loop: lamella.agents.offpolicy.loop.make_offpolicy_runner(config) with "
+                f"env_id={env_id!r} (lamella train <algorithm> --env {env_id})."
+            ) from None
+        raise ConfigError(f"train_host: {error}") from None
     return gymnasium.make_vec(
         env_id,
         num_envs=num_envs,
@@ -128,8 +167,13 @@ def train_host(
     check_config_type(config, LoopConfig, "train_host", OFFPOLICY_BUILD)
     config.validate()
     name, agent_cfg = agent_config(config)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(
+            f"train_host: seed must be a non-negative int, got {type(seed).__name__} {seed!r:.60}."
+        )
     if isinstance(env, str):
         env = _make_vec(env, config.num_envs, seed)
+    _check_vector_env(env, config.num_envs)
     mode = getattr(env, "metadata", {}).get("autoreset_mode")
     if mode is not None and getattr(mode, "name", str(mode)) != "SAME_STEP":
         raise ValueError(
