@@ -145,7 +145,8 @@ def check_state(env: Any, state: Any, params: Any) -> None:
         return  # this env's state is an array (or a dict, a tuple) itself
     hint = ""
     obs = jax.eval_shape(lambda: env.reset(jax.random.key(0), params)[0])
-    if state is not None and jax.tree.structure(state) == jax.tree.structure(obs):
+    same_tree: bool = state is not None and str(jax.tree.structure(state)) == str(jax.tree.structure(obs))
+    if same_tree:
         same = [np.shape(a) == tuple(b.shape) for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(obs))]
         if all(same):
             hint = " It has the observation's shape: reset returns (obs, state), the observation first."
