@@ -276,6 +276,37 @@ def test_bad_arguments_raise(dataset):
             call()
 
 
+def test_one_pair_is_a_list_of_one(dataset):
+    # ("a", "b") was read as a list of two pairs, each name split into letters.
+    one = le.probability_of_improvement_estimates(dataset, ("b", "a"), reps=50, key=2)
+    listed = le.probability_of_improvement_estimates(dataset, [("b", "a")], reps=50, key=2)
+    assert one.pairs == listed.pairs == (("b", "a"),)
+    np.testing.assert_array_equal(one.lower, listed.lower)
+    short = {"ab": dataset["a"], "cd": dataset["b"]}  # two-letter names: no pairs of letters
+    assert le.probability_of_improvement_estimates(short, ("ab", "cd"), reps=50).pairs == (("ab", "cd"),)
+    for pairs, message in [
+        ("ab", r"pairs must be a list of \(x, y\) pairs of algorithm names, got str 'ab'"),
+        ([("a", "b", "a")], r"pairs: \('a', 'b', 'a'\) is not an \(x, y\) pair of two algorithm names"),
+        ([], r"pairs is empty; give at least one \(x, y\) pair"),
+    ]:
+        with pytest.raises(le.EvalError, match=message):
+            le.probability_of_improvement_estimates(dataset, pairs, reps=50)
+
+
+@pytest.mark.parametrize(
+    "taus, message",
+    [
+        (51, r"taus is the number 51; give an array of thresholds: np.linspace\(low, high, 51\)"),
+        (np.array([0.0, np.inf]), r"taus\[1\] is inf; every threshold must be finite"),
+        ([], r"taus must be a 1-D array of one or more numbers"),
+        (np.zeros((2, 2)), r"taus must be a 1-D array of one or more numbers"),
+    ],
+)
+def test_performance_profiles_refuse_a_number_or_bad_thresholds(dataset, taus, message):
+    with pytest.raises(le.EvalError, match=message):
+        le.performance_profiles(dataset, taus, reps=50)
+
+
 def test_a_scores_object_and_one_statistic_name_are_taken_as_meant(dataset):
     scores = le.Scores("episode_return", ("t/0", "t/1", "t/2"), dataset, "last evaluation")
     by_object = le.interval_estimates(scores, "iqm", reps=50, key=1)

@@ -108,6 +108,50 @@ def test_tables(estimates):
     assert header == ["x", "y", "P(x > y)"] and rows[0][:2] == ["ppo", "dqn_v2"]
 
 
+def test_plots_and_tables_refuse_estimates_of_another_kind(tmp_path, estimates):
+    aggregates, improvement, profiles, curves = estimates
+    calls = [
+        # Profiles were drawn as one panel per threshold, titled with the thresholds.
+        (plots.plot_interval_estimates, profiles, "performance_profiles", "plot_performance_profiles"),
+        (plots.plot_performance_profiles, aggregates, "interval_estimates", "plot_interval_estimates"),
+        (plots.plot_sample_efficiency, profiles, "performance_profiles", "plot_performance_profiles"),
+        (plots.plot_probability_of_improvement, aggregates, "interval_estimates", "plot_interval_estimates"),
+    ]
+    for plot, given, kind, use in calls:
+        with pytest.raises(
+            le.EvalError, match=rf"^{plot.__name__}: got the results of {kind} .*Give these to {use}"
+        ):
+            plot(given, tmp_path / "never.png")
+    tabulate = [
+        (tables.estimates_table, improvement, "probability_of_improvement_estimates", "improvement_table"),
+        (tables.estimates_table, curves, "sample_efficiency", "plot_sample_efficiency"),
+        (tables.ranking_table, profiles, "performance_profiles", "estimates_table"),
+        (tables.improvement_table, aggregates, "interval_estimates", "estimates_table"),
+    ]
+    for table, given, kind, use in tabulate:
+        with pytest.raises(le.EvalError, match=rf"^{table.__name__}: got the results of {kind} .*{use}"):
+            table(given)
+    # Estimates of two calls merged into one: the values no longer fit the labels.
+    merged = le.Estimates(
+        aggregates.labels,
+        {**aggregates.point, "x": profiles.point["ppo"]},
+        {**aggregates.lower, "x": profiles.lower["ppo"]},
+        {**aggregates.upper, "x": profiles.upper["ppo"]},
+        0.95,
+        100,
+    )
+    message = r"the estimates of 'x' have shape \(101,\), 101 along the label axis, but the labels name 4"
+    with pytest.raises(le.EvalError, match=message):
+        tables.estimates_table(merged)
+    with pytest.raises(le.EvalError, match=message):
+        plots.plot_interval_estimates(merged, tmp_path / "never.png")
+    with pytest.raises(
+        le.EvalError, match=r"statistic 'median' is not estimated; give one of \['iqm', 'mean'\]"
+    ):
+        plots.plot_sample_efficiency(curves, tmp_path / "never.png", statistic="median")
+    assert not list(tmp_path.iterdir())
+
+
 def _write_run_dir(root, algorithm, offset):
     data = {"classic_control": {}}
     for t, task in enumerate(["CartPole-v1", "Acrobot-v1"]):

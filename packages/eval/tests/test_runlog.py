@@ -163,3 +163,29 @@ def test_normalize_minmax_and_reference():
     np.testing.assert_allclose(ref.values["x"], [[0.0, 0.0], [1.0, 2.0]])
     with pytest.raises(ValueError, match="no reference scores for task 'e/b'"):
         le.normalize(scores, {"a": (0.0, 1.0)})
+    # Reversed references are meaningful (lower is better): worst -> 0, best -> 1.
+    reversed_ = le.normalize(scores, {"a": (4.0, 0.0), "b": (30.0, 10.0)})
+    np.testing.assert_allclose(reversed_.values["y"], [[0.0, 0.5]])
+
+
+@pytest.mark.parametrize(
+    "pair, message",
+    [
+        (
+            (1.0, 1.0),
+            r"task 'e/a' has low == high == 1.0 in its reference scores; normalisation would divide "
+            "by zero: give two different scores",
+        ),
+        (
+            (0.0, 1.0, 5.0),
+            r"reference scores of task 'e/a' are \(0.0, 1.0, 5.0\); expected a \(low, high\) pair",
+        ),
+        (1.0, r"reference scores of task 'e/a' are 1.0; expected a \(low, high\) pair of two numbers"),
+        ("01", r"reference scores of task 'e/a' are '01'; expected a \(low, high\) pair"),
+        ((0.0, float("nan")), r"reference scores of task 'e/a' are \(0.0, nan\); both must be finite"),
+    ],
+)
+def test_normalize_refuses_equal_or_malformed_references(pair, message):
+    scores = le.Scores("r", ("e/a", "e/b"), {"x": np.array([[0.0, 10.0], [2.0, 30.0]])})
+    with pytest.raises(le.EvalError, match=message):
+        le.normalize(scores, {"a": pair, "b": (0.0, 1.0)})

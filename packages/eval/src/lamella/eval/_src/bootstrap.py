@@ -22,7 +22,7 @@ two draw different replicates, so their bounds differ by Monte-Carlo error only.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -287,9 +287,34 @@ def sample_efficiency(
     return Estimates(labels, point, lower, upper, confidence, reps, x)
 
 
+def _pairs(pairs: Any) -> tuple[tuple[str, str], ...]:
+    """``pairs`` as a tuple of ``(x, y)`` name pairs, where one pair ``("a", "b")`` is a list of one:
+    read as a list of pairs, its names would be split into letters."""
+    where = "probability_of_improvement_estimates: pairs"
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+        raise EvalError(
+            f"{where} must be a list of (x, y) pairs of algorithm names, got {type(pairs).__name__} "
+            f"{pairs!r:.80}; e.g. pairs=[('ppo', 'dqn')]"
+        )
+    if isinstance(pairs, Sequence) and len(pairs) == 2 and all(isinstance(name, str) for name in pairs):
+        pairs = [pairs]
+    checked = []
+    for pair in pairs:
+        names = tuple(pair) if isinstance(pair, Iterable) and not isinstance(pair, (str, bytes)) else ()
+        if len(names) != 2 or not all(isinstance(name, str) for name in names):
+            raise EvalError(
+                f"{where}: {pair!r:.80} is not an (x, y) pair of two algorithm names; give "
+                "pairs=[('ppo', 'dqn'), ...], or one pair as ('ppo', 'dqn')"
+            )
+        checked.append((names[0], names[1]))
+    if not checked:
+        raise EvalError(f"{where} is empty; give at least one (x, y) pair, or leave pairs out for every pair")
+    return tuple(checked)
+
+
 def probability_of_improvement_estimates(
     scores: Mapping[str, Any],
-    pairs: Sequence[tuple[str, str]] | None = None,
+    pairs: Iterable[tuple[str, str]] | tuple[str, str] | None = None,
     *,
     reps: int = 2000,
     confidence: float = 0.95,
@@ -300,7 +325,8 @@ def probability_of_improvement_estimates(
 
     Args:
         scores: algorithm -> ``(runs, tasks)``.
-        pairs: ``(x, y)`` pairs; every unordered pair in ``scores`` order where omitted.
+        pairs: ``(x, y)`` pairs of algorithm names, or one pair ``(x, y)``; every unordered
+            pair in ``scores`` order where omitted.
         reps: bootstrap replicates (X and Y resampled independently).
         confidence: coverage of the interval.
         key: a JAX PRNG key or an int seed.
@@ -308,7 +334,7 @@ def probability_of_improvement_estimates(
     """
     _check(reps, confidence)
     arrays = _arrays(scores, "probability_of_improvement_estimates")
-    pairs = tuple(itertools.combinations(arrays, 2)) if pairs is None else tuple((x, y) for x, y in pairs)
+    pairs = tuple(itertools.combinations(arrays, 2)) if pairs is None else _pairs(pairs)
     for pair in pairs:
         for name in pair:
             if name not in arrays:
@@ -353,6 +379,37 @@ def probability_of_improvement_estimates(
     return ImprovementEstimates(pairs, point, bounds[:, 0], bounds[:, 1], confidence, reps)
 
 
+def _thresholds(taus: Any) -> np.ndarray:
+    """``taus`` as a float64 ``(thresholds,)`` array: one or more finite numbers in a 1-D array or
+    list. A bare number is refused: ``taus=51`` reads as "51 thresholds" as well as "the threshold
+    51", and taking it as the latter would draw a profile of one point without a word."""
+    where = "performance_profiles: taus"
+    try:
+        values = np.asarray(taus)
+    except (TypeError, ValueError):  # ragged nesting
+        values = np.asarray(None)
+    if values.ndim == 0 and values.dtype.kind in "iuf":
+        n = values.item()
+        raise EvalError(
+            f"{where} is the number {n!r}; give an array of thresholds: np.linspace(low, high, {n!r}) "
+            f"for {n!r} evenly spaced ones (e.g. np.linspace(0, 1, {n!r}) for normalised scores), "
+            f"or [{n!r}] for that one threshold"
+        )
+    if values.ndim != 1 or values.size == 0 or values.dtype.kind not in "iuf":
+        raise EvalError(
+            f"{where} must be a 1-D array of one or more numbers (the thresholds), got {type(taus).__name__} "
+            f"{taus!r:.80}; e.g. np.linspace(0, 1, 51)"
+        )
+    values = values.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise EvalError(
+            f"{where}[{bad[0]}] is {values[bad[0]]}; every threshold must be finite: give e.g. "
+            "np.linspace(low, high, 51) with finite bounds"
+        )
+    return values
+
+
 def performance_profiles(
     scores: Mapping[str, Any],
     taus: Any,
@@ -367,7 +424,8 @@ def performance_profiles(
 
     Args:
         scores: algorithm -> ``(runs, tasks)``.
-        taus: ``(thresholds,)``.
+        taus: ``(thresholds,)``, e.g. ``np.linspace(0, 1, 51)``; a bare number is refused (say
+            ``np.linspace(low, high, 51)`` for 51 thresholds, ``[51.0]`` for the one threshold).
         per_run: fraction of all run x task scores (``True``, rliable's default score
             distribution) or of per-task mean scores (``False``).
         backend: as for :func:`interval_estimates`.
@@ -377,7 +435,7 @@ def performance_profiles(
         thresholds.
     """
     _check(reps, confidence)
-    taus = np.asarray(taus, dtype=np.float64).reshape(-1)
+    taus = _thresholds(taus)
     arrays = _arrays(scores, "performance_profiles")
     point = {a: metrics.performance_profile(v, taus, per_run) for a, v in arrays.items()}
     lower, upper = {}, {}

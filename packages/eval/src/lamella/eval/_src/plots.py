@@ -9,7 +9,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from lamella.eval._src.estimates import Estimates, ImprovementEstimates
+from lamella.eval._src.errors import EvalError
+from lamella.eval._src.estimates import Estimates, ImprovementEstimates, require_kind
 
 __all__ = [
     "plot_interval_estimates",
@@ -55,7 +56,13 @@ def plot_interval_estimates(
     dpi: int = 100,
 ) -> str:
     """One panel per statistic: each algorithm's confidence interval as a bar, the point
-    estimate as a tick. Returns the path written (PNG, or any format matplotlib infers)."""
+    estimate as a tick. Returns the path written (PNG, or any format matplotlib infers).
+
+    Raises:
+        EvalError: ``estimates`` not of :func:`interval_estimates` (profiles would be drawn as one
+            panel per threshold), or of several calls merged.
+    """
+    require_kind(estimates, "plot_interval_estimates", "interval_estimates")
     algorithms = list(estimates.point)
     panels = len(estimates.labels)
     figsize = figsize or (3.2 * panels, 0.45 * len(algorithms) + 1.2)
@@ -90,7 +97,12 @@ def plot_performance_profiles(
 
     The labels write tau as the Unicode letter, not TeX math: matplotlib's math-text parser
     costs about 0.05-0.09 s of CPU on its first use, a tenth of the plots of a fresh
-    ``lamella eval aggregate``."""
+    ``lamella eval aggregate``.
+
+    Raises:
+        EvalError: ``profiles`` not of :func:`performance_profiles`, or of several calls merged.
+    """
+    require_kind(profiles, "plot_performance_profiles", "performance_profiles")
     figure = Figure(figsize=figsize, layout="constrained")
     axis = figure.subplots()
     colors = _colors(list(profiles.point))
@@ -115,7 +127,12 @@ def plot_probability_of_improvement(
     figsize: tuple[float, float] | None = None,
     dpi: int = 100,
 ) -> str:
-    """P(X > Y) per pair with its confidence interval; 0.5 marked."""
+    """P(X > Y) per pair with its confidence interval; 0.5 marked.
+
+    Raises:
+        EvalError: ``improvement`` not of :func:`probability_of_improvement_estimates`.
+    """
+    require_kind(improvement, "plot_probability_of_improvement", "probability_of_improvement_estimates")
     pairs = improvement.pairs
     figsize = figsize or (6.0, 0.45 * len(pairs) + 1.2)
     figure = Figure(figsize=figsize, layout="constrained")
@@ -144,8 +161,27 @@ def plot_sample_efficiency(
     dpi: int = 100,
 ) -> str:
     """An aggregate (``statistic``, a label or an index) against environment steps, with
-    confidence bands."""
-    k = statistic if isinstance(statistic, int) else list(curves.labels).index(statistic)
+    confidence bands.
+
+    Raises:
+        EvalError: ``curves`` not of :func:`sample_efficiency` (or of several calls merged), or a
+            ``statistic`` they do not hold.
+    """
+    require_kind(curves, "plot_sample_efficiency", "sample_efficiency")
+    labels = list(curves.labels)
+    if (
+        isinstance(statistic, int)
+        and not isinstance(statistic, bool)
+        and -len(labels) <= statistic < len(labels)
+    ):
+        k = statistic
+    elif isinstance(statistic, str) and statistic in labels:
+        k = labels.index(statistic)
+    else:
+        raise EvalError(
+            f"plot_sample_efficiency: statistic {statistic!r} is not estimated; give one of {labels} "
+            f"or an index below {len(labels)}"
+        )
     figure = Figure(figsize=figsize, layout="constrained")
     axis = figure.subplots()
     colors = _colors(list(curves.point))

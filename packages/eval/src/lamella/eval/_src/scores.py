@@ -180,6 +180,28 @@ def minmax_bounds(scores: Scores | Curves) -> tuple[np.ndarray, np.ndarray]:
     return all_values.min(axis=1), all_values.max(axis=1)
 
 
+def _reference_pair(task: str, pair: object) -> tuple[float, float]:
+    """``(low, high)`` of a reference mapping's value for ``task``: two finite numbers."""
+    values = None
+    if not isinstance(pair, (str, bytes, Mapping)):
+        try:
+            values = np.asarray(pair)
+        except (TypeError, ValueError):  # ragged nesting
+            values = None
+    if values is None or values.shape != (2,) or values.dtype.kind not in "iuf":
+        raise EvalError(
+            f"the reference scores of task {task!r} are {pair!r:.80}; expected a (low, high) pair of two "
+            f"numbers, e.g. {{{task!r}: (random_return, expert_return)}}"
+        )
+    low, high = (float(v) for v in values)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise EvalError(
+            f"the reference scores of task {task!r} are ({low}, {high}); both must be finite numbers: "
+            "give the task's (low, high) reference returns"
+        )
+    return low, high
+
+
 def normalize(
     scores: Scores | Curves, reference: Mapping[str, tuple[float, float]] | Literal["minmax"] = "minmax"
 ) -> Scores | Curves:
@@ -190,10 +212,14 @@ def normalize(
         reference: ``"minmax"`` takes ``low``/``high`` as the smallest and largest score on
             the task over every algorithm, run (and evaluation); a mapping gives
             ``task -> (low, high)`` reference scores (e.g. random and expert returns), keyed by
-            ``environment/task`` or by the bare task name.
+            ``environment/task`` or by the bare task name. ``low`` is the score that becomes 0
+            and ``high`` the one that becomes 1, so for a metric where lower is better (an
+            episode length, a cost) give ``(worst, best)`` with ``worst > best``: normalised
+            scores then grow with quality, as the aggregates assume.
 
     Raises:
-        ValueError: a task without a reference, or ``high == low``.
+        EvalError: a task without a reference, a reference that is not a pair of two finite
+            numbers, or ``high == low`` (normalisation would divide by zero).
     """
     num_tasks = len(scores.tasks)
     if reference == "minmax":
@@ -205,7 +231,13 @@ def normalize(
             pair = reference.get(task, reference.get(bare))
             if pair is None:
                 raise EvalError(f"no reference scores for task {task!r}; give (low, high) for it")
-            low[m], high[m] = float(pair[0]), float(pair[1])
+            low[m], high[m] = _reference_pair(task, pair)
+            if low[m] == high[m]:
+                raise EvalError(
+                    f"task {task!r} has low == high == {low[m]} in its reference scores; normalisation "
+                    "would divide by zero: give two different scores, e.g. a random policy's and an "
+                    "expert's return"
+                )
     else:
         raise EvalError(f"reference must be 'minmax' or a mapping task -> (low, high), got {reference!r}")
     flat = np.flatnonzero(high == low)

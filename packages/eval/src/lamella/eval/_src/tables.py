@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
-from lamella.eval._src.estimates import Estimates, ImprovementEstimates
+from lamella.eval._src.errors import EvalError
+from lamella.eval._src.estimates import Estimates, ImprovementEstimates, require_kind
 
 __all__ = [
     "estimates_table",
@@ -29,14 +30,16 @@ def estimates_table(estimates: Estimates, digits: int = 3) -> Table:
 
     Only for final aggregates and profiles (one value per label); for curves, pass
     ``Estimates`` of one evaluation.
+
+    Raises:
+        EvalError: ``estimates`` of :func:`sample_efficiency` or
+            :func:`probability_of_improvement_estimates` (use :func:`improvement_table`), or of
+            several calls merged.
     """
+    require_kind(estimates, "estimates_table", "interval_estimates", "performance_profiles")
     header = ["algorithm", *(str(label) for label in estimates.labels)]
     rows = []
     for algorithm, point in estimates.point.items():
-        if point.ndim != 1:
-            raise ValueError(
-                f"estimates of {algorithm!r} have shape {point.shape}; tables take one value per label"
-            )
         lower, upper = estimates.lower[algorithm], estimates.upper[algorithm]
         rows.append([algorithm, *(_cell(point[k], lower[k], upper[k], digits) for k in range(len(point)))])
     return header, rows
@@ -79,9 +82,16 @@ def ranking_table(estimates: Estimates, statistic: str = "iqm", digits: int = 3)
     config label (:func:`parse_config_label`), ``<statistic> [lower, upper]``, and ``overlaps
     best``: whether the interval overlaps the best one's (``yes``: not separated from it at this
     confidence).
+
+    Raises:
+        EvalError: ``estimates`` not of :func:`interval_estimates` (or of several calls merged), or
+            a ``statistic`` they do not hold.
     """
+    require_kind(estimates, "ranking_table", "interval_estimates")
     if statistic not in estimates.labels:
-        raise ValueError(f"statistic {statistic!r} is not estimated; estimated: {list(estimates.labels)}")
+        raise EvalError(
+            f"ranking_table: statistic {statistic!r} is not estimated; estimated: {list(estimates.labels)}"
+        )
     k = list(estimates.labels).index(statistic)
     sign = 1.0 if statistic == "optimality_gap" else -1.0
     order = sorted(estimates.point, key=lambda a: (sign * float(estimates.point[a][k]), a))
@@ -113,7 +123,12 @@ def ranking_table(estimates: Estimates, statistic: str = "iqm", digits: int = 3)
 
 
 def improvement_table(improvement: ImprovementEstimates, digits: int = 3) -> Table:
-    """One row per pair: ``x``, ``y``, ``P(x > y) [lower, upper]``."""
+    """One row per pair: ``x``, ``y``, ``P(x > y) [lower, upper]``.
+
+    Raises:
+        EvalError: ``improvement`` not of :func:`probability_of_improvement_estimates`.
+    """
+    require_kind(improvement, "improvement_table", "probability_of_improvement_estimates")
     rows = [
         [x, y, _cell(improvement.point[i], improvement.lower[i], improvement.upper[i], digits)]
         for i, (x, y) in enumerate(improvement.pairs)
