@@ -52,9 +52,10 @@ def _check_priorities(indices: Any, priorities: Any) -> None:
             f"{np.shape(indices)}; pass one priority per index (e.g. the TD errors of the sampled batch "
             "with sample(...).indices)."
         )
-    if isinstance(priorities, jax.core.Tracer):
+    try:
+        values = np.asarray(priorities)
+    except jax.errors.TracerArrayConversionError:  # traced (under jit): values unknown until run
         return
-    values = np.asarray(priorities)
     bad = ~(np.isfinite(values) & (values >= 0))
     if bad.any():
         where = np.flatnonzero(bad)
