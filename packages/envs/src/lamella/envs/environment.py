@@ -185,7 +185,7 @@ class Wrapper(Environment[Any, Any]):
     wraps_state: ClassVar[bool] = False
 
     def __init__(self, env: Environment[Any, Any]):
-        if not callable(getattr(env, "step_env", None)):  # an id, make's pair, a class, ...
+        if isinstance(env, str | tuple | list | type):  # an id, make's pair, a class: name the fix
             _inputs.check_env_object(env, None, f"{type(self).__name__}(env)", takes_id=False)
         self.env = env
         # Class attributes of the inner env become instance attributes of the wrapper.
