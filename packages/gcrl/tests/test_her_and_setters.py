@@ -11,7 +11,14 @@ import lamella.envs
 from lamella.agents.config import ConfigError
 from lamella.agents.offpolicy.loop import goal_functions
 from lamella.buffers import Transition, make_episode_buffer, transition_like
-from lamella.gcrl import SACTrainConfig, chain, goal_override, make_her_batch_sampler, passthrough
+from lamella.gcrl import (
+    SACTrainConfig,
+    chain,
+    frontier_goals,
+    goal_override,
+    make_her_batch_sampler,
+    passthrough,
+)
 
 
 def make_batch_sampler(config, env, params, buffer):
@@ -226,3 +233,14 @@ def test_goal_override_refuses_goal_functions_out_of_place_at_init():
     with pytest.raises(ConfigError, match="they look swapped"):
         jax.jit(goal_override(sample, success, reward).init)(init_key, obs)
     assert jax.jit(goal_override(sample, reward, success).init)(init_key, obs)["goal"].shape == (2, 2)
+
+
+def test_chain_refuses_what_is_not_a_goal_setter():
+    """Before: ``'function' object has no attribute 'init'`` when the loop was traced."""
+    with pytest.raises(
+        ConfigError, match=r"^chain: setter 1 is frontier_goals, not a GoalSetter .*: call it to build"
+    ):
+        chain(passthrough(), frontier_goals)
+    with pytest.raises(ConfigError, match=r"^chain takes the setters as arguments: chain\(\*setters\)"):
+        chain([passthrough(), passthrough()])
+    assert chain(passthrough()).init is not None

@@ -41,7 +41,21 @@ PRNGKey = jax.Array
 
 
 def chain(*setters: GoalSetter) -> GoalSetter:
-    """Apply ``setters`` in order (each sees what the previous one produced); state is a tuple."""
+    """Apply ``setters`` in order (each sees what the previous one produced); state is a tuple.
+
+    Raises:
+        ConfigError: a setter that is not a :class:`GoalSetter` (a factory such as
+            ``frontier_goals`` not yet called, or a list of setters instead of several arguments).
+    """
+    if len(setters) == 1 and isinstance(setters[0], list | tuple) and not isinstance(setters[0], GoalSetter):
+        raise ConfigError("chain takes the setters as arguments: chain(*setters), not a list of them.")
+    for index, setter in enumerate(setters):
+        if not all(callable(getattr(setter, part, None)) for part in ("init", "reset", "step")):
+            name = getattr(setter, "__name__", type(setter).__name__)
+            fix = f": call it to build the setter, e.g. {name}(...)" if callable(setter) else ""
+            raise ConfigError(
+                f"chain: setter {index} is {name}, not a GoalSetter (its init, reset and step){fix}."
+            )
     if not setters:
         return passthrough()
 
