@@ -74,6 +74,25 @@ def test_round_trip_with_typed_keys(tmp_path):
     assert_same(state, restored_again)
 
 
+def test_a_folder_loads_its_newest_checkpoint(tmp_path):
+    """A run directory (checkpoints in its checkpoints/) or the checkpoints folder itself; before,
+    IsADirectoryError."""
+    state = make_state()
+    folder = tmp_path / "run" / "checkpoints"
+    save_checkpoint(folder, state, {"iteration": 1}, step=1)
+    save_checkpoint(folder, state, {"iteration": 2}, step=2)
+    shapes = jax.eval_shape(lambda: make_state(1))
+    for given in (tmp_path / "run", folder):
+        restored, meta = load_checkpoint(given, shapes)
+        assert meta == {"iteration": 2} and read_metadata(given) == {"iteration": 2}
+        assert_same(state, restored)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match=r"is a folder without a checkpoint \(checkpoint_\*\.msgpack"):
+        load_checkpoint(tmp_path / "empty", shapes)
+    with pytest.raises(CheckpointError, match=r"^No checkpoint at .*nope\.msgpack: give a checkpoint file"):
+        read_metadata(tmp_path / "nope.msgpack")
+
+
 def test_structure_mismatches_are_reported(tmp_path):
     state = make_state()
     path = save_checkpoint(tmp_path, state, {}, step=0)

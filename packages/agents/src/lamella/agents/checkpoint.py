@@ -186,7 +186,25 @@ def latest_checkpoint(directory: str | os.PathLike[str]) -> str | None:
     return found[-1] if found else None
 
 
+def _checkpoint_path(path: str | os.PathLike[str]) -> str:
+    """``path`` itself, or for a folder the newest checkpoint in it or in its ``checkpoints/``
+    (a run directory): a :class:`CheckpointError` when there is none."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return path
+    found = latest_checkpoint(path) or latest_checkpoint(os.path.join(path, "checkpoints"))
+    if found is None:
+        raise CheckpointError(
+            f"{path} is a folder without a checkpoint (checkpoint_*.msgpack, in it or in its checkpoints/); "
+            "give a checkpoint file or a run directory that has written one."
+        )
+    return found
+
+
 def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
+    path = _checkpoint_path(path)
+    if not os.path.exists(path):
+        raise CheckpointError(f"No checkpoint at {path}: give a checkpoint file or a run directory.")
     with open(path, "rb") as handle:
         raw = handle.read()
     try:
@@ -206,7 +224,8 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The metadata of a checkpoint, without building any arrays."""
+    """The metadata of a checkpoint (a file, or a run directory: its newest), without building
+    any arrays."""
     return dict(_read(path)["metadata"])
 
 
@@ -214,7 +233,8 @@ def load_checkpoint(path: str | os.PathLike[str], target: Any) -> tuple[Any, dic
     """Read a checkpoint into the structure of ``target``.
 
     Args:
-        path: a file written by :func:`save_checkpoint`.
+        path: a file written by :func:`save_checkpoint`, or a folder: the newest checkpoint in it
+            or in its ``checkpoints/`` (a run directory).
         target: a pytree with the same structure (arrays or ``jax.ShapeDtypeStruct``), for
             example ``jax.eval_shape(init, keys)``. Typed-key leaves come back as typed keys.
 
@@ -222,8 +242,10 @@ def load_checkpoint(path: str | os.PathLike[str], target: Any) -> tuple[Any, dic
         ``(state, metadata)``: ``state`` has ``target``'s structure, with ``jax.Array`` leaves.
 
     Raises:
-        CheckpointError: not a checkpoint, or a path, shape or dtype that does not match.
+        CheckpointError: no checkpoint there, not a checkpoint, or a path, shape or dtype that does
+            not match.
     """
+    path = _checkpoint_path(path)
     payload = _read(path)
     stored = {entry["path"]: entry for entry in payload["leaves"]}
     target_leaves, treedef = jax.tree_util.tree_flatten_with_path(target)
