@@ -31,6 +31,18 @@ def test_bad_strategy_names_raise():
     assert "CMA_ES" in strategy_names()
 
 
+def test_a_population_of_one_or_an_odd_one_for_an_antithetic_strategy_names_the_fix():
+    """One member: CMA-ES's state turned NaN silently; an odd population for Open_ES was evosax's
+    bare AssertionError."""
+    with pytest.raises(ValueError, match=r"^ESConfig\.population_size must be >= 2 .* got 1"):
+        make_es_runner(ESConfig(strategy="CMA_ES", population_size=1))
+    with pytest.raises(
+        ValueError,
+        match=r"^evosax Open_ES rejects population_size=7 .*use an even population_size \(e\.g\. 8\)",
+    ):
+        make_strategy(ESConfig(strategy="Open_ES", population_size=7), {"w": jnp.zeros(3)})
+
+
 def test_sigma_and_fitness_shaping_reach_evosax():
     strategy, params = make_strategy(ESConfig(strategy="SNES", sigma_init=0.3), {"w": jnp.zeros(3)})
     np.testing.assert_allclose(params.std_init, 0.3)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -29,7 +29,7 @@ import optax
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import check_config_type, check_numbers, check_single_agent
+from lamella.agents.config import ConfigError, check_config_type, check_numbers, check_single_agent
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
@@ -44,6 +44,7 @@ __all__ = [
     "ESRunnerState",
     "ESTrainState",
     "PolicyNetwork",
+    "construct_strategy",
     "make_es",
     "make_es_runner",
     "make_strategy",
@@ -166,6 +167,13 @@ class ESConfig:
         for name in ("population_size", "num_rollouts", "eval_episodes"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"ESConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if int(self.population_size) < 2:
+            # One member has nothing to be ranked against: CMA-ES's state turns NaN, the others
+            # follow the one sample's noise.
+            raise ConfigError(
+                f"ESConfig.population_size must be >= 2 (a strategy weighs its members against each "
+                f"other), got {self.population_size}; e.g. population_size=32."
+            )
         if self.fitness_shaping != "default" and self.fitness_shaping not in FITNESS_SHAPING:
             raise ValueError(
                 f"ESConfig.fitness_shaping must be 'default' or one of {sorted(FITNESS_SHAPING)}, "
@@ -188,6 +196,23 @@ class PolicyNetwork(nn.Module):
         return ActionHead(self.action_space, self.squash)(x)
 
 
+def construct_strategy(name: str, population_size: int, build: Callable[[], Any]) -> Any:
+    """``build()``, an evosax strategy's construction, with evosax's ``AssertionError`` on the
+    population size (antithetic strategies need an even one) re-raised as a
+    :class:`~lamella.agents.config.ConfigError` naming the fix."""
+    try:
+        return build()
+    except AssertionError as error:
+        hint = (
+            f"use an even population_size (e.g. {population_size + 1})"
+            if "even" in str(error).lower()
+            else "choose a population_size the strategy accepts"
+        )
+        raise ConfigError(
+            f"evosax {name} rejects population_size={population_size} ({error}); {hint}."
+        ) from error
+
+
 def make_strategy(config: ESConfig, solution: Any) -> tuple[Any, Any]:
     """The evosax strategy and its params for ``config``, searching over pytrees like ``solution``."""
     config.validate()
@@ -208,7 +233,11 @@ def make_strategy(config: ESConfig, solution: Any) -> tuple[Any, Any]:
         if config.weight_decay > 0:
             shaping = shaping_module.add_weight_decay(shaping, config.weight_decay)
         kwargs["fitness_shaping_fn"] = shaping
-    strategy = cls(population_size=config.population_size, solution=solution, **kwargs)
+    strategy = construct_strategy(
+        config.strategy,
+        config.population_size,
+        lambda: cls(population_size=config.population_size, solution=solution, **kwargs),
+    )
     es_params = strategy.default_params
     if any(f.name == "std_init" for f in dataclasses.fields(es_params)):
         es_params = es_params.replace(std_init=config.sigma_init)

@@ -45,9 +45,9 @@ from evosax.core.fitness_shaping import weights_fitness_shaping_fn as _weights_s
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import check_config_type
+from lamella.agents.config import check_config_type, check_numbers, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
-from lamella.agents.es import FITNESS_SHAPING, ESConfig, make_strategy
+from lamella.agents.es import FITNESS_SHAPING, ESConfig, construct_strategy, make_strategy
 from lamella.agents.fixed import make_scripted_agent
 from lamella.agents.networks import MLP, activation_by_name
 from lamella.agents.runner import Runner, episode_frames
@@ -149,8 +149,12 @@ class MetaESConfig:
     gamma: float | None = None
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first bad setting and how to fix it."""
+        """Raise ``ValueError`` naming the first bad setting and how to fix it (a number out of its
+        range, NaN or of the wrong type is lamella-agents' ``check_numbers``' ``ConfigError``, a
+        ``ValueError``)."""
+        check_numbers(self)
         _resolve(self.strategy)
+        check_sigma_init(self.sigma_init, "MetaESConfig.sigma_init")
         for name in ("population_size", "num_opps", "num_envs", "num_outer_steps", "eval_episodes"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"MetaESConfig.{name} must be >= 1, got {getattr(self, name)}.")
@@ -207,18 +211,18 @@ class Search(NamedTuple):
     es_params: Any
 
 
-def _construct(name: str, population_size: int, build: Callable[[], Any]) -> Any:
-    try:
-        return build()
-    except AssertionError as error:
-        hint = (
-            f"use an even population_size (e.g. {population_size + 1})"
-            if "even" in str(error).lower()
-            else "choose a population_size the strategy accepts"
-        )
+def check_sigma_init(sigma_init: Any, name: str = "sigma_init") -> None:
+    """Raise ``ValueError`` unless ``sigma_init`` is a finite number > 0: a search scale of 0 draws
+    every member at the centre (the search never moves) and a negative one is no scale. A traced
+    value (a sweep's) is not checked."""
+    if is_swept(sigma_init):
+        return
+    number = float(sigma_init)
+    if not np.isfinite(number) or number <= 0:
         raise ValueError(
-            f"evosax {name} rejects population_size={population_size} ({error}); {hint}."
-        ) from error
+            f"{name} must be a finite number > 0 (the search's initial scale: a standard deviation), "
+            f"got {number:g}; e.g. {name.rpartition('.')[2]}=0.1."
+        )
 
 
 def make_search(
@@ -240,11 +244,12 @@ def make_search(
         ValueError: an unknown strategy, a population size it rejects (odd for
             the antithetic ``Open_ES`` and ``PGPE``), or a fitness shaping that
             would replace a strategy's recombination weights (CMA_ES, SNES, ...),
-            with the fix.
+            with the fix; a ``sigma_init`` that is not a finite number > 0.
     """
     name = _resolve(strategy)
     if int(population_size) < 1:
         raise ValueError(f"population_size must be >= 1, got {population_size}.")
+    check_sigma_init(sigma_init)
     if fitness_shaping != "default" and fitness_shaping not in FITNESS_SHAPING:
         raise ValueError(
             f"fitness_shaping must be 'default' or one of {sorted(FITNESS_SHAPING)}, got {fitness_shaping!r}."
@@ -263,7 +268,7 @@ def make_search(
             learning_rate=learning_rate,
             fitness_shaping=fitness_shaping,
         )
-        evo, es_params = _construct(name, population_size, lambda: make_strategy(config, solution))
+        evo, es_params = make_strategy(config, solution)
 
         def init(key: jax.Array, params: Any) -> Any:
             return evo.init(key, params, es_params)
@@ -277,7 +282,7 @@ def make_search(
             kwargs["std_schedule"] = optax.constant_schedule(sigma_init)
         if fitness_shaping != "default":
             kwargs["fitness_shaping_fn"] = FITNESS_SHAPING[fitness_shaping]
-        evo = _construct(
+        evo = construct_strategy(
             name,
             population_size,
             lambda: cls(population_size=int(population_size), solution=solution, **kwargs),
