@@ -55,6 +55,17 @@ def test_masked_categorical_samples_scores_and_entropy_only_legal_actions():
     assert int(big.mode()[0]) == 0
 
 
+def test_masked_categorical_refuses_a_mask_it_would_misread():
+    logits = jnp.zeros((4, 4))
+    # One flag per row broadcast over the actions: it masked action i of every row instead.
+    with pytest.raises(ValueError, match=r"mask has shape \(4,\) but logits \(4, 4\).*one bool per action"):
+        masked_categorical(logits, jnp.array([True, False, True, True]))
+    # An additive mask (0 legal, -inf illegal) made every action legal.
+    additive = jnp.where(jnp.eye(4, dtype=bool), 0.0, -jnp.inf)
+    with pytest.raises(TypeError, match=r"mask must be bool .*got float32.*`mask == 0`"):
+        jax.jit(masked_categorical)(logits, additive)
+
+
 def _obs(num_envs: int, n: int, size: int, num_actions: int, state_size: int = 0) -> dict:
     key = jax.random.key(3)
     out = {

@@ -112,3 +112,28 @@ def test_bad_input_is_rejected_with_the_fix():
         make_meta_es_runner(MetaESConfig(total_timesteps=10))
     with pytest.raises(ValueError, match="opponent must be one of"):
         MetaESConfig(opponent="ppo").validate()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        # A search scale of 0 never moves, a negative one is none: both ran without a word.
+        (
+            {"sigma_init": 0.0},
+            r"MetaESConfig.sigma_init must be a finite number > 0.*got 0; e.g. sigma_init=0.1",
+        ),
+        ({"sigma_init": -0.1}, r"MetaESConfig.sigma_init must be a finite number > 0.*got -0.1"),
+        ({"learning_rate": -1.0}, r"MetaESConfig.learning_rate must be >= 0"),
+        ({"opponent_lr": float("nan")}, r"MetaESConfig.opponent_lr is NaN"),
+        ({"payoff": (float("nan"),) * 8}, r"MetaESConfig.payoff is NaN"),
+        ({"hidden_sizes": (0,)}, r"MetaESConfig.hidden_sizes must hold sizes >= 1"),
+    ],
+)
+def test_meta_es_config_refuses_numbers_out_of_range(changes, message):
+    with pytest.raises(ValueError, match=message):
+        MetaESConfig(**changes).validate()
+
+
+def test_make_search_refuses_a_scale_that_is_not_positive():
+    with pytest.raises(ValueError, match=r"sigma_init must be a finite number > 0.*got -1"):
+        make_search("Open_ES", 8, {"w": jnp.zeros(3)}, sigma_init=-1.0)

@@ -173,3 +173,31 @@ def test_bad_input_is_rejected_with_the_fix():
         exact.make_fixed_learner("tit_for_two_tats")
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         exact.make_exact_play(exact.make_naive_learner(), exact.make_naive_learner(), batch_size=0)
+
+
+def test_bad_learner_settings_are_refused_before_anything_runs():
+    # A NumPy or JAX number is checked like a Python one (a negative lr descends: silently wrong).
+    with pytest.raises(ValueError, match=r"make_naive_learner: lr must be a finite number >= 0, got -1"):
+        exact.make_naive_learner(lr=np.float32(-1.0))
+    with pytest.raises(ValueError, match=r"make_lola_learner: lr must be a finite number >= 0, got -0.5"):
+        exact.make_lola_learner(lr=jnp.float32(-0.5))
+    with pytest.raises(TypeError, match=r"lr must be one number, e.g. 1.0, got '0.1' \(str\)"):
+        exact.make_naive_learner(lr="0.1")
+    # init_scale was not checked: NaN or inf logits from the first init.
+    with pytest.raises(
+        ValueError, match=r"make_naive_learner: init_scale must be a finite number >= 0, got nan"
+    ):
+        exact.make_naive_learner(init_scale=float("nan"))
+    with pytest.raises(
+        ValueError, match=r"make_lola_learner: init_scale must be a finite number >= 0, got -1"
+    ):
+        exact.make_lola_learner(init_scale=-1.0)
+    with pytest.raises(TypeError, match=r"init_scale must be one number.*\(list\)"):
+        exact.make_lola_learner(init_scale=[1.0, 2.0])
+    with pytest.raises(
+        ValueError, match=r"a name \(all_c.*or 5 cooperation probabilities.*got \{'p': 0.5\} \(dict\)"
+    ):
+        exact.make_fixed_learner({"p": 0.5})
+    # A traced learning rate (a sweep) is not read: it still builds.
+    lr = jax.jit(lambda lr: exact.make_naive_learner(lr=lr).update(jnp.zeros(5), jnp.zeros(5), GAME))
+    assert lr(0.5).shape == (5,)

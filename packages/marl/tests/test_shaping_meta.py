@@ -174,6 +174,13 @@ def test_bad_input_is_rejected_with_the_fix():
         MetaConfig(num_steps=7).validate()
     with pytest.raises(ConfigError, match=r"eval_max_steps \(5\).*leave it at 0"):
         MetaConfig(eval_max_steps=5).validate()
+    # validate() missed these (a negative scale ran; a 0-wide layer failed in a slice at trace time).
+    with pytest.raises(ConfigError, match=r"MetaConfig.sigma_init must be a finite number > 0.*got -0.5"):
+        MetaConfig(sigma_init=-0.5).validate()
+    with pytest.raises(ConfigError, match=r"MetaConfig.meta_hidden_sizes must hold sizes >= 1"):
+        MetaConfig(meta_hidden_sizes=(0,)).validate()
+    with pytest.raises(ConfigError, match=r"MetaConfig.gamma must be in \[0, 1\]"):
+        MetaConfig(gamma=1.5).validate()
 
 
 def test_co_players_take_the_ppo_settings_of_the_meta_config():

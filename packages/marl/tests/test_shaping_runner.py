@@ -246,11 +246,37 @@ def test_any_agent_can_be_the_fixed_one():
         ),
         ({"env_id": "CartPole-v1", "num_inner_steps": 0}, ["multi-agent envs", "single agent"]),
         ({"num_minibatches": 3}, ["num_minibatches (3) must divide"]),
+        # Checked by ShapingConfig.validate itself (were the learners' PPOConfig's, or unchecked).
+        ({"learning_rate": -1.0}, ["ShapingConfig.learning_rate must be >= 0"]),
+        ({"gae_lambda": float("nan")}, ["ShapingConfig.gae_lambda is NaN"]),
+        ({"hidden_sizes": (0,)}, ["ShapingConfig.hidden_sizes must hold sizes >= 1"]),
+        # One string: was "unknown entry 'p'" (its characters taken as entries).
+        (
+            {"agents": "ppo,tit_for_tat"},
+            ["agents is the string 'ppo,tit_for_tat'", "agents=('ppo', 'tit_for_tat')"],
+        ),
     ],
 )
 def test_bad_input_is_refused_naming_the_fix(changes, words):
     with pytest.raises(ConfigError) as error:
         make_shaping_runner(dataclasses.replace(TINY, **changes))
+    assert all(word in str(error.value) for word in words), str(error.value)
+    with pytest.raises(ConfigError, match=r"agents=\('ppo', 'ppo'\)"):
+        make_shaping_runner(TINY, agents="ppo,ppo")
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        (lambda key, obs: 0, ["agents entry 1", "got <function", "or a lamella Agent"]),
+        ({"start": 1.0}, ["agents entry 1", "(dict)", "five cooperation probabilities"]),
+        ([0.5, 0.5], ["agents entry 1", "got shape (2,)"]),
+    ],
+)
+def test_an_agents_entry_of_the_wrong_kind_names_the_entry_and_the_kinds(entry, words):
+    # A function or a dict was numpy's "float() argument must be ..." TypeError.
+    with pytest.raises(ConfigError) as error:
+        make_shaping_runner(TINY, agents=["ppo", entry])
     assert all(word in str(error.value) for word in words), str(error.value)
 
 

@@ -62,6 +62,11 @@ def test_bad_strategies_are_rejected_with_the_fix():
         strategy("tft")
     with pytest.raises(ValueError, match="5 cooperation probabilities"):
         strategy([1.0, 0.0])
+    # Neither a name nor numbers: was numpy's "float() argument must be ..." TypeError.
+    with pytest.raises(ValueError, match=r"a name \(all_c.*tit_for_tat.*got None \(NoneType\)"):
+        strategy(None)
+    with pytest.raises(ValueError, match=r"5 cooperation probabilities.*got \{'start': 1.0\} \(dict\)"):
+        strategy({"start": 1.0})
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
         strategy([1.0, 2.0, 0.0, 0.0, 0.0])
     with pytest.raises(ValueError, match="chi must be > 1"):

@@ -59,8 +59,29 @@ __all__ = [
 MASKED_LOGIT = -1e9
 
 
-def masked_categorical(logits: jax.Array, mask: jax.Array) -> Categorical:
-    """A categorical over ``logits`` (``(..., A)``) where ``mask`` (bool, same shape) is True."""
+def masked_categorical(logits: jax.typing.ArrayLike, mask: jax.typing.ArrayLike) -> Categorical:
+    """A categorical over ``logits`` (``(..., A)``) where ``mask`` (bool, same shape) is True.
+
+    An integer mask counts as bool (nonzero: legal). A row with no legal action (the mask's
+    values are data under jit, so nothing can refuse it) samples uniformly over all its actions.
+
+    Raises:
+        ValueError: ``mask`` and ``logits`` differ in shape (at trace time; a mask that would
+            broadcast, one row per batch entry say, masks the wrong entries).
+        TypeError: a floating-point ``mask``: an additive mask (``0`` legal, ``-inf`` illegal) would
+            make every action legal here.
+    """
+    logits, mask = jnp.asarray(logits), jnp.asarray(mask)
+    if mask.shape != logits.shape:
+        raise ValueError(
+            f"masked_categorical: mask has shape {mask.shape} but logits {logits.shape}; give one bool "
+            "per action of each row, the logits' shape (..., num_actions)."
+        )
+    if jnp.issubdtype(mask.dtype, jnp.floating) or jnp.issubdtype(mask.dtype, jnp.complexfloating):
+        raise TypeError(
+            f"masked_categorical: mask must be bool (True: legal), got {mask.dtype}; an additive mask "
+            "(0 legal, -inf illegal) is `mask == 0`, a 0/1 float mask `mask > 0`."
+        )
     return Categorical(jnp.where(mask, logits, MASKED_LOGIT))
 
 

@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lamella.agents.config import is_swept
 from lamella.envs.multi_agent.infinite_matrix_game import solve_dominant
 from lamella.envs.multi_agent.matrix_game import PAYOFFS, check_payoff
 from lamella.marl.shaping.strategies import strategy
@@ -161,9 +162,23 @@ class ExactLearner(NamedTuple):
 
 
 def _check_lr(name: str, value: Any) -> None:
-    # Traced values (a sweep over learning rates under vmap) are not checked.
-    if isinstance(value, (int, float)) and (not np.isfinite(value) or value < 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value}.")
+    """Raise unless ``value`` is a finite number >= 0: a Python or NumPy number or a concrete 0-d
+    array. A traced value (a sweep over learning rates under jit or vmap) cannot be read here and
+    is not checked: the caller keeps it in range."""
+    if isinstance(value, (str, bytes, bool, np.bool_)) or np.ndim(value) != 0:
+        raise TypeError(f"{name} must be one number, e.g. 1.0, got {_value_text(value)}.")
+    try:
+        if is_swept(value):
+            return
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be one number, e.g. 1.0, got {_value_text(value)}.") from None
+    if not np.isfinite(number) or number < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {number}.")
+
+
+def _value_text(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"[:120]
 
 
 def _normal_init(init_scale: float) -> Callable[[jax.Array], jax.Array]:
@@ -180,8 +195,13 @@ def make_naive_learner(lr: float = 1.0, init_scale: float = 1.0) -> ExactLearner
         lr: step size of ``theta += lr * grad R_self``, ``R`` the unnormalised
             discounted return (:func:`discounted_returns`).
         init_scale: ``theta ~ N(0, init_scale^2)`` at ``init``.
+
+    Raises:
+        TypeError: ``lr`` or ``init_scale`` is not a number.
+        ValueError: either is negative, infinite or NaN (a traced value is not checked).
     """
     _check_lr("make_naive_learner: lr", lr)
+    _check_lr("make_naive_learner: init_scale", init_scale)
 
     def update(theta: jax.Array, other: jax.Array, game: ExactGame) -> jax.Array:
         grad = jax.grad(lambda t: discounted_returns(t, other, game)[0])(theta)
@@ -210,10 +230,15 @@ def make_lola_learner(
         lookahead_lr: the step size it assumes for the other's naive update
             (default: ``lr``).
         init_scale: ``theta ~ N(0, init_scale^2)`` at ``init``.
+
+    Raises:
+        TypeError: ``lr``, ``lookahead_lr`` or ``init_scale`` is not a number.
+        ValueError: one is negative, infinite or NaN (a traced value is not checked).
     """
     _check_lr("make_lola_learner: lr", lr)
     lookahead = lr if lookahead_lr is None else lookahead_lr
     _check_lr("make_lola_learner: lookahead_lr", lookahead)
+    _check_lr("make_lola_learner: init_scale", init_scale)
 
     def lookahead_value(theta: jax.Array, other: jax.Array, game: ExactGame) -> jax.Array:
         own = jax.grad(lambda o: discounted_returns(theta, o, game)[0])(other)

@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_config_type
+from lamella.agents.config import ConfigError, check_config_type, check_numbers
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo import PPOConfig, make_actor_critic
 from lamella.agents.ppo_update import RECURRENT_UPDATES, PPOSettings
@@ -76,7 +76,7 @@ from lamella.agents.protocol import Agent
 from lamella.agents.runner import Runner
 from lamella.envs import spaces
 from lamella.marl.shaping import watchers
-from lamella.marl.shaping.evolution import MetaESState, make_search
+from lamella.marl.shaping.evolution import MetaESState, check_sigma_init, make_search
 from lamella.marl.shaping.observations import flatten_agent_observations, view_layout
 from lamella.marl.shaping.runner import LEARNER, TORSOS, ShapingConfig, ViewLayout, make_shaping_runner
 
@@ -236,6 +236,12 @@ class MetaConfig(PPOSettings):
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` naming the first bad setting and the fix."""
         name = type(self).__name__
+        # Types, NaN, discounts, step sizes and layer sizes (lamella-agents' rules by field name).
+        check_numbers(self)
+        try:
+            check_sigma_init(self.sigma_init, f"{name}.sigma_init")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         for field in (
             "num_inner_steps",
             "num_outer_steps",

@@ -59,7 +59,7 @@ import numpy as np
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_config_type
+from lamella.agents.config import ConfigError, check_config_type, check_numbers
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
@@ -158,6 +158,9 @@ class ShapingConfig(PPOSettings):
         """Raise :class:`~lamella.agents.config.ConfigError` naming the first inconsistent setting
         that needs no env (:func:`make_shaping_runner` checks the rest against the env)."""
         name = type(self).__name__
+        _check_agents_not_text(self.agents, f"{name}.agents")
+        # Types, NaN, discounts, step sizes, layer sizes (lamella-agents' rules by field name).
+        check_numbers(self)
         for field in (
             "num_envs",
             "num_steps",
@@ -211,6 +214,16 @@ class ShapingConfig(PPOSettings):
             activation_by_name(self.activation)
         except (KeyError, ValueError) as error:
             raise ConfigError(str(error)) from None
+
+
+def _check_agents_not_text(agents: Any, name: str) -> None:
+    """Refuse one string where one entry per agent goes (each character would be an entry)."""
+    if isinstance(agents, str):
+        entries = tuple(entry.strip() for entry in agents.split(",") if entry.strip())
+        raise ConfigError(
+            f"{name} is the string {agents!r}; give one entry per agent as a tuple, e.g. "
+            f"agents={entries!r} (a comma-separated string is the command line's form)."
+        )
 
 
 def _next_multiple(value: int, divisor: int) -> int:
@@ -363,7 +376,8 @@ def _make_slot(
         raise ConfigError(
             f"{error} (env {env_name}; agents={','.join(map(str, config.agents))})"
             if isinstance(spec, str)
-            else str(error)
+            else f"shaping: agents entry {index}: {error} Each entry is {LEARNER!r} (a learner), a strategy "
+            "name, five cooperation probabilities or a lamella Agent (lamella.agents.protocol.Agent)."
         ) from None
     if action_space.n != 2:
         raise ConfigError(
@@ -433,6 +447,7 @@ def _shaping_runner(
 ) -> Runner:
     """The shaping runner for one device's block of the envs (all of them on one device)."""
     config.validate()
+    _check_agents_not_text(agents, "make_shaping_runner(agents=...)")
     env, env_params = given_env, given_params
     specs: list[AgentSpec] = list(config.agents if agents is None else agents)
     env_id = None

@@ -122,11 +122,15 @@ def strategy(spec: str | Any) -> np.ndarray:
                 "or pass five cooperation probabilities (start, CC, CD, DC, DD)."
             )
         return STRATEGIES[key].copy()
-    probs = np.asarray(spec, np.float32)
-    if probs.shape != (POLICY_SIZE,):
+    try:
+        probs = np.asarray(spec, np.float32)
+    except (TypeError, ValueError):
+        probs = None
+    if probs is None or probs.shape != (POLICY_SIZE,):
+        got = f"shape {probs.shape}" if probs is not None and probs.shape else f"{spec!r}"[:80]
         raise ValueError(
-            f"A memory-one strategy has {POLICY_SIZE} cooperation probabilities (start, CC, CD, DC, DD), "
-            f"got shape {probs.shape}."
+            f"A memory-one strategy is a name ({', '.join(sorted(STRATEGIES))}) or {POLICY_SIZE} cooperation "
+            f"probabilities (start, CC, CD, DC, DD), got {got} ({type(spec).__name__})."
         )
     return memory_one(*probs.tolist())
 
