@@ -272,6 +272,19 @@ def test_step_given_the_observation_as_the_state_names_the_order():
     jax.eval_shape(step, keys, batch_state, jnp.zeros(3, jnp.int32), params)
 
 
+def test_render_given_the_observation_as_the_state_names_the_order():
+    """Before: ``'ArrayImpl' object has no attribute 'x'`` from inside the renderer."""
+    env, params = le.make("CartPole-v1")
+    obs, state = env.reset(jax.random.key(0), params)
+    with pytest.raises(
+        le.EnvInputError, match=r"^CartPole-v1\.render: `state` must be the env state.*observation first"
+    ):
+        env.render(obs, params)
+    with pytest.raises(le.EnvInputError, match=r"^CartPole-v1\.render: .*got None\.$"):
+        env.render(None)
+    assert jax.eval_shape(env.render, state, params).shape[-1] == 3
+
+
 def test_an_env_whose_state_is_an_array_is_left_alone():
     class Counter(le.Environment):
         def reset_env(self, key, params):
@@ -303,3 +316,52 @@ def test_a_wrapper_of_what_is_not_an_env_names_the_fix():
         le.wrappers.AutoReset("CartPole-v1")
     with pytest.raises(le.EnvInputError, match=r"^FlattenObservation\(env\): env got a pair .* Unpack it"):
         le.wrappers.FlattenObservation(le.make("CartPole-v1", autoreset=False))
+
+
+@pytest.mark.parametrize(
+    ("env_id", "overrides", "message"),
+    [
+        # A float step limit used to compare as if rounded up; a negative one truncated every step.
+        (
+            "CartPole-v1",
+            {"max_steps_in_episode": 2.5},
+            r"max_steps_in_episode must be an integer .*got the Python float 2\.5",
+        ),
+        ("CartPole-v1", {"max_steps_in_episode": -1}, r"max_steps_in_episode must be >= 1, got -1"),
+        (
+            "CartPole-v1",
+            {"max_steps_in_episode": "500"},
+            r"max_steps_in_episode must be an integer .*got str '500'",
+        ),
+        ("CartPole-v1", {"gravity": None}, r"gravity must be a real number .*got NoneType None"),
+        ("CartPole-v1", {"gravity": float("nan")}, r"gravity is NaN"),
+        ("BernoulliBandit-misc", {"reward_prob": 1.5}, r"reward_prob must be in \[0\.0, 1\.0\], got 1\.5"),
+        ("BernoulliBandit-misc", {"normalize_time": "no"}, r"normalize_time must be True or False"),
+        ("GaussianBandit-misc", {"sigma_p": -1.0}, r"sigma_p must be >= 0\.0, got -1\.0"),
+        ("SMAX-3m-v0", {"max_episode_steps": -5}, r"max_episode_steps must be >= 1, got -5"),
+        (
+            "DeepSea-bsuite",
+            {"action_mapping": jnp.zeros((3,), jnp.int32)},
+            r"action_mapping must be an array of shape \(8, 8\)",
+        ),
+    ],
+)
+def test_make_refuses_params_overrides_of_the_wrong_kind_or_range(env_id, overrides, message):
+    with pytest.raises(le.EnvInputError, match=rf"^make\('{env_id}'\): {message}"):
+        le.make(env_id, **overrides)
+
+
+def test_make_accepts_params_overrides_of_the_right_kind():
+    _, params = le.make("CartPole-v1", gravity=9, max_steps_in_episode=jnp.array([10, 20]))
+    assert params.gravity == 9 and params.max_steps_in_episode.shape == (2,)  # a batch for vmap
+    # Under jit only the dtype is known: a traced float step limit is refused all the same.
+    with pytest.raises(le.EnvInputError, match=r"max_steps_in_episode must be an integer .*dtype float32"):
+        jax.jit(lambda steps: le.make("CartPole-v1", max_steps_in_episode=steps)[1])(9.0)
+
+
+def test_register_refuses_flags_that_are_not_bools(walk_id):
+    with pytest.raises(TypeError, match=r"overwrite must be True or False, got 'no'"):
+        le.register(walk_id, lambda: Walk(7), overwrite="no")  # was truthy: replaced the env
+    with pytest.raises(TypeError, match=r"variant must be True or False, got 'no'"):
+        le.register("Thing-v0", Walk, variant="no")
+    assert "Thing-v0" not in le.registered()

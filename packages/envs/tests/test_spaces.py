@@ -107,3 +107,72 @@ def test_contains_under_jit_and_vmap():
     dict_space = spaces.Dict({"a": discrete, "b": space})
     batch = {"a": jnp.array([0, 5]), "b": jnp.full((2, 3), 0.5)}
     np.testing.assert_array_equal(jax.jit(jax.vmap(dict_space.contains))(batch), [True, False])
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"),
+    [
+        (lambda: spaces.Discrete(2.7), ValueError, r"Discrete\(n=2\.7\): .*integer >= 1.*not truncated"),
+        (lambda: spaces.Discrete(True), ValueError, r"Discrete\(n=True\): .*integer >= 1, got True \(bool\)"),
+        (lambda: spaces.Discrete(None), ValueError, r"Discrete\(n=None\): .*integer >= 1"),
+        (lambda: spaces.Discrete([2, 3]), ValueError, r"n must be one integer.*MultiDiscrete"),
+        (lambda: spaces.Discrete(3, jnp.float32), TypeError, r"dtype must be an integer dtype.*got float32"),
+        (
+            lambda: spaces.Discrete(300, jnp.uint8),
+            ValueError,
+            r"up to 299 do not fit dtype uint8 \(at most 255\)",
+        ),
+        (lambda: spaces.MultiDiscrete([2.5, 3]), ValueError, r"MultiDiscrete\(nvec=\[2\.5, 3\]\): .*integer"),
+        (lambda: spaces.MultiDiscrete([2, 3], jnp.float32), TypeError, r"dtype must be an integer dtype"),
+    ],
+)
+def test_discrete_spaces_refuse_counts_and_dtypes_they_would_truncate(build, error, message):
+    with pytest.raises(error, match=message):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"),
+    [
+        (lambda: spaces.Box(jnp.nan, 1.0, (2,)), ValueError, r"must not be NaN.*-jnp\.inf / jnp\.inf"),
+        (lambda: spaces.Box(0.5, 2.5, (), jnp.int32), ValueError, r"whole-number bounds, got \[0\.5, 2\.5\]"),
+        (
+            lambda: spaces.Box(-jnp.inf, 0, (2,), jnp.int32),
+            ValueError,
+            r"integer Box \(int32\) needs finite bounds",
+        ),
+        (lambda: spaces.Box(-1, 300, (2,), jnp.uint8), ValueError, r"do not fit dtype uint8 \(\[0, 255\]\)"),
+        (lambda: spaces.Box(0, 2, (2,), jnp.bool_), ValueError, r"do not fit dtype bool \(\[0, 1\]\)"),
+        (
+            lambda: spaces.Box(0, 1, (2,), jnp.complex64),
+            TypeError,
+            r"dtype must be a float, integer or bool dtype",
+        ),
+        (lambda: spaces.Box(0.0, 1.0, 3), TypeError, r"shape must be a tuple of ints such as \(3,\), got 3"),
+        (lambda: spaces.Box(0.0, 1.0, (2.5,)), TypeError, r"shape must be a tuple of ints"),
+        (lambda: spaces.Box(0.0, 1.0, (-1,)), ValueError, r"negative sizes"),
+        (
+            lambda: spaces.Box(np.zeros(3), 1.0, (2,)),
+            ValueError,
+            r"low of shape \(3,\) does not broadcast to shape=\(2,\)",
+        ),
+        (lambda: spaces.Box(np.zeros(3), np.ones(2)), ValueError, r"do not broadcast together"),
+        (lambda: spaces.Box("a", 1.0, (2,)), TypeError, r"low and high must be numbers"),
+    ],
+)
+def test_box_refuses_bounds_shapes_and_dtypes_it_cannot_sample(build, error, message):
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_tuple_and_dict_refuse_entries_that_are_not_spaces():
+    with pytest.raises(TypeError, match=r"Tuple: entry 1 must be a space .*got int 3"):
+        spaces.Tuple([spaces.Discrete(2), 3])
+    with pytest.raises(TypeError, match=r"Dict: entry 'pos' must be a space .*got tuple"):
+        spaces.Dict({"pos": (-1.0, 1.0)})
+    with pytest.raises(TypeError, match=r"Dict takes a mapping of names to spaces.*use Tuple"):
+        spaces.Dict([spaces.Discrete(2)])
+    with pytest.raises(TypeError, match=r"Tuple takes a sequence of spaces.*use Dict"):
+        spaces.Tuple({"a": spaces.Discrete(2)})
+    # Empty composites contain exactly the empty value (they raised inside jnp.stack).
+    assert bool(spaces.Tuple([]).contains(())) and bool(spaces.Dict({}).contains({}))

@@ -25,6 +25,7 @@ What is accepted:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -36,7 +37,15 @@ import numpy as np
 from lamella.envs import spaces
 from lamella.envs.errors import UserError
 
-__all__ = ["EnvInputError", "check_action", "check_env_object", "check_key", "check_prng_key", "check_state"]
+__all__ = [
+    "EnvInputError",
+    "check_action",
+    "check_env_object",
+    "check_key",
+    "check_param_overrides",
+    "check_prng_key",
+    "check_state",
+]
 
 
 class EnvInputError(UserError, TypeError, ValueError):
@@ -132,7 +141,7 @@ def _plain_value(value: Any) -> bool:
     return value is None or isinstance(value, (Mapping, tuple, list)) or _shape_dtype(value) is not None
 
 
-def check_state(env: Any, state: Any, params: Any) -> None:
+def check_state(env: Any, state: Any, params: Any, method: str = "step") -> None:
     """Raise :class:`EnvInputError` when ``state`` is an array, a number, a dict, a tuple or None
     where ``env``'s state is a dataclass (what ``reset`` returns second): most often the
     observation, from ``state, obs = env.reset(...)`` in the wrong order. The env's state is traced (shapes only)
@@ -151,7 +160,7 @@ def check_state(env: Any, state: Any, params: Any) -> None:
         if all(same):
             hint = " It has the observation's shape: reset returns (obs, state), the observation first."
     raise EnvInputError(
-        f"{label}.step: `state` must be the env state that reset returns ({type(expected).__name__}: "
+        f"{label}.{method}: `state` must be the env state that reset returns ({type(expected).__name__}: "
         f"obs, state = env.reset(key, params)), got {_describe(state) if state is not None else 'None'}.{hint}"
     )
 
@@ -305,3 +314,108 @@ def check_action(env: Any, action: Any, params: Any) -> None:
     space = action_space_for_checks(env, params)
     if space is not None:
         _check(env, space, action, "action")
+
+
+_KINDS = {"bool": "bool", "int": "int", "float": "float", bool: "bool", int: "int", float: "float"}
+_KIND_TEXT = {
+    "bool": "True or False or a bool array",
+    "int": "an integer or an integer array",
+    "float": "a real number or a float array",
+}
+
+
+def _field_kind(field: dataclasses.Field[Any], default: Any) -> str | None:
+    """``"bool"``, ``"int"`` or ``"float"``: from the annotation, else from the default's dtype."""
+    kind = _KINDS.get(field.type) if isinstance(field.type, (str, type)) else None  # type: ignore[call-overload]
+    if kind is not None:
+        return kind
+    described = _shape_dtype(default)
+    if described is None or _is_key(described[1]):
+        return None
+    dtype = np.dtype(described[1])
+    if dtype == np.bool_:
+        return "bool"
+    if np.issubdtype(dtype, np.integer):
+        return "int"
+    return "float" if np.issubdtype(dtype, np.floating) else None
+
+
+def _fits_kind(kind: str, dtype: Any) -> bool:
+    dtype = np.dtype(dtype)
+    if kind == "bool":
+        return dtype == np.bool_
+    if kind == "int":
+        return bool(np.issubdtype(dtype, np.integer))
+    return bool(np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating))
+
+
+def _range_text(bounds: tuple[float | None, float | None]) -> str:
+    low, high = bounds
+    if low is not None and high is not None:
+        return f"in [{low}, {high}]"
+    return f">= {low}" if low is not None else f"<= {high}"
+
+
+def check_param_overrides(params: Any, overrides: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`EnvInputError` for an override of a params field that cannot be meant.
+
+    ``params`` are the env's default params (a dataclass), ``overrides`` the fields ``make`` was
+    given. What a field takes comes from its annotation (``int``, ``float``, ``bool``), else
+    from its default's dtype: a bool field takes bools; an int field integers, never a float (a
+    step limit of 2.5 would end episodes after 3 steps) or a bool; a float field real numbers,
+    not NaN; an array field an array whose trailing shape is the default's. Concrete values
+    must lie inside the field's ``bounds`` (:func:`lamella.envs.struct.field`). A traced value
+    (``make`` called inside ``jit``) is checked for its dtype and shape only. Leading axes are
+    allowed everywhere (a batch of params for ``vmap``).
+    """
+    fields = {field.name: field for field in dataclasses.fields(params)}
+    for name, value in overrides.items():
+        default = getattr(params, name)
+        kind = _field_kind(fields[name], default)
+        if kind is None:
+            continue  # a nested structure or a key: the env's own code checks it
+        label = f"{where}: {name}"
+        expected = f"{_KIND_TEXT[kind]} ({type(params).__name__} default: {_default_text(default)})"
+        given = _shape_dtype(value)
+        if given is None or _is_key(given[1]):
+            raise EnvInputError(
+                f"{label} must be {expected}, got {_describe(value)}. Pass {_example(kind, name)}."
+            )
+        shape, dtype = given
+        if not _fits_kind(kind, dtype):
+            raise EnvInputError(
+                f"{label} must be {expected}, got {_describe(value)}. Pass {_example(kind, name)}."
+            )
+        default_shape = tuple(np.shape(default))
+        if default_shape and tuple(shape[len(shape) - len(default_shape) :]) != default_shape:
+            raise EnvInputError(
+                f"{label} must be an array of shape {default_shape} (or a batch of them: "
+                f"(..., {', '.join(map(str, default_shape))})), got {_describe(value)}."
+            )
+        if isinstance(value, jax.core.Tracer):
+            continue
+        array = np.asarray(value)
+        if kind == "float" and np.isnan(array).any():
+            raise EnvInputError(f"{label} is NaN; pass {_example(kind, name)}.")
+        bounds = fields[name].metadata.get("bounds")
+        if bounds is not None:
+            low, high = bounds
+            if (low is not None and np.any(array < low)) or (high is not None and np.any(array > high)):
+                raise EnvInputError(
+                    f"{label} must be {_range_text(bounds)}, got {value!r:.80}. Pass a value "
+                    f"{_range_text(bounds)} ({type(params).__name__} default: {_default_text(default)})."
+                )
+
+
+def _default_text(default: Any) -> str:
+    if isinstance(default, (bool, int, float)):
+        return repr(default)
+    return f"an array of {_describe(default)}"
+
+
+def _example(kind: str, name: str) -> str:
+    return {
+        "bool": f"{name}=True or {name}=False",
+        "int": "a Python int or an integer array",
+        "float": "a float",
+    }[kind]

@@ -230,6 +230,7 @@ class Wrapper(Environment[Any, Any]):
         return self.env.unwrapped
 
     def render(self, state: Any, params: Any = None) -> jax.Array:
+        _inputs.check_state(self, state, self.default_params if params is None else params, "render")
         return self.unwrapped.render(self.unwrapped_state(state), params)
 
     def __repr__(self) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from lamella.envs import _inputs
 from lamella.envs.environment import Environment
 
 __all__ = ["env_family", "make", "register", "registered"]
@@ -59,6 +60,10 @@ def register(
         raise ValueError(f"register: env_id must be a non-empty string, got {env_id!r}.")
     if not callable(factory):
         raise TypeError(f"register({env_id!r}, ...): factory must be callable, got {factory!r}.")
+    for name, flag in (("overwrite", overwrite), ("variant", variant)):
+        if not isinstance(flag, (bool, np.bool_)):
+            # A str such as "no" is truthy: it would replace an env or hide the id silently.
+            raise TypeError(f"register({env_id!r}, ...): {name} must be True or False, got {flag!r:.80}.")
     if env_id in _REGISTRY and not overwrite and _REGISTRY[env_id] is not factory:
         raise ValueError(f"{env_id!r} is already registered; pass overwrite=True to replace it.")
     _REGISTRY[env_id] = factory
@@ -104,6 +109,9 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
         KeyError: unknown id; the message lists the closest registered ids.
         TypeError: an id that is not a str, an ``autoreset`` that is not a bool, or an override
             that is neither a params field nor a constructor argument.
+        EnvInputError: a params override of the wrong kind (a float for an int field such as
+            ``max_steps_in_episode``, a str, None, NaN) or outside the field's ``bounds``
+            (``struct.field(bounds=...)``: ``max_steps_in_episode=-1``, a probability above 1).
     """
     if not isinstance(env_id, str):
         raise TypeError(
@@ -135,6 +143,7 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
             f"Params fields: {sorted(param_names)}; constructor arguments: {sorted(accepted or [])}."
         )
     if param_overrides:
+        _inputs.check_param_overrides(params, param_overrides, f"make({env_id!r})")
         params = dataclasses.replace(params, **param_overrides)
     env.env_id = env_id  # type: ignore[attr-defined]
     if autoreset:

@@ -19,6 +19,41 @@ __all__ = ["Box", "Dict", "Discrete", "MultiDiscrete", "Space", "Tuple"]
 PRNGKey = jax.Array
 
 
+def _integer_dtype(dtype: Any, where: str) -> Any:
+    """``dtype`` as a numpy dtype, which must be an integer one (a discrete space's samples)."""
+    dtype = jnp.dtype(dtype)
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise TypeError(
+            f"{where}: dtype must be an integer dtype (jnp.int32, the default, or jnp.uint8, ...), "
+            f"got {dtype.name}; a discrete space's values are integers."
+        )
+    return dtype
+
+
+def _check_counts(values: np.ndarray, given: Any, dtype: Any, where: str) -> np.ndarray:
+    """``values`` (the raw ``n`` or ``nvec``) as int64, refusing non-integers, bools, entries < 1
+    and entries whose largest value does not fit ``dtype``."""
+    integral = np.issubdtype(values.dtype, np.integer) or (
+        np.issubdtype(values.dtype, np.floating)
+        and bool(np.all(np.isfinite(values) & (values == np.round(values))))
+    )
+    if values.dtype == np.bool_ or not integral:
+        raise ValueError(
+            f"{where}: the number of values must be an integer >= 1, got {given!r:.80} "
+            f"({values.dtype.name}); pass an int such as 3 (a float or bool is not truncated for you)."
+        )
+    counts = values.astype(np.int64)
+    if counts.size == 0 or np.any(counts < 1):
+        what = "n must be at least 1" if counts.shape == () else "every entry must be >= 1"
+        raise ValueError(f"{where}: {what}, got {counts.tolist()}.")
+    if np.any(counts - 1 > np.iinfo(dtype).max):
+        raise ValueError(
+            f"{where}: values up to {int(counts.max()) - 1} do not fit dtype {np.dtype(dtype).name} "
+            f"(at most {np.iinfo(dtype).max}); pass a wider dtype or fewer values."
+        )
+    return counts
+
+
 class Space:
     """Base class of all spaces."""
 
@@ -41,11 +76,18 @@ class Discrete(Space):
     """
 
     def __init__(self, n: int, dtype: Any = jnp.int32):
-        if int(n) < 1:
-            raise ValueError(f"Discrete(n={n}): n must be at least 1.")
-        self.n = int(n)
+        where = f"Discrete(n={n!r:.40})"
+        self.dtype = _integer_dtype(dtype, where)
+        try:
+            values = np.asarray(n)
+        except (TypeError, ValueError):
+            values = np.asarray(None)
+        if values.shape != ():
+            raise ValueError(
+                f"{where}: n must be one integer; for a vector of counts use MultiDiscrete(nvec)."
+            )
+        self.n = int(_check_counts(values, n, self.dtype, where))
         self.shape = ()
-        self.dtype = jnp.dtype(dtype)
 
     def sample(self, key: PRNGKey) -> jax.Array:
         return jax.random.randint(key, self.shape, 0, self.n).astype(self.dtype)
@@ -69,12 +111,14 @@ class MultiDiscrete(Space):
     """
 
     def __init__(self, nvec: Sequence[int] | np.ndarray, dtype: Any = jnp.int32):
-        nvec_np = np.asarray(nvec, dtype=np.int64)
-        if nvec_np.size == 0 or np.any(nvec_np < 1):
-            raise ValueError(f"MultiDiscrete(nvec={list(nvec_np)}): every entry must be >= 1.")
-        self.nvec = nvec_np
-        self.shape = tuple(nvec_np.shape)
-        self.dtype = jnp.dtype(dtype)
+        where = f"MultiDiscrete(nvec={nvec!r:.60})"
+        self.dtype = _integer_dtype(dtype, where)
+        try:
+            values = np.asarray(nvec)
+        except (TypeError, ValueError):
+            values = np.asarray(None)
+        self.nvec = _check_counts(values, nvec, self.dtype, where)
+        self.shape = tuple(self.nvec.shape)
 
     def sample(self, key: PRNGKey) -> jax.Array:
         u = jax.random.uniform(key, self.shape)
@@ -107,15 +151,36 @@ class Box(Space):
         shape: Sequence[int] | None = None,
         dtype: Any = jnp.float32,
     ):
-        low_np, high_np = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
-        if shape is None:
-            shape = np.broadcast_shapes(low_np.shape, high_np.shape)
-        self.shape = tuple(int(s) for s in shape)
+        try:
+            low_np, high_np = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"Box: low and high must be numbers or arrays of numbers, got low={low!r:.60}, "
+                f"high={high!r:.60}."
+            ) from None
         self.dtype = jnp.dtype(dtype)
-        self.low = np.broadcast_to(low_np, self.shape).astype(self.dtype)
-        self.high = np.broadcast_to(high_np, self.shape).astype(self.dtype)
-        if np.any(self.low > self.high):
+        if not (
+            jnp.issubdtype(self.dtype, jnp.floating)
+            or jnp.issubdtype(self.dtype, jnp.integer)
+            or self.dtype == jnp.bool_
+        ):
+            raise TypeError(
+                f"Box: dtype must be a float, integer or bool dtype, got {self.dtype.name}; "
+                "pass jnp.float32 (the default), an integer dtype such as jnp.uint8, or jnp.bool_."
+            )
+        self.shape = _box_shape(low_np, high_np, shape)
+        if np.isnan(low_np).any() or np.isnan(high_np).any():
+            raise ValueError(
+                f"Box: low and high must not be NaN, got low={low!r:.60}, high={high!r:.60}; "
+                "use -jnp.inf / jnp.inf for an unbounded side."
+            )
+        low_np, high_np = np.broadcast_to(low_np, self.shape), np.broadcast_to(high_np, self.shape)
+        if np.any(low_np > high_np):
             raise ValueError(f"Box: low must be <= high everywhere, got low={low}, high={high}.")
+        if not jnp.issubdtype(self.dtype, jnp.floating):
+            _check_integer_bounds(low_np, high_np, self.dtype)
+        self.low = low_np.astype(self.dtype)
+        self.high = high_np.astype(self.dtype)
 
     def sample(self, key: PRNGKey) -> jax.Array:
         if jnp.issubdtype(self.dtype, jnp.integer):
@@ -146,11 +211,74 @@ class Box(Space):
         return f"Box(low={self.low.min()}, high={self.high.max()}, shape={self.shape}, dtype={self.dtype})"
 
 
+def _box_shape(low: np.ndarray, high: np.ndarray, shape: Sequence[int] | None) -> tuple[int, ...]:
+    """The shape of a Box: ``shape`` checked, or that of ``low`` and ``high`` broadcast."""
+    if shape is None:
+        try:
+            return tuple(np.broadcast_shapes(low.shape, high.shape))
+        except ValueError:
+            raise ValueError(
+                f"Box: low of shape {low.shape} and high of shape {high.shape} do not broadcast "
+                "together; pass bounds of one shape (or scalars with shape=...)."
+            ) from None
+    if isinstance(shape, (int, np.integer)) or not isinstance(shape, (Sequence, np.ndarray)):
+        raise TypeError(f"Box: shape must be a tuple of ints such as (3,), got {shape!r:.60}.")
+    if not all(isinstance(size, (int, np.integer)) and not isinstance(size, bool) for size in shape):
+        raise TypeError(f"Box: shape must be a tuple of ints such as (3,), got {tuple(shape)!r:.60}.")
+    dims = tuple(int(size) for size in shape)
+    if any(size < 0 for size in dims):
+        raise ValueError(f"Box: shape must not have negative sizes, got {dims}.")
+    for name, bound in (("low", low), ("high", high)):
+        try:
+            np.broadcast_to(bound, dims)
+        except ValueError:
+            raise ValueError(
+                f"Box: {name} of shape {bound.shape} does not broadcast to shape={dims}; pass a "
+                f"scalar {name} or one of shape {dims}."
+            ) from None
+    return dims
+
+
+def _check_integer_bounds(low: np.ndarray, high: np.ndarray, dtype: Any) -> None:
+    """An integer (or bool) Box's bounds must be finite whole numbers that its dtype can hold."""
+    name = np.dtype(dtype).name
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise ValueError(
+            f"Box: an integer Box ({name}) needs finite bounds, got an infinite one; use a float "
+            "dtype for an unbounded side, or the dtype's limits (jnp.iinfo(dtype).min / .max)."
+        )
+    fractional = np.concatenate([low[low != np.round(low)], high[high != np.round(high)]])
+    if fractional.size:
+        raise ValueError(
+            f"Box: an integer Box ({name}) needs whole-number bounds, got {fractional[:3].tolist()}; "
+            "round them yourself (np.ceil(low), np.floor(high)) or use a float dtype."
+        )
+    least, most = (0, 1) if np.dtype(dtype) == np.bool_ else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    if low.min(initial=least) < least or high.max(initial=most) > most:
+        raise ValueError(
+            f"Box: bounds [{low.min()}, {high.max()}] do not fit dtype {name} "
+            f"([{least}, {most}]); pass a wider dtype or narrower bounds."
+        )
+
+
+def _check_entries(entries: Mapping[Any, Any], where: str) -> None:
+    """Every entry of a Tuple or Dict must be a space (a number or array is not one)."""
+    for name, entry in entries.items():
+        if not isinstance(entry, Space):
+            raise TypeError(
+                f"{where}: entry {name!r} must be a space (Discrete, Box, ...), got "
+                f"{type(entry).__name__} {entry!r:.60}; wrap it, e.g. Discrete(n) or Box(low, high, shape)."
+            )
+
+
 class Tuple(Space):
     """A tuple of spaces; elements are Python tuples."""
 
     def __init__(self, spaces: Sequence[Space]):
+        if isinstance(spaces, (Space, Mapping, str)) or not isinstance(spaces, Sequence):
+            raise TypeError(f"Tuple takes a sequence of spaces, got {spaces!r:.80}; use Dict for a mapping.")
         self.spaces = tuple(spaces)
+        _check_entries(dict(enumerate(self.spaces)), "Tuple")
         self.shape = ()
         self.dtype = None
 
@@ -161,7 +289,7 @@ class Tuple(Space):
     def contains(self, x: Any) -> jax.Array:
         if not isinstance(x, (tuple, list)) or len(x) != len(self.spaces):
             return jnp.asarray(False)
-        return jnp.all(jnp.stack([s.contains(v) for s, v in zip(self.spaces, x)]))
+        return jnp.all(jnp.stack([jnp.asarray(True)] + [s.contains(v) for s, v in zip(self.spaces, x)]))
 
     def __getitem__(self, i: int) -> Space:
         return self.spaces[i]
@@ -174,7 +302,13 @@ class Dict(Space):
     """A mapping of names to spaces; elements are dicts with the same keys."""
 
     def __init__(self, spaces: Mapping[str, Space]):
+        if not isinstance(spaces, Mapping):
+            raise TypeError(
+                f"Dict takes a mapping of names to spaces, such as Dict({{'position': Box(-1, 1, (2,))}}), "
+                f"got {spaces!r:.80}; use Tuple for a sequence."
+            )
         self.spaces = dict(spaces)
+        _check_entries(self.spaces, "Dict")
         self.shape = ()
         self.dtype = None
 
@@ -185,7 +319,9 @@ class Dict(Space):
     def contains(self, x: Any) -> jax.Array:
         if not isinstance(x, Mapping) or set(x) != set(self.spaces):
             return jnp.asarray(False)
-        return jnp.all(jnp.stack([s.contains(x[name]) for name, s in self.spaces.items()]))
+        return jnp.all(
+            jnp.stack([jnp.asarray(True)] + [s.contains(x[name]) for name, s in self.spaces.items()])
+        )
 
     def __getitem__(self, name: str) -> Space:
         return self.spaces[name]

@@ -18,10 +18,23 @@ __all__ = ["PyTreeNode", "dataclass", "field"]
 T = TypeVar("T")
 
 
-def field(*, static: bool = False, **kwargs: Any) -> Any:
-    """A dataclass field; ``static=True`` keeps it out of the traced leaves."""
+def field(
+    *,
+    static: bool = False,
+    bounds: tuple[float | None, float | None] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A dataclass field; ``static=True`` keeps it out of the traced leaves.
+
+    ``bounds=(low, high)`` (either end None for no limit, both ends included) is the range a
+    params field accepts: :func:`lamella.envs.make` refuses an override outside it, naming the
+    field and the range (``max_steps_in_episode: int = field(default=500, bounds=(1, None))``).
+    It costs nothing in compiled code, and ``params.replace(...)`` does not check it.
+    """
     metadata = dict(kwargs.pop("metadata", {}) or {})
     metadata["static"] = static
+    if bounds is not None:
+        metadata["bounds"] = bounds
     return dataclasses.field(metadata=metadata, **kwargs)
 
 

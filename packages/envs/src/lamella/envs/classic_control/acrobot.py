@@ -39,7 +39,7 @@ class AcrobotParams(struct.PyTreeNode):
     gravity: float = 9.8
     max_vel_1: float = 4 * math.pi
     max_vel_2: float = 9 * math.pi
-    max_steps_in_episode: int = 500
+    max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))
 
 
 def _wrap(angle: jax.Array) -> jax.Array:

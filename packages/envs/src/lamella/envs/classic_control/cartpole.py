@@ -33,7 +33,7 @@ class CartPoleParams(struct.PyTreeNode):
     tau: float = 0.02  # seconds per step
     theta_threshold_radians: float = 12 * 2 * 3.141592653589793 / 360
     x_threshold: float = 2.4
-    max_steps_in_episode: int = 500
+    max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))
 
 
 class CartPole(Environment[CartPoleState, CartPoleParams]):

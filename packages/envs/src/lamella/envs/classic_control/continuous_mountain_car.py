@@ -33,7 +33,7 @@ class MountainCarContinuousParams(struct.PyTreeNode):
     goal_velocity: float = 0.0
     power: float = 0.0015
     gravity: float = 0.0025
-    max_steps_in_episode: int = 999
+    max_steps_in_episode: int = struct.field(default=999, bounds=(1, None))
 
 
 class MountainCarContinuous(Environment[MountainCarContinuousState, MountainCarContinuousParams]):

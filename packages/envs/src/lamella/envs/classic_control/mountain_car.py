@@ -30,7 +30,7 @@ class MountainCarParams(struct.PyTreeNode):
     goal_velocity: float = 0.0
     force: float = 0.001
     gravity: float = 0.0025
-    max_steps_in_episode: int = 200
+    max_steps_in_episode: int = struct.field(default=200, bounds=(1, None))
 
 
 class MountainCar(Environment[MountainCarState, MountainCarParams]):

@@ -32,7 +32,7 @@ class PendulumParams(struct.PyTreeNode):
     g: float = 10.0
     m: float = 1.0
     l: float = 1.0  # noqa: E741 - the pendulum's length, named as in the physics
-    max_steps_in_episode: int = 200
+    max_steps_in_episode: int = struct.field(default=200, bounds=(1, None))
 
 
 def angle_normalize(theta: jax.Array) -> jax.Array:

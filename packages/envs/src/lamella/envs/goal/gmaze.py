@@ -50,7 +50,7 @@ class GMazeParams(struct.PyTreeNode):
     turn_rate: float = 1.0 / 10.0  # heading change per sub-step at |action| = 1
     distance_threshold: float = 0.1  # success radius (goal env)
     terminate_on_success: bool = True  # goal env: a reached goal ends the episode (as gym-gmazes)
-    max_steps_in_episode: int = 70
+    max_steps_in_episode: int = struct.field(default=70, bounds=(1, None))
 
 
 def _segments_cross(a: jax.Array, b: jax.Array, walls: jax.Array) -> jax.Array:

@@ -24,7 +24,7 @@ class PointRobotGoalParams(struct.PyTreeNode):
     step_size: float = 0.1  # displacement per step at |action| = 1 on an axis
     distance_threshold: float = 0.1
     terminate_on_success: bool = True
-    max_steps_in_episode: int = 50
+    max_steps_in_episode: int = struct.field(default=50, bounds=(1, None))
 
 
 class PointRobotGoal(Environment[PointRobotGoalState, PointRobotGoalParams]):

@@ -53,7 +53,7 @@ class AsterixState(struct.PyTreeNode):
 class AsterixParams(struct.PyTreeNode):
     sticky_action_prob: float = 0.1
     difficulty_ramping: bool = True
-    max_steps_in_episode: int = 1000
+    max_steps_in_episode: int = struct.field(default=1000, bounds=(1, None))
 
 
 class AsterixDraws(struct.PyTreeNode):

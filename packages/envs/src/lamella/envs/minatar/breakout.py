@@ -44,7 +44,7 @@ class BreakoutState(struct.PyTreeNode):
 
 class BreakoutParams(struct.PyTreeNode):
     sticky_action_prob: float = 0.1
-    max_steps_in_episode: int = 1000
+    max_steps_in_episode: int = struct.field(default=1000, bounds=(1, None))
 
 
 class BreakoutDraws(struct.PyTreeNode):

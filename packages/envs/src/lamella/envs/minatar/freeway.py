@@ -41,7 +41,7 @@ class FreewayState(struct.PyTreeNode):
 
 class FreewayParams(struct.PyTreeNode):
     sticky_action_prob: float = 0.1
-    max_steps_in_episode: int = 2500
+    max_steps_in_episode: int = struct.field(default=2500, bounds=(1, None))
 
 
 class FreewayDraws(struct.PyTreeNode):

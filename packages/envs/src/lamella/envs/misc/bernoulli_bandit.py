@@ -26,12 +26,13 @@ class BernoulliBanditState(struct.PyTreeNode):
 
 
 class BernoulliBanditParams(struct.PyTreeNode):
-    reward_prob: float = 0.1  # one arm pays with this probability, the other with 1 - reward_prob
+    # one arm pays with this probability, the other with 1 - reward_prob
+    reward_prob: float = struct.field(default=0.1, bounds=(0.0, 1.0))
     normalize_time: bool = True  # time entry normalised into [min_lim, max_lim] over t_max steps
-    max_steps_in_episode: int = 100
+    max_steps_in_episode: int = struct.field(default=100, bounds=(1, None))
     min_lim: float = -1.0
     max_lim: float = 1.0
-    t_max: int = 100
+    t_max: int = struct.field(default=100, bounds=(1, None))
 
 
 class BernoulliBandit(Environment[BernoulliBanditState, BernoulliBanditParams]):

@@ -39,7 +39,8 @@ class FrozenLakeState(struct.PyTreeNode):
 
 
 class FrozenLakeParams(struct.PyTreeNode):
-    max_steps_in_episode: int = 100  # 100 for 4x4 maps, 200 for 8x8 (gymnasium's limits)
+    # 100 for 4x4 maps, 200 for 8x8 (gymnasium's limits)
+    max_steps_in_episode: int = struct.field(default=100, bounds=(1, None))
 
 
 class FrozenLake(Environment[FrozenLakeState, FrozenLakeParams]):

@@ -64,10 +64,12 @@ class GaussianBanditState(struct.PyTreeNode):
 
 class GaussianBanditParams(struct.PyTreeNode):
     mean_mu: float = -1.0  # mean of arm 1's episode mean
-    sigma_p: float = 1.0  # standard deviation of arm 1's episode mean (between episodes)
-    sigma_l: float = 0.1  # standard deviation of arm 1's reward around its mean (between pulls)
+    # standard deviation of arm 1's episode mean (between episodes)
+    sigma_p: float = struct.field(default=1.0, bounds=(0.0, None))
+    # standard deviation of arm 1's reward around its mean (between pulls)
+    sigma_l: float = struct.field(default=0.1, bounds=(0.0, None))
     normalize_time: bool = True  # time entry as 2 * t / 100 - 1 instead of t
-    max_steps_in_episode: int = 100
+    max_steps_in_episode: int = struct.field(default=100, bounds=(1, None))
 
 
 class GaussianBandit(Environment[GaussianBanditState, GaussianBanditParams]):

@@ -31,7 +31,7 @@ class MetaMazeParams(struct.PyTreeNode):
     reward: float = 10.0  # reward for reaching the goal
     punishment: float = 0.0  # reward added for bumping into a wall
     normalize_time: bool = False  # time entry as 2 * t / 100 - 1 instead of t
-    max_steps_in_episode: int = 200
+    max_steps_in_episode: int = struct.field(default=200, bounds=(1, None))
 
 
 def maze_layout(maze_size: int, rf_size: int) -> np.ndarray:

@@ -35,7 +35,7 @@ class PointRobotParams(struct.PyTreeNode):
     goal_radius: float = 0.2  # the goal counts as reached within this distance
     center_init: bool = False  # start (and restart) at the origin instead of a random point
     normalize_time: bool = True  # time entry as 2 * t / 100 - 1 instead of t
-    max_steps_in_episode: int = 100
+    max_steps_in_episode: int = struct.field(default=100, bounds=(1, None))
 
 
 class PointRobot(Environment[PointRobotState, PointRobotParams]):

@@ -31,7 +31,7 @@ class PongParams(struct.PyTreeNode):
     paddle_y_speed: int = 1  # rows a paddle moves per step
     ball_x_speed: int = 1  # the ball's initial column speed
     use_ai_policy: bool = True  # opponent follows the ball (else it copies the agent's move)
-    max_steps_in_episode: int = 1000
+    max_steps_in_episode: int = struct.field(default=1000, bounds=(1, None))
 
 
 class Pong(Environment[PongState, PongParams]):

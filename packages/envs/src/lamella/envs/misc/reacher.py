@@ -27,7 +27,7 @@ class ReacherState(struct.PyTreeNode):
 class ReacherParams(struct.PyTreeNode):
     torque_scale: float = 1.0  # angular acceleration per unit of action
     dt: float = 0.05  # seconds per step
-    max_steps_in_episode: int = 100
+    max_steps_in_episode: int = struct.field(default=100, bounds=(1, None))
 
 
 class Reacher(Environment[ReacherState, ReacherParams]):

@@ -47,7 +47,7 @@ class FourRoomsParams(struct.PyTreeNode):
     fail_prob: float = 1.0 / 3  # probability that the move goes in a uniformly random direction
     resample_init_pos: bool = False  # start cell uniform over free cells (else the fixed start)
     resample_goal_pos: bool = False  # goal uniform over free cells (else the fixed goal)
-    max_steps_in_episode: int = 500
+    max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))
 
 
 class FourRooms(Environment[FourRoomsState, FourRoomsParams]):

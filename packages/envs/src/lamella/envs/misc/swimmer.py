@@ -30,7 +30,7 @@ class SwimmerState(struct.PyTreeNode):
 
 class SwimmerParams(struct.PyTreeNode):
     dt: float = 0.05  # seconds per step
-    max_steps_in_episode: int = 500
+    max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))
 
 
 class Swimmer(Environment[SwimmerState, SwimmerParams]):

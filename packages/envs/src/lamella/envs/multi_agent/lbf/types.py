@@ -51,6 +51,6 @@ class LevelBasedForagingParams(struct.PyTreeNode):
             default, True).
     """
 
-    max_episode_steps: int = 50
+    max_episode_steps: int = struct.field(default=50, bounds=(1, None))
     penalty: float = 0.0
     normalize_reward: bool = True

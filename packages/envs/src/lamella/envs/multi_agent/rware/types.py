@@ -59,5 +59,5 @@ class RobotWarehouseParams(struct.PyTreeNode):
             for every registered id); 0 disables the limit.
     """
 
-    max_steps: int = 500
-    max_inactivity_steps: int = 0
+    max_steps: int = struct.field(default=500, bounds=(0, None))
+    max_inactivity_steps: int = struct.field(default=0, bounds=(0, None))

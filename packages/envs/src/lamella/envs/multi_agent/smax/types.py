@@ -53,7 +53,7 @@ class SMAXParams(struct.PyTreeNode):
         enemy_shoots: bool, the heuristic enemies attack (True); False makes them only move.
     """
 
-    max_episode_steps: int = 100
+    max_episode_steps: int = struct.field(default=100, bounds=(1, None))
     won_battle_bonus: float = 1.0
     walls_cause_death: bool = True
     see_enemy_actions: bool = True
