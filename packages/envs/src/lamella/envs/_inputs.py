@@ -392,9 +392,10 @@ def check_param_overrides(params: Any, overrides: Mapping[str, Any], where: str)
                 f"{label} must be an array of shape {default_shape} (or a batch of them: "
                 f"(..., {', '.join(map(str, default_shape))})), got {_describe(value)}."
             )
-        if isinstance(value, jax.core.Tracer):
+        try:
+            array = np.asarray(value)
+        except jax.errors.TracerArrayConversionError:  # traced: its values are not known yet
             continue
-        array = np.asarray(value)
         if kind == "float" and np.isnan(array).any():
             raise EnvInputError(f"{label} is NaN; pass {_example(kind, name)}.")
         bounds = fields[name].metadata.get("bounds")
