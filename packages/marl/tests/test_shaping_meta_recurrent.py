@@ -238,7 +238,9 @@ def test_bad_input_is_refused_naming_the_fix(capsys, tmp_path):
         dataclasses.replace(TINY, num_minibatches=5, co_player_recurrent_update="stored_memory").validate()
     with pytest.raises(ConfigError, match=r"co_player_recurrent_update must be one of"):
         dataclasses.replace(TINY, co_player_recurrent_update="truncated").validate()
-    with pytest.raises(ConfigError, match=r"MetaConfig\.co_player_rnn_hidden_size must hold sizes >= 1, got 0\."):
+    with pytest.raises(
+        ConfigError, match=r"MetaConfig\.co_player_rnn_hidden_size must hold sizes >= 1, got 0\."
+    ):
         dataclasses.replace(TINY, co_player_rnn_hidden_size=0).validate()
     # The same through lamella train: one error line, exit status 2, before anything compiles.
     argv = [
