@@ -30,9 +30,15 @@ def _integer_dtype(dtype: Any, where: str) -> Any:
     return dtype
 
 
-def _check_counts(values: np.ndarray, given: Any, dtype: Any, where: str) -> np.ndarray:
-    """``values`` (the raw ``n`` or ``nvec``) as int64, refusing non-integers, bools, entries < 1
-    and entries whose largest value does not fit ``dtype``."""
+def _check_counts(given: Any, dtype: Any, where: str, *, one: bool = False) -> np.ndarray:
+    """``given`` (the raw ``n``, or ``nvec``) as int64, refusing non-integers, bools, entries < 1,
+    entries whose largest value does not fit ``dtype`` and, with ``one``, more than one entry."""
+    try:
+        values = np.asarray(given)
+    except (TypeError, ValueError):
+        values = np.asarray(None)
+    if one and values.shape != ():
+        raise ValueError(f"{where}: n must be one integer; for a vector of counts use MultiDiscrete(nvec).")
     integral = np.issubdtype(values.dtype, np.integer) or (
         np.issubdtype(values.dtype, np.floating)
         and bool(np.all(np.isfinite(values) & (values == np.round(values))))
@@ -78,15 +84,7 @@ class Discrete(Space):
     def __init__(self, n: int, dtype: Any = jnp.int32):
         where = f"Discrete(n={n!r:.40})"
         self.dtype = _integer_dtype(dtype, where)
-        try:
-            values = np.asarray(n)
-        except (TypeError, ValueError):
-            values = np.asarray(None)
-        if values.shape != ():
-            raise ValueError(
-                f"{where}: n must be one integer; for a vector of counts use MultiDiscrete(nvec)."
-            )
-        self.n = int(_check_counts(values, n, self.dtype, where))
+        self.n = int(_check_counts(n, self.dtype, where, one=True))
         self.shape = ()
 
     def sample(self, key: PRNGKey) -> jax.Array:
@@ -113,11 +111,7 @@ class MultiDiscrete(Space):
     def __init__(self, nvec: Sequence[int] | np.ndarray, dtype: Any = jnp.int32):
         where = f"MultiDiscrete(nvec={nvec!r:.60})"
         self.dtype = _integer_dtype(dtype, where)
-        try:
-            values = np.asarray(nvec)
-        except (TypeError, ValueError):
-            values = np.asarray(None)
-        self.nvec = _check_counts(values, nvec, self.dtype, where)
+        self.nvec = _check_counts(nvec, self.dtype, where)
         self.shape = tuple(self.nvec.shape)
 
     def sample(self, key: PRNGKey) -> jax.Array:
