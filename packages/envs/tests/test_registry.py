@@ -309,6 +309,97 @@ def test_an_env_whose_state_is_an_array_is_left_alone():
     assert int(env.step(jax.random.key(1), state, 0)[1]) == 1
 
 
+def test_step_given_a_batch_outside_vmap_names_the_vmap():
+    """Before: CartPole stepped a vmapped reset's 3 states with one key and one action and returned
+    batched outputs, silently (its reward does not depend on the state: the flags show the batch)."""
+    env, params = le.make("CartPole-v1")
+    keys = jax.random.split(jax.random.key(0), 3)
+    _, states = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    with pytest.raises(le.EnvInputError) as raised:
+        env.step(jax.random.key(1), states, 0, params)
+    assert str(raised.value) == (
+        "CartPole-v1.step: `state` is a batch of 3 (leading axes (3,) on x, x_dot, theta, theta_dot, "
+        "time). step takes one env's state; broadcasting would step the whole batch with one key and "
+        "one action. vmap over the batch: jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, "
+        "actions, params), with keys = jax.random.split(key, 3)."
+    )
+    # A batch of params (one field of it is enough) is named with the in_axes that maps them too.
+    _, state = env.reset(jax.random.key(0), params)
+    with pytest.raises(
+        le.EnvInputError,
+        match=r"^CartPole-v1\.step: `params` is a batch of 2 \(leading axes \(2,\) on gravity\)\. .*"
+        r"in_axes=\(0, 0, 0, 0\)",
+    ):
+        env.step(jax.random.key(1), state, 0, params.replace(gravity=jnp.array([9.8, 5.0])))
+    # A multi-agent env: its flags' agent axis is not a batch; a batch on top of it is.
+    ipd, ipd_params = le.make("IteratedPrisonersDilemma-v0")
+    _, ipd_state = ipd.reset(jax.random.key(0), ipd_params)
+    actions = jnp.zeros(2, jnp.int32)
+    assert ipd.step(jax.random.key(1), ipd_state, actions, ipd_params)[2].shape == (2,)
+    _, ipd_states = jax.vmap(ipd.reset, in_axes=(0, None))(keys, ipd_params)
+    with pytest.raises(
+        le.EnvInputError, match=r"^IteratedPrisonersDilemma-v0\.step: `state` is a batch of 3"
+    ):
+        ipd.step(jax.random.key(1), ipd_states, actions, ipd_params)
+    # Under vmap the same batch is one state per env, and traces.
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    assert jax.eval_shape(step, keys, states, jnp.zeros(3, jnp.int32), params)[2].shape == (3,)
+
+
+def test_a_batch_that_breaks_the_step_is_named_instead_of_its_error():
+    """An env whose step cannot broadcast a batch fails inside; the error names the batch."""
+
+    class Lookup(Walk):
+        def step_env(self, key, state, action, params):
+            out = super().step_env(key, state, action, params)
+            cell = jax.lax.dynamic_index_in_dim(jnp.arange(self.size), state.position, keepdims=False)
+            return (cell, *out[1:])
+
+    env = Lookup()
+    _, state = env.reset(jax.random.key(0))
+    assert int(env.step(jax.random.key(1), state, 1)[0]) == 0
+    states = jax.tree.map(lambda x: jnp.stack([x, x]), state)
+    with pytest.raises(
+        le.EnvInputError,
+        match=r"^Lookup\.step: `state` is a batch of 2 \(leading axes \(2,\) on position, time\)",
+    ):
+        env.step(jax.random.key(1), states, 1)
+
+
+def test_render_given_a_batch_of_states_names_the_vmap():
+    """Before: ``Incompatible shapes for broadcasting: shapes=[(200, 300), (4,)]``."""
+    env, params = le.make("CartPole-v1")
+    _, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), 4), params)
+    with pytest.raises(
+        le.EnvInputError,
+        match=r"^CartPole-v1\.render: `state` is a batch of 4 .* render draws one env: pick one, "
+        r"jax\.tree\.map\(lambda x: x\[0\], state\), or vmap over the batch",
+    ):
+        env.render(states, params)
+    frames = jax.eval_shape(jax.vmap(env.render, in_axes=(0, None)), states, params)
+    assert frames.shape[0] == 4
+
+
+def test_make_names_a_registered_factory_that_returned_no_env(walk_id):
+    """Before: ``'int' object has no attribute 'default_params'`` from inside make."""
+    le.register(walk_id, lambda: 3, overwrite=True)
+    with pytest.raises(
+        TypeError,
+        match=r"^make\('Walk-v0'\): the factory registered for it \(<lambda>\) returned int 3, not an env",
+    ):
+        le.make(walk_id)
+    le.register(walk_id, lambda: Walk, overwrite=True)
+    with pytest.raises(
+        TypeError, match=r"returned the class Walk, not an env .* Return an instance: Walk\(\.\.\.\)\.$"
+    ):
+        le.make(walk_id)
+    with pytest.raises(
+        TypeError,
+        match=r"factory must be callable .* got Walk\(\)\. That is an env object: register its class, register\('Walk-v0', Walk\)\.$",
+    ):
+        le.register(walk_id, Walk(), overwrite=True)
+
+
 def test_a_wrapper_of_what_is_not_an_env_names_the_fix():
     with pytest.raises(
         le.EnvInputError, match=r"^AutoReset\(env\): env must be an env object, got the id 'CartPole-v1'"

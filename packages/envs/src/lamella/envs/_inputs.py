@@ -45,6 +45,7 @@ __all__ = [
     "check_param_overrides",
     "check_prng_key",
     "check_state",
+    "check_unbatched",
 ]
 
 
@@ -163,6 +164,78 @@ def check_state(env: Any, state: Any, params: Any, method: str = "step") -> None
         f"{label}.{method}: `state` must be the env state that reset returns ({type(expected).__name__}: "
         f"obs, state = env.reset(key, params)), got {_describe(state) if state is not None else 'None'}.{hint}"
     )
+
+
+def _batched_leaves(value: Any, expected: Any) -> dict[str, tuple[int, ...]]:
+    """``{path: leading axes}`` of ``value``'s leaves shaped like ``expected``'s with leading axes
+    added, where the two have the same structure; else empty."""
+    paths = jax.tree_util.tree_flatten_with_path(value)[0]
+    wanted = jax.tree.leaves(expected)
+    if len(paths) != len(wanted):
+        return {}
+    found = {}
+    for (path, leaf), want in zip(paths, wanted):
+        shape, want_shape = tuple(np.shape(leaf)), tuple(np.shape(want))
+        extra = len(shape) - len(want_shape)
+        if extra > 0 and shape[extra:] == want_shape:
+            found[jax.tree_util.keystr(path).lstrip(".") or "(the whole value)"] = shape[:extra]
+    return found
+
+
+def _batch_text(env: Any, what: str, fields: dict[str, tuple[int, ...]], method: str) -> str:
+    batch = next(iter(fields.values()))
+    size = int(np.prod(batch))
+    names = list(fields)
+    listed = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    if method == "render":
+        fix = (
+            "render draws one env: pick one, jax.tree.map(lambda x: x[0], state), or vmap over the "
+            "batch: jax.vmap(env.render, in_axes=(0, None))(states, params)."
+        )
+    else:
+        axes = "(0, 0, 0, 0)" if what == "params" else "(0, 0, 0, None)"
+        fix = (
+            f"step takes one env's {what}; broadcasting would step the whole batch with one key and "
+            f"one action. vmap over the batch: jax.vmap(env.step, in_axes={axes})(keys, states, "
+            f"actions, params), with keys = jax.random.split(key, {size})."
+        )
+    return (
+        f"{env_label(env)}.{method}: `{what}` is a batch of {size} (leading axes {batch} on {listed}). {fix}"
+    )
+
+
+def check_unbatched(
+    env: Any, state: Any, params: Any, flags: tuple[Any, ...] | None = None, method: str = "step"
+) -> None:
+    """Raise :class:`EnvInputError` when ``state`` or ``params`` is a batch given outside ``vmap``.
+
+    After a step traced, ``flags`` are its reward, terminated and truncated: the check runs only
+    when one of them has leading axes the env's have not (``()``, or ``(num_agents,)`` for a
+    multi-agent env), since broadcasting then stepped every env of a batch with one key and one
+    action, silently; a right call costs three shape reads. With ``flags=None`` (a step that
+    failed while tracing, or ``render``), the leaves are compared with one env's state and the
+    default params. An env whose flags have other shapes of their own, or that cannot be reset,
+    is left alone."""
+    if flags is not None:
+        agent_axes = 1 if getattr(env, "num_agents", 1) > 1 else 0
+        if all(len(d[0]) <= agent_axes for d in map(_shape_dtype, flags) if d is not None):
+            return
+    candidates = []
+    for reset_params in (params, getattr(env, "default_params", None)):
+        try:  # one env's state: from the given params, else (a batch of them) the default ones
+            one_state = jax.eval_shape(lambda: env.reset(jax.random.key(0), reset_params)[1])
+        except Exception:
+            continue
+        candidates.append(("state", state, one_state))
+        break
+    if method != "render" and hasattr(env, "default_params"):
+        candidates.append(("params", params, env.default_params))
+    for what, value, expected in candidates:
+        fields = _batched_leaves(value, expected)
+        if what == "state" and len(fields) < len(jax.tree.leaves(expected)):
+            continue  # a batch of states has the axes on every field
+        if fields:
+            raise EnvInputError(_batch_text(env, what, fields, method))
 
 
 # What a runner calls on an env object it is given: a user-written env need not subclass

@@ -117,14 +117,21 @@ class Environment(Generic[TEnvState, TEnvParams]):
         Raises:
             EnvInputError: ``key`` is not one PRNG key, ``state`` is an array or None
                 (the observation, say) where the env's state is a structure, or
-                ``action``'s shape or dtype does not fit ``action_space(params)``. Checked
-                while tracing (no cost in compiled code); under ``vmap`` per env.
+                ``action``'s shape or dtype does not fit ``action_space(params)``, or
+                ``state`` or ``params`` is a batch given outside ``vmap``. Checked while
+                tracing (no cost in compiled code); under ``vmap`` per env.
         """
         params = self.default_params if params is None else params
         _inputs.check_key(self, key, "step")
         _inputs.check_state(self, state, params)
         _inputs.check_action(self, action, params)
-        return self.step_env(key, state, action, params)
+        try:
+            out = self.step_env(key, state, action, params)
+        except Exception:
+            _inputs.check_unbatched(self, state, params)  # name a batch given outside vmap, if it was one
+            raise
+        _inputs.check_unbatched(self, state, params, out[2:5])
+        return out
 
     def reset_done(
         self,
@@ -231,6 +238,7 @@ class Wrapper(Environment[Any, Any]):
 
     def render(self, state: Any, params: Any = None) -> jax.Array:
         _inputs.check_state(self, state, self.default_params if params is None else params, "render")
+        _inputs.check_unbatched(self, state, params, method="render")
         return self.unwrapped.render(self.unwrapped_state(state), params)
 
     def __repr__(self) -> str:

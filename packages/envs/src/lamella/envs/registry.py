@@ -59,7 +59,15 @@ def register(
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"register: env_id must be a non-empty string, got {env_id!r}.")
     if not callable(factory):
-        raise TypeError(f"register({env_id!r}, ...): factory must be callable, got {factory!r}.")
+        hint = ""
+        if callable(getattr(factory, "step", None)):  # an env object: register what builds one
+            hint = (
+                f" That is an env object: register its class, register({env_id!r}, {type(factory).__name__})."
+            )
+        raise TypeError(
+            f"register({env_id!r}, ...): factory must be callable (a class or a function returning a "
+            f"bare env), got {factory!r:.80}.{hint}"
+        )
     for name, flag in (("overwrite", overwrite), ("variant", variant)):
         if not isinstance(flag, (bool, np.bool_)):
             # A str such as "no" is truthy: it would replace an env or hide the id silently.
@@ -107,8 +115,9 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
 
     Raises:
         KeyError: unknown id; the message lists the closest registered ids.
-        TypeError: an id that is not a str, an ``autoreset`` that is not a bool, or an override
-            that is neither a params field nor a constructor argument.
+        TypeError: an id that is not a str, an ``autoreset`` that is not a bool, an override
+            that is neither a params field nor a constructor argument, or a registered factory
+            that returned no env object.
         EnvInputError: a params override of the wrong kind (a float for an int field such as
             ``max_steps_in_episode``, a str, None, NaN) or outside the field's ``bounds``
             (``struct.field(bounds=...)``: ``max_steps_in_episode=-1``, a probability above 1).
@@ -133,6 +142,7 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
     accepted = _factory_kwargs(factory)
     static_kwargs = {k: v for k, v in overrides.items() if accepted is None or k in accepted}
     env = factory(**static_kwargs)
+    _check_made(env_id, factory, env)
     params = env.default_params
     param_names = {f.name for f in dataclasses.fields(params)} if dataclasses.is_dataclass(params) else set()
     param_overrides = {k: v for k, v in overrides.items() if k not in static_kwargs}
@@ -151,6 +161,23 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
 
         env = AutoReset(env)
     return env, params
+
+
+def _check_made(env_id: str, factory: Callable[..., Any], env: Any) -> None:
+    """Raise TypeError when ``factory`` (what ``register`` was given) returned no env object."""
+    missing = [
+        name
+        for name in ("reset", "step", "action_space", "observation_space")
+        if not callable(getattr(env, name, None))
+    ]
+    if isinstance(env, type) or missing or not hasattr(env, "default_params"):
+        what = f"the class {env.__name__}" if isinstance(env, type) else f"{type(env).__name__} {env!r:.60}"
+        fix = f" Return an instance: {env.__name__}(...)." if isinstance(env, type) else ""
+        raise TypeError(
+            f"make({env_id!r}): the factory registered for it ({getattr(factory, '__name__', repr(factory))}) "
+            f"returned {what}, not an env (an object with reset, step, action_space, "
+            f"observation_space and default_params, such as a lamella.envs.Environment).{fix}"
+        )
 
 
 def adapter_prefix(env_id: str) -> str | None:

@@ -145,8 +145,9 @@ def _check_input_errors(
     num_envs: int,
     obs: Any,
 ) -> None:
-    """A wrong action shape or dtype, a non-key and the observation ``obs`` given as the state
-    (where the state is a dataclass) fail while tracing with :class:`EnvInputError`.
+    """A wrong action shape or dtype, a non-key, the observation ``obs`` given as the state
+    (where the state is a dataclass), and a batch of states or params given outside ``vmap``
+    fail while tracing with :class:`EnvInputError`.
 
     Traced with ``jax.eval_shape`` (nothing is compiled), single and under ``vmap``; ``action``
     is a valid action.
@@ -169,6 +170,29 @@ def _check_input_errors(
     def batch(tree: Any) -> Any:  # called while tracing: nothing is compiled
         return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs, *jnp.shape(x))), tree)
 
+    # A batch outside vmap: of a size no axis of the env has, so that broadcasting cannot pair it
+    # with an agent or grid axis. Accepted only where the step ignores it (its outputs unbatched).
+    sizes = {
+        int(n)
+        for tree in (state, params, action, obs)
+        for leaf in jax.tree.leaves(tree)
+        for n in np.shape(leaf)
+    }
+    size = next(n for n in range(3, 1000) if n not in sizes)
+    one_env = [
+        np.shape(leaf)
+        for leaf in jax.tree.leaves(jax.eval_shape(lambda: env.step(key, state, action, params)))
+    ]
+
+    def broadcast(tree: Any) -> Any:
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (size, *jnp.shape(x))), tree)
+
+    batch_cases = {"a batch of states outside vmap": lambda: env.step(key, broadcast(state), action, params)}
+    if jax.tree.leaves(params):
+        batch_cases["a batch of params outside vmap"] = lambda: env.step(
+            key, state, action, broadcast(params)
+        )
+
     vmapped = jax.vmap(lambda k, s, a: env.step(k, s, a, params))
     cases["a wrongly shaped action under vmap"] = lambda: vmapped(
         keys, batch(state), jax.vmap(lambda a: _wrong_action(act_space, a, "shape"))(batch(action))
@@ -180,13 +204,15 @@ def _check_input_errors(
     jax.eval_shape(lambda: env.step(key, state, action, params))
     jax.eval_shape(lambda: vmapped(keys, batch(state), batch(action)))
     jax.eval_shape(lambda: env.step(jax.random.PRNGKey(0), state, action, params))  # legacy raw key
-    for what, call in cases.items():
+    for what, call in {**cases, **batch_cases}.items():
         try:
-            jax.eval_shape(call)
+            out = jax.eval_shape(call)
         except EnvInputError as error:
             message = str(error)
             assert env_label(env) in message, f"{what}: the error does not name the env: {message}"
             continue
+        if what in batch_cases and [np.shape(leaf) for leaf in jax.tree.leaves(out)] == one_env:
+            continue  # the step does not read what was batched: nothing was stepped twice
         raise AssertionError(f"{env_label(env)}: {what} was accepted; it must raise EnvInputError")
 
 
