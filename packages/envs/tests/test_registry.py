@@ -250,6 +250,21 @@ def test_make_refuses_an_id_that_is_not_a_str_and_an_autoreset_that_is_not_a_boo
         le.make("CartPole-v1", autoreset="no")
 
 
+def test_an_env_attribute_read_off_makes_pair_names_the_unpacking():
+    """Before: ``'tuple' object has no attribute 'reset'`` (gymnasium's ``env = gym.make(id)``)."""
+    made = le.make("CartPole-v1")
+    with pytest.raises(
+        AttributeError,
+        match=r"^make returns the pair \(env, params\), not the env: unpack it, env, params = "
+        r"lamella\.envs\.make\(\.\.\.\), then use env\.reset\.$",
+    ):
+        made.reset(jax.random.key(0))
+    with pytest.raises(AttributeError, match=r"^no_such_thing$"):
+        made.no_such_thing  # noqa: B018  (not an env attribute either: the plain error)
+    env, params = made  # still a plain pair
+    assert made == (env, params) and isinstance(made, tuple)
+
+
 def test_step_given_the_observation_as_the_state_names_the_order():
     """Before: ``'ArrayImpl' object has no attribute 'time'`` from inside the step."""
     env, params = le.make("CartPole-v1")

@@ -102,6 +102,22 @@ def _factory_kwargs(factory: Callable[..., Any]) -> set[str] | None:
     return names
 
 
+class Made(tuple):  # type: ignore[type-arg]
+    """What :func:`make` returns: the pair ``(env, params)``, a plain tuple to unpack. Reading an
+    env attribute off the pair (``le.make(id).reset``, gymnasium's ``env = gym.make(id)`` habit)
+    names the unpacking instead of ``'tuple' object has no attribute 'reset'``."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or not hasattr(self[0], name):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"make returns the pair (env, params), not the env: unpack it, env, params = "
+            f"lamella.envs.make(...), then use env.{name}."
+        )
+
+
 def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Environment[Any, Any], Any]:
     """Build a registered environment: ``env, params = make("CartPole-v1", gravity=9.0)``.
 
@@ -160,7 +176,7 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
         from lamella.envs.wrappers import AutoReset
 
         env = AutoReset(env)
-    return env, params
+    return Made((env, params))
 
 
 def _check_made(env_id: str, factory: Callable[..., Any], env: Any) -> None:
