@@ -300,6 +300,23 @@ def test_render_given_the_observation_as_the_state_names_the_order():
     assert jax.eval_shape(env.render, state, params).shape[-1] == 3
 
 
+def test_reset_done_given_obs_and_state_swapped_names_the_order():
+    """Before: ``where requires ndarray or scalar arguments, got <class '...CartPoleState'>``
+    (bare env), or ``'ArrayImpl' object has no attribute 'env_state'`` (a wrapper)."""
+    for env, params in (le.make("CartPole-v1", autoreset=False), (le.wrappers.TimeLimit(Walk(), 3), None)):
+        obs, state = env.reset(jax.random.key(0), params)
+        with pytest.raises(
+            le.EnvInputError,
+            match=r"\.reset_done: `state` and `obs` are swapped: it takes \(key, done, state, obs, "
+            r"params\), the state first; reset returns \(obs, state\), the observation first\.$",
+        ):
+            env.reset_done(jax.random.key(1), jnp.bool_(True), obs, state, params)
+        new_obs, new_state = env.reset_done(jax.random.key(1), jnp.bool_(True), state, obs, params)
+        assert jax.tree.structure(new_state) == jax.tree.structure(state)
+    with pytest.raises(TypeError, match=r"^registered: variants must be True or False, got 'no'\.$"):
+        le.registered(variants="no")  # was truthy: every variant, silently
+
+
 def test_an_env_whose_state_is_an_array_is_left_alone():
     class Counter(le.Environment):
         def reset_env(self, key, params):

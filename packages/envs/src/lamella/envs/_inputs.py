@@ -44,6 +44,7 @@ __all__ = [
     "check_key",
     "check_param_overrides",
     "check_prng_key",
+    "check_reset_done",
     "check_state",
     "check_unbatched",
 ]
@@ -164,6 +165,18 @@ def check_state(env: Any, state: Any, params: Any, method: str = "step") -> None
         f"{label}.{method}: `state` must be the env state that reset returns ({type(expected).__name__}: "
         f"obs, state = env.reset(key, params)), got {_describe(state) if state is not None else 'None'}.{hint}"
     )
+
+
+def check_reset_done(env: Any, state: Any, obs: Any, params: Any) -> None:
+    """Raise :class:`EnvInputError` when ``reset_done`` gets the observation and the state swapped
+    (``reset`` returns ``(obs, state)``, ``reset_done`` takes ``state, obs``), or a ``state`` that
+    is not the env's (:func:`check_state`)."""
+    if _plain_value(state) and state is not None and not _plain_value(obs):
+        raise EnvInputError(
+            f"{env_label(env)}.reset_done: `state` and `obs` are swapped: it takes (key, done, state, "
+            "obs, params), the state first; reset returns (obs, state), the observation first."
+        )
+    check_state(env, state, params, "reset_done")
 
 
 def _batched_leaves(value: Any, expected: Any) -> dict[str, tuple[int, ...]]:

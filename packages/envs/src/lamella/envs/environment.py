@@ -145,8 +145,22 @@ class Environment(Generic[TEnvState, TEnvParams]):
 
         For loops that step without auto-reset (off-policy and goal-conditioned
         training). ``done`` may carry an agent axis; the env resets when all
-        agents are done.
+        agents are done. Note the order: the state first, then the observation
+        (``reset`` returns them the other way round).
+
+        Raises:
+            EnvInputError: ``state`` and ``obs`` swapped, or ``state`` otherwise not the
+                env's state (as in :meth:`step`); checked while tracing.
         """
+        params = self.default_params if params is None else params
+        _inputs.check_reset_done(self, state, obs, params)
+        return self.reset_done_env(key, done, state, obs, params)
+
+    def reset_done_env(
+        self, key: PRNGKey, done: jax.Array, state: TEnvState, obs: Any, params: TEnvParams
+    ) -> tuple[Any, TEnvState]:
+        """What :meth:`reset_done` does once its inputs are checked; wrappers with state of their
+        own override this."""
         done = jnp.all(done) if jnp.ndim(done) else done
         reset_obs, reset_state = self.reset(key, params)
         select = lambda new, old: jnp.where(done, new, old)  # noqa: E731

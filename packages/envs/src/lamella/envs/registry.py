@@ -83,6 +83,8 @@ def register(
 
 def registered(variants: bool = True) -> list[str]:
     """All registered ids, sorted; ``variants=False`` leaves out ids registered as variants."""
+    if not isinstance(variants, (bool, np.bool_)):  # "no" is truthy: every variant, silently
+        raise TypeError(f"registered: variants must be True or False, got {variants!r:.80}.")
     _ensure_builtin()
     return sorted(env_id for env_id in _REGISTRY if variants or env_id not in _VARIANTS)
 

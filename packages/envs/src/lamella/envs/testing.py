@@ -146,7 +146,7 @@ def _check_input_errors(
     obs: Any,
 ) -> None:
     """A wrong action shape or dtype, a non-key, the observation ``obs`` given as the state
-    (where the state is a dataclass), and a batch of states or params given outside ``vmap``
+    (where the state is a dataclass; to ``step``, and swapped with it to ``reset_done``), a batch of states or params given outside ``vmap``
     fail while tracing with :class:`EnvInputError`.
 
     Traced with ``jax.eval_shape`` (nothing is compiled), single and under ``vmap``; ``action``
@@ -165,6 +165,9 @@ def _check_input_errors(
     }
     if not _plain_value(state):  # an env state that is a dataclass, as every built-in one
         cases["the observation as the state"] = lambda: env.step(key, obs, action, params)
+        cases["reset_done given (obs, state), swapped"] = lambda: env.reset_done(
+            key, jnp.bool_(True), obs, state, params
+        )
     keys = jax.random.split(key, num_envs)
 
     def batch(tree: Any) -> Any:  # called while tracing: nothing is compiled

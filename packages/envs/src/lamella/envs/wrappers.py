@@ -257,8 +257,8 @@ class EpisodeStatistics(Wrapper):
         }
         return obs, new_state, reward, terminated, truncated, info
 
-    def reset_done(
-        self, key: PRNGKey, done: jax.Array, state: EpisodeStatisticsState, obs: Any, params: Any = None
+    def reset_done_env(
+        self, key: PRNGKey, done: jax.Array, state: EpisodeStatisticsState, obs: Any, params: Any
     ) -> tuple[Any, EpisodeStatisticsState]:
         obs, env_state = self.env.reset_done(key, done, state.env_state, obs, params)
         return obs, state.replace(env_state=env_state)
@@ -422,8 +422,8 @@ class NormalizeObservation(Wrapper):
             info,
         )
 
-    def reset_done(
-        self, key: PRNGKey, done: jax.Array, state: NormalizeObservationState, obs: Any, params: Any = None
+    def reset_done_env(
+        self, key: PRNGKey, done: jax.Array, state: NormalizeObservationState, obs: Any, params: Any
     ) -> tuple[Any, NormalizeObservationState]:
         # Statistics persist across episodes; only the inner env resets. Where done, the inner
         # reset_done returns the fresh raw observation, which is normalised here.
@@ -480,8 +480,8 @@ class NormalizeReward(Wrapper):
         info = {**info, "raw_reward": reward}
         return obs, new_state, reward / jnp.sqrt(stats.var + self.epsilon), terminated, truncated, info
 
-    def reset_done(
-        self, key: PRNGKey, done: jax.Array, state: NormalizeRewardState, obs: Any, params: Any = None
+    def reset_done_env(
+        self, key: PRNGKey, done: jax.Array, state: NormalizeRewardState, obs: Any, params: Any
     ) -> tuple[Any, NormalizeRewardState]:
         # Statistics persist across episodes; the discounted return restarts with the episode.
         obs, env_state = self.env.reset_done(key, done, state.env_state, obs, params)
@@ -524,8 +524,8 @@ class TimeLimit(Wrapper):
         steps = jnp.where(episode_done(terminated, truncated), 0, steps)
         return obs, TimeLimitState(env_state, steps), reward, terminated, truncated, info
 
-    def reset_done(
-        self, key: PRNGKey, done: jax.Array, state: TimeLimitState, obs: Any, params: Any = None
+    def reset_done_env(
+        self, key: PRNGKey, done: jax.Array, state: TimeLimitState, obs: Any, params: Any
     ) -> tuple[Any, TimeLimitState]:
         obs, env_state = self.env.reset_done(key, done, state.env_state, obs, params)
         done = jnp.all(done) if jnp.ndim(done) else done
