@@ -6,6 +6,7 @@ run of a tiny config, shared by the run-log and resume checks).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -20,7 +21,8 @@ import pytest
 import lamella.envs
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
-from lamella.envs import wrappers
+from lamella.envs import spaces, struct, wrappers
+from lamella.envs.environment import Environment
 from lamella.marl import (
     IDQNConfig,
     IPPOConfig,
@@ -32,6 +34,7 @@ from lamella.marl import (
     make_mappo_runner,
     masked_categorical,
 )
+from lamella.marl.rec_iql import RecIQLConfig, make_rec_iql_runner
 from lamella.marl.shaping import MetaConfig, ShapingConfig, make_meta_runner, make_shaping_runner
 
 LBF = "Foraging-5x5-2p-1f-coop-v3"
@@ -301,6 +304,114 @@ def test_ippo_works_on_an_env_without_global_state():
     state = jax.eval_shape(runner.init, jax.random.key(0))
     assert state.obs["action_mask"].shape == (16, 2, 2)  # all-True masks for an env without rules
     assert "global_state" not in state.obs
+
+
+@struct.dataclass
+class _UnevenParams:
+    max_steps_in_episode: int = 4
+
+
+@struct.dataclass
+class _UnevenState:
+    time: jax.Array
+
+
+class _Uneven(Environment):
+    """Two agents, agent 0 with 2 actions and agent 1 with 4 (``MultiDiscrete([2, 4])``), no
+    ``action_mask``; each agent's observation has shape ``obs_shape``, the global state
+    ``state_shape``. Both agents' reward is -1 when agent 0 takes an action it does not have."""
+
+    num_agents = 2
+
+    def __init__(self, obs_shape=(3,), state_shape=(4,)):
+        self.obs_shape, self.state_shape = tuple(obs_shape), tuple(state_shape)
+
+    @property
+    def default_params(self):
+        return _UnevenParams()
+
+    def reset_env(self, key, params):
+        return jnp.ones((2, *self.obs_shape)), _UnevenState(jnp.zeros((), jnp.int32))
+
+    def step_env(self, key, state, action, params):
+        time = state.time + 1
+        reward = jnp.where(action[0] >= 2, -1.0, 0.0) * jnp.ones((2,))
+        done = jnp.full((2,), time >= params.max_steps_in_episode)
+        return jnp.ones((2, *self.obs_shape)), _UnevenState(time), reward, jnp.zeros((2,), bool), done, {}
+
+    def observation_space(self, params=None):
+        return spaces.Box(-1.0, 1.0, (2, *self.obs_shape), jnp.float32)
+
+    def action_space(self, params=None):
+        return spaces.MultiDiscrete([2, 4])
+
+    def global_state(self, state, params):
+        return jnp.ones(self.state_shape)
+
+    def global_state_space(self, params=None):
+        return spaces.Box(-1.0, 1.0, self.state_shape, jnp.float32)
+
+
+def test_agents_with_fewer_actions_get_the_extra_ones_masked_out():
+    """Before: an env without ``action_mask`` got an all-True mask as wide as the largest agent's
+    action count, so agent 0 of ``MultiDiscrete([2, 4])`` acted 2 and 3, actions it does not have
+    (IPPO, MAPPO, IDQN and rec_iql alike; the host loop already masked them)."""
+    env = _Uneven()
+    obs, _ = MultiAgentObservation(env).reset(jax.random.key(0), env.default_params)
+    np.testing.assert_array_equal(obs["action_mask"], [[True, True, False, False], [True, True, True, True]])
+    runner = make_ippo_runner(
+        IPPOConfig(total_timesteps=64, num_envs=2, num_steps=32, hidden_sizes=(8,), team_reward=False),
+        env=env,
+    )
+    _, metrics = jax.jit(runner.step)(runner.init(jax.random.key(0)))
+    np.testing.assert_array_equal(metrics["reward"], [0.0, 0.0])  # agent 0 never took action 2 or 3
+
+
+@pytest.mark.parametrize(
+    ("make", "config"),
+    [
+        (make_ippo_runner, IPPOConfig(num_envs=2, num_steps=32, total_timesteps=64)),
+        (make_mappo_runner, MAPPOConfig(num_envs=2, num_steps=32, total_timesteps=64)),
+        (make_idqn_runner, IDQNConfig(num_envs=2, rollout_steps=8, total_timesteps=64, learning_starts=16)),
+        (make_rec_iql_runner, RecIQLConfig(num_envs=2, total_timesteps=64, sample_sequence_length=4)),
+    ],
+    ids=["ippo", "mappo", "idqn", "rec_iql"],
+)
+def test_a_dict_observation_is_one_row_per_agent(make, config):
+    """Before: IPD-in-the-Matrix's dict observation (inventory (2, 6), view (2, 5, 5, 10)) failed
+    inside (``float() argument must be ... not 'dict'``, ``'Dict' object has no attribute 'low'``);
+    now each agent's entries are flattened as the shaping runners flatten them (6 + 250 values)."""
+    config = dataclasses.replace(config, env_id="IPDInTheMatrix-v0", team_reward=False, hidden_sizes=(8,))
+    state = jax.eval_shape(make(config).init, jax.random.key(0))
+    assert state.obs["obs"].shape == (2, 2, 256)
+
+
+def test_an_observation_without_the_agent_axis_is_refused():
+    class SharedObservation(_Uneven):
+        def observation_space(self, params=None):
+            return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
+
+    with pytest.raises(
+        ConfigError,
+        match=r"ippo takes each agent's observation as a Box with the agent axis first, \(num_agents, \.\.\.\) = \(2, \.\.\.\).*observes Box",
+    ):
+        make_ippo_runner(IPPOConfig(), env=SharedObservation())
+
+
+@pytest.mark.parametrize(("obs_shape", "size"), [((5, 5, 3), 75), ((), 1)], ids=["image", "scalar"])
+def test_observations_of_any_shape_per_agent_are_flattened(obs_shape, size):
+    """Before: an agent observation of another rank than 1 (an image ``(n, H, W, C)``, a number
+    ``(n,)``) failed inside the network ("Incompatible types for broadcasting"), and a global state
+    of rank 2 was misread; IDQN and the host loop already flattened them."""
+    env = _Uneven(obs_shape, state_shape=(2, 3))
+    observed = MultiAgentObservation(env, global_state=True)
+    space = observed.observation_space(env.default_params)
+    assert space["obs"].shape == (2, size) and space["global_state"].shape == (6,)
+    config = MAPPOConfig(total_timesteps=64, num_envs=2, num_steps=32, hidden_sizes=(8,), team_reward=False)
+    runner = make_mappo_runner(config, env=env)
+    state = jax.eval_shape(runner.init, jax.random.key(0))
+    assert state.obs["obs"].shape == (2, 2, size) and state.obs["global_state"].shape == (2, 6)
+    jax.eval_shape(runner.step, state)
 
 
 @pytest.mark.parametrize(

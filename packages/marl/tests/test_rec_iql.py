@@ -148,6 +148,15 @@ def test_unshared_parameters_keep_one_network_per_agent():
         (RecIQLConfig(buffer_size=16), ["buffer_size", "window"]),
         (RecIQLConfig(num_envs=0), ["num_envs"]),
         (RecIQLConfig(env_id="IteratedPrisonersDilemma-v0"), ["team_reward"]),
+        # Numbers out of range or of the wrong type (passed without a word, or a slice error at
+        # trace time for a 0-wide layer, before validate ran lamella-agents' check_numbers).
+        (RecIQLConfig(gamma=1.5), ["RecIQLConfig.gamma must be in [0, 1]", "a discount", "1.5"]),
+        (RecIQLConfig(learning_rate=-3e-4), ["RecIQLConfig.learning_rate must be >= 0"]),
+        (RecIQLConfig(max_grad_norm=0.0), ["RecIQLConfig.max_grad_norm must be > 0"]),
+        (RecIQLConfig(learning_rate=float("nan")), ["RecIQLConfig.learning_rate is NaN"]),
+        (RecIQLConfig(hidden_sizes=(0,)), ["RecIQLConfig.hidden_sizes must hold sizes >= 1"]),
+        (RecIQLConfig(post_torso_sizes=(128, 0)), ["RecIQLConfig.post_torso_sizes must hold sizes >= 1"]),
+        (RecIQLConfig(num_envs="16"), ["RecIQLConfig.num_envs must be an int", "'16' (str)"]),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_user_error_before_anything_compiles(config, words):

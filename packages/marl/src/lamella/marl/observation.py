@@ -2,9 +2,12 @@
 
 :class:`MultiAgentObservation` wraps a bare multi-agent env so that its observation is a dict::
 
-    {"obs": (n, ...) float32, "action_mask": (n, num_actions) bool, "global_state": (G,) float32}
+    {"obs": (n, L) float32, "action_mask": (n, num_actions) bool, "global_state": (G,) float32}
 
-(``"action_mask"`` only for discrete actions, ``"global_state"`` only when asked for). Everything a learner needs for one step then travels
+(``"action_mask"`` only for discrete actions, ``"global_state"`` only when asked for; each
+agent's observation and the global state are flattened, so an image ``(n, H, W, C)`` becomes
+``(n, H * W * C)``, and a dict of per-agent arrays (IPD-in-the-Matrix's) is one row per agent,
+its entries in sorted-key order: :func:`lamella.marl.shaping.observations.flatten_agent_observations`). Everything a learner needs for one step then travels
 as the observation: lamella-agents' rollout collector stores it, ``AutoReset`` hands back the
 dict of the state that ended an episode as ``info["final_observation"]`` (so a centralised
 critic bootstraps a truncated episode from the *final* global state), and the network reads the
@@ -15,8 +18,10 @@ mask where it builds its distribution. Put it inside ``AutoReset``::
 
 The mask of a step is the env's ``info["action_mask"]`` (the returned state's, per the
 multi-agent contract); a reset state's is ``env.action_mask(state, params)``. An env without
-illegal actions (no ``action_mask`` method) gets an all-True mask. An env with continuous actions
-(a ``Box`` of shape ``(n, D)``) has no mask entry.
+illegal actions (no ``action_mask`` method) gets a mask of each agent's own actions: all True,
+except that an agent with fewer actions than the largest (``MultiDiscrete([3, 5])``) has the
+extra ones masked out. An env with continuous actions (a ``Box`` of shape ``(n, D)``) has no mask
+entry.
 """
 
 from __future__ import annotations
@@ -68,7 +73,8 @@ def check_multi_agent_env(
     """Raise :class:`~lamella.agents.config.ConfigError` (a user error: one line, exit status 2
     from ``lamella train``) unless ``env`` is a multi-agent env with discrete actions
     (``MultiDiscrete``) or continuous ones (a ``Box`` of shape ``(n, D)``, the same bounds for
-    every agent, finite where ``continuous_action="tanh"`` squashes into them), has a
+    every agent, finite where ``continuous_action="tanh"`` squashes into them), observations in a
+    ``Box`` of shape ``(n, ...)`` or a dict of them, has a
     ``global_state`` where ``global_state`` is asked for, and agents that form one team where
     ``team_reward`` is asked for (an env with ``cooperative = False`` has none). ``env_id``
     names the env in the message (default: ``env.name``)."""
@@ -79,8 +85,22 @@ def check_multi_agent_env(
             f"Train it with ppo (lamella train ppo --env {name}), or pick a multi-agent env "
             "such as Foraging-8x8-2p-2f-coop-v3."
         )
-    space = env.action_space(params)
     num_agents = int(env.num_agents)
+    observation_space = env.observation_space(params)
+    entries = (
+        list(observation_space.spaces.values())
+        if isinstance(observation_space, spaces.Dict)
+        else [observation_space]
+    )
+    if not entries or not all(
+        isinstance(entry, spaces.Box) and entry.shape[:1] == (num_agents,) for entry in entries
+    ):
+        raise ConfigError(
+            f"{algorithm} takes each agent's observation as a Box with the agent axis first, (num_agents, "
+            f"...) = ({num_agents}, ...), or a dict of such Boxes; {name} observes {observation_space!r}. "
+            "Wrap the env so that it does."
+        )
+    space = env.action_space(params)
     if isinstance(space, spaces.Box):
         if len(space.shape) != 2 or space.shape[0] != num_agents:
             raise ConfigError(
@@ -138,6 +158,11 @@ class MultiAgentObservation(Wrapper):
                 "MultiAgentObservation wraps a bare env: put it inside AutoReset "
                 "(lamella.envs.make(id, autoreset=False)), so the final observation is a dict too."
             )
+        # A dict observation (IPD-in-the-Matrix's view and inventory): one flat row per agent, as
+        # the shaping runners take it (a wrapper that delegates action_mask and global_state).
+        from lamella.marl.shaping.observations import flatten_agent_observations
+
+        env = flatten_agent_observations(env, env.default_params)
         super().__init__(env)
         # The multi-agent extras (action_mask, global_state) are not on the base Environment.
         self.inner: Any = env
@@ -148,14 +173,19 @@ class MultiAgentObservation(Wrapper):
     def _mask(self, state: Any, params: Any) -> jax.Array:
         if self._has_mask:
             return jnp.asarray(self.inner.action_mask(state, params), jnp.bool_)
-        return jnp.ones((self.num_agents, num_actions_of(self.env, params)), jnp.bool_)
+        # Each agent's own actions: an agent with fewer than the largest has the rest masked out.
+        space = self.env.action_space(params)
+        assert isinstance(space, spaces.MultiDiscrete)  # check_multi_agent_env's; no mask for a Box
+        nvec = np.asarray(space.nvec).reshape(-1, 1)
+        return jnp.asarray(np.arange(num_actions_of(self.env, params)) < nvec)
 
     def _observe(self, obs: Any, state: Any, mask: jax.Array | None, params: Any) -> dict[str, jax.Array]:
-        out = {"obs": jnp.asarray(obs, jnp.float32)}
+        # One flat vector per agent (the networks' (n, L)), one for the global state.
+        out = {"obs": jnp.asarray(obs, jnp.float32).reshape((self.num_agents, -1))}
         if mask is not None:
             out["action_mask"] = mask
         if self.with_global_state:
-            out["global_state"] = jnp.asarray(self.inner.global_state(state, params), jnp.float32)
+            out["global_state"] = jnp.asarray(self.inner.global_state(state, params), jnp.float32).reshape(-1)
         return out
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[dict[str, jax.Array], Any]:
@@ -183,9 +213,15 @@ class MultiAgentObservation(Wrapper):
     def observation_space(self, params: Any = None) -> spaces.Dict:
         n, num_actions = self.num_agents, num_actions_of(self.env, params)
         inner: Any = self.env.observation_space(params)
-        entries: dict[str, spaces.Space] = {"obs": spaces.Box(inner.low, inner.high, inner.shape, np.float32)}
+        entries: dict[str, spaces.Space] = {"obs": _flat_box(inner, (n, -1))}
         if not self._continuous:
             entries["action_mask"] = spaces.Box(0, 1, (n, num_actions), np.bool_)
         if self.with_global_state:
-            entries["global_state"] = self.inner.global_state_space(params)
+            entries["global_state"] = _flat_box(self.inner.global_state_space(params), (-1,))
         return spaces.Dict(entries)
+
+
+def _flat_box(space: Any, shape: tuple[int, ...]) -> spaces.Box:
+    """``space`` (a Box) reshaped to ``shape``, float32."""
+    low, high = np.asarray(space.low).reshape(shape), np.asarray(space.high).reshape(shape)
+    return spaces.Box(low, high, low.shape, np.float32)

@@ -56,7 +56,7 @@ import optax
 from flax import struct
 
 from lamella.agents.algorithms import Algorithm
-from lamella.agents.config import ConfigError, check_config_type, is_swept
+from lamella.agents.config import ConfigError, check_config_type, check_numbers, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import MLP, RecurrentCore, activation_by_name, orthogonal
 from lamella.agents.protocol import Agent
@@ -168,8 +168,11 @@ class RecIQLConfig:
         return int(self.burn_in) + int(self.sample_sequence_length)
 
     def validate(self) -> None:
-        """Raise :class:`~lamella.agents.config.ConfigError` naming the first inconsistent setting."""
+        """Raise :class:`~lamella.agents.config.ConfigError` naming the first inconsistent setting
+        (first any number out of its range or of the wrong type: lamella-agents'
+        :func:`~lamella.agents.config.check_numbers`)."""
         name = type(self).__name__
+        check_numbers(self)
         for field in (
             "num_envs",
             "rollout_length",
