@@ -188,3 +188,41 @@ def test_draws_follow_the_replay_distribution():
     counts = np.bincount(np.asarray(draws).reshape(-1), minlength=4) / draws.size
     # 8000 draws: each frequency within 0.02 of its probability (about 4 standard deviations).
     np.testing.assert_allclose(counts, p, atol=0.02)
+
+
+def test_insert_and_update_refuse_arguments_that_do_not_fit_the_buffer():
+    buffer = make_level_buffer(8)
+    state = buffer.init(LEVEL)
+    batch = levels([1, 2, 3])
+    with pytest.raises(
+        ValueError, match=r"LevelBuffer\.insert: scores must be float \(num,\), one per level"
+    ):
+        buffer.insert(state, batch, jnp.zeros((3, 1)), jnp.zeros(3))
+    with pytest.raises(
+        ValueError,
+        match=r"LevelBuffer\.insert: best_returns has shape \(2,\) but scores \(3,\); give one per level",
+    ):
+        buffer.insert(state, batch, jnp.zeros(3), jnp.zeros(2))
+    with pytest.raises(
+        ValueError,
+        match=r"LevelBuffer\.insert: levels\['walls'\] has shape \(3, 4\), but the buffer holds levels\['walls'\] "
+        r"of shape \(2,\) \(its init example's\); give a batch of 3 levels",
+    ):
+        buffer.insert(
+            state, {"walls": jnp.zeros((3, 4), bool), "goal": jnp.arange(3)}, jnp.zeros(3), jnp.zeros(3)
+        )
+    with pytest.raises(
+        ValueError, match=r"LevelBuffer\.insert: levels\['goal'\] has shape \(4,\).*batch of 3 levels"
+    ):
+        buffer.insert(state, levels([1, 2, 3, 4]), jnp.zeros(3), jnp.zeros(3))
+    with pytest.raises(
+        ValueError,
+        match=r"LevelBuffer\.insert: levels\['goal'\] is float32, which the buffer's int32 levels\['goal'\]",
+    ):
+        buffer.insert(state, {**batch, "goal": jnp.array([0.5, 1.5, 2.5])}, jnp.zeros(3), jnp.zeros(3))
+    with pytest.raises(ValueError, match=r"LevelBuffer\.insert: levels is a tuple but the buffer holds dict"):
+        buffer.insert(state, (batch,), jnp.zeros(3), jnp.zeros(3))
+    with pytest.raises(
+        ValueError, match=r"LevelBuffer\.update: scores has shape \(2,\) but slots \(3,\); give one per slot"
+    ):
+        buffer.update(state, jnp.arange(3), jnp.zeros(2), jnp.zeros(2))

@@ -145,6 +145,23 @@ def test_bad_settings_for_foraging_are_refused_before_compiling():
         ValueError, match=r"unknown level 'SixteenRooms'; use 'random' or one of Adjacent, FarCorner"
     ):
         make_ued_runner(DRConfig(**{**SMALL, "eval_levels": ("SixteenRooms",)}))
+    # `lamella train dr --env Foraging-...` without a preset of that id: the default eval_levels
+    # are AMaze's mazes, which the message says, with the fix.
+    with pytest.raises(
+        ValueError,
+        match=r"unknown level 'SixteenRooms'; use 'random' or one of Adjacent.*The default eval_levels "
+        r"\(SixteenRooms, Labyrinth, StandardMaze\) are AMaze's mazes.*eval_levels=random",
+    ):
+        make_ued_runner(DRConfig(env_id=FORAGING_ID, recurrent=False))
+    # height and width size AMaze's levels; an LBF id fixes its grid, so they were ignored.
+    with pytest.raises(
+        ConfigError,
+        match=r"DRConfig\.height=7 sizes AMaze levels, but Foraging-5x5-2p-1f-v3 fixes its grid in its id.*"
+        r"pick the id of the size you want.*leave height and width at 0",
+    ):
+        make_ued_runner(DRConfig(**{**SMALL, "height": 7}))
+    with pytest.raises(ConfigError, match=r"PAIREDConfig\.width=6 sizes AMaze levels"):
+        make_paired_runner(dataclasses.replace(PRESETS["paired"][FORAGING_ID], width=6))
 
 
 def test_accel_runs_every_branch_on_foraging(tmp_path):

@@ -201,6 +201,14 @@ def test_entry_points_and_presets():
         (PAIREDConfig(**TINY, ued_score="regret"), "ued_score must be one of"),
         (PAIREDConfig(**{**TINY, "num_steps": 8}), r"num_steps \(8\) is shorter than an episode"),
         (PAIREDConfig(**TINY, teacher_num_minibatches=3), r"multiple of teacher_num_minibatches \(3\)"),
+        (
+            PAIREDConfig(**{**TINY, "teacher_conv_filters": 0}),
+            r"PAIREDConfig\.teacher_conv_filters must be >= 1, got 0",
+        ),
+        (
+            PAIREDConfig(**TINY, teacher_time_features=-2),
+            r"PAIREDConfig\.teacher_time_features must be >= 1, got -2",
+        ),
     ],
 )
 def test_bad_configs_are_refused_before_compiling(config, message):

@@ -16,7 +16,7 @@ from lamella.agents.rollout import PolicyStep, make_rollout
 from lamella.envs import maze
 from lamella.ued.levels import LevelParams, OnLevel, tile_params
 from lamella.ued.presets import PRESETS
-from lamella.ued.runners import ACCELConfig, DRConfig, PLRConfig, make_ued_runner
+from lamella.ued.runners import ACCELConfig, DRConfig, PLRConfig, default_family, make_ued_runner
 
 TINY = dict(
     height=5,
@@ -247,6 +247,40 @@ def test_a_dict_of_presets_or_a_name_for_the_config_names_the_fix():
         make_ued_runner(PRESETS["plr"])
     with pytest.raises(ConfigError, match=r"got the str 'plr'\. Build one: DRConfig\(\.\.\.\)"):
         make_ued_runner("plr")
+
+
+def test_a_family_whose_mutator_or_comparator_does_not_fit_its_levels_names_the_fix():
+    config = ACCELConfig(**TINY, buffer_size=16)
+    family = default_family(config)
+
+    def int_walls(key, level, params, num_edits):
+        edited = family.mutate_level(key, level, params, num_edits)
+        return edited.replace(wall_map=edited.wall_map.astype(jnp.int32))
+
+    def wrapped(key, level, params, num_edits):
+        return (family.mutate_level(key, level, params, num_edits),)
+
+    def cellwise(a, b):
+        return a.wall_map == b.wall_map
+
+    with pytest.raises(
+        ConfigError,
+        match=r"ACCELConfig: the LevelFamily's mutate_level returns .*wall_map: int32\[5, 5\].* but its "
+        r"sample_level returns .*wall_map: bool\[5, 5\].*same structure, shapes and dtypes",
+    ):
+        make_ued_runner(config, family=family._replace(mutate_level=int_walls))
+    with pytest.raises(ConfigError, match=r"mutate_level returns tuple\(.*sample_level returns MazeLevel\("):
+        make_ued_runner(config, family=family._replace(mutate_level=wrapped))
+    with pytest.raises(
+        ConfigError,
+        match=r"levels_equal\(a, b\) must return one bool \(\) per pair of levels, got bool\[5, 5\]",
+    ):
+        make_ued_runner(config, family=family._replace(levels_equal=cellwise))
+    # DR neither edits nor compares levels; PLR without de-duplication does not compare them.
+    make_ued_runner(DRConfig(**TINY), family=family._replace(mutate_level=wrapped, levels_equal=cellwise))
+    make_ued_runner(
+        PLRConfig(**TINY, buffer_size=16, dedupe=False), family=family._replace(levels_equal=cellwise)
+    )
 
 
 def test_init_refuses_an_int_seed_for_its_key():

@@ -214,3 +214,15 @@ def test_foraging_suites_name_the_levels_that_fit_their_env():
         suites.evaluate_foraging_suite(FORAGING_CONFIG, None, "SplitFoods", KEYS, 1)
     with pytest.raises(suites.SuiteError, match="students of Level-Based Foraging"):
         suites.evaluate_foraging_suite(CONFIG, None, "Adjacent", KEYS, 1)
+
+
+def test_foraging_params_without_a_seed_axis_or_one_key_name_the_fix():
+    one_seed = jax.tree.map(lambda x: x[0], scripted_foraging_params(LOAD))
+    with pytest.raises(
+        suites.SuiteError, match=r"params must lead with a seed axis of 2 \(one per key\).*add the axis"
+    ):
+        suites.evaluate_foraging_suite(FORAGING_CONFIG, one_seed, "Adjacent", KEYS, 1)
+    with pytest.raises(suites.SuiteError, match=r"keys must hold one PRNG key per seed, shape \(seeds,\)"):
+        suites.evaluate_foraging_suite(
+            FORAGING_CONFIG, scripted_foraging_params(LOAD), "Adjacent", KEYS[0], 1
+        )

@@ -106,6 +106,11 @@ class LevelBuffer(NamedTuple):
             (state, slots)``: new levels; ``slots`` is where each went, -1 if it was not kept.
         capacity, prioritization, temperature, staleness_coef, replay_prob, min_fill_ratio:
             the settings (a traced scalar where a sweep varies it).
+
+    ``insert`` and ``update`` raise ``ValueError`` when they are traced with arguments that do
+    not fit: ``scores``, ``best_returns``, ``num_edits`` and ``mask`` give one value per level
+    (per slot), and ``levels`` is a batch of levels of the ``init`` example's structure, shapes
+    and dtypes.
     """
 
     init: Callable[[Any], LevelBufferState]
@@ -185,6 +190,41 @@ def make_level_buffer(
                 f"{capacity}; raise the buffer capacity to at least {num} or use fewer envs."
             )
 
+    def check_streams(what: str, reference: str, shape: tuple[int, ...], item: str, **arrays: Any) -> None:
+        for name, x in arrays.items():
+            if x is not None and jnp.shape(x) != shape:
+                raise ValueError(
+                    f"LevelBuffer.{what}: {name} has shape {jnp.shape(x)} but {reference} {shape}; give one "
+                    f"per {item}."
+                )
+
+    def check_levels(state: LevelBufferState, levels: Any, num: int) -> None:
+        """The batch fits the stored levels: their structure, each leaf ``(num, *stored)`` and of a
+        dtype they hold (a shape error from inside the insertion's scan otherwise; a float level
+        stored in int slots would be cut silently)."""
+        if str(jax.tree.structure(levels)) != str(jax.tree.structure(state.levels)):
+            raise ValueError(
+                f"LevelBuffer.insert: levels is a {type(levels).__name__} but the buffer holds "
+                f"{type(state.levels).__name__} levels (its init example's structure: "
+                f"{jax.tree.structure(state.levels)}); give a batch of levels of that structure."
+            )
+        stored_leaves = jax.tree.leaves(state.levels)
+        for (path, x), stored in zip(
+            jax.tree_util.tree_flatten_with_path(levels)[0], stored_leaves, strict=True
+        ):
+            name = f"levels{jax.tree_util.keystr(path)}"
+            if jnp.shape(x) != (num, *stored.shape[1:]):
+                raise ValueError(
+                    f"LevelBuffer.insert: {name} has shape {jnp.shape(x)}, but the buffer holds {name} of "
+                    f"shape {stored.shape[1:]} (its init example's); give a batch of {num} levels (one per "
+                    "score), each shaped like the example."
+                )
+            if not np.can_cast(jnp.result_type(x), stored.dtype, casting="same_kind"):
+                raise ValueError(
+                    f"LevelBuffer.insert: {name} is {jnp.result_type(x)}, which the buffer's {stored.dtype} "
+                    f"{name} cannot hold without changing values; give levels of the init example's dtypes."
+                )
+
     def init(example_level: Any) -> LevelBufferState:
         levels = jax.tree.map(
             lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.asarray(x).dtype), example_level
@@ -253,6 +293,9 @@ def make_level_buffer(
         best_returns: jax.Array,
         mask: jax.Array | None = None,
     ) -> LevelBufferState:
+        check_streams(
+            "update", "slots", jnp.shape(slots), "slot", scores=scores, best_returns=best_returns, mask=mask
+        )
         # A slot of -1 (what insert returns for a level it did not keep) is no slot: -1 would
         # index the last one.
         real = slots >= 0
@@ -275,8 +318,16 @@ def make_level_buffer(
         num_edits: jax.Array | None = None,
         mask: jax.Array | None = None,
     ) -> tuple[LevelBufferState, jax.Array]:
+        if jnp.ndim(scores) != 1:
+            raise ValueError(
+                f"LevelBuffer.insert: scores must be float (num,), one per level, got shape {jnp.shape(scores)}."
+            )
         num = int(jnp.shape(scores)[0])
         check_batch("insert", num)
+        check_streams(
+            "insert", "scores", (num,), "level", best_returns=best_returns, num_edits=num_edits, mask=mask
+        )
+        check_levels(state, levels, num)
         if num_edits is None:
             num_edits = jnp.zeros((num,), jnp.int32)
         if mask is None:

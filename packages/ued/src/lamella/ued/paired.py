@@ -178,7 +178,12 @@ class PAIREDConfig(DRConfig):
             )
         if self.teacher_cell not in ("lstm", "gru"):
             raise ValueError(f"{name}.teacher_cell must be 'lstm' or 'gru', got {self.teacher_cell!r}.")
-        for field in ("teacher_num_epochs", "teacher_num_minibatches"):
+        for field in (
+            "teacher_num_epochs",
+            "teacher_num_minibatches",
+            "teacher_conv_filters",
+            "teacher_time_features",
+        ):
             if int(getattr(self, field)) < 1:
                 raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
         if self.teacher_noise_dim < 0:

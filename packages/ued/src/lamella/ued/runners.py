@@ -892,7 +892,15 @@ def default_family(config: DRConfig) -> LevelFamily:
         # without levels (CartPole-v1) is refused by level_family, naming the envs that have them.
         if hasattr(env_params, "max_episode_steps"):
             env_params = env_params.replace(max_episode_steps=config.max_episode_steps)
-        return level_family(env, env_params)
+        family = level_family(env, env_params)
+        for field in ("height", "width"):  # 0: the id's own size, the only one such an env has
+            if getattr(config, field) > 0:
+                raise ConfigError(
+                    f"{type(config).__name__}.{field}={getattr(config, field)} sizes AMaze levels, but "
+                    f"{config.env_id} fixes its grid in its id; pick the id of the size you want "
+                    "(lamella.envs.registered()) and leave height and width at 0."
+                )
+        return family
     size = {k: v for k, v in (("height", config.height), ("width", config.width)) if v > 0}
     env, env_params = lamella.envs.make(
         config.env_id,
@@ -961,7 +969,10 @@ def per_agent_memory(actor_critic: ActorCritic, num_agents: int) -> ActorCritic:
 
 def check_family(config: DRConfig, family: LevelFamily) -> None:
     """Raise :class:`~lamella.agents.config.ConfigError` naming the fix when ``config`` cannot
-    train on ``family``'s env (before anything compiles)."""
+    train on ``family``'s env (before anything compiles): an unknown network, screenshots without
+    a drawer, and (traced once with ``jax.eval_shape``) an ACCEL mutator whose levels differ from
+    the generator's in structure, shape or dtype, or a comparator (PLR's de-duplication) that does
+    not return one bool per pair of levels."""
     name = type(config).__name__
     if family.network not in ("gridworld", "mlp"):
         raise ConfigError(f"LevelFamily.network must be 'gridworld' or 'mlp', got {family.network!r}.")
@@ -971,6 +982,46 @@ def check_family(config: DRConfig, family: LevelFamily) -> None:
             "has none; give the LevelFamily a level_image(level, tile) (a NumPy drawer, see "
             "lamella.ued.screenshots) or set screenshot_every=0."
         )
+    # A user's generator, mutator or comparator that does not fit the levels fails inside the
+    # step's lax.switch or the buffer's scan otherwise, far from the cause: trace them once here.
+    compares = isinstance(config, PLRConfig) and config.dedupe
+    if not (isinstance(config, ACCELConfig) or compares):
+        return
+    key = jax.random.key(0)
+    level = jax.eval_shape(family.sample_level, key, family.env_params)
+    if isinstance(config, ACCELConfig):
+        edited = jax.eval_shape(family.mutate_level, key, level, family.env_params, config.num_edits)
+        if level_signature(edited) != level_signature(level):
+            raise ConfigError(
+                f"{name}: the LevelFamily's mutate_level returns {describe_level(edited)} but its "
+                f"sample_level returns {describe_level(level)}; a mutator must return a level of the "
+                "same structure, shapes and dtypes as the one it edits (ACCEL plays and stores both)."
+            )
+    if compares:
+        same = jax.eval_shape(family.levels_equal, level, level)
+        if not (isinstance(same, jax.ShapeDtypeStruct) and same.shape == ()):
+            raise ConfigError(
+                f"{name}: the LevelFamily's levels_equal(a, b) must return one bool () per pair of "
+                f"levels, got {describe_level(same)}; reduce it over the level (jnp.all(...)), or set "
+                "dedupe=False."
+            )
+
+
+def level_signature(level: Any) -> tuple[Any, list[tuple[tuple[int, ...], Any]]]:
+    """What two levels must share to be played, stored and compared together: the pytree
+    structure and every leaf's shape and dtype (of arrays or ``jax.ShapeDtypeStruct``)."""
+    leaves, treedef = jax.tree.flatten(level)
+    return treedef, [(tuple(jnp.shape(x)), jnp.result_type(x)) for x in leaves]
+
+
+def describe_level(level: Any) -> str:
+    """A level's type for messages: ``MazeLevel(wall_map: bool[7, 7], ...)``."""
+    leaves = jax.tree_util.tree_flatten_with_path(level)[0]
+    fields = ", ".join(
+        f"{jax.tree_util.keystr(path).lstrip('.')}: {jnp.result_type(x)}{list(jnp.shape(x))}".lstrip(": ")
+        for path, x in leaves
+    )
+    return f"{type(level).__name__}({fields})" if not isinstance(level, jax.ShapeDtypeStruct) else fields
 
 
 def make_team(num_agents: int) -> Any:
@@ -1168,6 +1219,13 @@ def _eval_levels(config: DRConfig, family: LevelFamily) -> tuple[Any, Any]:
                 if family.named_levels
                 else f"{family.env.name} has no named levels: use 'random'"
             )
+            default = DRConfig.eval_levels
+            if level_name in default and tuple(config.eval_levels) == default:
+                # No preset for this env id (lamella train dr --env <id>): the defaults are minimax's.
+                known += (
+                    f". The default eval_levels ({', '.join(default)}) are AMaze's mazes: on "
+                    f"{family.env.name} set eval_levels (command line: eval_levels=random)"
+                )
             raise ValueError(f"{name}.eval_levels: unknown level {level_name!r}; {known}.")
         level, level_params = family.named_level(level_name)
         if [jnp.shape(x) for x in jax.tree.leaves(level)] != shape:

@@ -403,10 +403,12 @@ def evaluate_foraging_suite(
 
     Raises:
         SuiteError: an unknown suite or level, a level that does not fit the student's env (the
-            message lists those that do), or a config that does not train on Level-Based Foraging.
+            message lists those that do), a config that does not train on Level-Based Foraging,
+            or ``params`` / ``keys`` without the seed axis (as :func:`evaluate_suite`).
     """
     if isinstance(episodes, bool) or int(episodes) != episodes or episodes < 1:
         raise SuiteError(f"episodes must be a whole number >= 1, got {episodes!r}.")
+    _check_seed_axis(params, keys)
     names = FORAGING_SUITES.resolve(suite)
     greedy = config.eval_greedy if greedy is None else bool(greedy)
     program, solved_above = _foraging_program(config, names, int(episodes), greedy)
