@@ -93,6 +93,30 @@ def test_a_folder_loads_its_newest_checkpoint(tmp_path):
         read_metadata(tmp_path / "nope.msgpack")
 
 
+def test_a_damaged_checkpoint_names_the_one_before_it(tmp_path):
+    """A cut or emptied newest checkpoint (a copy that stopped, a full disk) names the checkpoint
+    before it, from which the run resumes; before, the message ended at msgpack's words."""
+    folder = tmp_path / "run" / "checkpoints"
+    for step in (1, 2, 3):
+        save_checkpoint(folder, make_state(), {"iteration": step}, step=step)
+    newest = folder / "checkpoint_000000003.msgpack"
+    before = str(folder / "checkpoint_000000002.msgpack")
+    for damaged in (newest.read_bytes()[:50], b""):
+        newest.write_bytes(damaged)
+        for given in (tmp_path / "run", newest):
+            with pytest.raises(CheckpointError) as info:
+                read_metadata(given)
+            message = str(info.value)
+            assert "checkpoint_000000003.msgpack is not a readable lamella checkpoint" in message
+            assert f"The checkpoint before it: {before} (resume from it: --resume {before})." in message
+    # The oldest has none before it: the message says nothing of one.
+    oldest = folder / "checkpoint_000000001.msgpack"
+    oldest.write_bytes(b"")
+    with pytest.raises(CheckpointError) as info:
+        read_metadata(oldest)
+    assert "before it" not in str(info.value)
+
+
 def test_structure_mismatches_are_reported(tmp_path):
     state = make_state()
     path = save_checkpoint(tmp_path, state, {}, step=0)

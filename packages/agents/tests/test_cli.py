@@ -99,6 +99,11 @@ def test_preset_flag_and_eval_episodes(capsys, monkeypatch, tmp_path):
         (["train", "bandit", "--preset", "Nope-v0"], ["Unknown preset 'Nope-v0'", "Bandit-long"]),
         (["train", "bandit", "--eval-episodes", "3", "eval_episodes=4"], ["given twice"]),
         (["train", "bandit", "--seeds", "0"], ["--seeds must be >= 1"]),
+        # These were a ValueError traceback naming the Python argument (checkpoint_every, ...).
+        (["train", "bandit", "--checkpoint-every", "0"], ["--checkpoint-every must be >= 1, got 0"]),
+        (["train", "bandit", "--keep-checkpoints", "0"], ["--keep-checkpoints must be >= 1, got 0"]),
+        (["train", "bandit", "--chunk-iterations", "0"], ["--chunk-iterations must be >= 1, got 0"]),
+        (["train", "bandit", "--max-chunks", "-1"], ["--max-chunks must be >= 0, got -1"]),
     ],
 )
 @pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
@@ -155,6 +160,24 @@ def test_train_resume_and_refusal(tmp_path, capsys):
         with pytest.raises(SystemExit) as info:
             lamella(["train", "bandit", "--out-dir", out_dir, *common, *dry])
         assert info.value.code == 2 and "already holds a run" in capsys.readouterr().err
+
+
+def test_resume_overrides_apply_to_the_stored_config(tmp_path, capsys):
+    """Overrides given with --resume are read against the run's config, not the preset's:
+    repeating a stored value resumes, and a changed one is refused naming that key alone. Before,
+    the preset was the base, so every field the run had overridden was named as a difference
+    (here num_envs, which the command did not mention) and no override could resume."""
+    out_dir = str(tmp_path / "run")
+    argv = ["--out-dir", out_dir, "--max-chunks", "1", "--chunk-iterations", "4", "--no-progress"]
+    assert lamella(["train", "bandit", *argv, "learning_rate=0.5", "num_envs=2"]) == 0
+    capsys.readouterr()
+    assert lamella(["train", "bandit", "--resume", out_dir, "learning_rate=0.5", "--dry-run"]) == 0
+    assert "resuming" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        lamella(["train", "bandit", "--resume", out_dir, "learning_rate=0.1", "--dry-run"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "the config differs in learning_rate (learning_rate: checkpoint 0.5, now 0.1)" in err
 
 
 def tree(root):

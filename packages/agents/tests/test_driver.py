@@ -962,3 +962,88 @@ def test_a_gif_the_env_cannot_draw_is_refused_before_training(tmp_path):
     without = make_toy_runner()._replace(metric_axes={})
     with pytest.raises(ConfigError, match="its Runner has no render_episode"):
         driver.run(without, TOY_SPEC, seeds=2, out_dir=str(tmp_path / "run2"), gif=True, progress=False)
+
+
+# ------------------------------------------------------------------------------------------
+# A run directory changed between the stop and the resume: refused before anything compiles.
+
+
+def _no_compile(monkeypatch):
+    calls = []
+    monkeypatch.setattr(driver, "_compiled", lambda *a: calls.append(a))
+    return calls
+
+
+def test_a_checkpoint_outside_its_run_directory_is_refused_before_compiling(full, tmp_path, monkeypatch):
+    """A checkpoint copied out of ``<run>/checkpoints/`` named the folder above its own as the
+    run directory: it compiled, then failed on that folder's missing metrics.json (or continued
+    the run log of whatever run that folder held)."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    loose = kept / "best.msgpack"
+    loose.write_bytes(read(full.checkpoint_path))
+    calls = _no_compile(monkeypatch)
+    with pytest.raises(
+        ConfigError,
+        match=r"best\.msgpack is not in a run directory's checkpoints/ folder.*"
+        r"put it back in <run>/checkpoints/",
+    ):
+        run(None, resume=str(loose))
+    assert not calls and sorted(os.listdir(tmp_path)) == ["kept"] and os.listdir(kept) == ["best.msgpack"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ("missing", "is missing"),
+        ("truncated", "cannot be read"),
+        ("short", "holds 2 evaluations, the checkpoint expects 3"),
+        ("other run", r"cannot be read \(.*has no entries for run 'seed_0'"),
+    ],
+)
+def test_a_run_log_that_cannot_continue_is_refused_before_compiling(tmp_path, monkeypatch, damage, problem):
+    """Resuming with metrics.json deleted, cut short or replaced was a FileNotFoundError, a
+    JSONDecodeError or a ValueError traceback after compiling."""
+    out_dir = str(tmp_path / "run")
+    run(out_dir, max_chunks=2)  # 3 evaluations: step_0 and two chunks
+    path = os.path.join(out_dir, "metrics.json")
+    data = json.loads(read(path))
+    if damage == "missing":
+        os.unlink(path)
+    elif damage == "truncated":
+        with open(path, "wb") as handle:
+            handle.write(read(path)[:100])
+    else:
+        runs = data["custom"]["Bandit-v0"]["bandit"]
+        if damage == "short":
+            for name in runs:
+                runs[name].pop("step_2")
+        else:
+            runs["seed_7"] = runs.pop("seed_0")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+    before = read(path) if os.path.exists(path) else None
+    calls = _no_compile(monkeypatch)
+    for dry_run in (True, False):
+        with pytest.raises(
+            ConfigError,
+            match=rf"Cannot resume .*checkpoint_000000006\.msgpack: its run log .*metrics\.json {problem}.*start a new run",
+        ):
+            run(out_dir, resume=True, dry_run=dry_run)
+    assert not calls
+    assert (read(path) if os.path.exists(path) else None) == before
+
+
+@pytest.mark.parametrize("where", ["file", "below a file"])
+def test_an_out_dir_that_is_a_file_is_refused_before_compiling(tmp_path, monkeypatch, where):
+    """It compiled, then failed in os.makedirs with `[Errno 17] File exists`."""
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine")
+    out_dir = blocker if where == "file" else blocker / "run"
+    calls = _no_compile(monkeypatch)
+    for dry_run in (True, False):
+        with pytest.raises(
+            FileExistsError, match=r"notes\.txt is a file, not a folder.*pick another out_dir"
+        ):
+            run(str(out_dir), dry_run=dry_run)
+    assert not calls and blocker.read_text() == "mine"

@@ -212,7 +212,9 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
         # numbers and bytes, so nothing in the file can name code to run.
         payload = msgpack.unpackb(raw, raw=False, strict_map_key=True)
     except Exception as error:  # msgpack raises several unrelated types for corrupt data
-        raise CheckpointError(f"{os.fspath(path)} is not a readable lamella checkpoint: {error}") from None
+        raise CheckpointError(
+            f"{os.fspath(path)} is not a readable lamella checkpoint: {error}.{_one_before(path)}"
+        ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{os.fspath(path)} is not a lamella checkpoint (no {FORMAT!r} header).")
     if payload.get("format_version") != FORMAT_VERSION:
@@ -221,6 +223,23 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"this lamella-agents reads version {FORMAT_VERSION}."
         )
     return payload
+
+
+def _one_before(path: str) -> str:
+    """A sentence naming the checkpoint before ``path`` in its folder (a damaged newest one
+    leaves the run to resume from there), or ``""``."""
+    match = _NAME.search(os.path.basename(path))
+    if match is None:
+        return ""
+    step = int(match.group(1))
+    older = [
+        p
+        for p in list_checkpoints(os.path.dirname(path) or ".")
+        if int(_NAME.findall(os.path.basename(p))[0]) < step
+    ]
+    if not older:
+        return ""
+    return f" The checkpoint before it: {older[-1]} (resume from it: --resume {older[-1]})."
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -237,6 +237,15 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
     from lamella.agents import config as config_lib
 
     config_cls, _, _ = config_lib.algorithm_spec(args.algorithm)
+    # Named by their flags here; run_experiment's ValueError would name its Python arguments.
+    for flag, value, least in (
+        ("--chunk-iterations", args.chunk_iterations, 1),
+        ("--checkpoint-every", args.checkpoint_every, 1),
+        ("--keep-checkpoints", args.keep_checkpoints, 1),
+        ("--max-chunks", args.max_chunks, 0),
+    ):
+        if value is not None and value < least:
+            raise config_lib.ConfigError(f"{flag} must be >= {least}, got {value}.")
     overrides = config_lib.parse_overrides(args.overrides)
     overrides.update(config_lib.switch_overrides(config_cls, getattr(args, "switches", []), overrides))
     if args.eval_episodes is not None:
@@ -262,8 +271,12 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
             raise config_lib.ConfigError(
                 f"{args.resume!r} is a {stored['algorithm']!r} run, not {args.algorithm!r}."
             )
-    if stored is not None and args.env_id is None and args.preset is None and not overrides:
-        config = config_lib.config_from_dict(config_cls, stored["config"])
+    if stored is not None and args.env_id is None and args.preset is None:
+        # Overrides change the run's own config (the preset's would differ from it wherever the
+        # run overrode it); the driver refuses any value that differs from the stored one.
+        config = config_lib.apply_overrides(
+            config_lib.config_from_dict(config_cls, stored["config"]), overrides
+        )
     else:
         config = config_lib.resolve_config(args.algorithm, args.env_id, args.preset, overrides)
     if args.seeds is not None:

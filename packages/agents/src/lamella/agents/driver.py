@@ -1082,6 +1082,7 @@ def _resolve_start(
     """The run directory, and what to continue from; refuses to start over a run."""
     if resume is False or resume is None:
         out_dir = os.fspath(out_dir) if out_dir is not None else default_dir()
+        _check_not_a_file(out_dir)
         checkpoints = ckpt.list_checkpoints(os.path.join(out_dir, "checkpoints"))
         if checkpoints:
             raise FileExistsError(
@@ -1101,7 +1102,16 @@ def _resolve_start(
     else:
         path = os.fspath(resume)
     if os.path.isfile(path):
-        return _Start(os.path.dirname(os.path.dirname(os.path.abspath(path))), path, ckpt.read_metadata(path))
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.basename(folder) != "checkpoints":
+            # The run directory is the folder above checkpoints/; above any other folder it is
+            # someone else's folder, without this run's log (or with another run's).
+            raise ConfigError(
+                f"Cannot resume from {path}: {os.path.basename(path)} is not in a run directory's checkpoints/ "
+                "folder, and a resumed run continues the run log beside it (metrics.json). Resume the run "
+                "directory, or put it back in <run>/checkpoints/ and resume from there."
+            )
+        return _Start(os.path.dirname(folder), path, ckpt.read_metadata(path))
     found = ckpt.latest_checkpoint(os.path.join(path, "checkpoints"))
     if found is not None:
         return _Start(path, found, ckpt.read_metadata(found))
@@ -1117,6 +1127,40 @@ def _resolve_start(
         else "no checkpoints/checkpoint_*.msgpack and no config.json there"
     )
     raise FileNotFoundError(f"Nothing to resume in {path!r}: {why}.")
+
+
+def _check_not_a_file(out_dir: str) -> None:
+    """Refuse an ``out_dir`` that is a file or lies below one (os.makedirs fails there, after
+    the compile)."""
+    path = os.path.abspath(out_dir)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise FileExistsError(
+            f"Cannot write the run to {out_dir!r}: {path} is a file, not a folder; pick another out_dir "
+            "(--out-dir)."
+        )
+
+
+def _check_run_log(log: RunLog, stored: Mapping[str, Any], checkpoint: str) -> None:
+    """Refuse to resume ``checkpoint`` when its run log cannot be continued (deleted, cut,
+    another run's), before anything compiles; a resumed run reads it back to the evaluations
+    the checkpoint had seen."""
+    expected = int(stored.get("num_evaluations", 0))
+    try:
+        log.load()
+    except FileNotFoundError:
+        problem = "is missing"
+    except (OSError, ValueError) as error:  # json's JSONDecodeError is a ValueError
+        problem = f"cannot be read ({error})"
+    else:
+        if len(log.steps) >= expected:
+            return
+        problem = f"holds {len(log.steps)} evaluations, the checkpoint expects {expected}"
+    raise ConfigError(
+        f"Cannot resume {checkpoint}: its run log {log.json_path} {problem}. A resumed run continues the "
+        "run log its checkpoint saw: put that metrics.json back, or start a new run in another out_dir."
+    )
 
 
 def _check_stored(
@@ -1707,6 +1751,9 @@ def _run(
         tensorboard=tensorboard and writer,
         writes=writer and not dry_run,
     )
+
+    if start.checkpoint is not None and start.stored is not None:
+        _check_run_log(log, start.stored, start.checkpoint)
 
     def make_keys() -> jax.Array:
         seed_keys = jax.vmap(jax.random.key)(jnp.asarray(seed_list, dtype=jnp.uint32))
