@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from lamella.agents.driver import run_experiment
 from lamella.agents.offpolicy.configs import DQNTrainConfig
@@ -104,6 +105,14 @@ def test_dqn_records_every_step_it_stores_in_its_replay_buffer(tmp_path):
         np.testing.assert_allclose(
             run_log["step_1"]["train_episodes"][0] * 2, ended[:, : 2 * rollout_steps].sum()
         )
+    # The run directory reads its vault/ folder (it was "holds vaults of []; pass task="); a
+    # folder without a recording names what to give.
+    np.testing.assert_array_equal(read_recording(tmp_path / "run", run="seed_1")["actions"], data["actions"])
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"^No recorded vault in .*checkpoints'\. Give the recording folder: the run directory's vault/",
+    ):
+        read_recording(tmp_path / "run" / "checkpoints")
 
 
 def test_record_vault_takes_an_optional_folder_on_the_command_line():

@@ -191,12 +191,21 @@ def read_recording(
     """The experience one run recorded: a dict of numpy arrays, leaves ``(num_envs, steps, ...)``.
 
     Args:
-        directory: the recording folder (``record_vault``; ``<out_dir>/vault`` by default).
+        directory: the recording folder (``record_vault``; ``<out_dir>/vault`` by default), or
+            the run directory whose ``vault/`` folder holds the recording.
         task: the env id (default: the only task recorded there).
         run: the member, ``seed_<n>``.
     """
     runs = recorded_runs(directory)
+    inner = os.path.join(os.fspath(directory), "vault")
+    if not runs and os.path.isdir(inner):  # a run directory: its recording folder
+        directory, runs = inner, recorded_runs(inner)
     names = sorted({name for name, _ in runs})
+    if not names:
+        raise FileNotFoundError(
+            f"No recorded vault in {os.fspath(directory)!r}. Give the recording folder: the run "
+            "directory's vault/ (or the run's record_vault setting)."
+        )
     if task is None:
         if len(names) != 1:
             raise ValueError(f"{os.fspath(directory)!r} holds vaults of {names}; pass task=.")
