@@ -268,6 +268,29 @@ def test_optimistic_reset_batch_semantics():
         OptimisticReset(ENV, num_envs=10, reset_ratio=4)
 
 
+def test_a_second_reset_wrapper_is_refused():
+    """Before: ``AutoReset(make(id)[0])`` built and ran: each ended episode reset twice, and
+    ``info["final_observation"]`` was the first reset's observation, not the episode's last."""
+    env, _ = le.make("CartPole-v1")  # already in AutoReset
+    for wrap in (AutoReset, lambda e: OptimisticReset(e, num_envs=4, reset_ratio=2)):
+        with pytest.raises(
+            le.EnvInputError,
+            match=r"^(AutoReset|OptimisticReset)\(env\): CartPole-v1 already resets itself \(it holds an "
+            r"AutoReset; .* Use the env as it is, or wrap the bare env: env, params = "
+            r"lamella\.envs\.make\(id, autoreset=False\)\.$",
+        ):
+            wrap(EpisodeStatistics(env))  # found through a wrapper in between too
+    AutoReset(EpisodeStatistics(le.make("CartPole-v1", autoreset=False)[0]))  # the bare env: fine
+
+
+@pytest.mark.parametrize("max_steps", [2.5, "10", True])
+def test_time_limit_refuses_a_step_count_that_is_not_whole(max_steps):
+    """Before: 2.5 truncated after 2 steps, "10" and True were taken as 10 and 1."""
+    with pytest.raises(ValueError, match=r"^TimeLimit: max_steps must be a whole number of steps, got "):
+        TimeLimit(ENV, max_steps)
+    assert TimeLimit(ENV, 10.0).max_steps == 10
+
+
 def _rollout(env, params, actions, key):
     """Scan env.step over a fixed action sequence: outputs with a leading time axis."""
 

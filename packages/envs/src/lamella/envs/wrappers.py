@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from lamella.envs import _inputs, spaces, struct
 from lamella.envs import random as fast_random
-from lamella.envs import spaces, struct
 from lamella.envs.environment import Environment, StepOutput, Wrapper, episode_done
 
 __all__ = [
@@ -51,6 +51,10 @@ class AutoReset(Wrapper):
     observation is then built from it. AMaze uses this to draw random levels only
     for the envs that are done under ``vmap``.
     """
+
+    def __init__(self, env: Environment[Any, Any]):
+        super().__init__(env)
+        _refuse_second_reset(env, "AutoReset(env)")
 
     def step_env(self, key: PRNGKey, state: Any, action: Any, params: Any) -> StepOutput:
         if self.stochastic_step:
@@ -145,6 +149,23 @@ def _only_when_some_done(reset_where_done: Any) -> Any:
     return only_when_some_done
 
 
+def _refuse_second_reset(env: Any, where: str) -> None:
+    """Raise :class:`~lamella.envs.EnvInputError` when ``env`` (or an env it wraps) already resets
+    itself: a second reset wrapper would reset every ended episode twice and hand back the first
+    reset's observation as ``info["final_observation"]``, silently."""
+    inner = env
+    while inner is not None:
+        if isinstance(inner, (AutoReset, OptimisticReset)):
+            raise _inputs.EnvInputError(
+                f"{where}: {_inputs.env_label(env)} already resets itself (it holds an "
+                f"{type(inner).__name__}; make(id) returns envs wrapped in AutoReset). A second reset "
+                "wrapper would reset each ended episode twice and report the new episode's first "
+                "observation as info['final_observation']. Use the env as it is, or wrap the bare "
+                "env: env, params = lamella.envs.make(id, autoreset=False)."
+            )
+        inner = getattr(inner, "env", None)
+
+
 class OptimisticReset:
     """A batch of ``num_envs`` envs that reset from a small pool of fresh states.
 
@@ -165,6 +186,7 @@ class OptimisticReset:
             raise ValueError(
                 f"OptimisticReset: num_envs ({num_envs}) must be a multiple of reset_ratio ({reset_ratio})."
             )
+        _refuse_second_reset(env, "OptimisticReset(env)")
         self.env = env
         self.num_envs = num_envs
         self.num_resets = num_envs // reset_ratio
@@ -507,6 +529,9 @@ class TimeLimit(Wrapper):
 
     def __init__(self, env: Environment[Any, Any], max_steps: int):
         super().__init__(env)
+        if isinstance(max_steps, (bool, np.bool_, str)) or int(max_steps) != max_steps:
+            # 2.5 would truncate after 2 steps, silently.
+            raise ValueError(f"TimeLimit: max_steps must be a whole number of steps, got {max_steps!r}.")
         if int(max_steps) < 1:
             raise ValueError(f"TimeLimit: max_steps must be >= 1, got {max_steps}.")
         self.max_steps = int(max_steps)
