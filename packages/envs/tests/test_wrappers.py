@@ -291,6 +291,27 @@ def test_time_limit_refuses_a_step_count_that_is_not_whole(max_steps):
     assert TimeLimit(ENV, 10.0).max_steps == 10
 
 
+def test_normalizers_refuse_settings_out_of_range():
+    """Before: ``NormalizeReward(env, gamma=1.5)`` let the discounted return grow without bound and
+    ``NormalizeObservation(env, clip=-1)`` clipped every observation into an empty range, silently."""
+    for make_wrapper, message in (
+        (
+            lambda: NormalizeReward(ENV, gamma=1.5),
+            r"^NormalizeReward: gamma must be in \[0, 1\] \(a discount\), got 1\.5\.$",
+        ),
+        (lambda: NormalizeReward(ENV, gamma=float("nan")), r"gamma must be in \[0, 1\]"),
+        (lambda: NormalizeReward(ENV, epsilon=0.0), r"^NormalizeReward: epsilon must be > 0, got 0\.0\.$"),
+        (
+            lambda: NormalizeObservation(ENV, clip=-1.0),
+            r"^NormalizeObservation: clip must be > 0 .*got -1\.0\.$",
+        ),
+    ):
+        with pytest.raises(ValueError, match=message):
+            make_wrapper()
+    # A traced discount (a sweep's) is left to the program.
+    jax.jit(lambda gamma: NormalizeReward(ENV, gamma=gamma).gamma * 1.0)(0.9)
+
+
 def _rollout(env, params, actions, key):
     """Scan env.step over a fixed action sequence: outputs with a leading time axis."""
 

@@ -149,6 +149,17 @@ def _only_when_some_done(reset_where_done: Any) -> Any:
     return only_when_some_done
 
 
+def _check_setting(where: str, name: str, value: Any, fits: Any, expected: str) -> None:
+    """Raise ValueError when the concrete ``value`` (a number or an array of them) does not
+    satisfy ``fits`` (NaN never does); a traced value (a sweep's) is left alone."""
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except Exception:  # traced, or not a number: the wrapper's arithmetic will say
+        return
+    if array.size and not (np.all(fits(array)) and not np.isnan(array).any()):
+        raise ValueError(f"{where}: {name} must be {expected}, got {value!r}.")
+
+
 def _refuse_second_reset(env: Any, where: str) -> None:
     """Raise :class:`~lamella.envs.EnvInputError` when ``env`` (or an env it wraps) already resets
     itself: a second reset wrapper would reset every ended episode twice and hand back the first
@@ -416,6 +427,10 @@ class NormalizeObservation(Wrapper):
         epsilon: float = 1e-8,
     ):
         super().__init__(env)
+        _check_setting(
+            "NormalizeObservation", "clip", clip, lambda c: c > 0, "> 0 (the bound on normalised values)"
+        )
+        _check_setting("NormalizeObservation", "epsilon", epsilon, lambda e: e > 0, "> 0")
         self.axis_name, self.clip, self.epsilon = axis_name, clip, epsilon
 
     def _normalize(self, obs: jax.Array, stats: RunningMeanStd) -> jax.Array:
@@ -482,6 +497,10 @@ class NormalizeReward(Wrapper):
         epsilon: float = 1e-8,
     ):
         super().__init__(env)
+        _check_setting(
+            "NormalizeReward", "gamma", gamma, lambda g: (g >= 0) & (g <= 1), "in [0, 1] (a discount)"
+        )
+        _check_setting("NormalizeReward", "epsilon", epsilon, lambda e: e > 0, "> 0")
         self.gamma, self.axis_name, self.epsilon = gamma, axis_name, epsilon
 
     def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, NormalizeRewardState]:
