@@ -143,6 +143,11 @@ def _plain_value(value: Any) -> bool:
     return value is None or isinstance(value, (Mapping, tuple, list)) or _shape_dtype(value) is not None
 
 
+def _reset_shapes(env: Any, params: Any) -> tuple[Any, Any]:
+    """The shapes and dtypes of one env's ``(obs, state)`` from ``reset`` (traced, nothing runs)."""
+    return jax.eval_shape(lambda: env.reset(jax.random.key(0), params))
+
+
 def check_state(env: Any, state: Any, params: Any, method: str = "step") -> None:
     """Raise :class:`EnvInputError` when ``state`` is an array, a number, a dict, a tuple or None
     where ``env``'s state is a dataclass (what ``reset`` returns second): most often the
@@ -151,11 +156,10 @@ def check_state(env: Any, state: Any, params: Any, method: str = "step") -> None
     if not _plain_value(state):
         return
     label = env_label(env)
-    expected = jax.eval_shape(lambda: env.reset(jax.random.key(0), params)[1])
+    obs, expected = _reset_shapes(env, params)
     if state is not None and _plain_value(expected):
         return  # this env's state is an array (or a dict, a tuple) itself
     hint = ""
-    obs = jax.eval_shape(lambda: env.reset(jax.random.key(0), params)[0])
     same_tree: bool = state is not None and str(jax.tree.structure(state)) == str(jax.tree.structure(obs))
     if same_tree:
         same = [np.shape(a) == tuple(b.shape) for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(obs))]
@@ -236,7 +240,7 @@ def check_unbatched(
     candidates = []
     for reset_params in (params, getattr(env, "default_params", None)):
         try:  # one env's state: from the given params, else (a batch of them) the default ones
-            one_state = jax.eval_shape(lambda: env.reset(jax.random.key(0), reset_params)[1])
+            one_state = _reset_shapes(env, reset_params)[1]
         except Exception:
             continue
         candidates.append(("state", state, one_state))
