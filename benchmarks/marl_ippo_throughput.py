@@ -29,11 +29,12 @@ Protocol (../shared/BENCHMARKS.md):
   threads), steadier than wall time on a machine shared with other jobs.
 * ``--profile DIR``: after timing, one more call of each side runs under ``jax.profiler``; every
   event on the device's timelines and the compiled HLO go to ``DIR/<env>_<num envs>_<side>.json.gz``
-  (how the GPU figures in the marl README were taken apart: kernels, the gaps between them, the
+  (how the GPU figures in lamella-marl's docs/speed-ippo.md were taken apart: kernels, the gaps between them, the
   loops they ran in).
 * ``--lamella-options JSON``: a third side, lamella's same program compiled with these XLA
   ``compiler_options`` (e.g. ``'{"xla_cpu_experimental_ynn_fusion_type": ""}'``), timed in the
-  same rounds (how the marl README's per-program option figures under jax 0.11 were taken).
+  same rounds (how the per-program option figures under jax 0.11 in lamella-marl's
+  docs/speed-ippo.md were taken).
 * ``--kernel-gradient plain|copy``: a third side, lamella's same program with a wide dense
   layer's kernel gradient forced to the plain ``x^T g`` or to the product from a materialised
   ``x^T`` (``lamella.agents.networks.plain_wide_kernel_gradient`` picks one by jax release and

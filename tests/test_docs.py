@@ -24,7 +24,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(
-    [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "packages").glob("*/README.md")],
+    [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "packages").glob("*/README.md"),
+        *(ROOT / "packages").glob("*/docs/*.md"),
+    ],
     key=lambda p: str(p.relative_to(ROOT)),
 )
 FENCE = re.compile(r"^```(\w*)\s*$")

@@ -47,7 +47,12 @@ from lamella_server import LamellaServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(
-    [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "packages").glob("*/README.md")],
+    [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "packages").glob("*/README.md"),
+        *(ROOT / "packages").glob("*/docs/*.md"),
+    ],
     key=lambda p: str(p.relative_to(ROOT)),
 )
 # Pages whose own test runs their shell commands and checks their sample output: page -> test.
