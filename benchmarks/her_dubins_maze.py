@@ -6,7 +6,7 @@ keys ``jax.random.split(jax.random.key(0), seeds)``); after every iteration of 2
 the greedy policy plays ``--eval-episodes`` episodes of the env's own goals inside the same
 program, so every variant is scored on the same goals. Prints one JSON line: the last
 evaluation, the mean of the last 3, the best, every curve and the process CPU time. A learning
-measurement for the gcrl README ("Third round"), not a speed benchmark.
+measurement for lamella-gcrl's docs/maze-rounds.md ("Third round"), not a speed benchmark.
 
     hatch -e hatch-test.py3.11-gcrl run python benchmarks/her_dubins_maze.py              # the preset
     hatch -e hatch-test.py3.11-gcrl run python benchmarks/her_dubins_maze.py --algo tqc
