@@ -68,7 +68,7 @@ STEP_SECONDS = {"marl": 864, "agents": 856, "envs": 746, "integration": 701, "ue
 # (tests/test_readme_commands.py, run with and without the flag back to back, 2026-11-30, jax
 # 0.10.2, 2-core x86 shared with other jobs) cost 227.4 -> 176.0 CPU-s. A persistent compilation
 # cache (JAX_COMPILATION_CACHE_DIR) shared by a step's processes was measured too and does not
-# pay (see the root README).
+# pay (docs/testing.md).
 # They reach the step as LAMELLA_OPTIONAL_XLA_FLAGS: the root conftest.py adds each to XLA_FLAGS
 # only where the step's XLA has it (jax 0.12, on Python >= 3.12, dropped this one, and an unknown
 # flag in XLA_FLAGS aborts the process).
