@@ -73,7 +73,7 @@ def test_print_config_with_overrides_anywhere(capsys, monkeypatch, tmp_path):
         3200,
     )  # the preset named like --env
     assert (config["num_envs"], config["learning_rate"], config["label"]) == (2, 0.5, "a=b")
-    assert not make_runner_calls
+    assert len(make_runner_calls) == 1  # the runner is built to check the config; nothing traced
 
 
 def test_preset_flag_and_eval_episodes(capsys, monkeypatch, tmp_path):
@@ -125,6 +125,29 @@ def test_mistakes_are_reported_before_anything_compiles(
     assert "usage: lamella train" in message
     assert not jitted and not make_runner_calls
     assert not os.listdir(tmp_path)  # no run directory was made
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("gamma=1.5", "error: PPOConfig.gamma must be in [0, 1] (a discount), got 1.5."),
+        (
+            "num_envs=0",
+            "error: Cannot build the runner for PPOConfig: PPOConfig.num_envs must be >= 1, got 0.",
+        ),
+    ],
+)
+@pytest.mark.parametrize("flag", ["--print-config", "--dry-run"])
+def test_print_config_refuses_what_a_run_refuses(override, message, flag, capsys, monkeypatch, tmp_path):
+    """--print-config printed a config the run refuses; now it fails as --dry-run does (exit
+    status 2, the same line), having built the runner (the env, the sizes), before any tracing."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        lamella(["train", "ppo", override, flag])
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and not captured.out
+    assert not os.listdir(tmp_path)
 
 
 def test_train_resume_and_refusal(tmp_path, capsys):

@@ -191,6 +191,24 @@ def test_dict_round_trip_and_diff():
     }
 
 
+def test_an_infinite_setting_round_trips_through_json():
+    """max_grad_norm=inf ("no clipping", as documented) stopped every run with a ValueError
+    traceback: config.json holds JSON numbers only."""
+    import json
+
+    from lamella.agents.driver import RunSpec
+
+    config = dataclasses.replace(PPOConfig(), max_grad_norm=float("inf"), clip_eps=float("inf"))
+    as_dict = config_to_dict(config)
+    assert (as_dict["max_grad_norm"], as_dict["clip_eps"]) == ("inf", "inf")
+    assert RunSpec("ppo", config=as_dict).config == as_dict  # JSON-compatible now
+    assert config_from_dict(PPOConfig, json.loads(json.dumps(as_dict, allow_nan=False))) == config
+    optional = config_to_dict(OptionalConfig(clip=float("-inf"), widths=(0.5, float("inf"))))
+    assert config_from_dict(OptionalConfig, optional) == OptionalConfig(
+        clip=float("-inf"), widths=(0.5, float("inf"))
+    )
+
+
 def test_resolve_config_presets(bandit_registered):
     assert resolve_config("bandit_cfg") == bandit_registered["Bandit-v0"]
     assert resolve_config("bandit_cfg", env_id="Bandit-v1") == bandit_registered["Bandit-v1"]
@@ -237,6 +255,12 @@ def test_register_algorithm_twice_is_refused(bandit_registered):
         ({"clip_eps": 0.0}, "clip_eps must be > 0 (a positive bound; inf for none), got 0"),
         ({"max_grad_norm": -1.0}, "max_grad_norm must be > 0 (a positive bound; inf for none)"),
         ({"ent_coef": float("inf")}, "ent_coef must be finite"),
+        # Was silently the env's own limit, as 0 is.
+        (
+            {"eval_max_steps": -1},
+            "PPOConfig.eval_max_steps must be >= 0 (a step cap: 0 for the env's own limit, else a positive "
+            "number of steps), got -1",
+        ),
     ],
 )
 def test_numbers_that_cannot_train_are_refused_by_name(change, words):

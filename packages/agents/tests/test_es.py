@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from lamella.agents import PRESETS, ESConfig, make_es, make_es_runner, make_train
+from lamella.agents.config import ConfigError
 from lamella.agents.es import make_strategy, strategy_names
 from lamella.envs import spaces
 
@@ -41,6 +42,22 @@ def test_a_population_of_one_or_an_odd_one_for_an_antithetic_strategy_names_the_
         match=r"^evosax Open_ES rejects population_size=7 .*use an even population_size \(e\.g\. 8\)",
     ):
         make_strategy(ESConfig(strategy="Open_ES", population_size=7), {"w": jnp.zeros(3)})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # Each trained silently: no search (0), a negative standard deviation, the env's limit.
+        ({"sigma_init": 0.0}, r"^ESConfig\.sigma_init must be > 0 and finite .*got 0"),
+        ({"sigma_init": -0.1}, r"^ESConfig\.sigma_init must be > 0 and finite .*got -0\.1"),
+        ({"sigma_init": float("inf")}, r"^ESConfig\.sigma_init must be > 0 and finite .*got inf"),
+        ({"max_episode_steps": -5}, r"^ESConfig\.max_episode_steps must be >= 0 \(.*env's own limit.*got -5"),
+        ({"eval_max_steps": -1}, r"^ESConfig\.eval_max_steps must be >= 0 \(.*env's own limit.*got -1"),
+    ],
+)
+def test_a_search_width_or_step_cap_out_of_range_names_the_field(change, message):
+    with pytest.raises(ConfigError, match=message):
+        dataclasses.replace(ESConfig(), **change).validate()
 
 
 def test_sigma_and_fitness_shaping_reach_evosax():

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lamella.agents import train
+from lamella.agents import cli, train
 from lamella.agents.algorithms import algorithm_entries
 from lamella.agents.config import ConfigError, algorithm_table, resolve_config
 from lamella.agents.driver import run_experiment
@@ -144,7 +144,9 @@ def test_a_goal_setter_name_without_its_package_names_the_package_to_install(mon
     assert info.value.code == 2 and "pip install lamella-gcrl" in capsys.readouterr().err
 
 
-def test_her_switch_is_a_boolean_config_field(capsys):
+def test_her_switch_is_a_boolean_config_field(capsys, monkeypatch):
+    # --print-config builds the runner, which needs lamella-gcrl's HER sampler: the parsing alone here.
+    monkeypatch.setattr(cli, "_check_config", lambda algorithm, config: None)
     assert (
         train.main(["td3", "--env", "PointRobotGoal-v0", "--her", "her_strategy=final", "--print-config"])
         == 0
@@ -163,6 +165,15 @@ def test_her_needs_a_goal_env_and_one_step_targets():
         make_offpolicy_runner(config, batch_sampler=lambda *args: None)
     with pytest.raises(ValueError, match="n_step"):
         make_offpolicy_runner(dataclasses.replace(config, n_step=3))
+
+
+def test_a_negative_evaluation_step_cap_is_refused():
+    """It was silently the env's own limit, as 0 is."""
+    with pytest.raises(
+        ConfigError, match=r"^SACTrainConfig\.eval_max_steps must be >= 0 \(.*env's own limit.*got -1"
+    ):
+        resolve_config("sac", "Pendulum-v1", overrides=["eval_max_steps=-1"]).validate()
+    resolve_config("sac", "Pendulum-v1", overrides=["eval_max_steps=0"]).validate()
 
 
 def test_driver_logs_checkpoints_and_resumes_bit_identically(tmp_path):

@@ -172,7 +172,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     parser.add_argument("--no-plot", action="store_true", help="do not write learning_curve.png")
     parser.add_argument(
-        "--print-config", action="store_true", help="print the resolved config as JSON and exit"
+        "--print-config",
+        action="store_true",
+        help="print the resolved config as JSON and exit, after the config checks a run makes (nothing traces)",
     )
     parser.add_argument(
         "--dry-run",
@@ -288,6 +290,16 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
     return config, seeds, stored
 
 
+def _check_config(algorithm: str, config: Any) -> None:
+    """The config checks a run (and ``--dry-run``) makes before it traces anything: the numbers'
+    ranges, then building the runner (the env, sizes that divide, ...); the same ConfigError."""
+    from lamella.agents import config as config_lib
+    from lamella.agents.driver import _build_runner
+
+    config_lib.check_numbers(config)
+    _build_runner(config_lib.algorithm_spec(algorithm)[1], config)
+
+
 def list_algorithms() -> str:
     """The table ``lamella train --list`` prints: each installed algorithm and its package.
 
@@ -330,6 +342,8 @@ def train_command(args: argparse.Namespace) -> int:
             # can no longer join the others.
             hosts.initialize(cluster=cluster)
         config, seeds, _ = _resolve(args)
+        if args.print_config:
+            _check_config(args.algorithm, config)
     except (ConfigError, ValueError) as error:
         if getattr(args, "debug", False):  # lamella --debug: the traceback
             raise

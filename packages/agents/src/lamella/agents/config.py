@@ -143,6 +143,8 @@ def _number_rule(name: str) -> tuple[float, float, bool, str] | None:
         return 0.0, math.inf, True, "a positive bound; inf for none"
     if name == "tau":
         return 0.0, 1.0, True, "the target networks' update rate"
+    if name == "eval_max_steps":
+        return 0.0, math.inf, False, "a step cap: 0 for the env's own limit, else a positive number of steps"
     return None
 
 
@@ -233,7 +235,7 @@ def check_numbers(config: Any) -> None:
     field ending in ``_sizes`` or an int field ending in ``_size``); then NaN anywhere; by the
     field's name, a discount, GAE lambda or fraction outside [0, 1], a learning rate below 0 or
     infinite, a clip range, ``temperature`` or ``max_grad_norm`` not > 0, a ``tau`` outside
-    (0, 1], an infinite ``*_coef``. Found here, the mistake is one line before anything compiles
+    (0, 1], an infinite ``*_coef``, a negative ``eval_max_steps`` (0 is the env's own limit). Found here, the mistake is one line before anything compiles
     instead of a shape error or NaN losses later. Arrays and traced numbers (a sweep's varied
     value, :func:`is_swept`) are skipped: the driver checks each variant's plain numbers first."""
     if not dataclasses.is_dataclass(config):
@@ -262,8 +264,10 @@ def check_numbers(config: Any) -> None:
                 continue
             if high < math.inf:
                 wanted = f"in {'(' if low_open else '['}{low:g}, {high:g}]"
-            else:
-                wanted = f"> {low:g}" if low_open else f">= {low:g} and finite"
+            elif low_open:
+                wanted = f"> {low:g}"
+            else:  # an int cannot be infinite
+                wanted = f">= {low:g}" + (" and finite" if isinstance(item, float) else "")
             raise ConfigError(f"{cls}.{field.name} must be {wanted} ({meaning}), got {number:g}.")
 
 
@@ -613,11 +617,14 @@ def resolve_config(
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no inf; config_from_dict parses "inf" back for a float field
     return value
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    """Plain JSON-compatible dict of a config (tuples become lists)."""
+    """Plain JSON-compatible dict of a config (tuples become lists; an infinite float, as in
+    ``max_grad_norm=inf``, becomes the string ``"inf"``, which :func:`config_from_dict` reads back)."""
     return {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config) if f.init}
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -29,7 +30,7 @@ import optax
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_config_type, check_numbers, check_single_agent
+from lamella.agents.config import ConfigError, check_config_type, check_numbers, check_single_agent, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
@@ -127,7 +128,7 @@ class ESConfig:
         strategy: an evosax strategy name (see :func:`strategy_names`).
         population_size: members per generation (even for antithetic strategies).
         num_rollouts: episodes per member per generation (fitness = mean return).
-        sigma_init: initial standard deviation of the search distribution.
+        sigma_init: initial standard deviation of the search distribution (> 0).
         learning_rate: Adam step size, for strategies that take an optimiser
             (Open_ES, PGPE, SNES, ...).
         fitness_shaping: ``"default"`` (the strategy's own), ``"centered_rank"``,
@@ -167,6 +168,17 @@ class ESConfig:
         for name in ("population_size", "num_rollouts", "eval_episodes"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"ESConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if int(self.max_episode_steps) < 0:  # was the env's limit, as 0 is
+            raise ConfigError(
+                f"ESConfig.max_episode_steps must be >= 0 (a step cap: 0 for the env's own limit, else a "
+                f"positive number of steps), got {self.max_episode_steps}."
+            )
+        # 0 searches nothing (every member is the mean); a traced value is a sweep's, checked plain first.
+        if not is_swept(self.sigma_init) and not 0.0 < float(self.sigma_init) < math.inf:
+            raise ConfigError(
+                f"ESConfig.sigma_init must be > 0 and finite (the search distribution's initial standard "
+                f"deviation), got {float(self.sigma_init):g}; e.g. sigma_init=0.1."
+            )
         if int(self.population_size) < 2:
             # One member has nothing to be ranked against: CMA-ES's state turns NaN, the others
             # follow the one sample's noise.
