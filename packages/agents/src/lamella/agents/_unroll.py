@@ -9,7 +9,7 @@ unrolling only multiplies compile time, so loops stay rolled there.
 
 How a loop stores its per-step outputs (:func:`packed_scan`): as one array a step, on every
 backend (on the CPU it changes nothing measurable; on an H200 it is what let the env's sparse-reset
-branch go, see the marl README).
+branch go, see lamella-marl's docs/speed-ippo.md).
 """
 
 from __future__ import annotations

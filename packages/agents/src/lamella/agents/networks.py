@@ -157,7 +157,7 @@ def _dense_backward(residuals: Any, grad: jax.Array) -> tuple[jax.Array, jax.Arr
 # From this jax release on, XLA's CPU backend runs a wide layer's kernel gradient x^T g faster as
 # the plain product than from a materialised x^T: lamella-marl's IPPO 1.28x (LBF) and 1.15x (MPE
 # simple_spread) with jax 0.12.0.1. With 0.11.2 it was 1.20x on LBF but 0.97x on MPE, with 0.10.2
-# 0.81x on LBF, so older releases keep the copy (marl README, "Speed").
+# 0.81x on LBF, so older releases keep the copy (lamella-marl's docs/speed-ippo.md).
 PLAIN_KERNEL_GRADIENT_SINCE = (0, 12)
 
 

@@ -80,7 +80,7 @@ _DUBINS_MAZE: dict[str, Any] = dict(
 
 
 # Issue 12: critic targets clipped to [-50, 0] (rewards in [-1, 0]) and 4 updates per vector
-# step measured 0.62, 0.57, 0.58 for 3 seeds against 0.59, 0.51, 0.52 (gcrl README).
+# step measured 0.62, 0.57, 0.58 for 3 seeds against 0.59, 0.51, 0.52 (lamella-gcrl's docs/maze-rounds.md).
 _SAC_DUBINS_MAZE = SACTrainConfig(
     **dict(_DUBINS_MAZE, updates_per_step=4), reward_bounds=(-1.0, 0.0), alpha_learning_rate=1e-3
 )
