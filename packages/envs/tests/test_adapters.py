@@ -249,6 +249,26 @@ def test_vector_env_per_env_seeds_and_info_masks():
     pytest.fail("no episode ended in 30 steps of always pushing right")
 
 
+def test_actions_the_cast_would_change_are_refused(vector_env):
+    """The adapters cast actions to the space's dtype for one compiled step; a float for a
+    Discrete space (0.7 became 0, a left push), a str or None must fail first, as env.step does."""
+    env = GymnasiumEnv("CartPole-v1", seed=0)
+    env.reset()
+    with pytest.raises(le.EnvInputError, match=r"an integer; got the Python float 0\.7\. Cast it"):
+        env.step(0.7)
+    with pytest.raises(le.EnvInputError, match=r"got str '1'\. Pass a jax or numpy array"):
+        env.step("1")
+    with pytest.raises(le.EnvInputError, match="action space Discrete"):
+        env.step(None)
+    vector_env.reset(seed=0)
+    with pytest.raises(le.EnvInputError, match=r"one action per env \(3 envs\).*shape \(2,\)"):
+        vector_env.step(np.array([0, 1]))
+    with pytest.raises(le.EnvInputError, match=r"one action per env \(3 envs\)"):
+        vector_env.step(1)
+    with pytest.raises(le.EnvInputError, match=r"an integer; got shape \(\), dtype float64\. Cast it"):
+        vector_env.step(np.array([0.7, 0.2, 1.9]))
+
+
 def test_gymnasium_adapters_refuse_multi_agent_envs_by_id_or_object():
     from lamella.envs.adapters.gymnasium import GymnasiumEnv
 

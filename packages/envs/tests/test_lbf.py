@@ -511,6 +511,11 @@ def test_bad_input_is_rejected_clearly(small):
         LevelBasedForaging(field_size=2)
     with pytest.raises(ValueError, match="max_food_level"):
         LevelBasedForaging(min_food_level=3, max_food_level=2)
+    # Above every cap reset can draw: every food was the cap (4 here), below min_food_level, silently.
+    with pytest.raises(ValueError, match=r"min_food_level \(5\) is above .* at most 4 .*max_food_level >= 5"):
+        LevelBasedForaging(min_food_level=5)
+    LevelBasedForaging(min_food_level=5, max_food_level=6)  # a cap of its own
+    LevelBasedForaging(min_food_level=5, force_coop=True)  # every food is the cap: no minimum to miss
 
 
 def test_render_shows_agents_and_food(small):

@@ -303,6 +303,26 @@ def test_wrong_payoff_is_rejected_with_expected_shape(bad, given):
         assert given in str(error.value)
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+@pytest.mark.parametrize(
+    "env_id, shape",
+    [
+        ("IteratedMatrixGame-v0", (2, 2, 2)),
+        ("InfiniteMatrixGame-v0", (2, 2, 2)),
+        ("CoinGame-v0", (2, 3)),
+        ("IteratedTensorGame-v0", (4, 2)),
+        ("IPDInTheMatrix-v0", (2, 2, 2)),
+    ],
+)
+def test_payoff_with_nan_or_inf_is_rejected_naming_the_entry(env_id, shape, value):
+    # Before, make accepted it and every reward (and the infinite game's values) came out NaN or inf.
+    payoff = np.ones(shape, np.float32)
+    payoff[(0,) * (len(shape) - 1) + (1,)] = value
+    entry = ", ".join(["0"] * (len(shape) - 1) + ["1"])
+    with pytest.raises(ValueError, match=rf"payoff.*finite.*got {value} at \[{entry}\]"):
+        le.make(env_id, payoff=payoff)
+
+
 def test_wrong_payoff_in_hand_built_params_is_rejected_at_trace_time():
     env = ma.IteratedMatrixGame()
     params = env.default_params.replace(payoff=jnp.zeros((4, 2)))

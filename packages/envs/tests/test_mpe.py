@@ -878,6 +878,9 @@ def test_bad_input_is_rejected_clearly():
         le.make("MPE-simple_tag-v3", benchmark_data=1)
     with pytest.raises(ValueError, match="curriculum must be True or False, got 'yes'"):
         le.make("MPE-simple_spread-v3", curriculum="yes")
+    # "no" is truthy: it built the continuous-action env, silently.
+    with pytest.raises(ValueError, match="continuous_actions must be True or False, got 'no'"):
+        le.make("MPE-simple_spread-v3", continuous_actions="no")
     with pytest.raises(TypeError, match=r"simple_tag takes no \['curriculum'\]"):
         MultiParticleEnv("simple_tag", curriculum=True)
     with pytest.raises(ValueError, match="takes no local_ratio"):

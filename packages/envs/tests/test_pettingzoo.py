@@ -265,6 +265,13 @@ def test_bad_input_gives_clear_errors(adapters):
         env.step([0, 0])
     with pytest.raises(ValueError, match="shape"):
         env.step({"agent_0": [0, 1], "agent_1": 0})
+    # The joint action is an int array: 1.7 was stored as 1 and "1" as 1, silently.
+    with pytest.raises(
+        le.EnvInputError, match=r"agent_0's action in Discrete\(2\).*an integer; got the Python float 1\.7"
+    ):
+        env.step({"agent_0": 1.7, "agent_1": 0})
+    with pytest.raises(le.EnvInputError, match=r"agent_1's action must be an array .*got str '1'"):
+        env.step({"agent_0": 0, "agent_1": "1"})
     with pytest.raises(ValueError, match=r"single-agent.*GymnasiumEnv"):
         PettingZooParallelEnv("CartPole-v1")
     with pytest.raises(ValueError, match="autoreset=False"):
@@ -275,6 +282,17 @@ def test_bad_input_gives_clear_errors(adapters):
         PettingZooParallelEnv(42)
     with pytest.raises(RuntimeError, match="reset"):
         PettingZooParallelEnv("IteratedPrisonersDilemma-v0").step({"agent_0": 0, "agent_1": 0})
+
+
+def test_continuous_actions_have_no_mask_and_reset():
+    """MPE with continuous actions defines action_mask only to refuse it (no mask for a Box): the
+    adapter asked it for one at reset and failed with that AttributeError."""
+    env = PettingZooParallelEnv(
+        le.make("MPE-simple_spread-v3", N=2, continuous_actions=True, autoreset=False)[0]
+    )
+    observations, infos = env.reset(seed=0)
+    assert set(observations) == {"agent_0", "agent_1"} and infos == {"agent_0": {}, "agent_1": {}}
+    assert isinstance(env.action_space("agent_0"), gymnasium.spaces.Box)
 
 
 class _StaggeredParams(struct.PyTreeNode):

@@ -462,6 +462,29 @@ def test_a_wrapper_of_what_is_not_an_env_names_the_fix():
         ("BernoulliBandit-misc", {"normalize_time": "no"}, r"normalize_time must be True or False"),
         ("GaussianBandit-misc", {"sigma_p": -1.0}, r"sigma_p must be >= 0\.0, got -1\.0"),
         ("SMAX-3m-v0", {"max_episode_steps": -5}, r"max_episode_steps must be >= 1, got -5"),
+        # Params fields the constructor also takes (its defaults) went to the constructor only,
+        # past these checks: "no" became True, NaN and "0.1" were stored, 2.5 steps became 2.
+        (
+            "Foraging-8x8-2p-2f-v3",
+            {"normalize_reward": "no"},
+            r"normalize_reward must be True or False .*default: True\), got str 'no'",
+        ),
+        ("Foraging-8x8-2p-2f-v3", {"penalty": float("nan")}, r"penalty is NaN"),
+        (
+            "Foraging-8x8-2p-2f-v3",
+            {"penalty": "0.1"},
+            r"penalty must be a real number .*default: 0\.0\), got str '0\.1'",
+        ),
+        (
+            "InfiniteMatrixGame-v0",
+            {"num_steps": 2.5},
+            r"num_steps must be an integer .*got the Python float 2\.5",
+        ),
+        (
+            "IteratedPrisonersDilemma-v0",
+            {"num_inner_steps": True},
+            r"num_inner_steps must be an integer .*bool",
+        ),
         (
             "DeepSea-bsuite",
             {"action_mapping": jnp.zeros((3,), jnp.int32)},
@@ -480,6 +503,9 @@ def test_make_accepts_params_overrides_of_the_right_kind():
     # Under jit only the dtype is known: a traced float step limit is refused all the same.
     with pytest.raises(le.EnvInputError, match=r"max_steps_in_episode must be an integer .*dtype float32"):
         jax.jit(lambda steps: le.make("CartPole-v1", max_steps_in_episode=steps)[1])(9.0)
+    # A params field the constructor takes: None is its "default", the right kinds pass.
+    _, params = le.make("Foraging-8x8-2p-2f-v3", max_episode_steps=None, penalty=1, normalize_reward=False)
+    assert (params.max_episode_steps, params.penalty, params.normalize_reward) == (50, 1.0, False)
 
 
 def test_register_refuses_flags_that_are_not_bools(walk_id):

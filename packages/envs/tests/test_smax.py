@@ -439,6 +439,13 @@ def test_ids_spaces_and_bad_input():
         SMAX("4m")
     with pytest.raises(ValueError, match="unknown ally unit 'q'"):
         SMAX(("qq", "mm"))
+    # A dict was read as its keys (one marine against one zergling), an int failed inside list().
+    with pytest.raises(ValueError, match=r"the ally team .* got dict \{'marine': 3\}; write each unit once"):
+        SMAX(({"marine": 3}, {"zergling": 2}))
+    with pytest.raises(ValueError, match=r"the ally team .* got int 3; write each unit once"):
+        SMAX((3, 4))
+    with pytest.raises(ValueError, match=r"world_steps_per_env_step must be an integer >= 1, got 2\.5"):
+        SMAX("3m", world_steps_per_env_step=2.5)  # was 2 world steps, silently
     with pytest.raises(ValueError, match="attack_mode"):
         le.make("SMAX-3m-v0", attack_mode="nearest")
     env, params = le.make("SMAX-3m-v0", autoreset=False)

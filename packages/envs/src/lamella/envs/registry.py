@@ -173,12 +173,37 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
     if param_overrides:
         _inputs.check_param_overrides(params, param_overrides, f"make({env_id!r})")
         params = dataclasses.replace(params, **param_overrides)
+    _check_constructor_param_overrides(env_id, params, static_kwargs)
     env.env_id = env_id  # type: ignore[attr-defined]
     if autoreset:
         from lamella.envs.wrappers import AutoReset
 
         env = AutoReset(env)
     return Made((env, params))
+
+
+def _check_constructor_param_overrides(env_id: str, params: Any, static_kwargs: dict[str, Any]) -> None:
+    """The params checks for overrides that name a params field but went to the constructor.
+
+    LBF, RWARE, MPE and the matrix games take their params' defaults as constructor arguments,
+    and a constructor converts what it gets (``bool("no")`` is True). Scalar fields only (an
+    array field such as a payoff is the constructor's to check) and not None (a constructor's
+    "use the default").
+    """
+    if not dataclasses.is_dataclass(params) or isinstance(params, type):
+        return
+    fields = {f.name: f for f in dataclasses.fields(params)}
+    given = {
+        name: value
+        for name, value in static_kwargs.items()
+        if name in fields and value is not None and np.ndim(getattr(params, name)) == 0
+    }
+    if given:
+        # The field defaults, not the values the constructor just made of what was given.
+        defaults = {
+            name: fields[name].default for name in given if fields[name].default is not dataclasses.MISSING
+        }
+        _inputs.check_param_overrides(dataclasses.replace(params, **defaults), given, f"make({env_id!r})")
 
 
 def _check_made(env_id: str, factory: Callable[..., Any], env: Any) -> None:

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.envs import spaces
+from lamella.envs import _inputs, spaces
 from lamella.envs.environment import Environment, episode_done
 from lamella.envs.errors import MissingExtraError
 from lamella.envs.registry import make
@@ -71,6 +71,20 @@ def _to_lamella(space: spaces.Space, value: Any) -> Any:
     if isinstance(space, spaces.Dict):
         return {name: _to_lamella(s, value[name]) for name, s in space.spaces.items()}
     return jnp.asarray(np.asarray(value), space.dtype)
+
+
+def _check_actions(env: Environment[Any, Any], space: spaces.Space, actions: Any, num_envs: int) -> None:
+    """Refuse what the cast of :func:`_to_lamella` would change (a float for a discrete space, a
+    str, None), with ``env.step``'s own check, and a batch that is not one action per env."""
+    if isinstance(space, (spaces.Tuple, spaces.Dict)):
+        return  # entry by entry in a batch: left to the env's step
+    batch = np.asarray(actions) if _inputs._shape_dtype(actions) is not None else None
+    if batch is None or batch.shape[:1] != (num_envs,):
+        raise _inputs.EnvInputError(
+            f"{_inputs.env_label(env)}.step: expected one action per env ({num_envs} envs), an array "
+            f"of shape ({num_envs}, *{tuple(space.shape)}); got {_inputs._describe(actions)}."
+        )
+    _inputs._check(env, space, np.asarray(batch[0]), "action")
 
 
 def _to_numpy(tree: Any) -> Any:
@@ -236,6 +250,7 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
             gymnasium.logger.warn(
                 "step() called after the episode ended; call reset() first (the result is undefined)."
             )
+        _inputs._check(self.lamella_env, self._lamella_action_space, action, "action")
         lamella_action = _to_lamella(self._lamella_action_space, action)
         self._key, obs, self._state, reward, terminated, truncated, info = self._step_fn(
             self._key, self._state, lamella_action, self.params
@@ -359,6 +374,7 @@ class GymnasiumVectorEnv(VectorEnv):  # type: ignore[type-arg]
         """Step every env; see the class docstring for the autoreset and ``infos`` layout."""
         if self._state is None:
             raise gymnasium.error.ResetNeeded("Call reset() before step().")
+        _check_actions(self.lamella_env, self._lamella_action_space, actions, self.num_envs)
         lamella_actions = _to_lamella(self._lamella_action_space, actions)
         self._keys, obs, self._state, final_obs, reward, terminated, truncated, info = self._step_fn(
             self._keys, self._state, lamella_actions, self.params

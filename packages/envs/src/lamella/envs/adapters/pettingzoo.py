@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.envs import spaces
+from lamella.envs import _inputs, spaces
 from lamella.envs.environment import Environment
 from lamella.envs.errors import MissingExtraError
 
@@ -141,7 +141,10 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
 
         self._lamella_observation_space = env.observation_space(params)
         self._lamella_action_space = env.action_space(params)
-        self._has_mask = callable(getattr(env, "action_mask", None))
+        # MPE and JaxMARL envs with continuous actions define action_mask only to refuse the call.
+        self._has_mask = callable(getattr(env, "action_mask", None)) and not isinstance(
+            self._lamella_action_space, spaces.Box
+        )
         self._mask_in_obs = self._has_mask and action_mask_in == "obs"
         self._has_state = callable(getattr(env, "global_state", None))
         self._agent_action_spaces = [agent_space(self._lamella_action_space, i) for i in range(n)]
@@ -252,6 +255,8 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
         joint = self._noop.copy()
         for agent, action in actions.items():
             index = self._index[agent]
+            # The joint action is an array of the space's dtype: 1.7 or "1" would be stored as 1.
+            _inputs._check(self.lamella_env, self._agent_action_spaces[index], action, f"{agent}'s action")
             value = np.asarray(action)
             if value.shape != joint.shape[1:]:
                 raise ValueError(

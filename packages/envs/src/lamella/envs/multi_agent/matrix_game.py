@@ -113,8 +113,9 @@ def check_real_array(
     ...`` (plus ``hints[shape given]`` where a known wrong shape has a known fix). The payoff
     checks of every multi-agent game use it.
 
-    Works on concrete values and on tracers (only shape and dtype are looked at, both static);
-    integers are cast to float32, and bool, complex, strings and objects are refused.
+    Works on concrete values and on tracers (only shape and dtype are looked at, both static;
+    concrete values must also be finite); integers are cast to float32, and bool, complex,
+    strings and objects are refused.
     """
     array: Any
     if isinstance(value, jax.Array):
@@ -130,6 +131,16 @@ def check_real_array(
     if tuple(array.shape) != tuple(shape) or not real:
         hint = (hints or {}).get(tuple(array.shape), "")
         raise ValueError(f"{where}: {expected}, got shape {tuple(array.shape)} and dtype {dtype}.{hint}")
+    try:  # concrete values: a NaN or inf makes every return NaN or inf
+        finite = np.isfinite(np.asarray(array, np.float64))
+    except jax.errors.TracerArrayConversionError:  # traced (a swept payoff): its values are not known yet
+        finite = None
+    if finite is not None and not finite.all():
+        index = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise ValueError(
+            f"{where}: every entry must be a finite number, got {np.asarray(array)[index]} at "
+            f"[{', '.join(map(str, index))}] (a NaN or inf payoff makes every return NaN or inf)."
+        )
     return jnp.asarray(array, jnp.float32)
 
 

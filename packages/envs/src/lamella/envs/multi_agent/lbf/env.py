@@ -130,7 +130,9 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
     and not within 2 cells of one in its row or column. A food's level is
     uniform in ``[min_food_level, cap]``, where ``cap`` is ``max_food_level``
     or, when that is None, the sum of the three lowest agent levels;
-    ``force_coop`` makes every food exactly ``cap``. Food that does not fit
+    ``force_coop`` makes every food exactly ``cap``; a draw whose ``cap`` is below
+    ``min_food_level`` gives ``cap`` (lbforaging fails there), and a ``min_food_level`` above
+    every ``cap`` reset can draw is refused at construction. Food that does not fit
     leaves its slot empty (level 0), as lbforaging's 1000 attempts do (a 5x5
     grid holds at most 2 foods). Wherever the grid leaves room (8x8 with 2 agents
     and 2 foods and anything roomier) a food is the first allowed of ``K``
@@ -231,6 +233,16 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
             if max_food_level is None
             else _positive_int(max_food_level, "max_food_level", self.min_food_level)
         )
+        highest_cap = self.max_player_level * min(3, self.num_agents)
+        if self.max_food_level is None and not self.force_coop and self.min_food_level > highest_cap:
+            # Reset clamps a draw to the cap: every food would be the cap, below min_food_level.
+            raise ValueError(
+                f"LevelBasedForaging: min_food_level ({self.min_food_level}) is above every food level "
+                f"reset can draw: with max_food_level=None a food's level is at most the sum of the three "
+                f"lowest agent levels, at most {highest_cap} here ({self.num_agents} players of level "
+                f"<= {self.max_player_level}); lower min_food_level or pass max_food_level >= "
+                f"{self.min_food_level}."
+            )
         self.observe_agent_levels = bool(observe_agent_levels)
         self._food_candidates = _rejection_candidates(
             (self.rows - 2) * (self.cols - 2),

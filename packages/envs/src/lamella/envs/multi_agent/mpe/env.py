@@ -128,11 +128,10 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         self.cooperative = scenario not in COMPETITIVE_SCENARIOS
         self.agent_names = scn.agent_names
         self.agent_roles = scn.agent_roles
+        for name, flag in (("continuous_actions", continuous_actions), ("benchmark_data", benchmark_data)):
+            if not isinstance(flag, (bool, np.bool_)):  # "no" is truthy
+                raise ValueError(f"MultiParticleEnv: {name} must be True or False, got {flag!r}.")
         self.continuous_actions = bool(continuous_actions)
-        if not isinstance(benchmark_data, (bool, np.bool_)):
-            raise ValueError(
-                f"MultiParticleEnv: benchmark_data must be True or False, got {benchmark_data!r}."
-            )
         self.benchmark_data = bool(benchmark_data)
         if local_ratio is not None and scn.global_reward is None:
             raise ValueError(

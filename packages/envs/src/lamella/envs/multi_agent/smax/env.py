@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -69,6 +69,13 @@ _OWN_FEATURES = 4 + len(UNIT_TYPES)  # health, x, y, cooldown, type
 
 def _units(value: str | Sequence[Any], side: str) -> tuple[int, ...]:
     """Unit type indices from shorthand letters (``"ssZZZ"``) or type names / indices."""
+    if isinstance(value, Mapping) or not isinstance(value, (str, Sequence, np.ndarray)):
+        # A dict iterates over its keys (one unit of each type); counts are not a team.
+        raise ValueError(
+            f"SMAX: the {side} team must be unit letters such as 'ssZZZ' or a sequence of unit names "
+            f"or indices, got {type(value).__name__} {value!r:.60}; write each unit once, e.g. "
+            "('mmm', 'zz') for 3 marines against 2 zerglings."
+        )
     types = []
     for item in list(value):
         if isinstance(item, str) and item in UNIT_SHORTHANDS and len(item) == 1:
@@ -210,7 +217,11 @@ class SMAX(Environment[SMAXState, SMAXParams]):
                 raise ValueError(
                     f"SMAX: {name} must be > 8 (the teams start 2 units around a quarter), got {value!r}."
                 )
-        if isinstance(world_steps_per_env_step, bool) or int(world_steps_per_env_step) < 1:
+        if (
+            isinstance(world_steps_per_env_step, bool)
+            or int(world_steps_per_env_step) != world_steps_per_env_step
+            or int(world_steps_per_env_step) < 1
+        ):
             raise ValueError(
                 f"SMAX: world_steps_per_env_step must be an integer >= 1, got {world_steps_per_env_step!r}."
             )
