@@ -1,4 +1,5 @@
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +8,9 @@ import pytest
 import lamella.envs as le
 import lamella.envs.testing  # noqa: F401  (le.testing)
 from lamella.envs import spaces, struct
-from lamella.envs.adapters.gymnasium import GymnasiumEnv
+from lamella.envs.adapters.gymnasium import GymnasiumEnv, GymnasiumVectorEnv
+from lamella.envs.minatar import Seaquest
+from lamella.envs.multi_agent import CoinGame, InfiniteMatrixGame, IteratedTensorGame
 
 
 def test_unknown_id_lists_close_matches():
@@ -476,11 +479,6 @@ def test_a_wrapper_of_what_is_not_an_env_names_the_fix():
             r"penalty must be a real number .*default: 0\.0\), got str '0\.1'",
         ),
         (
-            "InfiniteMatrixGame-v0",
-            {"num_steps": 2.5},
-            r"num_steps must be an integer .*got the Python float 2\.5",
-        ),
-        (
             "IteratedPrisonersDilemma-v0",
             {"num_inner_steps": True},
             r"num_inner_steps must be an integer .*bool",
@@ -514,3 +512,50 @@ def test_register_refuses_flags_that_are_not_bools(walk_id):
     with pytest.raises(TypeError, match=r"variant must be True or False, got 'no'"):
         le.register("Thing-v0", Walk, variant="no")
     assert "Thing-v0" not in le.registered()
+
+
+def _pettingzoo_reset(seed):
+    from lamella.envs.adapters.pettingzoo import PettingZooParallelEnv
+
+    return PettingZooParallelEnv(le.make("Foraging-8x8-2p-2f-v3", autoreset=False)[0]).reset(seed=seed)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        # Each was int()'d: 2.5 became 2 silently, NaN was "cannot convert float NaN to integer",
+        # inf an OverflowError, 1.5 seeded with 1.
+        (
+            lambda: InfiniteMatrixGame(num_steps=2.5),
+            "InfiniteMatrixGame: num_steps must be an integer >= 1, got 2.5.",
+        ),
+        (
+            lambda: le.make("InfiniteMatrixGame-v0", num_steps=2.5),
+            "InfiniteMatrixGame: num_steps must be an integer >= 1, got 2.5.",
+        ),
+        (lambda: Seaquest(max_enemies=2.5), "Seaquest: max_enemies must be an integer >= 1, got 2.5."),
+        (
+            lambda: CoinGame(num_inner_steps=float("inf")),
+            "CoinGame: num_inner_steps must be an integer >= 1, got inf.",
+        ),
+        (
+            lambda: le.make("IPDInTheMatrix-v0", freeze_penalty=float("nan")),
+            "InTheMatrix: freeze_penalty must be an integer >= 1, got nan.",
+        ),
+        (
+            lambda: IteratedTensorGame(num_players="3"),
+            "IteratedTensorGame: num_players must be an integer in 2..16, got '3'.",
+        ),
+        (
+            lambda: GymnasiumVectorEnv("CartPole-v1", num_envs=2.5),
+            "GymnasiumVectorEnv: num_envs must be an integer >= 1, got 2.5.",
+        ),
+        (
+            lambda: _pettingzoo_reset(1.5),
+            "PettingZooParallelEnv.reset: seed must be an integer >= 0, got 1.5.",
+        ),
+    ],
+)
+def test_counts_and_seeds_that_are_not_whole_numbers_are_refused_by_name(build, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        build()

@@ -283,10 +283,11 @@ def test_a_second_reset_wrapper_is_refused():
     AutoReset(EpisodeStatistics(le.make("CartPole-v1", autoreset=False)[0]))  # the bare env: fine
 
 
-@pytest.mark.parametrize("max_steps", [2.5, "10", True])
+@pytest.mark.parametrize("max_steps", [2.5, "10", True, float("nan"), float("inf"), 0])
 def test_time_limit_refuses_a_step_count_that_is_not_whole(max_steps):
-    """Before: 2.5 truncated after 2 steps, "10" and True were taken as 10 and 1."""
-    with pytest.raises(ValueError, match=r"^TimeLimit: max_steps must be a whole number of steps, got "):
+    """Before: 2.5 truncated after 2 steps, "10" and True were taken as 10 and 1, NaN was
+    Python's "cannot convert float NaN to integer"."""
+    with pytest.raises(ValueError, match=r"^TimeLimit: max_steps must be an integer >= 1, got "):
         TimeLimit(ENV, max_steps)
     assert TimeLimit(ENV, 10.0).max_steps == 10
 

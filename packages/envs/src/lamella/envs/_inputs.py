@@ -439,6 +439,23 @@ def _fits_kind(kind: str, dtype: Any) -> bool:
     return bool(np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating))
 
 
+def integer_setting(value: Any, name: str, where: str, minimum: int = 0, maximum: int | None = None) -> int:
+    """``value`` as an int, for a constructor's count or step setting, else a ``ValueError``
+    ``"{where}: {name} must be an integer >= {minimum}, got {value!r}."`` (``in {minimum}..{maximum}``
+    with a maximum). Refused: bools, strings, NaN, inf and fractions (``int(2.5)`` would make 2.5
+    steps or envs 2, silently); a whole float such as ``3.0`` is taken."""
+    whole = not isinstance(value, (bool, np.bool_, str, bytes)) and np.ndim(value) == 0
+    if whole:
+        try:
+            whole = float(value).is_integer()  # False for NaN and inf
+        except (TypeError, ValueError):
+            whole = False
+    if whole and int(value) >= minimum and (maximum is None or int(value) <= maximum):
+        return int(value)
+    wanted = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+    raise ValueError(f"{where}: {name} must be an integer {wanted}, got {value!r}.")
+
+
 def _range_text(bounds: tuple[float | None, float | None]) -> str:
     low, high = bounds
     if low is not None and high is not None:

@@ -548,12 +548,7 @@ class TimeLimit(Wrapper):
 
     def __init__(self, env: Environment[Any, Any], max_steps: int):
         super().__init__(env)
-        if isinstance(max_steps, (bool, np.bool_, str)) or int(max_steps) != max_steps:
-            # 2.5 would truncate after 2 steps, silently.
-            raise ValueError(f"TimeLimit: max_steps must be a whole number of steps, got {max_steps!r}.")
-        if int(max_steps) < 1:
-            raise ValueError(f"TimeLimit: max_steps must be >= 1, got {max_steps}.")
-        self.max_steps = int(max_steps)
+        self.max_steps = _inputs.integer_setting(max_steps, "max_steps", "TimeLimit", minimum=1)
 
     def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, TimeLimitState]:
         obs, env_state = self.env.reset_env(key, params)

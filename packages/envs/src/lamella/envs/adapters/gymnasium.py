@@ -306,10 +306,9 @@ class GymnasiumVectorEnv(VectorEnv):  # type: ignore[type-arg]
         params: Any = None,
         seed: int | None = None,
     ):
-        if int(num_envs) < 1:
-            raise ValueError(f"GymnasiumVectorEnv: num_envs must be >= 1, got {num_envs}.")
+        num_envs = _inputs.integer_setting(num_envs, "num_envs", "GymnasiumVectorEnv", minimum=1)
         env, params = _single_agent_env(env_or_id, params)
-        self.lamella_env, self.params, self.num_envs = env, params, int(num_envs)
+        self.lamella_env, self.params, self.num_envs = env, params, num_envs
         self._lamella_observation_space = env.observation_space(params)
         self._lamella_action_space = env.action_space(params)
         self.single_observation_space = to_gymnasium_space(self._lamella_observation_space)

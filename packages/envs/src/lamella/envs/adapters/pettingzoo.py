@@ -215,7 +215,7 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
         if seed is None and self._key is None:
             seed = self._initial_seed
         if seed is not None:
-            self._key = jax.random.key(int(seed))
+            self._key = jax.random.key(_inputs.integer_setting(seed, "seed", "PettingZooParallelEnv.reset"))
         elif self._key is None:
             self._key = jax.random.key(int(np.random.default_rng().integers(2**31)))
         self._key, obs, self._state, info = self._reset_fn(self._key, self.params)

@@ -10,6 +10,7 @@ import numpy as np
 
 from lamella.envs import _teacher, spaces, struct
 from lamella.envs import random as fast_random
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.maze.env import COLOR_GREEN, COLOR_GREY, OBJECT_EMPTY, OBJECT_GOAL, OBJECT_WALL
 from lamella.envs.maze.levels import check_params, choose_cell
@@ -72,9 +73,7 @@ class AMazeTeacher(Environment[AMazeTeacherState, AMazeParams]):
     """
 
     def __init__(self, noise_dim: int = 0, **defaults: Any):
-        if isinstance(noise_dim, bool) or int(noise_dim) != noise_dim or noise_dim < 0:
-            raise ValueError(f"AMazeTeacher: noise_dim must be an int >= 0, got {noise_dim!r}.")
-        self.noise_dim = int(noise_dim)
+        self.noise_dim = integer_setting(noise_dim, "noise_dim", "AMazeTeacher")
         self._defaults = AMazeParams(**defaults)
         check_params(self._defaults)
 

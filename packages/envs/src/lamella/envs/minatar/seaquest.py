@@ -11,6 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import struct
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import StepOutput
 from lamella.envs.minatar._common import (
     DOWN,
@@ -169,9 +170,7 @@ class Seaquest(MinAtarEnv):
     minimal_actions = FULL_ACTION_SET
 
     def __init__(self, use_minimal_action_set: bool = True, max_enemies: int = 32):
-        if int(max_enemies) < 1:
-            raise ValueError(f"Seaquest: max_enemies must be >= 1, got {max_enemies}.")
-        self.max_enemies = int(max_enemies)
+        self.max_enemies = integer_setting(max_enemies, "max_enemies", "Seaquest", minimum=1)
         super().__init__(use_minimal_action_set)
 
     @property

@@ -17,6 +17,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import check_real_array
 
@@ -211,8 +212,7 @@ class CoinGame(Environment[CoinGameState, CoinGameParams]):
         payoff = COIN_GAME_PAYOFF if payoff is None else payoff
         self._payoff = np.asarray(check_coin_game_payoff(payoff, f"{type(self).__name__}(payoff=...)"))
         for name, value in (("num_inner_steps", num_inner_steps), ("num_outer_steps", num_outer_steps)):
-            if isinstance(value, bool) or int(value) != value or int(value) < 1:
-                raise ValueError(f"{type(self).__name__}: {name} must be an integer >= 1, got {value!r}.")
+            integer_setting(value, name, type(self).__name__, minimum=1)
         self._num_inner_steps = int(num_inner_steps)
         self._num_outer_steps = int(num_outer_steps)
         self.egocentric = bool(egocentric)

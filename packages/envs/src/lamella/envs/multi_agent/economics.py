@@ -15,6 +15,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = [
@@ -28,15 +29,11 @@ __all__ = [
 
 
 def _players(value: Any, name: str) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < 2:
-        raise ValueError(f"{name}: num_players must be an integer >= 2, got {value!r}.")
-    return int(value)
+    return integer_setting(value, "num_players", name, minimum=2)
 
 
 def _steps(value: Any, name: str) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < 1:
-        raise ValueError(f"{name}: num_inner_steps must be an integer >= 1, got {value!r}.")
-    return int(value)
+    return integer_setting(value, "num_inner_steps", name, minimum=1)
 
 
 def _quantities(action: Any, num_players: int, high: float) -> jax.Array:

@@ -44,6 +44,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import PAYOFFS, check_payoff
 
@@ -229,10 +230,8 @@ class InfiniteMatrixGame(Environment[InfiniteMatrixGameState, InfiniteMatrixGame
                 f"{type(self).__name__}: gamma must be in [0, 1) (the infinite sum diverges at 1), "
                 f"got {gamma}."
             )
-        if int(num_steps) < 1:
-            raise ValueError(f"{type(self).__name__}: num_steps must be >= 1, got {num_steps}.")
         self._gamma = float(gamma)
-        self._num_steps = int(num_steps)
+        self._num_steps = integer_setting(num_steps, "num_steps", type(self).__name__, minimum=1)
 
     @property
     def default_params(self) -> InfiniteMatrixGameParams:

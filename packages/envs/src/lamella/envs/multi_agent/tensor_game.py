@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import rendering, spaces, struct
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import check_real_array
 
@@ -123,15 +124,7 @@ class IteratedTensorGame(Environment[IteratedTensorGameState, IteratedTensorGame
     def __init__(
         self, num_players: int = 3, payoff: Any = None, num_inner_steps: int = 100, num_outer_steps: int = 1
     ):
-        if (
-            isinstance(num_players, bool)
-            or int(num_players) != num_players
-            or not 2 <= int(num_players) <= 16
-        ):
-            raise ValueError(
-                f"IteratedTensorGame: num_players must be an integer in 2..16, got {num_players!r}."
-            )
-        self.num_agents = int(num_players)  # type: ignore[misc]
+        self.num_agents = integer_setting(num_players, "num_players", "IteratedTensorGame", 2, 16)  # type: ignore[misc]
         if payoff is None:
             if self.num_agents not in TENSOR_GAME_PAYOFFS:
                 raise ValueError(
@@ -143,8 +136,7 @@ class IteratedTensorGame(Environment[IteratedTensorGameState, IteratedTensorGame
             check_tensor_game_payoff(payoff, self.num_agents, "IteratedTensorGame(payoff=...)")
         )
         for name, value in (("num_inner_steps", num_inner_steps), ("num_outer_steps", num_outer_steps)):
-            if isinstance(value, bool) or int(value) != value or int(value) < 1:
-                raise ValueError(f"IteratedTensorGame: {name} must be an integer >= 1, got {value!r}.")
+            integer_setting(value, name, "IteratedTensorGame", minimum=1)
         self._lengths = (int(num_inner_steps), int(num_outer_steps))
 
     @property

@@ -11,6 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import check_real_array
 
@@ -242,8 +243,7 @@ class InTheMatrix(Environment[InTheMatrixState, InTheMatrixParams]):
             ("num_inner_steps", num_inner_steps),
             ("num_outer_steps", num_outer_steps),
         ):
-            if isinstance(value, bool) or int(value) != value or int(value) < 1:
-                raise ValueError(f"{type(self).__name__}: {name} must be an integer >= 1, got {value!r}.")
+            integer_setting(value, name, type(self).__name__, minimum=1)
         self._defaults = (int(freeze_penalty), int(num_inner_steps), int(num_outer_steps))
         self.fixed_coins = bool(fixed_coins)
         self.pax_quirks = bool(pax_quirks)

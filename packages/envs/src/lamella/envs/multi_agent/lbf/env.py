@@ -11,6 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.lbf import levels as lbf_levels
 from lamella.envs.multi_agent.lbf import render as lbf_render
@@ -40,9 +41,7 @@ RULES = ("lbforaging", "jumanji")
 
 
 def _positive_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < minimum:
-        raise ValueError(f"LevelBasedForaging: {name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
+    return integer_setting(value, name, "LevelBasedForaging", minimum)
 
 
 def _rejection_candidates(interior: int, players: int, num_food: int, excluded_per_food: int = 13) -> int:

@@ -10,6 +10,7 @@ import numpy as np
 
 from lamella.envs import _teacher, spaces, struct
 from lamella.envs import random as fast_random
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.lbf.env import LevelBasedForaging, _adjacent_food, _near_food
 from lamella.envs.multi_agent.lbf.levels import ForagingLevel, _choose, _food_cap, state_of_level
@@ -95,8 +96,7 @@ class ForagingTeacher(Environment[ForagingTeacherState, LevelBasedForagingParams
                 f"ForagingTeacher builds levels of a LevelBasedForaging env, got {env!r}; build it with "
                 "ForagingTeacher(lamella.envs.make('Foraging-5x5-2p-1f-v3', autoreset=False)[0])."
             )
-        if isinstance(noise_dim, bool) or int(noise_dim) != noise_dim or noise_dim < 0:
-            raise ValueError(f"ForagingTeacher: noise_dim must be an int >= 0, got {noise_dim!r}.")
+        integer_setting(noise_dim, "noise_dim", "ForagingTeacher")
         self.env = bare
         self.noise_dim = int(noise_dim)
         self.rows, self.cols = bare.rows, bare.cols

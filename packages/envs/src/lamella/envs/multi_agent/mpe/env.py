@@ -12,6 +12,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.mpe import core
 from lamella.envs.multi_agent.mpe import render as mpe_render
@@ -140,8 +141,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
             )
         if local_ratio is not None and not 0.0 <= float(local_ratio) <= 1.0:
             raise ValueError(f"MultiParticleEnv: local_ratio must be in [0, 1], got {local_ratio!r}.")
-        if isinstance(max_cycles, bool) or int(max_cycles) != max_cycles or int(max_cycles) < 1:
-            raise ValueError(f"MultiParticleEnv: max_cycles must be an integer >= 1, got {max_cycles!r}.")
+        integer_setting(max_cycles, "max_cycles", "MultiParticleEnv", minimum=1)
         self._defaults = (int(max_cycles), 0.5 if local_ratio is None else float(local_ratio))
         self.num_actions_per_agent = tuple(scn.discrete_actions(i) for i in range(scn.num_agents))
         self.action_sizes = tuple(scn.continuous_size(i) for i in range(scn.num_agents))
@@ -331,8 +331,4 @@ def _check_sizes(scenario: str, make_scenario: Callable[..., Any], kwargs: dict[
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"MultiParticleEnv: {scenario} {name} must be True or False, got {value!r}.")
             continue
-        low = minimum.get(name, 1)
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(
-                f"MultiParticleEnv: {scenario} {name} must be an integer >= {low}, got {value!r}."
-            )
+        integer_setting(value, name, f"MultiParticleEnv: {scenario}", minimum.get(name, 1))

@@ -11,6 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.rware import render as rware_render
 from lamella.envs.multi_agent.rware.types import RobotWarehouseParams, RobotWarehouseState
@@ -95,9 +96,7 @@ def parse_layout(layout: str, owner: str = "RobotWarehouse") -> np.ndarray:
 
 
 def _int_at_least(owner: str, value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
-        raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
+    return integer_setting(value, name, owner, minimum)
 
 
 def _choice(owner: str, value: Any, name: str, options: Any) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
+from lamella.envs._inputs import integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.smax import render as smax_render
 from lamella.envs.multi_agent.smax.types import SMAXNoise, SMAXParams, SMAXState
@@ -217,22 +218,10 @@ class SMAX(Environment[SMAXState, SMAXParams]):
                 raise ValueError(
                     f"SMAX: {name} must be > 8 (the teams start 2 units around a quarter), got {value!r}."
                 )
-        if (
-            isinstance(world_steps_per_env_step, bool)
-            or int(world_steps_per_env_step) != world_steps_per_env_step
-            or int(world_steps_per_env_step) < 1
-        ):
-            raise ValueError(
-                f"SMAX: world_steps_per_env_step must be an integer >= 1, got {world_steps_per_env_step!r}."
-            )
+        integer_setting(world_steps_per_env_step, "world_steps_per_env_step", "SMAX", minimum=1)
         if not float(time_per_step) > 0:
             raise ValueError(f"SMAX: time_per_step must be > 0, got {time_per_step!r}.")
-        if (
-            isinstance(max_episode_steps, bool)
-            or int(max_episode_steps) != max_episode_steps
-            or max_episode_steps < 1
-        ):
-            raise ValueError(f"SMAX: max_episode_steps must be an integer >= 1, got {max_episode_steps!r}.")
+        integer_setting(max_episode_steps, "max_episode_steps", "SMAX", minimum=1)
         self.num_allies, self.num_enemies = len(ally_types), len(enemy_types)
         self.num_units = self.num_allies + self.num_enemies
         self.num_agents = self.num_allies  # type: ignore[misc]
