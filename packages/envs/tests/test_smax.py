@@ -446,6 +446,11 @@ def test_ids_spaces_and_bad_input():
         SMAX((3, 4))
     with pytest.raises(ValueError, match=r"world_steps_per_env_step must be an integer >= 1, got 2\.5"):
         SMAX("3m", world_steps_per_env_step=2.5)  # was 2 world steps, silently
+    # inf passed the "> 8" and "> 0" checks and put NaN in every observation.
+    with pytest.raises(ValueError, match=r"map_width must be a finite number > 8 .*got inf"):
+        SMAX("3m", map_width=float("inf"))
+    with pytest.raises(ValueError, match=r"time_per_step must be a finite number > 0, got inf"):
+        SMAX("3m", time_per_step=float("inf"))
     with pytest.raises(ValueError, match="attack_mode"):
         le.make("SMAX-3m-v0", attack_mode="nearest")
     env, params = le.make("SMAX-3m-v0", autoreset=False)

@@ -214,13 +214,14 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         if attack_mode not in ATTACK_MODES:
             raise ValueError(f"SMAX: attack_mode must be one of {ATTACK_MODES}, got {attack_mode!r}.")
         for name, value in (("map_width", map_width), ("map_height", map_height)):
-            if not float(value) > 8.0:
+            if not 8.0 < float(value) < np.inf:  # inf put the units at inf and NaN in every observation
                 raise ValueError(
-                    f"SMAX: {name} must be > 8 (the teams start 2 units around a quarter), got {value!r}."
+                    f"SMAX: {name} must be a finite number > 8 (the teams start 2 units around a quarter), "
+                    f"got {value!r}."
                 )
         integer_setting(world_steps_per_env_step, "world_steps_per_env_step", "SMAX", minimum=1)
-        if not float(time_per_step) > 0:
-            raise ValueError(f"SMAX: time_per_step must be > 0, got {time_per_step!r}.")
+        if not 0.0 < float(time_per_step) < np.inf:
+            raise ValueError(f"SMAX: time_per_step must be a finite number > 0, got {time_per_step!r}.")
         integer_setting(max_episode_steps, "max_episode_steps", "SMAX", minimum=1)
         self.num_allies, self.num_enemies = len(ally_types), len(enemy_types)
         self.num_units = self.num_allies + self.num_enemies
