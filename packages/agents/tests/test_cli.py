@@ -104,6 +104,8 @@ def test_preset_flag_and_eval_episodes(capsys, monkeypatch, tmp_path):
         (["train", "bandit", "--keep-checkpoints", "0"], ["--keep-checkpoints must be >= 1, got 0"]),
         (["train", "bandit", "--chunk-iterations", "0"], ["--chunk-iterations must be >= 1, got 0"]),
         (["train", "bandit", "--max-chunks", "-1"], ["--max-chunks must be >= 0, got -1"]),
+        # Was "num_devices must be a positive int, got 0." (the Python argument, not the flag).
+        (["train", "bandit", "--devices", "0"], ["--devices must be >= 1, got 0"]),
     ],
 )
 @pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])

@@ -183,7 +183,7 @@ def test_off_policy_discounts_and_target_rates_share_one_program(tmp_path):
         (["--grid", "num_envs=2,x"], "num_envs='x': expected int"),
         (["--grid", "num_envs=2,400"], "bandit[num_envs=400] has 0 training iterations"),
         (["--grid", "learning_rate=0.1,0.2", "--devices", "2"], "num_devices=2, but only 1 cpu device(s)"),
-        (["--grid", "learning_rate=0.1,0.2", "--devices", "0"], "num_devices must be a positive int"),
+        (["--grid", "learning_rate=0.1,0.2", "--devices", "0"], "--devices must be >= 1, got 0"),
     ],
 )
 def test_bad_grid_is_one_line_before_compiling(extra, needle, capsys, tmp_path, monkeypatch):

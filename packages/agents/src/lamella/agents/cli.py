@@ -245,6 +245,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, list[int], dict[str, Any] |
         ("--checkpoint-every", args.checkpoint_every, 1),
         ("--keep-checkpoints", args.keep_checkpoints, 1),
         ("--max-chunks", args.max_chunks, 0),
+        ("--devices", getattr(args, "devices", None), 1),
     ):
         if value is not None and value < least:
             raise config_lib.ConfigError(f"{flag} must be >= {least}, got {value}.")

@@ -135,6 +135,8 @@ def sweep_command(args: argparse.Namespace) -> int:
         raise config_lib.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
     if args.chunk_iterations is not None and args.chunk_iterations < 1:
         raise config_lib.ConfigError(f"--chunk-iterations must be >= 1, got {args.chunk_iterations}.")
+    if args.devices is not None and args.devices < 1:  # named by its flag, not as num_devices
+        raise config_lib.ConfigError(f"--devices must be >= 1, got {args.devices}.")
     grid = sweep.parse_grid(args.grid)
     config_cls, _, _ = config_lib.algorithm_spec(args.algorithm)
     overrides = config_lib.parse_overrides(args.overrides)
