@@ -169,3 +169,13 @@ def test_bad_input_is_a_user_error(config, make_env, words):
 def test_a_seed_that_is_not_an_int_is_refused():
     with pytest.raises(ConfigError, match=r"^train_host: seed must be a non-negative int, got str '0'\.$"):
         train_host(IPPOConfig(num_envs=1, eval_episodes=1), speaker_listener, seed="0")
+
+
+def test_an_out_dir_holding_a_run_log_is_refused(tmp_path):
+    # A second seed into the first seed's folder replaced its run log: seed_0 was gone, silently.
+    earlier = '{"pettingzoo": {"mpe2-simple_speaker_listener_v4": {"ippo": {"seed_0": {}}}}}'
+    (tmp_path / "metrics.json").write_text(earlier)
+    config = IPPOConfig(num_envs=1, num_steps=8, num_minibatches=1, total_timesteps=8, eval_episodes=1)
+    with pytest.raises(FileExistsError, match=r"already holds a run log.*its own folder.*seed_1"):
+        train_host(config, speaker_listener, seed=1, out_dir=tmp_path)
+    assert (tmp_path / "metrics.json").read_text() == earlier

@@ -137,3 +137,17 @@ def test_meta_es_config_refuses_numbers_out_of_range(changes, message):
 def test_make_search_refuses_a_scale_that_is_not_positive():
     with pytest.raises(ValueError, match=r"sigma_init must be a finite number > 0.*got -1"):
         make_search("Open_ES", 8, {"w": jnp.zeros(3)}, sigma_init=-1.0)
+
+
+def test_the_runner_builds_inside_a_trace():
+    # lamella eval report builds each checkpoint's runner inside jax.jit to draw its episode; the
+    # GIF's game read its discount with float() of a traced array there (ConcretizationTypeError).
+    config = MetaESConfig(population_size=4, num_opps=1, num_envs=1, num_outer_steps=3, total_timesteps=12)
+
+    def build_and_draw(key):
+        runner = make_meta_es_runner(config)
+        return runner.render_episode(runner.init(key), key)
+
+    frames, length = jax.eval_shape(build_and_draw, jax.random.key(0))
+    assert frames.shape[0] == config.num_outer_steps + 1
+    assert length.shape == ()

@@ -502,7 +502,8 @@ def train_host(
             the env's ``state()``.
         seed: seeds the envs (env ``i`` resets with ``seed + i`` first) and the agent.
         eval_every: env steps between evaluations (default: about 10 per run; one at the end).
-        out_dir: write the run log there (None: no files).
+        out_dir: write the run log there (None: no files); a folder per run (seed), since a
+            folder that already holds a ``metrics.json`` is refused.
         env_name: the task name in the run log (default ``config.env_id``).
         num_devices: split each update's envs over this many devices (``jax.shard_map``: each
             device computes its equal share of every minibatch, the gradients and statistics
@@ -517,6 +518,7 @@ def train_host(
             ``state()``, inconsistent PPO sizes (``num_minibatches`` must divide
             ``num_envs`` for the recurrent configs), a budget under one rollout, more devices
             than present or sizes they do not divide (checked before any env is made).
+        FileExistsError: ``out_dir`` already holds a run log (checked before any env is made).
     """
     check_config_type(config, IPPOConfig, "train_host", algorithm="ippo")
     config.validate()
@@ -531,6 +533,13 @@ def train_host(
         raise ConfigError(
             f"train_host: total_timesteps={config.total_timesteps} is less than one iteration "
             f"(num_envs x num_steps = {per_iteration})."
+        )
+    if out_dir is not None and os.path.exists(os.path.join(out_dir, "metrics.json")):
+        # The run log is this run's alone: writing it over another's dropped that run's seeds.
+        raise FileExistsError(
+            f"train_host: out_dir {os.fspath(out_dir)!r} already holds a run log (metrics.json), which "
+            f"this run would replace. Give each run its own folder, e.g. out_dir=.../seed_{seed} "
+            "(lamella eval aggregate reads the folders together), or remove the old one."
         )
     _check_make_env(make_env)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:

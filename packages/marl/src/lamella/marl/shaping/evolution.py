@@ -327,7 +327,10 @@ def _game(config: MetaESConfig) -> ExactGame:
         )
     payoff = env_params.payoff if config.payoff is None else _payoff_array(config.payoff)
     gamma = env_params.gamma if config.gamma is None else config.gamma
-    return ExactGame.make(payoff, float(gamma))
+    # Concrete arrays even when the runner is built inside a trace (lamella eval report draws
+    # checkpoints' episodes so): the GIF's game reads the discount back with float().
+    with jax.ensure_compile_time_eval():
+        return ExactGame.make(payoff, float(gamma))
 
 
 def make_meta_fitness(
