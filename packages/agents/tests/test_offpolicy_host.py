@@ -41,6 +41,17 @@ def test_train_host_runs_and_writes_the_run_log(tmp_path):
     assert all(-16.3 * 200 <= r < 0 for r in result.eval_returns), result.eval_returns
 
 
+def test_an_out_dir_holding_a_run_log_is_refused(tmp_path):
+    """Before: a second seed into the first seed's folder wrote its RunLog over the first's
+    metrics.json, the first seed gone without a word."""
+    earlier = '{"gymnasium": {"Pendulum-v1": {"sac": {"seed_0": {}}}}}'
+    (tmp_path / "metrics.json").write_text(earlier)
+    config = SACTrainConfig(env_id="Pendulum-v1", total_timesteps=400, num_envs=2)
+    with pytest.raises(FileExistsError, match=r"train_host: out_dir .* already holds a run log.*seed_1"):
+        train_host(config, "Pendulum-v1", seed=1, out_dir=str(tmp_path))
+    assert (tmp_path / "metrics.json").read_text() == earlier
+
+
 def test_final_observation_replaces_the_reset_one_where_done():
     next_obs = np.zeros((3, 2))
     info = {"final_obs": np.array([None, np.ones(2), None], dtype=object)}

@@ -225,6 +225,10 @@ def test_cli_aggregate_end_to_end(tmp_path, capsys):
     curve_rows = (out / "sample_efficiency.csv").read_text().splitlines()
     assert curve_rows[0] == "algorithm,evaluation,step_count,statistic,point,lower,upper"
     assert len(curve_rows) == 1 + 2 * 2 * 3
+    # Numbers a spreadsheet reads: the point and interval were "np.float64(0.5)" (numpy 2's repr).
+    for row in curve_rows[1:]:
+        point, lower, upper = (float(v) for v in row.split(",")[4:])
+        assert lower <= point <= upper, row
 
 
 def test_cli_reports_bad_file(tmp_path):

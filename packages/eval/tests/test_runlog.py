@@ -95,6 +95,25 @@ def test_missing_metric_names_field_and_run(marl_eval_file):
         le.final_scores(runs, "win_rate", source="absolute")
 
 
+def test_training_metric_curves_start_at_the_first_evaluation_that_holds_it(tmp_path):
+    """A training metric is logged from the first update on, the evaluation before training
+    (``step_0``) has none. Before: ``--metric train_loss`` failed for every run log the driver
+    writes, "step_0: field 'train_loss' is missing"; a later evaluation without it still fails."""
+    data = json.loads(json.dumps(MARL_EVAL))
+    for seed, loss in (("seed_0", 0.5), ("seed_1", 0.25)):
+        data["matrax"]["climbing"]["ippo"][seed]["step_1"]["train_loss"] = [loss]
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(data))
+    curves = le.curve_scores(le.read_run_log(path), "train_loss")
+    np.testing.assert_array_equal(curves.values["ippo"][:, 0, :], [[0.5], [0.25]])
+    np.testing.assert_array_equal(curves.step_counts["ippo"], [100.0])
+    data["matrax"]["climbing"]["ippo"]["seed_1"]["step_2"] = {"step_count": 200, "episode_return": [1.0]}
+    data["matrax"]["climbing"]["ippo"]["seed_0"]["step_2"] = {"step_count": 200, "episode_return": [1.0]}
+    path.write_text(json.dumps(data))
+    with pytest.raises(le.RunLogError, match=r"seed_0, step_2: field 'train_loss' is missing"):
+        le.curve_scores(le.read_run_log(path), "train_loss")
+
+
 def test_unequal_curves_raise_unless_truncated(tmp_path):
     path = _broken(tmp_path / "metrics.json", lambda run: run.pop("step_1"))
     runs = le.read_run_log(path)

@@ -24,7 +24,14 @@ from typing import Any, TypeAlias
 from lamella.agents._files import atomic_write_text
 from lamella.envs.errors import MissingExtraError
 
-__all__ = ["CSV_HEADER", "RunLog", "env_family", "read_metrics", "require_tensorboard"]
+__all__ = [
+    "CSV_HEADER",
+    "RunLog",
+    "env_family",
+    "read_metrics",
+    "refuse_existing_run_log",
+    "require_tensorboard",
+]
 
 # A run's key: a run name, or an (algorithm, run) pair.
 _Run: TypeAlias = str | tuple[str, str]
@@ -110,6 +117,21 @@ def require_tensorboard() -> None:
         raise MissingExtraError(
             "TensorBoard logging needs tensorboardX: pip install 'lamella-agents[tensorboard]'."
         ) from None
+
+
+def refuse_existing_run_log(directory: str | os.PathLike[str] | None, where: str, seed: int = 0) -> None:
+    """Raise ``FileExistsError`` where ``directory`` already holds a run log (``metrics.json``).
+
+    For the host loops, which start a fresh :class:`RunLog` per call: a second seed into the
+    first one's folder replaced its log, the first seed gone without a word. (The driver has
+    its own check, which also offers to resume.)
+    """
+    if directory is not None and os.path.exists(os.path.join(os.fspath(directory), "metrics.json")):
+        raise FileExistsError(
+            f"{where}: out_dir {os.fspath(directory)!r} already holds a run log (metrics.json), which this "
+            f"run would replace. Give each run its own folder, e.g. out_dir=.../seed_{seed} (lamella eval "
+            "aggregate reads the folders together), or remove the old one."
+        )
 
 
 class RunLog:

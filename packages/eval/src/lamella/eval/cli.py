@@ -49,9 +49,10 @@ def _curves_csv(estimates: Any) -> str:
     for algorithm, point in estimates.point.items():
         for k, label in enumerate(estimates.labels):
             for s in range(point.shape[1]):
+                # float(): numpy 2's repr of its scalars is "np.float64(0.5)", not a number.
                 lines.append(
-                    f"{algorithm},{s},{estimates.x[algorithm][s]:g},{label},{point[k, s]!r},"
-                    f"{estimates.lower[algorithm][k, s]!r},{estimates.upper[algorithm][k, s]!r}"
+                    f"{algorithm},{s},{estimates.x[algorithm][s]:g},{label},{float(point[k, s])!r},"
+                    f"{float(estimates.lower[algorithm][k, s])!r},{float(estimates.upper[algorithm][k, s])!r}"
                 )
     return "\n".join(lines) + "\n"
 

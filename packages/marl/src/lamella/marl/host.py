@@ -68,7 +68,7 @@ from lamella.agents.devices import MESH_AXIS, BatchSharding, DeviceAxis
 from lamella.agents.ppo_update import check_ppo_sizes
 from lamella.agents.protocol import Agent
 from lamella.agents.rollout import Transition, actor_critic_policy
-from lamella.agents.runlog import RunLog
+from lamella.agents.runlog import RunLog, refuse_existing_run_log
 from lamella.marl.ppo import IPPOConfig, Trajectory, make_multi_agent_ppo
 
 __all__ = ["HostIPPOResult", "HostResult", "ParallelEnvBatch", "train_host", "train_ippo_host"]
@@ -534,13 +534,7 @@ def train_host(
             f"train_host: total_timesteps={config.total_timesteps} is less than one iteration "
             f"(num_envs x num_steps = {per_iteration})."
         )
-    if out_dir is not None and os.path.exists(os.path.join(out_dir, "metrics.json")):
-        # The run log is this run's alone: writing it over another's dropped that run's seeds.
-        raise FileExistsError(
-            f"train_host: out_dir {os.fspath(out_dir)!r} already holds a run log (metrics.json), which "
-            f"this run would replace. Give each run its own folder, e.g. out_dir=.../seed_{seed} "
-            "(lamella eval aggregate reads the folders together), or remove the old one."
-        )
+    refuse_existing_run_log(out_dir, "train_host", seed)
     _check_make_env(make_env)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ConfigError(

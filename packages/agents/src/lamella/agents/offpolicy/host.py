@@ -30,7 +30,7 @@ from lamella.agents.config import ConfigError, check_config_type
 from lamella.agents.offpolicy.configs import AGENTS, OFFPOLICY_BUILD, LoopConfig, agent_config
 from lamella.agents.offpolicy.loop import resolve_batch_sampler
 from lamella.agents.offpolicy.plugins import BatchSamplerFactory, GoalFunctions
-from lamella.agents.runlog import RunLog
+from lamella.agents.runlog import RunLog, refuse_existing_run_log
 from lamella.buffers import Transition, make_episode_buffer, transition_like
 from lamella.envs import spaces
 
@@ -156,7 +156,8 @@ def train_host(
         eval_env: vector env of greedy evaluation episodes (default: one made like ``env`` with
             ``config.eval_episodes`` envs; each plays one episode per evaluation).
         eval_every: env steps between evaluations (default about 10 per run).
-        out_dir: write ``metrics.json`` / ``metrics.csv`` there (None: no files).
+        out_dir: write ``metrics.json`` / ``metrics.csv`` there (None: no files); a folder per run
+            (seed): one that already holds a ``metrics.json`` is refused (``FileExistsError``).
         compute_reward: a JAX ``compute_reward(achieved_goal, desired_goal)`` for ``her=True``.
         batch_sampler: ``make(config, buffer, goals) -> sample`` (default: uniform or n-step;
             the ``her`` plug-in of lamella-gcrl with ``her=True``).
@@ -171,6 +172,7 @@ def train_host(
         raise ConfigError(
             f"train_host: seed must be a non-negative int, got {type(seed).__name__} {seed!r:.60}."
         )
+    refuse_existing_run_log(out_dir, "train_host", seed)
     if isinstance(env, str):
         env = _make_vec(env, config.num_envs, seed)
     _check_vector_env(env, config.num_envs)

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 
 from lamella.eval._src.errors import EvalError
-from lamella.eval._src.runlog import Run, RunLogError
+from lamella.eval._src.runlog import Evaluation, Run, RunLogError
 
 __all__ = ["Curves", "Scores", "curve_scores", "final_scores", "normalize"]
 
@@ -126,10 +126,19 @@ def final_scores(
     return Scores(metric, tasks, values, label)
 
 
+def _from_first_with(evaluations: Sequence[Evaluation], metric: str) -> Sequence[Evaluation]:
+    """``evaluations`` from the first that holds ``metric`` on (all of them where none does, so
+    that the missing field is named): a training metric (``train_loss``) first appears in the
+    evaluation after the first update, the one before training (``step_0``) has none."""
+    first = next((i for i, e in enumerate(evaluations) if e.metrics and metric in e.metrics), 0)
+    return evaluations[first:]
+
+
 def curve_scores(runs: Sequence[Run], metric: str, truncate: bool = False) -> Curves:
     """Score of each run at each evaluation: ``(runs, tasks, evaluations)`` per algorithm.
 
-    Evaluations are aligned by their index ``i`` (``step_<i>``).
+    Evaluations are aligned by their index ``i`` (``step_<i>``), from the first that holds
+    ``metric`` (training metrics start after the first update); a later one without it is an error.
 
     Args:
         runs: runs from :func:`read_run_logs`.
@@ -145,7 +154,8 @@ def curve_scores(runs: Sequence[Run], metric: str, truncate: bool = False) -> Cu
     values, step_counts = {}, {}
     for algorithm, by_task in grouped.items():
         members = [r for t in tasks for r in by_task[t]]
-        lengths = {r.name: len(r.evaluations) for r in members}
+        evaluations = {id(r): _from_first_with(r.evaluations, metric) for r in members}
+        lengths = {r.name: len(evaluations[id(r)]) for r in members}
         shortest = min(lengths.values())
         if shortest == 0:
             empty = next(name for name, n in lengths.items() if n == 0)
@@ -163,7 +173,7 @@ def curve_scores(runs: Sequence[Run], metric: str, truncate: bool = False) -> Cu
         counts = np.empty((num_runs, len(tasks), shortest))
         for m, task in enumerate(tasks):
             for n, run in enumerate(by_task[task]):
-                for s, evaluation in enumerate(run.evaluations[:shortest]):
+                for s, evaluation in enumerate(evaluations[id(run)][:shortest]):
                     array[n, m, s] = _metric(evaluation.metrics, metric, run, f"step_{evaluation.index}")
                     counts[n, m, s] = evaluation.step_count
         values[algorithm] = array
