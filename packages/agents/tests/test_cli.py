@@ -280,3 +280,15 @@ def test_tensorboard_without_its_extra_is_one_line_before_anything_compiles(caps
     assert len(errors) == 1 and "Traceback" not in err, err
     assert "needs tensorboardX: pip install 'lamella-agents[tensorboard]'" in errors[0]
     assert not jitted and not make_runner_calls and not os.listdir(tmp_path)
+
+
+def test_the_summary_says_whether_the_evaluation_was_greedy():
+    """Before: "greedy return" for every run, where IPPO, MAPPO, IDQN and the UED runners
+    evaluate sampled actions by default (``eval_greedy=False``, as Mava and minimax do)."""
+    from types import SimpleNamespace
+
+    from lamella.agents.ppo import PPOConfig
+
+    assert cli.evaluation_return(PPOConfig()) == "greedy return"  # no eval_greedy field: greedy
+    assert cli.evaluation_return(SimpleNamespace(eval_greedy=True)) == "greedy return"
+    assert cli.evaluation_return(SimpleNamespace(eval_greedy=False)) == "return (sampled actions)"

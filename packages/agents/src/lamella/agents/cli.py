@@ -106,7 +106,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--chunk-iterations", type=int, metavar="N", help="iterations between evaluations")
     parser.add_argument(
-        "--eval-episodes", type=int, metavar="N", help="greedy evaluation episodes (config field)"
+        "--eval-episodes", type=int, metavar="N", help="evaluation episodes (config field eval_episodes)"
     )
     parser.add_argument(
         "--checkpoint-every", type=int, default=1, metavar="N", help="checkpoint every N chunks"
@@ -301,6 +301,13 @@ def _check_config(algorithm: str, config: Any) -> None:
     _build_runner(config_lib.algorithm_spec(algorithm)[1], config)
 
 
+def evaluation_return(config: Any) -> str:
+    """What the evaluation's return is called in a summary: ``greedy return``, or ``return (sampled
+    actions)`` for a config that evaluates its policy's samples (``eval_greedy=False``: the marl
+    and UED runners' default, as Mava and minimax evaluate)."""
+    return "greedy return" if getattr(config, "eval_greedy", True) else "return (sampled actions)"
+
+
 def list_algorithms() -> str:
     """The table ``lamella train --list`` prints: each installed algorithm and its package.
 
@@ -428,7 +435,7 @@ def train_command(args: argparse.Namespace) -> int:
         "finished" if result.finished else f"stopped at iteration {result.iteration}/{result.num_iterations}"
     )
     print(
-        f"{status} in {seconds:.1f} s: {result.step_count:,} steps per seed; greedy return "
+        f"{status} in {seconds:.1f} s: {result.step_count:,} steps per seed; {evaluation_return(config)} "
         f"{returns.mean():.4g} (mean over {len(returns)} seed(s), min {returns.min():.4g}, max {returns.max():.4g})"
     )
     print(f"  run log     {result.metrics_path}")

@@ -130,6 +130,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     """Run ``lamella sweep`` for parsed arguments; return the exit status."""
     from lamella.agents import config as config_lib
     from lamella.agents import sweep
+    from lamella.agents.cli import evaluation_return
 
     if args.seeds < 1:
         raise config_lib.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
@@ -188,7 +189,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     finally:
         if ray is not None:
             ray.shutdown()
-    print(f"finished in {time.perf_counter() - start:.1f} s; final greedy score per config (over seeds):")
+    score = "final " + evaluation_return(config).replace("return", "score", 1)
+    print(f"finished in {time.perf_counter() - start:.1f} s; {score} per config (over seeds):")
     print(_summary_table(result.scores))
     print(f"  sweep       {os.path.join(out_dir, sweep.SWEEP_FILE)}")
     print(f"rank the configs (IQM, bootstrap CIs): lamella eval aggregate {out_dir}", file=sys.stdout)
