@@ -209,6 +209,10 @@ def test_entry_points_and_presets():
             PAIREDConfig(**TINY, teacher_time_features=-2),
             r"PAIREDConfig\.teacher_time_features must be >= 1, got -2",
         ),
+        (
+            MinimaxConfig(**TINY, screenshot_every=2),
+            r"MinimaxConfig\.screenshot_every=2: PAIRED and its variants write no screenshots.*screenshot_every=0",
+        ),
     ],
 )
 def test_bad_configs_are_refused_before_compiling(config, message):

@@ -6,6 +6,7 @@ import concurrent.futures
 import json
 import os
 import threading
+import types
 
 import jax
 import jax.numpy as jnp
@@ -131,6 +132,50 @@ def test_recorder_writes_each_kind_once_per_interval(tmp_path):
         screenshots.make_screenshot_recorder(str(tmp_path), every=0)
 
 
+def test_a_sweeps_configs_draw_into_folders_of_their_own(tmp_path, monkeypatch):
+    """A sweep over traced settings trains every config's seed ``s`` in one program: the runner
+    hands the recorder its swept fields, and each config's pictures go to
+    ``<dir>/<field>=<value>,.../seed_<s>/`` (before, every config drew into ``seed_<s>`` and
+    only the first config's levels were kept)."""
+    import dataclasses
+
+    from lamella.ued.runners import PLRConfig, make_ued_runner
+
+    given = []
+    make = screenshots.make_screenshot_recorder
+    monkeypatch.setattr(
+        screenshots,
+        "make_screenshot_recorder",
+        lambda *a, **k: given.append(k.get("variant")) or make(*a, **k),
+    )
+    config = PLRConfig(
+        height=5, width=5, n_walls=3, max_episode_steps=12, num_envs=8, num_steps=24, num_minibatches=1,
+        recurrent=False, eval_levels=("random",), buffer_size=16, screenshot_every=2,
+    )  # fmt: skip
+    jax.eval_shape(
+        lambda t, c: make_ued_runner(dataclasses.replace(config, temperature=t, ent_coef=c)) and t, 0.3, 0.0
+    )
+    make_ued_runner(config)
+    assert [sorted(v) for v in given] == [["ent_coef", "temperature"], []]
+
+    # Two configs (temperature 0.1 and 0.3), seed 0 each, as the sweep's program vmaps them.
+    levels = jax.tree.map(lambda x: x.reshape(2, 2, *x.shape[1:]), sample(4))
+
+    def run(temperature, levels):
+        record = make(str(tmp_path), every=2, tile=4, variant={"temperature": temperature})
+        record(jnp.int32(0), jnp.uint32(0), jnp.int32(0), levels, None)
+        return temperature
+
+    jax.block_until_ready(jax.jit(jax.vmap(run))(jnp.array([0.1, 0.3], jnp.float32), levels))
+    assert sorted(os.listdir(tmp_path)) == ["temperature=0.1", "temperature=0.3"]
+    for index, name in enumerate(("temperature=0.1", "temperature=0.3")):
+        picture = mpimg.imread(tmp_path / name / "seed_0" / "update_000000_generated.png")[..., :3]
+        mine = jax.tree.map(lambda x, i=index: np.asarray(x)[i], levels)
+        np.testing.assert_array_equal(
+            (picture * 255).round().astype(np.uint8), screenshots.level_grid(mine, 4)
+        )
+
+
 def test_recorder_writes_each_picture_once_when_devices_call_it_at_once(tmp_path, monkeypatch):
     """A program split over devices may run the recorder's callback on several threads at once
     (jax 0.7.1, 4 CPU devices): every picture is written once, whole, with no temporary file
@@ -190,6 +235,36 @@ def test_buffer_grid(tmp_path):
         screenshots.save_buffer_grid(jax.tree.map(lambda x: jnp.stack([x, x]), state), tmp_path / "x.png")
 
 
+def test_buffer_grids_draw_every_member_of_a_sweep(tmp_path, monkeypatch):
+    """``buffer_grids`` of a run draws each seed's buffer; of a sweep's program (its checkpoint
+    holds every config's seeds, config by config) each config's too, named by its settings as
+    the screenshots' folders are (before, only the first config's seeds were drawn)."""
+    from lamella.agents import driver
+    from lamella.ued.runners import PLRConfig
+
+    buffer = make_level_buffer(8)
+    members = []
+    for member in range(4):  # 2 configs x 2 seeds; member m holds m + 1 levels
+        levels = sample(member + 1, seed=member)
+        state = buffer.init(jax.tree.map(lambda x: x[0], levels))
+        state, _ = buffer.insert(state, levels, jnp.linspace(0.1, 0.9, member + 1), jnp.zeros(member + 1))
+        members.append(state)
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *members)
+    config = PLRConfig(height=5, width=5, n_walls=4)
+    sweep = {"seeds": [0, 1], "variants": [{"temperature": 0.1}, {"temperature": 0.3}]}
+    loaded = driver.LoadedRun("plr", config, None, types.SimpleNamespace(buffer=stacked), sweep)
+    monkeypatch.setattr(driver, "load_run", lambda run: loaded)
+    paths = screenshots.buffer_grids(tmp_path)
+    names = [f"buffer_temperature={t}_seed_{s}.png" for t in (0.1, 0.3) for s in (0, 1)]
+    assert paths == [str(tmp_path / name) for name in names]
+    heights = [mpimg.imread(path).shape[0] for path in paths]
+    assert heights == sorted(heights) and len(set(heights)) > 1, heights  # member m: m + 1 levels
+    # A run of one config: one picture per seed, named as before.
+    one = loaded._replace(state=types.SimpleNamespace(buffer=jax.tree.map(lambda x: x[:2], stacked)))
+    monkeypatch.setattr(driver, "load_run", lambda run: one._replace(metadata={"seeds": [0, 1]}))
+    assert screenshots.buffer_grids(tmp_path) == [str(tmp_path / f"buffer_seed_{s}.png") for s in (0, 1)]
+
+
 def test_score_curves(tmp_path):
     def entry(step, value):
         return {
@@ -205,6 +280,8 @@ def test_score_curves(tmp_path):
     assert out == str(tmp_path / "score_curves.png") and os.path.getsize(out) > 0
     with pytest.raises(ValueError, match="no score"):
         screenshots.plot_score_curves(path, scores=["l1_value_loss"])
-    path.write_text(json.dumps({"maze": {"t": {"plr": {"seed_0": {"step_1": {"step_count": 1}}}}}}))
-    with pytest.raises(ValueError, match="no train_score"):
+    path.write_text(json.dumps({"maze": {"t": {"paired": {"seed_0": {"step_1": {"step_count": 1}}}}}}))
+    with pytest.raises(
+        ValueError, match=r"no train_score_\* metrics.*PAIRED run logs .*train_teacher_return"
+    ):
         screenshots.plot_score_curves(path)

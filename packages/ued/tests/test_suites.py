@@ -196,6 +196,31 @@ def test_known_answers_on_named_foraging_levels(action, solved, length):
         np.testing.assert_allclose(result["episode_return"], solved[name], atol=1e-6, err_msg=name)
 
 
+def test_a_paired_checkpoint_is_evaluated_through_its_protagonist():
+    """A PAIRED / minimax / population PAIRED checkpoint holds ``student_params`` (seeds, then
+    students): the suites play student 0, the protagonist, as the runner's own evaluation does.
+    Here the protagonist only loads (solves Adjacent) and the antagonist only walks east (never
+    does)."""
+    from lamella.ued.paired import PAIREDRunnerState
+
+    students = jax.tree.map(
+        lambda protagonist, antagonist: jnp.stack([protagonist, antagonist], axis=1),
+        scripted_foraging_params(LOAD),
+        scripted_foraging_params(EAST),
+    )
+    state = PAIREDRunnerState(
+        student_params=students,
+        student_opt_state=None,
+        teacher_params=None,
+        teacher_opt_state=None,
+        key=KEYS,
+        iteration=jnp.zeros(SEEDS, jnp.int32),
+    )
+    out = suites.FORAGING_SUITES.evaluate(FORAGING_CONFIG, state, ["Adjacent", "Corridor"], KEYS, EPISODES)
+    np.testing.assert_array_equal(out["Adjacent"]["solved"], 1.0)
+    np.testing.assert_array_equal(out["Adjacent"]["episode_length"], 1)
+
+
 def test_foraging_suites_name_the_levels_that_fit_their_env():
     import lamella.envs
     from lamella.envs.multi_agent import lbf

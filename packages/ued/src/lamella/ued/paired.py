@@ -188,6 +188,13 @@ class PAIREDConfig(DRConfig):
                 raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
         if self.teacher_noise_dim < 0:
             raise ValueError(f"{name}.teacher_noise_dim must be >= 0, got {self.teacher_noise_dim}.")
+        if self.screenshot_every > 0:
+            # The field comes with DRConfig; only the DR / PLR / ACCEL runners draw levels.
+            raise ConfigError(
+                f"{name}.screenshot_every={self.screenshot_every}: PAIRED and its variants write no "
+                "screenshots (the run log's level_* metrics describe the teacher's levels, and --gif "
+                "draws the protagonist's episode); set screenshot_every=0."
+            )
 
 
 @dataclasses.dataclass(frozen=True)

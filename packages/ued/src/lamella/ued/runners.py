@@ -50,7 +50,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.config import ConfigError, check_config_type
+from lamella.agents.config import ConfigError, check_config_type, is_swept
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
@@ -514,8 +514,17 @@ def _ued_runner(config: DRConfig, family: LevelFamily | None, devices: DeviceAxi
     if config.screenshot_every > 0:
         from lamella.ued.screenshots import make_screenshot_recorder
 
+        # A sweep builds the runner with its swept settings traced: each config's pictures go
+        # to a folder of its own, named by those settings.
+        swept = {
+            field.name: value
+            for field in dataclasses.fields(config)
+            if isinstance(value := getattr(config, field.name), jax.Array)
+            and np.ndim(value) == 0
+            and is_swept(value)
+        }
         record = make_screenshot_recorder(
-            config.screenshot_dir, config.screenshot_every, image=family.level_image
+            config.screenshot_dir, config.screenshot_every, image=family.level_image, variant=swept
         )
     num_edits = config.num_edits if isinstance(config, ACCELConfig) else 0
 

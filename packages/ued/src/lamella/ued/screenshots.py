@@ -6,7 +6,8 @@
   ``update_<i>_replayed.png`` (levels drawn from the buffer) and ``update_<i>_mutated.png``
   (ACCEL's edits), plus ``update_<i>_buffer.png``, the buffer's highest-scoring levels (PLR,
   ACCEL), best first. ``<i>`` is the first iteration of the interval; the files go to
-  ``<screenshot_dir>/seed_<s>/``. The runner hands the levels to the host with
+  ``<screenshot_dir>/seed_<s>/`` (a sweep over traced settings: ``<screenshot_dir>/<field>=<value>,.../seed_<s>/``
+  per config). The runner hands the levels to the host with
   ``jax.debug.callback`` (the only side effect of its compiled step), and the host draws them
   with NumPy; with ``screenshot_every=0`` (the default) nothing of this is compiled in.
 - After training: :func:`save_buffer_grid` draws a buffer (a checkpoint's, through
@@ -29,7 +30,7 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -226,7 +227,12 @@ def _top_levels(buffer_state: Any, count: int) -> tuple[Any, jax.Array, jax.Arra
 
 
 def make_screenshot_recorder(
-    directory: str, every: int, buffer_levels: int = 64, tile: int = 8, image: LevelImage | None = None
+    directory: str,
+    every: int,
+    buffer_levels: int = 64,
+    tile: int = 8,
+    image: LevelImage | None = None,
+    variant: Mapping[str, Any] | None = None,
 ) -> Callable[..., None]:
     """``record(iteration, seed, branch, levels, buffer_state)``, to call inside a runner's step.
 
@@ -234,31 +240,36 @@ def make_screenshot_recorder(
     ``buffer_state`` is not None) to the host with ``jax.debug.callback`` every iteration; the
     host writes the first batch of each kind of every interval of ``every`` iterations (see the
     module docs) and ignores the rest. ``image`` draws one level (the family's
-    ``LevelFamily.level_image``; default :func:`level_image`).
+    ``LevelFamily.level_image``; default :func:`level_image`). ``variant`` (field name -> the
+    runner's traced value, a sweep's swept settings) puts each config's pictures in a folder of
+    its own, ``<directory>/<field>=<value>,.../seed_<s>/``.
     """
     if every < 1:
         raise ValueError(f"make_screenshot_recorder: every must be >= 1, got {every}.")
-    written: set[tuple[int, int, str]] = set()
+    names = tuple(variant or {})
+    values = tuple((variant or {}).values())
+    written: set[tuple[str, int, str]] = set()
     # In a program split over devices, jax may run the callback on several devices' threads at
     # once (jax 0.7.1 on 4 CPU devices did): one writes each picture, the others skip it.
     lock = threading.Lock()
 
-    def host(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any) -> None:
+    def host(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any, settings: Any) -> None:
         with lock:
-            write(iteration, seed, branch, levels, top)
+            write(iteration, seed, branch, levels, top, settings)
 
-    def write(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any) -> None:
+    def write(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any, settings: Any) -> None:
         start = int(iteration) // every * every
-        member = int(seed)
-        folder = os.path.join(directory, f"seed_{member}")
+        # str of the NumPy scalar: 0.1 for a float32 0.1, as the run log's label writes it.
+        config = ",".join(f"{name}={np.asarray(value)[()]!s}" for name, value in zip(names, settings))
+        folder = os.path.join(directory, config, f"seed_{int(seed)}")
         kind = BRANCH_NAMES[int(branch)]
-        if (member, start, kind) not in written:
-            written.add((member, start, kind))
+        if (folder, start, kind) not in written:
+            written.add((folder, start, kind))
             save_level_grid(levels, os.path.join(folder, f"update_{start:06d}_{kind}.png"), tile, image)
-        if top is not None and (member, start, "buffer") not in written:
+        if top is not None and (folder, start, "buffer") not in written:
             top_levels, _, stored = top
             if int(stored) > 0:
-                written.add((member, start, "buffer"))
+                written.add((folder, start, "buffer"))
                 best = jax.tree.map(lambda x: np.asarray(x)[: int(stored)], top_levels)
                 save_level_grid(best, os.path.join(folder, f"update_{start:06d}_buffer.png"), tile, image)
 
@@ -269,7 +280,7 @@ def make_screenshot_recorder(
         if buffer_state is not None:
             count = min(buffer_levels, int(buffer_state.scores.shape[0]))
             top = _top_levels(buffer_state, count)
-        jax.debug.callback(host, iteration, seed, branch, levels, top)
+        jax.debug.callback(host, iteration, seed, branch, levels, top, values)
 
     return record
 
@@ -333,7 +344,8 @@ def save_buffer_grid(
 def buffer_grids(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """:func:`save_buffer_grid` of every seed of a PLR / ACCEL run's newest checkpoint (a run
     directory or a checkpoint file): ``<out_dir>/buffer_seed_<s>.png`` (default ``out_dir``:
-    the run directory). Returns the paths.
+    the run directory); for a sweep's program, every config's seeds,
+    ``buffer_<field>=<value>,..._seed_<s>.png``. Returns the paths.
 
     Raises:
         ValueError: a run without a level buffer (DR).
@@ -352,10 +364,14 @@ def buffer_grids(run: str | os.PathLike[str], out_dir: str | os.PathLike[str] | 
 
         image = default_family(loaded.config).level_image
     paths = []
-    for index, seed in enumerate(loaded.metadata["seeds"]):
-        one = jax.tree.map(lambda x, i=index: x[i], loaded.state.buffer)
-        target = os.path.join(os.fspath(out_dir), f"buffer_seed_{seed}.png")
-        paths.append(save_buffer_grid(one, target, image=image))
+    seeds = loaded.metadata["seeds"]
+    # A sweep's population is every config's seeds, config by config (lamella.agents.driver).
+    for number, variant in enumerate(loaded.metadata.get("variants") or [{}]):
+        config = ",".join(f"{name}={value}" for name, value in variant.items())
+        for index, seed in enumerate(seeds, number * len(seeds)):
+            one = jax.tree.map(lambda x, i=index: x[i], loaded.state.buffer)
+            name = f"buffer_{config}_seed_{seed}.png" if config else f"buffer_seed_{seed}.png"
+            paths.append(save_buffer_grid(one, os.path.join(os.fspath(out_dir), name), image=image))
     return paths
 
 
@@ -399,7 +415,9 @@ def plot_score_curves(
                             )
     if not found:
         raise ValueError(
-            f"{os.fspath(metrics_path)} holds no train_score_* metrics (a UED run's log has them)."
+            f"{os.fspath(metrics_path)} holds no train_score_* metrics: DR, PLR and ACCEL runs log "
+            "them; a PAIRED run logs its teacher's return (train_teacher_return) instead, plot it "
+            "with lamella eval aggregate --metric train_teacher_return."
         )
     names = list(scores) if scores is not None else sorted(found)
     missing = [n for n in names if n not in found]

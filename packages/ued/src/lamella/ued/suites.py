@@ -303,7 +303,8 @@ class LevelSuites:
         return _resolve(suite, self.suites, self.cases, self.kind)
 
     def supports(self, config: Any) -> bool:
-        """Whether checkpoints of this config (a DR / PLR / ACCEL config on this env) can be evaluated."""
+        """Whether checkpoints of this config (a DR / PLR / ACCEL config on this env, or a PAIRED
+        one: its protagonist) can be evaluated."""
         if not isinstance(config, DRConfig):
             return False
         env, _ = lamella.envs.make(config.env_id, autoreset=False)
@@ -312,8 +313,14 @@ class LevelSuites:
     def evaluate(
         self, config: Any, state: Any, names: Sequence[str], keys: jax.Array, episodes: int
     ) -> dict[str, dict[str, np.ndarray]]:
-        """``run`` on a checkpoint's runner state (``state.params``, seeds leading)."""
-        return self.run(config, state.params, list(names), keys, episodes)
+        """``run`` on a checkpoint's runner state (seeds leading): its student's ``params``, or a
+        PAIRED state's protagonist (student 0 of ``student_params``), as the runner evaluates."""
+        student_params = getattr(state, "student_params", None)
+        if student_params is not None:
+            params = jax.tree.map(lambda x: x[:, 0], student_params)
+        else:
+            params = state.params
+        return self.run(config, params, list(names), keys, episodes)
 
 
 #: The entry point ``maze`` of the group ``lamella.test_suites`` (lamella-eval).
