@@ -464,7 +464,8 @@ def add_commands(commands: Any) -> None:
         help="evaluate saved checkpoints on test envs, per seed and averaged over seeds, to CSV",
         description=(
             "Evaluate checkpoints (lamella train run directories or checkpoint files) with the "
-            "runner's greedy evaluation on each test env, all seeds of a run in one vmapped call. "
+            "runner's own evaluation (greedy, or sampled where its config says eval_greedy=false, as the "
+            "marl and UED runners do) on each test env, all seeds of a run in one vmapped call. "
             "A test env is ENV_ID or ENV_ID:key=value,key=value (params fields or constructor "
             "arguments, e.g. CartPole-v1:length=1.0,gravity=9.0); its observation and action "
             "spaces must match the checkpoint's."
@@ -487,12 +488,13 @@ def add_commands(commands: Any) -> None:
         metavar="SUITE",
         help=(
             "a test suite instead of --envs: a suite name (minimax-test, minimax-fixed, "
-            "minimax-13x13, perfect-mazes: lamella-ued's named mazes) or a comma-separated list "
-            "of its cases (SixteenRooms,PerfectMazeXL); prints the per-case table"
+            "minimax-13x13, perfect-mazes: lamella-ued's named mazes; foraging-5x5, foraging-8x8: its "
+            "named Level-Based Foraging levels) or a comma-separated list of its cases "
+            "(SixteenRooms,PerfectMazeXL); prints the per-case table"
         ),
     )
     chk.add_argument(
-        "--episodes", type=int, default=100, help="greedy episodes per seed and env (default 100)"
+        "--episodes", type=int, default=100, help="evaluation episodes per seed and env (default 100)"
     )
     chk.add_argument(
         "--out", default="checkpoint_results.csv", help="results CSV (default: checkpoint_results.csv)"

@@ -699,7 +699,7 @@ def _plan_suite(paths: Sequence[str], provider: Any, suite: str) -> list[_Plan]:
             raise EvalError(
                 f"--suite {suite!r} cannot evaluate {path}: it is a {algorithm!r} checkpoint trained on "
                 f"{getattr(config, 'env_id', '?')}, and the suite evaluates other students (the named "
-                "mazes: DR, PLR and ACCEL runs on AMaze; the foraging suites: runs on Level-Based "
+                "mazes: DR, PLR, ACCEL and PAIRED runs on AMaze; the foraging suites: runs on Level-Based "
                 "Foraging). Evaluate it on test envs with --envs."
             )
         plans.append(_Plan(path, metadata, []))
