@@ -2,6 +2,7 @@
 
 import argparse
 import csv
+import os
 import subprocess
 import sys
 
@@ -179,6 +180,23 @@ def test_bad_paths_and_episodes(tmp_path, run_dir):
         le.evaluate_checkpoints(str(tmp_path), "CartPole-v1")
     with pytest.raises(ValueError, match="episodes"):
         le.evaluate_checkpoints([run_dir], ["CartPole-v1"], episodes=0)
+
+
+def test_a_folder_of_runs_evaluates_each_runs_newest_checkpoint(tmp_path, run_dir):
+    """A folder holding run directories (a ``lamella sweep`` folder's ``p0/``, ``p1/``, as
+    ``aggregate`` and ``report`` read it). Before: "holds no checkpoints/checkpoint_*.msgpack"."""
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copytree(run_dir, tmp_path / "runs" / name)
+    rows = le.evaluate_checkpoints([tmp_path / "runs"], ["CartPole-v1"], episodes=2, seed=3)
+    alone = le.evaluate_checkpoints([run_dir], ["CartPole-v1"], episodes=2, seed=3)
+    newest = os.path.basename(alone[0].checkpoint)
+    assert [r.checkpoint for r in rows] == [
+        str(tmp_path / "runs" / name / "checkpoints" / newest) for name in ("a", "b") for _ in alone
+    ]
+    for r, same in zip(rows, alone + alone, strict=True):
+        np.testing.assert_array_equal(r.returns, same.returns)
 
 
 def test_other_env_with_the_same_spaces_gets_the_trained_policy(run_dir):

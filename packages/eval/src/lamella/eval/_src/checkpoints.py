@@ -309,20 +309,30 @@ class _Plan:
     specs: list[tuple[EnvSpec, dict[str, Any]]]
 
 
-def _resolve_checkpoint(path: str) -> str:
+def _resolve_checkpoints(path: str) -> list[str]:
+    """The checkpoint file ``path`` names: itself, a run directory's newest, or the newest of each
+    run directory in the folder (a ``lamella sweep`` folder's programs, ``p0/``, ``p1/``, ..., or
+    a folder of runs, as ``lamella eval aggregate`` and ``report`` read them)."""
     from lamella.agents import checkpoint as ckpt
 
     if os.path.isfile(path):
-        return path
+        return [path]
     if not os.path.isdir(path):
         raise EvalFileNotFoundError(f"{path!r}: no such run directory or checkpoint file.")
     found = ckpt.latest_checkpoint(os.path.join(path, "checkpoints"))
-    if found is None:
+    if found is not None:
+        return [found]
+    runs = [
+        newest
+        for root, dirs, _ in sorted(os.walk(path))
+        if "checkpoints" in dirs and (newest := ckpt.latest_checkpoint(os.path.join(root, "checkpoints")))
+    ]
+    if not runs:
         raise EvalFileNotFoundError(
-            f"{path!r} holds no checkpoints/checkpoint_*.msgpack; pass a run directory written by "
-            "lamella train (run_experiment) or a checkpoint file."
+            f"{path!r} holds no checkpoints/checkpoint_*.msgpack, nor does any folder below it; pass a "
+            "run directory written by lamella train or lamella sweep (run_experiment) or a checkpoint file."
         )
-    return found
+    return runs
 
 
 def _check_config(path: str, metadata: Mapping[str, Any]) -> None:
@@ -342,8 +352,7 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
     table = algorithm_table()
     typed = {spec: _typed_overrides(spec) for spec in specs or ()}
     plans = []
-    for given in paths:
-        path = _resolve_checkpoint(os.fspath(given))
+    for path in [found for given in paths for found in _resolve_checkpoints(os.fspath(given))]:
         metadata = ckpt.read_metadata(path)
         if metadata.get("algorithm") not in table:
             raise EvalError(
@@ -684,8 +693,7 @@ def _plan_suite(paths: Sequence[str], provider: Any, suite: str) -> list[_Plan]:
 
     table = algorithm_table()
     plans = []
-    for given in paths:
-        path = _resolve_checkpoint(os.fspath(given))
+    for path in [found for given in paths for found in _resolve_checkpoints(os.fspath(given))]:
         metadata = ckpt.read_metadata(path)
         algorithm = metadata.get("algorithm")
         if algorithm not in table:
