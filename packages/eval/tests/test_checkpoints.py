@@ -300,3 +300,33 @@ def test_checkpoints_without_the_extra_name_the_extra():
     assert done.stderr.strip().splitlines() == [
         f"python -m lamella.eval checkpoints: error: Evaluating checkpoints {message}"
     ]
+
+
+def test_metrics_with_named_axes_reach_the_run_log_one_key_per_index(tmp_path):
+    """The marl runners' ``evaluate`` returns ``return`` per agent (``Runner.metric_axes``:
+    ``("agent",)``), as the training run log holds it (``return_agent_<i>``). Before, the
+    checkpoints' run log kept ``mean_episode_return`` and ``episode_length`` only."""
+    from lamella.eval._src.checkpoints import CheckpointResult, _by_axis
+
+    metrics = {"episode_return": np.zeros((2, 3)), "return": np.arange(12.0).reshape(2, 3, 2)}
+    by_axis = _by_axis(metrics, {"return": ("agent",)}, size=2)  # (seeds, episodes, agents)
+    assert sorted(by_axis) == ["return_agent_0", "return_agent_1"]
+    np.testing.assert_array_equal(by_axis["return_agent_1"], [[1, 3, 5], [7, 9, 11]])
+    row = CheckpointResult(
+        checkpoint="run/checkpoints/checkpoint_000000001.msgpack",
+        algorithm="ippo",
+        train_env="CartPole-v1",
+        test_env="CartPole-v1",
+        overrides="",
+        seed="0",
+        episodes=3,
+        mean_return=0.0,
+        std_return=0.0,
+        success_rate=None,
+        returns=np.zeros(3),
+        by_axis={key: value[0] for key, value in by_axis.items()},
+    )
+    le.write_results_run_log([row], tmp_path)
+    (run,) = le.read_run_log(tmp_path / "metrics.json")
+    np.testing.assert_array_equal(run.absolute_metrics["return_agent_1"], [1, 3, 5])
+    np.testing.assert_array_equal(run.absolute_metrics["return_agent_0"], [0, 2, 4])

@@ -165,6 +165,9 @@ class CheckpointResult:
         returns: the episode returns behind the row, float64 ``(episodes,)`` (``(seeds,
             episodes)`` for ``"mean"``).
         lengths: the episode lengths when ``evaluate`` reports them (same shape), else None.
+        by_axis: the entries of the metrics with named axes (``Runner.metric_axes``: the marl
+            runners' per-agent ``return``), by run-log key (``return_agent_0``), each shaped as
+            ``returns``; empty for runners without such metrics.
     """
 
     checkpoint: str
@@ -179,6 +182,7 @@ class CheckpointResult:
     success_rate: float | None
     returns: np.ndarray = dataclasses.field(repr=False, compare=False)
     lengths: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+    by_axis: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
 
 def require_checkpoints_extra() -> None:
@@ -450,15 +454,32 @@ def _compiled(
     return compiled.runner, compiled.init, compiled.evaluate
 
 
+def _by_axis(metrics: Mapping[str, Any], declared: Any, size: int) -> dict[str, np.ndarray]:
+    """``{run-log key: (size, episodes)}`` of each evaluation metric with named axes, one key per
+    index as the driver logs it (``return_agent_1``); ``declared`` is ``Runner.metric_axes``."""
+    from lamella.agents.driver import metric_key
+
+    out: dict[str, np.ndarray] = {}
+    for name, axes in dict(declared or {}).items():
+        if name not in metrics or name in ("episode_return", "episode_length") or not axes:
+            continue
+        value = np.asarray(metrics[name], np.float64)
+        for index in np.ndindex(*value.shape[value.ndim - len(axes) :]):
+            out[metric_key(name, axes, index)] = value[(Ellipsis, *index)].reshape(size, -1)
+    return out
+
+
 def _seed_rows(
     common: Mapping[str, Any],
     seeds: Sequence[int],
     returns: np.ndarray,
     lengths: np.ndarray | None,
     success: np.ndarray | None,
+    by_axis: Mapping[str, np.ndarray] | None = None,
 ) -> list[CheckpointResult]:
-    """One row per seed (``returns``: ``(seeds, episodes)``; ``success``: ``(seeds,)``), then
-    their mean."""
+    """One row per seed (``returns`` and each of ``by_axis``: ``(seeds, episodes)``; ``success``:
+    ``(seeds,)``), then their mean."""
+    by_axis = by_axis or {}
     per_seed = returns.mean(-1)
     rows = [
         CheckpointResult(
@@ -470,6 +491,7 @@ def _seed_rows(
             success_rate=None if success is None else float(success[i]),
             returns=returns[i],
             lengths=None if lengths is None else lengths[i],
+            by_axis={key: value[i] for key, value in by_axis.items()},
         )
         for i, s in enumerate(seeds)
     ]
@@ -483,6 +505,7 @@ def _seed_rows(
             success_rate=None if success is None else float(success.mean()),
             returns=returns,
             lengths=lengths,
+            by_axis=dict(by_axis),
         )
     )
     return rows
@@ -549,9 +572,10 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
     for spec, overrides in plan.specs:
         env_id = _register_variant(spec, overrides)
         config = dataclasses.replace(train_config, env_id=env_id, eval_episodes=episodes)
-        _, init, evaluate = _compiled(make_runner, config, len(seeds), members.variants)
+        runner, init, evaluate = _compiled(make_runner, config, len(seeds), members.variants)
         state = _state_for(plan.path, loaded, init, init_keys)
         metrics = jax.device_get(evaluate(state, eval_keys))
+        by_axis = _by_axis(metrics, getattr(runner, "metric_axes", None), size)
         if "episode_return" not in metrics:
             raise KeyError(f"{algorithm}'s evaluate returned {sorted(metrics)}, without 'episode_return'.")
         returns = np.asarray(metrics["episode_return"], np.float64).reshape(size, -1)
@@ -574,6 +598,7 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
                 returns[block],
                 None if lengths is None else lengths[block],
                 None if success is None else success[block],
+                {key: value[block] for key, value in by_axis.items()},
             )
     return rows
 
@@ -816,7 +841,8 @@ def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os
     (``CartPole-v1:length=1.0``), ``algorithm`` the checkpoint's algorithm (with its run
     directory and file when two checkpoints share an algorithm), ``run`` ``seed_<n>``, and each
     run holds only ``absolute_metrics``: ``mean_episode_return`` (one value per episode),
-    ``episode_length`` and ``success_rate`` when reported. ``lamella eval aggregate out_dir``
+    ``episode_length`` and ``success_rate`` when reported, and the per-index keys of metrics
+    with named axes (the marl runners' ``return_agent_<i>``). ``lamella eval aggregate out_dir``
     then aggregates over test envs as tasks.
     """
     require_checkpoints_extra()
@@ -835,6 +861,7 @@ def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os
             metrics["episode_length"] = r.lengths.tolist()
         if r.success_rate is not None:
             metrics["success_rate"] = [r.success_rate]
+        metrics.update({key: np.asarray(value).tolist() for key, value in r.by_axis.items()})
         bad = [k for k, v in metrics.items() if not all(math.isfinite(x) for x in v)]
         if bad:
             raise EvalError(f"{r.checkpoint} on {task}, seed {r.seed}: non-finite {', '.join(bad)}.")
