@@ -1047,3 +1047,16 @@ def test_an_out_dir_that_is_a_file_is_refused_before_compiling(tmp_path, monkeyp
         ):
             run(str(out_dir), dry_run=dry_run)
     assert not calls and blocker.read_text() == "mine"
+
+
+def test_run_log_task_is_the_env_id_or_what_the_config_names():
+    @dataclasses.dataclass(frozen=True)
+    class SizedBandit(BanditConfig):
+        arms: int = 2
+
+        def run_log_task(self):
+            return f"{self.env_id}:arms={self.arms}"
+
+    assert driver.run_log_task(CONFIG) == "Bandit-v0"
+    assert driver.run_log_task(SizedBandit(arms=3)) == "Bandit-v0:arms=3"
+    assert driver.run_log_task(object()) == "custom"

@@ -135,6 +135,16 @@ def test_load_and_truncate(tmp_path):
         other.load()
 
 
+def test_load_continues_under_the_task_name_the_log_holds(tmp_path):
+    """A run logged before its config named its task with settings resumes into the same entry."""
+    make_log(tmp_path).write()
+    renamed = RunLog(tmp_path, "classic_control", "CartPole-v1:max_steps=100", "ppo", ["seed_0", "seed_1"])
+    renamed.load()
+    assert renamed.task == "CartPole-v1" and len(renamed.steps) == 2
+    renamed.write()
+    assert list(read_metrics(renamed.json_path)["classic_control"]) == ["CartPole-v1"]
+
+
 def test_tensorboard(tmp_path):
     pytest.importorskip("tensorboardX")
     log = make_log(tmp_path, tensorboard=True)
@@ -152,6 +162,10 @@ def test_tensorboard(tmp_path):
         ("Breakout-MinAtar", "minatar"),
         ("MemoryChain-bsuite", "bsuite"),
         ("Bandit-v0", "custom"),
+        # A task with settings (lamella-ued's run_log_task) is in the family of its id.
+        ("AMaze-13x13-v0:height=7,width=7,n_walls=8", "maze"),
+        ("Foraging-5x5-2p-1f-v3:max_episode_steps=25", "multi_agent"),
+        ("Bandit-v0:arms=3", "custom"),
     ],
 )
 def test_env_family(env_id, family):

@@ -46,6 +46,8 @@ TINY = dict(
     teacher_torso_size=16,
     teacher_num_epochs=1,
 )
+# The run log names the maze settings the config changes from the id (DRConfig.run_log_task).
+TINY_TASK = "AMaze-13x13-v0:height=5,width=5,n_walls=3,max_episode_steps=12"
 
 
 def test_teacher_scores_by_hand():
@@ -95,7 +97,7 @@ def minimax_runs(tmp_path_factory):
 
 def _series(result, name, run="seed_0"):
     log = json.loads(open(result.metrics_path).read())
-    steps = log["maze"]["AMaze-13x13-v0"]["minimax"][run]
+    steps = log["maze"][TINY_TASK]["minimax"][run]
     ordered = sorted((k for k in steps if k.startswith("step_")), key=lambda k: int(k.split("_")[1]))
     return np.array([steps[k][name] for k in ordered if name in steps[k]], dtype=float).reshape(-1)
 
@@ -153,7 +155,7 @@ def test_driver_resume_is_exact(minimax_runs):
         np.testing.assert_array_equal(a, b)
     assert open(full.metrics_path).read() == open(resumed.metrics_path).read()
     log = json.loads(open(full.metrics_path).read())
-    last = log["maze"]["AMaze-13x13-v0"]["minimax"]["seed_1"]["step_6"]
+    last = log["maze"][TINY_TASK]["minimax"]["seed_1"]["step_6"]
     assert len(last["solved_level_0"]) == 4 and np.isfinite(full.final_return).all()
 
 

@@ -37,6 +37,8 @@ TINY = dict(
     eval_levels=("random",),
     eval_episodes=4,
 )
+# The run log names the maze settings the config changes from the id (DRConfig.run_log_task).
+TINY_TASK = "AMaze-13x13-v0:height=5,width=5,n_walls=3,max_episode_steps=12"
 NUM_EDITS = 2
 
 
@@ -231,7 +233,7 @@ def test_parallel_plr_driver_run_log_and_exact_resume(pplr_runs):
     _, full, stopped, resumed = pplr_runs
     assert not stopped.finished and resumed.finished and full.finished
     log = json.loads(open(full.metrics_path).read())
-    steps = log["maze"]["AMaze-13x13-v0"]["parallel_plr"]["seed_0"]
+    steps = log["maze"][TINY_TASK]["parallel_plr"]["seed_0"]
     ordered = sorted((k for k in steps if k.startswith("step_")), key=lambda k: int(k.split("_")[1]))
     train = [k for k in ordered if "train_replay" in steps[k]]
     replay = np.array([steps[k]["train_replay"] for k in train], dtype=float).reshape(-1)

@@ -33,6 +33,8 @@ TINY = dict(
     eval_levels=("random",),
     eval_episodes=4,
 )
+# The run log names the maze settings the config changes from the id (DRConfig.run_log_task).
+TINY_TASK = "AMaze-13x13-v0:height=5,width=5,n_walls=3,max_episode_steps=12"
 
 
 def test_levels_go_through_env_params_and_episodes_restart_the_same_level():
@@ -82,7 +84,7 @@ def accel_runs(tmp_path_factory):
 
 def _train_series(result, name, run="seed_0"):
     log = json.loads(open(result.metrics_path).read())
-    steps = log["maze"]["AMaze-13x13-v0"]["accel"][run]
+    steps = log["maze"][TINY_TASK]["accel"][run]
     ordered = sorted((k for k in steps if k.startswith("step_")), key=lambda k: int(k.split("_")[1]))
     return np.array([steps[k][name] for k in ordered if name in steps[k]], dtype=float).reshape(-1)
 
@@ -110,7 +112,7 @@ def test_driver_run_log_checkpoints_and_resume(accel_runs):
     _, full, stopped, resumed = accel_runs
     assert not stopped.finished and resumed.finished and full.finished
     log = json.loads(open(full.metrics_path).read())
-    last = log["maze"]["AMaze-13x13-v0"]["accel"]["seed_1"]["step_12"]
+    last = log["maze"][TINY_TASK]["accel"]["seed_1"]["step_12"]
     for key in ("solved_level_0", "level_return_level_0", "episode_length_level_0", "mean_episode_return"):
         assert len(last[key]) == 4, key
     assert np.isfinite(full.final_return).all()

@@ -80,6 +80,7 @@ __all__ = [
     "metric_key",
     "run",
     "run_experiment",
+    "run_log_task",
     "variant_name",
 ]
 
@@ -231,6 +232,16 @@ def default_chunk_iterations(num_iterations: int, target_evaluations: int = 20) 
             if best is None or distance < best[0]:
                 best = (distance, chunk)
     return best[1] if best else -(-num_iterations // target_evaluations)
+
+
+def run_log_task(config: Any) -> str:
+    """The run log's ``task`` of ``config``: its ``run_log_task()`` where the config class defines
+    one (a config whose settings change the env beyond its id, such as lamella-ued's maze sizes,
+    names them there), else its ``env_id`` (``"custom"`` without one)."""
+    named = getattr(config, "run_log_task", None)
+    if callable(named):
+        return str(named())
+    return str(getattr(config, "env_id", None) or "custom")
 
 
 def default_out_dir(algorithm: str, env_id: str, root: str = "runs") -> str:
@@ -1530,8 +1541,8 @@ def run_experiment(
     """Train ``config`` for every seed (one vmapped program), logging, checkpointing and plotting.
 
     Args:
-        config: an algorithm config (a frozen dataclass; ``env_id`` names the task in the run
-            log when it has one).
+        config: an algorithm config (a frozen dataclass; the run log's task is
+            :func:`run_log_task`: its ``env_id``, or what its ``run_log_task()`` names).
         seeds: number of seeds (``0..n-1``) or an explicit list; each becomes run ``seed_<n>``.
         variants: ``[{field: number}, ...]``: config fields to sweep, for example
             ``[{"learning_rate": 1e-3}, {"learning_rate": 3e-3}]``. Every variant trains every
@@ -1622,7 +1633,7 @@ def run_experiment(
         config_lib.check_numbers(config_lib.apply_overrides(config, variant))
     config_lib.check_numbers(config)
     config_dict = config_to_dict(config)
-    task = str(config_dict.get("env_id") or "custom")
+    task = run_log_task(config)
     spec = RunSpec(algorithm, task=task, config=config_dict, config_defaults=config_defaults(type(config)))
     metadata = {"config_class": f"{type(config).__module__}.{type(config).__qualname__}"}
 

@@ -70,16 +70,19 @@ def env_family(env_id: str) -> str:
     (:func:`lamella.envs.registry.env_family`). Otherwise (not registered, or an adapter around
     another library) the id is matched against known names (``*-MinAtar`` -> ``minatar``,
     ``*-bsuite`` -> ``bsuite``, ``CartPole``/``Acrobot``/``Pendulum``/``MountainCar`` ->
-    ``classic_control``); anything else is ``custom``.
+    ``classic_control``); anything else is ``custom``. A task ``<id>:<settings>`` (the env spec
+    form of ``lamella eval checkpoints --env``, as :func:`lamella.agents.driver.run_log_task` can
+    name a task) is in the family of its id.
     """
-    try:
-        from lamella.envs.registry import env_family as module_family
+    for candidate in dict.fromkeys((env_id, env_id.partition(":")[0])):
+        try:
+            from lamella.envs.registry import env_family as module_family
 
-        family = module_family(env_id)
-        if family != "custom":
-            return family
-    except Exception:  # a broken env must not stop the run log; fall back to the id
-        pass
+            family = module_family(candidate)
+            if family != "custom":
+                return family
+        except Exception:  # a broken env must not stop the run log; fall back to the id
+            pass
     lowered = env_id.lower()
     for needle, family in _FAMILY_BY_ID:
         if needle in lowered:
@@ -322,6 +325,11 @@ class RunLog:
         """Read this experiment's evaluations back from ``metrics.json`` (for resume)."""
         data = read_metrics(self.json_path)
         entries: dict[Any, Any] = {}
+        tasks = data.get(self.environment, {})
+        if self.task not in tasks and len(tasks) == 1:
+            # A run logged before its config named its task differently (lamella-ued's maze sizes
+            # joined the task name): it continues under the name its log already holds.
+            self.task = next(iter(tasks))
         for run, (algorithm, name) in zip(self.runs, self._places):
             try:
                 runs = data[self.environment][self.task][algorithm]

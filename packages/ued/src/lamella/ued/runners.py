@@ -161,6 +161,28 @@ class DRConfig(PPOSettings):
     screenshot_every: int = 0
     screenshot_dir: str = "screenshots"
 
+    def run_log_task(self) -> str:
+        """The run log's task: ``env_id``, followed by the level settings this config changes from
+        the id's own, in the env spec form ``lamella eval checkpoints --env`` reads
+        (``AMaze-13x13-v0:height=7,width=7,n_walls=8,max_episode_steps=64``; ``AMaze-13x13-v0``
+        with the id's own settings). Runs on different mazes are different tasks to
+        ``lamella eval aggregate``, not one."""
+        _, params = lamella.envs.make(self.env_id, autoreset=False)
+        settings = {
+            "height": self.height or getattr(params, "height", 0),
+            "width": self.width or getattr(params, "width", 0),
+            "n_walls": self.n_walls,
+            "replace_wall_pos": self.replace_wall_pos,
+            "max_episode_steps": self.max_episode_steps,
+        }
+        # Only the settings the env has: a Foraging level takes the horizon alone (default_family).
+        changed = [
+            f"{field}={value}"
+            for field, value in settings.items()
+            if hasattr(params, field) and value != getattr(params, field)
+        ]
+        return f"{self.env_id}:{','.join(changed)}" if changed else self.env_id
+
     def validate(self) -> None:
         """Raise ``ValueError`` (:class:`~lamella.agents.config.ConfigError` for the sizes) naming the
         first setting that cannot work, and the fix."""
