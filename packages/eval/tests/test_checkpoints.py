@@ -330,3 +330,51 @@ def test_metrics_with_named_axes_reach_the_run_log_one_key_per_index(tmp_path):
     (run,) = le.read_run_log(tmp_path / "metrics.json")
     np.testing.assert_array_equal(run.absolute_metrics["return_agent_1"], [1, 3, 5])
     np.testing.assert_array_equal(run.absolute_metrics["return_agent_0"], [0, 2, 4])
+
+
+def test_metrics_with_named_axes_get_csv_columns(tmp_path):
+    """``--out``'s CSV holds each named-axis key's mean as ``mean_<key>`` (the marl runners'
+    ``mean_return_agent_<i>``): per seed the mean over its episodes, for ``mean`` the mean of the
+    per-seed means; a row without the key (a single-agent checkpoint beside) has an empty cell."""
+    from lamella.eval._src.checkpoints import _seed_rows
+
+    returns = np.arange(12.0).reshape(2, 3, 2)  # (seeds, episodes, agents), as _by_axis splits it
+    by_axis = {f"return_agent_{a}": returns[..., a] for a in range(2)}
+    common = dict(checkpoint="c", algorithm="ippo", train_env="E", test_env="E", overrides="")
+    rows = _seed_rows(common, [0, 1], np.ones((2, 3)), None, None, by_axis)
+    single = _seed_rows({**common, "algorithm": "ppo"}, [0], np.ones((1, 3)), None, None)
+    le.write_results_csv(rows + single, tmp_path / "r.csv")
+    with open(tmp_path / "r.csv", newline="") as file:
+        table = list(csv.DictReader(file))
+    assert list(table[0]) == [*lib.CSV_COLUMNS, "mean_return_agent_0", "mean_return_agent_1"]
+    assert [r["mean_return_agent_1"] for r in table] == ["3.0", "9.0", "6.0", "", ""]
+    assert [r["mean_return_agent_0"] for r in table[:3]] == ["2.0", "8.0", "5.0"]
+
+
+def test_run_log_refuses_a_training_run_directory(tmp_path, capsys):
+    """``--run-log runs/ppo`` (the run's own directory) replaced the training run log with the
+    checkpoints' results; a directory holding config.json or checkpoints/ is refused."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.json").write_text("{}")
+    (run / "config.json").write_text("{}")
+    row = le.CheckpointResult(
+        checkpoint="c",
+        algorithm="ppo",
+        train_env="CartPole-v1",
+        test_env="CartPole-v1",
+        overrides="",
+        seed="0",
+        episodes=1,
+        mean_return=1.0,
+        std_return=0.0,
+        success_rate=None,
+        returns=np.ones(1),
+    )
+    with pytest.raises(
+        le.EvalError, match=r"--run-log .*run.* is a training run directory .*config.json.*another directory"
+    ):
+        le.write_results_run_log([row], run)
+    assert (run / "metrics.json").read_text() == "{}"
+    le.write_results_run_log([row], tmp_path / "eval")  # a fresh directory, or the same again
+    le.write_results_run_log([row], tmp_path / "eval")

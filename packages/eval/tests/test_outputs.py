@@ -239,3 +239,14 @@ def test_cli_reports_bad_file(tmp_path):
         le.RunLogError, match=r"run env/task/ppo/seed_0, step_0: field 'step_count' is missing"
     ):
         cli.aggregate([str(tmp_path)], "x", str(tmp_path / "out"))
+
+
+def test_cli_aggregate_out_dir_that_cannot_be_made(tmp_path):
+    """``--out-dir`` below a file: one line naming the option (was a NotADirectoryError traceback)."""
+    (tmp_path / "metrics.json").write_text(
+        json.dumps({"env": {"task": {"ppo": {"seed_0": {"step_0": {"step_count": 0, "x": [1]}}}}}})
+    )
+    with pytest.raises(le.EvalError, match=r"--out-dir .*metrics.json/eval.*cannot be made"):
+        cli.aggregate(
+            [str(tmp_path)], "x", str(tmp_path / "metrics.json" / "eval"), normalize="none", plots=False
+        )

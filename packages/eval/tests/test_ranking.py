@@ -64,6 +64,7 @@ def _program(root, name, lrs, num_envs):
         runs[f"ppo[learning_rate={lr},num_envs={num_envs}]"] = {
             f"seed_{s}": {
                 "step_0": {"step_count": 0, "mean_episode_return": [0.0]},
+                "step_1": {"step_count": 1_234_567, "mean_episode_return": [1.0 + s]},
                 "absolute_metrics": {"mean_episode_return": [100 * lr + num_envs + s]},
             }
             for s in range(4)
@@ -95,3 +96,11 @@ def test_aggregate_ranks_a_sweep_folder(tmp_path, capsys):
     ]
     assert (out / "ranking.png").stat().st_size > 0
     assert "ranking by IQM (best first):" in capsys.readouterr().out
+    # The sweep's names hold commas: sample_efficiency.csv quotes them (its rows had 8 fields).
+    with open(out / "sample_efficiency.csv", encoding="utf-8") as handle:
+        curves = list(csv.DictReader(handle))
+    assert {r["algorithm"] for r in curves} == {
+        f"ppo[learning_rate={lr},num_envs={n}]" for lr in (0.1, 0.3) for n in (2, 4)
+    }
+    assert all(None not in r and float(r["lower"]) <= float(r["point"]) <= float(r["upper"]) for r in curves)
+    assert {r["step_count"] for r in curves} == {"0", "1234567"}  # was 1.23457e+06

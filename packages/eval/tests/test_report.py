@@ -31,8 +31,11 @@ REPS = 200
 SECTION_IDS = [sid for sid, _ in lib.SECTIONS]
 
 
-def _synthetic_run(path, versions, algorithm="dqn", metric="mean_episode_return", seeds=2, evaluations=4):
-    """A run directory with metrics.json and config.json (no checkpoints) on CartPole-v1."""
+def _synthetic_run(
+    path, versions, algorithm="dqn", metric="mean_episode_return", seeds=2, evaluations=4, settings=None
+):
+    """A run directory with metrics.json and config.json (no checkpoints) on CartPole-v1;
+    ``settings`` are added to config.json's ``config``."""
     rng = np.random.default_rng(0)
     runs = {}
     for seed in range(seeds):
@@ -51,7 +54,13 @@ def _synthetic_run(path, versions, algorithm="dqn", metric="mean_episode_return"
         json.dump({"classic_control": {"CartPole-v1": {algorithm: runs}}}, file)
     config = {
         "algorithm": algorithm,
-        "config": {"env_id": "CartPole-v1", "learning_rate": 0.001, "eval_episodes": 2, "buffer_size": 1000},
+        "config": {
+            "env_id": "CartPole-v1",
+            "learning_rate": 0.001,
+            "eval_episodes": 2,
+            "buffer_size": 1000,
+            **(settings or {}),
+        },
         "devices": {"num_devices": 1, "platform": "cpu", "device_kind": "cpu"},
         "versions": versions,
     }
@@ -106,6 +115,8 @@ def test_report_content(report, ppo_run_dir, synthetic_dir, versions):
     assert "return per agent" in breakdown and "solved per level" in breakdown
     # dqn's final evaluation: return_agent_1 = 5 + 3 + seed, mean over seeds 0 and 1.
     assert "<td>dqn @ CartPole-v1</td><td>agent 1</td><td>8.500 [8.000, 9.000]</td>" in breakdown
+    # No eval_levels in its config.json: the levels are numbered.
+    assert "<td>dqn @ CartPole-v1</td><td>level 2</td>" in breakdown
     # The GIF of the PPO run's final checkpoint decodes; the synthetic run has no checkpoints.
     episodes = sections["episodes"]
     uris = re.findall(r'src="data:image/gif;base64,([^"]+)"', episodes)
@@ -239,6 +250,15 @@ def test_bad_input(tmp_path, capsys, synthetic_dir, versions):
     assert status == 2 and "config.json: not valid JSON" in err
     status, err = _error(capsys, ["report", synthetic_dir, "-o", str(tmp_path)])
     assert status == 2 and "is a directory" in err
+    # -o onto the run log it reads (or any file that is not a page): it was replaced by the HTML.
+    log = os.path.join(synthetic_dir, "metrics.json")
+    before = open(log, encoding="utf-8").read()
+    status, err = _error(capsys, ["report", synthetic_dir, "-o", log])
+    assert status == 2 and "is an existing file that is not an HTML page" in err and "report.html" in err
+    assert open(log, encoding="utf-8").read() == before
+    # -o below a file: was a FileExistsError / NotADirectoryError traceback.
+    status, err = _error(capsys, ["report", synthetic_dir, "-o", os.path.join(log, "r.html")])
+    assert status == 2 and "cannot write the report there" in err
 
 
 def test_sections_without_checkpoints_or_extras(tmp_path, capsys, synthetic_dir, monkeypatch):
@@ -311,6 +331,41 @@ def test_a_run_of_one_seed_is_reported_unnormalised(tmp_path, capsys, versions):
     reference.write_text(json.dumps({"CartPole-v1": [10.0, 10.0]}))
     status, err = _error(capsys, ["report", single, "-o", out, "--normalize", str(reference)])
     assert status == 2 and "has low == high == 10.0" in err
+
+
+def test_breakdown_names_the_levels_its_config_names(tmp_path, capsys, versions):
+    """A UED run's per-level keys (``solved_level_<i>``) are its ``eval_levels``, in order: the
+    breakdown names them; a config whose levels do not match the log's keeps "level i"."""
+    named = _synthetic_run(
+        tmp_path / "ued", versions, settings={"eval_levels": ["random", "SixteenRooms", "Labyrinth"]}
+    )
+    other = _synthetic_run(
+        tmp_path / "short", versions, algorithm="plr", settings={"eval_levels": ["random"]}
+    )
+    out = str(tmp_path / "r.html")
+    status, err = _error(capsys, ["report", named, other, "-o", out, "--reps", "20"])
+    assert status == 0, err
+    breakdown = _section(open(out, encoding="utf-8").read(), "breakdown")
+    for i, name in enumerate(("random", "SixteenRooms", "Labyrinth")):
+        assert f"<td>dqn @ CartPole-v1</td><td>{name}</td>" in breakdown
+        assert f"<td>plr @ CartPole-v1</td><td>level {i}</td>" in breakdown
+    assert "<td>dqn @ CartPole-v1</td><td>level" not in breakdown
+    assert "<td>dqn @ CartPole-v1</td><td>agent 0</td>" in breakdown  # agents stay numbered
+    # More dqn runs (seeds 2, 3) evaluated on other levels: not pooled with the first, a note.
+    more = _synthetic_run(tmp_path / "more", versions, settings={"eval_levels": ["random", "a", "b"]})
+    with open(os.path.join(more, "metrics.json")) as file:
+        data = json.load(file)
+    runs = data["classic_control"]["CartPole-v1"]["dqn"]
+    data["classic_control"]["CartPole-v1"]["dqn"] = {"seed_2": runs["seed_0"], "seed_3": runs["seed_1"]}
+    with open(os.path.join(more, "metrics.json"), "w") as file:
+        json.dump(data, file)
+    status, err = _error(capsys, ["report", named, more, "-o", out, "--reps", "20"])
+    assert status == 0, err
+    breakdown = _section(open(out, encoding="utf-8").read(), "breakdown")
+    assert (
+        "dqn @ CartPole-v1: not shown, its runs hold different levels (random in 4, SixteenRooms in 2, "
+        "a in 2, Labyrinth in 2, b in 2 runs)" in breakdown
+    ), breakdown[:300]
 
 
 def test_aggregate_does_not_import_the_report(tmp_path, synthetic_dir):

@@ -122,6 +122,25 @@ def test_unequal_curves_raise_unless_truncated(tmp_path):
     assert le.curve_scores(runs, "episode_return", truncate=True).values["ippo"].shape == (2, 1, 1)
 
 
+def test_curves_refuse_runs_evaluated_at_different_steps(tmp_path):
+    """Runs of one algorithm on one task evaluated on different step grids (two run directories
+    of other settings under one name): the curve's x was their mean step count, silently."""
+    data = json.loads(json.dumps(MARL_EVAL))
+    data["matrax"]["climbing"]["ippo"]["seed_1"]["step_1"]["step_count"] = 1000
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        le.RunLogError,
+        match=r"'ippo' on matrax/climbing: evaluation 1 is at 100 steps in run .*seed_0 but 1000 in .*seed_1.*same evaluation steps",
+    ):
+        le.curve_scores(le.read_run_log(path), "episode_return")
+    data["matrax"]["climbing"]["ippo"]["seed_1"]["step_1"]["step_count"] = 102  # a producer's jitter
+    path.write_text(json.dumps(data))
+    np.testing.assert_array_equal(
+        le.curve_scores(le.read_run_log(path), "episode_return").step_counts["ippo"], [0, 101]
+    )
+
+
 def test_algorithm_missing_a_task_raises(marl_eval_file):
     runs = le.read_run_log(marl_eval_file)
     other = le.runs_from_dict(

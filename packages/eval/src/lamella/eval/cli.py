@@ -45,16 +45,30 @@ def _write_tables(out_dir: str, stem: str, table: Any, caption: str) -> list[str
 
 
 def _curves_csv(estimates: Any) -> str:
-    lines = ["algorithm,evaluation,step_count,statistic,point,lower,upper"]
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")  # quotes a sweep's name, ppo[lr=0.1,num_envs=4]
+    writer.writerow(["algorithm", "evaluation", "step_count", "statistic", "point", "lower", "upper"])
     for algorithm, point in estimates.point.items():
         for k, label in enumerate(estimates.labels):
             for s in range(point.shape[1]):
-                # float(): numpy 2's repr of its scalars is "np.float64(0.5)", not a number.
-                lines.append(
-                    f"{algorithm},{s},{estimates.x[algorithm][s]:g},{label},{float(point[k, s])!r},"
-                    f"{float(estimates.lower[algorithm][k, s])!r},{float(estimates.upper[algorithm][k, s])!r}"
+                # float(): numpy 2's repr of its scalars is "np.float64(0.5)", not a number; a
+                # step count in full (":g" wrote 1234567 as 1.23457e+06).
+                step = float(estimates.x[algorithm][s])
+                writer.writerow(
+                    [
+                        algorithm,
+                        s,
+                        int(step) if step.is_integer() else repr(step),
+                        label,
+                        repr(float(point[k, s])),
+                        repr(float(estimates.lower[algorithm][k, s])),
+                        repr(float(estimates.upper[algorithm][k, s])),
+                    ]
                 )
-    return "\n".join(lines) + "\n"
+    return out.getvalue()
 
 
 def _select(estimates: Any, algorithms: list[str], statistic: str) -> Any:
@@ -199,7 +213,12 @@ def aggregate(
     if reference is not None:
         scores = le.normalize(scores, reference)  # type: ignore[assignment]
     label = f"{'normalised ' if reference is not None else ''}{metric}"
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as error:
+        raise EvalError(
+            f"--out-dir {out_dir!r} cannot be made ({error.strerror}); pass a directory in a writable place."
+        ) from None
     written: list[str] = []
     key = np.random.SeedSequence(seed).generate_state(1)[0].item()
 
@@ -301,6 +320,8 @@ def checkpoints(
     from lamella.eval._src.bootstrap import _check
 
     _check(reps, confidence)
+    if run_log is not None:
+        lib._check_run_log_dir(run_log)  # before evaluating: that can take minutes
     if suite is not None and summary is None:
         summary = (out[:-4] if out.endswith(".csv") else out) + "_summary"
     results = lib.evaluate_checkpoints(paths, envs, suite=suite, episodes=episodes, seed=seed)

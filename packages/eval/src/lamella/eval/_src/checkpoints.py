@@ -66,7 +66,8 @@ CSV_COLUMNS = (
     "mean_return",
     "std_return",
 )
-"""The columns of the results CSV; ``success_rate`` follows when any evaluation reports one."""
+"""The columns of the results CSV; ``success_rate`` follows when any evaluation reports one, then
+``mean_<key>`` for each run-log key of a metric with named axes (``CheckpointResult.by_axis``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -785,10 +786,15 @@ def _evaluate_suite_plan(
 
 def write_results_csv(results: Sequence[CheckpointResult], path: str | os.PathLike[str]) -> str:
     """Write the results table (columns :data:`CSV_COLUMNS`, plus ``success_rate`` when any row
-    has one; an empty cell for rows without). Floats are written with ``repr``; atomic."""
+    has one, then ``mean_<key>`` for each key of the rows' ``by_axis``, such as the marl runners'
+    ``mean_return_agent_<i>``; an empty cell for rows without). Floats are written with ``repr``;
+    atomic."""
     path = os.fspath(path)
     with_success = any(r.success_rate is not None for r in results)
-    header = list(CSV_COLUMNS) + (["success_rate"] if with_success else [])
+    axis_keys = list(dict.fromkeys(key for r in results for key in r.by_axis))  # first-seen order
+    header = (
+        list(CSV_COLUMNS) + (["success_rate"] if with_success else []) + [f"mean_{key}" for key in axis_keys]
+    )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w", newline="", encoding="utf-8") as file:
@@ -808,6 +814,9 @@ def write_results_csv(results: Sequence[CheckpointResult], path: str | os.PathLi
             ]
             if with_success:
                 row.append("" if r.success_rate is None else repr(r.success_rate))
+            # Per seed the mean over its episodes; for "mean" ((seeds, episodes)) the mean of the
+            # per-seed means, as mean_return.
+            row += [repr(float(np.mean(r.by_axis[key]))) if key in r.by_axis else "" for key in axis_keys]
             writer.writerow(row)
     os.replace(tmp, path)
     return path
@@ -834,6 +843,19 @@ def _labels(results: Sequence[CheckpointResult]) -> dict[tuple[str, str], str]:
     return labels
 
 
+def _check_run_log_dir(out_dir: str | os.PathLike[str]) -> None:
+    """Refuse a training run directory (``config.json`` or ``checkpoints/`` in it) as the
+    checkpoints' run-log directory: its ``metrics.json`` is the training run log."""
+    out_dir = os.fspath(out_dir)
+    held = [name for name in ("config.json", "checkpoints") if os.path.exists(os.path.join(out_dir, name))]
+    if held:
+        raise EvalError(
+            f"--run-log {out_dir!r} is a training run directory (it holds {' and '.join(held)}); its "
+            "metrics.json, the training run log, would be replaced: pass another directory, such as "
+            "eval/test-suite."
+        )
+
+
 def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os.PathLike[str]) -> list[str]:
     """Write the per-seed results as a run log (``metrics.json`` and ``metrics.csv`` in ``out_dir``).
 
@@ -850,6 +872,7 @@ def write_results_run_log(results: Sequence[CheckpointResult], out_dir: str | os
     from lamella.eval._src.runlog import runs_from_dict, write_csv
 
     out_dir = os.fspath(out_dir)
+    _check_run_log_dir(out_dir)
     labels = _labels(results)
     data: dict[str, Any] = {}
     for r in results:

@@ -10,7 +10,8 @@ The report holds, in this order (each a ``<section>`` with a fixed ``id``):
 - ``improvement``: the probability-of-improvement matrix (two or more algorithms);
 - ``profiles``: performance profiles with interval bands;
 - ``breakdown``: per-agent and per-level values (run-log keys ``<metric>_agent_<i>`` and
-  ``<metric>_level_<i>``, written by multi-agent and UED runners);
+  ``<metric>_level_<i>``, written by multi-agent and UED runners), the levels named as the
+  ``eval_levels`` of the run's ``config.json``;
 - ``episodes``: a GIF of one episode of each run directory's final checkpoint (needs the
   ``lamella-eval[checkpoints]`` extra and a runner that can draw its episodes);
 - ``config``: the configuration keys whose values differ between run directories;
@@ -527,25 +528,54 @@ def _aggregate_sections(runs: Sequence[Any], opts: _Options, figures: _Figures) 
     return out
 
 
-def _breakdown_section(runs: Sequence[Any], opts: _Options, figures: _Figures) -> str:
+def _level_names(run_dirs: Sequence[RunDir]) -> dict[str, tuple[str, ...]]:
+    """Run-log file -> the names of its evaluation levels: ``config.eval_levels`` of the
+    ``config.json`` beside it (the UED runners' ``<metric>_level_<i>`` follow that order)."""
+    names = {}
+    for run_dir in run_dirs:
+        config = (run_dir.config or {}).get("config")
+        levels = config.get("eval_levels") if isinstance(config, dict) else None
+        if isinstance(levels, str):  # a config.json written by hand: one level
+            levels = [levels]
+        if isinstance(levels, list) and levels and all(isinstance(n, str) and n for n in levels):
+            names[run_dir.log] = tuple(levels)
+    return names
+
+
+def _axis_labels(axis: str, indices: set[int], names: Sequence[str] | None) -> dict[int, str]:
+    """``index -> label``: the level's name where the run's config names exactly the levels its
+    log holds (``name (level i)`` for a name given twice), else ``"<axis> <i>"``."""
+    if axis != "level" or names is None or indices != set(range(len(names))):
+        return {i: f"{axis} {i}" for i in indices}
+    return {i: names[i] if names.count(names[i]) == 1 else f"{names[i]} (level {i})" for i in indices}
+
+
+def _breakdown_section(
+    runs: Sequence[Any], opts: _Options, figures: _Figures, level_names: dict[str, tuple[str, ...]]
+) -> str:
     """Per-agent / per-level values of the final evaluation: mean over runs with intervals."""
     from lamella.eval._src.bootstrap import interval_estimates
 
     go = figures.go
-    # (base, axis) -> group "algorithm @ task" -> index -> per-run values
-    table: dict[tuple[str, str], dict[str, dict[int, list[float]]]] = {}
+    # (base, axis) -> group "algorithm @ task" -> (index, label) -> per-run values
+    table: dict[tuple[str, str], dict[str, dict[tuple[int, str], list[float]]]] = {}
     for run in runs:
         final: dict[str, np.ndarray] = {}
         for evaluation in run.evaluations:
             final.update(evaluation.metrics)  # the last evaluation that logged a key wins
         final.update(run.absolute_metrics or {})
         group = f"{run.algorithm} @ {run.task}"
+        found: dict[tuple[str, str], dict[int, float]] = {}
         for name, values in final.items():
             match = _AXIS_KEY.match(name)
             if match is None or _AXIS_KEY.match(match["base"]):  # two axes: not broken down here
                 continue
-            by_group = table.setdefault((match["base"], match["axis"]), {})
-            by_group.setdefault(group, {}).setdefault(int(match["index"]), []).append(float(np.mean(values)))
+            found.setdefault((match["base"], match["axis"]), {})[int(match["index"])] = float(np.mean(values))
+        for (base, axis), by_index in found.items():
+            labels = _axis_labels(axis, set(by_index), level_names.get(run.source))
+            by_label = table.setdefault((base, axis), {}).setdefault(group, {})
+            for index, value in by_index.items():
+                by_label.setdefault((index, labels[index]), []).append(value)
     if not table:
         return _note(
             "The run logs hold no per-agent or per-level metrics (keys <metric>_agent_<i> or "
@@ -555,21 +585,27 @@ def _breakdown_section(runs: Sequence[Any], opts: _Options, figures: _Figures) -
     for (base, axis), by_group in sorted(table.items()):
         figure = go.Figure()
         rows = []
-        for n, (group, by_index) in enumerate(sorted(by_group.items())):
-            indices = sorted(by_index)
-            sizes = {len(by_index[i]) for i in indices}
-            if len(sizes) != 1 or min(sizes) < 1:
+        notes = []
+        for n, (group, by_label) in enumerate(sorted(by_group.items())):
+            keys = sorted(by_label)
+            sizes = {len(by_label[k]) for k in keys}
+            if len(sizes) != 1:
+                held = ", ".join(f"{label} in {len(by_label[(i, label)])}" for i, label in keys)
+                notes.append(
+                    f"{group}: not shown, its runs hold different {axis}s ({held} runs); report runs "
+                    f"of one {axis} layout (the same eval_levels or number of agents) together."
+                )
                 continue
-            matrices = {str(i): np.asarray(by_index[i])[:, None] for i in indices}
+            matrices = {str(k): np.asarray(by_label[k])[:, None] for k in keys}
             estimates = interval_estimates(
                 matrices, ("mean",), reps=opts.reps, confidence=opts.confidence, key=opts.key + 4
             )
-            point = np.array([estimates.point[str(i)][0] for i in indices])
-            lower = np.array([estimates.lower[str(i)][0] for i in indices])
-            upper = np.array([estimates.upper[str(i)][0] for i in indices])
+            point = np.array([estimates.point[str(k)][0] for k in keys])
+            lower = np.array([estimates.lower[str(k)][0] for k in keys])
+            upper = np.array([estimates.upper[str(k)][0] for k in keys])
             figure.add_trace(
                 go.Bar(
-                    x=[f"{axis} {i}" for i in indices],
+                    x=[label for _, label in keys],
                     y=point.tolist(),
                     name=f"{group} ({sizes.pop()} runs)",
                     marker_color=_COLORS[n % len(_COLORS)],
@@ -582,8 +618,8 @@ def _breakdown_section(runs: Sequence[Any], opts: _Options, figures: _Figures) -
                 )
             )
             rows += [
-                [group, f"{axis} {i}", f"{point[k]:.3f} [{lower[k]:.3f}, {upper[k]:.3f}]"]
-                for k, i in enumerate(indices)
+                [group, label, f"{point[j]:.3f} [{lower[j]:.3f}, {upper[j]:.3f}]"]
+                for j, (_, label) in enumerate(keys)
             ]
         figure.update_layout(
             barmode="group",
@@ -592,7 +628,8 @@ def _breakdown_section(runs: Sequence[Any], opts: _Options, figures: _Figures) -
         )
         parts.append(
             f"<h3>{_esc(base)} per {_esc(axis)}</h3>"
-            + figures.html(figure, 380)
+            + "".join(_note(note) for note in notes)
+            + (figures.html(figure, 380) if rows else "")
             + _table(["algorithm @ task", axis, f"mean [{opts.confidence:.0%} interval]"], rows, "breakdown")
         )
     return "".join(parts)
@@ -780,6 +817,16 @@ nav a{margin-right:1em}
 """
 
 
+def _is_page(path: str) -> bool:
+    """Whether the file at ``path`` is an HTML page (an earlier report, which ``-o`` replaces)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(256).lstrip().lower()
+    except OSError:
+        return False
+    return head.startswith((b"<!doctype html", b"<html"))
+
+
 def write_report(
     paths: Sequence[str],
     out: str = "report.html",
@@ -812,6 +859,17 @@ def write_report(
     _check(reps, confidence)
     if os.path.isdir(out):
         raise EvalError(f"-o {out!r} is a directory; pass a file name such as report.html.")
+    if os.path.isfile(out) and not _is_page(out):
+        raise EvalError(
+            f"-o {out!r} is an existing file that is not an HTML page (a run log, a config?); the "
+            "report would replace it: pass another file name, such as report.html."
+        )
+    try:  # before the work: a GIF of every checkpoint can take minutes
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    except OSError as error:
+        raise EvalError(
+            f"-o {out!r}: cannot write the report there ({error.strerror}); pass a file in a writable directory."
+        ) from None
     reference = _reference(normalize)
     run_dirs = find_run_dirs(paths)
     check_consistent(run_dirs, metric, allow_mixed_versions)
@@ -827,7 +885,7 @@ def write_report(
         "runs": _runs_section(run_dirs),
         "curves": _curves_section(runs, opts, figures),
         **_aggregate_sections(runs, opts, figures),
-        "breakdown": _breakdown_section(runs, opts, figures),
+        "breakdown": _breakdown_section(runs, opts, figures, _level_names(run_dirs)),
         "episodes": _episodes_section(run_dirs, opts),
         "config": _config_section(run_dirs),
         "system": _system_section(run_dirs),
@@ -855,11 +913,14 @@ def write_report(
         f"<footer><p>Written {generated} by lamella-eval {__version__} with plotly {plotly.__version__}."
         "</p></footer></body></html>\n"
     )
-    directory = os.path.dirname(os.path.abspath(out))
-    os.makedirs(directory, exist_ok=True)
     tmp = f"{out}.tmp"
-    with open(tmp, "w", encoding="utf-8") as file:
-        file.write(page)
-    os.replace(tmp, out)
+    try:
+        with open(tmp, "w", encoding="utf-8") as file:
+            file.write(page)
+        os.replace(tmp, out)
+    except OSError as error:
+        raise EvalError(
+            f"-o {out!r}: cannot write the report there ({error.strerror}); pass a file in a writable directory."
+        ) from None
     print(f"{summary}\nwrote {out} ({os.path.getsize(out) / 1e6:.1f} MB)")
     return out

@@ -134,6 +134,22 @@ def _from_first_with(evaluations: Sequence[Evaluation], metric: str) -> Sequence
     return evaluations[first:]
 
 
+def _check_step_grid(algorithm: str, task: str, runs: Sequence[Run], counts: np.ndarray) -> None:
+    """Refuse runs of one algorithm on one task whose evaluations (``counts``: ``(runs,
+    evaluations)``) lie at different environment steps: their curve would be drawn at the mean.
+    Differences within 5% (a producer counting finished episodes' steps) are taken as equal."""
+    close = np.isclose(counts, counts[:1], rtol=0.05, atol=0.0)
+    if close.all():
+        return
+    n, s = (int(i[0]) for i in np.nonzero(~close))
+    raise RunLogError(
+        f"algorithm {algorithm!r} on {task}: evaluation {s} is at {counts[0, s]:.0f} steps in run "
+        f"{runs[0].name} but {counts[n, s]:.0f} in {runs[n].name}; a learning curve averages runs "
+        "evaluation by evaluation, so they need the same evaluation steps: report runs of the same "
+        "settings together, or give runs of other settings another algorithm name"
+    )
+
+
 def curve_scores(runs: Sequence[Run], metric: str, truncate: bool = False) -> Curves:
     """Score of each run at each evaluation: ``(runs, tasks, evaluations)`` per algorithm.
 
@@ -147,8 +163,9 @@ def curve_scores(runs: Sequence[Run], metric: str, truncate: bool = False) -> Cu
             the first ``min`` of them instead of raising.
 
     Raises:
-        RunLogError: a run without evaluations or without the metric, or (unless
-            ``truncate``) runs of one algorithm with different numbers of evaluations.
+        RunLogError: a run without evaluations or without the metric, (unless ``truncate``)
+            runs of one algorithm with different numbers of evaluations, or runs of one
+            algorithm on one task evaluated at different environment steps.
     """
     tasks, grouped = _group(runs)
     values, step_counts = {}, {}
@@ -176,6 +193,8 @@ def curve_scores(runs: Sequence[Run], metric: str, truncate: bool = False) -> Cu
                 for s, evaluation in enumerate(evaluations[id(run)][:shortest]):
                     array[n, m, s] = _metric(evaluation.metrics, metric, run, f"step_{evaluation.index}")
                     counts[n, m, s] = evaluation.step_count
+        for m, task in enumerate(tasks):
+            _check_step_grid(algorithm, task, by_task[task], counts[:, m])
         values[algorithm] = array
         step_counts[algorithm] = counts.mean(axis=(0, 1))
     return Curves(metric, tasks, values, step_counts)
