@@ -32,8 +32,7 @@ def run_dir(tmp_path_factory):
         num_minibatches=2,
         total_timesteps=8 * 16 * 2,  # 2 iterations
         eval_episodes=2,
-        screenshot_every=1,
-        screenshot_dir=str(out / "screenshots"),
+        screenshot_every=1,  # to screenshot_dir's default, the run directory's screenshots/
     )
     run_experiment(config, seeds=SEEDS, out_dir=out / "run", progress=False, plot=False)
     return out
@@ -128,7 +127,7 @@ def test_suite_table_per_maze(evaluated):
 
 
 def test_screenshots_written_during_training(run_dir):
-    shots = run_dir / "screenshots"
+    shots = run_dir / "run" / "screenshots"
     assert sorted(os.listdir(shots)) == [f"seed_{s}" for s in range(SEEDS)]
     for seed in range(SEEDS):
         names = sorted(os.listdir(shots / f"seed_{seed}"))
@@ -161,6 +160,25 @@ def test_bad_suites_exit_2(run_dir, capsys, arguments, message):
 
 
 def test_run_dir_without_checkpoints_exits_2(run_dir, capsys):
-    status = main(["eval", "checkpoints", str(run_dir / "screenshots"), "--suite", "minimax-test"])
+    status = main(["eval", "checkpoints", str(run_dir / "run" / "screenshots"), "--suite", "minimax-test"])
     err = capsys.readouterr().err
     assert status == 2 and "holds no checkpoints" in err
+
+
+def test_report_names_the_evaluation_levels(run_dir, tmp_path, capsys):
+    """``lamella eval report``'s per-level breakdown of a UED run names each level as the run's
+    ``config.json`` lists it (``eval_levels``, the order of ``<metric>_level_<i>``); it said
+    "level 0" before."""
+    import re
+
+    with open(run_dir / "run" / "config.json") as file:
+        levels = json.load(file)["config"]["eval_levels"]
+    out = tmp_path / "report.html"
+    status = main(["eval", "report", str(run_dir / "run"), "-o", str(out), "--reps", "20", "--no-gifs"])
+    assert status == 0, capsys.readouterr().err
+    text = out.read_text(encoding="utf-8")
+    breakdown = re.search(r'<section id="breakdown">(.*?)</section>', text, re.S).group(1)
+    assert "solved per level" in breakdown
+    for level in levels:
+        assert re.search(rf"<td>dr @ [^<]*</td><td>{re.escape(level)}</td>", breakdown), level
+    assert "<td>level 0</td>" not in breakdown

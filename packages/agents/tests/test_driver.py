@@ -1060,3 +1060,23 @@ def test_run_log_task_is_the_env_id_or_what_the_config_names():
     assert driver.run_log_task(CONFIG) == "Bandit-v0"
     assert driver.run_log_task(SizedBandit(arms=3)) == "Bandit-v0:arms=3"
     assert driver.run_log_task(object()) == "custom"
+
+
+def test_run_directory_is_the_run_being_trained_while_its_iterations_run(tmp_path):
+    """A runner's host callbacks (lamella-ued's screenshots) find the run's directory in
+    driver.run_directory() while the driver trains it, and None outside a run."""
+    seen = []
+
+    def make_runner(config):
+        runner = make_bandit_runner(config)
+
+        def step(state):
+            jax.debug.callback(lambda: seen.append(driver.run_directory()))
+            return runner.step(state)
+
+        return runner._replace(step=step)
+
+    assert driver.run_directory() is None
+    run(str(tmp_path / "run"), config=BanditConfig(total_timesteps=32 * 2), make_runner=make_runner)
+    assert driver.run_directory() is None
+    assert seen and set(seen) == {os.path.abspath(tmp_path / "run")}

@@ -176,6 +176,71 @@ def test_a_sweeps_configs_draw_into_folders_of_their_own(tmp_path, monkeypatch):
         )
 
 
+def drawn(folder, name):
+    return (mpimg.imread(folder / name)[..., :3] * 255).round().astype(np.uint8)
+
+
+def host_calls(monkeypatch):
+    """Run a recorder's host callback here, without compiling: ``calls`` gets each call."""
+    calls = []
+    monkeypatch.setattr(jax.debug, "callback", lambda host, *args: calls.append((host, args)) or host(*args))
+    return calls
+
+
+def test_pictures_go_to_the_run_directory_the_driver_trains(tmp_path, monkeypatch):
+    """``screenshot_dir=""`` (the default) draws into ``<run>/screenshots/``: the programs of a
+    sweep over a static setting (``num_envs=4,8``), each its own run directory, no longer share
+    one folder (before, the second overwrote the first's pictures); an explicit folder is kept."""
+    from lamella.agents import driver
+    from lamella.ued.runners import DRConfig
+
+    assert DRConfig().screenshot_dir == ""
+    host_calls(monkeypatch)
+    first, second = sample(4, seed=1), sample(4, seed=2)
+    for program, levels in (("p0", first), ("p1", second)):
+        monkeypatch.setattr(driver, "_RUN_DIRECTORY", str(tmp_path / program))
+        screenshots.make_screenshot_recorder("", every=2, tile=4)(
+            jnp.int32(0), jnp.uint32(0), jnp.int32(0), levels, None
+        )
+    name = "update_000000_generated.png"
+    for program, levels in (("p0", first), ("p1", second)):
+        folder = tmp_path / program / "screenshots" / "seed_0"
+        np.testing.assert_array_equal(drawn(folder, name), screenshots.level_grid(levels, 4))
+    screenshots.make_screenshot_recorder(str(tmp_path / "mine"), every=2, tile=4)(
+        jnp.int32(0), jnp.uint32(0), jnp.int32(0), first, None
+    )
+    assert os.listdir(tmp_path / "mine" / "seed_0") == [name]
+
+
+def test_a_resumed_run_keeps_the_pictures_of_an_interval_it_began(tmp_path, monkeypatch):
+    """A run resumed inside an interval (checkpoint at iteration 4, ``every=3``) keeps the
+    interval's first batch drawn before it stopped, as an uninterrupted run does (before, the
+    resumed run drew iteration 4's levels and buffer over iteration 3's)."""
+    from lamella.ued.buffer import LevelBufferState
+
+    host_calls(monkeypatch)
+    levels, other = sample(4, seed=1), sample(4, seed=2)
+    zeros = jnp.zeros(4, jnp.int32)
+    before = LevelBufferState(
+        levels, jnp.array([0.1, 0.7, 0.3, 0.2]), zeros * 1.0, zeros, zeros, jnp.int32(4), jnp.int32(4)
+    )
+    after = before.replace(scores=jnp.array([0.9, 0.8, 0.1, 0.2]))
+    record = screenshots.make_screenshot_recorder(str(tmp_path), every=3, tile=4)
+    record(jnp.int32(3), jnp.uint32(0), jnp.int32(0), levels, before)  # the checkpoint is at 4
+    resumed = screenshots.make_screenshot_recorder(str(tmp_path), every=3, tile=4)
+    for iteration in (4, 6):
+        resumed(jnp.int32(iteration), jnp.uint32(0), jnp.int32(0), other, after)
+    folder = tmp_path / "seed_0"
+    np.testing.assert_array_equal(
+        drawn(folder, "update_000003_generated.png"), screenshots.level_grid(levels, 4)
+    )
+    best = jax.tree.map(lambda x: np.asarray(x)[np.array([1, 2, 3, 0])], levels)
+    np.testing.assert_array_equal(drawn(folder, "update_000003_buffer.png"), screenshots.level_grid(best, 4))
+    np.testing.assert_array_equal(
+        drawn(folder, "update_000006_generated.png"), screenshots.level_grid(other, 4)
+    )
+
+
 def test_recorder_writes_each_picture_once_when_devices_call_it_at_once(tmp_path, monkeypatch):
     """A program split over devices may run the recorder's callback on several threads at once
     (jax 0.7.1, 4 CPU devices): every picture is written once, whole, with no temporary file

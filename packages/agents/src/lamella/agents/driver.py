@@ -79,6 +79,7 @@ __all__ = [
     "load_run",
     "metric_key",
     "run",
+    "run_directory",
     "run_experiment",
     "run_log_task",
     "variant_name",
@@ -232,6 +233,17 @@ def default_chunk_iterations(num_iterations: int, target_evaluations: int = 20) 
             if best is None or distance < best[0]:
                 best = (distance, chunk)
     return best[1] if best else -(-num_iterations // target_evaluations)
+
+
+_RUN_DIRECTORY: str | None = None
+
+
+def run_directory() -> str | None:
+    """The directory of the run whose iterations the driver is training in this process, while
+    it trains them (``None`` otherwise): a runner's host callbacks put the files they write
+    there (lamella-ued's screenshots: ``<run>/screenshots/``), so that each run of a sweep, each
+    program of one and a run on a Ray worker keeps them in its own folder."""
+    return _RUN_DIRECTORY
 
 
 def run_log_task(config: Any) -> str:
@@ -1944,9 +1956,12 @@ def _run(
         seeds=len(members),
         start_time=started,
     )
+    global _RUN_DIRECTORY
+    outer, _RUN_DIRECTORY = _RUN_DIRECTORY, os.path.abspath(out_dir)
     try:
         state, iteration, checkpoint_path = session.train(state, iteration, checkpoint_path, max_chunks, bar)
     finally:
+        _RUN_DIRECTORY = outer
         bar.close()
         log.close()
     final_plot_path: str | None = None

@@ -130,7 +130,9 @@ class DRConfig(PPOSettings):
         hidden_size: width of the actor and critic heads.
         screenshot_every: write PNG grids of the levels played every this many iterations
             (0: none; :mod:`lamella.ued.screenshots`).
-        screenshot_dir: where the screenshots go (``<dir>/seed_<s>/update_<i>_<kind>.png``).
+        screenshot_dir: where the screenshots go (``<dir>/seed_<s>/update_<i>_<kind>.png``);
+            ``""``: ``screenshots/`` in the run's directory (the working directory when no
+            lamella-agents driver runs the runner).
     """
 
     env_id: str = "AMaze-13x13-v0"
@@ -159,7 +161,7 @@ class DRConfig(PPOSettings):
     torso_size: int = 64
     hidden_size: int = 32
     screenshot_every: int = 0
-    screenshot_dir: str = "screenshots"
+    screenshot_dir: str = ""
 
     def run_log_task(self) -> str:
         """The run log's task: ``env_id``, followed by the level settings this config changes from

@@ -6,9 +6,10 @@
   ``update_<i>_replayed.png`` (levels drawn from the buffer) and ``update_<i>_mutated.png``
   (ACCEL's edits), plus ``update_<i>_buffer.png``, the buffer's highest-scoring levels (PLR,
   ACCEL), best first. ``<i>`` is the first iteration of the interval; the files go to
-  ``<screenshot_dir>/seed_<s>/`` (a sweep over traced settings: ``<screenshot_dir>/<field>=<value>,.../seed_<s>/``
-  per config). The runner hands the levels to the host with
-  ``jax.debug.callback`` (the only side effect of its compiled step), and the host draws them
+  ``<screenshot_dir>/seed_<s>/``, by default ``<run>/screenshots/seed_<s>/`` in the directory
+  of the run the lamella-agents driver trains (a sweep over traced settings:
+  ``.../<field>=<value>,.../seed_<s>/`` per config). The runner hands
+  the levels to the host with ``jax.debug.callback`` (the only side effect of its compiled step), and the host draws them
   with NumPy; with ``screenshot_every=0`` (the default) nothing of this is compiled in.
 - After training: :func:`save_buffer_grid` draws a buffer (a checkpoint's, through
   :func:`buffer_grids`) with each level's score; :func:`plot_score_curves` plots every level
@@ -243,35 +244,56 @@ def make_screenshot_recorder(
     ``LevelFamily.level_image``; default :func:`level_image`). ``variant`` (field name -> the
     runner's traced value, a sweep's swept settings) puts each config's pictures in a folder of
     its own, ``<directory>/<field>=<value>,.../seed_<s>/``.
+
+    ``directory`` ``""`` is ``screenshots/`` in the directory of the run the lamella-agents
+    driver is training when the pictures are drawn (:func:`lamella.agents.driver.run_directory`;
+    the working directory outside the driver): each run, each program of a sweep and each run on
+    a Ray worker keeps its pictures in its own run directory. A resumed run keeps the pictures
+    of the interval it resumes in (drawn before it stopped), as if it had never stopped.
     """
     if every < 1:
         raise ValueError(f"make_screenshot_recorder: every must be >= 1, got {every}.")
     names = tuple(variant or {})
     values = tuple((variant or {}).values())
     written: set[tuple[str, int, str]] = set()
+    first_drawn: dict[str, int] = {}  # the first iteration this recorder drew into each folder
     # In a program split over devices, jax may run the callback on several devices' threads at
     # once (jax 0.7.1 on 4 CPU devices did): one writes each picture, the others skip it.
     lock = threading.Lock()
 
-    def host(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any, settings: Any) -> None:
+    def host(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any, swept: Any) -> None:
         with lock:
-            write(iteration, seed, branch, levels, top, settings)
+            write(iteration, seed, branch, levels, top, swept)
 
-    def write(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any, settings: Any) -> None:
+    def root() -> str:
+        if directory:
+            return directory
+        from lamella.agents.driver import run_directory
+
+        return os.path.join(run_directory() or "", "screenshots")
+
+    def write(iteration: Any, seed: Any, branch: Any, levels: Any, top: Any, swept: Any) -> None:
         start = int(iteration) // every * every
         # str of the NumPy scalar: 0.1 for a float32 0.1, as the run log's label writes it.
-        config = ",".join(f"{name}={np.asarray(value)[()]!s}" for name, value in zip(names, settings))
-        folder = os.path.join(directory, config, f"seed_{int(seed)}")
+        config = ",".join(f"{name}={np.asarray(value)[()]!s}" for name, value in zip(names, swept))
+        folder = os.path.join(root(), config, f"seed_{int(seed)}")
+        first = first_drawn.setdefault(folder, int(iteration))
+
+        def save(pictured: Any, kind: str) -> None:
+            written.add((folder, start, kind))
+            path = os.path.join(folder, f"update_{start:06d}_{kind}.png")
+            # An interval begun before this recorder's first iteration here (a resumed run): its
+            # first batch of each kind was drawn then, and stays.
+            if not (start < first and os.path.exists(path)):
+                save_level_grid(pictured, path, tile, image)
+
         kind = BRANCH_NAMES[int(branch)]
         if (folder, start, kind) not in written:
-            written.add((folder, start, kind))
-            save_level_grid(levels, os.path.join(folder, f"update_{start:06d}_{kind}.png"), tile, image)
+            save(levels, kind)
         if top is not None and (folder, start, "buffer") not in written:
             top_levels, _, stored = top
             if int(stored) > 0:
-                written.add((folder, start, "buffer"))
-                best = jax.tree.map(lambda x: np.asarray(x)[: int(stored)], top_levels)
-                save_level_grid(best, os.path.join(folder, f"update_{start:06d}_buffer.png"), tile, image)
+                save(jax.tree.map(lambda x: np.asarray(x)[: int(stored)], top_levels), "buffer")
 
     def record(
         iteration: jax.Array, seed: jax.Array, branch: jax.Array, levels: Any, buffer_state: Any
