@@ -9,6 +9,7 @@ import pytest
 
 import lamella.envs
 from lamella.agents.config import ConfigError
+from lamella.agents.offpolicy import GoalFunctions
 from lamella.agents.offpolicy.loop import goal_functions
 from lamella.buffers import Transition, make_episode_buffer, transition_like
 from lamella.gcrl import (
@@ -35,10 +36,11 @@ def _goal_obs(achieved, desired):
     }
 
 
-def _hand_built_buffer(env):
+def _hand_built_buffer(env, ended_by_env=False):
     """One env, one episode of 3 steps in the Dubins maze, desired goal (1, 1) never reached.
 
-    Achieved goals after each step: (0, 0), (0.5, 0), (0.55, 0); the episode is truncated.
+    Achieved goals after each step: (0, 0), (0.5, 0), (0.55, 0); the episode is truncated, or
+    with ``ended_by_env`` terminated by the env on its last step (a failure, not the goal).
     """
     buffer = make_episode_buffer(num_envs=1, max_length_time_axis=8, sample_batch_size=64)
     start = _goal_obs([-1.0, 0.0], [1.0, 1.0])
@@ -50,8 +52,8 @@ def _hand_built_buffer(env):
         obs=_goal_obs(before, [1.0, 1.0]),
         action=jnp.zeros((3, 1), jnp.float32),
         reward=jnp.array([-1.0, -1.0, -1.0]),
-        terminated=jnp.array([False, False, False]),
-        truncated=jnp.array([False, False, True]),
+        terminated=jnp.array([False, False, ended_by_env]),
+        truncated=jnp.array([False, False, not ended_by_env]),
         next_obs=_goal_obs(after, [1.0, 1.0]),
     )
     return buffer, buffer.add(state, jax.tree.map(lambda x: x[None], episode))
@@ -117,6 +119,67 @@ def test_without_relabelling_the_stored_transition_is_kept(maze):
     np.testing.assert_allclose(batch.discount, np.full(16, 0.99), rtol=1e-6)
 
 
+def _one_pair_reward(achieved, desired):
+    # Written for one pair of goals: it reduces over every axis, as the GoalFunctions contract allows.
+    return -(jnp.sqrt(jnp.sum((achieved - desired) ** 2)) > 0.1).astype(jnp.float32)
+
+
+def _one_pair_success(achieved, desired):
+    return jnp.sqrt(jnp.sum((achieved - desired) ** 2)) < 0.1
+
+
+@pytest.mark.parametrize("terminate_on_success", [False, True])
+def test_her_keeps_the_envs_own_terminations_and_scores_success_per_pair(terminate_on_success):
+    """Before: a relabelled transition's ``terminated`` was ``is_success & terminate_on_success``
+    alone, so an episode the env ended (a failure) bootstrapped past its end, and ``is_success``
+    ran on the whole batch, so a one-pair function gave one flag for all (no success ended)."""
+    buffer, state = _hand_built_buffer(None, ended_by_env=True)
+    config = SACTrainConfig(
+        env_id="PointRobotGoal-v0", her=True, her_strategy="final", her_relabel_probability=1.0, gamma=0.9
+    )
+    goals = GoalFunctions(_one_pair_reward, _one_pair_success, terminate_on_success)
+    batch = jax.jit(make_her_batch_sampler(config, buffer, goals))(state, jax.random.key(0))
+    step = np.asarray(
+        jnp.argmin(jnp.abs(batch.obs["achieved_goal"][:, 0][:, None] - jnp.array([-1.0, 0.0, 0.5])), 1)
+    )
+    assert set(step.tolist()) == {0, 1, 2}
+    # The goal is the final achieved goal (0.55, 0): steps 1 and 2 reach it; step 2 ended the episode.
+    expected = [0.9, 0.0, 0.0] if terminate_on_success else [0.9, 0.9, 0.0]
+    np.testing.assert_allclose(np.asarray(batch.discount), np.array(expected)[step], rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(batch.reward), np.array([-1.0, 0.0, 0.0])[step])
+
+
+def test_her_refuses_goal_functions_it_cannot_use():
+    """Before: a bool reward trained silently on 0/1 rewards, terminations without is_success kept
+    the original goal's flag, and other mistakes failed inside JAX (a broadcasting error, a
+    TracerArrayConversionError); now each is a ConfigError when the sampler is traced."""
+    buffer, state = _hand_built_buffer(None)
+    config = SACTrainConfig(env_id="PointRobotGoal-v0", her=True, batch_size=8)
+    key = jax.random.key(0)
+
+    def trace(goals):
+        jax.eval_shape(make_her_batch_sampler(config, buffer, goals), state, key)
+
+    with pytest.raises(ConfigError, match=r"needs a goal-conditioned env .*GMazeGoalDubins-v0"):
+        make_her_batch_sampler(config, buffer, None)
+    with pytest.raises(ConfigError, match=r"terminate_on_success.*no is_success.*is_success\(achieved_goal"):
+        make_her_batch_sampler(config, buffer, GoalFunctions(_one_pair_reward, None, True))
+    with pytest.raises(
+        ConfigError, match=r"compute_reward returns bool and is_success returns float32: .*swapped"
+    ):
+        trace(GoalFunctions(_one_pair_success, _one_pair_reward, True))
+    with pytest.raises(
+        ConfigError,
+        match=r"compute_reward\(achieved_goal, desired_goal\) must return a scalar number .*got bool",
+    ):
+        trace(GoalFunctions(_one_pair_success, None, False))
+    with pytest.raises(ConfigError, match=r"must return a scalar number .*shape \(2,\).*got float32\[2\]"):
+        trace(GoalFunctions(lambda a, d: -jnp.abs(a - d), None, False))
+    with pytest.raises(ConfigError, match=r"calling compute_reward\(achieved_goal, desired_goal\) failed"):
+        trace(GoalFunctions(lambda a, d: np.linalg.norm(np.asarray(a) - np.asarray(d)), None, False))
+    trace(GoalFunctions(_one_pair_reward, _one_pair_success, True))  # the right functions pass
+
+
 def _obs(num_envs):
     return {
         "observation": jnp.zeros((num_envs, 2)),
@@ -163,6 +226,23 @@ def test_goal_override_scores_steps_against_its_goal():
     np.testing.assert_array_equal(terminated, [True, False])
     np.testing.assert_array_equal(info["is_success"], [True, False])
     np.testing.assert_allclose(next_obs["desired_goal"], np.full((2, 2), 0.25))
+
+
+def test_goal_override_keeps_the_envs_own_terminations():
+    """Before: ``terminated`` became ``is_success & terminate_on_success`` for the setter's goal
+    alone, so an episode the env ended itself (a failure) went on: the loop did not reset it."""
+    setter = _override()  # goal (0.25, 0.25); the env's own goal in desired_goal is (1, 1)
+    state = setter.init(jax.random.key(0), _obs(3))
+    _, state = setter.reset(jax.random.key(1), state, _obs(3), jnp.ones(3, bool))
+    # Env 0 ends by itself away from both goals; env 1 ends on reaching its own goal, which the
+    # setter replaced; env 2 reaches the setter's goal.
+    next_obs = {**_obs(3), "achieved_goal": jnp.array([[0.0, 0.0], [1.0, 1.0], [0.25, 0.2]])}
+    terminated = jnp.array([True, True, False])
+    _, _, terminated, _, info, _ = setter.step(
+        jax.random.key(2), state, next_obs, -jnp.ones(3), terminated, jnp.zeros(3, bool), {}
+    )
+    np.testing.assert_array_equal(info["is_success"], [False, False, True])
+    np.testing.assert_array_equal(terminated, [True, False, True])
 
 
 def test_goal_override_changes_goals_during_an_episode_and_chains():

@@ -19,9 +19,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from lamella.agents.config import is_swept
+from lamella.agents.config import ConfigError, is_swept
 from lamella.agents.offpolicy import Batch, GoalFunctions
 from lamella.buffers import EpisodeBuffer, EpisodeBufferState, HerSample, make_her_sampler
+from lamella.gcrl.setters import _check_goal_functions
 
 __all__ = ["make_her_batch_sampler"]
 
@@ -35,34 +36,54 @@ def make_her_batch_sampler(
         config: a train config with ``gamma``, ``batch_size``, ``her_strategy`` (``"future"``,
             ``"final"`` or ``"episode"``) and ``her_relabel_probability``.
         buffer: the loop's episode buffer (goal-dict observations).
-        goals: the env's goal functions. A relabelled transition's reward is
-            ``compute_reward(next achieved goal, new goal)``; its ``terminated`` is recomputed for
-            the new goal (``is_success`` and ``terminate_on_success``) where the env has them,
-            because the stored flag belongs to the original goal.
+        goals: the env's goal functions, each for one pair of goals (they are vmapped). A
+            relabelled transition's reward is ``compute_reward(next achieved goal, new goal)``.
+            With ``terminate_on_success``, its ``terminated`` is recomputed for the new goal
+            (``is_success``), because the stored flag belongs to the original goal; a
+            termination of the env's own (the stored flag where the original goal was not
+            reached) is kept, and without ``terminate_on_success`` the stored flag is kept.
 
     Raises:
-        ValueError: ``goals`` is None (HER needs a goal-conditioned env).
+        ConfigError: ``goals`` is None (HER needs a goal-conditioned env), or
+            ``terminate_on_success`` without ``is_success``; when ``sample`` is traced,
+            ``compute_reward`` / ``is_success`` that do not return a scalar number (not bool) /
+            a scalar bool for one pair of goals.
     """
     if goals is None:
-        raise ValueError(
+        raise ConfigError(
             "HER needs a goal-conditioned env (dict observations with observation/achieved_goal/"
             "desired_goal and a compute_reward); use a goal env such as GMazeGoalDubins-v0."
+        )
+    is_success, terminates = goals.is_success, bool(goals.terminate_on_success)
+    if terminates and is_success is None:
+        raise ConfigError(
+            "HER: the env ends episodes on success (terminate_on_success) but has no is_success, so a "
+            "relabelled transition's termination cannot be recomputed for its new goal. Give the env an "
+            "is_success(achieved_goal, desired_goal, params) method (GoalFunctions.is_success), or do not "
+            "terminate on success."
         )
     gamma = config.gamma if is_swept(config.gamma) else float(config.gamma)  # a sweep traces it
     her_sample = make_her_sampler(
         buffer, goals.compute_reward, config.her_strategy, config.her_relabel_probability, config.batch_size
     )
-    is_success, terminates = goals.is_success, goals.terminate_on_success
+    steps_kept = buffer.max_length_time_axis
 
     def sample(buffer_state: EpisodeBufferState, key: jax.Array) -> Batch:
+        stored = buffer_state.trajectory.experience
+        goal_shape = tuple(stored.next_obs["achieved_goal"].shape[2:])  # leaves (num_envs, T, ...)
+        # Before sampling: the sampler calls compute_reward, and fails inside JAX on a wrong one.
+        _check_goal_functions("make_her_batch_sampler", goals.compute_reward, is_success, goal_shape)
         key_sample, key_update = jax.random.split(key)
         her: HerSample = her_sample(buffer_state, key_sample)
         t = her.transition
         terminated = t.terminated
-        if is_success is not None:
-            new_done = jnp.logical_and(
-                is_success(t.next_obs["achieved_goal"], t.next_obs["desired_goal"]), terminates
-            )
+        if terminates and is_success is not None:
+            success = jax.vmap(is_success)
+            achieved = t.next_obs["achieved_goal"]
+            # The goal the step was stored with (step a of an env lives at a % T).
+            original_goal = stored.next_obs["desired_goal"][her.env_index, her.time % steps_kept]
+            env_own = jnp.logical_and(terminated, jnp.logical_not(success(achieved, original_goal)))
+            new_done = jnp.logical_or(env_own, success(achieved, t.next_obs["desired_goal"]))
             terminated = jnp.where(her.relabelled, new_done, terminated)
         discount = gamma * (1.0 - terminated.astype(jnp.float32))
         return Batch(t.obs, t.action, t.reward, discount, t.next_obs, key_update)

@@ -104,6 +104,10 @@ _ORDER = {
     "desired_goal) -> reward, is_success(achieved_goal, desired_goal) -> bool)",
     "frontier_goals": "frontier_goals(compute_reward(achieved_goal, desired_goal) -> reward, "
     "is_success(achieved_goal, desired_goal) -> bool, low, high)",
+    # HER's functions come from the goal env (or train_host's compute_reward), as GoalFunctions.
+    "make_her_batch_sampler": "GoalFunctions(compute_reward(achieved_goal, desired_goal) -> reward, "
+    "is_success(achieved_goal, desired_goal) -> bool), JAX functions of one pair of goals: the goal env's "
+    "own, or train_host's compute_reward",
 }
 
 
@@ -122,15 +126,20 @@ def _trace(setter: str, role: str, fn: Callable[..., Any], *args: Any) -> Any:
 def _check_goal_functions(
     setter: str,
     compute_reward: Callable[[jax.Array, jax.Array], jax.Array],
-    is_success: Callable[[jax.Array, jax.Array], jax.Array],
+    is_success: Callable[[jax.Array, jax.Array], jax.Array] | None,
     goal_shape: tuple[int, ...],
 ) -> None:
     """Refuse goal functions whose outputs cannot be a reward and a success flag for one pair of
-    goals of ``goal_shape``: a scalar number (not bool) and a scalar bool. Shapes and dtypes only,
-    so it works on traced goals; swapped functions are caught by the dtypes."""
+    goals of ``goal_shape``: a scalar number (not bool) and a scalar bool (``is_success`` None: not
+    checked). Shapes and dtypes only, so it works on traced goals; swapped functions are caught by
+    the dtypes."""
     pair = jax.ShapeDtypeStruct(goal_shape, jnp.float32)
     reward = _trace(setter, "compute_reward(achieved_goal, desired_goal)", compute_reward, pair, pair)
-    success = _trace(setter, "is_success(achieved_goal, desired_goal)", is_success, pair, pair)
+    success = (
+        jax.ShapeDtypeStruct((), jnp.bool_)
+        if is_success is None
+        else _trace(setter, "is_success(achieved_goal, desired_goal)", is_success, pair, pair)
+    )
     if isinstance(reward, jax.ShapeDtypeStruct) and isinstance(success, jax.ShapeDtypeStruct):
         if reward.dtype == jnp.bool_ and success.dtype != jnp.bool_:
             raise ConfigError(
@@ -154,7 +163,7 @@ def _check_goal_functions(
             )
             raise ConfigError(
                 f"{setter}: {role}(achieved_goal, desired_goal) must return {want} for one pair of goals of "
-                f"shape {goal_shape} (the setter vmaps it over envs), got {got}. Give it the one-pair "
+                f"shape {goal_shape} (it is vmapped), got {got}. Give it the one-pair "
                 f"function, in its position: {_ORDER[setter]}."
             )
 
@@ -163,17 +172,20 @@ def _score_against(
     goal: jax.Array,
     obs: Any,
     reward: jax.Array,
+    terminated: jax.Array,
     info: dict[str, Any],
     compute_reward: Callable[[jax.Array, jax.Array], jax.Array],
     is_success: Callable[[jax.Array, jax.Array], jax.Array],
     terminate_on_success: bool,
 ) -> tuple[Any, jax.Array, jax.Array, dict[str, Any]]:
     """A step's ``(obs, reward, terminated, info)`` scored against the setter's ``goal``: the
-    agent sees it as ``desired_goal``; reward, ``is_success`` and ``terminated`` are recomputed."""
+    agent sees it as ``desired_goal``; reward, ``is_success`` and ``terminated`` are recomputed.
+    A termination of the env's own (where the goal it held was not reached: a failure) is kept."""
     achieved = obs["achieved_goal"]
+    env_own = jnp.logical_and(terminated, ~jax.vmap(is_success)(achieved, obs["desired_goal"]))
     reward = jax.vmap(compute_reward)(achieved, goal).astype(reward.dtype)
     success = jax.vmap(is_success)(achieved, goal)
-    terminated = jnp.logical_and(success, terminate_on_success)
+    terminated = jnp.logical_or(env_own, jnp.logical_and(success, terminate_on_success))
     obs = {**obs, "desired_goal": goal.astype(obs["desired_goal"].dtype)}
     return obs, reward, terminated, {**info, "is_success": success}
 
@@ -193,7 +205,8 @@ def goal_override(
     agent sees the setter's goal in ``desired_goal``; the reward and ``info["is_success"]`` of
     every step are recomputed against it with the env's pure ``compute_reward`` and
     ``is_success`` (bind params with ``functools.partial``); ``terminated`` becomes
-    ``is_success & terminate_on_success`` (the env's own goal no longer ends episodes).
+    ``is_success & terminate_on_success`` (the env's own goal no longer ends episodes), or the
+    env's own termination where its goal was not reached (a failure ends the episode still).
 
     State: ``{"goal": float32 (num_envs, goal_dim), "age": int32 (num_envs,)}``.
 
@@ -248,7 +261,7 @@ def goal_override(
         goal, age = state["goal"], state["age"] + 1
         # The step is scored against the goal it was taken for; a change applies from the next step.
         obs, reward, terminated, info = _score_against(
-            goal, obs, reward, info, compute_reward, is_success, terminate_on_success
+            goal, obs, reward, terminated, info, compute_reward, is_success, terminate_on_success
         )
         if change_every > 0:
             change = age % change_every == 0
@@ -277,7 +290,8 @@ def frontier_goals(
     a goal is both new and reachable), else uniformly in the box (as a goal env draws them).
     Before any visit the cell is uniform. The goal is held for the episode; rewards, success
     and termination (``is_success & terminate_on_success``) are recomputed against it with
-    the env's ``compute_reward`` and ``is_success`` (one pair in, as :func:`goal_override`).
+    the env's ``compute_reward`` and ``is_success`` (one pair in, as :func:`goal_override`); the
+    env's own terminations away from its goal (failures) are kept.
 
     Args:
         compute_reward: ``compute_reward(achieved_goal, desired_goal) -> reward`` for one pair.
@@ -372,7 +386,7 @@ def frontier_goals(
         digits = jnp.clip(((achieved - low_j) / width).astype(jnp.int32), 0, grid - 1)
         visits = state["visits"].at[digits @ place].add(1.0)
         obs, reward, terminated, info = _score_against(
-            goal, obs, reward, info, compute_reward, is_success, terminate_on_success
+            goal, obs, reward, terminated, info, compute_reward, is_success, terminate_on_success
         )
         return obs, reward, terminated, truncated, info, {**state, "visits": visits}
 
