@@ -324,3 +324,44 @@ def test_chain_refuses_what_is_not_a_goal_setter():
     with pytest.raises(ConfigError, match=r"^chain takes the setters as arguments: chain\(\*setters\)"):
         chain([passthrough(), passthrough()])
     assert chain(passthrough()).init is not None
+
+
+def test_goal_functions_of_a_goal_conditioned_wrapper():
+    """``lamella.envs.goal.GoalConditioned`` around a plain env (the envs README's way to make
+    one) gives the loop its goal functions; before, the loop read the bare env under it
+    ("Pendulum has no compute_reward") and never the wrapper's ``terminate_on_success``."""
+    from lamella.envs.goal import GoalConditioned
+
+    pendulum, params = lamella.envs.make("Pendulum-v1", autoreset=False)
+    env = GoalConditioned(pendulum.unwrapped, lambda s: s.theta[None], [-1.0], [1.0], 0.1)
+    goals = goal_functions(env, params)
+    assert goals.terminate_on_success is True
+    assert float(goals.compute_reward(jnp.array([0.0]), jnp.array([0.05]))) == 0.0
+    assert bool(goals.is_success(jnp.array([0.0]), jnp.array([0.5]))) is False
+    config = SACTrainConfig(env_id="Pendulum-v1", her=True, num_envs=2, buffer_size=64, batch_size=8)
+    from lamella.agents.offpolicy.loop import make_offpolicy_runner
+
+    make_offpolicy_runner(config, env=env, env_params=params)  # builds; before: a ValueError
+
+
+def test_her_relabels_with_a_goal_override_s_own_goal_functions():
+    """A setter that scores transitions with functions of its own (``goal_override``, also
+    through ``chain``) hands them to HER, so that relabelled transitions are scored as the stored
+    ones were; before, HER always used the env's."""
+    from lamella.agents.offpolicy.loop import make_offpolicy_runner
+
+    setter = _override()
+    assert setter.goals is not None and setter.goals.terminate_on_success is True
+    assert chain(passthrough(), setter).goals is setter.goals
+    assert passthrough().goals is None
+    given = []
+
+    def recording(config, buffer, goals):
+        given.append(goals)
+        return make_her_batch_sampler(config, buffer, goals)
+
+    config = SACTrainConfig(env_id="PointRobotGoal-v0", her=True, num_envs=2, buffer_size=64, batch_size=8)
+    make_offpolicy_runner(config, goal_setter=chain(passthrough(), setter), batch_sampler=recording)
+    make_offpolicy_runner(config, batch_sampler=recording)
+    assert given[0] is setter.goals
+    assert given[1] is not setter.goals and given[1].compute_reward.func.__name__ == "compute_reward"

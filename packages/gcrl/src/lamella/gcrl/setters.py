@@ -26,7 +26,7 @@ import numpy as np
 
 from lamella.agents.config import ConfigError
 from lamella.agents.offpolicy.loop import goal_functions
-from lamella.agents.offpolicy.plugins import GoalSetter, passthrough
+from lamella.agents.offpolicy.plugins import GoalFunctions, GoalSetter, passthrough
 
 __all__ = [
     "GoalSetter",
@@ -91,7 +91,9 @@ def chain(*setters: GoalSetter) -> GoalSetter:
             new_states.append(s)
         return obs, reward, terminated, truncated, info, tuple(new_states)
 
-    return GoalSetter(init, reset, step)
+    # The last setter that scores transitions scores them last: HER relabels with its functions.
+    scored = [s.goals for s in setters if getattr(s, "goals", None) is not None]
+    return GoalSetter(init, reset, step, scored[-1] if scored else None)
 
 
 def _rows(flag: jax.Array, x: jax.Array) -> jax.Array:
@@ -269,7 +271,9 @@ def goal_override(
             age = jnp.where(change, 0, age)
         return obs, reward, terminated, truncated, info, {"goal": goal, "age": age}
 
-    return GoalSetter(init, reset, step)
+    return GoalSetter(
+        init, reset, step, GoalFunctions(compute_reward, is_success, bool(terminate_on_success))
+    )
 
 
 def frontier_goals(
@@ -390,7 +394,9 @@ def frontier_goals(
         )
         return obs, reward, terminated, truncated, info, {**state, "visits": visits}
 
-    return GoalSetter(init, reset, step)
+    return GoalSetter(
+        init, reset, step, GoalFunctions(compute_reward, is_success, bool(terminate_on_success))
+    )
 
 
 def make_frontier_goal_setter(config: Any, env: Any, env_params: Any) -> GoalSetter:

@@ -124,16 +124,19 @@ def is_goal_space(space: spaces.Space) -> bool:
 
 
 def goal_functions(env: Any, env_params: Any) -> GoalFunctions:
-    """The :class:`GoalFunctions` of a goal-conditioned lamella env (its bare env's pure
-    ``compute_reward``, ``is_success`` and ``terminate_on_success`` param)."""
-    bare = getattr(env, "unwrapped", env)
-    if not hasattr(bare, "compute_reward"):
-        raise ValueError(f"{type(bare).__name__} has no compute_reward: it is not a goal-conditioned env.")
-    is_success = getattr(bare, "is_success", None)
+    """The :class:`GoalFunctions` of a goal-conditioned lamella env: the pure ``compute_reward``
+    and ``is_success`` of its outermost layer that has them (a goal env, or a
+    ``lamella.envs.goal.GoalConditioned`` wrapper, under any other wrappers) and its
+    ``terminate_on_success`` (a params field of the goal envs, an attribute of the wrapper)."""
+    if not hasattr(env, "compute_reward"):  # wrappers hand attributes down to the env they wrap
+        name = type(getattr(env, "unwrapped", env)).__name__
+        raise ValueError(f"{name} has no compute_reward: it is not a goal-conditioned env.")
+    is_success = getattr(env, "is_success", None)
+    terminates = getattr(env_params, "terminate_on_success", getattr(env, "terminate_on_success", False))
     return GoalFunctions(
-        compute_reward=functools.partial(bare.compute_reward, params=env_params),
+        compute_reward=functools.partial(env.compute_reward, params=env_params),
         is_success=None if is_success is None else functools.partial(is_success, params=env_params),
-        terminate_on_success=bool(getattr(env_params, "terminate_on_success", False)),
+        terminate_on_success=bool(terminates),
     )
 
 
@@ -352,7 +355,9 @@ def _offpolicy_runner(
     setter = resolve_goal_setter(config, goal_setter, env, env_params)
     num_envs, rollout_steps = config.num_envs, config.rollout_steps
     buffer = make_episode_buffer(num_envs, config.buffer_size // num_envs, config.batch_size)
-    sample_batch = make_sampler(config, buffer, goal_functions(env, env_params) if goal else None)
+    # HER relabels with the functions the transitions were scored with: a setter's own, else the env's.
+    goals = (getattr(setter, "goals", None) or goal_functions(env, env_params)) if goal else None
+    sample_batch = make_sampler(config, buffer, goals)
     max_eval_steps = eval_max_steps(config, env_params)
     env_reset = jax.vmap(env.reset, in_axes=(0, None))
     env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))

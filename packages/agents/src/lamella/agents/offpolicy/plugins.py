@@ -172,11 +172,16 @@ class GoalSetter(NamedTuple):
         step: ``step(key, setter_state, next_obs, reward, terminated, truncated, info) ->
             (next_obs, reward, terminated, truncated, info, setter_state)``, after every env
             step and before the transition is stored.
+        goals: the :class:`GoalFunctions` ``step`` scores transitions with, where the setter
+            scores them (a ``goal_override`` with its own reward); the loop's batch sampler
+            (HER) relabels with the same, so stored and relabelled transitions agree. ``None``:
+            the env's own.
     """
 
     init: Callable[[PRNGKey, Any], Any]
     reset: Callable[[PRNGKey, Any, Any, jax.Array], tuple[Any, Any]]
     step: Callable[..., tuple[Any, jax.Array, jax.Array, jax.Array, dict[str, Any], Any]]
+    goals: GoalFunctions | None = None
 
 
 #: ``make(config, env, env_params) -> GoalSetter``: a goal setter built from a loop config (its
