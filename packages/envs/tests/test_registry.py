@@ -488,11 +488,62 @@ def test_a_wrapper_of_what_is_not_an_env_names_the_fix():
             {"action_mapping": jnp.zeros((3,), jnp.int32)},
             r"action_mapping must be an array of shape \(8, 8\)",
         ),
+        # Ranges that are not step limits: these made NaN observations or never-ending dynamics.
+        ("Fishery-v0", {"s_max": 0.0}, r"s_max must be > 0\.0, got 0\.0\. Pass a value > 0\.0"),
+        ("CartPole-v1", {"length": -0.5}, r"length must be > 0\.0, got -0\.5"),
+        ("Breakout-MinAtar", {"sticky_action_prob": 1.5}, r"sticky_action_prob must be in \[0\.0, 1\.0\]"),
     ],
 )
 def test_make_refuses_params_overrides_of_the_wrong_kind_or_range(env_id, overrides, message):
     with pytest.raises(le.EnvInputError, match=rf"^make\('{env_id}'\): {message}"):
         le.make(env_id, **overrides)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "field", "value", "message"),
+    [
+        # Each used to run: NaN or inf in the first step's observation or reward ...
+        ("CartPole-v1", "length", 0.0, r"length must be > 0\.0, got 0\.0"),
+        ("CartPole-v1", "masscart", 0.0, r"masscart must be > 0\.0"),
+        ("Pendulum-v1", "l", 0.0, r"l must be > 0\.0"),  # a ZeroDivisionError in the step
+        ("Acrobot-v1", "link_moi", 0.0, r"link_moi must be > 0\.0"),
+        ("Fishery-v0", "s_max", 0.0, r"s_max must be > 0\.0"),
+        ("MemoryChain-bsuite", "memory_length", 0, r"memory_length must be >= 1, got 0"),
+        ("UmbrellaChain-bsuite", "chain_length", 0, r"chain_length must be >= 1"),
+        ("InfiniteMatrixGame-v0", "gamma", 1.0, r"gamma must be in \[0\.0, 1\.0\), got 1\.0"),
+        ("MPE-simple_spread-v3", "contact_margin", 0.0, r"contact_margin must be > 0\.0"),
+        # ... or nonsense, silently: every step sticky, every move random, an episode of one step.
+        ("Breakout-MinAtar", "sticky_action_prob", 1.5, r"sticky_action_prob must be in \[0\.0, 1\.0\]"),
+        ("FourRooms-misc", "fail_prob", 2.0, r"fail_prob must be in \[0\.0, 1\.0\]"),
+        ("CartPole-v1", "x_threshold", 0.0, r"x_threshold must be > 0\.0"),
+        ("Cournot-v0", "b", -1.0, r"b must be > 0\.0"),
+        (
+            "Fishery-v0",
+            "num_inner_steps",
+            0,
+            r"num_inner_steps must be >= 1, got 0\. Pass a value >= 1 \(default: 300\)",
+        ),
+    ],
+)
+def test_reset_refuses_concrete_params_outside_their_range(env_id, field, value, message):
+    env, params = le.make(env_id)
+    bad = params.replace(**{field: value})  # past make's override check
+    fix = rf": params\.replace\({field}=\.\.\.\)\.$"
+    with pytest.raises(le.EnvInputError, match=rf"^{env_id}\.reset: params\.{message}.*{fix}"):
+        env.reset(jax.random.key(0), bad)
+
+
+def test_reset_leaves_traced_params_to_the_sweep():
+    env, params = le.make("CartPole-v1", autoreset=False)
+    key = jax.random.key(0)
+    sweep = jax.vmap(lambda length: env.reset(key, params.replace(length=length)))
+    jax.eval_shape(sweep, jnp.asarray([0.25, 1.0]))  # a legitimate sweep
+    # Traced values are not known while tracing: left alone (make's overrides are checked).
+    jax.eval_shape(env.reset, key, params.replace(length=0.0))
+    # Concrete values are, also closed over by jit and in a batch.
+    batch = params.replace(length=jnp.asarray([0.5, 0.0]))
+    with pytest.raises(le.EnvInputError, match=r"params\.length must be > 0\.0, got Array\(\[0\.5, 0\. \]"):
+        jax.eval_shape(lambda k: env.reset(k, batch), key)
 
 
 def test_make_accepts_params_overrides_of_the_right_kind():

@@ -43,6 +43,7 @@ __all__ = [
     "check_env_object",
     "check_key",
     "check_param_overrides",
+    "check_param_values",
     "check_prng_key",
     "check_reset_done",
     "check_state",
@@ -456,11 +457,57 @@ def integer_setting(value: Any, name: str, where: str, minimum: int = 0, maximum
     raise ValueError(f"{where}: {name} must be an integer {wanted}, got {value!r}.")
 
 
-def _range_text(bounds: tuple[float | None, float | None]) -> str:
-    low, high = bounds
+def _range_text(field: dataclasses.Field[Any]) -> str:
+    """``"in [0.0, 1.0)"``, ``"> 0.0"``, ``">= 1"``: a field's range (:func:`lamella.envs.struct.field`)."""
+    low, high = field.metadata["bounds"]
+    low_open, high_open = field.metadata.get("open_bounds", (False, False))
     if low is not None and high is not None:
-        return f"in [{low}, {high}]"
-    return f">= {low}" if low is not None else f"<= {high}"
+        return f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{'>' if low_open else '>='} {low}"
+    return f"{'<' if high_open else '<='} {high}"
+
+
+def _out_of_range(field: dataclasses.Field[Any], value: Any) -> bool:
+    """Whether a concrete ``value`` (any shape) has an entry outside ``field``'s range or NaN;
+    False for a traced value and for a field without a range."""
+    bounds = field.metadata.get("bounds")
+    if bounds is None:
+        return False
+    try:
+        array = np.asarray(value)
+    except jax.errors.TracerArrayConversionError:  # traced: its values are not known yet
+        return False
+    if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        return False  # a wrong kind is the kind check's (make) or the env's to report
+    (low, high), (low_open, high_open) = bounds, field.metadata.get("open_bounds", (False, False))
+    inside = np.ones(array.shape, bool)  # NaN fails every comparison, so it is outside too
+    if low is not None:
+        inside &= array > low if low_open else array >= low
+    if high is not None:
+        inside &= array < high if high_open else array <= high
+    return not bool(inside.all())
+
+
+def check_param_values(env: Any, params: Any, method: str = "reset") -> None:
+    """Raise :class:`EnvInputError` for a concrete params field outside its range (see
+    :func:`lamella.envs.struct.field`): ``params.replace(length=0.0)``, which ``make``'s override
+    check never saw, divides by zero in the step. Traced values (a sweep under ``vmap``, params
+    passed into ``jit``) are left alone; under ``jit`` it runs once, while tracing."""
+    if not dataclasses.is_dataclass(params) or isinstance(params, type):
+        return
+    for field in dataclasses.fields(params):
+        value = getattr(params, field.name)
+        if _out_of_range(field, value):
+            text = _range_text(field)
+            try:
+                default = f" (default: {_default_text(getattr(env.default_params, field.name))})"
+            except Exception:
+                default = ""
+            raise EnvInputError(
+                f"{env_label(env)}.{method}: params.{field.name} must be {text}, got {value!r:.80}. "
+                f"Pass a value {text}{default}: params.replace({field.name}=...)."
+            )
 
 
 def check_param_overrides(params: Any, overrides: Mapping[str, Any], where: str) -> None:
@@ -505,14 +552,12 @@ def check_param_overrides(params: Any, overrides: Mapping[str, Any], where: str)
             continue
         if kind == "float" and np.isnan(array).any():
             raise EnvInputError(f"{label} is NaN; pass {_example(kind, name)}.")
-        bounds = fields[name].metadata.get("bounds")
-        if bounds is not None:
-            low, high = bounds
-            if (low is not None and np.any(array < low)) or (high is not None and np.any(array > high)):
-                raise EnvInputError(
-                    f"{label} must be {_range_text(bounds)}, got {value!r:.80}. Pass a value "
-                    f"{_range_text(bounds)} ({type(params).__name__} default: {_default_text(default)})."
-                )
+        if _out_of_range(fields[name], array):
+            text = _range_text(fields[name])
+            raise EnvInputError(
+                f"{label} must be {text}, got {value!r:.80}. Pass a value {text} "
+                f"({type(params).__name__} default: {_default_text(default)})."
+            )
 
 
 def _default_text(default: Any) -> str:

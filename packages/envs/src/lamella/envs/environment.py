@@ -98,10 +98,14 @@ class Environment(Generic[TEnvState, TEnvParams]):
 
         Raises:
             EnvInputError: ``key`` is not one PRNG key (checked while tracing; see
-                :mod:`lamella.envs._inputs` for what is accepted).
+                :mod:`lamella.envs._inputs` for what is accepted), or a concrete params field
+                lies outside its range (``struct.field(bounds=...)``: ``params.replace(length=0.0)``
+                on CartPole); traced params are not checked.
         """
         _inputs.check_key(self, key, "reset")
-        return self.reset_env(key, self.default_params if params is None else params)
+        params = self.default_params if params is None else params
+        _inputs.check_param_values(self, params)
+        return self.reset_env(key, params)
 
     def step(
         self,

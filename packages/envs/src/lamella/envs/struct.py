@@ -22,19 +22,28 @@ def field(
     *,
     static: bool = False,
     bounds: tuple[float | None, float | None] | None = None,
+    above: float | None = None,
+    below: float | None = None,
     **kwargs: Any,
 ) -> Any:
     """A dataclass field; ``static=True`` keeps it out of the traced leaves.
 
     ``bounds=(low, high)`` (either end None for no limit, both ends included) is the range a
-    params field accepts: :func:`lamella.envs.make` refuses an override outside it, naming the
-    field and the range (``max_steps_in_episode: int = field(default=500, bounds=(1, None))``).
-    It costs nothing in compiled code, and ``params.replace(...)`` does not check it.
+    params field accepts; ``above`` and ``below`` are ends it must not reach (``above=0.0``:
+    a length the step divides by; ``bounds=(0.0, None), below=1.0``: a discount in [0, 1)).
+    :func:`lamella.envs.make` refuses an override outside the range, and
+    :meth:`Environment.reset` concrete params outside it (``params.replace(length=0.0)``),
+    naming the field and the range (``max_steps_in_episode: int = field(default=500,
+    bounds=(1, None))``). It costs nothing in compiled code; traced values are not checked.
     """
     metadata = dict(kwargs.pop("metadata", {}) or {})
     metadata["static"] = static
-    if bounds is not None:
-        metadata["bounds"] = bounds
+    low, high = (None, None) if bounds is None else bounds
+    if (above is not None and low is not None) or (below is not None and high is not None):
+        raise TypeError("field: give each end of the range once, in bounds or as above/below.")
+    if bounds is not None or above is not None or below is not None:
+        metadata["bounds"] = (low if above is None else above, high if below is None else below)
+        metadata["open_bounds"] = (above is not None, below is not None)
     return dataclasses.field(metadata=metadata, **kwargs)
 
 

@@ -23,7 +23,9 @@ class MemoryChainState(struct.PyTreeNode):
 
 
 class MemoryChainParams(struct.PyTreeNode):
-    memory_length: int = 5  # steps between seeing the context and being asked; >= 1
+    memory_length: int = struct.field(
+        default=5, bounds=(1, None)
+    )  # steps between seeing the context and being asked; >= 1
 
 
 class MemoryChain(Environment[MemoryChainState, MemoryChainParams]):

@@ -22,7 +22,7 @@ class UmbrellaChainState(struct.PyTreeNode):
 
 
 class UmbrellaChainParams(struct.PyTreeNode):
-    chain_length: int = 10  # steps per episode; >= 1
+    chain_length: int = struct.field(default=10, bounds=(1, None))  # steps per episode; >= 1
 
 
 class UmbrellaChain(Environment[UmbrellaChainState, UmbrellaChainParams]):

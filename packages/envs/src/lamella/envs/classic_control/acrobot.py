@@ -28,17 +28,17 @@ class AcrobotState(struct.PyTreeNode):
 
 
 class AcrobotParams(struct.PyTreeNode):
-    dt: float = 0.2  # seconds per step (one RK4 step)
+    dt: float = struct.field(default=0.2, above=0.0)  # seconds per step (one RK4 step)
     link_length_1: float = 1.0
     link_length_2: float = 1.0  # only used for rendering, as in gymnasium
-    link_mass_1: float = 1.0
-    link_mass_2: float = 1.0
+    link_mass_1: float = struct.field(default=1.0, bounds=(0.0, None))
+    link_mass_2: float = struct.field(default=1.0, bounds=(0.0, None))
     link_com_pos_1: float = 0.5  # centre of mass of link 1, from its joint
     link_com_pos_2: float = 0.5
-    link_moi: float = 1.0  # moment of inertia of both links
+    link_moi: float = struct.field(default=1.0, above=0.0)  # moment of inertia of both links
     gravity: float = 9.8
-    max_vel_1: float = 4 * math.pi
-    max_vel_2: float = 9 * math.pi
+    max_vel_1: float = struct.field(default=4 * math.pi, bounds=(0.0, None))
+    max_vel_2: float = struct.field(default=9 * math.pi, bounds=(0.0, None))
     max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))
 
 

@@ -26,12 +26,16 @@ class PendulumState(struct.PyTreeNode):
 
 
 class PendulumParams(struct.PyTreeNode):
-    max_speed: float = 8.0  # angular velocity is clipped to [-max_speed, max_speed]
-    max_torque: float = 2.0  # torque is clipped to [-max_torque, max_torque]
-    dt: float = 0.05  # seconds per step
+    max_speed: float = struct.field(
+        default=8.0, bounds=(0.0, None)
+    )  # angular velocity is clipped to [-max_speed, max_speed]
+    max_torque: float = struct.field(
+        default=2.0, bounds=(0.0, None)
+    )  # torque is clipped to [-max_torque, max_torque]
+    dt: float = struct.field(default=0.05, above=0.0)  # seconds per step
     g: float = 10.0
-    m: float = 1.0
-    l: float = 1.0  # noqa: E741 - the pendulum's length, named as in the physics
+    m: float = struct.field(default=1.0, above=0.0)
+    l: float = struct.field(default=1.0, above=0.0)  # noqa: E741 - the pendulum's length, named as in the physics
     max_steps_in_episode: int = struct.field(default=200, bounds=(1, None))
 
 

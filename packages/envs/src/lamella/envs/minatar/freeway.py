@@ -40,7 +40,7 @@ class FreewayState(struct.PyTreeNode):
 
 
 class FreewayParams(struct.PyTreeNode):
-    sticky_action_prob: float = 0.1
+    sticky_action_prob: float = struct.field(default=0.1, bounds=(0.0, 1.0))
     max_steps_in_episode: int = struct.field(default=2500, bounds=(1, None))
 
 

@@ -80,7 +80,7 @@ class SeaquestState(struct.PyTreeNode):
 
 
 class SeaquestParams(struct.PyTreeNode):
-    sticky_action_prob: float = 0.1
+    sticky_action_prob: float = struct.field(default=0.1, bounds=(0.0, 1.0))
     difficulty_ramping: bool = True
     max_steps_in_episode: int = struct.field(default=1000, bounds=(1, None))
 

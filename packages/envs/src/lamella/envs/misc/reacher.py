@@ -26,7 +26,7 @@ class ReacherState(struct.PyTreeNode):
 
 class ReacherParams(struct.PyTreeNode):
     torque_scale: float = 1.0  # angular acceleration per unit of action
-    dt: float = 0.05  # seconds per step
+    dt: float = struct.field(default=0.05, above=0.0)  # seconds per step
     max_steps_in_episode: int = struct.field(default=100, bounds=(1, None))
 
 

@@ -44,7 +44,9 @@ class FourRoomsState(struct.PyTreeNode):
 
 
 class FourRoomsParams(struct.PyTreeNode):
-    fail_prob: float = 1.0 / 3  # probability that the move goes in a uniformly random direction
+    fail_prob: float = struct.field(
+        default=1.0 / 3, bounds=(0.0, 1.0)
+    )  # probability that the move goes in a uniformly random direction
     resample_init_pos: bool = False  # start cell uniform over free cells (else the fixed start)
     resample_goal_pos: bool = False  # goal uniform over free cells (else the fixed goal)
     max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))

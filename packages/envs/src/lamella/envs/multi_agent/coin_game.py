@@ -98,8 +98,8 @@ class CoinGameParams(struct.PyTreeNode):
     """
 
     payoff: jax.Array = struct.field(default_factory=lambda: jnp.asarray(COIN_GAME_PAYOFF))
-    num_inner_steps: int = 16
-    num_outer_steps: int = 1
+    num_inner_steps: int = struct.field(default=16, bounds=(1, None))
+    num_outer_steps: int = struct.field(default=1, bounds=(1, None))
 
 
 def _wrap(x: jax.Array) -> jax.Array:

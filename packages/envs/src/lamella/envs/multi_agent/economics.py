@@ -92,9 +92,9 @@ class CournotParams(struct.PyTreeNode):
     """
 
     a: float = 100.0
-    b: float = 1.0
+    b: float = struct.field(default=1.0, above=0.0)
     marginal_cost: float = 10.0
-    num_inner_steps: int = 1
+    num_inner_steps: int = struct.field(default=1, bounds=(1, None))
 
 
 class CournotGame(Environment[CournotState, CournotParams]):
@@ -240,13 +240,13 @@ class FisheryParams(struct.PyTreeNode):
         num_inner_steps: int, steps per episode (300).
     """
 
-    g: float = 0.15
+    g: float = struct.field(default=0.15, bounds=(0.0, 1.0))
     e: float = 0.009
     P: float = 200.0
     w: float = 0.9
-    s_0: float = 0.5
-    s_max: float = 1.0
-    num_inner_steps: int = 300
+    s_0: float = struct.field(default=0.5, bounds=(0.0, None))
+    s_max: float = struct.field(default=1.0, above=0.0)
+    num_inner_steps: int = struct.field(default=300, bounds=(1, None))
 
 
 class Fishery(Environment[FisheryState, FisheryParams]):

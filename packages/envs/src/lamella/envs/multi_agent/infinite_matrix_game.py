@@ -173,8 +173,8 @@ class InfiniteMatrixGameParams(struct.PyTreeNode):
     """
 
     payoff: jax.Array = struct.field(default_factory=lambda: jnp.asarray(PAYOFFS["prisoners_dilemma"]))
-    gamma: float = 0.96
-    num_steps: int = 100
+    gamma: float = struct.field(default=0.96, bounds=(0.0, None), below=1.0)
+    num_steps: int = struct.field(default=100, bounds=(1, None))
 
 
 class InfiniteMatrixGame(Environment[InfiniteMatrixGameState, InfiniteMatrixGameParams]):

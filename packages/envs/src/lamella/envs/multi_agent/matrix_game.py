@@ -171,7 +171,7 @@ class IteratedMatrixGameParams(struct.PyTreeNode):
     """
 
     payoff: jax.Array = struct.field(default_factory=lambda: jnp.asarray(PAYOFFS["prisoners_dilemma"]))
-    num_inner_steps: int = 100
+    num_inner_steps: int = struct.field(default=100, bounds=(1, None))
 
 
 class IteratedMatrixGame(Environment[IteratedMatrixGameState, IteratedMatrixGameParams]):

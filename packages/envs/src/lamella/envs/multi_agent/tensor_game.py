@@ -76,8 +76,8 @@ class IteratedTensorGameParams(struct.PyTreeNode):
     """
 
     payoff: jax.Array
-    num_inner_steps: int = 100
-    num_outer_steps: int = 1
+    num_inner_steps: int = struct.field(default=100, bounds=(1, None))
+    num_outer_steps: int = struct.field(default=1, bounds=(1, None))
 
 
 class IteratedTensorGame(Environment[IteratedTensorGameState, IteratedTensorGameParams]):

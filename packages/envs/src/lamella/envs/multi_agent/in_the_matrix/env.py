@@ -129,9 +129,9 @@ class InTheMatrixParams(struct.PyTreeNode):
     """
 
     payoff: jax.Array
-    freeze_penalty: int = 5
-    num_inner_steps: int = 152
-    num_outer_steps: int = 1
+    freeze_penalty: int = struct.field(default=5, bounds=(1, None))
+    num_inner_steps: int = struct.field(default=152, bounds=(1, None))
+    num_outer_steps: int = struct.field(default=1, bounds=(1, None))
 
 
 def _gather(grid: jax.Array, cells: jax.Array) -> jax.Array:

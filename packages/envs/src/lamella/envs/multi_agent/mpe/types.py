@@ -64,11 +64,11 @@ class MultiParticleParams(struct.PyTreeNode):
         contact_margin: float, softness of the contact penetration (1e-3).
     """
 
-    max_cycles: int = 25
-    dt: float = 0.1
-    damping: float = 0.25
+    max_cycles: int = struct.field(default=25, bounds=(1, None))
+    dt: float = struct.field(default=0.1, above=0.0)
+    damping: float = struct.field(default=0.25, bounds=(0.0, 1.0))
     contact_force: float = 100.0
-    contact_margin: float = 1e-3
+    contact_margin: float = struct.field(default=1e-3, above=0.0)
 
 
 class MultiParticleSharedParams(MultiParticleParams):
@@ -82,7 +82,7 @@ class MultiParticleSharedParams(MultiParticleParams):
             :class:`MultiParticleParams`.
     """
 
-    local_ratio: float = 0.5
+    local_ratio: float = struct.field(default=0.5, bounds=(0.0, 1.0))
 
 
 class MultiParticleCurriculumParams(MultiParticleSharedParams):
