@@ -734,6 +734,26 @@ def test_undeclared_or_wrong_metric_axes_are_refused_before_the_run(tmp_path):
         )
 
 
+def test_a_score_the_run_log_cannot_hold_is_refused_before_the_run(tmp_path):
+    # A score with named axes is logged as one key per index, so "solved" itself never appears:
+    # final_return was NaN and learning_curve.png empty. A misspelt score was the same.
+    runner = make_two_agent_runner(CONFIG)
+    for score, message in [
+        (
+            "solved",
+            r"score='solved'.*axes \('level',\).*'solved_level_0', 'solved_level_1', 'solved_level_2'",
+        ),
+        ("sovled", r"score='sovled' is not an evaluation metric.*'mean_episode_return'.*'solved_level_0'"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            spec = RunSpec("bandit", task="Bandit-v0", score=score)
+            driver.run(runner, spec, out_dir=str(tmp_path / score), dry_run=True, progress=False)
+        assert not os.path.exists(tmp_path / score)
+    # One entry of the metric is a score.
+    spec = RunSpec("bandit", task="Bandit-v0", score="solved_level_2")
+    assert driver.run(runner, spec, out_dir=str(tmp_path / "ok"), dry_run=True, progress=False).dry_run
+
+
 class ToyState(NamedTuple):
     weight: jax.Array
     key: jax.Array

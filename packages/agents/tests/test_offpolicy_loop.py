@@ -223,3 +223,6 @@ def test_driver_logs_checkpoints_and_resumes_bit_identically(tmp_path):
     runs = log["classic_control"]["Pendulum-v1"]["sac"]
     assert set(runs) == {"seed_0", "seed_1"}
     assert "train_critic_loss" in runs["seed_0"]["step_1"]
+    # The first iteration learned on its last step only (learning_starts=100): its update metrics
+    # are that step's, not a mean with 99 zeros (train_alpha was about 0.01 for a temperature of 1).
+    assert runs["seed_0"]["step_1"]["train_alpha"][0] > 0.9

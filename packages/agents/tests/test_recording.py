@@ -8,6 +8,7 @@ this checks that PPO's and DQN's experience reaches the vault whole and in order
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -113,6 +114,15 @@ def test_dqn_records_every_step_it_stores_in_its_replay_buffer(tmp_path):
         match=r"^No recorded vault in .*checkpoints'\. Give the recording folder: the run directory's vault/",
     ):
         read_recording(tmp_path / "run" / "checkpoints")
+    # A run directory moved (or copied) elsewhere resumes recording into its own vault/: it
+    # used to resume into the old place's (a copy wrote into the original's vault, a move was
+    # refused as "missing").
+    moved = tmp_path / "moved"
+    os.rename(tmp_path / "run", moved)
+    (moved / "checkpoints" / "checkpoint_000000004.msgpack").unlink()  # stopped after 2 iterations
+    resumed = run_experiment(config, seeds=2, out_dir=moved, resume=True, progress=False, plot=False)
+    assert resumed.finished and not (tmp_path / "run").exists()
+    np.testing.assert_array_equal(read_recording(moved, run="seed_1")["actions"], data["actions"])
 
 
 def test_record_vault_takes_an_optional_folder_on_the_command_line():

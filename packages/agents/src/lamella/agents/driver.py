@@ -114,8 +114,10 @@ class RunSpec:
             resume with different settings is refused, naming the keys. ``None`` stores
             nothing (then nothing is checked).
         score: the evaluation metric shown in the progress display, plotted and returned as
-            ``RunResult.final_return`` (mean over its values); absent from a runner's
-            evaluation, the display shows no return and ``final_return`` is NaN.
+            ``RunResult.final_return`` (mean over its values): a run-log key, so for a metric
+            with named axes one of its entries (``score_agent_0``). Another name is a
+            ``ConfigError`` before the run, except the default ``episode_return``: absent from
+            a runner's evaluation, the display shows no return and ``final_return`` is NaN.
         config_defaults: what a stored config that lacks a key of ``config`` ran with (the
             config class's defaults, :func:`lamella.agents.config.config_defaults`): resuming a
             run stored before a field was added is refused only where ``config`` sets that
@@ -1061,6 +1063,35 @@ class _MetricLayout:
             out.update(self._expand(_log_name(name), np.asarray(value), axes, self.eval_sizes[name]))
         return out
 
+    def evaluation_keys(self) -> list[str]:
+        """The run-log keys of the evaluation metrics, in order."""
+        keys = []
+        for name, sizes in self.eval_sizes.items():
+            axes = self.axes.get(name, ())
+            keys += [metric_key(_log_name(name), axes, index) for index in np.ndindex(*sizes)]
+        return keys
+
+    def check_score(self, score: str) -> None:
+        """Refuse a ``RunSpec.score`` the run log will not hold (its progress, plot and
+        ``final_return`` would be empty); the default ``episode_return`` may be absent."""
+        keys = self.evaluation_keys()
+        if _log_name(score) in keys:
+            return
+        names = {_log_name(name): name for name in self.eval_sizes}
+        axes = self.axes.get(names.get(_log_name(score), ""), ())
+        if axes:
+            entries = [k for k in keys if k.startswith(f"{_log_name(score)}_{axes[0]}_")]
+            raise ConfigError(
+                f"RunSpec.score={score!r} is an evaluation metric with axes {axes}, which the run log holds "
+                f"as one key per index ({', '.join(map(repr, entries))}): score one of them, for example "
+                f"RunSpec(..., score={entries[0]!r})."
+            )
+        if score != "episode_return":
+            raise ConfigError(
+                f"RunSpec.score={score!r} is not an evaluation metric of this runner; runner.evaluate logs "
+                f"{', '.join(map(repr, keys))}. Score one of them."
+            )
+
     def step(self, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for name, value in raw.items():
@@ -1184,6 +1215,25 @@ def _check_run_log(log: RunLog, stored: Mapping[str, Any], checkpoint: str) -> N
         f"Cannot resume {checkpoint}: its run log {log.json_path} {problem}. A resumed run continues the "
         "run log its checkpoint saw: put that metrics.json back, or start a new run in another out_dir."
     )
+
+
+def _record_dir_metadata(record_dir: str, out_dir: str) -> dict[str, str]:
+    """``record_vault`` (the recording folder) for ``config.json`` and the checkpoints, and
+    ``record_vault_in_run``, its path relative to the run directory where it lies inside it:
+    a run directory moved or copied elsewhere resumes recording into its own folder."""
+    relative = os.path.relpath(record_dir, os.path.abspath(out_dir))
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return {"record_vault": record_dir}
+    return {"record_vault": record_dir, "record_vault_in_run": relative}
+
+
+def _stored_record_dir(stored: Mapping[str, Any], out_dir: str) -> str | None:
+    """Where a resumed run records: inside its run directory as it is now (``record_vault_in_run``),
+    else the stored ``record_vault`` (a folder outside the run, or a run stored before that key)."""
+    relative = stored.get("record_vault_in_run")
+    if isinstance(relative, str):
+        return os.path.join(os.path.abspath(out_dir), relative)
+    return stored.get("record_vault")
 
 
 def _check_stored(
@@ -1316,7 +1366,11 @@ class _Session:
             "compile_mode": self.compile_mode,
             "num_devices": self.num_devices,
             **({"num_processes": jax.process_count()} if jax.process_count() > 1 else {}),
-            **({"record_vault": self.recorder.directory} if self.recorder is not None else {}),
+            **(
+                _record_dir_metadata(self.recorder.directory, os.path.dirname(self.checkpoint_dir))
+                if self.recorder is not None
+                else {}
+            ),
             "num_evaluations": len(self.log.steps),
             "versions": self.versions,
         }
@@ -1733,7 +1787,7 @@ def _run(
     if record_vault is not None or (start.stored or {}).get("record_vault"):
         from lamella.agents.recording import resolve_record_dir
 
-        stored_dir = (start.stored or {}).get("record_vault")
+        stored_dir = _stored_record_dir(start.stored or {}, out_dir)
         record_dir = resolve_record_dir(
             record_vault, stored_dir, out_dir, start.checkpoint is not None, spec.task, start.stored is None
         )
@@ -1873,6 +1927,7 @@ def _run(
             raise
         raise _static_use_error(variants[0], error) from error
     layout = _MetricLayout(runner, shapes)
+    layout.check_score(spec.score)
     if dry_run:
         iteration = 0
         if start.checkpoint is not None:
@@ -1925,7 +1980,7 @@ def _run(
             "chunk_iterations": chunk_iterations,
             "compile_mode": compile_mode,
             "devices": devices_lib.device_layout(num_devices, getattr(runner, "sharding", None)),
-            **({"record_vault": record_dir} if record_dir is not None else {}),
+            **(_record_dir_metadata(record_dir, out_dir) if record_dir is not None else {}),
             "num_iterations": num_iterations,
             "steps_per_iteration": steps_per_iteration,
             "environment": log.environment,

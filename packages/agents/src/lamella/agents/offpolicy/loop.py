@@ -264,7 +264,8 @@ def make_offpolicy_runner(
         A Runner: ``init``, ``step`` (``rollout_steps`` vector env steps with their updates),
         ``evaluate`` (greedy, on a separate env instance), ``steps_per_iteration``,
         ``num_iterations``. Step metrics: ``episode_return``, ``success_rate`` (goal envs),
-        ``episodes`` and the agent's update metrics (``loss``, ...), averaged over the iteration;
+        ``episodes`` and the agent's update metrics (``loss``, ...), averaged over the
+        iteration's steps that updated (0 in an iteration of warm-up steps only);
         on a multi-agent env also ``return`` (each agent's, axis ``agent``).
 
         The runner splits its envs over devices (``Runner.sharding``; see the module's
@@ -467,19 +468,28 @@ def _offpolicy_runner(
             episode_return=jnp.where(done_agents, 0.0, episode_return),
         )
         # What a recording run keeps of the step: this device's block of the envs.
-        return (new_state, sums), (metrics, take(recorded(transition)))
+        learned = (env_steps >= config.learning_starts).astype(jnp.float32)
+        return (new_state, sums), (metrics, learned, take(recorded(transition)))
 
     def record_step(state: OffPolicyRunnerState) -> tuple[OffPolicyRunnerState, dict[str, jax.Array], Any]:
         zero = jnp.zeros((), jnp.float32)
         sums0 = {"returns": jnp.zeros(agent_shape, jnp.float32), "successes": zero, "episodes": zero}
-        (state, sums), (metrics, experience) = jax.lax.scan(
+        (state, sums), (metrics, learned, experience) = jax.lax.scan(
             env_step_and_learn, (state, sums0), None, length=rollout_steps
         )
+        updates = jnp.maximum(jnp.sum(learned), 1.0)
+
+        def mean_over_updates(values: jax.Array) -> jax.Array:
+            # The warm-up steps before learning_starts did not update: their zeros are no value
+            # of the agent's (a temperature or epsilon of 0), so they are left out of the mean.
+            weights = learned.reshape(learned.shape + (1,) * (values.ndim - 1))
+            return jnp.mean(jnp.sum(values * weights, axis=0) / updates)
+
         ended = sums["episodes"] > 0
         count = jnp.maximum(sums["episodes"], 1.0)
         last_return = jnp.where(ended, sums["returns"] / count, state.last_return)
         last_success = jnp.where(ended, sums["successes"] / count, state.last_success)
-        out = {k: jnp.mean(v).astype(jnp.float32) for k, v in metrics.items()}
+        out = {k: mean_over_updates(v).astype(jnp.float32) for k, v in metrics.items()}
         out.update(episode_return=jnp.sum(last_return), episodes=sums["episodes"])
         if multi_agent:
             out["return"] = last_return
