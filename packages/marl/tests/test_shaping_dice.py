@@ -153,9 +153,24 @@ def test_lamella_train_lola_logs_checkpoints_and_resumes_exactly(tmp_path):
     assert len(last["return_agent_1"]) == 4 and last["step_count"] == 4 * 16 * 8
 
 
+def test_the_run_summary_calls_the_evaluation_sampled():
+    # evaluate samples both tabular policies, as training does; the summary of lamella train said
+    # "greedy return" (a config without eval_greedy reads greedy).
+    from lamella.agents.cli import evaluation_return
+
+    assert evaluation_return(DiceConfig()) == "return (sampled actions)"
+
+
 def test_bad_input_is_rejected_with_the_fix():
     with pytest.raises(ConfigError, match=r"agents must name two agents.*agents=lola,naive"):
         make_dice_runner(DiceConfig(agents=("lola",)))
+    # One string (the command line's form) and entries that are not names (an AttributeError before).
+    with pytest.raises(ConfigError, match=r"agents is the string 'lola,naive'.*agents=\('lola', 'naive'\)"):
+        make_dice_runner(DiceConfig(agents="lola,naive"))
+    with pytest.raises(ConfigError, match=r"agents\[1\] is \(1, 1, 0, 1, 0\) \(tuple\).*a strategy name"):
+        make_dice_runner(DiceConfig(agents=("lola", (1, 1, 0, 1, 0))))
+    with pytest.raises(ConfigError, match=r"agents\[0\] is None.*'lola', 'naive'"):
+        make_dice_runner(DiceConfig(agents=(None, "lola")))
     with pytest.raises(ConfigError, match=r"unknown entry 'ppo'.*'lola', 'naive' or a fixed"):
         make_dice_runner(DiceConfig(agents=("lola", "ppo")))
     with pytest.raises(ConfigError, match=r"must name an iterated two-player matrix game"):

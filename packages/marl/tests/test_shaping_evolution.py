@@ -139,10 +139,15 @@ def test_make_search_refuses_a_scale_that_is_not_positive():
         make_search("Open_ES", 8, {"w": jnp.zeros(3)}, sigma_init=-1.0)
 
 
-def test_the_runner_builds_inside_a_trace():
+@pytest.mark.parametrize("payoff", [None, (-1, -1, -3, 0, 0, -3, -2, -2)])
+def test_the_runner_builds_inside_a_trace(payoff):
     # lamella eval report builds each checkpoint's runner inside jax.jit to draw its episode; the
-    # GIF's game read its discount with float() of a traced array there (ConcretizationTypeError).
-    config = MetaESConfig(population_size=4, num_opps=1, num_envs=1, num_outer_steps=3, total_timesteps=12)
+    # GIF's game read its discount with float() of a traced array there (ConcretizationTypeError),
+    # and a payoff override (payoff=... on the command line) became a traced array that the GIF's
+    # InfiniteMatrixGame turned into numpy (TracerArrayConversionError).
+    config = MetaESConfig(
+        population_size=4, num_opps=1, num_envs=1, num_outer_steps=3, total_timesteps=12, payoff=payoff
+    )
 
     def build_and_draw(key):
         runner = make_meta_es_runner(config)

@@ -173,6 +173,13 @@ def test_bad_input_is_rejected_with_the_fix():
         exact.make_fixed_learner("tit_for_two_tats")
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         exact.make_exact_play(exact.make_naive_learner(), exact.make_naive_learner(), batch_size=0)
+    # A learner's name or its factory where the learner goes (an AttributeError when play ran).
+    with pytest.raises(
+        TypeError, match=r"learner_0 must be an ExactLearner.*got 'lola' \(str\).*make_lola_learner\(\)"
+    ):
+        exact.make_exact_play("lola", exact.make_naive_learner())
+    with pytest.raises(TypeError, match=r"learner_1 must be an ExactLearner.*make_lola_learner \(function\)"):
+        exact.make_exact_play(exact.make_naive_learner(), exact.make_lola_learner)
 
 
 def test_bad_learner_settings_are_refused_before_anything_runs():

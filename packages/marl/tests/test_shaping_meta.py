@@ -196,6 +196,14 @@ def test_co_players_take_the_ppo_settings_of_the_meta_config():
     assert co_player.num_iterations == config.num_outer_steps
 
 
+def test_the_run_summary_calls_the_evaluation_sampled():
+    # evaluate plays outer episodes as training does: the meta-agent samples its actions. The
+    # summary of lamella train said "greedy return" (a config without eval_greedy reads greedy).
+    from lamella.agents.cli import evaluation_return
+
+    assert evaluation_return(MetaConfig()) == "return (sampled actions)"
+
+
 def test_lamella_train_finds_the_presets():
     algorithm = load_algorithm("meta_es")
     assert algorithm.make_runner is make_meta_runner

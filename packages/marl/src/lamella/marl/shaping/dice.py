@@ -69,6 +69,7 @@ from lamella.envs import random as fast_random
 from lamella.envs.multi_agent.matrix_game import IteratedMatrixGame
 from lamella.marl.shaping import watchers
 from lamella.marl.shaping.exact import swap_roles
+from lamella.marl.shaping.runner import _check_agents_not_text
 from lamella.marl.shaping.strategies import STRATEGIES, strategy
 
 __all__ = [
@@ -136,10 +137,19 @@ class DiceConfig:
 
     #: The algorithm's name in messages (``lamella train lola``).
     algorithm = "lola"
+    #: ``evaluate`` samples both policies, as training does (the run summary says so).
+    eval_greedy = False
 
     def validate(self) -> None:
         """Raise :class:`~lamella.agents.config.ConfigError` naming the first bad setting and its fix."""
         name = type(self).__name__
+        _check_agents_not_text(self.agents, f"{name}.agents")
+        for index, entry in enumerate(self.agents):
+            if not isinstance(entry, str):
+                raise ConfigError(
+                    f"{name}.agents[{index}] is {entry!r} ({type(entry).__name__}); each entry is 'lola', "
+                    f"'naive' or a strategy name: {', '.join(sorted(STRATEGIES))}."
+                )
         if len(self.agents) != 2:
             raise ConfigError(
                 f"{name}.agents must name two agents (the iterated matrix games have two players), "

@@ -325,11 +325,12 @@ def _game(config: MetaESConfig) -> ExactGame:
             f"{config.env_id!r} is a {type(env.unwrapped).__name__}. The evolved meta-agents on finite games "
             "use the multi-agent RL runner."
         )
-    payoff = env_params.payoff if config.payoff is None else _payoff_array(config.payoff)
     gamma = env_params.gamma if config.gamma is None else config.gamma
     # Concrete arrays even when the runner is built inside a trace (lamella eval report draws
-    # checkpoints' episodes so): the GIF's game reads the discount back with float().
+    # checkpoints' episodes so): the GIF's game reads the discount back with float() and the
+    # payoff (an override too) with numpy.
     with jax.ensure_compile_time_eval():
+        payoff = env_params.payoff if config.payoff is None else _payoff_array(config.payoff)
         return ExactGame.make(payoff, float(gamma))
 
 

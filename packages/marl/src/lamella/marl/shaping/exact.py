@@ -291,7 +291,20 @@ def make_exact_play(
         ``reward``: float32 ``(num_steps, batch_size, 2)``, per-step values of
         players 0 and 1; ``policy``: float32 ``(num_steps, batch_size, 2, 5)``,
         the cooperation probabilities played.
+
+    Raises:
+        TypeError: a learner that is not an :class:`ExactLearner` (a name, an uncalled factory).
+        ValueError: ``num_steps`` or ``batch_size`` below 1, ``warmup_updates`` below 0.
     """
+    for name, learner in (("learner_0", learner_0), ("learner_1", learner_1)):
+        if not (callable(getattr(learner, "init", None)) and callable(getattr(learner, "update", None))):
+            # A factory passed uncalled reads best by its name (make_lola_learner, not <function ...>).
+            shown = getattr(learner, "__name__", None) if callable(learner) else None
+            raise TypeError(
+                f"make_exact_play: {name} must be an ExactLearner (init, update), got "
+                f"{shown or repr(learner)[:80]} ({type(learner).__name__}); build one with "
+                "make_naive_learner(), make_lola_learner() or make_fixed_learner(name)."
+            )
     if int(num_steps) < 1:
         raise ValueError(f"make_exact_play: num_steps must be >= 1, got {num_steps}.")
     if int(batch_size) < 1:

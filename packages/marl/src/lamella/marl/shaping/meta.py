@@ -199,6 +199,9 @@ class MetaConfig(PPOSettings):
 
     #: The algorithm's name in messages (``lamella train meta_es``).
     algorithm = "meta_es"
+    #: ``evaluate`` plays outer episodes as training does, the meta-agent sampling its actions
+    #: (the run summary says so).
+    eval_greedy = False
 
     @property
     def steps_per_iteration(self) -> int:
