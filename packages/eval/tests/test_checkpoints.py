@@ -378,3 +378,22 @@ def test_run_log_refuses_a_training_run_directory(tmp_path, capsys):
     assert (run / "metrics.json").read_text() == "{}"
     le.write_results_run_log([row], tmp_path / "eval")  # a fresh directory, or the same again
     le.write_results_run_log([row], tmp_path / "eval")
+
+
+def test_an_override_of_a_config_field_reaches_the_runner():
+    """``--envs IteratedPrisonersDilemma-v0:num_inner_steps=50`` on a run whose config sets
+    ``num_inner_steps`` (the marl shaping runners, which make the env with it): the test config
+    carries the override; before, the runner re-applied the training value and the CSV said 50."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Shaping:
+        env_id: str = "IteratedPrisonersDilemma-v0"
+        num_inner_steps: int = 5
+        discount: float = 0.9
+        eval_episodes: int = 4
+
+    config = lib._test_config(Shaping(), "variant-id", {"num_inner_steps": 50, "discount": 1, "other": 3}, 8)
+    assert config == Shaping("variant-id", 50, 1.0, 8)
+    assert type(config.discount) is float
+    assert lib._test_config(Shaping(), "variant-id", {}, 8) == Shaping("variant-id", 5, 0.9, 8)

@@ -549,6 +549,22 @@ def _state_for(path: str, loaded: Any, init: Any, keys: Any) -> Any:
     return _replace(init(keys), train_state=loaded.train_state)
 
 
+def _test_config(train_config: Any, env_id: str, overrides: Mapping[str, Any], episodes: int) -> Any:
+    """The training config on the test env ``env_id``: an override that names a config field
+    too (``num_inner_steps`` of the marl shaping runners, ``height`` of lamella-ued's, which
+    the runner applies to the env it makes) replaces that field, else the runner would make the
+    env with its training value again and the override would be ignored."""
+    fields = {f.name: getattr(train_config, f.name) for f in dataclasses.fields(train_config)}
+    shared = {}
+    for name, value in overrides.items():
+        if name in fields and name not in ("env_id", "eval_episodes"):
+            old = fields[name]
+            # The override's parsed value in the config field's own type (an int field stays int).
+            kind = type(old) if isinstance(old, (bool, int, float)) and not isinstance(value, bool) else None
+            shared[name] = kind(value) if kind is not None and isinstance(value, (int, float)) else value
+    return dataclasses.replace(train_config, env_id=env_id, eval_episodes=episodes, **shared)
+
+
 def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResult]:
     import jax
 
@@ -571,9 +587,18 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
 
     rows: list[CheckpointResult] = []
     for spec, overrides in plan.specs:
-        env_id = _register_variant(spec, overrides)
-        config = dataclasses.replace(train_config, env_id=env_id, eval_episodes=episodes)
-        runner, init, evaluate = _compiled(make_runner, config, len(seeds), members.variants)
+        config = _test_config(train_config, _register_variant(spec, overrides), overrides, episodes)
+        try:
+            runner, init, evaluate = _compiled(make_runner, config, len(seeds), members.variants)
+        except ValueError as error:  # ConfigError among them
+            shared = [f"{k}={getattr(config, k)!r}" for k in overrides if hasattr(train_config, k)]
+            if not shared:
+                raise
+            raise EvalError(
+                f"{plan.path}: --envs {spec.name} sets {', '.join(shared)}, which the run's config also "
+                f"holds (its runner makes the env with it), and the run's config with that value is "
+                f"refused: {error}"
+            ) from None
         state = _state_for(plan.path, loaded, init, init_keys)
         metrics = jax.device_get(evaluate(state, eval_keys))
         by_axis = _by_axis(metrics, getattr(runner, "metric_axes", None), size)
