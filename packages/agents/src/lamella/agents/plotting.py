@@ -80,7 +80,9 @@ def plot_learning_curve(
             axis.plot(x, ys[0], color="tab:blue", linewidth=2.0, label=next(iter(runs)))
         axis.set_title(f"{algorithm} on {task} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")
         axis.set_xlabel("environment steps")
-        axis.set_ylabel(f"{metric.replace('_', ' ')} (greedy evaluation)")
+        # Whether the evaluation acted greedily is the config's (eval_greedy), not the run log's.
+        kind = "training" if metric.startswith("train_") else "evaluation"
+        axis.set_ylabel(f"{metric.replace('_', ' ')} ({kind})")
         axis.grid(True, alpha=0.3)
         axis.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
         axis.legend(loc="lower right", fontsize="small")
