@@ -253,10 +253,18 @@ def test_tiny_ppo_run_and_resume(tmp_path, capsys):
     assert os.path.exists(os.path.join(full, "learning_curve.png"))
 
     assert lamella(["train", "ppo", "--out-dir", part, "--max-chunks", "2", *common]) == 0
-    assert lamella(["train", "ppo", "--resume", part, "--no-progress"]) == 0
+    # Without the algorithm: the run directory names it (before: "give an ALGORITHM").
+    assert lamella(["train", "--resume", part, "--no-progress"]) == 0
     for name in ["metrics.json", "metrics.csv", "checkpoints/checkpoint_000000004.msgpack"]:
         with open(os.path.join(full, name), "rb") as a, open(os.path.join(part, name), "rb") as b:
             assert a.read() == b.read(), name
+
+
+def test_resume_without_an_algorithm_needs_a_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        lamella(["train", "--resume", str(tmp_path)])
+    assert info.value.code == 2
+    assert "holds no run (no config.json, no checkpoints/checkpoint_*.msgpack)" in capsys.readouterr().err
 
 
 def test_unknown_env_is_a_clean_error(tmp_path, capsys):

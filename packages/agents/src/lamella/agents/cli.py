@@ -326,6 +326,22 @@ def list_algorithms() -> str:
     return "\n".join(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c}".rstrip() for a, b, c in rows)
 
 
+def _resumed_algorithm(path: str) -> str | None:
+    """The algorithm a run directory (its ``config.json``, else its newest checkpoint) or a
+    checkpoint file names; None where neither reads (the caller asks for the algorithm)."""
+    from lamella.agents import checkpoint as ckpt
+
+    try:
+        if os.path.isfile(os.path.join(path, "config.json")):
+            with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
+                return str(json.load(handle)["algorithm"])
+        if not os.path.isfile(path):
+            path = ckpt.latest_checkpoint(os.path.join(path, "checkpoints")) or ""
+        return str(ckpt.read_metadata(path)["algorithm"]) if path else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def train_command(args: argparse.Namespace) -> int:
     """Run ``lamella train`` for parsed arguments; return the exit status."""
     from lamella.agents.config import ConfigError, config_to_dict
@@ -334,6 +350,13 @@ def train_command(args: argparse.Namespace) -> int:
     if args.list:
         print(list_algorithms())
         return 0
+    if args.algorithm is None and args.resume:
+        args.algorithm = _resumed_algorithm(args.resume)  # the run names it: lamella train --resume DIR
+        if args.algorithm is None:
+            parser.error(
+                f"--resume {args.resume!r} holds no run (no config.json, no checkpoints/checkpoint_*.msgpack): "
+                "give a run directory or checkpoint, or an ALGORITHM"
+            )
     if args.algorithm is None:
         parser.error("give an ALGORITHM to train (lamella train --list shows the installed ones)")
     from lamella.agents import hosts
