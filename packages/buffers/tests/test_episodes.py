@@ -151,3 +151,27 @@ def test_bad_arguments_fail_early(buffer, state):
         lb.make_n_step_sampler(buffer, n=T + 1, gamma=0.9)
     with pytest.raises(ValueError, match="gamma"):
         lb.make_n_step_sampler(buffer, n=2, gamma=1.5)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (  # flashbax broadcast the (1,) actions into the (2,) slots
+            lambda data: data.replace(action=data.action[..., :1]),
+            r"field \.action has shape \(2, 4, 1\), expected \(num_envs, steps\) \+ \(2,\)",
+        ),
+        (  # a batched example given to init: an internal broadcasting error at the first add
+            lambda data: data.replace(obs=data.obs[..., None]),
+            r"field \.obs has shape \(2, 4, 1\), expected \(num_envs, steps\) \+ \(\)",
+        ),
+        (
+            lambda data: data.replace(obs=data.obs.astype(jnp.int32)),
+            r"field \.obs has dtype int32, expected float32",
+        ),
+    ],
+    ids=["trailing shape", "extra axis", "dtype"],
+)
+def test_add_refuses_a_batch_unlike_the_example(buffer, state, change, match):
+    batch = change(jax.tree.map(lambda x: x[:, :4], stream(DONE)))
+    with pytest.raises(ValueError, match=rf"add got a batch unlike the example given to init: .*{match}"):
+        jax.eval_shape(buffer.add, state, batch)

@@ -174,3 +174,43 @@ def test_second_call_compiles_nothing(samplers, hand_state, random_episodes):
     sample(hand_state, jax.random.key(5))
     sample(random_episodes[0], jax.random.key(6))  # another state of the same shapes
     assert sample._cache_size() == 1
+
+
+def test_compute_reward_must_give_one_reward_per_pair(buffer, hand_state):
+    """keepdims=True gave a (batch, 1) reward, silently broadcast to a (batch, batch) one."""
+
+    def keepdims_reward(achieved_goal, desired_goal):
+        return -(jnp.linalg.norm(achieved_goal - desired_goal, axis=-1, keepdims=True) > 0.1).astype(
+            jnp.float32
+        )
+
+    sample = lb.make_her_sampler(buffer, keepdims_reward, batch_size=8)
+    with pytest.raises(
+        ValueError,
+        match=r"compute_reward\(achieved_goal, desired_goal\) returned shape \(1,\) for one pair of goals, expected \(\)",
+    ):
+        jax.eval_shape(sample, hand_state, jax.random.key(0))
+
+
+def test_goal_shapes_must_match(buffer):
+    """An achieved goal of another shape than the desired one: an internal broadcasting error before."""
+    data = goal_stream(HAND_DONE)
+    data = data.replace(
+        obs={**data.obs, "desired_goal": jnp.zeros((2, 8, 3))},
+        next_obs={**data.next_obs, "desired_goal": jnp.zeros((2, 8, 3))},
+    )
+    state = buffer.init(jax.tree.map(lambda x: x[0, 0], data))
+    sample = lb.make_her_sampler(buffer, compute_reward, batch_size=8)
+    with pytest.raises(ValueError, match=r"achieved_goal has shape \(1,\) per step but desired_goal \(3,\)"):
+        jax.eval_shape(sample, state, jax.random.key(0))
+
+
+def test_relabel_probability_may_be_traced(buffer, hand_state):
+    """A sweep over the relabel probability inside one compiled program."""
+
+    def relabelled(probability):
+        return lb.make_her_sampler(buffer, compute_reward, relabel_probability=probability, batch_size=8)(
+            hand_state, jax.random.key(0)
+        ).relabelled
+
+    assert jax.eval_shape(jax.vmap(relabelled), jnp.array([0.2, 0.8])).shape == (2, 8)

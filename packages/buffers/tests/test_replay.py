@@ -199,3 +199,69 @@ def test_set_priorities_shape_is_checked_at_trace_time(prioritised_items):
     buffer, state = prioritised_items
     with pytest.raises(ValueError, match=r"priorities have shape \(4,\) but indices have shape \(8,\)"):
         jax.jit(buffer.set_priorities)(state, jnp.arange(8), jnp.ones(4))
+
+
+def one_step(num_envs, obs_shape=(3,)):
+    """One step of ``num_envs`` envs (leaves ``(num_envs, ...)``), observations of ``obs_shape``."""
+    return jax.tree.map(lambda x: x[:, 0], steps(num_envs, 1)).replace(
+        obs=jnp.zeros((num_envs, *obs_shape)), next_obs=jnp.zeros((num_envs, *obs_shape))
+    )
+
+
+@pytest.mark.parametrize(
+    ("factory", "batch", "match"),
+    [
+        (  # flashbax broadcast the (4, 1) observations into the (3,) slots
+            lambda: lb.make_item_buffer(max_length=16, sample_batch_size=4, add_batches=True),
+            one_step(4, (1,)),
+            r"field \.obs has shape \(4, 1\), expected \(batch,\) \+ \(3,\)",
+        ),
+        (  # a batch axis flashbax does not expect: an internal "axis 1 is out of bounds"
+            lambda: lb.make_item_buffer(max_length=16, sample_batch_size=4),
+            one_step(4),
+            r"field \.obs has shape \(4, 3\), expected \(\) \+ \(3,\)",
+        ),
+        (  # one field one step long, the others two: broadcast silently into both steps
+            lambda: lb.make_trajectory_buffer(
+                num_envs=2, max_length_time_axis=8, sample_batch_size=2, sample_sequence_length=2
+            ),
+            steps(2, 2).replace(reward=jnp.zeros((2, 1))),
+            r"field \.reward has leading axes \(2, 1\), other fields \(2, 2\)",
+        ),
+        (
+            lambda: lb.make_flat_buffer(
+                max_length=16, sample_batch_size=2, add_batch_size=2, prioritised=True
+            ),
+            one_step(2).replace(extras={"is_success": jnp.zeros(2, bool)}),
+            r"field \.extras\['is_success'\] is not in the example given to init",
+        ),
+    ],
+    ids=["trailing shape", "extra batch axis", "unequal time axes", "extra field"],
+)
+def test_add_refuses_a_batch_unlike_the_example(factory, batch, match):
+    buffer = factory()
+    state = buffer.init(EXAMPLE)
+    with pytest.raises(ValueError, match=rf"add got a batch unlike the example given to init: .*{match}"):
+        jax.eval_shape(buffer.add, state, batch)
+
+
+def test_add_under_vmap_still_works():
+    """A batch of buffers (e.g. one per seed) added to under vmap: the check sees one buffer's shapes."""
+    buffer = lb.make_item_buffer(max_length=16, sample_batch_size=4, add_batches=True)
+    states = jax.vmap(lambda _: buffer.init(EXAMPLE))(jnp.arange(3))
+    batches = jax.tree.map(lambda x: jnp.stack([x] * 3), one_step(4))
+    out = jax.eval_shape(jax.vmap(buffer.add), states, batches)
+    assert out.experience.obs.shape == (3, 1, 16, 3)
+
+
+def test_sizes_may_be_numpy_ints():
+    buffer = lb.make_item_buffer(max_length=np.int64(16), sample_batch_size=np.int32(4))
+    assert buffer.init(EXAMPLE).experience.obs.shape == (1, 16, 3)
+    with pytest.raises(ValueError, match=r"min_length_time_axis must be a positive int, got -3"):
+        lb.make_trajectory_buffer(
+            num_envs=2,
+            max_length_time_axis=8,
+            sample_batch_size=2,
+            sample_sequence_length=2,
+            min_length_time_axis=-3,
+        )

@@ -227,3 +227,48 @@ def test_open_vault_refuses_another_experience_structure(tmp_path, experience, m
     ):
         lb.open_vault(tmp_path, "run", experience=experience)
     lb.open_vault(tmp_path, "run", experience=small_experience(time=7))  # only the time axis may differ
+
+
+@pytest.mark.parametrize(
+    ("experience", "match"),
+    [  # batch 1 into a batch-2 vault used to write one env's row and leave the other's stale
+        (small_experience(batch=1), r"field 'x' has shape \(1, 3, 3\) given, \(2, 4, 3\) in the vault"),
+        (small_experience(trailing=(5,)), r"field 'x' has shape \(2, 3, 5\) given"),  # a tensorstore error
+    ],
+    ids=["batch", "trailing shape"],
+)
+def test_write_experience_refuses_another_experience_structure(tmp_path, experience, match):
+    vault = lb.open_vault(tmp_path, "run", experience=small_experience(time=4))
+    with pytest.raises(
+        ValueError, match=rf"write_experience: the vault at .* another experience structure: .*{match}"
+    ):
+        lb.write_experience(vault, experience)
+    assert vault.vault_index == 0
+    assert lb.write_experience(vault, small_experience()) == 3
+
+
+def test_open_vault_refuses_a_folder_that_is_not_a_vault(tmp_path):
+    (tmp_path / "run" / "0").mkdir(parents=True)
+    (tmp_path / "run" / "0" / "notes.txt").write_text("mine")
+    for kwargs in ({}, {"experience": small_experience()}):  # a FileNotFoundError for metadata.json before
+        with pytest.raises(
+            FileExistsError, match=r"exists but is not a vault .*another directory, name or uid"
+        ):
+            lb.open_vault(tmp_path, "run", **kwargs)
+    with pytest.raises(ValueError, match=r"uid must be one folder name.* got 'seed/0'"):
+        lb.open_vault(tmp_path, "run", uid="seed/0", experience=small_experience())  # an os.replace error
+    with pytest.raises(ValueError, match=r"name must be one folder name.* got ''"):
+        lb.open_vault(tmp_path, "", experience=small_experience())  # created a vault in tmp_path/0
+
+
+def test_reading_more_steps_than_recorded_is_a_clear_error(tmp_path, episode_buffer):
+    vault = lb.open_vault(tmp_path, "run", experience=small_experience())
+    lb.write_experience(vault, small_experience())
+    with pytest.raises(ValueError, match=r"timesteps=5 .* holds 3 steps per env"):  # an IndexError before
+        lb.read_vault(vault, timesteps=5)
+    with pytest.raises(ValueError, match=r"timesteps=-1"):
+        lb.read_vault(vault, timesteps=-1)
+    buffer, _ = episode_buffer
+    empty = jax.tree.map(lambda x: x[:, :0], stream())
+    with pytest.raises(ValueError, match=r"load_episode_buffer: experience holds no steps"):
+        lb.load_episode_buffer(buffer, empty)

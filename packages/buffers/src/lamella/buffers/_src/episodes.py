@@ -32,6 +32,7 @@ from flashbax.buffers.trajectory_buffer import TrajectoryBufferState
 
 from lamella.buffers._src import struct
 from lamella.buffers._src.n_step import n_step_transition
+from lamella.buffers._src.replay import _check_batch, _positive
 from lamella.buffers._src.types import NStepTransition, Transition
 
 PRNGKey = jax.Array
@@ -111,11 +112,6 @@ class EpisodeBatch:
     length: jax.Array
     env_index: jax.Array
     start: jax.Array
-
-
-def _positive(name: str, value: int, owner: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}.")
 
 
 def _done(transition: Transition, lead: int) -> jax.Array:
@@ -200,6 +196,7 @@ def make_episode_buffer(
                 f"1 <= steps <= {T}; reward has shape {batch.reward.shape}. For one step per env, "
                 "add a time axis: jax.tree.map(lambda x: x[:, None], transition)."
             )
+        _check_batch(state.trajectory.experience, batch, ("num_envs", "steps"), owner)
         steps = prefix[1]
         done = _done(batch, 2)  # (num_envs, steps)
         envs = jnp.arange(num_envs)

@@ -56,6 +56,19 @@ def _check_goal_obs(obs: Any, name: str) -> None:
         )
 
 
+def _check_goal_shapes(experience: Transition) -> None:
+    """The new desired goal is an achieved goal: same per-step shape (else broadcast or a JAX error)."""
+    achieved = experience.next_obs["achieved_goal"].shape[2:]
+    for name, obs in (("obs", experience.obs), ("next_obs", experience.next_obs)):
+        desired = obs["desired_goal"].shape[2:]
+        if desired != achieved:
+            raise ValueError(
+                f"make_her_sampler: next_obs achieved_goal has shape {achieved} per step but desired_goal "
+                f"{desired} in transition.{name}; HER replaces the desired goal with an achieved goal, so "
+                "store both goals with the same shape."
+            )
+
+
 def make_her_sampler(
     buffer: EpisodeBuffer,
     compute_reward: Callable[[jax.Array, jax.Array], jax.Array],
@@ -98,7 +111,11 @@ def make_her_sampler(
     batch_size = _batch_size(batch_size, buffer, owner)
     if strategy not in STRATEGIES:
         raise ValueError(f"{owner}: strategy must be one of {STRATEGIES}, got {strategy!r}.")
-    if not 0.0 <= float(relabel_probability) <= 1.0:
+    try:
+        probability: float | None = float(relabel_probability)
+    except jax.errors.ConcretizationTypeError:  # traced: a sweep's probability, checked by its caller
+        probability = None
+    if probability is not None and not 0.0 <= probability <= 1.0:
         raise ValueError(f"{owner}: relabel_probability must be in [0, 1], got {relabel_probability}.")
     if not callable(compute_reward):
         raise TypeError(
@@ -111,6 +128,7 @@ def make_her_sampler(
         experience = state.trajectory.experience
         _check_goal_obs(experience.obs, "obs")
         _check_goal_obs(experience.next_obs, "next_obs")
+        _check_goal_shapes(experience)
         key_steps, key_relabel, key_goal = jax.random.split(key, 3)
         env, time = _sample_steps(state, key_steps, batch_size, num_envs, T)
         start, end = _episode_bounds(state, env, time, T)
@@ -129,14 +147,20 @@ def make_her_sampler(
             relabelled.reshape(relabelled.shape + (1,) * (old.ndim - 1)), new, old
         )
         desired = select(goal, transition.obs["desired_goal"])
-        new_reward = batched_reward(transition.next_obs["achieved_goal"], desired)
+        new_reward = jnp.asarray(batched_reward(transition.next_obs["achieved_goal"], desired))
+        if new_reward.shape != transition.reward.shape:
+            raise ValueError(
+                f"{owner}: compute_reward(achieved_goal, desired_goal) returned shape {new_reward.shape[1:]} "
+                f"for one pair of goals, expected {transition.reward.shape[1:]} (the stored reward's); it "
+                "is vmapped over the batch, so return one reward per pair (e.g. no keepdims=True)."
+            )
         transition = transition.replace(
             obs={**transition.obs, "desired_goal": desired},
             next_obs={
                 **transition.next_obs,
                 "desired_goal": select(goal, transition.next_obs["desired_goal"]),
             },
-            reward=select(jnp.asarray(new_reward).astype(transition.reward.dtype), transition.reward),
+            reward=select(new_reward.astype(transition.reward.dtype), transition.reward),
         )
         return HerSample(
             transition=transition,

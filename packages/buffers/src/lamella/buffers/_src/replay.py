@@ -12,6 +12,7 @@ instead of copying it.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import flashbax
@@ -22,8 +23,57 @@ __all__ = ["make_flat_buffer", "make_item_buffer", "make_trajectory_buffer"]
 
 
 def _positive(name: str, value: int, owner: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    # numbers.Integral: NumPy integers (from a config or np.arange sweep) are ints too.
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool | np.bool_) or value < 1:
         raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}.")
+
+
+def _check_batch(experience: Any, batch: Any, axes: tuple[str, ...], owner: str) -> None:
+    """Refuse a batch for ``add`` unlike the example the buffer was initialised with.
+
+    ``experience`` is the stored pytree (leaves ``(envs, T, ...)``); every leaf of ``batch``
+    must be ``axes`` (the same sizes on every leaf) followed by its trailing shape, with its
+    dtype. flashbax checks only the first axis and the dtypes, and writes a leaf of another
+    trailing shape or time length by broadcasting it: silently wrong experience. Shapes are
+    static, so this runs at trace time (free under jit, per buffer under vmap).
+    """
+    flatten = jax.tree_util.tree_flatten_with_path
+    stored = {jax.tree_util.keystr(path): leaf for path, leaf in flatten(experience)[0]}
+    given = {jax.tree_util.keystr(path): leaf for path, leaf in flatten(batch)[0]}
+    problems = [f"field {name} is missing" for name in stored if name not in given]
+    problems += [f"field {name} is not in the example given to init" for name in given if name not in stored]
+    prefix = "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
+    leading: tuple[int, ...] | None = None
+    for name in (name for name in stored if name in given):
+        shape, trailing = tuple(np.shape(given[name])), tuple(stored[name].shape[2:])
+        if len(shape) != len(axes) + len(trailing) or shape[len(axes) :] != trailing:
+            problems.append(f"field {name} has shape {shape}, expected {prefix} + {trailing}")
+        elif leading is None:
+            leading = shape[: len(axes)]
+        elif shape[: len(axes)] != leading:
+            problems.append(f"field {name} has leading axes {shape[: len(axes)]}, other fields {leading}")
+        dtype = getattr(given[name], "dtype", None)
+        if dtype is not None and dtype != stored[name].dtype:
+            problems.append(f"field {name} has dtype {dtype}, expected {stored[name].dtype}")
+    if problems:
+        raise ValueError(
+            f"{owner}: add got a batch unlike the example given to init: "
+            + "; ".join(problems[:8])
+            + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
+            + f". Every leaf must be the example's leaf with leading axes {prefix}; init "
+            "takes one unbatched example, e.g. lamella.buffers.transition_like(obs, action) of one step."
+        )
+
+
+def _checked_add(buffer: Any, axes: tuple[str, ...], owner: str) -> Any:
+    """flashbax's buffer, its ``add`` behind :func:`_check_batch`."""
+    add = buffer.add
+
+    def checked_add(state: Any, batch: Any) -> Any:
+        _check_batch(state.experience, batch, axes, owner)
+        return add(state, batch)
+
+    return buffer.replace(add=checked_add)
 
 
 def _priority_device() -> str:
@@ -130,14 +180,19 @@ def make_item_buffer(
         add_sequences=add_sequences,
         add_batches=add_batches,
     )
+    axes = ("batch",) * add_batches + ("time",) * add_sequences
     if prioritised:
         _check_priority_exponent(priority_exponent, owner)
-        return _checked_set_priorities(
-            flashbax.make_prioritised_item_buffer(
-                **kwargs, priority_exponent=priority_exponent, device=_priority_device()
-            )
+        return _checked_add(
+            _checked_set_priorities(
+                flashbax.make_prioritised_item_buffer(
+                    **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+                )
+            ),
+            axes,
+            owner,
         )
-    return flashbax.make_item_buffer(**kwargs)
+    return _checked_add(flashbax.make_item_buffer(**kwargs), axes, owner)
 
 
 def make_flat_buffer(
@@ -196,14 +251,19 @@ def make_flat_buffer(
         add_sequences=add_sequences,
         add_batch_size=add_batch_size,
     )
+    axes = ("batch",) * (add_batch_size is not None) + ("time",) * add_sequences
     if prioritised:
         _check_priority_exponent(priority_exponent, owner)
-        return _checked_set_priorities(
-            flashbax.make_prioritised_flat_buffer(
-                **kwargs, priority_exponent=priority_exponent, device=_priority_device()
-            )
+        return _checked_add(
+            _checked_set_priorities(
+                flashbax.make_prioritised_flat_buffer(
+                    **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+                )
+            ),
+            axes,
+            owner,
         )
-    return flashbax.make_flat_buffer(**kwargs)
+    return _checked_add(flashbax.make_flat_buffer(**kwargs), axes, owner)
 
 
 def make_trajectory_buffer(
@@ -247,9 +307,8 @@ def make_trajectory_buffer(
         ("period", period),
     ]:
         _positive(name, value, owner)
-    min_length_time_axis = (
-        sample_sequence_length if min_length_time_axis is None else max(min_length_time_axis, 1)
-    )
+    min_length_time_axis = sample_sequence_length if min_length_time_axis is None else min_length_time_axis
+    _positive("min_length_time_axis", min_length_time_axis, owner)
     if sample_sequence_length > max_length_time_axis:
         raise ValueError(
             f"{owner}: sample_sequence_length ({sample_sequence_length}) must be <= "
@@ -285,9 +344,13 @@ def make_trajectory_buffer(
                 f"{owner}: a prioritised buffer needs max_length_time_axis ({max_length_time_axis}) "
                 f"divisible by period ({period})."
             )
-        return _checked_set_priorities(
-            flashbax.make_prioritised_trajectory_buffer(
-                **kwargs, priority_exponent=priority_exponent, device=_priority_device()
-            )
+        return _checked_add(
+            _checked_set_priorities(
+                flashbax.make_prioritised_trajectory_buffer(
+                    **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+                )
+            ),
+            ("num_envs", "steps"),
+            owner,
         )
-    return flashbax.make_trajectory_buffer(**kwargs)
+    return _checked_add(flashbax.make_trajectory_buffer(**kwargs), ("num_envs", "steps"), owner)

@@ -96,10 +96,21 @@ def _open(
     process killed while creating one leaves no half-written vault behind (only a
     ``.tmp-*`` folder, removed by the next creation of the same vault).
     """
+    for what, part in (("name", name), ("uid", uid)):
+        if not isinstance(part, str) or part in ("", ".", "..") or os.sep in part or "/" in part:
+            raise ValueError(
+                f"open_vault: {what} must be one folder name (not empty, no '/'), got {part!r}; put "
+                "parent folders in directory=."
+            )
     root = os.path.abspath(os.fspath(directory))
     path = os.path.join(root, name, uid)
     quiet = contextlib.redirect_stdout(io.StringIO())  # flashbax prints on every open
     if os.path.exists(path):
+        if not os.path.isfile(os.path.join(path, "metadata.json")):
+            raise FileExistsError(
+                f"open_vault: {path} exists but is not a vault (no metadata.json); remove it, or record "
+                "under another directory, name or uid."
+            )
         if structure is not None:
             _check_structure(path, structure)
         with quiet:
@@ -143,7 +154,7 @@ def _stored_fields(tree: Any, prefix: str = "") -> dict[str, Any]:
     return fields
 
 
-def _check_structure(path: str, structure: Any) -> None:
+def _check_structure(path: str, structure: Any, owner: str = "open_vault") -> None:
     """Refuse an experience structure other than the one the vault at ``path`` was written with.
 
     flashbax accepts it and fails later: a KeyError for an extra field, a tensorstore error on
@@ -180,11 +191,17 @@ def _check_structure(path: str, structure: Any) -> None:
                 "(leaves are (batch, time, ...); only the time axis may differ)"
             )
     if problems:
-        raise ValueError(
-            f"open_vault: the vault at {path} was written with another experience structure: "
-            + "; ".join(problems)
-            + ". Open it with the structure it was written with (or with neither buffer_state= nor "
+        remedy = (
+            "Open it with the structure it was written with (or with neither buffer_state= nor "
             "experience= to read nested dicts), or record this experience under another name or uid."
+            if owner == "open_vault"
+            else "Write experience of the vault's structure (leaves (batch, time, ...)), or open another "
+            "vault for this one."
+        )
+        raise ValueError(
+            f"{owner}: the vault at {path} was written with another experience structure: "
+            + "; ".join(problems)
+            + f". {remedy}"
         )
 
 
@@ -303,6 +320,11 @@ def write_experience(vault: Vault, experience: Any, at: int | None = None) -> in
             f"write_experience: leaves of unequal time length {sorted(steps)}; expected (batch, time, ...)."
         )
     (length,) = steps
+    # flashbax's Vault keeps its folder in a private attribute; without it, tensorstore still refuses
+    # most mismatches (but writes a smaller batch into the first rows, leaving the others stale).
+    path = getattr(vault, "_base_path", None)
+    if path is not None:
+        _check_structure(os.fspath(path), experience, owner="write_experience")
     start = vault.vault_index if at is None else int(at)
     if not 0 <= start <= vault.vault_index:
         raise ValueError(
@@ -321,7 +343,16 @@ def write_experience(vault: Vault, experience: Any, at: int | None = None) -> in
 
 
 def read_vault(vault: Vault, timesteps: int | None = None) -> Any:
-    """The recorded experience, leaves ``(num_envs, time, ...)`` (the last ``timesteps`` if given)."""
+    """The recorded experience, leaves ``(num_envs, time, ...)`` (the last ``timesteps`` if given).
+
+    Raises:
+        ValueError: ``timesteps`` is negative or more than the vault holds.
+    """
+    if timesteps is not None and not 0 <= timesteps <= vault.vault_index:
+        raise ValueError(
+            f"read_vault: timesteps={timesteps} must be in [0, {vault.vault_index}]: the vault holds "
+            f"{vault.vault_index} steps per env. Pass timesteps=None to read them all."
+        )
     return vault.read(timesteps=timesteps).experience
 
 
@@ -337,6 +368,10 @@ def load_episode_buffer(buffer: EpisodeBuffer, experience: Any) -> EpisodeBuffer
             "buffer_state= so read_vault returns Transition instead of dicts."
         )
     steps = experience.reward.shape[1]
+    if steps == 0:
+        raise ValueError(
+            "load_episode_buffer: experience holds no steps (an empty vault?); record some before loading it."
+        )
     keep = min(steps, buffer.max_length_time_axis)
     recent = jax.tree.map(lambda x: x[:, steps - keep :], experience)
     example = jax.tree.map(lambda x: x[0, 0], experience)
