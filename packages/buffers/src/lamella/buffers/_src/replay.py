@@ -76,6 +76,25 @@ def _checked_add(buffer: Any, axes: tuple[str, ...], owner: str) -> Any:
     return buffer.replace(add=checked_add)
 
 
+def _made(
+    kind: str,
+    kwargs: dict[str, Any],
+    prioritised: bool,
+    priority_exponent: float,
+    axes: tuple[str, ...],
+    owner: str,
+) -> Any:
+    """flashbax's ``make_[prioritised_]<kind>_buffer(**kwargs)``, its ``add`` (and
+    ``set_priorities``) behind lamella's checks."""
+    if not prioritised:
+        return _checked_add(getattr(flashbax, f"make_{kind}_buffer")(**kwargs), axes, owner)
+    _check_priority_exponent(priority_exponent, owner)
+    made = getattr(flashbax, f"make_prioritised_{kind}_buffer")(
+        **kwargs, priority_exponent=priority_exponent, device=_priority_device()
+    )
+    return _checked_add(_checked_set_priorities(made), axes, owner)
+
+
 def _priority_device() -> str:
     """flashbax picks its sum-tree update for 'cpu', 'gpu' or 'tpu'; use the default backend."""
     backend = jax.default_backend()
@@ -181,18 +200,7 @@ def make_item_buffer(
         add_batches=add_batches,
     )
     axes = ("batch",) * add_batches + ("time",) * add_sequences
-    if prioritised:
-        _check_priority_exponent(priority_exponent, owner)
-        return _checked_add(
-            _checked_set_priorities(
-                flashbax.make_prioritised_item_buffer(
-                    **kwargs, priority_exponent=priority_exponent, device=_priority_device()
-                )
-            ),
-            axes,
-            owner,
-        )
-    return _checked_add(flashbax.make_item_buffer(**kwargs), axes, owner)
+    return _made("item", kwargs, prioritised, priority_exponent, axes, owner)
 
 
 def make_flat_buffer(
@@ -252,18 +260,7 @@ def make_flat_buffer(
         add_batch_size=add_batch_size,
     )
     axes = ("batch",) * (add_batch_size is not None) + ("time",) * add_sequences
-    if prioritised:
-        _check_priority_exponent(priority_exponent, owner)
-        return _checked_add(
-            _checked_set_priorities(
-                flashbax.make_prioritised_flat_buffer(
-                    **kwargs, priority_exponent=priority_exponent, device=_priority_device()
-                )
-            ),
-            axes,
-            owner,
-        )
-    return _checked_add(flashbax.make_flat_buffer(**kwargs), axes, owner)
+    return _made("flat", kwargs, prioritised, priority_exponent, axes, owner)
 
 
 def make_trajectory_buffer(
@@ -337,20 +334,10 @@ def make_trajectory_buffer(
         min_length_time_axis=min_length_time_axis,
         max_length_time_axis=max_length_time_axis,
     )
-    if prioritised:
+    if prioritised and max_length_time_axis % period:
         _check_priority_exponent(priority_exponent, owner)
-        if max_length_time_axis % period:
-            raise ValueError(
-                f"{owner}: a prioritised buffer needs max_length_time_axis ({max_length_time_axis}) "
-                f"divisible by period ({period})."
-            )
-        return _checked_add(
-            _checked_set_priorities(
-                flashbax.make_prioritised_trajectory_buffer(
-                    **kwargs, priority_exponent=priority_exponent, device=_priority_device()
-                )
-            ),
-            ("num_envs", "steps"),
-            owner,
+        raise ValueError(
+            f"{owner}: a prioritised buffer needs max_length_time_axis ({max_length_time_axis}) "
+            f"divisible by period ({period})."
         )
-    return _checked_add(flashbax.make_trajectory_buffer(**kwargs), ("num_envs", "steps"), owner)
+    return _made("trajectory", kwargs, prioritised, priority_exponent, ("num_envs", "steps"), owner)
