@@ -275,7 +275,7 @@ def test_paired_on_foraging_pays_the_teacher_the_regret(tmp_path):
     log = json.loads(open(result.metrics_path).read())
     regrets = []
     for seed in ("seed_0", "seed_1"):
-        steps = log["multi_agent"][FORAGING_ID]["paired"][seed]
+        steps = log["multi_agent"][config.run_log_task()]["paired"][seed]
         rows = [steps[f"step_{i}"] for i in (1, 2, 3)]  # one entry per iteration
         get = lambda name: np.array([row[name] for row in rows], float).reshape(-1)  # noqa: E731
         antagonist, protagonist = (
@@ -300,7 +300,7 @@ def test_paired_on_foraging_pays_the_teacher_the_regret(tmp_path):
         assert ((get("train_level_agent_level") >= 2) & (get("train_level_agent_level") <= 4)).all()
     assert max(regrets) > 0, "no level had a regret: the check above compared zeros only"
     # The teacher starts near uniform over its 100 actions (25 cells x 4 level choices).
-    first = log["multi_agent"][FORAGING_ID]["paired"]["seed_0"]["step_1"]["train_teacher_entropy"]
+    first = log["multi_agent"][config.run_log_task()]["paired"]["seed_0"]["step_1"]["train_teacher_entropy"]
     assert abs(np.asarray(first).reshape(-1)[0] - np.log(100)) < 0.05
 
 
