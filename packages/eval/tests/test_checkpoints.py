@@ -302,27 +302,34 @@ def test_checkpoints_without_the_extra_name_the_extra():
     ]
 
 
+def result_row(**fields):
+    """One seed's CartPole-v1 result (a hand-made ``CheckpointResult``) with ``fields`` set."""
+    base = dict(
+        train_env="CartPole-v1",
+        test_env="CartPole-v1",
+        overrides="",
+        seed="0",
+        std_return=0.0,
+        success_rate=None,
+    )
+    return le.CheckpointResult(**{**base, **fields})
+
+
 def test_metrics_with_named_axes_reach_the_run_log_one_key_per_index(tmp_path):
     """The marl runners' ``evaluate`` returns ``return`` per agent (``Runner.metric_axes``:
     ``("agent",)``), as the training run log holds it (``return_agent_<i>``). Before, the
     checkpoints' run log kept ``mean_episode_return`` and ``episode_length`` only."""
-    from lamella.eval._src.checkpoints import CheckpointResult, _by_axis
+    from lamella.eval._src.checkpoints import _by_axis
 
     metrics = {"episode_return": np.zeros((2, 3)), "return": np.arange(12.0).reshape(2, 3, 2)}
     by_axis = _by_axis(metrics, {"return": ("agent",)}, size=2)  # (seeds, episodes, agents)
     assert sorted(by_axis) == ["return_agent_0", "return_agent_1"]
     np.testing.assert_array_equal(by_axis["return_agent_1"], [[1, 3, 5], [7, 9, 11]])
-    row = CheckpointResult(
+    row = result_row(
         checkpoint="run/checkpoints/checkpoint_000000001.msgpack",
         algorithm="ippo",
-        train_env="CartPole-v1",
-        test_env="CartPole-v1",
-        overrides="",
-        seed="0",
         episodes=3,
         mean_return=0.0,
-        std_return=0.0,
-        success_rate=None,
         returns=np.zeros(3),
         by_axis={key: value[0] for key, value in by_axis.items()},
     )
@@ -358,19 +365,7 @@ def test_run_log_refuses_a_training_run_directory(tmp_path, capsys):
     run.mkdir()
     (run / "metrics.json").write_text("{}")
     (run / "config.json").write_text("{}")
-    row = le.CheckpointResult(
-        checkpoint="c",
-        algorithm="ppo",
-        train_env="CartPole-v1",
-        test_env="CartPole-v1",
-        overrides="",
-        seed="0",
-        episodes=1,
-        mean_return=1.0,
-        std_return=0.0,
-        success_rate=None,
-        returns=np.ones(1),
-    )
+    row = result_row(checkpoint="c", algorithm="ppo", episodes=1, mean_return=1.0, returns=np.ones(1))
     with pytest.raises(
         le.EvalError, match=r"--run-log .*run.* is a training run directory .*config.json.*another directory"
     ):
