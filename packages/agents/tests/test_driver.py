@@ -734,6 +734,63 @@ def test_undeclared_or_wrong_metric_axes_are_refused_before_the_run(tmp_path):
         )
 
 
+def make_counting_runner():
+    """Iteration ``i`` (seed ``n`` starts at ``n``) measures ``value`` 3.0 twice from ``i = 3`` on:
+    a count-weighted step metric (``Runner.metric_weights``), not measured before."""
+
+    def step(i):
+        i = i + 1
+        count = jnp.where(i >= 3, 2.0, 0.0)
+        return i, {"value": jnp.where(count > 0, 3.0, 0.0), "count": count}
+
+    return Runner(
+        init=lambda key: jax.random.key_data(key)[-1].astype(jnp.int32),
+        step=step,
+        evaluate=lambda i, key: {"score": jnp.zeros((1,)) + i},
+        steps_per_iteration=1,
+        num_iterations=6,
+        metric_weights={"value": "count"},
+    )
+
+
+def test_a_weighted_step_metric_is_the_mean_over_its_counts_and_absent_where_none(tmp_path, recwarn):
+    """Before, the chunk averaged ``value`` over its iterations: 1.5 for a chunk whose first
+    iteration measured nothing, and 0.0 logged for a chunk that measured nothing at all."""
+    spec = RunSpec("counting", task="Counting", score="score")
+    result = driver.run(
+        make_counting_runner(),
+        spec,
+        seeds=2,
+        out_dir=str(tmp_path / "run"),
+        chunk_iterations=2,
+        progress=False,
+        plot=False,
+    )
+    runs = json.loads(read(result.metrics_path))["custom"]["Counting"]["counting"]
+    # Chunks of 2 iterations: seed_0 counts from its 3rd iteration on, seed_1 from its 2nd.
+    assert [runs["seed_0"][f"step_{i}"].get("train_value") for i in (1, 2, 3)] == [None, [3.0], [3.0]]
+    assert [runs["seed_1"][f"step_{i}"].get("train_value") for i in (1, 2, 3)] == [[3.0], [3.0], [3.0]]
+    assert [runs["seed_0"][f"step_{i}"]["train_count"] for i in (1, 2, 3)] == [[0.0], [2.0], [2.0]]
+    assert [runs["seed_1"][f"step_{i}"]["train_count"] for i in (1, 2, 3)] == [[1.0], [2.0], [2.0]]
+    assert not [w for w in recwarn if "non-finite" in str(w.message)]  # not measured is no NaN
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [
+        ({"value": "counts"}, r"metric_weights\['value'\] names 'counts', which runner.step does not return"),
+        (
+            {"value": "count", "count": "value"},
+            r"metric_weights\['value'\] weights by 'count', itself a weighted",
+        ),
+    ],
+)
+def test_metric_weights_that_do_not_name_step_metrics_are_refused_before_the_run(tmp_path, weights, match):
+    runner = make_counting_runner()._replace(metric_weights=weights)
+    with pytest.raises(ConfigError, match=match):
+        driver.run(runner, RunSpec("counting", score="score"), out_dir=str(tmp_path / "run"), dry_run=True)
+
+
 def test_a_score_the_run_log_cannot_hold_is_refused_before_the_run(tmp_path):
     # A score with named axes is logged as one key per index, so "solved" itself never appears:
     # final_return was NaN and learning_curve.png empty. A misspelt score was the same.

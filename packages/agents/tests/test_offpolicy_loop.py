@@ -78,15 +78,16 @@ def test_lamella_train_list_shows_each_algorithm_with_its_package(capsys):
 
 
 def test_tiny_dqn_through_lamella_train(tmp_path, capsys):
-    """``lamella train dqn`` on CartPole-v1 with a tiny budget: 2 seeds, 3 chunks, greedy
-    evaluations in the run log, gradient steps ran (a TD loss was logged), and ``--gif`` drew
-    one greedy episode."""
+    """``lamella train dqn`` on CartPole-v1 with a tiny budget: 2 seeds, 3 chunks of 2 iterations,
+    greedy evaluations in the run log, gradient steps ran (a TD loss was logged), the update
+    metrics are means over the chunk's updates, and ``--gif`` drew one greedy episode."""
     out = tmp_path / "dqn"
+    # 100 env steps an iteration; learning starts at the last step of the 4th iteration.
     argv = [
         "dqn", "--env", "CartPole-v1", "--seeds", "2", "--out-dir", str(out), "--no-progress", "--no-plot",
-        "--eval-episodes", "2", "--chunk-iterations", "1", "--gif", "total_timesteps=600", "rollout_steps=50",
-        "num_envs=4", "learning_starts=100", "batch_size=16", "buffer_size=400", "hidden_sizes=16",
-        "exploration_steps=200",
+        "--eval-episodes", "2", "--chunk-iterations", "2", "--gif", "total_timesteps=600", "rollout_steps=25",
+        "num_envs=4", "learning_starts=400", "batch_size=16", "buffer_size=400", "hidden_sizes=16",
+        "epsilon_start=0.5", "epsilon_end=0.5", "updates_per_step=1",
     ]  # fmt: skip
     assert train.main(argv) == 0
     printed = capsys.readouterr().out
@@ -101,7 +102,16 @@ def test_tiny_dqn_through_lamella_train(tmp_path, capsys):
     assert sorted(runs) == ["seed_0", "seed_1"]
     steps = [runs["seed_0"][f"step_{i}"]["step_count"] for i in range(4)]
     assert steps == [0, 200, 400, 600]
-    assert min(runs["seed_0"]["step_1"]["train_loss"]) > 0  # updates started at step 100
+    # The first chunk only warmed up: its update metrics were not measured, and are not logged
+    # (they were logged as 0.0). The second updated on 1 of its 50 steps: its train_epsilon is
+    # that update's 0.5 (it was 0.25, the mean with an iteration that did not update).
+    for run in runs.values():
+        assert "train_loss" not in run["step_1"] and "train_epsilon" not in run["step_1"]
+        assert run["step_1"]["train_updates"] == [0.0] and run["step_1"]["train_episodes"][0] > 0
+        # Gradient steps per iteration: one in the chunk's two iterations, then 25 in each.
+        assert run["step_2"]["train_updates"] == [0.5] and run["step_3"]["train_updates"] == [25.0]
+        assert run["step_2"]["train_epsilon"] == [0.5] and run["step_3"]["train_epsilon"] == [0.5]
+        assert min(run["step_2"]["train_loss"]) > 0
     assert all(1 <= r <= 500 for r in runs["seed_1"]["absolute_metrics"]["mean_episode_return"])
 
 

@@ -526,7 +526,9 @@ def compile_runner(
                 over_seeds(runner.evaluate, num_seeds),
                 compiler_options=compile_options("evaluate", num_seeds, mode),
             ),
-            _make_chunk(runner.step, num_seeds, compile_options("chunk", num_seeds, mode)),
+            _make_chunk(
+                runner.step, num_seeds, compile_options("chunk", num_seeds, mode), weights=_weights(runner)
+            ),
             num_seeds,
         )
     make = runner
@@ -574,7 +576,7 @@ def compile_runner(
             lambda states, keys: evaluate_members(states, keys, values),
             compiler_options=compile_options("evaluate", members, mode),
         ),
-        _make_chunk(step, members, compile_options("chunk", members, mode), values),
+        _make_chunk(step, members, compile_options("chunk", members, mode), values, weights=_weights(first)),
         members,
     )
 
@@ -653,7 +655,12 @@ def _compile_sharded(
             compiler_options=compile_options("evaluate", num_members, mode),
         ),
         _make_chunk(
-            step, num_members, compile_options("chunk", num_members, mode), values, mesh=chunk_layout
+            step,
+            num_members,
+            compile_options("chunk", num_members, mode),
+            values,
+            mesh=chunk_layout,
+            weights=_weights(runner),
         ),
         num_members,
     )
@@ -688,10 +695,21 @@ def _recording(
         if sharded is not None:
             chunk_layout, local = sharded
             chunk = _make_chunk(
-                local.record_step, compiled.num_members, options, record_capacity=capacity, mesh=chunk_layout
+                local.record_step,
+                compiled.num_members,
+                options,
+                record_capacity=capacity,
+                mesh=chunk_layout,
+                weights=_weights(compiled.runner),
             )
         else:
-            chunk = _make_chunk(record_step, compiled.num_members, options, record_capacity=capacity)
+            chunk = _make_chunk(
+                record_step,
+                compiled.num_members,
+                options,
+                record_capacity=capacity,
+                weights=_weights(compiled.runner),
+            )
         while len(_RECORDING_CHUNKS) >= 8:
             _RECORDING_CHUNKS.pop(next(iter(_RECORDING_CHUNKS)))
         _RECORDING_CHUNKS[key] = (compiled.chunk, chunk)  # holding the key's chunk keeps its id unique
@@ -787,8 +805,13 @@ def _make_chunk(
     values: dict[str, np.ndarray] | None = None,
     record_capacity: int = 0,
     mesh: tuple[Any, Any, Any] | None = None,
+    weights: Mapping[str, str] | None = None,
 ) -> jax.stages.Wrapped:
     """``chunk(states, length) -> (states, mean step metrics)`` for every member at once.
+
+    A metric of ``weights`` (``Runner.metric_weights``: ``{metric: count metric}``) is the
+    mean weighted by its count, NaN where the chunk's count is 0 (not measured); every other
+    metric is the mean over the chunk's iterations.
 
     With ``record_capacity`` (recording experience), ``step`` is a runner's ``record_step``
     and the chunk also returns the experience of its iterations, leaves
@@ -813,6 +836,7 @@ def _make_chunk(
     def run_chunk(state: Any, length: jax.Array, *extra: Any) -> tuple[Any, ...]:
         # The structure of the step metrics (for the loop carry), from an abstract trace.
         out_shapes = jax.eval_shape(lambda s, *e: step(s, *e)[1:], state, *extra)
+        _check_weights(weights, out_shapes[0])
         sums = jax.tree.map(lambda m: jnp.zeros(m.shape, jnp.float32), out_shapes[0])
         # The recorded experience of every iteration of the chunk (nothing without recording).
         records = [jax.tree.map(lambda x: jnp.zeros((record_capacity, *x.shape), x.dtype), out_shapes[1:])]
@@ -824,7 +848,7 @@ def _make_chunk(
             # number in a ``where``, say) would make the chunk's output state another input
             # type, so the next chunk and the evaluation would compile a second time.
             state = jax.tree.map(_same_type, new_state, state)
-            sums = jax.tree.map(lambda total, m: total + jnp.asarray(m, jnp.float32), sums, metrics)
+            sums = jax.tree.map(lambda total, m: total + m, sums, _weighted(metrics, weights))
             records = jax.tree.map(lambda r, x: r.at[i].set(x), records, [tuple(experience)])
             return i + 1, state, sums, records
 
@@ -832,6 +856,9 @@ def _make_chunk(
             lambda c: c[0] < length, body, (jnp.zeros((), jnp.int32), state, sums, records)
         )
         means = jax.tree.map(lambda total: total / length, sums)
+        for name, count_name in (weights or {}).items():
+            count = sums[count_name]
+            means[name] = jnp.where(count > 0, sums[name] / jnp.where(count > 0, count, 1.0), jnp.nan)
         return (state, means, records[0][0]) if record_capacity else (state, means)
 
     extra: tuple[dict[str, np.ndarray], ...] = () if values is None else (values,)
@@ -868,6 +895,45 @@ def _make_chunk(
         return jax.jit(over_seeds(run_chunk, num_members, in_axes=(0, None)), compiler_options=options)
     chunk = over_seeds(run_chunk, num_members, in_axes=(0, None, 0))
     return jax.jit(lambda states, length: chunk(states, length, values), compiler_options=options)
+
+
+def _weights(runner: Any) -> dict[str, str] | None:
+    """``runner.metric_weights`` as a dict (None without any)."""
+    weights = getattr(runner, "metric_weights", None)
+    return dict(weights) if weights else None
+
+
+def _check_weights(weights: Mapping[str, str] | None, metrics: Mapping[str, Any]) -> None:
+    """Refuse ``Runner.metric_weights`` that do not name the step's metrics (trace time)."""
+    for name, count in (weights or {}).items():
+        problem = None
+        if name not in metrics or count not in metrics:
+            missing = name if name not in metrics else count
+            problem = f"names {missing!r}, which runner.step does not return (it returns {sorted(metrics)})"
+        elif count in (weights or {}) or name == count:
+            problem = f"weights by {count!r}, itself a weighted metric; a count is a plain step metric"
+        elif metrics[count].shape != ():
+            problem = (
+                f"weights by {count!r} of shape {metrics[count].shape}; a count is a scalar per iteration"
+            )
+        if problem is not None:
+            raise ConfigError(
+                f"Runner.metric_weights[{name!r}] {problem}: give {{metric: count}} with both among the step "
+                'metrics, for example {"loss": "updates"}.'
+            )
+
+
+def _weighted(metrics: Any, weights: Mapping[str, str] | None) -> Any:
+    """The step's metrics as float32, each metric of ``weights`` times its count (0 where the
+    count is 0, whatever the metric holds then)."""
+    metrics = jax.tree.map(lambda m: jnp.asarray(m, jnp.float32), metrics)
+    if not weights:
+        return metrics
+    weighted = dict(metrics)
+    for name, count_name in weights.items():
+        count = metrics[count_name]
+        weighted[name] = jnp.where(count > 0, metrics[name] * count, 0.0)
+    return weighted
 
 
 def _same_type(new: jax.Array, old: jax.Array) -> jax.Array:
@@ -992,7 +1058,8 @@ class _MetricLayout:
     """Which run-log keys a runner's metrics become, checked once against their shapes.
 
     Step metrics (chunk means, one value per member): a scalar is ``train_<name>``; a metric
-    with named axes is one key per index, ``train_<name>_<axis>_<i>``. Evaluation metrics:
+    with named axes is one key per index, ``train_<name>_<axis>_<i>``. A metric weighted by a
+    count (``Runner.metric_weights``) is left out for a member whose chunk counted none. Evaluation metrics:
     ``<name>`` (``mean_episode_return`` for ``episode_return``) with one number per episode;
     with named axes (the last ones), one such key per index. Anything else is an error that
     names the metric and the fix, raised before the run starts.
@@ -1018,6 +1085,7 @@ class _MetricLayout:
                 f"(step: {sorted(shapes.step_metrics)}; evaluate: {sorted(shapes.evaluation)})."
             )
         self.axes = declared
+        self.weights = _weights(runner) or {}
         self.step_sizes: dict[str, tuple[int, ...]] = {}
         for name, shape in shapes.step_metrics.items():
             sizes = tuple(shape.shape[1:])
@@ -1098,6 +1166,18 @@ class _MetricLayout:
             axes = self.axes.get(name, ())
             out.update(self._expand(f"train_{name}", np.asarray(value), axes, self.step_sizes[name]))
         return out
+
+    def not_measured(self, raw: Mapping[str, Any]) -> list[tuple[int, str]]:
+        """``(member, run-log key)`` of each weighted step metric (``Runner.metric_weights``)
+        whose count was 0 in the chunk: it was not measured and is left out of the run log."""
+        missing = []
+        for name, count in self.weights.items():
+            keys = [
+                metric_key(f"train_{name}", self.axes.get(name, ()), i)
+                for i in np.ndindex(*self.step_sizes[name])
+            ]
+            missing += [(int(m), key) for m in np.flatnonzero(np.asarray(raw[count]) == 0) for key in keys]
+        return missing
 
 
 def _per_member(
@@ -1406,6 +1486,8 @@ class _Session:
             chunks_done += 1
             evaluation = self.evaluate(state, len(self.log.steps))
             entry = _per_member({**evaluation, **self.layout.step(step_metrics)}, self.log.runs)
+            for member, key in self.layout.not_measured(step_metrics):
+                del entry[self.log.runs[member]][key]
             self.log.add(iteration * self.steps_per_iteration, entry)
             self.log.write()
             if (

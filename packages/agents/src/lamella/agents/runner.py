@@ -85,6 +85,14 @@ class Runner(NamedTuple):
         sharding: how the runner splits its batch axis over devices
             (:class:`lamella.agents.devices.BatchSharding`), for the driver's
             ``num_devices``; ``None``: it runs on one device.
+        metric_weights: step metrics that are means over a count that changes from
+            iteration to iteration, by metric name: the name of the (scalar) step metric that
+            holds the count, for example ``{"loss": "updates"}`` (the off-policy loop's update
+            metrics, means over the iteration's gradient steps, none during the warm-up). The
+            driver's chunk mean of such a metric weights each iteration by its count, so it is
+            the mean over the chunk's counted events, and a chunk whose count is 0 leaves the
+            metric out of its evaluation in the run log (not measured). Default: none (every
+            step metric the plain mean over the chunk's iterations).
     """
 
     init: Callable[[PRNGKey], RunnerState]
@@ -96,6 +104,7 @@ class Runner(NamedTuple):
     record_step: Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array], Any]] | None = None
     render_episode: Callable[[RunnerState, PRNGKey], tuple[jax.Array, jax.Array]] | None = None
     sharding: Any = None
+    metric_weights: Mapping[str, str] | None = None
 
 
 def make_train(runner: Runner) -> Callable[[PRNGKey], tuple[RunnerState, dict[str, jax.Array]]]:

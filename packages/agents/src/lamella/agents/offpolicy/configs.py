@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lamella.agents.config import ConfigError, check_numbers
+from lamella.agents.config import ConfigError, check_numbers, is_swept
 from lamella.agents.offpolicy.ddpg import DDPGConfig, make_ddpg
 from lamella.agents.offpolicy.dqn import DQNConfig, make_dqn
 from lamella.agents.offpolicy.plugins import goal_setter_names, load_goal_setter
@@ -139,11 +139,13 @@ class LoopConfig:
             raise ValueError(
                 f"her_strategy must be 'future', 'final' or 'episode', got {self.her_strategy!r}."
             )
-        if not 0.0 <= self.her_relabel_probability <= 1.0:
+        # A swept probability is traced while a sweep builds its program (is_swept): the driver
+        # checked each variant's plain number first.
+        if not is_swept(self.her_relabel_probability) and not 0.0 <= self.her_relabel_probability <= 1.0:
             raise ValueError(
                 f"her_relabel_probability must be in [0, 1], got {self.her_relabel_probability}."
             )
-        if not 0.0 <= self.frontier_probability <= 1.0:
+        if not is_swept(self.frontier_probability) and not 0.0 <= self.frontier_probability <= 1.0:
             raise ConfigError(
                 f"frontier_probability must be in [0, 1] (the share of training goals drawn in rarely "
                 f"visited cells), got {self.frontier_probability}; set frontier_probability=0.8, for example."

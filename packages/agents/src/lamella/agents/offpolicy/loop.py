@@ -137,7 +137,14 @@ def goal_functions(env: Any, env_params: Any) -> GoalFunctions:
         compute_reward=functools.partial(env.compute_reward, params=env_params),
         is_success=None if is_success is None else functools.partial(is_success, params=env_params),
         terminate_on_success=bool(terminates),
+        episode_length=_episode_length(env_params),
     )
+
+
+def _episode_length(env_params: Any) -> int | None:
+    """The env's ``max_steps_in_episode`` param as a number (None: it has none, or it is traced)."""
+    limit = getattr(env_params, "max_steps_in_episode", None)
+    return None if limit is None or is_swept(limit) else int(limit)
 
 
 def make_batch_sampler(
@@ -264,8 +271,11 @@ def make_offpolicy_runner(
         A Runner: ``init``, ``step`` (``rollout_steps`` vector env steps with their updates),
         ``evaluate`` (greedy, on a separate env instance), ``steps_per_iteration``,
         ``num_iterations``. Step metrics: ``episode_return``, ``success_rate`` (goal envs),
-        ``episodes`` and the agent's update metrics (``loss``, ...), averaged over the
-        iteration's steps that updated (0 in an iteration of warm-up steps only);
+        ``episodes``, ``updates`` (the iteration's gradient steps: 0 before
+        ``learning_starts``) and the agent's update metrics (``loss``, ...), averaged over the
+        iteration's steps that updated (0 in an iteration of warm-up steps only; the runner's
+        ``metric_weights`` weight them by ``updates``, so the driver logs the mean over a
+        chunk's updates, and nothing for a chunk of warm-up only);
         on a multi-agent env also ``return`` (each agent's, axis ``agent``).
 
         The runner splits its envs over devices (``Runner.sharding``; see the module's
@@ -358,6 +368,8 @@ def _offpolicy_runner(
     buffer = make_episode_buffer(num_envs, config.buffer_size // num_envs, config.batch_size)
     # HER relabels with the functions the transitions were scored with: a setter's own, else the env's.
     goals = (getattr(setter, "goals", None) or goal_functions(env, env_params)) if goal else None
+    if goals is not None and goals.episode_length is None:
+        goals = goals._replace(episode_length=_episode_length(env_params))
     sample_batch = make_sampler(config, buffer, goals)
     max_eval_steps = eval_max_steps(config, env_params)
     env_reset = jax.vmap(env.reset, in_axes=(0, None))
@@ -477,7 +489,8 @@ def _offpolicy_runner(
         (state, sums), (metrics, learned, experience) = jax.lax.scan(
             env_step_and_learn, (state, sums0), None, length=rollout_steps
         )
-        updates = jnp.maximum(jnp.sum(learned), 1.0)
+        updated_steps = jnp.sum(learned)
+        updates = jnp.maximum(updated_steps, 1.0)
 
         def mean_over_updates(values: jax.Array) -> jax.Array:
             # The warm-up steps before learning_starts did not update: their zeros are no value
@@ -490,7 +503,11 @@ def _offpolicy_runner(
         last_return = jnp.where(ended, sums["returns"] / count, state.last_return)
         last_success = jnp.where(ended, sums["successes"] / count, state.last_success)
         out = {k: mean_over_updates(v).astype(jnp.float32) for k, v in metrics.items()}
-        out.update(episode_return=jnp.sum(last_return), episodes=sums["episodes"])
+        out.update(
+            episode_return=jnp.sum(last_return),
+            episodes=sums["episodes"],
+            updates=updated_steps * config.updates_per_step,
+        )
         if multi_agent:
             out["return"] = last_return
         if goal:
@@ -537,6 +554,9 @@ def _offpolicy_runner(
         return learn(state.train_state, state.buffer_state, key)[1]
 
     update_metrics_shape = None if devices.sharded else jax.eval_shape(_update_metrics, jax.random.key(0))
+    # The driver's chunk mean of each update metric weights the iterations by their updates. A
+    # per-device runner (which cannot find its metrics here) takes the whole-batch runner's.
+    weights = None if update_metrics_shape is None else dict.fromkeys(update_metrics_shape, "updates")
 
     return Runner(
         init=init,
@@ -546,6 +566,7 @@ def _offpolicy_runner(
         num_iterations=config.num_iterations,
         metric_axes={"return": ("agent",)} if multi_agent else None,
         record_step=record_step,
+        metric_weights=weights,
         # One episode of the evaluation's policy drawn with the env's render (lamella train --gif,
         # lamella eval report).
         render_episode=lambda state, key: episode_frames(
@@ -559,7 +580,7 @@ def _offpolicy_runner(
             num_envs,
             lambda axis: _offpolicy_runner(
                 config, goal_setter, batch_sampler, given_env, given_params, make_agent, True, axis, recorded
-            ),
+            )._replace(metric_weights=weights),
             _offpolicy_state_axes,
         ),
     )

@@ -73,11 +73,15 @@ class GoalFunctions(NamedTuple):
         is_success: ``is_success(achieved_goal, desired_goal) -> bool`` for one pair, or None.
         terminate_on_success: whether reaching the goal ends the episode (a relabelled
             transition's ``terminated`` is then recomputed for its new goal).
+        episode_length: the env's longest episode in steps (its ``max_steps_in_episode``
+            param), for checks such as HER's that its buffer holds a whole episode of each
+            env; None: not known. The off-policy loop fills it in from the env params.
     """
 
     compute_reward: Callable[[jax.Array, jax.Array], jax.Array]
     is_success: Callable[[jax.Array, jax.Array], jax.Array] | None = None
     terminate_on_success: bool = False
+    episode_length: int | None = None
 
 
 #: ``make(config, buffer, goals) -> sample(buffer_state, key) -> Batch``; ``goals`` is a
