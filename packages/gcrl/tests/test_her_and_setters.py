@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -61,7 +63,10 @@ def _hand_built_buffer(env, ended_by_env=False):
 
 @pytest.fixture(scope="module")
 def maze():
-    return lamella.envs.make("GMazeGoalDubins-v0", autoreset=False)
+    # The hand-built episodes are 3 steps long: an env of 3-step episodes, whose buffer of 8
+    # steps holds a whole one (HER refuses a buffer shorter than the env's episodes).
+    env, params = lamella.envs.make("GMazeGoalDubins-v0", autoreset=False)
+    return env, params.replace(max_steps_in_episode=3)
 
 
 def test_her_final_relabels_rewards_and_terminations_by_hand(maze):
@@ -117,6 +122,47 @@ def test_without_relabelling_the_stored_transition_is_kept(maze):
     np.testing.assert_array_equal(batch.reward, -np.ones(16))
     # Truncation is not termination: the truncated last step still bootstraps.
     np.testing.assert_allclose(batch.discount, np.full(16, 0.99), rtol=1e-6)
+
+
+def test_her_refuses_a_buffer_shorter_than_one_episode_per_env():
+    """Before: accepted. The buffer keeps each env's last ``buffer_size // num_envs`` steps, so
+    no 50-step episode was ever whole in it: "future" and "episode" goals came only from those
+    last steps, and "final" goals from the newest step of an episode still running, never from
+    the step that ended it. Now a ConfigError when the runner is built."""
+    from lamella.agents.offpolicy.loop import make_offpolicy_runner
+
+    # PointRobotGoal-v0: 50-step episodes; 4 envs need 200 steps.
+    config = SACTrainConfig(env_id="PointRobotGoal-v0", her=True, num_envs=4, buffer_size=199, batch_size=8)
+    with pytest.raises(
+        ConfigError,
+        match=r"buffer_size=199 keeps 49 steps of each of num_envs=4 envs, fewer than one episode "
+        r"\(50 steps, the env's max_steps_in_episode\).*Set buffer_size >= 200",
+    ):
+        make_offpolicy_runner(config)
+    for strategy in ("final", "episode"):
+        with pytest.raises(ConfigError, match=r"Set buffer_size >= 200"):
+            make_offpolicy_runner(dataclasses.replace(config, her_strategy=strategy))
+    make_offpolicy_runner(dataclasses.replace(config, buffer_size=200))  # one episode per env: builds
+    make_offpolicy_runner(dataclasses.replace(config, her=False))  # the plain loop: unchanged
+
+
+def test_her_relabel_probability_is_each_sweep_member_s_own(maze):
+    """A sweep traces ``her_relabel_probability`` (one program, a value per member): the HER
+    sampler relabels with each member's own probability (0: never, 1: always), not a constant."""
+    env, params = maze
+    buffer, state = _hand_built_buffer(env)
+    goals = goal_functions(env, params)
+    config = SACTrainConfig(env_id="GMazeGoalDubins-v0", her=True, her_strategy="final", batch_size=16)
+
+    def desired_goals(probability):
+        sample = make_her_batch_sampler(
+            dataclasses.replace(config, her_relabel_probability=probability), buffer, goals
+        )
+        return sample(state, jax.random.key(0)).obs["desired_goal"]
+
+    goals_of = jax.jit(jax.vmap(desired_goals))(jnp.array([0.0, 1.0]))  # one program, two members
+    np.testing.assert_allclose(goals_of[0], np.ones((16, 2)))  # the stored goal (1, 1)
+    np.testing.assert_allclose(goals_of[1], np.tile([0.55, 0.0], (16, 1)), rtol=1e-6)  # the final one
 
 
 def _one_pair_reward(achieved, desired):
@@ -338,7 +384,7 @@ def test_goal_functions_of_a_goal_conditioned_wrapper():
     assert goals.terminate_on_success is True
     assert float(goals.compute_reward(jnp.array([0.0]), jnp.array([0.05]))) == 0.0
     assert bool(goals.is_success(jnp.array([0.0]), jnp.array([0.5]))) is False
-    config = SACTrainConfig(env_id="Pendulum-v1", her=True, num_envs=2, buffer_size=64, batch_size=8)
+    config = SACTrainConfig(env_id="Pendulum-v1", her=True, num_envs=2, buffer_size=400, batch_size=8)
     from lamella.agents.offpolicy.loop import make_offpolicy_runner
 
     make_offpolicy_runner(config, env=env, env_params=params)  # builds; before: a ValueError
@@ -360,8 +406,9 @@ def test_her_relabels_with_a_goal_override_s_own_goal_functions():
         given.append(goals)
         return make_her_batch_sampler(config, buffer, goals)
 
-    config = SACTrainConfig(env_id="PointRobotGoal-v0", her=True, num_envs=2, buffer_size=64, batch_size=8)
+    config = SACTrainConfig(env_id="PointRobotGoal-v0", her=True, num_envs=2, buffer_size=100, batch_size=8)
     make_offpolicy_runner(config, goal_setter=chain(passthrough(), setter), batch_sampler=recording)
     make_offpolicy_runner(config, batch_sampler=recording)
-    assert given[0] is setter.goals
+    # The setter's own functions, with the env's episode length the loop adds (for HER's buffer check).
+    assert given[0] == setter.goals._replace(episode_length=50)
     assert given[1] is not setter.goals and given[1].compute_reward.func.__name__ == "compute_reward"

@@ -107,7 +107,7 @@ def test_recorded_goal_experience_is_what_the_setter_stored(tmp_path):
 
     config = SACTrainConfig(
         env_id="GMazeGoalDubins-v0", her=True, goal_setter="frontier", total_timesteps=128, num_envs=2,
-        rollout_steps=16, learning_starts=32, batch_size=8, buffer_size=128, hidden_sizes=(8,), eval_episodes=1,
+        rollout_steps=16, learning_starts=32, batch_size=8, buffer_size=140, hidden_sizes=(8,), eval_episodes=1,
     )  # fmt: skip
     run = run_experiment(
         config, seeds=1, out_dir=tmp_path / "run", record_vault=True, progress=False, plot=False
@@ -150,3 +150,38 @@ def test_frontier_maze_preset_is_the_seventh_rounds_command(capsys):
         100_000,
     )
     PRESETS["sac"]["GMazeGoalDubinsWalls-v0-frontier"].validate()
+
+
+def test_every_her_preset_builds():
+    """HER refuses a buffer shorter than one episode per env; no preset has one (every goal
+    preset keeps thousands of steps per env against episodes of 50 or 70 steps)."""
+    import lamella.envs
+    from lamella.agents.offpolicy.loop import goal_functions
+    from lamella.buffers import make_episode_buffer
+
+    goals = {}
+    built = 0
+    for presets in PRESETS.values():
+        for preset in presets.values():
+            if getattr(preset, "her", False):
+                if preset.env_id not in goals:  # the loop's own buffer and goal functions
+                    goals[preset.env_id] = goal_functions(*lamella.envs.make(preset.env_id, autoreset=False))
+                n = preset.num_envs
+                make_her_batch_sampler(
+                    preset, make_episode_buffer(n, preset.buffer_size // n, 8), goals[preset.env_id]
+                )
+                built += 1
+    assert built >= 10
+
+
+def test_a_sweep_over_the_relabel_probability_is_one_program():
+    """HER takes ``her_relabel_probability`` traced: a sweep over it is one program (before, the
+    config's range check read it as a Python number, so each value compiled its own program)."""
+    from lamella.agents.sweep import plan_sweep
+
+    config = SACTrainConfig(
+        env_id="GMazeGoalDubins-v0", her=True, total_timesteps=512, num_envs=2, rollout_steps=16,
+        buffer_size=400, **NO_LEARNING,
+    )  # fmt: skip
+    plan = plan_sweep("sac", config, {"her_relabel_probability": [0.2, 0.9]})
+    assert plan.traced == ["her_relabel_probability"] and len(plan.programs) == 1, plan.static

@@ -44,8 +44,11 @@ def make_her_batch_sampler(
             reached) is kept, and without ``terminate_on_success`` the stored flag is kept.
 
     Raises:
-        ConfigError: ``goals`` is None (HER needs a goal-conditioned env), or
-            ``terminate_on_success`` without ``is_success``; when ``sample`` is traced,
+        ConfigError: ``goals`` is None (HER needs a goal-conditioned env),
+            ``terminate_on_success`` without ``is_success``, or a buffer that keeps fewer steps
+            per env than the env's episodes last (``goals.episode_length``, which the off-policy
+            loop fills in from the env params): goals would come only from the buffer's last
+            steps of an episode; when ``sample`` is traced,
             ``compute_reward`` / ``is_success`` that do not return a scalar number (not bool) /
             a scalar bool for one pair of goals.
     """
@@ -62,6 +65,7 @@ def make_her_batch_sampler(
             "is_success(achieved_goal, desired_goal, params) method (GoalFunctions.is_success), or do not "
             "terminate on success."
         )
+    _check_buffer_holds_an_episode(config, buffer, goals)
     gamma = config.gamma if is_swept(config.gamma) else float(config.gamma)  # a sweep traces it
     her_sample = make_her_sampler(
         buffer, goals.compute_reward, config.her_strategy, config.her_relabel_probability, config.batch_size
@@ -89,3 +93,21 @@ def make_her_batch_sampler(
         return Batch(t.obs, t.action, t.reward, discount, t.next_obs, key_update)
 
     return sample
+
+
+def _check_buffer_holds_an_episode(config: Any, buffer: EpisodeBuffer, goals: GoalFunctions) -> None:
+    """A buffer shorter than an episode never holds one whole: refuse it (before, HER drew goals
+    from the buffer's last steps of each episode only, and "final" goals from the newest step of
+    an episode still running)."""
+    length = goals.episode_length
+    steps_kept, num_envs = buffer.max_length_time_axis, buffer.num_envs
+    if length is None or steps_kept >= length:
+        return
+    buffer_size = getattr(config, "buffer_size", num_envs * steps_kept)
+    raise ConfigError(
+        f"HER: buffer_size={buffer_size} keeps {steps_kept} steps of each of num_envs={num_envs} envs, "
+        f"fewer than one episode ({length} steps, the env's max_steps_in_episode), so an episode that "
+        f"runs to its time limit is never whole in the buffer: 'future' and 'episode' goals would come "
+        f"only from its last {steps_kept} steps and 'final' goals from its newest step, not the one that "
+        f"ended it. Set buffer_size >= {num_envs * length} (num_envs * episode length)."
+    )
