@@ -345,6 +345,26 @@ def test_bad_static_settings_are_rejected():
         env.step(jax.random.key(0), state, jnp.int32(1))
 
 
+def test_memory_one_values_refuses_concrete_inputs_out_of_range():
+    # Probabilities outside [0, 1] (logits passed by mistake) or gamma >= 1 gave meaningless values.
+    with pytest.raises(
+        ValueError,
+        match=r"policy_1 must be cooperation probabilities in \[0, 1\].*entries \[2\]: \[1\.5\].*"
+        r"clips its actions.*jax\.nn\.sigmoid",
+    ):
+        ma.memory_one_values(ALL_C, [1.0, 1.0, 1.5, 0.0, 0.0], IPD, 0.9)
+    with pytest.raises(ValueError, match=r"policy_0 must be.*entries \[0, 4\]: \[-2\.0, nan\]"):
+        ma.memory_one_values(np.array([-2.0, 0.5, 0.5, 0.5, np.nan]), ALL_D, IPD, 0.9)
+    for gamma in (1.0, -0.1, float("nan"), np.float32(1.0)):
+        with pytest.raises(ValueError, match=r"gamma must be in \[0, 1\) \(the infinite sum diverges at 1\)"):
+            ma.memory_one_values(ALL_C, ALL_D, IPD, gamma)
+    # Traced values (jit, vmap, grad: a sweep over gamma, logits through a sigmoid) are not read.
+    out = jax.eval_shape(ma.memory_one_values, jnp.full(5, 2.0), jnp.zeros(5), IPD, 1.0)
+    assert out.shape == (2,)
+    grad = jax.eval_shape(jax.grad(lambda g: ma.memory_one_values(ALL_C, ALL_D, IPD, g)[0]), 0.9)
+    assert grad.shape == ()
+
+
 def test_render_highlights_last_joint_action_and_progress(iterated):
     env, reset, step, _ = iterated
     params = env.default_params.replace(num_inner_steps=4)

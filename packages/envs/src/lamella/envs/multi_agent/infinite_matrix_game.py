@@ -119,6 +119,11 @@ def memory_one_values(
         payoff: float ``(2, 2, 2)``, ``payoff[a0, a1] = (r0, r1)``.
         gamma: discount in ``[0, 1)``.
 
+    Raises:
+        ValueError: a wrong policy shape or payoff, or a concrete policy entry outside
+            ``[0, 1]`` (NaN included) or ``gamma`` outside ``[0, 1)``. Traced values (a sweep
+            under jit or vmap, a gradient) are not read.
+
     Returns:
         float32 ``(2,)``: ``(1 - gamma) * sum_t gamma^t E[r_i(t)]`` for each
         player, rounds counted from the first (t = 0).
@@ -132,6 +137,7 @@ def memory_one_values(
         )
     payoff = check_payoff(payoff, "memory_one_values(payoff=...)")
     gamma = jnp.asarray(gamma, jnp.float32)
+    _check_in_range(p, q, gamma)
     # Cooperation probability in the first round, then in each joint state (player 0's order).
     p_start, p_next = p[0], p[1:]
     q_start, q_next = q[0], q[1:][_SWAP_ROLES]
@@ -146,6 +152,37 @@ def memory_one_values(
     occupancy = solve_dominant((jnp.eye(4) - gamma * transition).T, d0)
     rewards = payoff.reshape(4, 2)  # rows CC, CD, DC, DD
     return ((1 - gamma) * occupancy @ rewards).astype(jnp.float32)
+
+
+def _concrete(value: jax.Array) -> np.ndarray | None:
+    """``value``'s numbers, or None while it is traced (under jit, vmap or grad: not known yet)."""
+    try:
+        return np.asarray(value, np.float64)
+    except jax.errors.TracerArrayConversionError:
+        return None
+
+
+def _check_in_range(policy_0: jax.Array, policy_1: jax.Array, gamma: jax.Array) -> None:
+    """``memory_one_values``' range checks of concrete inputs (a traced sweep passes unread)."""
+    for name, policy in (("policy_0", policy_0), ("policy_1", policy_1)):
+        values = _concrete(policy)
+        if values is None:
+            continue
+        bad = np.flatnonzero(~((values >= 0) & (values <= 1)))  # NaN is outside too
+        if bad.size:
+            shown = np.round(values, 6)  # float32 inputs: 0.1, not 0.10000000149011612
+            raise ValueError(
+                f"memory_one_values: {name} must be cooperation probabilities in [0, 1] (start, CC, CD, "
+                f"DC, DD), got {shown.tolist()}, out of range at entries {bad.tolist()}: "
+                f"{shown[bad].tolist()}. InfiniteMatrixGame's step clips its actions to [0, 1] "
+                "(jnp.clip(policy, 0, 1)); logits go through jax.nn.sigmoid first."
+            )
+    values = _concrete(gamma)
+    if values is not None and not ((values >= 0) & (values < 1)).all():
+        raise ValueError(
+            "memory_one_values: gamma must be in [0, 1) (the infinite sum diverges at 1), "
+            f"got {np.round(values, 6).tolist()}."
+        )
 
 
 class InfiniteMatrixGameState(struct.PyTreeNode):
