@@ -55,20 +55,24 @@ def nl_nl():
 
 def test_lola_cooperates_where_naive_learners_defect(lola_lola, nl_nl):
     # Mean reward per round of both players over the last 10 updates' shared batches, per seed.
-    # Pax's IPD: CC -1, DD -2. Measured here: NL-NL -2.00 every seed; LOLA-LOLA between -1.04 and
-    # -1.47 over 8 seeds (150 updates).
+    # Pax's IPD: CC -1, DD -2. NL-NL gives -2.00 every seed. LOLA-LOLA varies from seed to seed:
+    # over 48 runs of this config (12 seeds from each of two keys, with this return-to-go and
+    # with the earlier cumulative-sum one, 2026-12-06) its reward was -1.01 .. -1.58 and its
+    # share of rounds played from CC 0.26 .. 0.96, below 0.4 in 10 of the 48. So each seed is held
+    # to what every one of them reached with a margin (it escapes mutual defection), and the
+    # seeds' mean to a clear majority of cooperation.
     lola = lola_lola["reward"][:, -10:].mean((1, 2))
     naive = nl_nl["reward"][:, -10:].mean((1, 2))
     assert np.all(naive < -1.9), f"NL-NL {naive.round(3).tolist()} per seed (want < -1.9: mutual defection)"
-    assert np.all(lola > -1.6), (
-        f"LOLA-LOLA {lola.round(3).tolist()} per seed (want > -1.6, NL-NL gives {naive.round(3).tolist()})"
+    assert np.all(lola > -1.75), (
+        f"LOLA-LOLA {lola.round(3).tolist()} per seed (want > -1.75, NL-NL gives {naive.round(3).tolist()})"
     )
     # Mutual cooperation: the fraction of rounds played from CC (player 0's side, last 10 updates).
     lola_cc = lola_lola["visits_CC"][:, -10:, 0].mean(1)
     naive_cc = nl_nl["visits_CC"][:, -10:, 0].mean(1)
-    assert np.all(naive_cc < 0.05) and np.all(lola_cc > 0.4), (
-        f"CC visits: LOLA-LOLA {lola_cc.round(3).tolist()} (want > 0.4), NL-NL {naive_cc.round(3).tolist()} "
-        "(want < 0.05)"
+    assert np.all(naive_cc < 0.05) and np.all(lola_cc > 0.2) and lola_cc.mean() > 0.4, (
+        f"CC visits: LOLA-LOLA {lola_cc.round(3).tolist()} (want > 0.2 each, > 0.4 on average), "
+        f"NL-NL {naive_cc.round(3).tolist()} (want < 0.05)"
     )
     # LOLA learned it: the first update's batch is the uniform-random policies' (-1.5).
     first = lola_lola["reward"][:, 0].mean(-1)
@@ -86,7 +90,9 @@ def test_the_gif_shows_lola_cooperating_and_naive_learners_defecting(lola_lola, 
     np.testing.assert_array_equal(lola[:, 1:].sum((-1, -2)), 1)
     np.testing.assert_array_equal(naive[:, 1:].sum((-1, -2)), 1)
     lola_cc, naive_dd = lola[:, 1:, 0, 0].mean(1), naive[:, 1:, 1, 1].mean(1)
-    assert np.all(lola_cc > 0.2) and np.all(naive_dd > 0.8), (lola_cc, naive_dd)
+    # One episode per seed, of policies whose CC share varies from seed to seed (above): LOLA's
+    # episodes play CC on every seed and in a fifth of their rounds on average, NL's defect.
+    assert np.all(lola_cc > 0) and lola_cc.mean() > 0.2 and np.all(naive_dd > 0.8), (lola_cc, naive_dd)
 
 
 def test_dice_gradients_match_the_exact_gradients():
@@ -124,6 +130,24 @@ def test_dice_gradients_match_the_exact_gradients():
     correction, exact_correction = lola - naive, exact_lola - exact_naive
     cosine = correction @ exact_correction / np.linalg.norm(correction) / np.linalg.norm(exact_correction)
     assert cosine > 0.9, f"LOLA correction {correction.round(3)} vs exact {exact_correction.round(3)}"
+
+
+def test_the_objective_stays_finite_for_any_discount():
+    """The baseline's return-to-go once divided the discounted rewards' reversed cumulative sum
+    by gamma^t: 0 / 0 where gamma^t underflowed, so NaN objectives and gradients for gamma = 0
+    or a small gamma over 50 rounds (a legal DiceConfig), with no warning."""
+    env, params = lamella.envs.make("IteratedPrisonersDilemma-v0", autoreset=False)
+    batch = make_sampler(env, params.replace(num_inner_steps=ROUNDS), ROUNDS)(
+        jax.random.key(0), jnp.zeros((2, 5)), 8
+    )
+    logits = jnp.zeros(5)
+    value_and_grad = jax.jit(jax.value_and_grad(dice_objective), static_argnums=3)
+    for gamma in (0.0, 0.1, 0.5):
+        value, grad = value_and_grad(logits, logits, batch, 0, gamma)
+        assert np.isfinite(value) and np.all(np.isfinite(grad)), (gamma, value, grad)
+    # gamma = 0: only the first round counts, and the magic box is 1 in value.
+    value, _ = value_and_grad(logits, logits, batch, 0, 0.0)
+    np.testing.assert_allclose(value, batch.reward[0, :, 0].mean(), rtol=1e-6)
 
 
 def test_lamella_train_lola_logs_checkpoints_and_resumes_exactly(tmp_path):

@@ -173,6 +173,15 @@ def test_bad_input_is_rejected_with_the_fix():
         exact.make_fixed_learner("tit_for_two_tats")
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         exact.make_exact_play(exact.make_naive_learner(), exact.make_naive_learner(), batch_size=0)
+    # A fraction ran int(2.5) = 2 steps silently; NaN was int()'s "cannot convert float NaN to integer".
+    with pytest.raises(ValueError, match=r"make_exact_play: num_steps must be a whole number >= 1, got 2.5"):
+        exact.make_exact_play(exact.make_naive_learner(), exact.make_naive_learner(), num_steps=2.5)
+    with pytest.raises(
+        ValueError, match=r"make_exact_play: warmup_updates must be a whole number >= 0, got nan"
+    ):
+        exact.make_exact_play(
+            exact.make_naive_learner(), exact.make_naive_learner(), warmup_updates=float("nan")
+        )
     # A learner's name or its factory where the learner goes (an AttributeError when play ran).
     with pytest.raises(
         TypeError, match=r"learner_0 must be an ExactLearner.*got 'lola' \(str\).*make_lola_learner\(\)"
@@ -180,6 +189,32 @@ def test_bad_input_is_rejected_with_the_fix():
         exact.make_exact_play("lola", exact.make_naive_learner())
     with pytest.raises(TypeError, match=r"learner_1 must be an ExactLearner.*make_lola_learner \(function\)"):
         exact.make_exact_play(exact.make_naive_learner(), exact.make_lola_learner)
+
+
+def test_a_game_built_without_make_is_checked_where_it_is_used():
+    # ExactGame(payoff, 1.0) skips ExactGame.make's check: gamma=1 made every value NaN, silently.
+    bad = exact.ExactGame(jnp.asarray(IPD), jnp.float32(1.0))
+    theta = jnp.zeros(5)
+    message = r"gamma must be in \[0, 1\) \(the infinite sum diverges at 1\), got 1.0.*ExactGame.make"
+    with pytest.raises(ValueError, match=r"exact_values: " + message):
+        exact.exact_values(theta, theta, bad)
+    with pytest.raises(ValueError, match=message):
+        exact.make_naive_learner().update(theta, theta, bad)
+    with pytest.raises(ValueError, match=r"play: " + message):
+        exact.make_exact_play(exact.make_naive_learner(), exact.make_naive_learner())(jax.random.key(0), bad)
+    with pytest.raises(ValueError, match=r"exact_values: gamma must be in \[0, 1\).*got -0.5"):
+        exact.exact_values(theta, theta, exact.ExactGame(jnp.asarray(IPD), -0.5))
+    with pytest.raises(
+        ValueError, match=r"exact_values\(game.payoff\): every entry must be a finite number, got nan"
+    ):
+        exact.exact_values(theta, theta, exact.ExactGame(jnp.full((2, 2, 2), jnp.nan), jnp.float32(0.9)))
+    # make read only Python numbers: a NumPy or JAX 1.0 passed.
+    for gamma in (np.float32(1.0), jnp.float32(1.0), np.array(1.5)):
+        with pytest.raises(ValueError, match=r"ExactGame.make: gamma must be in \[0, 1\)"):
+            exact.ExactGame.make(IPD, gamma)
+    # A traced gamma (a sweep under jit or vmap) is not read.
+    swept = jax.eval_shape(lambda g: exact.exact_values(theta, theta, exact.ExactGame.make(IPD, g)), 1.0)
+    assert swept.shape == (2,)
 
 
 def test_bad_learner_settings_are_refused_before_anything_runs():

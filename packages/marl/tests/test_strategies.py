@@ -71,6 +71,10 @@ def test_bad_strategies_are_rejected_with_the_fix():
         strategy([1.0, 2.0, 0.0, 0.0, 0.0])
     with pytest.raises(ValueError, match="chi must be > 1"):
         zd_extortion(chi=1.0)
+    # A NaN or infinite chi was refused as "phi must be in (0, nan]" / "(0, 0]", naming phi.
+    for chi in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"chi must be > 1 and finite \(chi = 1 is tit-for-tat\), got"):
+            zd_extortion(chi=chi)
     with pytest.raises(ValueError, match="not a prisoner's dilemma"):
         zd_extortion(payoff=PAYOFFS["matching_pennies"])
     coin_game, coin_params = make("CoinGame-v0")

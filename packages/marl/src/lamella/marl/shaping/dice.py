@@ -277,11 +277,23 @@ def dice_objective(
     reward = batch.reward[..., player]
     objective = (magic_box(jnp.cumsum(log_p, axis=0)) * discount * reward).sum(0).mean()
     if baseline:
-        # Return-to-go G[t] = sum_{k>=t} gamma^(k-t) r[k], from the discounted rewards.
-        to_go = jnp.cumsum((discount * reward)[::-1], axis=0)[::-1] / discount
+        # Return-to-go G[t] = r[t] + gamma G[t+1], backwards (dividing the discounted rewards'
+        # reversed cumulative sum by gamma^t was 0 / 0 once gamma^t underflowed: NaN objectives
+        # for a small gamma over many rounds, gamma = 0 from the second round).
+        to_go = _returns_to_go(reward, jnp.asarray(gamma, jnp.float32))
         values = jax.lax.stop_gradient(_baseline(to_go, batch.state[..., player], devices))
         objective = objective + ((1.0 - magic_box(log_p)) * discount * values).sum(0).mean()
     return objective
+
+
+def _returns_to_go(reward: jax.Array, gamma: jax.Array) -> jax.Array:
+    """``G[t] = sum_{k>=t} gamma^(k-t) reward[k]`` along the first (time) axis."""
+
+    def back(later: jax.Array, r: jax.Array) -> tuple[jax.Array, jax.Array]:
+        now = r + gamma * later
+        return now, now
+
+    return jax.lax.scan(back, jnp.zeros_like(reward[0]), reward, reverse=True)[1]
 
 
 def _fixed_logits(entry: str) -> np.ndarray:

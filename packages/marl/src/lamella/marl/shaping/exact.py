@@ -75,6 +75,11 @@ def swap_roles(payoff: jax.typing.ArrayLike) -> jax.Array:
 class ExactGame(NamedTuple):
     """The infinite game from one player's side (a pytree of traced values; vmappable).
 
+    Build it with :meth:`make` (or :meth:`prisoners_dilemma`), which checks the payoff and
+    ``gamma``; a game built with the bare constructor is checked where it is used
+    (:func:`exact_values`, the learners' ``update``, :func:`make_exact_play`'s ``play``) while its
+    values are concrete. A traced game (passed into ``jit``, a sweep under ``vmap``) is not read.
+
     Attributes:
         payoff: float32 ``(2, 2, 2)``, ``payoff[a_self, a_other] = (r_self, r_other)``.
         gamma: float32 ``()``, discount of the infinite game, in ``[0, 1)``.
@@ -85,13 +90,15 @@ class ExactGame(NamedTuple):
 
     @classmethod
     def make(cls, payoff: Any = None, gamma: float = 0.96) -> ExactGame:
-        """Check and build a game; ``payoff`` defaults to Pax's prisoner's dilemma."""
+        """Check and build a game; ``payoff`` defaults to Pax's prisoner's dilemma.
+
+        Raises:
+            ValueError: a payoff that is not ``(2, 2, 2)`` finite numbers, or a concrete ``gamma``
+                (a Python, NumPy or JAX number) outside ``[0, 1)``; a traced one is not checked.
+        """
         payoff = PAYOFFS["prisoners_dilemma"] if payoff is None else payoff
         checked = check_payoff(payoff, "ExactGame.make(payoff=...)")
-        if isinstance(gamma, (int, float)) and not 0.0 <= float(gamma) < 1.0:
-            raise ValueError(
-                f"ExactGame.make: gamma must be in [0, 1) (the infinite sum diverges at 1), got {gamma}."
-            )
+        _check_gamma(gamma, "ExactGame.make")
         return cls(checked, jnp.asarray(gamma, jnp.float32))
 
     @classmethod
@@ -102,6 +109,37 @@ class ExactGame(NamedTuple):
     def swapped(self) -> ExactGame:
         """The same game from the other player's side."""
         return ExactGame(swap_roles(self.payoff), self.gamma)
+
+
+def _check_gamma(gamma: Any, where: str, fix: str = "") -> None:
+    """Raise unless a concrete ``gamma`` (a Python, NumPy or JAX number; any shape, as a batch of
+    games has) is in ``[0, 1)``. A traced one (a sweep under jit or vmap) cannot be read here and
+    is not checked."""
+    if isinstance(gamma, (str, bytes)):
+        raise TypeError(f"{where}: gamma must be a number in [0, 1), got {_value_text(gamma)}.")
+    try:
+        values = np.asarray(gamma, np.float64)
+    except jax.errors.TracerArrayConversionError:
+        return
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: gamma must be a number in [0, 1), got {_value_text(gamma)}.") from None
+    if not ((values >= 0) & (values < 1)).all():  # NaN is outside too
+        shown = np.round(values, 6)
+        raise ValueError(
+            f"{where}: gamma must be in [0, 1) (the infinite sum diverges at 1), "
+            f"got {shown.item() if shown.ndim == 0 else shown.tolist()}.{fix}"
+        )
+
+
+def _check_game(game: ExactGame, where: str) -> None:
+    """What :meth:`ExactGame.make` checks, for a game built with the bare constructor
+    (``ExactGame(payoff, 1.0)``) where it is used; traced values pass unread."""
+    check_payoff(game.payoff, f"{where}(game.payoff)")
+    _check_gamma(
+        game.gamma,
+        where,
+        " Build games with ExactGame.make(payoff, gamma), which checks both when it is called.",
+    )
 
 
 def _joint(coop_0: jax.Array, coop_1: jax.Array) -> jax.Array:
@@ -121,6 +159,11 @@ def exact_values(theta_self: jax.Array, theta_other: jax.Array, game: ExactGame)
     :func:`~lamella.envs.multi_agent.infinite_matrix_game.solve_dominant`: the
     learners differentiate it up to three times (LOLA), and each derivative is
     another solve of the same kind, with no call into LAPACK.
+
+    Raises:
+        ValueError: a logit shape other than ``(5,)``, or a concrete ``game`` that
+            :meth:`ExactGame.make` would have refused (``gamma`` outside ``[0, 1)``, a payoff
+            that is not ``(2, 2, 2)`` finite numbers).
     """
     p = jax.nn.sigmoid(jnp.asarray(theta_self, jnp.float32))
     q = jax.nn.sigmoid(jnp.asarray(theta_other, jnp.float32))
@@ -129,7 +172,8 @@ def exact_values(theta_self: jax.Array, theta_other: jax.Array, game: ExactGame)
             f"exact_values: logits must have shape ({POLICY_SIZE},) (start, CC, CD, DC, DD), "
             f"got {p.shape} and {q.shape}."
         )
-    payoff = check_payoff(game.payoff, "game.payoff")
+    _check_game(game, "exact_values")
+    payoff = jnp.asarray(game.payoff, jnp.float32)
     gamma = jnp.asarray(game.gamma, jnp.float32)
     start = _joint(p[0], q[0])  # (4,)
     # The other's CD and DC swap: its own-side CD is this player's DC.
@@ -175,6 +219,19 @@ def _check_lr(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be one number, e.g. 1.0, got {_value_text(value)}.") from None
     if not np.isfinite(number) or number < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {number}.")
+
+
+def _check_count(name: str, value: Any, minimum: int) -> None:
+    """Raise unless ``value`` is a whole number >= ``minimum`` (``int(2.5)`` would run 2 steps)."""
+    whole = not isinstance(value, (str, bytes, bool, np.bool_)) and np.ndim(value) == 0
+    try:
+        whole = whole and float(value).is_integer()  # False for NaN and inf
+    except (TypeError, ValueError):
+        whole = False
+    if not whole:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {_value_text(value)}.")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
 
 
 def _value_text(value: Any) -> str:
@@ -294,7 +351,8 @@ def make_exact_play(
 
     Raises:
         TypeError: a learner that is not an :class:`ExactLearner` (a name, an uncalled factory).
-        ValueError: ``num_steps`` or ``batch_size`` below 1, ``warmup_updates`` below 0.
+        ValueError: ``num_steps`` or ``batch_size`` below 1, ``warmup_updates`` below 0, or one
+            of them not a whole number.
     """
     for name, learner in (("learner_0", learner_0), ("learner_1", learner_1)):
         if not (callable(getattr(learner, "init", None)) and callable(getattr(learner, "update", None))):
@@ -305,12 +363,12 @@ def make_exact_play(
                 f"{shown or repr(learner)[:80]} ({type(learner).__name__}); build one with "
                 "make_naive_learner(), make_lola_learner() or make_fixed_learner(name)."
             )
-    if int(num_steps) < 1:
-        raise ValueError(f"make_exact_play: num_steps must be >= 1, got {num_steps}.")
-    if int(batch_size) < 1:
-        raise ValueError(f"make_exact_play: batch_size must be >= 1, got {batch_size}.")
-    if int(warmup_updates) < 0:
-        raise ValueError(f"make_exact_play: warmup_updates must be >= 0, got {warmup_updates}.")
+    for name, value, minimum in (
+        ("num_steps", num_steps, 1),
+        ("batch_size", batch_size, 1),
+        ("warmup_updates", warmup_updates, 0),
+    ):
+        _check_count(f"make_exact_play: {name}", value, minimum)
 
     def both_update(thetas: tuple[jax.Array, jax.Array], game: ExactGame) -> tuple[jax.Array, jax.Array]:
         theta_0, theta_1 = thetas
@@ -340,7 +398,7 @@ def make_exact_play(
         return jax.tree.map(lambda x: x[int(warmup_updates) :], out)
 
     def play(key: jax.Array, game: ExactGame) -> dict[str, jax.Array]:
-        check_payoff(game.payoff, "play(game.payoff)")
+        _check_game(game, "play")
         keys = jax.random.split(key, int(batch_size))
         out = jax.vmap(one_game, in_axes=(0, None))(keys, game)
         return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), out)

@@ -80,8 +80,8 @@ def zd_extortion(
             "zd_extortion: the payoff is not a prisoner's dilemma for player 0 (need T > R > P > S), "
             f"got R={reward}, S={sucker}, T={temptation}, P={punishment}."
         )
-    if chi <= 1:
-        raise ValueError(f"zd_extortion: chi must be > 1 (chi = 1 is tit-for-tat), got {chi}.")
+    if not 1 < float(chi) < np.inf:  # NaN too
+        raise ValueError(f"zd_extortion: chi must be > 1 and finite (chi = 1 is tit-for-tat), got {chi}.")
     bound = 1.0 / ((punishment - sucker) + chi * (temptation - punishment))
     phi = bound / 2 if phi is None else float(phi)
     if not 0 < phi <= bound:
