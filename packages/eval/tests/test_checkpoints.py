@@ -392,3 +392,68 @@ def test_an_override_of_a_config_field_reaches_the_runner():
     assert config == Shaping("variant-id", 50, 1.0, 8)
     assert type(config.discount) is float
     assert lib._test_config(Shaping(), "variant-id", {}, 8) == Shaping("variant-id", 5, 0.9, 8)
+
+
+def _cartpole_with_num_steps(num_steps: int = 0):
+    """CartPole-v1's bare env under a factory that also takes ``num_steps``, a field of the PPO
+    config: as ``num_inner_steps`` is of lola's and of the env the marl shaping runners make."""
+    import lamella.envs
+
+    return lamella.envs.make("CartPole-v1", autoreset=False)[0]
+
+
+@pytest.fixture(scope="module")
+def steps_env():
+    import lamella.envs
+
+    lamella.envs.register("CartPoleNumSteps-test", _cartpole_with_num_steps, overwrite=True)
+    return "CartPoleNumSteps-test"
+
+
+def test_an_override_that_outgrows_the_budget_is_evaluated(run_dir, steps_env):
+    """``--envs ID:num_steps=64`` on the tiny PPO run (3 iterations of 4 x 16 steps,
+    ``total_timesteps=192``): the test config's iteration is 4 x 64 = 256 steps, more than the
+    run's budget. Before, the runner was refused with the training check ("total_timesteps (192)
+    is less than one iteration"); evaluation trains nothing, so the budget is set to the run's 3
+    iterations of the test runner's steps, and the CSV names the override evaluated."""
+    from lamella.agents.algorithms import make_runner
+    from lamella.agents.driver import load_run
+
+    rows = le.evaluate_checkpoints(run_dir, f"{steps_env}:num_steps=64", episodes=2, seed=3)
+    assert [(r.test_env, r.overrides, r.seed) for r in rows] == [
+        (steps_env, "num_steps=64", seed) for seed in ("0", "1", "mean")
+    ]
+    assert all(np.isfinite(r.mean_return) and r.mean_return >= 1 for r in rows)
+    config = lib._test_config(load_run(run_dir).config, steps_env, {"num_steps": 64}, 2)
+    budgeted = lib._evaluation_budget(make_runner, config, 3)
+    assert budgeted == lib.dataclasses.replace(config, total_timesteps=3 * 4 * 64)
+    assert make_runner(budgeted).num_iterations == 3
+
+
+def test_an_override_the_config_refuses_for_another_reason_is_still_refused(run_dir, steps_env):
+    """A value no budget makes valid (``num_steps=0``) is refused with the config's own message."""
+    with pytest.raises(le.EvalError, match=r"sets num_steps=0, .* refused: PPOConfig.num_steps must be >= 1"):
+        le.evaluate_checkpoints(run_dir, f"{steps_env}:num_steps=0", episodes=2)
+
+
+def test_a_test_env_takes_the_runners_own_env_keywords():
+    """The marl runners make their env with the config's ``env_kwargs`` (``sight=2``): the env
+    registered for a test env with overrides takes them too, its own overrides winning. Before,
+    every ``--envs ID:key=value`` of such a run was refused ("unknown override(s) ['sight']")."""
+    import lamella.envs
+
+    spec = le.parse_env_spec("Foraging-5x5-2p-1f-v3:max_episode_steps=10")
+    name = lib._register_variant(spec, lib._typed_overrides(spec))
+    env, params = lamella.envs.make(name, autoreset=False, sight=1, max_episode_steps=30)
+    reference, _ = lamella.envs.make("Foraging-5x5-2p-1f-v3", autoreset=False, sight=1)
+    assert params.max_episode_steps == 10
+    assert env.observation_space(params).shape == reference.observation_space(params).shape
+    assert env.unwrapped.sight == 1
+
+
+def test_a_value_the_env_constructor_refuses_is_one_eval_error(run_dir):
+    """``IteratedPrisonersDilemma-v0:num_inner_steps=-1``: the matrix game's constructor raises a
+    plain ValueError, which ``lamella eval checkpoints`` printed as a traceback; now an EvalError
+    naming the test env (one line from the command)."""
+    with pytest.raises(le.EvalError, match=r"'IteratedPrisonersDilemma-v0:num_inner_steps=-1'.*must be >= 1"):
+        le.evaluate_checkpoints(run_dir, "IteratedPrisonersDilemma-v0:num_inner_steps=-1", episodes=2)

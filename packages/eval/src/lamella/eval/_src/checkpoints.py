@@ -273,16 +273,19 @@ def _typed_overrides(spec: EnvSpec) -> dict[str, Any]:
 
 
 class _Variant:
-    """Factories of the env registered under a spec's name: the bare env with its params replaced."""
+    """Factories of the env registered under a spec's name: the bare env with its params replaced.
+
+    A runner may make its env with keywords of its own (the marl runners' ``env_kwargs``, such as
+    ``sight=2``): they reach the env too, the spec's overrides winning where both name a key."""
 
     def __init__(self, env_id: str, overrides: Mapping[str, Any]):
         self.env_id = env_id
         self.overrides = dict(overrides)
 
-    def __call__(self) -> Any:
+    def __call__(self, **runner_kwargs: Any) -> Any:
         import lamella.envs
 
-        env, params = lamella.envs.make(self.env_id, autoreset=False, **self.overrides)
+        env, params = lamella.envs.make(self.env_id, autoreset=False, **{**runner_kwargs, **self.overrides})
 
         class WithParams(lamella.envs.Wrapper):
             @property
@@ -374,7 +377,9 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
             overrides = typed[spec] if spec in typed else _typed_overrides(spec)
             try:
                 _, _, obs, act = _env_spaces(spec.env_id, overrides)
-            except TypeError as error:  # an override that is neither a params field nor an argument
+            except (TypeError, ValueError) as error:
+                # An override that is neither a params field nor an argument, or a value the
+                # env's constructor refuses (IteratedPrisonersDilemma-v0:num_inner_steps=-1).
                 raise EvalError(f"Test env {spec.name!r}: {error}") from None
             if _space_signature(obs) != _space_signature(train_obs) or _space_signature(
                 act
@@ -565,6 +570,41 @@ def _test_config(train_config: Any, env_id: str, overrides: Mapping[str, Any], e
     return dataclasses.replace(train_config, env_id=env_id, eval_episodes=episodes, **shared)
 
 
+def _steps_per_iteration(make_runner: Callable[[Any], Any], config: Any) -> int:
+    """The steps of one iteration of ``config``'s runner, built with the budget doubled until it
+    is one iteration at least (up to 2**40 times); a refusal no budget lifts is the first one."""
+    try:
+        return int(make_runner(config).steps_per_iteration)
+    except ValueError as refusal:  # ConfigError among them
+        budget = max(int(config.total_timesteps), 1)
+        for _ in range(40):
+            budget *= 2
+            try:
+                return int(
+                    make_runner(dataclasses.replace(config, total_timesteps=budget)).steps_per_iteration
+                )
+            except (ValueError, TypeError, OverflowError):
+                continue
+        raise refusal from None
+
+
+def _evaluation_budget(make_runner: Callable[[Any], Any], config: Any, iterations: int) -> Any:
+    """``config`` with ``total_timesteps`` giving the test runner the run's ``iterations``.
+
+    An override of a config field that sizes an iteration (``num_inner_steps`` of lola, meta_es
+    and the shaping runners) changes the steps per iteration, and the run's budget can then be
+    under one iteration, which the runner refuses although evaluation trains nothing. The budget
+    is the one field evaluation does not use: it is set to ``iterations`` of the test runner's
+    steps (found by raising it until the runner builds). A refusal that no budget lifts is
+    raised as the config raised it."""
+    if not hasattr(config, "total_timesteps"):
+        return config
+    steps = _steps_per_iteration(make_runner, config)
+    if int(config.total_timesteps) // steps == iterations:
+        return config
+    return dataclasses.replace(config, total_timesteps=iterations * steps)
+
+
 def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResult]:
     import jax
 
@@ -579,7 +619,7 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
     members = _members(metadata)
     seeds, size = members.seeds, members.size
     init_keys = members.keys()
-    _, train_init, _ = _compiled(make_runner, train_config, len(seeds), members.variants)
+    train_runner, train_init, _ = _compiled(make_runner, train_config, len(seeds), members.variants)
     loaded, _ = ckpt.load_checkpoint(plan.path, jax.eval_shape(train_init, init_keys))
     # One key per seed of the run, the same for every test env and checkpoint (common random
     # numbers make the comparison between test envs and checkpoints less noisy).
@@ -589,6 +629,8 @@ def _evaluate_plan(plan: _Plan, episodes: int, seed: int) -> list[CheckpointResu
     for spec, overrides in plan.specs:
         config = _test_config(train_config, _register_variant(spec, overrides), overrides, episodes)
         try:
+            # An override of a config field (or the test env's own size) may outgrow the budget.
+            config = _evaluation_budget(make_runner, config, int(train_runner.num_iterations))
             runner, init, evaluate = _compiled(make_runner, config, len(seeds), members.variants)
         except ValueError as error:  # ConfigError among them
             shared = [f"{k}={getattr(config, k)!r}" for k in overrides if hasattr(train_config, k)]
