@@ -224,6 +224,10 @@ def test_bad_payoffs_and_lengths_fail_clearly():
         CoinGame(num_inner_steps=0)
     with pytest.raises(ValueError, match="num_outer_steps must be an integer >= 1"):
         CoinGame(num_outer_steps=2.5)
+    # "no" was truthy: egocentric observations and Pax's quirks, silently.
+    for name in ("egocentric", "grid_observation", "pax_quirks"):
+        with pytest.raises(ValueError, match=f"CoinGame: {name} must be True or False, got 'no'"):
+            le.make("CoinGame-v0", **{name: "no"})
 
 
 def test_check_env_on_the_other_options():

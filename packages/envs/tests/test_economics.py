@@ -107,3 +107,5 @@ def test_global_state_and_bad_input(env_id):
     assert gs.shape == env.global_state_space(params).shape == (5,)
     with pytest.raises(ValueError, match="num_players must be an integer >= 2"):
         le.make(env_id, num_players=1)
+    with pytest.raises(ValueError, match="pax_quirks must be True or False, got 'false'"):
+        le.make(env_id, pax_quirks="false")  # was truthy: Pax's quirks on, silently

@@ -218,6 +218,10 @@ def test_presets_bad_payoffs_global_state_and_render():
         le.make("IPDInTheMatrix-v0", payoff=np.ones((4, 2)))
     with pytest.raises(ValueError, match="freeze_penalty must be an integer >= 1"):
         InTheMatrix(freeze_penalty=0)
+    # "false" was truthy: fixed coin layouts and Pax's quirks, silently.
+    for name in ("fixed_coins", "pax_quirks"):
+        with pytest.raises(ValueError, match=f"InTheMatrix: {name} must be True or False, got 'false'"):
+            le.make("IMPInTheMatrix-v0", **{name: "false"})
     with pytest.raises(ValueError, match=r"params.payoff"):
         jax.eval_shape(ipd.reset, jax.random.key(0), params.replace(payoff=jnp.ones((2, 2))))
     # check_env runs on both ids in test_matrix_games.py (every multi_agent id, auto-reset on).

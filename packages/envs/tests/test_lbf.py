@@ -516,6 +516,13 @@ def test_bad_input_is_rejected_clearly(small):
         LevelBasedForaging(min_food_level=5)
     LevelBasedForaging(min_food_level=5, max_food_level=6)  # a cap of its own
     LevelBasedForaging(min_food_level=5, force_coop=True)  # every food is the cap: no minimum to miss
+    # A string switch was truthy: observe_agent_levels="false" observed the levels, silently.
+    with pytest.raises(ValueError, match="observe_agent_levels must be True or False, got 'false'"):
+        le.make("Foraging-8x8-2p-2f-v3", observe_agent_levels="false")
+    with pytest.raises(ValueError, match="force_coop must be True or False, got 'no'"):
+        LevelBasedForaging(force_coop="no")
+    with pytest.raises(ValueError, match="normalize_reward must be True or False, got 'false'"):
+        LevelBasedForaging(normalize_reward="false")
 
 
 def test_render_shows_agents_and_food(small):
@@ -528,6 +535,18 @@ def test_render_shows_agents_and_food(small):
     np.testing.assert_array_equal(cell(4, 1), cell(1, 4))  # an eaten food looks like an empty cell
     center = frame[16, 16]  # agent 0's disc (its one level dot sits left of the centre)
     assert center[0] > 150 and center[2] < 100, center
+
+
+def test_wrappers_with_state_pass_the_inner_state_to_mask_and_global_state(small):
+    """A wrapper's state holds the env's in ``env_state``; ``wrapped.action_mask(state)`` and
+    ``wrapped.global_state(state)`` failed inside the env ('EpisodeStatisticsState' object has no
+    attribute 'agent_positions'), as ``render`` did not."""
+    env, params, _ = small
+    wrapped = le.wrappers.EpisodeStatistics(le.wrappers.AutoReset(lbf.AutoReplay(env)))
+    _, state = wrapped.reset(jax.random.key(0), params)
+    inner = state.env_state.env_state
+    np.testing.assert_array_equal(wrapped.action_mask(state, params), env.action_mask(inner, params))
+    np.testing.assert_array_equal(wrapped.global_state(state, params), env.global_state(inner))
 
 
 def test_reset_wrappers_give_the_returned_states_action_mask(small):

@@ -149,6 +149,17 @@ def test_bad_levels_and_wrappers_are_refused_naming_the_fix(small, roomy):
         env.mutate_level(jax.random.key(0), {"agents": 1}, params, 1)
     with pytest.raises(TypeError, match="wraps a bare LevelBasedForaging"):
         lbf.AutoReplay(le.make("CartPole-v1", autoreset=False)[0])
+    # Another family's env: 'CartPole' object has no attribute 'rows', or (RWARE) a grid-size
+    # mismatch as if a warehouse of the layout's size could take it.
+    for other in ("CartPole-v1", "rware-tiny-2ag-v2"):
+        other_env = le.make(other)[0]
+        with pytest.raises(le.EnvInputError, match=r"LevelBasedForaging env.*got .*make\('Foraging-5x5"):
+            lbf.named_level("Adjacent", other_env)
+        with pytest.raises(le.EnvInputError, match="LevelBasedForaging env"):
+            lbf.parse_level("A1 B1\n. F1", other_env)
+        with pytest.raises(le.EnvInputError, match="LevelBasedForaging env"):
+            lbf.named_levels_for(other_env)
+    assert lbf.named_levels_for(le.make("Foraging-5x5-2p-1f-v3")[0])  # make's AutoReset: fine
 
 
 def test_named_levels_are_parsed_and_fit_their_envs(small):

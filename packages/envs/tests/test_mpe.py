@@ -866,6 +866,13 @@ def test_bad_input_is_rejected_clearly():
         MultiParticleEnv("simple_push", N=3)
     with pytest.raises(ValueError, match="N must be an integer >= 1"):
         le.make("MPE-simple_spread-v3", N=0)
+    # A whole float passed the check and then failed inside the scenario ('float' object cannot be
+    # interpreted as an integer); it is taken as the integer, as every other size setting is.
+    assert le.make("MPE-simple_spread-v3", N=4.0)[0].num_agents == 4
+    assert le.make("MPE-simple_tag-v3", num_good=2.0, num_obstacles=0.0)[0].num_agents == 5
+    # A negative stiffness pulled touching entities together, silently.
+    with pytest.raises(le.EnvInputError, match=r"contact_force must be >= 0\.0, got -1\.0"):
+        le.make("MPE-simple_spread-v3", contact_force=-1.0)
     with pytest.raises(ValueError, match="num_agent_neighbors must be an integer >= 1, got 0"):
         le.make("MPE-simple_spread-v3", num_agent_neighbors=0)
     with pytest.raises(ValueError, match=r"num_landmark_neighbors must be an integer >= 1, got 1\.5"):
@@ -900,6 +907,15 @@ def test_bad_input_is_rejected_clearly():
         env.step(jax.random.key(0), state, jnp.zeros((3,), jnp.float32), params)
     with pytest.raises(AttributeError, match="no action mask"):
         env.action_mask(state, params)
+    # A batch of 3 states outside vmap: simple_formation returned one (72,) vector (three envs'
+    # observations end to end) where one env's is (24,), silently; the others failed inside.
+    env, params = le.make("MPE-simple_formation-v1", autoreset=False)
+    states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), 3), params)[1]
+    with pytest.raises(
+        le.EnvInputError, match=r"global_state: `state` is a batch of 3 .*jax\.vmap\(env\.global_state"
+    ):
+        env.global_state(states, params)
+    assert jax.vmap(env.global_state, in_axes=(0, None))(states, params).shape == (3, 24)
 
 
 def test_render_shows_agents_and_landmarks():

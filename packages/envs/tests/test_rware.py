@@ -907,5 +907,8 @@ def test_bad_input_is_rejected_clearly(tiny4):
         RobotWarehouse(shelf_columns=4)
     with pytest.raises(ValueError, match="unknown reward_type"):
         RobotWarehouse(reward_type="team")
+    # "false" was truthy: normalised coordinates, silently.
+    with pytest.raises(ValueError, match="normalised_coordinates must be True or False, got 'false'"):
+        le.make("rware-tiny-2ag-v2", normalised_coordinates="false")
     with pytest.raises(KeyError, match="rware-tiny-2ag-v2"):
         le.make("rware-tiny-2ag-v1")

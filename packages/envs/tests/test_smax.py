@@ -444,6 +444,9 @@ def test_ids_spaces_and_bad_input():
         SMAX(({"marine": 3}, {"zergling": 2}))
     with pytest.raises(ValueError, match=r"the ally team .* got int 3; write each unit once"):
         SMAX((3, 4))
+    # make checks these as params overrides; the constructor took "false" as True, silently.
+    with pytest.raises(ValueError, match="SMAX: walls_cause_death must be True or False, got 'false'"):
+        SMAX("3m", walls_cause_death="false")
     with pytest.raises(ValueError, match=r"world_steps_per_env_step must be an integer >= 1, got 2\.5"):
         SMAX("3m", world_steps_per_env_step=2.5)  # was 2 world steps, silently
     # inf passed the "> 8" and "> 0" checks and put NaN in every observation.

@@ -457,6 +457,18 @@ def integer_setting(value: Any, name: str, where: str, minimum: int = 0, maximum
     raise ValueError(f"{where}: {name} must be an integer {wanted}, got {value!r}.")
 
 
+def bool_setting(value: Any, name: str, where: str) -> bool:
+    """``value`` as a bool, for a constructor's switch, else a ``ValueError``
+    ``"{where}: {name} must be True or False, got {value!r}."``: ``bool("false")`` and ``bool("no")``
+    are True, so a string (from a config file) would turn the switch on, silently. A 0-d bool
+    array (what ``make`` takes for a bool params field) is taken."""
+    if isinstance(value, (bool, np.bool_)) or (
+        np.ndim(value) == 0 and getattr(value, "dtype", None) == np.bool_
+    ):
+        return bool(value)
+    raise ValueError(f"{where}: {name} must be True or False, got {value!r}.")
+
+
 def _range_text(field: dataclasses.Field[Any]) -> str:
     """``"in [0.0, 1.0)"``, ``"> 0.0"``, ``">= 1"``: a field's range (:func:`lamella.envs.struct.field`)."""
     low, high = field.metadata["bounds"]

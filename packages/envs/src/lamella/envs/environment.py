@@ -200,11 +200,17 @@ class Environment(Generic[TEnvState, TEnvParams]):
         return f"{self.name}()"
 
 
+# The multi-agent contract's methods of (state, params) that a wrapper does not override: a
+# wrapper with state of its own hands them the inner env's state, as render does.
+_STATE_READERS = frozenset({"action_mask", "global_state"})
+
+
 class Wrapper(Environment[Any, Any]):
     """Base class of wrappers: delegates everything it does not override to ``env``.
 
     A wrapper that adds state keeps the inner state in an ``env_state`` field
-    and sets ``wraps_state = True``.
+    and sets ``wraps_state = True``; ``action_mask`` and ``global_state`` (multi-agent envs)
+    then get the inner state, as ``render`` does.
     """
 
     wraps_state: ClassVar[bool] = False
@@ -224,7 +230,14 @@ class Wrapper(Environment[Any, Any]):
     def __getattr__(self, name: str) -> Any:
         if name == "env":
             raise AttributeError(name)
-        return getattr(self.env, name)
+        value = getattr(self.env, name)
+        if self.wraps_state and name in _STATE_READERS:
+            # The inner env reads its own state, which this wrapper's state holds in env_state.
+            def read(state: Any, params: Any = None) -> Any:
+                return value(state.env_state, params)
+
+            return read
+        return value
 
     @property
     def default_params(self) -> Any:

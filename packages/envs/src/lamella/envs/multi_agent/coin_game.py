@@ -17,7 +17,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import bool_setting, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import check_real_array
 
@@ -215,9 +215,9 @@ class CoinGame(Environment[CoinGameState, CoinGameParams]):
             integer_setting(value, name, type(self).__name__, minimum=1)
         self._num_inner_steps = int(num_inner_steps)
         self._num_outer_steps = int(num_outer_steps)
-        self.egocentric = bool(egocentric)
-        self.grid_observation = bool(grid_observation)
-        self.pax_quirks = bool(pax_quirks)
+        self.egocentric = bool_setting(egocentric, "egocentric", type(self).__name__)
+        self.grid_observation = bool_setting(grid_observation, "grid_observation", type(self).__name__)
+        self.pax_quirks = bool_setting(pax_quirks, "pax_quirks", type(self).__name__)
 
     @property
     def default_params(self) -> CoinGameParams:

@@ -15,7 +15,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import bool_setting, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = [
@@ -135,7 +135,7 @@ class CournotGame(Environment[CournotState, CournotParams]):
         self.num_agents = _players(num_players, "CournotGame")  # type: ignore[misc]
         self._num_inner_steps = _steps(num_inner_steps, "CournotGame")
         self.max_action = _bound(max_action, "CournotGame")
-        self.pax_quirks = bool(pax_quirks)
+        self.pax_quirks = bool_setting(pax_quirks, "pax_quirks", type(self).__name__)
 
     @property
     def default_params(self) -> CournotParams:
@@ -291,7 +291,7 @@ class Fishery(Environment[FisheryState, FisheryParams]):
         self.num_agents = _players(num_players, "Fishery")  # type: ignore[misc]
         self._num_inner_steps = _steps(num_inner_steps, "Fishery")
         self.max_action = _bound(max_action, "Fishery")
-        self.pax_quirks = bool(pax_quirks)
+        self.pax_quirks = bool_setting(pax_quirks, "pax_quirks", type(self).__name__)
 
     @property
     def default_params(self) -> FisheryParams:

@@ -11,7 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import bool_setting, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import check_real_array
 
@@ -245,8 +245,8 @@ class InTheMatrix(Environment[InTheMatrixState, InTheMatrixParams]):
         ):
             integer_setting(value, name, type(self).__name__, minimum=1)
         self._defaults = (int(freeze_penalty), int(num_inner_steps), int(num_outer_steps))
-        self.fixed_coins = bool(fixed_coins)
-        self.pax_quirks = bool(pax_quirks)
+        self.fixed_coins = bool_setting(fixed_coins, "fixed_coins", type(self).__name__)
+        self.pax_quirks = bool_setting(pax_quirks, "pax_quirks", type(self).__name__)
 
     @property
     def default_params(self) -> InTheMatrixParams:

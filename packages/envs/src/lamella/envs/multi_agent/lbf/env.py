@@ -11,7 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import bool_setting, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.lbf import levels as lbf_levels
 from lamella.envs.multi_agent.lbf import render as lbf_render
@@ -223,7 +223,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
                 f"and {self.max_num_food} food; use a larger field_size or fewer players/food."
             )
         self.sight = max(self.rows, self.cols) if sight is None else _positive_int(sight, "sight", 1)
-        self.force_coop = bool(force_coop)
+        self.force_coop = bool_setting(force_coop, "force_coop", "LevelBasedForaging")
         self.min_player_level = _positive_int(min_player_level, "min_player_level", 1)
         self.max_player_level = _positive_int(max_player_level, "max_player_level", self.min_player_level)
         self.min_food_level = _positive_int(min_food_level, "min_food_level", 1)
@@ -242,7 +242,9 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
                 f"<= {self.max_player_level}); lower min_food_level or pass max_food_level >= "
                 f"{self.min_food_level}."
             )
-        self.observe_agent_levels = bool(observe_agent_levels)
+        self.observe_agent_levels = bool_setting(
+            observe_agent_levels, "observe_agent_levels", "LevelBasedForaging"
+        )
         self._food_candidates = _rejection_candidates(
             (self.rows - 2) * (self.cols - 2),
             0 if self.jumanji else self.num_agents,
@@ -252,7 +254,8 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         if max_episode_steps is None:
             max_episode_steps = 100 if self.jumanji else 50
         _positive_int(max_episode_steps, "max_episode_steps", 1)
-        self._defaults = (int(max_episode_steps), float(penalty), bool(normalize_reward))
+        normalize = bool_setting(normalize_reward, "normalize_reward", "LevelBasedForaging")
+        self._defaults = (int(max_episode_steps), float(penalty), normalize)
 
     # Sizes ---------------------------------------------------------------------------------
 

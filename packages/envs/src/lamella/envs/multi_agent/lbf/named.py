@@ -119,6 +119,17 @@ def _cells(text: str, where: str) -> list[list[str]]:
     return rows
 
 
+def _check_foraging_env(env: object, what: str) -> None:
+    """Refuse an env of another family (its attributes would fail or mislead further on)."""
+    from lamella.envs.multi_agent.lbf.env import LevelBasedForaging
+
+    if not isinstance(getattr(env, "unwrapped", env), LevelBasedForaging):
+        raise EnvInputError(
+            f"lbf.{what} builds levels of a LevelBasedForaging env, got {env!r:.120}; pass one, e.g. "
+            "lamella.envs.make('Foraging-5x5-2p-1f-v3')[0]."
+        )
+
+
 def parse_level(text: str, env: LevelBasedForaging, name: str = "layout") -> ForagingLevel:
     """The :class:`~lamella.envs.multi_agent.lbf.ForagingLevel` of a layout (module docs) for
     ``env``, checked to be a level ``env``'s reset could draw.
@@ -126,8 +137,10 @@ def parse_level(text: str, env: LevelBasedForaging, name: str = "layout") -> For
     Raises:
         EnvInputError: a malformed layout (ragged rows, an unknown cell, an agent named twice or
             skipped), or one that does not fit ``env`` (grid size, agent or food count, levels
-            out of reset's ranges, food on the border); the message names the fix.
+            out of reset's ranges, food on the border), or an env of another family; the
+            message names the fix.
     """
+    _check_foraging_env(env, "parse_level")
     where = f"{env.name} level {name!r}"
     rows = _cells(text, where)
     if (len(rows), len(rows[0])) != (env.rows, env.cols):
@@ -205,8 +218,9 @@ def named_level(name: str, env: LevelBasedForaging) -> ForagingLevel:
 
     Raises:
         EnvInputError: an unknown name (the message lists the names that fit ``env``), or a
-            level that does not fit ``env``.
+            level that does not fit ``env``, or an env of another family.
     """
+    _check_foraging_env(env, "named_level")
     if name not in NAMED_LEVELS:
         fitting = named_levels_for(env)
         raise EnvInputError(
@@ -217,7 +231,12 @@ def named_level(name: str, env: LevelBasedForaging) -> ForagingLevel:
 
 
 def named_levels_for(env: LevelBasedForaging) -> tuple[str, ...]:
-    """The names of :data:`NAMED_LEVELS` that fit ``env``, in :data:`NAMED_LEVELS` order."""
+    """The names of :data:`NAMED_LEVELS` that fit ``env``, in :data:`NAMED_LEVELS` order.
+
+    Raises:
+        EnvInputError: an env of another family.
+    """
+    _check_foraging_env(env, "named_levels_for")
     fitting = []
     for name, text in NAMED_LEVELS.items():
         try:

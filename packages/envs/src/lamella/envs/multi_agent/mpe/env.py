@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lamella.envs import _inputs, spaces
 from lamella.envs import random as fast_random
-from lamella.envs import spaces
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import EnvInputError, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.mpe import core
 from lamella.envs.multi_agent.mpe import render as mpe_render
@@ -216,7 +216,19 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
         return self.get_obs(state, params)
 
     def global_state(self, state: MultiParticleState, params: MultiParticleParams | None = None) -> jax.Array:
-        """Every agent's unpadded observation concatenated, float32 (mpe2's ``state()``)."""
+        """Every agent's unpadded observation concatenated, float32 (mpe2's ``state()``).
+
+        Raises:
+            EnvInputError: a batch of states given outside ``vmap`` (concatenated, it would be
+                one long vector, silently, in some scenarios).
+        """
+        batch = np.shape(getattr(state, "agent_pos", np.zeros((0, 2))))[:-2]
+        if batch:
+            raise EnvInputError(
+                f"{_inputs.env_label(self)}.global_state: `state` is a batch of {int(np.prod(batch))} "
+                f"(leading axes {batch}); global_state reads one env's state. vmap over the batch: "
+                "jax.vmap(env.global_state, in_axes=(0, None))(states, params)."
+            )
         return jnp.concatenate([g.reshape(-1) for g in self.scenario.observe(state)]).astype(jnp.float32)
 
     # Reset and step ------------------------------------------------------------------------
@@ -314,7 +326,8 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
 
 
 def _check_sizes(scenario: str, make_scenario: Callable[..., Any], kwargs: dict[str, Any]) -> None:
-    """Refuse unknown keywords and sizes that are not positive integers, naming the valid ones."""
+    """Refuse unknown keywords and sizes that are not positive integers, naming the valid ones;
+    the sizes in ``kwargs`` become ints."""
     import inspect
 
     valid = list(inspect.signature(make_scenario).parameters)
@@ -331,4 +344,5 @@ def _check_sizes(scenario: str, make_scenario: Callable[..., Any], kwargs: dict[
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"MultiParticleEnv: {scenario} {name} must be True or False, got {value!r}.")
             continue
-        integer_setting(value, name, f"MultiParticleEnv: {scenario}", minimum.get(name, 1))
+        # Stored back: a whole float (N=4.0) is taken, and range() in the scenario needs an int.
+        kwargs[name] = integer_setting(value, name, f"MultiParticleEnv: {scenario}", minimum.get(name, 1))

@@ -60,14 +60,15 @@ class MultiParticleParams(struct.PyTreeNode):
             (mpe2's ``max_cycles``, 25).
         dt: float, integration step (0.1).
         damping: float, velocity damping per step (0.25).
-        contact_force: float, stiffness of the soft contact force (100.0).
+        contact_force: float, stiffness of the soft contact force (100.0; >= 0, a negative one
+            would pull touching entities together).
         contact_margin: float, softness of the contact penetration (1e-3).
     """
 
     max_cycles: int = struct.field(default=25, bounds=(1, None))
     dt: float = struct.field(default=0.1, above=0.0)
     damping: float = struct.field(default=0.25, bounds=(0.0, 1.0))
-    contact_force: float = 100.0
+    contact_force: float = struct.field(default=100.0, bounds=(0.0, None))
     contact_margin: float = struct.field(default=1e-3, above=0.0)
 
 

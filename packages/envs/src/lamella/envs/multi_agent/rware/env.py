@@ -11,7 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import bool_setting, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.rware import render as rware_render
 from lamella.envs.multi_agent.rware.types import RobotWarehouseParams, RobotWarehouseState
@@ -360,7 +360,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
                 "the first delivery otherwise); use an easier difficulty's neighbour (-normal), fewer "
                 "agents or a larger size."
             )
-        self.normalised_coordinates = bool(normalised_coordinates)
+        self.normalised_coordinates = bool_setting(normalised_coordinates, "normalised_coordinates", owner)
         _int_at_least(owner, max_steps, "max_steps", 0)
         _int_at_least(owner, max_inactivity_steps, "max_inactivity_steps", 0)
         self._defaults = (int(max_steps), int(max_inactivity_steps))

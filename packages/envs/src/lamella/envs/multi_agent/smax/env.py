@@ -12,7 +12,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import bool_setting, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.smax import render as smax_render
 from lamella.envs.multi_agent.smax.types import SMAXNoise, SMAXParams, SMAXState
@@ -236,9 +236,9 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         self._defaults = SMAXParams(
             int(max_episode_steps),
             float(won_battle_bonus),
-            bool(walls_cause_death),
-            bool(see_enemy_actions),
-            bool(enemy_shoots),
+            bool_setting(walls_cause_death, "walls_cause_death", "SMAX"),
+            bool_setting(see_enemy_actions, "see_enemy_actions", "SMAX"),
+            bool_setting(enemy_shoots, "enemy_shoots", "SMAX"),
         )
         # Per-unit constants (static: the unit types of a scenario never change).
         stats = UNIT_STATS[self.unit_types]
