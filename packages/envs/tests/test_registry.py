@@ -466,12 +466,8 @@ def test_a_wrapper_of_what_is_not_an_env_names_the_fix():
         ("GaussianBandit-misc", {"sigma_p": -1.0}, r"sigma_p must be >= 0\.0, got -1\.0"),
         ("SMAX-3m-v0", {"max_episode_steps": -5}, r"max_episode_steps must be >= 1, got -5"),
         # Params fields the constructor also takes (its defaults) went to the constructor only,
-        # past these checks: "no" became True, NaN and "0.1" were stored, 2.5 steps became 2.
-        (
-            "Foraging-8x8-2p-2f-v3",
-            {"normalize_reward": "no"},
-            r"normalize_reward must be True or False .*default: True\), got str 'no'",
-        ),
+        # past these checks: NaN and "0.1" were stored, 2.5 steps became 2 ("no" became True: LBF's
+        # constructor now refuses that itself, test_lbf.py).
         ("Foraging-8x8-2p-2f-v3", {"penalty": float("nan")}, r"penalty is NaN"),
         (
             "Foraging-8x8-2p-2f-v3",
