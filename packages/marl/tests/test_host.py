@@ -166,6 +166,23 @@ def test_bad_input_is_a_user_error(config, make_env, words):
     assert all(word in str(error.value) for word in words), str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("setting", "words"),
+    [
+        ({"env_kwargs": ("continuous_actions=true",)}, ["env_kwargs", "make_env", "parallel_env(continuous_actions=True)"]),
+        ({"eval_info": ("won",)}, ["eval_info", "compiled runners"]),
+        ({"eval_max_steps": 10}, ["eval_max_steps", "0"]),
+    ],
+)  # fmt: skip
+def test_settings_the_host_loop_does_not_use_are_refused(setting, words):
+    # Before, each was ignored without a word: env_kwargs=continuous_actions=true trained discrete actions.
+    small = IPPOConfig(num_envs=1, num_steps=8, num_minibatches=1, total_timesteps=8, eval_episodes=1)
+    config = dataclasses.replace(small, **setting)
+    with pytest.raises(ConfigError, match=r"^train_host") as error:
+        train_host(config, speaker_listener)
+    assert all(word in str(error.value) for word in words), str(error.value)
+
+
 def test_a_seed_that_is_not_an_int_is_refused():
     with pytest.raises(ConfigError, match=r"^train_host: seed must be a non-negative int, got str '0'\.$"):
         train_host(IPPOConfig(num_envs=1, eval_episodes=1), speaker_listener, seed="0")

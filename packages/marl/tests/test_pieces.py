@@ -21,7 +21,7 @@ import pytest
 import lamella.envs
 from lamella.agents.config import ConfigError
 from lamella.agents.driver import run_experiment
-from lamella.envs import spaces, struct, wrappers
+from lamella.envs import EnvInputError, spaces, struct, wrappers
 from lamella.envs.environment import Environment
 from lamella.marl import (
     IDQNConfig,
@@ -365,6 +365,28 @@ def test_agents_with_fewer_actions_get_the_extra_ones_masked_out():
     )
     _, metrics = jax.jit(runner.step)(runner.init(jax.random.key(0)))
     np.testing.assert_array_equal(metrics["reward"], [0.0, 0.0])  # agent 0 never took action 2 or 3
+
+
+class _OneMaskForAll(_Uneven):
+    """``action_mask`` gives one row for both agents, ``(4,)``, not ``(2, 4)``."""
+
+    def action_mask(self, state, params):
+        return jnp.ones((4,), bool)
+
+
+@pytest.mark.parametrize(
+    ("make", "config"),
+    [
+        (make_ippo_runner, IPPOConfig(num_envs=2, num_steps=32, total_timesteps=64)),
+        (make_idqn_runner, IDQNConfig(num_envs=2, rollout_steps=8, total_timesteps=64, learning_starts=16)),
+    ],
+    ids=["ippo", "idqn"],
+)
+def test_an_action_mask_of_the_wrong_shape_is_refused_naming_the_shape(make, config):
+    """Before: IDQN failed inside with "Incompatible shapes for broadcasting", IPPO in the network."""
+    config = dataclasses.replace(config, hidden_sizes=(8,), team_reward=False)
+    with pytest.raises(EnvInputError, match=r"_OneMaskForAll's action mask has shape \(4,\).*\(2, 4\)"):
+        jax.eval_shape(make(config, env=_OneMaskForAll()).init, jax.random.key(0))
 
 
 @pytest.mark.parametrize(

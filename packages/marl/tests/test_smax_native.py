@@ -58,3 +58,17 @@ def test_eval_info_may_not_name_the_evaluations_own_metrics():
     MAPPOConfig(env_id="SMAX-3m-v0", eval_info=("won",)).validate()
     with pytest.raises(ConfigError, match="eval_info"):
         MAPPOConfig(env_id="SMAX-3m-v0", eval_info=("return",)).validate()
+
+
+def test_eval_info_naming_an_entry_the_env_does_not_report_is_refused_when_the_runner_is_built():
+    # Before, the runner built and its first evaluation raised a ValueError from inside the trace:
+    # a traceback from lamella train instead of one error line.
+    config = MAPPOConfig(env_id="Foraging-5x5-2p-1f-coop-v3", eval_info=("won",), hidden_sizes=(8,))
+    with pytest.raises(
+        ConfigError, match=r"eval_info names 'won'.*Foraging-5x5-2p-1f-coop-v3.*'action_mask'"
+    ):
+        make_mappo_runner(config)
+    # An entry with more than one value per env (one per agent) cannot be one number per episode.
+    config = MAPPOConfig(env_id="SMAX-3m-v0", eval_info=("action_mask",), hidden_sizes=(8,))
+    with pytest.raises(ConfigError, match=r"eval_info names 'action_mask'.*one value per env"):
+        make_mappo_runner(config)

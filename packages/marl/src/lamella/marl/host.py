@@ -433,6 +433,28 @@ def _check_continuous(envs: ParallelEnvBatch, config: IPPOConfig) -> None:
         )
 
 
+def _refuse_unused_settings(config: IPPOConfig) -> None:
+    """Raise :class:`ConfigError` for a setting of the compiled runners that the host loop would
+    ignore: the envs come from ``make_env``, and an evaluation plays whole episodes."""
+    if config.env_kwargs:
+        raise ConfigError(
+            f"train_host: env_kwargs={tuple(config.env_kwargs)} are keywords of lamella.envs.make, and "
+            "train_host makes its envs with make_env; pass them there (make_env=lambda: "
+            "simple_speaker_listener_v4.parallel_env(continuous_actions=True)) and leave env_kwargs empty."
+        )
+    if config.eval_info:
+        raise ConfigError(
+            f"train_host: eval_info={tuple(config.eval_info)} is read from a lamella env's info by the "
+            "compiled runners (make_ippo_runner, ...); the host loop logs returns only. Leave eval_info empty."
+        )
+    if int(config.eval_max_steps) != 0:
+        raise ConfigError(
+            f"train_host: eval_max_steps={config.eval_max_steps} caps the compiled runners' evaluations; "
+            "the host loop plays each evaluation episode to its end (the env's own limit). Set "
+            "eval_max_steps=0."
+        )
+
+
 _MAKE_ENV = "make_env must be a function that makes one PettingZoo parallel env (such as mpe2's simple_spread_v3.parallel_env)"
 
 
@@ -522,6 +544,7 @@ def train_host(
     """
     check_config_type(config, IPPOConfig, "train_host", algorithm="ippo")
     config.validate()
+    _refuse_unused_settings(config)
     num_devices = devices_lib.check_devices(
         num_devices,
         BatchSharding("num_envs", int(config.num_envs), lambda axis: None, lambda state: None),

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.agents.config import ConfigError
-from lamella.envs import spaces, wrappers
+from lamella.envs import EnvInputError, spaces, wrappers
 from lamella.envs.environment import Environment, StepOutput, Wrapper
 
 __all__ = ["MultiAgentObservation", "action_bounds_of", "check_multi_agent_env", "num_actions_of"]
@@ -170,9 +170,22 @@ class MultiAgentObservation(Wrapper):
         self._continuous = isinstance(env.action_space(env.default_params), spaces.Box)
         self._has_mask = callable(getattr(env, "action_mask", None)) and not self._continuous
 
+    def _checked(self, mask: Any) -> jax.Array:
+        """The env's mask as bool ``(n, num_actions)``; another shape is refused (trace time)."""
+        mask = jnp.asarray(mask, jnp.bool_)
+        if not self._continuous:
+            expected = (self.num_agents, num_actions_of(self.env, self.env.default_params))
+            if mask.shape != expected:
+                raise EnvInputError(
+                    f"{getattr(self.inner, 'name', type(self.inner).__name__)}'s action mask has shape {mask.shape}; the multi-agent runners "
+                    f"need one bool per action of each agent, (num_agents, num_actions) = {expected}, from "
+                    "env.action_mask(state, params) and a step's info['action_mask']. Fix the env's mask."
+                )
+        return mask
+
     def _mask(self, state: Any, params: Any) -> jax.Array:
         if self._has_mask:
-            return jnp.asarray(self.inner.action_mask(state, params), jnp.bool_)
+            return self._checked(self.inner.action_mask(state, params))
         # Each agent's own actions: an agent with fewer than the largest has the rest masked out.
         space = self.env.action_space(params)
         assert isinstance(space, spaces.MultiDiscrete)  # check_multi_agent_env's; no mask for a Box
@@ -198,9 +211,7 @@ class MultiAgentObservation(Wrapper):
         if self._continuous:
             mask = None
         else:
-            mask = jnp.asarray(
-                info["action_mask"] if "action_mask" in info else self._mask(state, params), jnp.bool_
-            )
+            mask = self._checked(info["action_mask"]) if "action_mask" in info else self._mask(state, params)
         return (
             self._observe(obs, state, mask, params),
             state,

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 import lamella.envs
@@ -538,6 +539,10 @@ def make_multi_agent_ppo_runner(
         num_agents, num_actions = int(env.num_agents), num_actions_of(env, env_params)
         action_bounds = action_bounds_of(env, env_params)
     observed = MultiAgentObservation(env, global_state=config.centralised_critic)
+    if config.eval_info:
+        _check_eval_info(
+            config, observed, env_params, str(env_id or getattr(env, "name", type(env).__name__))
+        )
     train_env = wrappers.EpisodeStatistics(wrappers.AutoReset(observed))
     agent, actor_critic = make_multi_agent_ppo(config, num_agents, num_actions, action_bounds, devices)
     rollout = make_rollout(
@@ -661,6 +666,31 @@ def make_multi_agent_ppo_runner(
             _state_axes,
         ),
     )
+
+
+def _check_eval_info(config: IPPOConfig, env: MultiAgentObservation, env_params: Any, name: str) -> None:
+    """Raise :class:`~lamella.agents.config.ConfigError` unless every ``config.eval_info`` name is
+    an entry of the env's step ``info`` with one value per env (read from shapes: nothing runs)."""
+
+    def one_step(key: jax.Array, params: Any) -> Any:
+        _, state = env.reset(key, params)
+        space = env.action_space(params)
+        return env.step(key, state, jnp.zeros(space.shape, space.dtype), params)[5]
+
+    info = jax.eval_shape(one_step, jax.random.key(0), env_params)
+    for entry in config.eval_info:
+        if entry not in info:
+            raise ConfigError(
+                f"{type(config).__name__}.eval_info names {entry!r}, which {name} does not report "
+                f"(its step info has {sorted(info)}). Name entries of the env's info (SMAX: 'won'), "
+                "or leave eval_info empty."
+            )
+        shape = getattr(info[entry], "shape", None)
+        if shape is None or int(np.prod(shape)) != 1:
+            raise ConfigError(
+                f"{type(config).__name__}.eval_info names {entry!r}, but {name}'s info[{entry!r}] has "
+                f"shape {shape}, not one value per env: the evaluation logs one number per episode."
+            )
 
 
 def _state_axes(state: MultiAgentPPORunnerState) -> Any:
