@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import gymnasium  # lamella-agents[gymnasium]; the agents test env installs it (no skip)
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -101,3 +102,33 @@ def test_what_is_not_a_gymnasium_vector_env_names_the_fix(env, kwargs, match):
     NameNotFound, or a JAX dtype error before."""
     with pytest.raises(ConfigError, match=match):
         train_host(SACTrainConfig(total_timesteps=200, rollout_steps=200, num_envs=1), env(), **kwargs)
+
+
+def test_train_host_gives_the_batch_sampler_the_envs_time_limit():
+    """``GoalFunctions.episode_length`` is the gymnasium env's time limit (``spec.max_episode_steps``
+    of its sub-envs), so lamella-gcrl's HER checks that the buffer holds an episode of each env;
+    None without a time limit. Before, train_host always gave None: HER's check was skipped."""
+    seen = []
+
+    class Built(Exception):
+        pass
+
+    def spy(config, buffer, goals):  # stops train_host once its sampler is built: nothing compiles
+        seen.append(goals.episode_length)
+        raise Built
+
+    same_step = {"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}
+    envs = [
+        "Pendulum-v1",  # 200 steps
+        gymnasium.make_vec("Pendulum-v1", 2, "sync", vector_kwargs=same_step, max_episode_steps=50),
+        gymnasium.vector.SyncVectorEnv(
+            [lambda: gymnasium.make("Pendulum-v1").unwrapped] * 2, **same_step
+        ),  # no time limit
+    ]
+    config = SACTrainConfig(
+        env_id="Pendulum-v1", total_timesteps=200, rollout_steps=100, num_envs=2, buffer_size=100, her=True
+    )
+    for env in envs:
+        with pytest.raises(Built):
+            train_host(config, env, compute_reward=lambda a, d: -jnp.sum((a - d) ** 2), batch_sampler=spy)
+    assert seen == [200, 50, None]

@@ -163,3 +163,30 @@ def test_frontier_goals_refuse_swapped_goal_functions_and_goals_of_another_size(
     flags = jnp.zeros((2,), bool)
     with pytest.raises(ConfigError, match=too_few):
         setter.step(jax.random.key(0), state, _obs(2), -jnp.ones((2,)), flags, flags, {})
+
+
+def test_a_sweep_over_frontier_probability_is_one_program_each_member_drawing_with_its_own():
+    """The setter takes ``frontier_probability`` traced: a sweep over it is one program (before,
+    the setter read it as a Python number, so each value compiled its own program), and each
+    member draws with its own probability (only cell 5 visited: p = 1 puts every goal there)."""
+    from lamella.agents.sweep import plan_sweep
+
+    config = SACTrainConfig(
+        env_id="PointRobotGoal-v0", her=True, goal_setter="frontier", total_timesteps=200, num_envs=2,
+        rollout_steps=100, buffer_size=400, hidden_sizes=(8,), learning_starts=10**9, batch_size=8,
+        eval_episodes=2,
+    )  # fmt: skip
+    plan = plan_sweep("sac", config, {"frontier_probability": [0.2, 0.9]})
+    assert plan.traced == ["frontier_probability"] and len(plan.programs) == 1, plan.static
+
+    visits = jnp.zeros((GRID * GRID,), jnp.float32).at[5].set(3.0)
+    state = {"goal": jnp.zeros((256, 2), jnp.float32), "visits": visits}
+
+    def goals(probability):
+        _, new_state = _setter(probability).reset(jax.random.key(0), state, _obs(256), jnp.ones((256,), bool))
+        return new_state["goal"]
+
+    in_cell_5 = [np.mean(_cell(g) == 5) for g in jax.jit(jax.vmap(goals))(jnp.array([0.0, 1.0]))]
+    assert in_cell_5[1] == 1.0 and in_cell_5[0] < 0.2, in_cell_5  # uniform: 1/16 expected
+    with pytest.raises(ConfigError, match=r"probability must be in \[0, 1\]"):  # plain numbers: checked
+        _setter(-0.5)

@@ -136,7 +136,7 @@ def test_her_refuses_a_buffer_shorter_than_one_episode_per_env():
     with pytest.raises(
         ConfigError,
         match=r"buffer_size=199 keeps 49 steps of each of num_envs=4 envs, fewer than one episode "
-        r"\(50 steps, the env's max_steps_in_episode\).*Set buffer_size >= 200",
+        r"\(50 steps, the env's time limit\).*Set buffer_size >= 200",
     ):
         make_offpolicy_runner(config)
     for strategy in ("final", "episode"):

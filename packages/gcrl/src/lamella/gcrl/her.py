@@ -47,8 +47,9 @@ def make_her_batch_sampler(
         ConfigError: ``goals`` is None (HER needs a goal-conditioned env),
             ``terminate_on_success`` without ``is_success``, or a buffer that keeps fewer steps
             per env than the env's episodes last (``goals.episode_length``, which the off-policy
-            loop fills in from the env params): goals would come only from the buffer's last
-            steps of an episode; when ``sample`` is traced,
+            loop fills in from the env params and ``train_host`` from the gymnasium env's time
+            limit; None: not checked): goals would come only from the buffer's last steps of an
+            episode; when ``sample`` is traced,
             ``compute_reward`` / ``is_success`` that do not return a scalar number (not bool) /
             a scalar bool for one pair of goals.
     """
@@ -106,7 +107,7 @@ def _check_buffer_holds_an_episode(config: Any, buffer: EpisodeBuffer, goals: Go
     buffer_size = getattr(config, "buffer_size", num_envs * steps_kept)
     raise ConfigError(
         f"HER: buffer_size={buffer_size} keeps {steps_kept} steps of each of num_envs={num_envs} envs, "
-        f"fewer than one episode ({length} steps, the env's max_steps_in_episode), so an episode that "
+        f"fewer than one episode ({length} steps, the env's time limit), so an episode that "
         f"runs to its time limit is never whole in the buffer: 'future' and 'episode' goals would come "
         f"only from its last {steps_kept} steps and 'final' goals from its newest step, not the one that "
         f"ended it. Set buffer_size >= {num_envs * length} (num_envs * episode length)."

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, is_swept
 from lamella.agents.offpolicy.loop import goal_functions
 from lamella.agents.offpolicy.plugins import GoalFunctions, GoalSetter, passthrough
 
@@ -301,7 +301,8 @@ def frontier_goals(
         compute_reward: ``compute_reward(achieved_goal, desired_goal) -> reward`` for one pair.
         is_success: ``is_success(achieved_goal, desired_goal) -> bool`` for one pair.
         low, high: float ``(goal_dim,)``: finite bounds of the goal space.
-        probability: the share of goals drawn at the frontier, in [0, 1].
+        probability: the share of goals drawn at the frontier, in [0, 1]; a traced number too
+            (a sweep over ``frontier_probability`` is one program, each member with its own).
         grid: cells per goal dimension (``grid ** goal_dim`` cells in all).
         terminate_on_success: a reached goal ends the episode.
 
@@ -309,13 +310,14 @@ def frontier_goals(
     (cell index row-major over the goal dimensions).
 
     Raises:
-        ConfigError: ``probability`` outside [0, 1], ``grid < 1``, bounds that are not finite
-            with ``low < high``, or ``compute_reward`` / ``is_success`` that do not return a
+        ConfigError: ``probability`` outside [0, 1] (when it is not traced), ``grid < 1``,
+            bounds that are not finite with ``low < high``, or ``compute_reward`` / ``is_success`` that do not return a
             scalar number (not bool) / a scalar bool for one pair of ``(goal_dim,)`` goals (swapped
             functions); from ``init``, ``reset`` and ``step`` (at trace time), goals of the env
             whose size is not the ``goal_dim`` of ``low`` and ``high``.
     """
-    if not 0.0 <= probability <= 1.0:
+    # A sweep traces the probability (is_swept); the driver checks each member's plain value first.
+    if not is_swept(probability) and not 0.0 <= probability <= 1.0:
         raise ConfigError(
             f"frontier_goals: probability must be in [0, 1] (the share of goals drawn in rarely visited "
             f"cells), got {probability}; set frontier_probability=0.8, for example."
@@ -415,7 +417,7 @@ def make_frontier_goal_setter(config: Any, env: Any, env_params: Any) -> GoalSet
         goals.is_success,
         np.broadcast_to(np.asarray(space.low), space.shape),
         np.broadcast_to(np.asarray(space.high), space.shape),
-        probability=float(config.frontier_probability),
+        probability=config.frontier_probability,  # traced in a sweep: one program for all values
         grid=int(config.frontier_grid),
         terminate_on_success=goals.terminate_on_success,
     )

@@ -135,6 +135,19 @@ def _final_obs(next_obs: Any, info: dict[str, Any], done: np.ndarray) -> Any:
     return pick(next_obs)
 
 
+def _time_limit(env: Any) -> int | None:
+    """The longest episode of a gymnasium vector env, in steps: the largest time limit of its
+    sub-envs (``spec.max_episode_steps``, which ``gymnasium.make`` and ``TimeLimit`` set), or None
+    where a sub-env has none. The sub-envs' specs, not the vector env's own: ``make_vec(id,
+    max_episode_steps=50)`` keeps the registered limit in the vector env's spec."""
+    get_attr = getattr(env, "get_attr", None)
+    specs = get_attr("spec") if callable(get_attr) else (getattr(env, "spec", None),)
+    limits = [getattr(spec, "max_episode_steps", None) for spec in specs]
+    if not limits or None in limits:
+        return None
+    return max(int(limit) for limit in limits if limit is not None)
+
+
 def train_host(
     config: LoopConfig,
     env: Any,
@@ -158,7 +171,9 @@ def train_host(
         eval_every: env steps between evaluations (default about 10 per run).
         out_dir: write ``metrics.json`` / ``metrics.csv`` there (None: no files); a folder per run
             (seed): one that already holds a ``metrics.json`` is refused (``FileExistsError``).
-        compute_reward: a JAX ``compute_reward(achieved_goal, desired_goal)`` for ``her=True``.
+        compute_reward: a JAX ``compute_reward(achieved_goal, desired_goal)`` for ``her=True``;
+            the batch sampler gets it as :class:`GoalFunctions` with ``episode_length`` the env's
+            time limit (its sub-envs' ``spec.max_episode_steps``; None without one).
         batch_sampler: ``make(config, buffer, goals) -> sample`` (default: uniform or n-step;
             the ``her`` plug-in of lamella-gcrl with ``her=True``).
 
@@ -191,7 +206,10 @@ def train_host(
     if config.her and compute_reward is None:
         raise ValueError("her=True in train_host needs compute_reward (a JAX function of two goals).")
     make_sampler = resolve_batch_sampler(config, batch_sampler)
-    goals = GoalFunctions(compute_reward) if compute_reward is not None else None
+    # The episode length lets a sampler check its buffer (lamella-gcrl's HER: an episode per env).
+    goals = (
+        GoalFunctions(compute_reward, episode_length=_time_limit(env)) if compute_reward is not None else None
+    )
     sample = make_sampler(config, buffer, goals)
 
     # The train state is not donated: its target networks start as the very same arrays.
