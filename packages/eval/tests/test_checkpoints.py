@@ -457,3 +457,62 @@ def test_a_value_the_env_constructor_refuses_is_one_eval_error(run_dir):
     naming the test env (one line from the command)."""
     with pytest.raises(le.EvalError, match=r"'IteratedPrisonersDilemma-v0:num_inner_steps=-1'.*must be >= 1"):
         le.evaluate_checkpoints(run_dir, "IteratedPrisonersDilemma-v0:num_inner_steps=-1", episodes=2)
+
+
+@pytest.fixture
+def foraging_run(run_dir, monkeypatch):
+    """The tiny PPO run's checkpoint, its metadata read as a marl run's: trained on Foraging with
+    ``env_kwargs=("observe_agent_levels=false",)`` (observations (2, 7), not the default (2, 9)).
+    Planning reads only the config's ``env_id`` and ``env_kwargs``, so nothing compiles."""
+    from lamella.agents import checkpoint as ckpt
+
+    metadata = {
+        "algorithm": "ppo",
+        "seeds": [0, 1],
+        "config": {
+            "env_id": "Foraging-5x5-2p-1f-v3",
+            "eval_episodes": 2,
+            "env_kwargs": ["observe_agent_levels=false"],
+        },
+    }
+    monkeypatch.setattr(ckpt, "read_metadata", lambda path: metadata)
+    return lib._resolve_checkpoints(run_dir)
+
+
+def test_the_space_check_makes_the_env_with_the_runs_env_kwargs(foraging_run):
+    """The space check builds the training env and each test env with the run's ``env_kwargs``,
+    as the runner does. Before, both were made without them: the training env itself
+    (``observe_agent_levels=false``) was refused as not fitting the checkpoint, and an env whose
+    spaces do not fit (``observe_agent_levels=true``) passed the check."""
+    lbf = "Foraging-5x5-2p-1f-v3"
+    for specs in (None, [lbf], [f"{lbf}:observe_agent_levels=false,max_episode_steps=10"]):
+        (plan,) = lib._plan(foraging_run, specs and [le.parse_env_spec(s) for s in specs])
+        assert [spec.env_id for spec, _ in plan.specs] == [lbf]
+    with pytest.raises(le.EvalError) as info:
+        lib._plan(foraging_run, [le.parse_env_spec(f"{lbf}:observe_agent_levels=true")])
+    message = str(info.value)
+    assert f"'{lbf}:observe_agent_levels=true' does not fit the checkpoint" in message
+    assert "env_kwargs observe_agent_levels=false" in message
+    assert "shape=(2, 7)" in message and "shape=(2, 9)" in message
+
+
+def test_a_test_env_that_refuses_the_runs_env_kwargs_names_them(foraging_run):
+    """The runner makes every test env with the run's ``env_kwargs``: an env without such a
+    keyword is refused before anything compiles, naming where the keyword comes from."""
+    with pytest.raises(le.EvalError, match=r"'CartPole-v1'.*observe_agent_levels.*env_kwargs"):
+        lib._plan(foraging_run, [le.parse_env_spec("CartPole-v1")])
+
+
+def test_a_test_env_refused_without_the_runs_config_keywords_names_them(run_dir, monkeypatch):
+    """A UED run on a 5x5 AMaze with ``n_walls=3`` (config fields its runner passes to the env)
+    evaluated on ``AMaze-13x13-v0:height=7,width=7``: the check makes that env with the id's
+    ``n_walls=60``, which a 7x7 maze refuses. The refusal now names the config's values of the
+    env's keywords and the test env that carries them; before, only "got 60"."""
+    from lamella.agents import checkpoint as ckpt
+
+    config = {"env_id": "AMaze-13x13-v0", "eval_episodes": 2, "height": 5, "width": 5, "n_walls": 3}
+    monkeypatch.setattr(ckpt, "read_metadata", lambda path: {"algorithm": "ppo", "config": config})
+    with pytest.raises(
+        le.EvalError, match=r"got 60\..*config sets n_walls=3 .*'AMaze-13x13-v0:height=7,width=7,n_walls=3'"
+    ):
+        lib._plan(lib._resolve_checkpoints(run_dir), [le.parse_env_spec("AMaze-13x13-v0:height=7,width=7")])

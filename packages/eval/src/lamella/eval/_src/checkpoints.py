@@ -17,10 +17,11 @@ import csv
 import dataclasses
 import difflib
 import functools
+import inspect
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -353,6 +354,33 @@ def _check_config(path: str, metadata: Mapping[str, Any]) -> None:
             )
 
 
+def _run_env_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keywords the run's runner passes to ``lamella.envs.make`` for every env it makes: the
+    config's ``env_kwargs`` (the marl runners' ``("sight=2",)``), values read as the runner reads
+    them (``true``/``false``, an int, a float, else the text)."""
+    raw = config.get("env_kwargs") or ()
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    items = [str(item).partition("=") for item in raw]
+    return {name.strip(): _parse_literal(text) for name, _, text in items}
+
+
+def _config_keywords(config: Mapping[str, Any], env_id: str, skip: Collection[str]) -> dict[str, Any]:
+    """The run's config fields (scalars, not in ``skip``) that are also keywords of ``env_id``'s
+    env: its params fields or its class's constructor arguments (``n_walls`` of lamella-ued's
+    configs for AMaze). A runner may pass them to the env it makes; this module cannot know."""
+    import lamella.envs
+
+    try:
+        env, params = lamella.envs.make(env_id, autoreset=False)
+        names = set(inspect.signature(type(getattr(env, "unwrapped", env)).__init__).parameters)
+    except (KeyError, TypeError, ValueError):
+        return {}
+    names |= {f.name for f in dataclasses.fields(params)} if dataclasses.is_dataclass(params) else set()
+    names -= {"self", "env_id", "eval_episodes", *skip}
+    return {k: v for k, v in config.items() if k in names and isinstance(v, bool | int | float | str)}
+
+
 def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
     from lamella.agents import checkpoint as ckpt
     from lamella.agents.config import algorithm_table
@@ -370,23 +398,46 @@ def _plan(paths: Sequence[str], specs: Sequence[EnvSpec] | None) -> list[_Plan]:
             )
         _check_config(path, metadata)
         train_id = metadata["config"]["env_id"]
-        _, _, train_obs, train_act = _env_spaces(train_id, {})
+        # The runner makes the training env and every test env with the run's env_kwargs (the
+        # test env's overrides winning, as in _Variant): the spaces are compared on those envs.
+        run_kwargs = _run_env_kwargs(metadata["config"])
+        kwargs_text = ",".join(f"{k}={_format_value(v)}" for k, v in run_kwargs.items())
+        trained_on = f"{train_id} with env_kwargs {kwargs_text}" if run_kwargs else train_id
+        try:
+            _, _, train_obs, train_act = _env_spaces(train_id, run_kwargs)
+        except (KeyError, TypeError, ValueError) as error:
+            raise EvalError(f"{path}: its training env {trained_on} cannot be made: {error}") from None
         chosen = list(specs) if specs else [EnvSpec(train_id)]
         planned = []
         for spec in chosen:
             overrides = typed[spec] if spec in typed else _typed_overrides(spec)
             try:
-                _, _, obs, act = _env_spaces(spec.env_id, overrides)
+                _, _, obs, act = _env_spaces(spec.env_id, {**run_kwargs, **overrides})
             except (TypeError, ValueError) as error:
                 # An override that is neither a params field nor an argument, or a value the
                 # env's constructor refuses (IteratedPrisonersDilemma-v0:num_inner_steps=-1).
-                raise EvalError(f"Test env {spec.name!r}: {error}") from None
+                where = (
+                    f" (the run's env_kwargs {kwargs_text} reach every test env, as its runner makes "
+                    "them; evaluate on envs that take them)"
+                    if run_kwargs
+                    else ""
+                )
+                shared = _config_keywords(metadata["config"], spec.env_id, {*run_kwargs, *overrides})
+                if shared:
+                    given = ",".join(f"{k}={_format_value(v)}" for k, v in shared.items())
+                    with_them = EnvSpec(spec.env_id, (*spec.overrides, *shared.items())).name
+                    where += (
+                        f" The run's config sets {given.replace(',', ', ')} (keywords of this env, "
+                        "which its runner may pass to the env it makes, but which this check does "
+                        f"not): if it does, give them in the test env, {with_them!r}."
+                    )
+                raise EvalError(f"Test env {spec.name!r}: {error}{where}") from None
             if _space_signature(obs) != _space_signature(train_obs) or _space_signature(
                 act
             ) != _space_signature(train_act):
                 raise EvalError(
                     f"Test env {spec.name!r} does not fit the checkpoint {path}: it was trained on "
-                    f"{train_id} (observation space {train_obs!r}, action space {train_act!r}), and "
+                    f"{trained_on} (observation space {train_obs!r}, action space {train_act!r}), and "
                     f"{spec.name} has observation space {obs!r} and action space {act!r}. A policy "
                     "can be evaluated only where the spaces have the same kind, shape, dtype and "
                     "number of actions."
