@@ -231,12 +231,22 @@ def test_env_kwargs_make_the_continuous_env_from_the_config():
     assert state.obs["obs"].shape[:2] == (16, 2) and "action_mask" not in state.obs  # 2 agents, Box actions
     for bad, words in [
         (("continuous_actions",), ["not of the form name=value"]),
-        (("nope=1",), ["MPE-simple_spread-v3", "nope"]),
+        # Which keyword the env does not take, the keywords it takes, and the fix, on one line.
+        (
+            ("nope=1",),
+            [
+                "IPPOConfig.env_kwargs ['nope=1'] for MPE-simple_spread-v3",
+                "unknown override(s) ['nope']",
+                "constructor arguments: ['N', ",
+                "Correct or remove that env_kwargs entry",
+            ],
+        ),
         (("N=2", "N=3"), ["twice"]),
         (("N=0",), ["N must be an integer >= 1, got 0"]),
     ]:
         with pytest.raises(ConfigError) as raised:
             make_ippo_runner(IPPOConfig(env_id="MPE-simple_spread-v3", env_kwargs=bad))
         assert all(word in str(raised.value) for word in words), str(raised.value)
-        # Leaving the keywords out is the fix only for a keyword the env does not take.
-        assert ("Pass none with env_kwargs=" in str(raised.value)) == (bad == ("nope=1",)), str(raised.value)
+        assert "\n" not in str(raised.value)
+        # Removing the entry is the fix only for a keyword the env does not take.
+        assert ("Correct or remove" in str(raised.value)) == (bad == ("nope=1",)), str(raised.value)

@@ -20,7 +20,14 @@ import json
 
 import numpy as np
 import pytest
-from mpe2 import simple_speaker_listener_v4, simple_v3  # a test dependency of lamella-marl
+from gymnasium import spaces
+from mpe2 import (
+    simple_adversary_v3,
+    simple_speaker_listener_v4,
+    simple_tag_v3,
+    simple_v3,
+)  # test dependencies
+from pettingzoo.utils.env import ParallelEnv
 
 from lamella.agents.config import ConfigError
 from lamella.marl import IPPOConfig, MAPPOConfig, RecIPPOConfig
@@ -196,3 +203,62 @@ def test_an_out_dir_holding_a_run_log_is_refused(tmp_path):
     with pytest.raises(FileExistsError, match=r"already holds a run log.*its own folder.*seed_1"):
         train_host(config, speaker_listener, seed=1, out_dir=tmp_path)
     assert (tmp_path / "metrics.json").read_text() == earlier
+
+
+class MatchingPennies(ParallelEnv):  # type: ignore[type-arg]
+    """Two agents, one step per episode: +1 to the first and -1 to the second when the actions
+    match, the other way round when they differ (zero-sum: every step's team reward is 0)."""
+
+    def __init__(self, cooperative=None):
+        self.possible_agents = ["even", "odd"]
+        self.metadata = {"name": "matching_pennies"}
+        if cooperative is not None:
+            self.cooperative = cooperative
+
+    def observation_space(self, agent):
+        return spaces.Box(0.0, 1.0, (1,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        return {agent: np.zeros((1,), np.float32) for agent in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        win = 1.0 if actions["even"] == actions["odd"] else -1.0
+        obs = {agent: np.zeros((1,), np.float32) for agent in self.agents}
+        rewards = {"even": win, "odd": -win}
+        flags = {agent: True for agent in self.agents}
+        self.agents = []
+        return obs, rewards, flags, {a: False for a in flags}, {a: {} for a in flags}
+
+
+TINY = IPPOConfig(
+    num_envs=1, num_steps=4, num_minibatches=1, total_timesteps=4, eval_episodes=1, hidden_sizes=(8,)
+)
+
+
+@pytest.mark.parametrize(
+    ("make_env", "words"),
+    [
+        (simple_adversary_v3.parallel_env, ["simple_adversary_v3", "['adversary_0'] are adversaries"]),
+        (simple_tag_v3.parallel_env, ["simple_tag_v3", "['adversary_0', 'adversary_1', 'adversary_2']"]),
+        (lambda: MatchingPennies(cooperative=False), ["matching_pennies", "cooperative = False"]),
+    ],
+)  # fmt: skip
+def test_team_reward_on_an_env_without_a_team_is_refused_before_training(make_env, words):
+    # Before, train_host summed the adversaries' rewards with their opponents' without a word.
+    with pytest.raises(ConfigError, match=r"^train_host: team_reward=True .*Set team_reward=False") as error:
+        train_host(TINY, make_env)
+    assert all(word in str(error.value) for word in words), str(error.value)
+
+
+def test_team_reward_on_a_zero_sum_env_is_refused_after_the_first_rollout():
+    # Nothing declares matching pennies competitive; its first rollout's team reward is 0 at
+    # every step while each agent's is not, so the update would learn from nothing. (About 3 s:
+    # the one test of the check made while training, so the init and acting programs compile.)
+    with pytest.raises(
+        ConfigError, match=r"^train_host: team_reward=True .*sum to 0 at every step.*Set team_reward=False"
+    ):
+        train_host(TINY, MatchingPennies)

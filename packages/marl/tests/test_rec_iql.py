@@ -157,6 +157,9 @@ def test_unshared_parameters_keep_one_network_per_agent():
         (RecIQLConfig(hidden_sizes=(0,)), ["RecIQLConfig.hidden_sizes must hold sizes >= 1"]),
         (RecIQLConfig(post_torso_sizes=(128, 0)), ["RecIQLConfig.post_torso_sizes must hold sizes >= 1"]),
         (RecIQLConfig(num_envs="16"), ["RecIQLConfig.num_envs must be an int", "'16' (str)"]),
+        # The target update's setting of the other mode (each was ignored without a word before).
+        (RecIQLConfig(update_period=50), ["RecIQLConfig.update_period=50", "hard_update=false", "tau=0.01", "set hard_update=true"]),
+        (RecIQLConfig(hard_update=True, tau=0.5), ["RecIQLConfig.tau=0.5", "hard_update=true", "update_period=200", "set hard_update=false"]),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_user_error_before_anything_compiles(config, words):

@@ -499,6 +499,58 @@ def _made(make_env: Callable[[], Any]) -> Any:
     return env
 
 
+_TEAM_REWARD = (
+    "train_host: team_reward=True trains every agent on the sum of all agents' rewards, but {name} has "
+    "no team reward: {why}. Set team_reward=False (each agent learns from its own reward)."
+)
+
+
+def _env_name(env: Any) -> str:
+    """A PettingZoo env's ``metadata["name"]`` (mpe2: ``simple_tag_v3``), else its class's name."""
+    metadata = getattr(env, "metadata", None)
+    return str((metadata.get("name") if isinstance(metadata, dict) else None) or type(env).__name__)
+
+
+def _refuse_team_reward(env: Any) -> None:
+    """``team_reward`` on an env that says its agents play against each other, as the JAX runners
+    refuse it on a lamella env with ``cooperative = False``: PettingZoo has no such flag, so the
+    env (or its ``unwrapped``) may set lamella's ``cooperative = False``, and mpe2's scenarios mark
+    their adversaries (``world.agents[i].adversary``: simple_adversary, simple_tag, ...)."""
+    name = _env_name(env)
+    unwrapped = getattr(env, "unwrapped", env)
+    if getattr(env, "cooperative", None) is False or getattr(unwrapped, "cooperative", None) is False:
+        raise ConfigError(
+            _TEAM_REWARD.format(
+                name=name, why="its agents play against each other (it sets cooperative = False)"
+            )
+        )
+    world = getattr(unwrapped, "world", None)
+    adversaries = [
+        str(getattr(agent, "name", "?"))
+        for agent in getattr(world, "agents", ())
+        if getattr(agent, "adversary", False) is True
+    ]
+    if adversaries:
+        raise ConfigError(
+            _TEAM_REWARD.format(name=name, why=f"its agents {adversaries} are adversaries of the others")
+        )
+
+
+def _refuse_zero_sum(reward: np.ndarray, name: str) -> None:
+    """``team_reward`` where the first rollout's rewards sum to 0 over the agents at every step
+    while some are not 0 (a zero-sum game nothing declared): the update would see a team
+    reward of 0 throughout."""
+    scale = float(np.abs(reward).max(initial=0.0))
+    if scale > 0 and np.all(np.abs(reward.sum(-1)) <= 1e-6 * scale):
+        raise ConfigError(
+            _TEAM_REWARD.format(
+                name=name,
+                why="the agents' rewards sum to 0 at every step of the first rollout while each agent's "
+                "is not 0 (a zero-sum game), so the team reward is 0 throughout",
+            )
+        )
+
+
 def train_host(
     config: IPPOConfig,
     make_env: Callable[[], Any],
@@ -539,7 +591,11 @@ def train_host(
             each entry, finite for ``continuous_action="tanh"``), MAPPO on an env without
             ``state()``, inconsistent PPO sizes (``num_minibatches`` must divide
             ``num_envs`` for the recurrent configs), a budget under one rollout, more devices
-            than present or sizes they do not divide (checked before any env is made).
+            than present or sizes they do not divide (checked before any env is made);
+            ``team_reward`` on an env without a team reward: one that sets ``cooperative =
+            False`` or has mpe2's adversaries (checked on the first env made), or a zero-sum
+            game whose agents' rewards sum to 0 at every step of the first rollout (checked
+            before the first update).
         FileExistsError: ``out_dir`` already holds a run log (checked before any env is made).
     """
     check_config_type(config, IPPOConfig, "train_host", algorithm="ippo")
@@ -564,8 +620,11 @@ def train_host(
             f"train_host: seed must be a non-negative int, got {type(seed).__name__} {seed!r:.60}."
         )
     with_state = bool(config.centralised_critic)
+    first_env = _made(make_env)
+    if config.team_reward:
+        _refuse_team_reward(first_env)
     envs = ParallelEnvBatch(
-        [_made(make_env) for _ in range(int(config.num_envs))], with_state, config.algorithm
+        [first_env, *(_made(make_env) for _ in range(int(config.num_envs) - 1))], with_state, config.algorithm
     )
     eval_envs = ParallelEnvBatch(
         [_made(make_env) for _ in range(int(config.eval_episodes))], with_state, config.algorithm
@@ -633,6 +692,8 @@ def train_host(
             ended.extend(running[done].sum(-1).tolist())
             running[done] = 0.0
             obs, first, memory = next_obs, done, next_memory
+        if config.team_reward and steps == 0:
+            _refuse_zero_sum(np.stack(columns["reward"]), _env_name(envs.envs[0]))
         stack = lambda items: jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs)), *items)  # noqa: E731
         outs = stack(columns["out"])
         transitions = Transition(

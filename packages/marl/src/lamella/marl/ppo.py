@@ -277,14 +277,16 @@ def bare_multi_agent_env(
         except KeyError as error:
             raise ConfigError(str(error.args[0]) if error.args else str(error)) from None
         except (TypeError, ValueError) as error:
-            # A keyword the env does not take (TypeError) may be left out; a bad value is fixed.
+            # make's TypeError names the keywords the env does not take and lists those it takes
+            # (its params fields and constructor arguments); a bad value (ValueError) is fixed.
             hint = (
-                " Pass none with env_kwargs= (empty)."
+                f" Correct or remove that env_kwargs entry: {config.env_id} takes only the keywords listed."
                 if config.env_kwargs and isinstance(error, TypeError)
                 else ""
             )
             raise ConfigError(
-                f"{config.env_id} with env_kwargs {list(config.env_kwargs)}: {error}{hint}"
+                f"{type(config).__name__}.env_kwargs {list(config.env_kwargs)} for {config.env_id}: "
+                f"{error}{hint}"
             ) from None
         env_params = made_params if env_params is None else env_params
     else:

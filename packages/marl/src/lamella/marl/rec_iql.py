@@ -191,6 +191,20 @@ class RecIQLConfig:
             raise ConfigError(
                 f"{name}.update_period must be >= 1 with hard_update, got {self.update_period}."
             )
+        # The other target-update mode's setting would be ignored: refuse a value the user set.
+        default = {field.name: field.default for field in dataclasses.fields(self)}
+        if self.hard_update and (is_swept(self.tau) or float(self.tau) != default["tau"]):
+            raise ConfigError(
+                f"{name}.tau={self.tau} is the rate of the soft target update, which hard_update=true "
+                f"replaces (a copy every update_period={self.update_period} updates). Leave tau at "
+                f"{default['tau']}, or set hard_update=false."
+            )
+        if not self.hard_update and int(self.update_period) != default["update_period"]:
+            raise ConfigError(
+                f"{name}.update_period={self.update_period} is the period of the hard target copies, but "
+                f"hard_update=false updates the target softly after every update (tau={self.tau}); "
+                f"set hard_update=true, or leave update_period at {default['update_period']}."
+            )
         # A sweep's traced value was checked as a number first (lamella.agents.config.is_swept).
         if not is_swept(self.tau) and not 0.0 < float(self.tau) <= 1.0:
             raise ConfigError(f"{name}.tau must be in (0, 1], got {self.tau}.")
