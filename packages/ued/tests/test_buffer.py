@@ -50,6 +50,18 @@ def test_proportional_and_staleness_fallback():
     np.testing.assert_allclose(buffer.replay_distribution(state), [0.5, 0.5, 0.0, 0.0])
 
 
+def test_proportional_weights_of_large_scores_or_a_low_temperature_stay_a_distribution():
+    # Scores ** (1 / temperature) overflowed float32 (inf / inf: NaN, every draw slot 0) or
+    # underflowed to 0 (the uniform fallback); the weights are scaled by the top score first.
+    buffer = make_level_buffer(4, prioritization="proportional", temperature=0.5, staleness_coef=0.0)
+    state = filled_state(buffer, [1e20, 3e20, 0.0], last_seen=[0, 0, 0], clock=0)
+    np.testing.assert_allclose(buffer.replay_distribution(state), [0.1, 0.9, 0.0, 0.0], atol=1e-6)
+    sharp = make_level_buffer(4, prioritization="proportional", temperature=1e-3, staleness_coef=0.0)
+    state = filled_state(sharp, [0.5, 0.6, 0.7], last_seen=[0, 0, 0], clock=0)
+    np.testing.assert_allclose(sharp.replay_distribution(state), [0.0, 0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(sharp.sample(state, jax.random.key(0), 3)[1], [2, 2, 2])
+
+
 def test_should_replay_waits_for_min_fill():
     buffer = make_level_buffer(4, replay_prob=1.0, min_fill_ratio=0.5)
     keys = jax.random.split(jax.random.key(0), 4)
@@ -143,6 +155,19 @@ def test_update_keeps_the_best_return_and_ignores_unscored_rollouts():
     after = buffer.update(full, jnp.array([-1, 2]), jnp.array([99.0, 0.7]), jnp.array([99.0, 1.0]))
     np.testing.assert_allclose(after.scores, [0.5, 0.8, 0.7, 0.3])
     np.testing.assert_allclose(after.best_returns, [0.9, 0.6, 1.0, 0.0])
+
+
+def test_a_nan_best_return_keeps_the_best_seen():
+    # max(best, NaN) is NaN: a NaN best return made the level's MaxMC score NaN from then on.
+    buffer = make_level_buffer(4)
+    state = buffer.init(LEVEL)
+    state, _ = buffer.insert(state, levels([1, 2]), jnp.array([0.2, 0.8]), jnp.array([0.9, jnp.nan]))
+    np.testing.assert_allclose(state.best_returns[:2], [0.9, -jnp.inf])
+    state = buffer.update(state, jnp.array([0, 1]), jnp.array([0.5, 0.5]), jnp.array([jnp.nan, 0.4]))
+    np.testing.assert_allclose(state.best_returns[:2], [0.9, 0.4])
+    state, slots = buffer.insert(state, levels([1]), jnp.array([0.3]), jnp.array([jnp.nan]))  # a duplicate
+    np.testing.assert_array_equal(slots, [0])
+    np.testing.assert_allclose(state.best_returns[:2], [0.9, 0.4])
 
 
 def test_sample_draws_by_priority_and_resets_staleness():

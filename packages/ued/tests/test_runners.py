@@ -235,6 +235,21 @@ def test_entry_points_and_presets():
         (DRConfig(**{**TINY, "conv_filters": 0}), r"DRConfig\.conv_filters must be >= 1, got 0"),
         (DRConfig(**{**TINY, "n_walls": -1}), r"DRConfig\.n_walls must be >= 0, got -1"),
         (DRConfig(**{**TINY, "max_episode_steps": 0}), r"DRConfig\.max_episode_steps must be >= 1, got 0"),
+        (ACCELConfig(**TINY, num_edits=0), r"ACCELConfig\.num_edits must be >= 1 .*got 0.*PLRConfig"),
+        # A bool or a NumPy / JAX float passes the field's type check; the mutator's loop failed on
+        # it (AMaze) or cut 2.5 to 2 edits silently (Foraging).
+        (ACCELConfig(**TINY, num_edits=True), r"ACCELConfig\.num_edits must be an int.*got True \(bool\)"),
+        (
+            ACCELConfig(**TINY, num_edits=np.float32(2.5)),
+            r"ACCELConfig\.num_edits must be an int.*got 2\.5 \(float32\)",
+        ),
+        # Robust PLR learns on replayed levels only: with nothing replayed it never trains.
+        (
+            PLRConfig(**TINY, replay_prob=0.0),
+            r"PLRConfig: robust=True takes gradient steps on replayed levels only.*replay_prob=0.*never "
+            r"trains.*robust=False",
+        ),
+        (ACCELConfig(**TINY, replay_prob=0.0), r"ACCELConfig: robust=True .*replay_prob=0"),
     ],
 )
 def test_bad_configs_are_refused_before_compiling(config, message):
@@ -283,6 +298,36 @@ def test_a_family_whose_mutator_or_comparator_does_not_fit_its_levels_names_the_
     make_ued_runner(
         PLRConfig(**TINY, buffer_size=16, dedupe=False), family=family._replace(levels_equal=cellwise)
     )
+
+
+def test_family_pieces_of_another_signature_or_return_type_name_the_fix():
+    config = DRConfig(**TINY)
+    family = default_family(config)
+    params = family.env_params
+    with pytest.raises(
+        ConfigError, match=r"DRConfig: the LevelFamily's sample_level must take \(key, env_params\).*got"
+    ):
+        make_ued_runner(
+            config, family=family._replace(sample_level=lambda key: family.sample_level(key, params))
+        )
+    with pytest.raises(
+        ConfigError,
+        match=r"ACCELConfig: the LevelFamily's mutate_level must take \(key, level, env_params, num_edits\)",
+    ):
+        make_ued_runner(
+            ACCELConfig(**TINY, buffer_size=16), family=family._replace(mutate_level=lambda key, level: level)
+        )
+    with pytest.raises(
+        ConfigError, match=r"level_stats\(level\) must return a dict \{name: number\} .*got int32\[\]"
+    ):
+        make_ued_runner(config, family=family._replace(level_stats=lambda level: jnp.sum(level.wall_map)))
+    named = family._replace(
+        named_level=lambda name: family.sample_level(jax.random.key(1), params), named_levels=("Mine",)
+    )
+    with pytest.raises(
+        ConfigError, match=r"named_level\('Mine'\) must return a pair \(level, env_params\), got MazeLevel"
+    ):
+        make_ued_runner(dataclasses.replace(config, eval_levels=("Mine",)), family=named)
 
 
 def test_init_refuses_an_int_seed_for_its_key():

@@ -15,7 +15,8 @@ The replay distribution (Jiang et al. 2021) over the filled slots is
 ``P = (1 - staleness_coef) * P_score + staleness_coef * P_staleness``:
 
 - ``rank``: ``h_i = 1 / rank_i`` (rank 1 = highest score; ties by slot), ``P_score ∝ h_i ** (1 / temperature)``;
-- ``proportional``: ``P_score ∝ max(score_i, 0) ** (1 / temperature)`` (uniform if all are 0);
+- ``proportional``: ``P_score ∝ max(score_i, 0) ** (1 / temperature)`` (uniform if all are 0;
+  computed on scores divided by the top one, so no power overflows or underflows float32);
 - ``P_staleness ∝ staleness_i``, where a level's staleness is the number of levels handed to the
   student (replayed or new) since it was last replayed or inserted; ``P_score`` if all are 0.
 
@@ -24,7 +25,8 @@ next draw, as minimax and JaxUED do). A batch of new levels is inserted one leve
 level equal to one in the buffer (``levels_equal``) updates that entry instead of taking a slot
 (this also catches duplicates within a batch); otherwise it takes the next empty slot, or, once
 the buffer is full, replaces the level with the lowest replay probability if its score is
-strictly higher. Levels without a score (``-inf``: no episode completed) are not inserted.
+strictly higher. Levels without a score (``-inf``: no episode completed) are not inserted, nor
+are levels whose score is NaN or ``+inf``; a NaN best return counts as none (``-inf``).
 
 **Differences from minimax** (``util/rl/plr.py`` at v0.2.0), on purpose:
 
@@ -101,7 +103,8 @@ class LevelBuffer(NamedTuple):
         sample: ``sample(state, key, num) -> (state, slots, levels)``: ``num`` levels drawn one
             after another; their staleness is reset.
         update: ``update(state, slots, scores, best_returns, mask=None) -> state``: new scores of
-            replayed levels (``best_returns`` are maxed in; a non-finite score keeps the old one).
+            replayed levels (``best_returns`` are maxed in, NaN ignored; a non-finite score keeps
+            the old one).
         insert: ``insert(state, levels, scores, best_returns, num_edits=None, mask=None) ->
             (state, slots)``: new levels; ``slots`` is where each went, -1 if it was not kept.
         capacity, prioritization, temperature, staleness_coef, replay_prob, min_fill_ratio:
@@ -130,6 +133,13 @@ class LevelBuffer(NamedTuple):
 def _default_equal(a: Any, b: Any) -> jax.Array:
     leaves = jax.tree.map(lambda x, y: jnp.all(x == y), a, b)
     return jnp.all(jnp.stack(jax.tree.leaves(leaves)))
+
+
+def _no_nan(best_returns: jax.Array) -> jax.Array:
+    """float32 best returns with NaN as ``-inf`` (none): ``max(best, NaN)`` would be NaN for good,
+    and so would the level's MaxMC score."""
+    best_returns = jnp.asarray(best_returns, jnp.float32)
+    return jnp.where(jnp.isnan(best_returns), -jnp.inf, best_returns)
 
 
 def make_level_buffer(
@@ -250,7 +260,11 @@ def make_level_buffer(
             )
             weights = (1.0 / ranks.astype(jnp.float32)) ** (1.0 / temperature)
         else:
-            weights = jnp.maximum(jnp.where(filled, state.scores, 0.0), 0.0) ** (1.0 / temperature)
+            # Scaled by the top score before the power: the same distribution, with no float32
+            # overflow (inf / inf: NaN) or underflow (every weight 0: the uniform fallback).
+            positive = jnp.maximum(jnp.where(filled, state.scores, 0.0), 0.0)
+            top = positive.max()
+            weights = (positive / jnp.where(top > 0, top, 1.0)) ** (1.0 / temperature)
         weights = jnp.where(filled, weights, 0.0)
         total = weights.sum()
         uniform = filled / jnp.maximum(filled.sum(), 1)
@@ -304,6 +318,7 @@ def make_level_buffer(
             ok = jnp.logical_and(ok, mask)
         # Slots that are not updated write out of range and are dropped.
         target = jnp.where(ok, slots, capacity)
+        best_returns = _no_nan(best_returns)
         new_scores = state.scores.at[target].set(scores, mode="drop")
         keep_best = real if mask is None else jnp.logical_and(mask, real)
         best_target = jnp.where(keep_best, slots, capacity)
@@ -377,7 +392,7 @@ def make_level_buffer(
             (
                 levels,
                 jnp.asarray(scores, jnp.float32),
-                jnp.asarray(best_returns, jnp.float32),
+                _no_nan(best_returns),
                 jnp.asarray(num_edits, jnp.int32),
                 jnp.asarray(mask, bool),
             ),

@@ -34,6 +34,8 @@ uses the replayed batch only (none until the buffer is warm, with ``robust=True`
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -268,6 +270,12 @@ class PLRConfig(DRConfig):
                 f"(minimax forces replay_prob=1), but replay_prob is {self.replay_prob}; set "
                 "replay_prob=1.0 (or use the parallel_plr / parallel_accel presets)."
             )
+        if self.robust and not is_swept(self.replay_prob) and float(self.replay_prob) == 0.0:
+            raise ConfigError(
+                f"{name}: robust=True takes gradient steps on replayed levels only, and with "
+                "replay_prob=0 no level is ever replayed, so the student never trains; raise "
+                "replay_prob above 0 or set robust=False (PLR that learns on new levels too)."
+            )
         if self.score not in scores_lib.SCORES:
             raise ValueError(
                 f"{name}.score must be one of {', '.join(scores_lib.SCORES)}, got {self.score!r}."
@@ -315,8 +323,20 @@ class ACCELConfig(PLRConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.num_edits < 1:
-            raise ValueError(f"ACCELConfig.num_edits must be >= 1, got {self.num_edits}.")
+        name, edits = type(self).__name__, self.num_edits
+        # A bool, or a NumPy / JAX float, passes the field's type check (a plain 2.5 does not):
+        # the mutator's loop would fail on it (AMaze) or cut it to an int silently (Foraging).
+        if isinstance(edits, (bool, np.bool_)) or not jnp.issubdtype(jnp.result_type(edits), jnp.integer):
+            raise ConfigError(
+                f"{name}.num_edits must be an int (edits per mutation), got {edits} "
+                f"({getattr(edits, 'dtype', type(edits).__name__)}); write a whole number >= 1."
+            )
+        # A traced count (a sweep's probe) fails here as a Python value: the sweep splits over it.
+        if int(edits) < 1:
+            raise ConfigError(
+                f"{name}.num_edits must be >= 1 (edits per mutation), got {edits}; for no edits "
+                "train PLR (PLRConfig, lamella train plr)."
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1018,10 +1038,20 @@ def check_family(config: DRConfig, family: LevelFamily) -> None:
     # A user's generator, mutator or comparator that does not fit the levels fails inside the
     # step's lax.switch or the buffer's scan otherwise, far from the cause: trace them once here.
     compares = isinstance(config, PLRConfig) and config.dedupe
-    if not (isinstance(config, ACCELConfig) or compares):
-        return
+    check_takes(config, "sample_level", family.sample_level, ("key", "env_params"))
+    check_takes(config, "level_stats", family.level_stats, ("level",))
+    if isinstance(config, ACCELConfig):
+        check_takes(config, "mutate_level", family.mutate_level, ("key", "level", "env_params", "num_edits"))
+    if compares:
+        check_takes(config, "levels_equal", family.levels_equal, ("a", "b"))
     key = jax.random.key(0)
     level = jax.eval_shape(family.sample_level, key, family.env_params)
+    stats = jax.eval_shape(family.level_stats, level)
+    if not isinstance(stats, Mapping):
+        raise ConfigError(
+            f"{name}: the LevelFamily's level_stats(level) must return a dict {{name: number}} (each "
+            f"logged as level_<name>), got {describe_level(stats)}; wrap it: {{'my_stat': value}}."
+        )
     if isinstance(config, ACCELConfig):
         edited = jax.eval_shape(family.mutate_level, key, level, family.env_params, config.num_edits)
         if level_signature(edited) != level_signature(level):
@@ -1038,6 +1068,24 @@ def check_family(config: DRConfig, family: LevelFamily) -> None:
                 f"levels, got {describe_level(same)}; reduce it over the level (jnp.all(...)), or set "
                 "dedupe=False."
             )
+
+
+def check_takes(config: Any, piece: str, function: Any, args: tuple[str, ...]) -> None:
+    """Raise :class:`~lamella.agents.config.ConfigError` when the LevelFamily's ``piece`` cannot be
+    called with the runners' positional ``args`` (a Python ``TypeError`` from the first call
+    otherwise, with no word of the signature the runners call it with)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # no signature to read (a C function): the call will tell
+        return
+    try:
+        signature.bind(*args)
+    except TypeError as error:
+        called = getattr(function, "__name__", type(function).__name__)
+        raise ConfigError(
+            f"{type(config).__name__}: the LevelFamily's {piece} must take ({', '.join(args)}), the "
+            f"arguments the runners pass, positionally; got {called}{signature} ({error})."
+        ) from None
 
 
 def level_signature(level: Any) -> tuple[Any, list[tuple[tuple[int, ...], Any]]]:
@@ -1260,7 +1308,14 @@ def _eval_levels(config: DRConfig, family: LevelFamily) -> tuple[Any, Any]:
                     f"{family.env.name} set eval_levels (command line: eval_levels=random)"
                 )
             raise ValueError(f"{name}.eval_levels: unknown level {level_name!r}; {known}.")
-        level, level_params = family.named_level(level_name)
+        pair = family.named_level(level_name)
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise ConfigError(
+                f"{name}: the LevelFamily's named_level({level_name!r}) must return a pair (level, "
+                f"env_params), got {type(pair).__name__}; return the level with the params to play "
+                "it at (their horizon is the level's)."
+            )
+        level, level_params = pair
         if [jnp.shape(x) for x in jax.tree.leaves(level)] != shape:
             level_map: Any = getattr(level, "wall_map", jax.tree.leaves(level)[0])
             trained_map: Any = getattr(placeholder, "wall_map", jax.tree.leaves(placeholder)[0])
