@@ -415,6 +415,125 @@ def test_render_given_a_batch_of_states_names_the_vmap():
     assert frames.shape[0] == 4
 
 
+# What reads one env's state (the multi-agent contract's action_mask and global_state, the
+# observation, render), per id: the first is traced under vmap too. Before, a batch of states
+# failed inside JAX: ``Incompatible shapes for broadcasting: shapes=[(3, 1, 2, 2), (1, 4, 2)]``
+# (LBF's action_mask), ``Cannot concatenate arrays with different numbers of dimensions`` (SMAX's
+# global_state), or mixed the envs: IteratedTensorGame's observation_of gave 3 envs of 3 players
+# one (3, 3, 9) array, silently.
+_ONE_STATE_READERS = {
+    "Foraging-8x8-2p-2f-v3": ("action_mask", "global_state", "observation_of", "get_obs", "render"),
+    "rware-tiny-2ag-v2": ("global_state", "observation_of", "render"),
+    "SMAX-3m-v0": ("action_mask", "global_state", "observation_of", "get_obs", "render"),
+    "MPE-simple_spread-v3": ("global_state", "observation_of", "get_obs", "render"),
+    "CoinGame-v0": ("global_state", "observation_of", "render"),
+    "IPDInTheMatrix-v0": ("global_state", "observation_of", "render"),
+    "IteratedTensorGame-v0": ("observation_of", "global_state", "render"),
+    "Cournot-v0": ("global_state", "observation_of", "render"),
+    "Fishery-v0": ("global_state", "observation_of", "render"),
+    "IteratedPrisonersDilemma-v0": ("render",),
+    "InfiniteMatrixGame-v0": ("render",),
+}
+
+
+@pytest.mark.parametrize("env_id", sorted(_ONE_STATE_READERS))
+def test_functions_of_one_state_given_a_batch_name_the_vmap(env_id):
+    env, params = le.make(env_id, autoreset=False)
+    keys = jax.random.split(jax.random.key(0), 3)
+    states = jax.eval_shape(jax.vmap(env.reset, in_axes=(0, None)), keys, params)[1]
+    methods = _ONE_STATE_READERS[env_id]
+    for method in methods:
+        what = (
+            "render draws one env: pick one, .*"
+            if method == "render"
+            else f"{method} reads one env's state. "
+        )
+        with pytest.raises(
+            le.EnvInputError,
+            match=rf"^{re.escape(env_id)}\.{method}: `state` is a batch of 3 \(leading axes \(3,\)\); "
+            rf"{what}.*jax\.vmap\(env\.{method}, in_axes=\(0, None\)\)\(states, params\)\.",
+        ):
+            jax.eval_shape(getattr(env, method), states, params)
+    read = jax.vmap(getattr(env, methods[0]), in_axes=(0, None))  # one state per env: traces
+    assert jax.tree.leaves(jax.eval_shape(read, states, params))[0].shape[0] == 3
+
+
+@pytest.mark.parametrize(
+    "env_id, other_id, message",
+    [
+        (
+            "Foraging-8x8-2p-2f-v3",
+            "rware-tiny-2ag-v2",
+            r"must be LevelBasedForagingParams, this env's params; got RobotWarehouseParams\.",
+        ),
+        (
+            "MPE-simple_spread-v3",
+            "MPE-simple_tag-v3",
+            r"must be MultiParticleSharedParams.*got MultiParticleParams\.",
+        ),
+        (
+            "MPE-simple-v3",
+            "MPE-simple_spread-v3",
+            "must be MultiParticleParams.*got MultiParticleSharedParams, whose local_ratio this env would ignore",
+        ),
+        (
+            "CoinGame-v0",
+            "IteratedPrisonersDilemma-v0",
+            "must be CoinGameParams.*got IteratedMatrixGameParams",
+        ),
+        ("CartPole-v1", "Acrobot-v1", "must be CartPoleParams.*got AcrobotParams"),
+    ],
+)
+def test_reset_and_step_refuse_another_envs_params(env_id, other_id, message):
+    """Before: LBF's and MPE's reset ran on another env's params and the step failed inside
+    (``'RobotWarehouseParams' object has no attribute 'normalize_reward'``); MPE's simple stepped
+    on simple_spread's params, ignoring their local_ratio, silently."""
+    other_params = le.make(other_id, autoreset=False)[1]
+    key = jax.random.key(0)
+    for autoreset in (False, True):  # a bare env, and make's default wrapped in AutoReset
+        env, params = le.make(env_id, autoreset=autoreset)
+        fix = (
+            rf"Params of another env .* lamella\.envs\.make\('{re.escape(env_id)}'\)\) or env\.default_params"
+        )
+        with pytest.raises(
+            le.EnvInputError, match=rf"^{re.escape(env_id)}\.reset: `params` {message}.*{fix}"
+        ):
+            jax.eval_shape(env.reset, key, other_params)
+        state = jax.eval_shape(env.reset, key, params)[1]
+        space = env.action_space(params)
+        action = jnp.zeros(space.shape, space.dtype)
+        with pytest.raises(le.EnvInputError, match=rf"^{re.escape(env_id)}\.step: `params` {message}"):
+            jax.eval_shape(env.step, key, state, action, other_params)
+        jax.eval_shape(env.step, key, state, action, params)
+
+
+def test_a_wrapper_with_params_of_its_own_is_left_alone():
+    """A wrapper may take other params than the inner env's (lamella-ued's OnLevel takes a level and
+    them); one that does not say it keeps them (``keeps_params``) is checked only when its step
+    fails reading a field the params lack."""
+
+    class Scaled(le.Wrapper):  # params: (the inner env's params, a reward scale)
+        def reset_env(self, key, params):
+            return self.env.reset_env(key, params[0])
+
+        def step_env(self, key, state, action, params):
+            obs, state, reward, terminated, truncated, info = self.env.step_env(key, state, action, params[0])
+            return obs, state, reward * params[1], terminated, truncated, info
+
+    bare, params = le.make("CartPole-v1", autoreset=False)
+    key = jax.random.key(0)
+    for env in (Scaled(bare), le.wrappers.AutoReset(Scaled(bare))):
+        state = jax.eval_shape(env.reset, key, (params, 2.0))[1]
+        assert jax.eval_shape(env.step, key, state, 0, (params, 2.0))[2].shape == ()
+    plain = le.Wrapper(bare)  # passes the params on, but does not say so: checked on failure
+    state = jax.eval_shape(plain.reset, key, params)[1]
+    acrobot_params = le.make("Acrobot-v1", autoreset=False)[1]
+    with pytest.raises(
+        le.EnvInputError, match=r"^CartPole-v1\.step: `params` must be CartPoleParams.*got AcrobotParams"
+    ):
+        jax.eval_shape(plain.step, key, state, 0, acrobot_params)
+
+
 def test_make_names_a_registered_factory_that_returned_no_env(walk_id):
     """Before: ``'int' object has no attribute 'default_params'`` from inside make."""
     le.register(walk_id, lambda: 3, overwrite=True)

@@ -42,8 +42,10 @@ __all__ = [
     "check_action",
     "check_env_object",
     "check_key",
+    "check_one_state",
     "check_param_overrides",
     "check_param_values",
+    "check_params_type",
     "check_prng_key",
     "check_reset_done",
     "check_state",
@@ -254,6 +256,70 @@ def check_unbatched(
             continue  # a batch of states has the axes on every field
         if fields:
             raise EnvInputError(_batch_text(env, what, fields, method))
+
+
+def check_one_state(env: Any, state: Any, method: str, field: str = "time", rank: int = 0) -> None:
+    """Raise :class:`EnvInputError` when ``state`` is a batch of states given outside ``vmap`` to
+    ``env.<method>``, a function of one env's state (``action_mask``, ``global_state``,
+    ``observation_of``, ``render``): broadcasting a batch there fails inside JAX or mixes the envs.
+
+    Seen from ``state.<field>``, an array of ``rank`` axes in one env's state (the step counter
+    ``time``, ``()``, in every multi-agent env): it reads one shape, so it costs nothing under
+    ``jit``, and under ``vmap`` it sees one env's state."""
+    value = getattr(state, field, None)
+    shape = () if value is None else np.shape(value)
+    if len(shape) <= rank:
+        return
+    batch = tuple(shape[: len(shape) - rank])
+    if method == "render":
+        fix = (
+            "render draws one env: pick one, jax.tree.map(lambda x: x[0], states), or vmap over the "
+            "batch: jax.vmap(env.render, in_axes=(0, None))(states, params)."
+        )
+    else:
+        fix = (
+            f"{method} reads one env's state. vmap over the batch: "
+            f"jax.vmap(env.{method}, in_axes=(0, None))(states, params)."
+        )
+    raise EnvInputError(
+        f"{env_label(env)}.{method}: `state` is a batch of {int(np.prod(batch))} (leading axes {batch}); {fix}"
+    )
+
+
+def check_params_type(env: Any, params: Any, method: str) -> None:
+    """Raise :class:`EnvInputError` when ``params`` are not of the type of ``env.default_params``
+    (another env's params: ``RobotWarehouseParams`` given to an LBF env), or are of a subclass
+    with fields the env's params lack (they would be ignored, silently: simple_spread's
+    ``local_ratio`` given to MPE's simple). Before, the step failed inside with an
+    ``AttributeError`` naming a field, or ran. Only dataclass params are compared (an env whose
+    default params are None or a dict is left alone); reads types only, free under ``jit``."""
+    if params is None:
+        return
+    try:
+        default = env.default_params
+    except Exception:
+        return
+    if not dataclasses.is_dataclass(default) or isinstance(default, type):
+        return
+    expected = type(default)
+    extra: list[str] = []
+    if isinstance(params, expected):
+        if type(params) is expected or not dataclasses.is_dataclass(params):
+            return
+        own = {field.name for field in dataclasses.fields(default)}
+        extra = [field.name for field in dataclasses.fields(params) if field.name not in own]
+        if not extra:
+            return  # a subclass that adds no field: the same params
+    given = f"{type(params).__name__}" + (
+        f", whose {', '.join(extra)} this env would ignore" if extra else ""
+    )
+    env_id = getattr(getattr(env, "unwrapped", env), "env_id", None)
+    made = f"the params made with it (env, params = lamella.envs.make({env_id!r})) or " if env_id else ""
+    raise EnvInputError(
+        f"{env_label(env)}.{method}: `params` must be {expected.__name__}, this env's params; got "
+        f"{given}. Params of another env (or of another scenario of the family) do not fit its "
+        f"dynamics: pass {made}env.default_params (.replace(field=...) to change a field)."
+    )
 
 
 # What a runner calls on an env object it is given: a user-written env need not subclass

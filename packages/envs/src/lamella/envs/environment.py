@@ -100,12 +100,18 @@ class Environment(Generic[TEnvState, TEnvParams]):
             EnvInputError: ``key`` is not one PRNG key (checked while tracing; see
                 :mod:`lamella.envs._inputs` for what is accepted), or a concrete params field
                 lies outside its range (``struct.field(bounds=...)``: ``params.replace(length=0.0)``
-                on CartPole); traced params are not checked.
+                on CartPole); traced params are not checked. ``params`` of another env (a
+                type other than ``default_params``'s, or a subclass with fields it lacks).
         """
         _inputs.check_key(self, key, "reset")
         params = self.default_params if params is None else params
+        _check_params_type(self, params, "reset")
         _inputs.check_param_values(self, params)
-        return self.reset_env(key, params)
+        try:
+            return self.reset_env(key, params)
+        except AttributeError as error:
+            _name_params_of_another_env(self, params, "reset", error)
+            raise
 
     def step(
         self,
@@ -122,16 +128,20 @@ class Environment(Generic[TEnvState, TEnvParams]):
             EnvInputError: ``key`` is not one PRNG key, ``state`` is an array or None
                 (the observation, say) where the env's state is a structure, or
                 ``action``'s shape or dtype does not fit ``action_space(params)``, or
-                ``state`` or ``params`` is a batch given outside ``vmap``. Checked while
-                tracing (no cost in compiled code); under ``vmap`` per env.
+                ``state`` or ``params`` is a batch given outside ``vmap``, or ``params`` are
+                another env's (as in :meth:`reset`). Checked while tracing (no cost in
+                compiled code); under ``vmap`` per env.
         """
         params = self.default_params if params is None else params
         _inputs.check_key(self, key, "step")
+        _check_params_type(self, params, "step")
         _inputs.check_state(self, state, params)
         _inputs.check_action(self, action, params)
         try:
             out = self.step_env(key, state, action, params)
-        except Exception:
+        except Exception as error:
+            if isinstance(error, AttributeError):
+                _name_params_of_another_env(self, params, "step", error)
             _inputs.check_unbatched(self, state, params)  # name a batch given outside vmap, if it was one
             raise
         _inputs.check_unbatched(self, state, params, out[2:5])
@@ -200,6 +210,30 @@ class Environment(Generic[TEnvState, TEnvParams]):
         return f"{self.name}()"
 
 
+def _check_params_type(env: Environment[Any, Any], params: Any, method: str) -> None:
+    """An env's params must be of its default params' type (:func:`_inputs.check_params_type`).
+    A wrapper may take params of its own (lamella-ued's ``OnLevel`` takes a level and the env's
+    params) while its ``default_params`` are the inner env's: unless every wrapper around the
+    bare env says it hands the params on unchanged (``keeps_params``), only a reset or step that
+    failed is checked."""
+    layer: Any = env
+    while isinstance(layer, Wrapper):
+        if not layer.keeps_params:
+            return
+        layer = layer.env
+    _inputs.check_params_type(env, params, method)
+
+
+def _name_params_of_another_env(
+    env: Environment[Any, Any], params: Any, method: str, error: AttributeError
+) -> None:
+    """After ``error`` from a wrapped env's reset or step: when it says the given params lack a
+    field (``'RobotWarehouseParams' object has no attribute 'normalize_reward'``), name the
+    params type the env takes instead."""
+    if f"'{type(params).__name__}' object has no attribute" in str(error):
+        _inputs.check_params_type(env, params, method)
+
+
 # The multi-agent contract's methods of (state, params) that a wrapper does not override: a
 # wrapper with state of its own hands them the inner env's state, as render does.
 _STATE_READERS = frozenset({"action_mask", "global_state"})
@@ -210,10 +244,13 @@ class Wrapper(Environment[Any, Any]):
 
     A wrapper that adds state keeps the inner state in an ``env_state`` field
     and sets ``wraps_state = True``; ``action_mask`` and ``global_state`` (multi-agent envs)
-    then get the inner state, as ``render`` does.
+    then get the inner state, as ``render`` does. A wrapper that hands the params it is given
+    to the inner env unchanged sets ``keeps_params = True``: ``reset`` and ``step`` then refuse
+    another env's params while tracing (a wrapper with params of its own keeps False).
     """
 
     wraps_state: ClassVar[bool] = False
+    keeps_params: ClassVar[bool] = False
 
     def __init__(self, env: Environment[Any, Any]):
         if isinstance(env, str | tuple | list | type):  # an id, make's pair, a class: name the fix

@@ -52,6 +52,8 @@ class AutoReset(Wrapper):
     for the envs that are done under ``vmap``.
     """
 
+    keeps_params = True
+
     def __init__(self, env: Environment[Any, Any]):
         super().__init__(env)
         _refuse_second_reset(env, "AutoReset(env)")
@@ -256,6 +258,7 @@ class EpisodeStatistics(Wrapper):
     one). Put it outside :class:`AutoReset`.
     """
 
+    keeps_params = True
     wraps_state = True
 
     def _zeros(self) -> jax.Array:
@@ -300,6 +303,8 @@ class EpisodeStatistics(Wrapper):
 class FlattenObservation(Wrapper):
     """Observations (a Box, or a Dict/Tuple of Boxes) become one flat float32 vector."""
 
+    keeps_params = True
+
     def _flatten(self, obs: Any) -> jax.Array:
         return jnp.concatenate([jnp.ravel(x).astype(jnp.float32) for x in jax.tree.leaves(obs)])
 
@@ -337,6 +342,8 @@ class ClipAction(Wrapper):
     The bounds are those of ``env.action_space(params)`` at construction (default params when
     omitted): spaces are built from concrete numbers, never from traced params.
     """
+
+    keeps_params = True
 
     def __init__(self, env: Environment[Any, Any], params: Any = None):
         super().__init__(env)
@@ -417,6 +424,7 @@ class NormalizeObservation(Wrapper):
         clip: bound on the normalised values.
     """
 
+    keeps_params = True
     wraps_state = True
 
     def __init__(
@@ -487,6 +495,7 @@ class NormalizeReward(Wrapper):
     pools statistics over a vmapped axis, as in :class:`NormalizeObservation`.
     """
 
+    keeps_params = True
     wraps_state = True
 
     def __init__(
@@ -544,6 +553,7 @@ class TimeLimit(Wrapper):
     ``make("CartPole-v1", max_steps_in_episode=1000)``.
     """
 
+    keeps_params = True
     wraps_state = True
 
     def __init__(self, env: Environment[Any, Any], max_steps: int):
@@ -588,6 +598,8 @@ class Validate(Wrapper):
     and a space that depends on them (CartPole's observation bounds) could not
     be built from them.
     """
+
+    keeps_params = True
 
     def __init__(self, env: Environment[Any, Any], params: Any = None):
         super().__init__(env)

@@ -17,7 +17,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
-from lamella.envs._inputs import bool_setting, integer_setting
+from lamella.envs._inputs import bool_setting, check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import check_real_array
 
@@ -250,6 +250,7 @@ class CoinGame(Environment[CoinGameState, CoinGameParams]):
 
     def observation_of(self, state: CoinGameState, params: CoinGameParams | None = None) -> jax.Array:
         """Both agents' observations of ``state``, uint8 ``(2, 36)`` (or ``(2, 3, 3, 4)``)."""
+        check_one_state(self, state, "observation_of")
         red, blue = state.agent_positions[0], state.agent_positions[1]
         red_coin, blue_coin = state.coin_positions[0], state.coin_positions[1]
         # Each agent's entities in its own channel order: self, other, own coin, other's coin.
@@ -263,6 +264,7 @@ class CoinGame(Environment[CoinGameState, CoinGameParams]):
 
     def global_state(self, state: CoinGameState, params: CoinGameParams | None = None) -> jax.Array:
         """The whole state, float32 ``(38,)`` (see the class docs)."""
+        check_one_state(self, state, "global_state")
         params = self.default_params if params is None else params
         entities = jnp.concatenate([state.agent_positions, state.coin_positions])  # (4, 2)
         cell = SIZE * entities[:, 0] + entities[:, 1]
@@ -359,6 +361,7 @@ class CoinGame(Environment[CoinGameState, CoinGameParams]):
         colour; a player and a coin on one cell are both visible (the coin is drawn on top).
         The green bar at the bottom fills as the inner episode's steps pass.
         """
+        check_one_state(self, state, "render")
         params = self.default_params if params is None else params
         cell, bar = 64, 16
         colors = ((215, 50, 45), (40, 90, 210))

@@ -15,7 +15,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
-from lamella.envs._inputs import bool_setting, integer_setting
+from lamella.envs._inputs import bool_setting, check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = [
@@ -169,10 +169,12 @@ class CournotGame(Environment[CournotState, CournotParams]):
         return (params.a - params.b * num_players * q - params.marginal_cost) * q
 
     def observation_of(self, state: CournotState, params: CournotParams | None = None) -> jax.Array:
+        check_one_state(self, state, "observation_of")
         row = jnp.concatenate([state.last_quantities, state.price[None]])
         return jnp.broadcast_to(row, (self.num_agents, self.num_agents + 1)).astype(jnp.float32)
 
     def global_state(self, state: CournotState, params: CournotParams | None = None) -> jax.Array:
+        check_one_state(self, state, "global_state")
         params = self.default_params if params is None else params
         fraction = jnp.clip(state.time / jnp.asarray(params.num_inner_steps, jnp.float32), 0.0, 1.0)
         return jnp.concatenate([self.observation_of(state)[0], fraction[None]]).astype(jnp.float32)
@@ -206,6 +208,7 @@ class CournotGame(Environment[CournotState, CournotParams]):
 
     def render(self, state: CournotState, params: CournotParams | None = None) -> jax.Array:
         """The firms' last quantities as bars, uint8 ``(128, 128, 3)``, scaled by the zero-price total ``a / b``."""
+        check_one_state(self, state, "render")
         params = self.default_params if params is None else params
         return _bar_chart(state.last_quantities, params.a / params.b, _PALETTE)
 
@@ -320,6 +323,7 @@ class Fishery(Environment[FisheryState, FisheryParams]):
         return params.w / (params.P * params.e * params.s_max)
 
     def observation_of(self, state: FisheryState, params: FisheryParams | None = None) -> jax.Array:
+        check_one_state(self, state, "observation_of")
         n = self.num_agents
         shared = jnp.concatenate([state.last_efforts, state.stock[None]])
         return jnp.concatenate(
@@ -327,6 +331,7 @@ class Fishery(Environment[FisheryState, FisheryParams]):
         ).astype(jnp.float32)
 
     def global_state(self, state: FisheryState, params: FisheryParams | None = None) -> jax.Array:
+        check_one_state(self, state, "global_state")
         params = self.default_params if params is None else params
         fraction = jnp.clip(state.time / jnp.asarray(params.num_inner_steps, jnp.float32), 0.0, 1.0)
         return jnp.concatenate([state.last_efforts, state.stock[None], fraction[None]]).astype(jnp.float32)
@@ -369,6 +374,7 @@ class Fishery(Environment[FisheryState, FisheryParams]):
 
     def render(self, state: FisheryState, params: FisheryParams | None = None) -> jax.Array:
         """The stock (blue, left) and each fisher's last effort, uint8 ``(128, 128, 3)``."""
+        check_one_state(self, state, "render")
         params = self.default_params if params is None else params
         stock = state.stock / jnp.asarray(params.s_max, jnp.float32)
         # Efforts are shown against the effort that would harvest the whole stock, 1 / e.

@@ -44,7 +44,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import PAYOFFS, check_payoff
 
@@ -318,6 +318,7 @@ class InfiniteMatrixGame(Environment[InfiniteMatrixGameState, InfiniteMatrixGame
         DC, DD) as blue bars; bottom panel: player 1's in red. The green bar at
         the bottom fills as the episode's steps pass.
         """
+        check_one_state(self, state, "render")
         params = self.default_params if params is None else params
         width, panel, bar, slot = 130, 64, 12, 26
         colors = ((40, 70, 200), (200, 50, 40))

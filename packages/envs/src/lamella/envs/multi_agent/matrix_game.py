@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import rendering, spaces, struct
+from lamella.envs._inputs import check_one_state
 from lamella.envs.environment import Environment, StepOutput
 
 __all__ = [
@@ -278,6 +279,7 @@ class IteratedMatrixGame(Environment[IteratedMatrixGameState, IteratedMatrixGame
         half by player 1's (red). The previous joint action has a thick black
         frame; the green bar at the bottom fills as the episode's rounds pass.
         """
+        check_one_state(self, state, "render")
         params = self.default_params if params is None else params
         payoff = check_payoff(params.payoff, "params.payoff")
         size, bar, margin, cell = 128, 12, 4, 64

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lamella.envs import rendering, spaces, struct
-from lamella.envs._inputs import integer_setting
+from lamella.envs._inputs import check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import check_real_array
 
@@ -161,6 +161,7 @@ class IteratedTensorGame(Environment[IteratedTensorGameState, IteratedTensorGame
         self, state: IteratedTensorGameState, params: IteratedTensorGameParams | None = None
     ) -> jax.Array:
         """Every player's observation, float32 ``(n, 2**n + 1)``."""
+        check_one_state(self, state, "observation_of")
         n = self.num_agents
         # seat[i, k] = the player read k-th by player i: (i + k) mod n.
         seats = (np.arange(n)[:, None] + np.arange(n)[None, :]) % n
@@ -173,6 +174,7 @@ class IteratedTensorGame(Environment[IteratedTensorGameState, IteratedTensorGame
         self, state: IteratedTensorGameState, params: IteratedTensorGameParams | None = None
     ) -> jax.Array:
         """Player 0's observation and the two clocks, float32 ``(2**n + 3,)``."""
+        check_one_state(self, state, "global_state")
         params = self.default_params if params is None else params
         clocks = jnp.stack(
             [
@@ -221,6 +223,7 @@ class IteratedTensorGame(Environment[IteratedTensorGameState, IteratedTensorGame
     ) -> jax.Array:
         """The players in a circle, uint8 ``(160, 160, 3)``: green cooperated, red defected
         (grey before the first round); the bar at the bottom fills as the inner episode passes."""
+        check_one_state(self, state, "render")
         params = self.default_params if params is None else params
         size, bar = 144, 16
         frame = rendering.canvas(size + bar, size, (255, 255, 255))

@@ -11,7 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import rendering, spaces, struct
-from lamella.envs._inputs import bool_setting, integer_setting
+from lamella.envs._inputs import bool_setting, check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.matrix_game import check_real_array
 
@@ -278,6 +278,7 @@ class InTheMatrix(Environment[InTheMatrixState, InTheMatrixParams]):
         self, state: InTheMatrixState, params: InTheMatrixParams | None = None
     ) -> dict[str, jax.Array]:
         """Both agents' observations of ``state`` (see the class docs)."""
+        check_one_state(self, state, "observation_of")
         offsets = jnp.asarray(_VIEW_OFFSETS)[state.agent_directions]  # (2, 25, 2)
         cells = state.agent_positions[:, None, :] + offsets
         inside = _inside(cells)
@@ -303,6 +304,7 @@ class InTheMatrix(Environment[InTheMatrixState, InTheMatrixParams]):
 
     def global_state(self, state: InTheMatrixState, params: InTheMatrixParams | None = None) -> jax.Array:
         """The whole state, float32 ``(399,)`` (see the class docs)."""
+        check_one_state(self, state, "global_state")
         params = self.default_params if params is None else params
         grid = (state.grid.astype(jnp.int32)[..., None] == jnp.arange(1, NUM_ITEMS + 1)).reshape(-1)
         headings = (state.agent_directions[:, None] == jnp.arange(4)).reshape(-1)
@@ -506,6 +508,7 @@ class InTheMatrix(Environment[InTheMatrixState, InTheMatrixParams]):
         triangles pointing along their heading (grey while frozen); the bar at the bottom
         shows each player's inventory (red and blue coins) and the inner episode's progress.
         """
+        check_one_state(self, state, "render")
         params = self.default_params if params is None else params
         cell, bar = 32, 16
         red, blue = (214, 39, 40), (31, 119, 180)

@@ -11,7 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
-from lamella.envs._inputs import bool_setting, integer_setting
+from lamella.envs._inputs import bool_setting, check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.lbf import levels as lbf_levels
 from lamella.envs.multi_agent.lbf import render as lbf_render
@@ -332,6 +332,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         they do, as Jumanji's action mask has it); LOAD is legal when a food
         is 4-adjacent.
         """
+        check_one_state(self, state, "action_mask")
         position = state.agent_positions
         food_present = state.food_levels > 0
         target = position[:, None, :] + _DELTAS[None, 1:5, :]  # (n, 4, 2)
@@ -350,6 +351,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
     ) -> jax.Array:
         """Every agent's vector observation, float32 ``(n, L)`` (see the class docs)."""
+        check_one_state(self, state, "get_obs")
         n, num_food = self.num_agents, self.max_num_food
         position, food_position = state.agent_positions, state.food_positions
         origin = jnp.maximum(position - self.sight, 0)  # (n, 2) top-left of each clipped view
@@ -398,6 +400,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         # The observation is a function of the state: under auto-reset the wrapper selects the
         # (small) state and builds one observation from it, rather than the step's and the reset's
         # and a select (the step's is then built only when info["final_observation"] is read).
+        check_one_state(self, state, "observation_of")
         return self.get_obs(state, params)
 
     def _jumanji_obs(self, state: LevelBasedForagingState, origin: jax.Array) -> jax.Array:
@@ -436,6 +439,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
     ) -> jax.Array:
         """The whole state for a centralised critic, float32 ``(3F + 3n,)`` (see the class docs)."""
+        check_one_state(self, state, "global_state")
         present = (state.food_levels > 0)[:, None]
         food = jnp.concatenate([state.food_positions, state.food_levels[:, None]], -1)
         food = jnp.where(present, food, jnp.array([-1, -1, 0]))
@@ -684,6 +688,7 @@ class LevelBasedForaging(Environment[LevelBasedForagingState, LevelBasedForaging
         self, state: LevelBasedForagingState, params: LevelBasedForagingParams | None = None
     ) -> jax.Array:
         """The grid, uint8 ``(32 * rows, 32 * columns, 3)``: see :func:`~lamella.envs.multi_agent.lbf.render.render`."""
+        check_one_state(self, state, "render")
         return lbf_render.render(self, state)
 
     def __repr__(self) -> str:

@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.envs import _inputs, spaces
 from lamella.envs import random as fast_random
-from lamella.envs._inputs import EnvInputError, integer_setting
+from lamella.envs import spaces
+from lamella.envs._inputs import check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.mpe import core
 from lamella.envs.multi_agent.mpe import render as mpe_render
@@ -204,6 +204,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
 
     def get_obs(self, state: MultiParticleState, params: MultiParticleParams | None = None) -> jax.Array:
         """Every agent's observation, zero-padded, float32 ``(n, O)`` (see the class docs)."""
+        check_one_state(self, state, "get_obs")
         groups = self.scenario.observe(state)
         size = self.observation_size
         groups = [g if g.shape[1] == size else jnp.pad(g, ((0, 0), (0, size - g.shape[1]))) for g in groups]
@@ -213,6 +214,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
     def observation_of(
         self, state: MultiParticleState, params: MultiParticleParams | None = None
     ) -> jax.Array:
+        check_one_state(self, state, "observation_of")
         return self.get_obs(state, params)
 
     def global_state(self, state: MultiParticleState, params: MultiParticleParams | None = None) -> jax.Array:
@@ -222,13 +224,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
             EnvInputError: a batch of states given outside ``vmap`` (concatenated, it would be
                 one long vector, silently, in some scenarios).
         """
-        batch = np.shape(getattr(state, "agent_pos", np.zeros((0, 2))))[:-2]
-        if batch:
-            raise EnvInputError(
-                f"{_inputs.env_label(self)}.global_state: `state` is a batch of {int(np.prod(batch))} "
-                f"(leading axes {batch}); global_state reads one env's state. vmap over the batch: "
-                "jax.vmap(env.global_state, in_axes=(0, None))(states, params)."
-            )
+        check_one_state(self, state, "global_state")
         return jnp.concatenate([g.reshape(-1) for g in self.scenario.observe(state)]).astype(jnp.float32)
 
     # Reset and step ------------------------------------------------------------------------
@@ -318,6 +314,7 @@ class MultiParticleEnv(Environment[MultiParticleState, MultiParticleParams]):
 
     def render(self, state: MultiParticleState, params: MultiParticleParams | None = None) -> jax.Array:
         """The world, uint8 ``(256, 256, 3)``: see :func:`~lamella.envs.multi_agent.mpe.render.render`."""
+        check_one_state(self, state, "render")
         return mpe_render.render(self.scenario, state)
 
     def __repr__(self) -> str:

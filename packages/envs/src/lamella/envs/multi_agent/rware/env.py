@@ -11,7 +11,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
-from lamella.envs._inputs import bool_setting, integer_setting
+from lamella.envs._inputs import bool_setting, check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.rware import render as rware_render
 from lamella.envs.multi_agent.rware.types import RobotWarehouseParams, RobotWarehouseState
@@ -466,12 +466,14 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
         self, state: RobotWarehouseState, params: RobotWarehouseParams | None = None
     ) -> jax.Array:
         """The observation of ``state``, float32 ``(n, L)`` (``(L,)`` with one agent); see the class docs."""
+        check_one_state(self, state, "observation_of")
         return self._per_agent(self._observe(state))
 
     def global_state(
         self, state: RobotWarehouseState, params: RobotWarehouseParams | None = None
     ) -> jax.Array:
         """The whole grid for a centralised critic, float32 ``(8 H W,)`` (see the class docs)."""
+        check_one_state(self, state, "global_state")
         cells = np.arange(self.rows * self.cols)
         at = self._cells(state.agent_positions)[None, :] == cells[:, None]  # (cells, n)
         heading = state.agent_directions[:, None] == np.arange(4)
@@ -708,6 +710,7 @@ class RobotWarehouse(Environment[RobotWarehouseState, RobotWarehouseParams]):
 
     def render(self, state: RobotWarehouseState, params: RobotWarehouseParams | None = None) -> jax.Array:
         """The warehouse, uint8 ``(32 H, 32 W, 3)``: see :func:`~lamella.envs.multi_agent.rware.render.render`."""
+        check_one_state(self, state, "render")
         return rware_render.render(self, state)
 
     def __repr__(self) -> str:

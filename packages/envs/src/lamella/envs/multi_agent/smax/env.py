@@ -12,7 +12,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces
-from lamella.envs._inputs import bool_setting, integer_setting
+from lamella.envs._inputs import bool_setting, check_one_state, integer_setting
 from lamella.envs.environment import Environment, StepOutput
 from lamella.envs.multi_agent.smax import render as smax_render
 from lamella.envs.multi_agent.smax.types import SMAXNoise, SMAXParams, SMAXState
@@ -322,6 +322,7 @@ class SMAX(Environment[SMAXState, SMAXParams]):
 
     def get_obs(self, state: SMAXState, params: SMAXParams | None = None) -> jax.Array:
         """Every ally's observation, float32 ``(A, 13 (U - 1) + 10)`` (see the class docs)."""
+        check_one_state(self, state, "get_obs")
         params = self.default_params if params is None else params
         a, u = self.num_allies, self.num_units
         alive = state.health > 0
@@ -360,10 +361,12 @@ class SMAX(Environment[SMAXState, SMAXParams]):
         return jnp.concatenate([others, own], -1)
 
     def observation_of(self, state: SMAXState, params: SMAXParams | None = None) -> jax.Array:
+        check_one_state(self, state, "observation_of")
         return self.get_obs(state, params)
 
     def global_state(self, state: SMAXState, params: SMAXParams | None = None) -> jax.Array:
         """JaxMARL's ``world_state``, float32 ``(12 U,)`` (see the class docs)."""
+        check_one_state(self, state, "global_state")
         alive = state.health > 0
         per_unit = jnp.concatenate(
             [
@@ -380,6 +383,7 @@ class SMAX(Environment[SMAXState, SMAXParams]):
 
     def action_mask(self, state: SMAXState, params: SMAXParams | None = None) -> jax.Array:
         """Legal actions in ``state``, bool ``(A, E + 5)`` (JaxMARL's ``get_avail_actions``)."""
+        check_one_state(self, state, "action_mask")
         a = self.num_allies
         alive = state.health > 0
         delta = state.positions[None, a:, :] - state.positions[:a, None, :]  # (A, E, 2)
@@ -582,6 +586,7 @@ class SMAX(Environment[SMAXState, SMAXParams]):
 
     def render(self, state: SMAXState, params: SMAXParams | None = None) -> jax.Array:
         """The battle, uint8 ``(256, 256, 3)``: see :func:`~lamella.envs.multi_agent.smax.render.render`."""
+        check_one_state(self, state, "render")
         return smax_render.render(self, state)
 
     def __repr__(self) -> str:
