@@ -147,6 +147,10 @@ def test_bad_levels_and_wrappers_are_refused_naming_the_fix(small, roomy):
         env.reset_to_level(jax.random.key(0), wrong, params)
     with pytest.raises(le.EnvInputError, match="must be a ForagingLevel"):
         env.mutate_level(jax.random.key(0), {"agents": 1}, params, 1)
+    level = env.sample_level(jax.random.key(0), params)
+    for count in (2.5, True, np.float32(2.5), -1):  # 2.5 edits were 2, True one, silently
+        with pytest.raises(le.EnvInputError, match=r"mutate_level: num_edits must be an integer >= 0"):
+            env.mutate_level(jax.random.key(0), level, params, count)
     with pytest.raises(TypeError, match="wraps a bare LevelBasedForaging"):
         lbf.AutoReplay(le.make("CartPole-v1", autoreset=False)[0])
     # Another family's env: 'CartPole' object has no attribute 'rows', or (RWARE) a grid-size

@@ -461,6 +461,10 @@ def test_mutate_level():
     assert not w[rows, ay, ax].any() and not w[rows, gy, gx].any() and ((ax != gx) | (ay != gy)).all()
     with pytest.raises(MazeError, match="13x13"):
         maze.mutate_level(jax.random.key(0), take(base, 0), AMazeParams(), 1)
+    # A count that is not a whole number >= 0: the loop would fail inside (float bounds) or cut it.
+    for count in (2.5, True, np.float32(2.5), jnp.float32(2.0), -1, jnp.int32(-1)):
+        with pytest.raises(MazeError, match="mutate_level: num_edits must be an integer >= 0"):
+            maze.mutate_level(jax.random.key(0), take(base, 0), params, count)
 
 
 def test_levels_equal_broadcasts_and_counts_direction():

@@ -50,6 +50,7 @@ __all__ = [
     "check_reset_done",
     "check_state",
     "check_unbatched",
+    "count_argument",
 ]
 
 
@@ -521,6 +522,25 @@ def integer_setting(value: Any, name: str, where: str, minimum: int = 0, maximum
         return int(value)
     wanted = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
     raise ValueError(f"{where}: {name} must be an integer {wanted}, got {value!r}.")
+
+
+def count_argument(value: Any, name: str, where: str) -> Any:
+    """``value``, a count a function takes as a plain number or a traced one (``mutate_level``'s
+    ``num_edits``): a whole number >= 0 (an int for a plain one, as :func:`integer_setting` takes
+    it), or a 0-d integer array or tracer, else a ``ValueError`` naming ``name`` and ``where``.
+    A float or bool array would be cut to an int (2.5 edits as 2, ``True`` as 1) or fail inside a
+    ``fori_loop`` with "lower and upper arguments ... must have equal types"."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or isinstance(value, np.generic):
+        return integer_setting(value, name, where)
+    if np.ndim(value) == 0 and np.issubdtype(dtype, np.integer):
+        if not isinstance(value, jax.core.Tracer) and int(value) < 0:
+            raise ValueError(f"{where}: {name} must be an integer >= 0, got {int(value)}.")
+        return value
+    raise ValueError(
+        f"{where}: {name} must be an integer >= 0 (one number, or a traced int32), got "
+        f"{_describe(value)}; pass jnp.int32(n) or a whole number."
+    )
 
 
 def bool_setting(value: Any, name: str, where: str) -> bool:

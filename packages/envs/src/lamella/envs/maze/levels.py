@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lamella.envs import _inputs
 from lamella.envs import random as fast_random
 from lamella.envs._fusion import computed_once
 from lamella.envs.maze.types import AMazeParams, MazeError, MazeLevel
@@ -346,7 +347,8 @@ def mutate_level(key: jax.Array, level: MazeLevel, params: AMazeParams, num_edit
     ``num_edits`` may be traced (one ``fori_loop``); vmap over keys and levels for a batch.
 
     Raises:
-        MazeError: ``level`` does not fit ``params`` (another env's level or size).
+        MazeError: ``level`` does not fit ``params`` (another env's level or size), or
+            ``num_edits`` is not a whole number >= 0 (a float, a bool, a negative count).
     """
     check_params(params)
     check_level_fits(level, params)
@@ -356,8 +358,10 @@ def mutate_level(key: jax.Array, level: MazeLevel, params: AMazeParams, num_edit
         agent_pos=jnp.asarray(level.agent_pos, jnp.int32),
         agent_dir=jnp.asarray(level.agent_dir, jnp.int32),
     )
-    if _is_int(num_edits) and num_edits < 0:
-        raise MazeError(f"mutate_level: num_edits must be >= 0, got {num_edits}.")
+    try:
+        num_edits = _inputs.count_argument(num_edits, "num_edits", "mutate_level")
+    except ValueError as error:
+        raise MazeError(str(error)) from None
     return _mutate(key, level, params, num_edits)
 
 

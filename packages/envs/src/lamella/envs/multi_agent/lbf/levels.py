@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lamella.envs import struct
+from lamella.envs import _inputs, struct
 from lamella.envs.environment import EnvInputError, StepOutput, Wrapper, episode_done
 from lamella.envs.multi_agent.lbf.types import LevelBasedForagingParams, LevelBasedForagingState
 
@@ -304,12 +304,18 @@ def mutate_level(
 ) -> ForagingLevel:
     """``level`` after ``num_edits`` random edits (see the module docs; ACCEL's mutator).
 
-    ``num_edits`` may be traced; ``params`` is accepted for the level-family signature
+    ``num_edits`` may be traced (an integer); ``params`` is accepted for the level-family signature
     ``mutate_level(key, level, params, num_edits)`` (no edit depends on it).
+
+    Raises:
+        EnvInputError: ``level`` does not fit ``env``, or ``num_edits`` is not a whole number >= 0
+            (a float such as 2.5 or a bool, which would be cut to an int silently).
     """
     check_level_fits(env, level)
-    if isinstance(num_edits, (int, np.integer)) and num_edits < 0:
-        raise EnvInputError(f"{env.name}.mutate_level: num_edits must be >= 0, got {num_edits}.")
+    try:
+        num_edits = _inputs.count_argument(num_edits, "num_edits", f"{_inputs.env_label(env)}.mutate_level")
+    except ValueError as error:
+        raise EnvInputError(str(error)) from None
 
     def body(i: jax.Array, current: ForagingLevel) -> ForagingLevel:
         return _one_edit(env, jax.random.fold_in(key, i), current)
