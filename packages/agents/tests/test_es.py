@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lamella.agents import PRESETS, ESConfig, make_es, make_es_runner, make_train
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, resolve_config
 from lamella.agents.es import make_strategy, strategy_names
 from lamella.envs import spaces
 
@@ -160,3 +160,16 @@ def test_es_refuses_a_multi_agent_env_naming_lamella_marl():
         match=r"es trains single-agent envs; Foraging-8x8-2p-2f-coop-v3 has 2 agents\. Train it with ippo or mappo",
     ):
         make_es_runner(dataclasses.replace(ESConfig(), env_id="Foraging-8x8-2p-2f-coop-v3"))
+
+
+def test_a_learning_rate_for_a_strategy_without_an_optimiser_is_refused():
+    """CMA-ES takes no optimiser: its learning_rate was accepted and never read."""
+    with pytest.raises(
+        ConfigError,
+        match=r"^ESConfig\.learning_rate=0\.01 .*CMA_ES takes no optimiser, so it is never read; "
+        r"pick a strategy that takes one \(.*Open_ES.*\), or leave learning_rate at 0\.05",
+    ):
+        resolve_config("es", overrides=["strategy=CMA_ES", "learning_rate=0.01"])
+    # The Pendulum preset's learning rate (Open_ES's) is no error when a user picks CMA-ES.
+    assert resolve_config("es", "Pendulum-v1", overrides=["strategy=CMA_ES"]).learning_rate == 0.02
+    resolve_config("es", overrides=["strategy=Open_ES", "learning_rate=0.01"])

@@ -16,7 +16,12 @@ from lamella.agents import cli, train
 from lamella.agents.algorithms import algorithm_entries
 from lamella.agents.config import ConfigError, algorithm_table, resolve_config
 from lamella.agents.driver import run_experiment
-from lamella.agents.offpolicy import DQNTrainConfig, SACTrainConfig, make_offpolicy_runner, plugins
+from lamella.agents.offpolicy import (
+    DQNTrainConfig,
+    SACTrainConfig,
+    make_offpolicy_runner,
+    plugins,
+)
 
 # No updates (learning never starts): the loop's bookkeeping alone, cheap to compile.
 NO_LEARNING = dict(hidden_sizes=(8,), learning_starts=10**9, batch_size=8, eval_episodes=2)
@@ -236,3 +241,59 @@ def test_driver_logs_checkpoints_and_resumes_bit_identically(tmp_path):
     # The first iteration learned on its last step only (learning_starts=100): its update metrics
     # are that step's, not a mean with 99 zeros (train_alpha was about 0.01 for a temperature of 1).
     assert runs["seed_0"]["step_1"]["train_alpha"][0] > 0.9
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "env_id", "overrides", "words"),
+    [
+        # Each trained silently without the setting: DQN's soft update never reads the period,
+        # a fixed temperature never reads its learning rate or target, no smoothing noise no clip.
+        (
+            "dqn",
+            "CartPole-v1",
+            ["tau=0.01", "target_update_period=100"],
+            r"^DQNTrainConfig\.target_update_period=100 .*hard target copies.*tau=0\.01 .*soft.*"
+            r"never read; set tau=1.*or leave target_update_period at 500",
+        ),
+        (
+            "sac",
+            "Pendulum-v1",
+            ["autotune_alpha=false", "alpha_learning_rate=1e-3"],
+            r"^SACTrainConfig\.alpha_learning_rate=0\.001 .*autotune_alpha=False.*init_alpha=1\.0.*"
+            r"set autotune_alpha=True, or leave alpha_learning_rate at 0\.0003",
+        ),
+        (
+            "tqc",
+            "Pendulum-v1",
+            ["autotune_alpha=false", "target_entropy_scale=0.5"],
+            r"^TQCTrainConfig\.target_entropy_scale=0\.5 .*autotune_alpha=False.*leave target_entropy_scale at 1\.0",
+        ),
+        (
+            "td3",
+            "Pendulum-v1",
+            ["policy_noise=0", "noise_clip=0.3"],
+            r"^TD3TrainConfig\.noise_clip=0\.3 .*policy_noise=0\.0 .*no target policy smoothing.*"
+            r"leave noise_clip at 0\.5",
+        ),
+    ],
+)
+def test_a_setting_that_the_chosen_mode_never_reads_is_refused(algorithm, env_id, overrides, words, capsys):
+    with pytest.raises(ConfigError, match=words):
+        resolve_config(algorithm, env_id, overrides=overrides)
+    with pytest.raises(SystemExit):
+        train.main([algorithm, "--env", env_id, *overrides, "--print-config"])
+    assert "never read" in capsys.readouterr().err
+
+
+def test_a_mode_switch_on_a_preset_that_tunes_the_other_mode_is_no_error():
+    """Only a field the user sets is refused: the CartPole preset's target_update_period=128 and
+    the Pendulum preset's alpha_learning_rate=1e-3 stay with the switched mode, unread."""
+    assert resolve_config("dqn", overrides=["tau=0.01"]).target_update_period == 128
+    assert (
+        resolve_config("sac", "Pendulum-v1", overrides=["autotune_alpha=false"]).alpha_learning_rate == 1e-3
+    )
+    resolve_config("dqn", overrides=["target_update_period=100"]).validate()  # tau=1: hard copies
+    resolve_config("sac", "Pendulum-v1", overrides=["alpha_learning_rate=1e-2"]).validate()
+    resolve_config("td3", "Pendulum-v1", overrides=["noise_clip=0.3"]).validate()
+    # validate() cannot tell a preset's value from the user's: it leaves these alone.
+    DQNTrainConfig(tau=0.01, target_update_period=100).validate()

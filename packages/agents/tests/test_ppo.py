@@ -12,6 +12,7 @@ import pytest
 import lamella.envs
 from lamella.agents import PRESETS, Agent, PPOConfig, make_ppo, make_ppo_runner, make_train
 from lamella.agents.checkpoint import load_checkpoint, read_metadata
+from lamella.agents.config import resolve_config
 from lamella.agents.offpolicy import DQNTrainConfig, make_offpolicy_runner
 from lamella.agents.ppo_update import PPOBatch, make_ppo_update
 from lamella.envs import spaces, struct
@@ -48,6 +49,33 @@ def train_and_evaluate(config: PPOConfig, num_seeds: int, seed: int = 0):
 def test_bad_config_raises_at_construction(change, message):
     with pytest.raises(ValueError, match=message):
         make_ppo_runner(dataclasses.replace(PPOConfig(), **change))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        # Each built a feed-forward MLP network that never read the setting.
+        (["rnn_hidden_size=128"], r"^PPOConfig\.rnn_hidden_size=128 .*recurrent=False.*set recurrent=True"),
+        (["cell=lstm"], r"^PPOConfig\.cell='lstm' .*recurrent=False.*leave cell at 'gru'"),
+        (["post_core_layers=false"], r"^PPOConfig\.post_core_layers=False .*recurrent=False"),
+        (
+            ["view_shape=5,5,2"],
+            r"^PPOConfig\.view_shape=\(5, 5, 2\) .*torso='mlp'.*set torso='view_cnn'.*leave view_shape at \(\)",
+        ),
+        (["view_start=3"], r"^PPOConfig\.view_start=3 .*torso='mlp'.*leave view_start at 0"),
+    ],
+)
+def test_a_setting_of_a_network_part_not_built_is_refused(overrides, words):
+    with pytest.raises(ValueError, match=words):
+        resolve_config("ppo", overrides=overrides)
+
+
+def test_settings_of_the_network_built_still_resolve():
+    resolve_config("ppo", overrides=["recurrent=true", "cell=lstm", "rnn_hidden_size=32"]).validate()
+    resolve_config("ppo", overrides=["torso=view_cnn", "view_shape=2,2,1", "view_start=1"]).validate()
+    # validate() leaves them alone: lamella-marl's shaping runner builds its feed-forward
+    # learners' PPOConfig with its own rnn_hidden_size default.
+    PPOConfig(rnn_hidden_size=16).validate()
 
 
 @pytest.mark.parametrize(

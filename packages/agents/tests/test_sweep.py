@@ -195,6 +195,21 @@ def test_bad_grid_is_one_line_before_compiling(extra, needle, capsys, tmp_path, 
     assert not (tmp_path / "x").exists()
 
 
+def test_an_override_no_config_of_the_grid_reads_is_refused(capsys, tmp_path, monkeypatch):
+    """tau=0.5 in every config: DQN's target_update_period is never read. With a grid over tau
+    (hard copies at 1.0) it is read, and the sweep plans."""
+    monkeypatch.setattr(sweep, "plan_sweep", lambda *a, **k: pytest.fail("planned"))
+    argv = ["sweep", "dqn", "tau=0.5", "target_update_period=100", "--grid", "gamma=0.9,0.99"]
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "target_update_period=100 is the period of the hard target copies" in err
+    assert "(in every config of the grid)" in err and err.count("\n") == 1
+    monkeypatch.setattr(sweep, "plan_sweep", lambda *a, **k: (_ for _ in ()).throw(ConfigError("planned")))
+    argv = ["sweep", "dqn", "target_update_period=100", "--grid", "tau=0.5,1.0", "--out", str(tmp_path / "y")]
+    assert main(argv) == 2
+    assert "lamella sweep: error: planned" in capsys.readouterr().err
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -33,6 +33,7 @@ __all__ = [
     "check_config_type",
     "check_numbers",
     "check_single_agent",
+    "check_unused_settings",
     "config_defaults",
     "config_diff",
     "config_from_dict",
@@ -48,6 +49,7 @@ __all__ = [
     "switch_overrides",
     "type_name",
     "unregister_algorithm",
+    "unused_setting_message",
 ]
 
 DEFAULT_ENV_ID = "CartPole-v1"
@@ -127,6 +129,60 @@ def is_swept(value: Any) -> bool:
     except jax.errors.ConcretizationTypeError:  # what any JAX tracer raises (public API)
         return True
     return False
+
+
+def _traced(value: Any) -> bool:
+    """:func:`is_swept` for a field of any type (a string or a tuple is never traced)."""
+    try:
+        return is_swept(value)
+    except (TypeError, ValueError):
+        return False
+
+
+def _field_default(config: Any, name: str) -> Any:
+    """The default of the field ``name`` of the config dataclass ``config`` (an instance or its
+    class; a subclass's own default where it re-declares the field), or ``dataclasses.MISSING``."""
+    field = next(f for f in dataclasses.fields(config) if f.name == name)
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def _setting_text(config: Any, name: str) -> str:
+    """``"SACConfig.tau=0.01"`` (``"... (swept)"`` for a traced value): a setting in a message."""
+    value = getattr(config, name)
+    shown = " (swept)" if _traced(value) else f"={value!r}"
+    return f"{type(config).__name__}.{name}{shown}"
+
+
+def unused_setting_message(config: Any, name: str, meaning: str, mode: str, fix: str) -> str:
+    """The message for the field ``name`` of ``config`` that its mode never reads: what it
+    ``meaning``, the ``mode`` that leaves it unread, and the ``fix`` (or keeping its default)."""
+    return (
+        f"{_setting_text(config, name)} {meaning}, but {mode}, so it is never read; {fix}, or leave "
+        f"{name} at {_field_default(config, name)!r}."
+    )
+
+
+def check_unused_settings(config: Any, names: Iterable[str]) -> None:
+    """Raise :class:`ConfigError` for the first of the fields ``names`` (those a user set) that
+    ``config``'s mode never reads: the ones its ``unused_settings()`` method (if it has one) lists
+    as ``{field: message}``, for example DQN's ``target_update_period`` with ``tau < 1``.
+
+    :func:`resolve_config` checks its overrides with it, so a preset's value for a field of the
+    other mode (a tuned ``target_update_period``) is no error when a user switches modes. A config's
+    ``validate()`` does not check this: it cannot tell a value a user set from a preset's, and a
+    sweep over the mode (``tau=0.5,1.0``) legitimately carries the other mode's setting."""
+    unused_settings = getattr(config, "unused_settings", None)
+    if unused_settings is None:
+        return
+    names = list(names)
+    if not names:
+        return
+    unused = unused_settings()
+    for name in names:
+        if name in unused:
+            raise ConfigError(unused[name])
 
 
 def _number_rule(name: str) -> tuple[float, float, bool, str] | None:
@@ -580,6 +636,8 @@ def resolve_config(
     env_id: str | None = None,
     preset: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] = (),
+    *,
+    check_unused: bool = True,
 ) -> Any:
     """Build the config of a run: a preset (or the defaults), then ``env_id``, then overrides.
 
@@ -588,7 +646,10 @@ def resolve_config(
     ``CartPole-v1`` (or the plain defaults).
 
     Raises:
-        ConfigError: unknown algorithm or preset, unknown key, or a value of the wrong type.
+        ConfigError: unknown algorithm or preset, unknown key, a value of the wrong type, or an
+            override of a field the config's mode never reads (:func:`check_unused_settings`:
+            ``tau=0.005 target_update_period=100`` for DQN, whose soft update has no period);
+            ``check_unused=False`` skips that (``lamella sweep``: a grid over the mode reads it).
     """
     config_cls, _, presets = algorithm_spec(algorithm)
     config: Any
@@ -611,7 +672,12 @@ def resolve_config(
     resolved: Any = config  # isinstance against a runtime class narrows to object for mypy
     if env_id is not None and env_id != resolved.env_id:
         resolved = dataclasses.replace(resolved, env_id=env_id)
-    return apply_overrides(resolved, overrides)
+    if not isinstance(overrides, Mapping):
+        overrides = parse_overrides(overrides)
+    resolved = apply_overrides(resolved, overrides)
+    if check_unused:  # a field the user set that the chosen mode never reads
+        check_unused_settings(resolved, overrides)
+    return resolved
 
 
 def _plain(value: Any) -> Any:

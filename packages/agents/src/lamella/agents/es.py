@@ -30,7 +30,14 @@ import optax
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_config_type, check_numbers, check_single_agent, is_swept
+from lamella.agents.config import (
+    ConfigError,
+    check_config_type,
+    check_numbers,
+    check_single_agent,
+    is_swept,
+    unused_setting_message,
+)
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
 from lamella.agents.networks import MLP, activation_by_name
@@ -130,7 +137,7 @@ class ESConfig:
         num_rollouts: episodes per member per generation (fitness = mean return).
         sigma_init: initial standard deviation of the search distribution (> 0).
         learning_rate: Adam step size, for strategies that take an optimiser
-            (Open_ES, PGPE, SNES, ...).
+            (Open_ES, PGPE, SNES, ...; set on the command line for another, it is refused).
         fitness_shaping: ``"default"`` (the strategy's own), ``"centered_rank"``,
             ``"standardize"``, ``"normalize"`` or ``"identity"``.
         weight_decay: L2 penalty on parameters added to the fitness (0: none).
@@ -193,6 +200,31 @@ class ESConfig:
             )
         activation_by_name(self.activation)
 
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}``: ``learning_rate`` with a strategy that takes no
+        optimiser (CMA-ES, ...). ``lamella train`` refuses such a field set on the command line
+        (:func:`~lamella.agents.config.check_unused_settings`)."""
+        try:
+            if _takes_optimizer(self.strategy):
+                return {}
+        except ValueError:  # an unknown strategy: validate names it
+            return {}
+        takes = ", ".join(name for name in strategy_names() if _takes_optimizer(name))
+        return {
+            "learning_rate": unused_setting_message(
+                self,
+                "learning_rate",
+                "is the step size of a strategy's Adam optimiser",
+                f"evosax {_resolve(self.strategy)} takes no optimiser",
+                f"pick a strategy that takes one ({takes})",
+            )
+        }
+
+
+def _takes_optimizer(strategy: str) -> bool:
+    """Whether the evosax strategy named ``strategy`` steps with an optimiser (``learning_rate``)."""
+    return "optimizer" in inspect.signature(_evosax()[0][_resolve(strategy)].__init__).parameters
+
 
 class PolicyNetwork(nn.Module):
     """MLP torso and an action head; ``__call__(obs) -> distribution``."""
@@ -232,7 +264,7 @@ def make_strategy(config: ESConfig, solution: Any) -> tuple[Any, Any]:
     cls = algorithms[_resolve(config.strategy)]
     accepted = inspect.signature(cls.__init__).parameters
     kwargs: dict[str, Any] = {}
-    if "optimizer" in accepted:
+    if _takes_optimizer(config.strategy):
         kwargs["optimizer"] = optax.adam(config.learning_rate)
     if "std_schedule" in accepted:
         kwargs["std_schedule"] = optax.constant_schedule(config.sigma_init)

@@ -51,7 +51,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.config import ConfigError, check_config_type, check_single_agent
+from lamella.agents.config import ConfigError, check_config_type, check_single_agent, unused_setting_message
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
@@ -164,6 +164,32 @@ class PPOConfig(PPOSettings):
         if self.cell not in ("gru", "lstm"):
             raise ValueError(f"PPOConfig.cell must be 'gru' or 'lstm', got {self.cell!r}.")
         activation_by_name(self.activation)
+
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}``: the recurrent core's ``cell``, ``rnn_hidden_size``
+        and ``post_core_layers`` when ``recurrent=False``, and ``view_shape`` and ``view_start``
+        when ``torso`` is not ``"view_cnn"``. ``lamella train`` refuses such a field set on the
+        command line (:func:`~lamella.agents.config.check_unused_settings`)."""
+        unused = {}
+        if not self.recurrent:
+            for name, meaning in (
+                ("cell", "is the recurrent core's cell"),
+                ("rnn_hidden_size", "is the width of the recurrent core"),
+                ("post_core_layers", "shapes the layers after the recurrent core"),
+            ):
+                unused[name] = unused_setting_message(
+                    self, name, meaning, "recurrent=False builds a feed-forward network", "set recurrent=True"
+                )
+        if self.torso != "view_cnn":
+            for name in ("view_shape", "view_start"):
+                unused[name] = unused_setting_message(
+                    self,
+                    name,
+                    "places the image view that torso='view_cnn' reads",
+                    f"torso={self.torso!r} does not read a view",
+                    "set torso='view_cnn'",
+                )
+        return unused
 
     @property
     def sequence_minibatches(self) -> bool:

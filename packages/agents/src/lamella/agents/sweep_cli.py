@@ -126,6 +126,30 @@ def _summary_table(scores: dict[str, list[float]]) -> str:
     return "\n".join(lines)
 
 
+def _check_overrides_read(config: Any, grid: dict[str, list[str]], names: list[str]) -> None:
+    """Raise :class:`~lamella.agents.config.ConfigError` for a field the user set (``names``: the
+    overrides and one-value grid fields) that no config of the grid reads (DQN's
+    ``target_update_period`` with ``tau=0.5`` in every config), as ``lamella train`` does; one
+    that some configs read (``--grid tau=0.5,1.0``) is fine."""
+    import itertools
+
+    from lamella.agents import config as config_lib
+
+    unread: dict[str, str] | None = None
+    for values in itertools.product(*grid.values()):
+        try:
+            combo = config_lib.apply_overrides(config, dict(zip(grid, values)))
+        except config_lib.ConfigError:
+            return  # a bad grid value: plan_sweep names it
+        unused: dict[str, str] = getattr(combo, "unused_settings", dict)()
+        here = {name: unused[name] for name in names if name in unused}
+        unread = here if unread is None else {name: text for name, text in unread.items() if name in here}
+        if not unread:
+            return
+    if unread:
+        raise config_lib.ConfigError(f"{next(iter(unread.values()))} (in every config of the grid)")
+
+
 def sweep_command(args: argparse.Namespace) -> int:
     """Run ``lamella sweep`` for parsed arguments; return the exit status."""
     from lamella.agents import config as config_lib
@@ -142,10 +166,17 @@ def sweep_command(args: argparse.Namespace) -> int:
     config_cls, _, _ = config_lib.algorithm_spec(args.algorithm)
     overrides = config_lib.parse_overrides(args.overrides)
     overrides.update(config_lib.switch_overrides(config_cls, getattr(args, "switches", []), overrides))
-    config = config_lib.resolve_config(args.algorithm, args.env_id, args.preset, overrides)
+    # Overrides read by some configs of the grid only (target_update_period with --grid
+    # tau=0.5,1.0) are fine: each is checked against the whole grid once it is planned.
+    config = config_lib.resolve_config(
+        args.algorithm, args.env_id, args.preset, overrides, check_unused=False
+    )
     overlap = sorted(set(grid) & set(overrides))
     if overlap:
         raise config_lib.ConfigError(f"{', '.join(overlap)} is given both as an override and in --grid.")
+    _check_overrides_read(
+        config, grid, [*overrides, *(name for name, values in grid.items() if len(values) == 1)]
+    )
     if args.resume and not args.out:
         raise config_lib.ConfigError("--resume needs --out DIR, the sweep's folder.")
     out_dir = args.out or _default_out(args.algorithm, config.env_id)

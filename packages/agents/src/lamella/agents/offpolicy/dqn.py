@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from lamella.agents.config import is_swept
+from lamella.agents.config import is_swept, unused_setting_message
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import (
@@ -65,7 +65,8 @@ class DQNConfig:
         huber: Huber loss (else squared error).
         max_grad_norm: global gradient-norm clip.
         target_update_period: hard copy to the target network every this many updates
-            (used when ``tau`` is 1).
+            (used when ``tau`` is 1; set together with ``tau < 1`` on the command line, it is
+            refused).
         tau: Polyak rate of the target network at every update (< 1 replaces hard copies).
         epsilon_start, epsilon_end: exploration rate at the first and after
             ``exploration_steps`` acted env steps (linear in between).
@@ -85,6 +86,23 @@ class DQNConfig:
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     exploration_steps: int = 10_000
+
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}`` for this config's mode: ``target_update_period`` when
+        ``tau < 1`` (a soft update after every update; a sweep's traced tau may be 1 for some
+        members). ``lamella train`` refuses such a field set on the command line
+        (:func:`~lamella.agents.config.check_unused_settings`)."""
+        if is_swept(self.tau) or float(self.tau) >= 1.0:
+            return {}
+        return {
+            "target_update_period": unused_setting_message(
+                self,
+                "target_update_period",
+                "is the period of the hard target copies",
+                f"tau={self.tau} (< 1) updates the target network softly after every update",
+                "set tau=1.0 for hard copies",
+            )
+        }
 
 
 class DQNTrainState(struct.PyTreeNode):

@@ -19,7 +19,7 @@ import numpy as np
 import optax
 from flax import struct
 
-from lamella.agents.config import is_swept
+from lamella.agents.config import is_swept, unused_setting_message
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.distributions import Categorical
 from lamella.agents.offpolicy import targets
@@ -64,7 +64,9 @@ class SACConfig:
         activation: activation name.
         num_critics: critics in the ensemble (2: clipped double Q).
         init_alpha: initial entropy temperature.
-        autotune_alpha: learn the temperature towards the target entropy.
+        autotune_alpha: learn the temperature towards the target entropy (off: the temperature
+            stays at ``init_alpha``, and ``alpha_learning_rate`` and ``target_entropy_scale`` set
+            on the command line are refused).
         target_entropy_scale: continuous: target entropy ``-scale * action_dim``; discrete:
             ``scale * log(num_actions)``.
         policy_frequency: actor and temperature update every this many critic updates.
@@ -114,6 +116,27 @@ class SACConfig:
     reward_scaling: float = 1.0
     log_std_bounds: tuple[float, float] = (-5.0, 2.0)
     update_order: str = "sequential"
+
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}``: the temperature's tuning settings when
+        ``autotune_alpha`` is off (:func:`temperature_settings_unused`)."""
+        return temperature_settings_unused(self)
+
+
+def temperature_settings_unused(config: Any) -> dict[str, str]:
+    """``alpha_learning_rate`` and ``target_entropy_scale`` of a SAC or TQC config with
+    ``autotune_alpha=False`` (the temperature stays at ``init_alpha``), as ``{field: message}``
+    for :func:`~lamella.agents.config.check_unused_settings`."""
+    if config.autotune_alpha:
+        return {}
+    mode = f"autotune_alpha=False keeps the temperature at init_alpha={config.init_alpha}"
+    return {
+        name: unused_setting_message(config, name, meaning, mode, "set autotune_alpha=True")
+        for name, meaning in (
+            ("alpha_learning_rate", "is the step size of the temperature's tuning"),
+            ("target_entropy_scale", "sets the entropy the temperature's tuning aims at"),
+        )
+    }
 
 
 #: ``update_order`` values: the actor learns from the critic after / before this step's update.

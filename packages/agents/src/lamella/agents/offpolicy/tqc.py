@@ -19,7 +19,11 @@ import jax.numpy as jnp
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import ContinuousCritic
-from lamella.agents.offpolicy.sac import critic_settings, make_squashed_gaussian_agent
+from lamella.agents.offpolicy.sac import (
+    critic_settings,
+    make_squashed_gaussian_agent,
+    temperature_settings_unused,
+)
 from lamella.agents.protocol import Agent
 from lamella.envs import spaces
 
@@ -54,6 +58,10 @@ class TQCConfig:
     reward_bounds: tuple[float, float] | None = None
     critic_hidden_sizes: tuple[int, ...] | None = None
     critic_norm: str | None = None
+
+    def unused_settings(self) -> dict[str, str]:
+        """As :meth:`~lamella.agents.offpolicy.sac.SACConfig.unused_settings`."""
+        return temperature_settings_unused(self)
 
 
 def make_tqc(
