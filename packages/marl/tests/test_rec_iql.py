@@ -23,7 +23,7 @@ import pytest
 
 from lamella.agents import make_train, train
 from lamella.agents.algorithms import load_algorithm
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, resolve_config
 from lamella.marl.rec_iql import RecIQLConfig, make_rec_iql_runner
 
 # CueRecall and its random baseline live in test_recurrent.py (pytest imports test files with
@@ -157,15 +157,28 @@ def test_unshared_parameters_keep_one_network_per_agent():
         (RecIQLConfig(hidden_sizes=(0,)), ["RecIQLConfig.hidden_sizes must hold sizes >= 1"]),
         (RecIQLConfig(post_torso_sizes=(128, 0)), ["RecIQLConfig.post_torso_sizes must hold sizes >= 1"]),
         (RecIQLConfig(num_envs="16"), ["RecIQLConfig.num_envs must be an int", "'16' (str)"]),
-        # The target update's setting of the other mode (each was ignored without a word before).
-        (RecIQLConfig(update_period=50), ["RecIQLConfig.update_period=50", "hard_update=false", "tau=0.01", "set hard_update=true"]),
-        (RecIQLConfig(hard_update=True, tau=0.5), ["RecIQLConfig.tau=0.5", "hard_update=true", "update_period=200", "set hard_update=false"]),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_user_error_before_anything_compiles(config, words):
     with pytest.raises(ConfigError) as error:
         make_rec_iql_runner(config)
     assert all(word in str(error.value) for word in words), str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        (["update_period=50"], ["RecIQLConfig.update_period=50", "hard_update=False", "tau=0.01", "set hard_update=True", "200"]),
+        (["hard_update=true", "tau=0.5"], ["RecIQLConfig.tau=0.5", "hard_update=True", "update_period=200", "set hard_update=False", "0.01"]),
+    ],
+)  # fmt: skip
+def test_a_setting_of_the_target_update_mode_not_chosen_is_refused(overrides, words):
+    # The other mode's setting was accepted and never read, without a word.
+    with pytest.raises(ConfigError) as error:
+        resolve_config("rec_iql", None, None, overrides)
+    assert all(word in str(error.value) for word in words), str(error.value)
+    resolve_config("rec_iql", None, None, ["hard_update=true", "update_period=50"])
+    resolve_config("rec_iql", None, None, ["tau=0.5"])
 
 
 def test_lamella_train_rec_iql_resolves_its_preset_and_refuses_bad_input(capsys):

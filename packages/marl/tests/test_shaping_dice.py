@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import lamella.envs
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, resolve_config
 from lamella.agents.driver import run_experiment
 from lamella.agents.runner import make_train
 from lamella.marl.shaping import exact
@@ -205,3 +205,14 @@ def test_bad_input_is_rejected_with_the_fix():
         make_dice_runner(DiceConfig(optimizer="rmsprop"))
     with pytest.raises(ConfigError, match=r"baseline needs batch_size >= 2"):
         make_dice_runner(DiceConfig(batch_size=1))
+
+
+@pytest.mark.parametrize("agents", ["naive,naive", "naive,tit_for_tat", "all_d,naive"])
+def test_a_look_ahead_rate_without_a_lola_agent_is_refused(agents):
+    # Only a LOLA agent takes the look-ahead step; before, the rate was accepted and never read.
+    with pytest.raises(
+        ConfigError, match=r"DiceConfig.lookahead_lr=0.5 .*no agent of agents=.* is 'lola'.*agents=lola,.*1.0"
+    ):
+        resolve_config("lola", None, None, [f"agents={agents}", "lookahead_lr=0.5"])
+    resolve_config("lola", None, None, [f"agents={agents}"])  # the default rate is no choice of the user's
+    resolve_config("lola", None, None, [f"agents=lola,{agents.split(',')[1]}", "lookahead_lr=0.5"])

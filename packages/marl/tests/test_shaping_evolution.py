@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lamella.agents.config import ConfigError, resolve_config
 from lamella.agents.runner import make_train
 from lamella.marl.shaping.evolution import MetaESConfig, make_meta_es_runner, make_search
 
@@ -156,3 +157,14 @@ def test_the_runner_builds_inside_a_trace(payoff):
     frames, length = jax.eval_shape(build_and_draw, jax.random.key(0))
     assert frames.shape[0] == config.num_outer_steps + 1
     assert length.shape == ()
+
+
+@pytest.mark.parametrize("strategy", ["CMA_ES", "SimpleGA"])
+def test_a_learning_rate_of_a_strategy_without_an_optimiser_is_refused(strategy):
+    # CMA-ES and the genetic algorithms take no optimiser; before, the rate was accepted and never read.
+    with pytest.raises(
+        ConfigError, match=rf"MetaESConfig.learning_rate=0.2 .*{strategy} takes no optimiser.*Open_ES.*0.05"
+    ):
+        resolve_config("mfos_es", None, None, [f"strategy={strategy}", "learning_rate=0.2"])
+    resolve_config("mfos_es", None, None, [f"strategy={strategy}"])
+    resolve_config("mfos_es", None, None, ["strategy=Open_ES", "learning_rate=0.2"])

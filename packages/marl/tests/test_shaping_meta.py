@@ -43,7 +43,7 @@ import pytest
 
 import lamella.envs
 from lamella.agents.algorithms import load_algorithm
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, resolve_config
 from lamella.agents.driver import _GIF_STREAM, run_experiment
 from lamella.agents.ppo_update import PPOSettings
 from lamella.agents.protocol import reset_memory_where
@@ -248,3 +248,14 @@ def test_a_recurrent_meta_agents_gif_traces_to_one_frame_per_round():
     frames, length = jax.eval_shape(runner.render_episode, jax.eval_shape(runner.init, key), key)
     assert frames.shape[1:] == (140, 128, 3) and frames.shape[0] >= config.num_inner_steps + 1
     assert length.shape == () and length.dtype == jnp.int32
+
+
+def test_an_es_learning_rate_of_a_strategy_without_an_optimiser_is_refused():
+    # CMA_ES (the default) takes no optimiser; before, the rate was accepted and never read.
+    with pytest.raises(
+        ConfigError, match=r"MetaConfig.es_learning_rate=0.3 .*CMA_ES takes no optimiser.*Open_ES.*0.1"
+    ):
+        resolve_config("meta_es", None, None, ["es_learning_rate=0.3"])
+    resolve_config("meta_es", None, None, ["strategy=Open_ES", "es_learning_rate=0.3"])
+    # A preset's setting of the mode switched off is no error (it sets a 32-unit GRU).
+    resolve_config("meta_es", None, "shaper_v_ppo_in_the_matrix", ["meta_recurrent=false"])

@@ -291,3 +291,24 @@ def test_recurrent_co_player_learns_the_best_response_to_fixed_meta_agents():
     # vs ALL-D: ALL-D (cooperates in <= 10 % of the rounds; -2 per round within 0.05).
     assert np.all(late_cooperation[3:] <= 0.1), late_cooperation
     np.testing.assert_allclose(late_reward[3:], -2.0, atol=0.05)
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("meta_rnn_hidden_size=32", ["MetaConfig.meta_rnn_hidden_size=32", "meta_recurrent=False", "16"]),
+        ("co_player_rnn_hidden_size=8", ["co_player_rnn_hidden_size=8", "co_player_recurrent=True"]),
+        (
+            "co_player_recurrent_update=stored_memory",
+            ["co_player_recurrent_update='stored_memory'", "co_player_recurrent=False", "'bptt'"],
+        ),
+        ("co_player_post_core_layers=false", ["co_player_post_core_layers=False", "feed-forward"]),
+    ],
+)
+def test_a_recurrent_setting_of_a_feed_forward_network_is_refused(override, words):
+    # Before, each was accepted and never read (the network has no recurrent core).
+    with pytest.raises(ConfigError) as error:
+        resolve_config("meta_es", None, None, [override])
+    assert all(word in str(error.value) for word in words), str(error.value)
+    switch = "meta_recurrent=true" if override.startswith("meta_") else "co_player_recurrent=true"
+    resolve_config("meta_es", None, None, [override, switch])

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, resolve_config
 from lamella.agents.driver import run_experiment
 from lamella.agents.protocol import Agent
 from lamella.envs.cli import main as lamella_main
@@ -263,6 +263,23 @@ def test_bad_input_is_refused_naming_the_fix(changes, words):
     assert all(word in str(error.value) for word in words), str(error.value)
     with pytest.raises(ConfigError, match=r"agents=\('ppo', 'ppo'\)"):
         make_shaping_runner(TINY, agents="ppo,ppo")
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("cell=lstm", ["ShapingConfig.cell='lstm'", "recurrent=False", "recurrent=True", "'gru'"]),
+        ("rnn_hidden_size=64", ["ShapingConfig.rnn_hidden_size=64", "recurrent=False", "16"]),
+        ("recurrent_update=stored_memory", ["recurrent_update='stored_memory'", "recurrent=True"]),
+        ("post_core_layers=false", ["post_core_layers=False", "feed-forward", "recurrent=True"]),
+    ],
+)
+def test_a_recurrent_setting_of_a_feed_forward_learner_is_refused(override, words):
+    # Was accepted and never read: `lamella train shaping rnn_hidden_size=64` trained a feed-forward learner.
+    with pytest.raises(ConfigError) as error:
+        resolve_config("shaping", None, None, [override])
+    assert all(word in str(error.value) for word in words), str(error.value)
+    resolve_config("shaping", None, None, [override, "recurrent=true"])
 
 
 @pytest.mark.parametrize(

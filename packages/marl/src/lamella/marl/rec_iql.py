@@ -56,7 +56,13 @@ import optax
 from flax import struct
 
 from lamella.agents.algorithms import Algorithm
-from lamella.agents.config import ConfigError, check_config_type, check_numbers, is_swept
+from lamella.agents.config import (
+    ConfigError,
+    check_config_type,
+    check_numbers,
+    is_swept,
+    unused_setting_message,
+)
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import MLP, RecurrentCore, activation_by_name, orthogonal
 from lamella.agents.protocol import Agent
@@ -107,7 +113,8 @@ class RecIQLConfig:
         gamma: discount.
         hard_update: copy the online network to the target every ``update_period`` updates;
             else a soft update with ``tau`` after every update (Mava: soft).
-        update_period: see ``hard_update`` (Mava: 200).
+        update_period: see ``hard_update`` (Mava: 200; set on the command line without
+            ``hard_update``, it is refused, as ``tau`` with it).
         tau: soft update rate (Mava: 0.01).
         eps_min: final exploration rate (Mava: 0.05).
         eps_decay: env steps (over all envs) over which epsilon falls linearly from 1 to
@@ -191,20 +198,6 @@ class RecIQLConfig:
             raise ConfigError(
                 f"{name}.update_period must be >= 1 with hard_update, got {self.update_period}."
             )
-        # The other target-update mode's setting would be ignored: refuse a value the user set.
-        default = {field.name: field.default for field in dataclasses.fields(self)}
-        if self.hard_update and (is_swept(self.tau) or float(self.tau) != default["tau"]):
-            raise ConfigError(
-                f"{name}.tau={self.tau} is the rate of the soft target update, which hard_update=true "
-                f"replaces (a copy every update_period={self.update_period} updates). Leave tau at "
-                f"{default['tau']}, or set hard_update=false."
-            )
-        if not self.hard_update and int(self.update_period) != default["update_period"]:
-            raise ConfigError(
-                f"{name}.update_period={self.update_period} is the period of the hard target copies, but "
-                f"hard_update=false updates the target softly after every update (tau={self.tau}); "
-                f"set hard_update=true, or leave update_period at {default['update_period']}."
-            )
         # A sweep's traced value was checked as a number first (lamella.agents.config.is_swept).
         if not is_swept(self.tau) and not 0.0 < float(self.tau) <= 1.0:
             raise ConfigError(f"{name}.tau must be in (0, 1], got {self.tau}.")
@@ -225,6 +218,30 @@ class RecIQLConfig:
         except (KeyError, ValueError) as error:
             raise ConfigError(str(error)) from None
         env_keyword_arguments(self)  # type: ignore[arg-type]
+
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}``: the other target-update mode's setting, ``tau`` with
+        ``hard_update`` and ``update_period`` without (``lamella train rec_iql update_period=50`` is
+        refused; :func:`lamella.agents.config.check_unused_settings`)."""
+        if self.hard_update:
+            return {
+                "tau": unused_setting_message(
+                    self,
+                    "tau",
+                    "is the rate of the soft target update",
+                    f"hard_update=True copies the online network every update_period={self.update_period} updates",
+                    "set hard_update=False",
+                )
+            }
+        return {
+            "update_period": unused_setting_message(
+                self,
+                "update_period",
+                "is the period of the hard target copies",
+                f"hard_update=False updates the target softly after every update (tau={self.tau})",
+                "set hard_update=True",
+            )
+        }
 
 
 class RecurrentQNetwork(nn.Module):

@@ -69,7 +69,7 @@ from lamella.envs import random as fast_random
 from lamella.envs.multi_agent.matrix_game import IteratedMatrixGame
 from lamella.marl.shaping import watchers
 from lamella.marl.shaping.exact import swap_roles
-from lamella.marl.shaping.runner import _check_agents_not_text
+from lamella.marl.shaping.runner import _check_agents_not_text, unread_settings
 from lamella.marl.shaping.strategies import STRATEGIES, strategy
 
 __all__ = [
@@ -116,7 +116,8 @@ class DiceConfig:
         gamma: discount of the DiCE objective.
         learning_rate: the optax optimiser's step size for each learner's own update.
         optimizer: ``"adam"`` or ``"sgd"``.
-        lookahead_lr: step size of the co-player's anticipated naive step (LOLA only).
+        lookahead_lr: step size of the co-player's anticipated naive step (LOLA only: set on the
+            command line without a ``"lola"`` agent, it is refused).
         init_scale: initial logits ``N(0, init_scale^2)``; 0 starts every learner at
             ``P(cooperate) = 0.5`` in every state.
         baseline: subtract the leave-one-out state baseline (see the module docs).
@@ -181,6 +182,18 @@ class DiceConfig:
             raise ConfigError(f"{name}.gamma must be in [0, 1], got {self.gamma}.")
         if self.optimizer not in _OPTIMIZERS:
             raise ConfigError(f"{name}.optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}.")
+
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}``: ``lookahead_lr`` without a ``"lola"`` agent (``lamella
+        train lola --preset nl_v_nl lookahead_lr=5`` is refused)."""
+        if self.num_lola:
+            return {}
+        return unread_settings(
+            self,
+            {"lookahead_lr": "is the step size of a LOLA agent's look-ahead"},
+            f"no agent of agents={','.join(self.agents)} is 'lola'",
+            f"make one a LOLA agent (e.g. agents=lola,{self.agents[1]})",
+        )
 
     @property
     def num_lola(self) -> int:

@@ -61,6 +61,7 @@ from lamella.marl.shaping.exact import (
     make_lola_learner,
     make_naive_learner,
 )
+from lamella.marl.shaping.runner import unread_settings
 
 __all__ = [
     "OPPONENTS",
@@ -80,6 +81,35 @@ OPPONENTS: dict[str, Callable[[float], ExactLearner]] = {
     "naive": lambda lr: make_naive_learner(lr),
     "lola": lambda lr: make_lola_learner(lr),
 }
+
+
+def takes_optimizer(strategy: str) -> bool:
+    """Whether :func:`make_search` gives the evosax strategy ``strategy`` an Adam optimiser (whose
+    step size is the configs' ``learning_rate`` / ``es_learning_rate``): the distribution-based
+    strategies whose constructor takes one (``Open_ES``, ``PGPE``, ``SNES``, ...), not ``CMA_ES``
+    or the genetic algorithms."""
+    name = _resolve(strategy)
+    return (
+        name in _DISTRIBUTION_BASED
+        and "optimizer" in inspect.signature(_EVOSAX_ALGORITHMS[name].__init__).parameters
+    )
+
+
+def unread_learning_rate(config: Any, field: str) -> dict[str, str]:
+    """``{field: message}`` when ``config``'s ``strategy`` takes no optimiser, so its ES step size
+    ``field`` is never read (for a config's ``unused_settings()``; an unknown strategy: ``{}``,
+    :func:`make_search` names the choices)."""
+    try:
+        if takes_optimizer(config.strategy):
+            return {}
+    except ValueError:
+        return {}
+    return unread_settings(
+        config,
+        {field: "is the Adam step size of the strategies that take an optimiser (Open_ES, PGPE, SNES, ...)"},
+        f"evosax {_resolve(config.strategy)} takes no optimiser",
+        "pick a strategy that takes one (e.g. strategy=Open_ES)",
+    )
 
 
 def search_names() -> list[str]:
@@ -116,7 +146,9 @@ class MetaESConfig:
             and learns from their mean gradient, so ``num_opps`` must divide ``num_envs``.
         num_outer_steps: outer steps (opponent updates) per outer episode.
         sigma_init: initial search scale (a distribution's std, a GA's mutation std).
-        learning_rate: Adam step size of strategies that take an optimiser (Open_ES, PGPE, ...).
+        learning_rate: Adam step size of strategies that take an optimiser (Open_ES, PGPE, ...;
+            :func:`takes_optimizer`); the others (CMA_ES, SimpleGA, ...) never read it (set on the
+            command line for them, it is refused).
         fitness_shaping: ``"default"`` (the strategy's own: centred ranks for Open_ES and
             PGPE, recombination weights for CMA_ES, raw fitness for SimpleGA),
             ``"centered_rank"``, ``"standardize"``, ``"normalize"`` or ``"identity"``.
@@ -179,6 +211,11 @@ class MetaESConfig:
             raise ValueError(f"MetaESConfig.gamma must be in [0, 1), got {self.gamma}.")
         activation_by_name(self.activation)
 
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}``: ``learning_rate`` for a strategy that takes no
+        optimiser (``lamella train mfos_es strategy=CMA_ES learning_rate=0.2`` is refused)."""
+        return unread_learning_rate(self, "learning_rate")
+
 
 class MetaPolicy(nn.Module):
     """``[own policy, other's policy]`` ``(..., 10)`` -> next policy's logits ``(..., 5)``."""
@@ -238,7 +275,8 @@ def make_search(
     Distribution-based strategies come from :func:`lamella.agents.es.make_strategy`
     (the same settings as lamella-agents' ES); population-based ones (``SimpleGA``,
     ...) get a constant mutation scale ``sigma_init`` and an initial population
-    drawn around ``solution``.
+    drawn around ``solution``. ``learning_rate`` is the Adam step size of the strategies that take
+    an optimiser (:func:`takes_optimizer`); the others do not read it.
 
     Raises:
         ValueError: an unknown strategy, a population size it rejects (odd for

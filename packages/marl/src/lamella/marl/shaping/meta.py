@@ -76,9 +76,16 @@ from lamella.agents.protocol import Agent
 from lamella.agents.runner import Runner
 from lamella.envs import spaces
 from lamella.marl.shaping import watchers
-from lamella.marl.shaping.evolution import MetaESState, check_sigma_init, make_search
+from lamella.marl.shaping.evolution import MetaESState, check_sigma_init, make_search, unread_learning_rate
 from lamella.marl.shaping.observations import flatten_agent_observations, view_layout
-from lamella.marl.shaping.runner import LEARNER, TORSOS, ShapingConfig, ViewLayout, make_shaping_runner
+from lamella.marl.shaping.runner import (
+    LEARNER,
+    TORSOS,
+    ShapingConfig,
+    ViewLayout,
+    make_shaping_runner,
+    unread_settings,
+)
 
 __all__ = ["MetaConfig", "draw_meta_seats", "make_meta_agent", "make_meta_runner", "make_outer_episode"]
 
@@ -119,13 +126,16 @@ class MetaConfig(PPOSettings):
         strategy: an evosax strategy name (``"Open_ES"``, ``"CMA_ES"``, ``"PGPE"``, ``"SimpleGA"``, ...).
         population_size: members per generation (even for the antithetic ``Open_ES`` / ``PGPE``).
         sigma_init: initial search scale.
-        es_learning_rate: Adam step size of the strategies that take one.
+        es_learning_rate: Adam step size of the strategies that take one (``Open_ES``, ``PGPE``,
+            ...; refused unless at its default for the others, ``CMA_ES``, ``SimpleGA``, ...).
         fitness_shaping: ``"default"`` or one of :data:`lamella.agents.es.FITNESS_SHAPING`.
         meta_hidden_sizes: MLP widths of the meta-agent's torso (``()``: logits linear in the
             observation, a memory-one strategy on the IPD's one-hot).
         meta_recurrent: a GRU core whose state persists across the inner episodes (Shaper);
             ``False``: a feed-forward policy (Good Shepherd).
-        meta_rnn_hidden_size: width of that core.
+        meta_rnn_hidden_size: width of that core (refused unless at its default without
+            ``meta_recurrent``, as are the three ``co_player_*`` settings below without
+            ``co_player_recurrent``: a feed-forward network never reads them).
         activation: activation of the meta-agent and of the co-players.
         hidden_sizes: the co-players' MLP widths.
         co_player_recurrent: co-players with a GRU core after their MLP torso (Pax's
@@ -321,6 +331,32 @@ class MetaConfig(PPOSettings):
                 f"(population_size * num_envs * num_inner_steps * num_outer_steps = "
                 f"{self.steps_per_iteration}); raise it."
             )
+
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}``: ``meta_rnn_hidden_size`` without ``meta_recurrent``,
+        the co-players' recurrent settings without ``co_player_recurrent`` and ``es_learning_rate``
+        for a strategy that takes no optimiser (``lamella train meta_es`` refuses such a field set
+        on the command line; a preset's value is no error)."""
+        unused: dict[str, str] = {}
+        if not self.meta_recurrent:
+            unused |= unread_settings(
+                self,
+                {"meta_rnn_hidden_size": "is the width of the meta-agent's GRU core"},
+                "meta_recurrent=False makes the meta-agent a feed-forward network",
+                "set meta_recurrent=True for a recurrent meta-agent (Shaper)",
+            )
+        if not self.co_player_recurrent:
+            unused |= unread_settings(
+                self,
+                {
+                    "co_player_rnn_hidden_size": "is the width of the co-players' GRU core",
+                    "co_player_recurrent_update": "is how a recurrent co-player is updated",
+                    "co_player_post_core_layers": "shapes the co-players' layers after the GRU core",
+                },
+                "co_player_recurrent=False makes the co-players feed-forward networks",
+                "set co_player_recurrent=True for recurrent co-players (Pax's PPO_memory)",
+            )
+        return unused | unread_learning_rate(self, "es_learning_rate")
 
 
 def make_meta_agent(

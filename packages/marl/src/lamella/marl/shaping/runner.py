@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -59,7 +59,7 @@ import numpy as np
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_config_type, check_numbers
+from lamella.agents.config import ConfigError, check_config_type, check_numbers, unused_setting_message
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import activation_by_name
 from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
@@ -119,6 +119,8 @@ class ShapingConfig(PPOSettings):
             ``recurrent_update="bptt"`` its ``num_envs / num_opponents`` envs; ``recurrent``
             gives PPO-memory; ``recurrent_update="stored_memory"`` updates it as Pax's
             ``PPO_memory`` does, each step from its stored memory, no gradient through time).
+            Without ``recurrent``, ``cell``, ``rnn_hidden_size``, ``recurrent_update`` and
+            ``post_core_layers`` are never read (set on the command line, they are refused).
         post_core_layers: a recurrent learner's actor and critic each have a dense layer after
             its core (the default); ``False``: the heads read the core's output, as Pax's
             ``PPO_memory`` (lamella-agents' ``PPOConfig.post_core_layers``).
@@ -214,6 +216,36 @@ class ShapingConfig(PPOSettings):
             activation_by_name(self.activation)
         except (KeyError, ValueError) as error:
             raise ConfigError(str(error)) from None
+
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}``: the recurrent core's settings without ``recurrent``
+        (``lamella train shaping rnn_hidden_size=64`` is refused; a preset's value is no error)."""
+        if self.recurrent:
+            return {}
+        return unread_settings(
+            self,
+            _RECURRENT_SETTINGS,
+            "recurrent=False gives every learner a feed-forward network",
+            "set recurrent=True",
+        )
+
+
+def unread_settings(config: Any, meanings: Mapping[str, str], mode: str, fix: str) -> dict[str, str]:
+    """``{field: message}`` for a config's ``unused_settings()``: each field of ``meanings`` (``{field:
+    what it sets}``) is never read in ``config``'s ``mode``, and ``fix`` makes it read
+    (:func:`lamella.agents.config.check_unused_settings`: ``lamella train`` refuses such a field set
+    on the command line; a preset's value is no error)."""
+    return {
+        name: unused_setting_message(config, name, meaning, mode, fix) for name, meaning in meanings.items()
+    }
+
+
+_RECURRENT_SETTINGS = {
+    "cell": "is the recurrent core's cell",
+    "rnn_hidden_size": "is the width of the recurrent core",
+    "recurrent_update": "is how a recurrent learner is updated",
+    "post_core_layers": "shapes the layers after the recurrent core",
+}
 
 
 def _check_agents_not_text(agents: Any, name: str) -> None:
