@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lamella.agents.algorithms import load_algorithm
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, resolve_config
 from lamella.agents.driver import run_experiment, variant_name
 from lamella.agents.rollout import PolicyStep, make_rollout
 from lamella.envs import maze
@@ -255,6 +255,32 @@ def test_entry_points_and_presets():
 def test_bad_configs_are_refused_before_compiling(config, message):
     with pytest.raises(ValueError, match=message):
         make_ued_runner(config)
+
+
+# A setting the run would never read, given as an override (`lamella train`): before, the run
+# went ahead without it. A preset's value for the mode switched off is no error.
+@pytest.mark.parametrize(
+    ("algorithm", "env_id", "overrides", "message"),
+    [
+        ("dr", None, ["recurrent=false", "cell=gru"], r"DRConfig\.cell='gru' .*recurrent=False builds a feed-forward student.*set recurrent=True, or leave cell at 'lstm'"),
+        ("plr", None, ["rnn_hidden_size=32"], None),
+        ("plr", None, ["torso_size=32"], r"PLRConfig\.torso_size=32 .*recurrent=True builds the recurrent student.*leave torso_size at 64"),
+        ("dr", None, ["screenshot_dir=shots"], r"DRConfig\.screenshot_dir='shots' .*screenshot_every=0 writes none.*set screenshot_every"),
+        ("dr", None, ["screenshot_dir=shots", "screenshot_every=5"], None),
+        ("dr", "Foraging-5x5-2p-1f-v3", ["n_walls=10"], r"DRConfig\.n_walls=10 .*Foraging-5x5-2p-1f-v3 is not AMaze.*leave n_walls at 60"),
+        ("accel", "Foraging-5x5-2p-1f-v3", ["conv_filters=8"], r"ACCELConfig\.conv_filters=8 .*not AMaze"),
+        ("paired", None, ["teacher_torso_size=8"], r"PAIREDConfig\.teacher_torso_size=8 .*teacher_recurrent=True builds the recurrent teacher"),
+        ("paired", None, ["teacher_recurrent=false", "teacher_cell=gru"], r"PAIREDConfig\.teacher_cell='gru' .*set teacher_recurrent=True"),
+        ("paired", None, ["teacher_recurrent=false", "teacher_torso_size=8"], None),
+        ("paired", None, ["screenshot_dir=shots"], r"PAIREDConfig\.screenshot_dir='shots' .*PAIRED and its variants write none"),
+    ],
+)  # fmt: skip
+def test_an_override_the_run_would_never_read_is_refused(algorithm, env_id, overrides, message):
+    if message is None:
+        resolve_config(algorithm, env_id, None, overrides)
+        return
+    with pytest.raises(ConfigError, match=message):
+        resolve_config(algorithm, env_id, None, overrides)
 
 
 def test_a_dict_of_presets_or_a_name_for_the_config_names_the_fix():

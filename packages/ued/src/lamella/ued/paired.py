@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
-from lamella.agents.config import ConfigError, check_config_type
+from lamella.agents.config import ConfigError, check_config_type, unused_setting_message
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout
@@ -70,6 +70,7 @@ from lamella.ued.runners import (
     make_actor_critic,
     make_level_episode_drawer,
     make_level_evaluator,
+    network_settings_unread,
     rollout_advantages,
 )
 
@@ -195,6 +196,20 @@ class PAIREDConfig(DRConfig):
                 "screenshots (the run log's level_* metrics describe the teacher's levels, and --gif "
                 "draws the protagonist's episode); set screenshot_every=0."
             )
+
+    def unused_settings(self) -> dict[str, str]:
+        """:meth:`DRConfig.unused_settings` and the teacher's: ``teacher_cell`` /
+        ``teacher_rnn_hidden_size`` of a feed-forward teacher, ``teacher_torso_size`` of a recurrent
+        one, and ``screenshot_dir`` (PAIRED draws no screenshots)."""
+        unused = super().unused_settings() | network_settings_unread(self, "teacher_", "teacher")
+        unused["screenshot_dir"] = unused_setting_message(
+            self,
+            "screenshot_dir",
+            "is where the screenshots go",
+            "PAIRED and its variants write none",
+            "train dr, plr or accel for screenshots",
+        )
+        return unused
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,7 +52,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.config import ConfigError, check_config_type, is_swept
+from lamella.agents.config import ConfigError, check_config_type, is_swept, unused_setting_message
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
@@ -211,6 +211,77 @@ class DRConfig(PPOSettings):
             raise ValueError(
                 f"{name}.screenshot_every must be >= 0 (0: no screenshots), got {self.screenshot_every}."
             )
+
+    def unused_settings(self) -> dict[str, str]:
+        """``{field: why it is never read}`` (``lamella train`` refuses such a field set as an
+        override; a preset's value is no error, :func:`lamella.agents.config.check_unused_settings`):
+        the student's ``cell`` / ``rnn_hidden_size`` when it is feed-forward and ``torso_size`` when
+        it is recurrent, ``screenshot_dir`` without ``screenshot_every``, and on an env that is not
+        AMaze (Level-Based Foraging: no walls, an MLP student) ``n_walls``, ``replace_wall_pos`` and
+        ``conv_filters``."""
+        unused = network_settings_unread(self, "", "student")
+        if self.screenshot_every == 0:
+            unused["screenshot_dir"] = unused_setting_message(
+                self,
+                "screenshot_dir",
+                "is where the screenshots go",
+                "screenshot_every=0 writes none",
+                "set screenshot_every (draw the levels every this many iterations)",
+            )
+        if not _is_amaze(self.env_id):
+            mode = (
+                f"{self.env_id} is not AMaze: its level family draws levels without walls for an MLP student"
+            )
+            for field, meaning in (
+                ("n_walls", "is the wall budget of AMaze's random levels"),
+                ("replace_wall_pos", "draws AMaze's random walls with or without replacement"),
+                ("conv_filters", "is the width of the gridworld student's convolution"),
+            ):
+                unused[field] = unused_setting_message(self, field, meaning, mode, "train on an AMaze id")
+        return unused
+
+
+def _is_amaze(env_id: str) -> bool:
+    """Whether ``env_id`` makes lamella-envs' AMaze (an unknown id: True, so nothing is named
+    unused; :func:`default_family` names the id)."""
+    from lamella.envs import maze
+
+    try:
+        env, _ = lamella.envs.make(env_id, autoreset=False)
+    except Exception:
+        return True
+    return isinstance(env.unwrapped, maze.AMaze)
+
+
+def network_settings_unread(config: Any, prefix: str, who: str) -> dict[str, str]:
+    """``{field: message}`` for a config's ``unused_settings()``: a network's ``<prefix>cell`` and
+    ``<prefix>rnn_hidden_size`` when ``<prefix>recurrent`` is off, its ``<prefix>torso_size`` when
+    it is on (the recurrent networks, minimax's and the MLP student, have no such torso)."""
+    switch = f"{prefix}recurrent"
+    if getattr(config, switch):
+        field = f"{prefix}torso_size"
+        return {
+            field: unused_setting_message(
+                config,
+                field,
+                f"is the width of the feed-forward {who}'s torso",
+                f"{switch}=True builds the recurrent {who}, which has none",
+                f"set {switch}=False",
+            )
+        }
+    return {
+        f"{prefix}{field}": unused_setting_message(
+            config,
+            f"{prefix}{field}",
+            meaning,
+            f"{switch}=False builds a feed-forward {who}",
+            f"set {switch}=True",
+        )
+        for field, meaning in (
+            ("cell", f"is the recurrent {who}'s cell"),
+            ("rnn_hidden_size", f"is the width of the recurrent {who}'s memory"),
+        )
+    }
 
 
 @dataclasses.dataclass(frozen=True)
