@@ -275,6 +275,20 @@ def test_driver_logs_checkpoints_and_resumes_bit_identically(tmp_path):
             r"^TD3TrainConfig\.noise_clip=0\.3 .*policy_noise=0\.0 .*no target policy smoothing.*"
             r"leave noise_clip at 0\.5",
         ),
+        # The loop's own: HER's settings without HER, the frontier setter's without a goal setter
+        # (and the algorithm's own still named, through the class order).
+        (
+            "sac",
+            "Pendulum-v1",
+            ["her_relabel_probability=0.5"],
+            r"^SACTrainConfig\.her_relabel_probability=0\.5 .*her=False.*set her=True, or leave her_relabel_probability at 0\.8",
+        ),
+        (
+            "dqn",
+            "CartPole-v1",
+            ["frontier_grid=5"],
+            r"^DQNTrainConfig\.frontier_grid=5 .*goal_setter='none'.*set goal_setter=frontier",
+        ),
     ],
 )
 def test_a_setting_that_the_chosen_mode_never_reads_is_refused(algorithm, env_id, overrides, words, capsys):
