@@ -205,6 +205,11 @@ def test_bad_input_is_rejected_with_the_fix():
         make_dice_runner(DiceConfig(optimizer="rmsprop"))
     with pytest.raises(ConfigError, match=r"baseline needs batch_size >= 2"):
         make_dice_runner(DiceConfig(batch_size=1))
+    # Two fixed strategies: was accepted, and 600 iterations of nothing learning ran.
+    with pytest.raises(
+        ConfigError, match=r"agents=tit_for_tat,all_d: every agent is a fixed strategy.*'lola' or 'naive'"
+    ):
+        make_dice_runner(DiceConfig(agents=("tit_for_tat", "all_d")))
 
 
 @pytest.mark.parametrize("agents", ["naive,naive", "naive,tit_for_tat", "all_d,naive"])

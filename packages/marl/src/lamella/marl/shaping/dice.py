@@ -162,6 +162,11 @@ class DiceConfig:
                     f"{name}.agents: unknown entry {entry!r}; each entry is 'lola', 'naive' or a fixed "
                     f"memory-one strategy: {', '.join(sorted(STRATEGIES))}."
                 )
+        if not any(entry in LEARNERS for entry in self.agents):
+            raise ConfigError(
+                f"{name}.agents={','.join(self.agents)}: every agent is a fixed strategy, so nothing would "
+                "learn; make at least one 'lola' or 'naive' (e.g. agents=lola,tit_for_tat)."
+            )
         for field in ("batch_size", "eval_episodes"):
             if int(getattr(self, field)) < 1:
                 raise ConfigError(f"{name}.{field} must be >= 1, got {getattr(self, field)}.")
