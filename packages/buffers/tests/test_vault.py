@@ -272,3 +272,70 @@ def test_reading_more_steps_than_recorded_is_a_clear_error(tmp_path, episode_buf
     empty = jax.tree.map(lambda x: x[:, :0], stream())
     with pytest.raises(ValueError, match=r"load_episode_buffer: experience holds no steps"):
         lb.load_episode_buffer(buffer, empty)
+
+
+@pytest.mark.parametrize("key", ["version", "structure_shape", "structure_dtype"])
+def test_open_vault_refuses_metadata_that_would_replace_the_vaults_own(tmp_path, key):
+    # flashbax merges metadata over its own keys: the vault was created broken (a TypeError or an
+    # AssertionError on every later open, or its structure replaced).
+    with pytest.raises(ValueError, match=rf"metadata key '{key}' is the vault's own .*rename it"):
+        lb.open_vault(tmp_path, "run", experience=small_experience(), metadata={key: "0.3.1", "env": "x"})
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(TypeError, match=r"metadata must be a dict .* got list"):
+        lb.open_vault(tmp_path, "run", experience=small_experience(), metadata=["env"])
+    assert not (tmp_path / "run").exists()
+
+
+def test_opening_a_missing_vault_names_the_vaults_there(tmp_path):
+    """Reading a training run's recording: its vaults are ``<env id>/seed_<n>``, not uid "0"."""
+    for uid in ("seed_0", "seed_1"):
+        lb.open_vault(tmp_path, "CartPole-v1", uid=uid, experience=small_experience())
+    with pytest.raises(FileNotFoundError, match=r"CartPole-v1/0.* uids there: 'seed_0', 'seed_1'"):
+        lb.open_vault(tmp_path, "CartPole-v1")
+    with pytest.raises(
+        FileNotFoundError, match=r"no vault named 'Pendulum-v1' .* names there: 'CartPole-v1'"
+    ):
+        lb.open_vault(tmp_path, "Pendulum-v1", uid="seed_0")
+
+
+def test_read_vault_refuses_a_timesteps_that_is_not_an_int(tmp_path):
+    vault = lb.open_vault(tmp_path, "run", experience=small_experience())
+    lb.write_experience(vault, small_experience())
+    for timesteps in (2.5, True):  # a TypeError from slicing; True read 1 step
+        with pytest.raises(TypeError, match=r"read_vault: timesteps must be an int or None"):
+            lb.read_vault(vault, timesteps=timesteps)
+    assert lb.read_vault(vault, timesteps=np.int64(2))["x"].shape == (2, 2, 3)
+
+
+def test_load_episode_buffer_explains_a_training_runs_recording(episode_buffer):
+    buffer, _ = episode_buffer
+    recorded = {  # what `lamella train ... --record-vault` writes (OG-MARL's names), read as dicts
+        "observations": np.zeros((2, 3, 4), np.float32),
+        "actions": np.zeros((2, 3), np.int32),
+        "rewards": np.zeros((2, 3), np.float32),
+        "terminals": np.zeros((2, 3), bool),
+        "truncations": np.zeros((2, 3), bool),
+    }
+    with pytest.raises(
+        TypeError,
+        match=r"fields \['actions', .*'truncations'\].*--record-vault.*no next observation.*read_recording",
+    ):
+        lb.load_episode_buffer(buffer, recorded)
+
+
+def test_record_into_a_reopened_vault_refuses_a_buffer_behind_it(tmp_path, episode_buffer):
+    """A script run again into the same vault: the new buffer has added fewer steps than the vault
+    holds (the message used to say to open the vault again, which is what was done)."""
+    buffer, add = episode_buffer
+    data = stream()
+    state = buffer.init(jax.tree.map(lambda x: x[0, 0], data))
+    vault = lb.open_vault(tmp_path, "run", buffer_state=state)
+    add_chunks(buffer, add, state, data, [CHUNK, CHUNK], vault)
+    again = lb.open_vault(tmp_path, "run", buffer_state=state)
+    fresh, _ = add_chunks(buffer, add, state, data, [3])
+    with pytest.raises(
+        ValueError,
+        match=rf"already holds {2 * CHUNK} steps per env, but buffer_state has added 3.*another uid.*write_experience",
+    ):
+        lb.record(again, fresh)
+    assert again.vault_index == 2 * CHUNK

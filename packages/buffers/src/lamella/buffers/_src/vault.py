@@ -76,7 +76,10 @@ def open_vault(
     Raises:
         ValueError: the vault exists and was written with another experience structure than
             ``buffer_state`` / ``experience`` (a field missing or extra, or another dtype, batch
-            size or trailing shape); the message lists each difference.
+            size or trailing shape); the message lists each difference. Or ``metadata`` uses
+            the vault's own keys (``version``, ``structure_shape``, ``structure_dtype``).
+        FileNotFoundError: no vault there and no structure to create one; the message names the
+            vaults that are there.
     """
     structure = experience if buffer_state is None else _trajectory_state(buffer_state).experience
     return _open(directory, name, uid, structure, metadata, compression)
@@ -102,6 +105,17 @@ def _open(
                 f"open_vault: {what} must be one folder name (not empty, no '/'), got {part!r}; put "
                 "parent folders in directory=."
             )
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise TypeError(
+                f"open_vault: metadata must be a dict of JSON-able values, got {type(metadata).__name__}."
+            )
+        for key in _VAULT_KEYS & metadata.keys():
+            # flashbax merges metadata over its own keys: the vault would be created unreadable.
+            raise ValueError(
+                f"open_vault: metadata key {key!r} is the vault's own (flashbax stores {sorted(_VAULT_KEYS)} "
+                "beside the metadata and would replace it); rename it, e.g. 'run_version'."
+            )
     root = os.path.abspath(os.fspath(directory))
     path = os.path.join(root, name, uid)
     quiet = contextlib.redirect_stdout(io.StringIO())  # flashbax prints on every open
@@ -116,7 +130,7 @@ def _open(
         with quiet:
             return Vault(vault_name=name, experience_structure=structure, rel_dir=root, vault_uid=uid)
     if structure is None:
-        raise FileNotFoundError(f"open_vault: no vault at {path}; pass buffer_state= to create one.")
+        raise FileNotFoundError(f"open_vault: no vault at {path}; {_vaults_beside(root, name)}")
     os.makedirs(os.path.join(root, name), exist_ok=True)
     for stale in os.listdir(os.path.join(root, name)):
         if stale.startswith(f".tmp-{uid}-"):
@@ -134,6 +148,36 @@ def _open(
     os.replace(os.path.join(root, name, temporary), path)
     with quiet:
         return Vault(vault_name=name, experience_structure=structure, rel_dir=root, vault_uid=uid)
+
+
+_VAULT_KEYS = frozenset({"version", "structure_shape", "structure_dtype"})  # flashbax's metadata.json
+
+
+def _vaults_beside(root: str, name: str) -> str:
+    """What to do about a missing vault: the vaults there (a reader's wrong name or uid), or how to create one."""
+
+    def vaults(folder: str) -> list[str]:
+        if not os.path.isdir(folder):
+            return []
+        return sorted(
+            entry
+            for entry in os.listdir(folder)
+            if os.path.isfile(os.path.join(folder, entry, "metadata.json"))
+        )
+
+    if uids := vaults(os.path.join(root, name)):
+        return f"uids there: {', '.join(map(repr, uids))} (pass uid=); or pass buffer_state= to create it."
+    names = sorted(
+        entry
+        for entry in (os.listdir(root) if os.path.isdir(root) else [])
+        if vaults(os.path.join(root, entry))
+    )
+    if names:
+        return (
+            f"no vault named {name!r} in {root}; names there: {', '.join(map(repr, names))}; or pass "
+            "buffer_state= to create it."
+        )
+    return "pass buffer_state= to create one."
 
 
 def _key_name(key: Any) -> str:
@@ -261,6 +305,14 @@ def record(vault: Vault, buffer_state: Any) -> int:
     at_least = ""
     if now is not None and before is not None:
         new = now - before
+        if new < 0 and vault not in _RECORDED:
+            raise ValueError(
+                f"record: the vault at {getattr(vault, '_base_path', 'this path')} already holds {before} steps "
+                f"per env, but buffer_state has added {now}: record continues a vault opened again only with "
+                "the buffer of the run that recorded it, restored at or after the vault's last step. A new run "
+                "records into another uid (or remove the vault); a run resumed from an older step rewrites "
+                "the vault from there with write_experience(vault, experience, at=step)."
+            )
         if new < 0:
             raise ValueError(
                 f"record: buffer_state has added {now} steps per env, fewer than the {before} recorded "
@@ -347,7 +399,12 @@ def read_vault(vault: Vault, timesteps: int | None = None) -> Any:
 
     Raises:
         ValueError: ``timesteps`` is negative or more than the vault holds.
+        TypeError: ``timesteps`` is not an int.
     """
+    if timesteps is not None and (
+        isinstance(timesteps, bool | np.bool_) or not isinstance(timesteps, int | np.integer)
+    ):
+        raise TypeError(f"read_vault: timesteps must be an int or None, got {timesteps!r}.")
     if timesteps is not None and not 0 <= timesteps <= vault.vault_index:
         raise ValueError(
             f"read_vault: timesteps={timesteps} must be in [0, {vault.vault_index}]: the vault holds "
@@ -363,9 +420,18 @@ def load_episode_buffer(buffer: EpisodeBuffer, experience: Any) -> EpisodeBuffer
     n-step, episode or HER samplers. The episode table is rebuilt from the done flags.
     """
     if not isinstance(experience, Transition):
+        fields = f" (fields {sorted(experience)})" if isinstance(experience, dict) else ""
+        if isinstance(experience, dict) and {"observations", "actions", "terminals"} <= experience.keys():
+            remedy = (
+                "this looks like a vault recorded by `lamella train ... --record-vault` (OG-MARL's names), "
+                "which holds no next observation per step, so no Transition: read it with "
+                "lamella.agents.recording.read_recording or lamella.marl.read_offline."
+            )
+        else:
+            remedy = "open the vault with buffer_state= so read_vault returns Transition instead of dicts."
         raise TypeError(
-            "load_episode_buffer: experience must be a Transition; open the vault with "
-            "buffer_state= so read_vault returns Transition instead of dicts."
+            f"load_episode_buffer: experience must be a Transition, got {type(experience).__name__}{fields}; "
+            + remedy
         )
     steps = experience.reward.shape[1]
     if steps == 0:
