@@ -275,3 +275,36 @@ def test_gymnasium_adapters_refuse_multi_agent_envs_by_id_or_object():
     for env_or_id in ["Foraging-8x8-2p-2f-v3", le.make("Foraging-8x8-2p-2f-v3", autoreset=False)[0]]:
         with pytest.raises(ValueError, match="2 agents; the gymnasium adapters are single-agent"):
             GymnasiumEnv(env_or_id)
+
+
+def test_discrete_actions_outside_the_space_are_refused(vector_env):
+    """A Discrete action outside 0..n-1 (5 or -1 for CartPole) was stepped as a push, silently;
+    gymnasium's own CartPole refuses it too. Box actions are left to the env (gymnasium's own
+    continuous envs clip them)."""
+    env = GymnasiumEnv("CartPole-v1", seed=0)
+    env.reset()
+    for action in [2, -1, np.int64(5)]:
+        with pytest.raises(le.EnvInputError, match=r"outside the action space Discrete\(2\).*0 to 1"):
+            env.step(action)
+    env.step(1)  # the largest legal action
+    vector_env.reset(seed=0)
+    with pytest.raises(le.EnvInputError, match=r"env 1's action 2 is outside the action space Discrete\(2\)"):
+        vector_env.step(np.array([0, 2, 1]))
+
+
+def test_seeds_beyond_32_bits_are_distinct_and_bad_vector_seeds_are_named():
+    """jax.random.key(2**32) is key(0): two gymnasium seeds gave one trajectory, silently, and
+    2**64 (a valid gymnasium seed) failed inside JAX with an OverflowError."""
+    env = GymnasiumEnv("CartPole-v1")
+    zero = env.reset(seed=0)[0]
+    assert not np.array_equal(env.reset(seed=2**32)[0], zero)
+    assert not np.array_equal(env.reset(seed=2**64)[0], env.reset(seed=2**64 + 2**32)[0])
+    np.testing.assert_array_equal(env.reset(seed=2**32)[0], GymnasiumEnv("CartPole-v1").reset(seed=2**32)[0])
+    envs = GymnasiumVectorEnv("CartPole-v1", num_envs=2)
+    obs, _ = envs.reset(seed=2**32 - 1)  # env 1 gets 2**32, as GymnasiumEnv(seed=2**32)
+    np.testing.assert_array_equal(obs[1], env.reset(seed=2**32)[0])
+    for seed, words in [([0, -5], "got -5"), (1.5, "got 1.5"), ("3", "got '3'"), ([0, "x"], "got 'x'")]:
+        with pytest.raises(
+            ValueError, match=rf"GymnasiumVectorEnv.reset: seed must be an integer >= 0, {words}"
+        ):
+            envs.reset(seed=seed)

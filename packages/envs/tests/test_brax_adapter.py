@@ -163,3 +163,13 @@ def test_building_a_brax_env_prints_nothing():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert (done.stdout, done.stderr) == ("built\n", "")
+
+
+def test_a_step_limit_below_one_is_refused(env_and_params):
+    """BraxParams had no range: max_steps_in_episode=0 or -3 truncated every episode after its
+    first step, silently (the README's contract: step limits >= 1)."""
+    with pytest.raises(lamella.envs.EnvInputError, match=r"max_steps_in_episode must be >= 1, got 0"):
+        lamella.envs.make(ENV_ID, max_steps_in_episode=0)
+    env, params = env_and_params
+    with pytest.raises(lamella.envs.EnvInputError, match=r"params.max_steps_in_episode must be >= 1, got -3"):
+        env.reset(jax.random.key(0), params.replace(max_steps_in_episode=-3))

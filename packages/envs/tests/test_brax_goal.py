@@ -159,3 +159,15 @@ def test_goal_ids_are_brax_family_and_not_listed():
     _check_env_ids([ENV_ID])
     assert adapter_prefix(ENV_ID) == "brax-goal" and env_family(ENV_ID) == "brax-goal"
     assert ENV_ID not in lamella.envs.registered()
+
+
+def test_params_outside_their_ranges_are_refused(env_and_params):
+    """BraxGoalParams had no ranges: a step limit of 0 truncated every episode at once and a
+    distance_threshold <= 0 made success impossible, silently."""
+    with pytest.raises(lamella.envs.EnvInputError, match=r"max_steps_in_episode must be >= 1, got 0"):
+        lamella.envs.make(ENV_ID, max_steps_in_episode=0)
+    with pytest.raises(lamella.envs.EnvInputError, match=r"distance_threshold must be > 0.0, got -1.0"):
+        lamella.envs.make(ENV_ID, distance_threshold=-1.0)
+    env, params = env_and_params
+    with pytest.raises(lamella.envs.EnvInputError, match=r"params.distance_threshold must be > 0.0, got 0.0"):
+        env.reset(jax.random.key(0), params.replace(distance_threshold=0.0))

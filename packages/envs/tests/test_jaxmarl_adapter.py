@@ -239,6 +239,11 @@ def test_overcooked_renders_jaxmarls_tiles():
         (lambda: from_jaxmarl("storm"), ["does not follow", "IPDInTheMatrix-v0"]),
         (lambda: from_jaxmarl(jaxmarl.make("hanabi"), num_agents=3), ["env object", "its id"]),
         (lambda: from_jaxmarl("hanabi", noop_action=21), ["noop_action=21", "[21, 21]"]),
+        # JaxMARL's MPE takes **kwargs and dropped it: the step limit stayed 25, silently.
+        (
+            lambda: lamella.envs.make("jaxmarl:MPE_simple_spread_v3", max_steps_in_episode=50),
+            ["max_steps_in_episode is lamella's", "max_steps=50", "episode_length=50"],
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error(call, words):

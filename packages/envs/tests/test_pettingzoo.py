@@ -250,6 +250,19 @@ def test_seeded_resets_repeat_and_unseeded_resets_continue(adapters):
     assert any(not np.array_equal(first[a], following[a]) for a in env.possible_agents)
 
 
+def test_actions_outside_the_space_and_seeds_beyond_32_bits(adapters):
+    """An action outside Discrete(n) was stepped as some other action, silently; seed 2**32 gave
+    seed 0's episode (jax.random.key keeps 32 bits) and 2**64 an OverflowError from inside JAX."""
+    env = adapters(LBF_IDS[0])
+    first, _ = env.reset(seed=0)
+    for action in [99, -1]:
+        with pytest.raises(le.EnvInputError, match=rf"agent_0's action {action} is outside the action space"):
+            env.step({"agent_0": action, "agent_1": 0})
+    beyond, _ = env.reset(seed=2**32)
+    assert any(not np.array_equal(first[a], beyond[a]) for a in env.possible_agents)
+    env.reset(seed=2**64)
+
+
 def test_bad_input_gives_clear_errors(adapters):
     env = adapters("IteratedPrisonersDilemma-v0")
     env.reset(seed=0)

@@ -18,6 +18,14 @@ def test_unknown_id_lists_close_matches():
         le.make("CartPol-v1")
 
 
+def test_settings_written_into_the_id_name_the_keyword_call():
+    """``id:k=v`` (a command-line habit) was an unknown id whose suggestion was the id itself."""
+    with pytest.raises(
+        KeyError, match=r"settings are not part of an id.*make\('CartPole-v1', max_steps_in_episode=0\)"
+    ):
+        le.make("CartPole-v1:max_steps_in_episode=0")
+
+
 def test_unknown_override_lists_params():
     with pytest.raises(TypeError, match="gravity"):
         le.make("CartPole-v1", gravty=3.0)

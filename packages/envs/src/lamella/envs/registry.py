@@ -149,6 +149,13 @@ def make(env_id: str, *, autoreset: bool = True, **overrides: Any) -> tuple[Envi
         raise TypeError(f"make({env_id!r}): autoreset must be True or False, got {autoreset!r:.80}.")
     _ensure_builtin()
     prefixed = _prefixed_factory(env_id) if env_id not in _REGISTRY else None
+    base, _, settings = env_id.partition(":")
+    if env_id not in _REGISTRY and prefixed is None and base in _REGISTRY and "=" in settings:
+        keywords = ", ".join(part.strip() for part in settings.split(","))
+        raise KeyError(
+            f"Unknown environment id {env_id!r}: settings are not part of an id; pass them to make as "
+            f"keyword arguments: make({base!r}, {keywords})."
+        )
     if env_id not in _REGISTRY and prefixed is None:
         close = difflib.get_close_matches(env_id, _REGISTRY, n=5, cutoff=0.4)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""

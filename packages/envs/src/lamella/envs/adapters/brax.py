@@ -103,7 +103,7 @@ class BraxParams:
             them to :func:`from_brax`.
     """
 
-    max_steps_in_episode: int = 1000
+    max_steps_in_episode: int = struct.field(default=1000, bounds=(1, None))
 
 
 @struct.dataclass

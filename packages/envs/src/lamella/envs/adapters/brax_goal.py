@@ -139,8 +139,8 @@ class BraxGoalParams:
             Goal loops read it on the host (HER recomputes terminations with it).
     """
 
-    max_steps_in_episode: int = 50
-    distance_threshold: float = 0.02
+    max_steps_in_episode: int = struct.field(default=50, bounds=(1, None))
+    distance_threshold: float = struct.field(default=0.02, above=0.0)
     terminate_on_success: bool = False
 
 

@@ -85,6 +85,51 @@ def _check_actions(env: Environment[Any, Any], space: spaces.Space, actions: Any
             f"of shape ({num_envs}, *{tuple(space.shape)}); got {_inputs._describe(actions)}."
         )
     _inputs._check(env, space, np.asarray(batch[0]), "action")
+    _check_in_space(env, space, batch, "env {}'s action")
+
+
+def _check_in_space(env: Environment[Any, Any], space: spaces.Space, action: Any, where: str) -> None:
+    """Refuse a Discrete or MultiDiscrete action outside the space (5 or -1 for CartPole's
+    ``Discrete(2)``), which the env would step as some other action, silently; gymnasium's own
+    envs refuse it too. ``action`` may hold a batch (``where`` names one env's action). Box
+    actions are the env's to clip, as in gymnasium's continuous envs."""
+    if isinstance(space, spaces.Discrete):
+        high = np.asarray(space.n) - 1
+    elif isinstance(space, spaces.MultiDiscrete):
+        high = np.asarray(space.nvec) - 1
+    else:
+        return
+    value = np.asarray(action)
+    bad = (value < 0) | (value > high)
+    if not bad.any():
+        return
+    first = tuple(np.argwhere(bad)[0])
+    batch = first[: value.ndim - high.ndim]
+    given = value[batch] if batch else value
+    label = where.format(*batch) if batch else where
+    takes = (
+        f"integers 0 to {int(high)}" if high.ndim == 0 else f"integers 0 to {high.tolist()} entry by entry"
+    )
+    raise _inputs.EnvInputError(
+        f"{_inputs.env_label(env)}.step: {label} {given.tolist()} is outside the action space "
+        f"{space!r}, which takes {takes}. Pass an action of the space (action_space.contains(a) says)."
+    )
+
+
+_SEED_WORD = 2**32
+
+
+def _seed_key(seed: int) -> jax.Array:
+    """The JAX key of a seed >= 0: ``jax.random.key(seed)`` below 2**32, and above it the seed's
+    higher 32-bit words folded into the key of its lowest; ``jax.random.key`` keeps only the low
+    32 bits (2**32 made seed 0's key, the same trajectory) and fails from 2**63 on, while gymnasium
+    and PettingZoo take any seed >= 0."""
+    key = jax.random.key(seed % _SEED_WORD)
+    seed //= _SEED_WORD
+    while seed:
+        key = jax.random.fold_in(key, np.uint32(seed % _SEED_WORD))
+        seed //= _SEED_WORD
+    return key
 
 
 def _to_numpy(tree: Any) -> Any:
@@ -235,7 +280,7 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
             seed = self._initial_seed
         super().reset(seed=seed)
         if seed is not None:
-            self._key = jax.random.key(seed)
+            self._key = _seed_key(seed)
         elif self._key is None:
             self._key = jax.random.key(int(self.np_random.integers(2**31)))
         self._key, obs, self._state = self._reset_fn(self._key, self.params)
@@ -251,6 +296,7 @@ class GymnasiumEnv(gymnasium.Env):  # type: ignore[type-arg]
                 "step() called after the episode ended; call reset() first (the result is undefined)."
             )
         _inputs._check(self.lamella_env, self._lamella_action_space, action, "action")
+        _check_in_space(self.lamella_env, self._lamella_action_space, action, "action")
         lamella_action = _to_lamella(self._lamella_action_space, action)
         self._key, obs, self._state, reward, terminated, truncated, info = self._step_fn(
             self._key, self._state, lamella_action, self.params
@@ -357,15 +403,23 @@ class GymnasiumVectorEnv(VectorEnv):  # type: ignore[type-arg]
         if seed is None:
             if self._keys is None:
                 seed = int(np.random.default_rng().integers(2**31 - self.num_envs))
-        if isinstance(seed, int | np.integer):
-            seeds = [int(seed) + i for i in range(self.num_envs)]
-        elif seed is not None:
-            seeds = [int(s) for s in seed]
+        where = "GymnasiumVectorEnv.reset"
+        if (
+            isinstance(seed, Sequence | np.ndarray)
+            and not isinstance(seed, str | bytes)
+            and np.ndim(seed) > 0
+        ):
+            seeds = [_inputs.integer_setting(s, "seed", where) for s in seed]
             if len(seeds) != self.num_envs:
                 raise ValueError(f"reset: got {len(seeds)} seeds for {self.num_envs} envs.")
+        elif seed is not None:
+            first = _inputs.integer_setting(seed, "seed", where)
+            seeds = [first + i for i in range(self.num_envs)]
         super().reset(seed=seeds[0] if seed is not None else None)
-        if seed is not None:
+        if seed is not None and max(seeds) < _SEED_WORD:
             self._keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.uint32))
+        elif seed is not None:
+            self._keys = jnp.stack([_seed_key(s) for s in seeds])
         self._keys, obs, self._state = self._reset_fn(self._keys, self.params)
         return _to_numpy(obs), {}
 

@@ -707,6 +707,14 @@ def from_jaxmarl(
                 f"Unknown JaxMARL env {env_or_name!r}{_did_you_mean(env_or_name, registered)}; "
                 "the ids are jaxmarl.registered_envs."
             )
+        if "max_steps_in_episode" in kwargs:
+            # JaxMARL's envs take **kwargs and most drop what they do not know.
+            limit = kwargs["max_steps_in_episode"]
+            raise JaxMARLError(
+                f"jaxmarl:{env_or_name}: max_steps_in_episode is lamella's name for the step limit, "
+                "read from the JaxMARL env (JaxMARLParams); JaxMARL would ignore it, silently. Set the "
+                f"JaxMARL env's own setting: max_steps={limit!r} (MaBrax: episode_length={limit!r})."
+            )
         if env_or_name in MABRAX_IDS:
             kwargs = {"auto_reset": False, **kwargs}  # lamella's AutoReset keeps the final observation
         with without_import_notices():  # a MaBrax env imports brax (and mujoco) here

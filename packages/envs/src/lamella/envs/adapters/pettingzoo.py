@@ -33,7 +33,13 @@ except ImportError as error:  # pragma: no cover - depends on the extra
         "lamella.envs.adapters.pettingzoo needs pettingzoo>=1.27: pip install 'lamella-envs[pettingzoo]'"
     ) from error
 
-from lamella.envs.adapters.gymnasium import _bare_env, _render_modes, to_gymnasium_space
+from lamella.envs.adapters.gymnasium import (
+    _bare_env,
+    _check_in_space,
+    _render_modes,
+    _seed_key,
+    to_gymnasium_space,
+)
 
 __all__ = ["PettingZooParallelEnv", "agent_space"]
 
@@ -215,7 +221,7 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
         if seed is None and self._key is None:
             seed = self._initial_seed
         if seed is not None:
-            self._key = jax.random.key(_inputs.integer_setting(seed, "seed", "PettingZooParallelEnv.reset"))
+            self._key = _seed_key(_inputs.integer_setting(seed, "seed", "PettingZooParallelEnv.reset"))
         elif self._key is None:
             self._key = jax.random.key(int(np.random.default_rng().integers(2**31)))
         self._key, obs, self._state, info = self._reset_fn(self._key, self.params)
@@ -257,6 +263,7 @@ class PettingZooParallelEnv(ParallelEnv):  # type: ignore[type-arg]
             index = self._index[agent]
             # The joint action is an array of the space's dtype: 1.7 or "1" would be stored as 1.
             _inputs._check(self.lamella_env, self._agent_action_spaces[index], action, f"{agent}'s action")
+            _check_in_space(self.lamella_env, self._agent_action_spaces[index], action, f"{agent}'s action")
             value = np.asarray(action)
             if value.shape != joint.shape[1:]:
                 raise ValueError(
