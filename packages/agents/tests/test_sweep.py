@@ -114,13 +114,16 @@ def test_local_sweep_one_folder_equal_runs_and_resume(tmp_path, capsys):
     capsys.readouterr()
     assert main([*argv, "--resume"]) == 0
     assert (out / names[0] / "metrics.json").read_bytes() == kept
+    printed = capsys.readouterr().out
+    assert f"{names[0]}: finished earlier, kept" in printed and f"{names[1]}: 2 config(s) in" in printed
     again = json.loads((out / "sweep.json").read_text())["programs_run"]
     assert again[1]["scores"] == scores and again[0]["scores"] == record["programs_run"][0]["scores"]
-    # A resume with another grid is refused, and a fresh run into the folder too.
+    # A resume with another grid is refused (naming both), and a fresh run into the folder too.
     assert main([*argv[:3], "learning_rate=0.1,0.3", *argv[4:], "--resume"]) == 2
     assert main(argv) == 2
     err = capsys.readouterr().err.splitlines()
-    assert "its grid, programs differ" in err[0] and "continue it with --resume" in err[1]
+    assert "its grid (learning_rate=0.1,0.5 num_envs=2,4 there, learning_rate=0.1,0.3" in err[0]
+    assert "continue it with --resume" in err[1]
 
 
 def test_off_policy_discounts_and_target_rates_share_one_program(tmp_path):
@@ -193,6 +196,76 @@ def test_bad_grid_is_one_line_before_compiling(extra, needle, capsys, tmp_path, 
     err = capsys.readouterr().err
     assert err.startswith("lamella sweep: error:") and needle in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_grid_items_of_repeated_grid_flags_add_up(capsys, tmp_path):
+    """``--grid a=.. --grid b=..`` sweeps both fields; before, the second flag replaced the first."""
+    argv = ["sweep", "bandit", "--grid", "learning_rate=0.1,0.5", "--grid", "num_envs=2,4", "--dry-run"]
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["grid"] == {"learning_rate": [0.1, 0.5], "num_envs": [2, 4]}
+
+
+def test_plan_takes_a_list_or_array_of_values_per_field():
+    """A string (``"24"``: num_envs 2 and 4) or a single number is not a list of values; an array is."""
+    for values, given in (("24", "'24'"), (0.1, "0.1")):
+        with pytest.raises(ConfigError, match=rf"Grid field 'num_envs' takes a list of values.*got {given}"):
+            sweep.plan_sweep("bandit", BanditConfig(), {"num_envs": values})
+    plan = sweep.plan_sweep(
+        "bandit", BanditConfig(), {"learning_rate": np.array([0.1, 0.5]), "num_envs": np.array([2, 4])}
+    )
+    assert plan.grid == {"learning_rate": [0.1, 0.5], "num_envs": [2, 4]}
+    assert type(plan.grid["num_envs"][0]) is int
+
+
+def test_resume_names_what_differs(tmp_path):
+    """A folder of another sweep: each difference with its value there and here, before anything trains."""
+    plan = sweep.plan_sweep("bandit", BanditConfig(), {"learning_rate": ["0.1", "0.5"]}, seeds=2)
+    stored = sweep._plan_record(plan)
+    stored.update(seeds=[0, 1, 2], config={**stored["config"], "num_envs": 8})
+    (tmp_path / sweep.SWEEP_FILE).write_text(json.dumps(stored))
+    with pytest.raises(ConfigError, match="in its config \\(num_envs=8 there, 4 here\\), seeds") as error:
+        sweep.run_sweep(plan, tmp_path, resume=True, progress=False)
+    assert "seeds ([0, 1, 2] there, [0, 1] here); resume with the command" in str(error.value)
+    (tmp_path / sweep.SWEEP_FILE).write_text(json.dumps({**stored, "algorithm": "ppo"}))
+    with pytest.raises(ConfigError, match="in its algorithm \\('ppo' there, 'bandit' here\\); resume"):
+        sweep.run_sweep(plan, tmp_path, resume=True, progress=False)
+    assert not (tmp_path / "p0").exists()
+
+
+class _FakeRay:
+    """A Ray stand-in whose one task fails on its worker as Ray reports it: ``ray.get`` raises an
+    error whose ``cause`` is the worker's exception (its text a multi-line remote traceback)."""
+
+    def __init__(self, cause: Exception) -> None:
+        self.cause = cause
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 2.0}
+
+    def remote(self, **resources):
+        return lambda fn: type("Task", (), {"remote": staticmethod(lambda payload: payload["name"])})
+
+    def wait(self, pending, num_returns=1):
+        return pending[:1], pending[1:]
+
+    def get(self, ref):
+        error = RuntimeError(f"ray::_remote_program() (pid=1)\n  File ...\n{self.cause}")
+        error.cause = self.cause
+        raise error
+
+
+def test_a_config_error_on_a_ray_worker_is_one_line(tmp_path):
+    """A ConfigError raised on a worker (its devices, ...) names the program; other errors keep Ray's report."""
+    plan = sweep.plan_sweep("bandit", BanditConfig(), {"num_envs": ["2", "4"]})
+    cause = ConfigError("num_devices=2, but only 1 cpu device(s) are present. Ask for at most 1.")
+    with pytest.raises(
+        ConfigError, match=r"^Program p0-num_envs=2 failed on the Ray cluster: num_devices=2, but only 1 cpu"
+    ) as error:
+        sweep.run_sweep(plan, tmp_path / "a", ray_module=_FakeRay(cause), progress=False)
+    assert "\n" not in str(error.value)
+    with pytest.raises(RuntimeError, match="ray::_remote_program"):
+        sweep.run_sweep(plan, tmp_path / "b", ray_module=_FakeRay(ValueError("a bug")), progress=False)
 
 
 def test_an_override_no_config_of_the_grid_reads_is_refused(capsys, tmp_path, monkeypatch):

@@ -272,15 +272,16 @@ def plan_sweep(
     Args:
         algorithm: a registered algorithm (``lamella train --list``).
         config: the base config (a preset with overrides).
-        grid: ``{field: values}``; values as text (parsed as the field's type, like
-            ``key=value`` overrides) or typed. A field with one value is an override.
+        grid: ``{field: values}``; values a list (or an array) of text (parsed as the field's
+            type, like ``key=value`` overrides) or typed values. A field with one value is an override.
         seeds: a count (``0..n-1``) or a list; every config trains every seed.
         make_runner: ``config -> Runner``; default: the algorithm's.
         num_devices: split every config's batch (PPO: its envs) over this many devices, as
             ``run_experiment(num_devices=...)`` does for one run; ``None``: its default.
 
     Raises:
-        ConfigError: an unknown field or a value of the wrong type (naming the valid keys), no
+        ConfigError: an unknown field or a value of the wrong type (naming the valid keys), values
+            that are not a list (a string, a number), no
             field with two values or more, a value listed twice, a config the runner refuses
             (a size that does not divide, ...), or one it cannot split over ``num_devices``
             (:func:`lamella.agents.devices.check_runner`), all before anything compiles.
@@ -304,7 +305,14 @@ def plan_sweep(
         )
     typed: dict[str, list[Any]] = {}
     overrides: dict[str, Any] = {}
-    for name, values in grid.items():
+    for name, given in grid.items():
+        # A string is one value, not a list of its characters ({"num_envs": "24"} swept 2 and 4).
+        if isinstance(given, str | bytes | Mapping) or not hasattr(given, "__iter__"):
+            raise ConfigError(
+                f"Grid field {name!r} takes a list of values ([1e-4, 3e-4], or text values as "
+                f"parse_grid returns them), got {given!r}."
+            )
+        values = given.tolist() if hasattr(given, "tolist") else list(given)  # arrays: plain numbers
         if not values:
             raise ConfigError(f"Grid field {name!r} has no values.")
         parsed = [getattr(config_lib.apply_overrides(config, {name: v}), name) for v in values]
@@ -496,17 +504,45 @@ def _check_resume(out_dir: str, record: Mapping[str, Any]) -> int | None:
         raise FileNotFoundError(f"Nothing to resume: no {SWEEP_FILE} in {out_dir!r}.")
     with open(path, encoding="utf-8") as handle:
         stored = json.load(handle)
-    differing = [
-        key for key in ("algorithm", "config", "grid", "seeds", "programs") if stored.get(key) != record[key]
-    ]
+    differing = [key for key in ("algorithm", "config", "grid", "seeds") if stored.get(key) != record[key]]
+    if "algorithm" in differing:
+        differing = ["algorithm"]  # its config and grid differ with it
+    if not differing and stored.get("programs") != record["programs"]:
+        differing.append("programs")  # the same grid split otherwise (another version's tracing)
     if record["num_devices"] is not None and stored.get("num_devices") != record["num_devices"]:
         differing.append("num_devices")  # none given: the stored count (each program checks it)
     if differing:
         raise ConfigError(
-            f"Cannot resume the sweep in {out_dir!r}: its {', '.join(differing)} differ from this command's; "
-            "resume with the command that started it, or pick another --out."
+            f"Cannot resume the sweep in {out_dir!r}, which differs from this command in its "
+            f"{', '.join(_difference(key, stored.get(key), record[key]) for key in differing)}; resume "
+            "with the command that started it, or pick another --out."
         )
     return stored.get("num_devices")
+
+
+def _difference(key: str, there: Any, here: Any) -> str:
+    """``config (num_envs=8 there, 4 here)``: one setting of a stored sweep against this command's."""
+    if key == "programs":
+        return "programs (the grid splits into other programs)"
+    if key == "config" and isinstance(there, dict):
+        names = [name for name in {**there, **here} if there.get(name) != here.get(name)]
+
+        def value(config: dict[str, Any], name: str) -> str:
+            return _text(config[name]) if name in config else "(absent)"  # another algorithm's field
+
+        shown = "; ".join(
+            f"{name}={value(there, name)} there, {value(here, name)} here" for name in names[:3]
+        )
+        return f"config ({shown}{'; ...' if len(names) > 3 else ''})"
+    if key == "grid" and isinstance(there, dict):
+        there, here = (
+            " ".join(f"{k}={','.join(_text(v) for v in vs)}" for k, vs in g.items()) for g in (there, here)
+        )
+    return (
+        f"{key} ({there!r} there, {here!r} here)"
+        if key == "algorithm"
+        else f"{key} ({there} there, {here} here)"
+    )
 
 
 def run_sweep(
@@ -580,10 +616,13 @@ def run_sweep(
     for program in local:
         run_dir = os.path.join(out_dir, program.name)
         started = resume and os.path.isfile(os.path.join(run_dir, "config.json"))
+        kept = started and _finished(run_dir)  # read back, nothing trains
         payload = _payload(plan, program, {**options, "progress": progress, "resume": started})
         summary = _run_program(payload, run_dir)
         summaries.append(summary)
-        if log is not None:
+        if log is not None and kept:
+            log(f"  {program.name}: finished earlier, kept ({len(program.labels)} config(s))")
+        elif log is not None:
             log(f"  {program.name}: {len(program.labels)} config(s) in {summary['seconds']:.1f} s")
     if ray is not None:
         remote = [p for p in plan.programs if p not in local]
@@ -596,7 +635,15 @@ def run_sweep(
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             program = pending.pop(done[0])
-            summary, files = ray.get(done[0])
+            try:
+                summary, files = ray.get(done[0])
+            except Exception as error:
+                # Ray's error carries the worker's exception as ``cause``; its text is the remote
+                # traceback. A config the worker refuses (its devices, ...) is one line, a bug keeps it.
+                cause = getattr(error, "cause", None)
+                if isinstance(cause, ConfigError):
+                    raise ConfigError(f"Program {program.name} failed on the Ray cluster: {cause}") from None
+                raise
             _write_files(os.path.join(out_dir, program.name), files)
             summaries.append(summary)
             if log is not None:

@@ -57,6 +57,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--grid",
         nargs="+",
+        action="extend",  # a second --grid adds its items (with "store" it replaced the first's)
         required=True,
         metavar="KEY=V1,V2",
         help="values to sweep, comma separated (tuples in brackets: hidden_sizes=(64,64),(32,32))",
