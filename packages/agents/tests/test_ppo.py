@@ -2,6 +2,7 @@
 
 import dataclasses
 import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -76,6 +77,17 @@ def test_settings_of_the_network_built_still_resolve():
     # validate() leaves them alone: lamella-marl's shaping runner builds its feed-forward
     # learners' PPOConfig with its own rnn_hidden_size default.
     PPOConfig(rnn_hidden_size=16).validate()
+
+
+def test_a_cnn_torso_on_an_observation_that_is_no_image_is_refused():
+    # Was a ZeroDivisionError from inside the convolution's reshape (`lamella train ppo torso=cnn`).
+    config = PPOConfig(torso="cnn")
+    for shape in ((4,), (10, 5), (2, 8, 3)):
+        with pytest.raises(
+            ValueError, match=rf"torso='cnn' convolves an image.*shape {re.escape(str(shape))}.*torso='mlp'"
+        ):
+            make_ppo(config, spaces.Box(0.0, 1.0, shape), spaces.Discrete(2))
+    make_ppo(config, spaces.Box(0.0, 1.0, (10, 10, 4)), spaces.Discrete(3))  # MinAtar's
 
 
 @pytest.mark.parametrize(

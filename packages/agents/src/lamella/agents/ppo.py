@@ -98,7 +98,8 @@ class PPOConfig(PPOSettings):
             PPO keeps its defaults.
         normalize_observations: running mean/std observation normalisation.
         normalize_rewards: scale rewards by the running std of the discounted return.
-        torso: ``"mlp"``, ``"cnn"`` (MinAtar-sized, for image observations) or ``"view_cnn"``
+        torso: ``"mlp"``, ``"cnn"`` (MinAtar-sized, for image observations ``(H, W, C)``, sides >= 3;
+            another observation is refused) or ``"view_cnn"``
             (:class:`~lamella.agents.networks.ViewCNN`: an image view of ``view_shape`` inside a
             flat observation row, from index ``view_start``, convolved and joined by the row's
             other values; then an MLP of ``hidden_sizes``, or the recurrent core).
@@ -307,6 +308,12 @@ def make_ppo(
             f"PPOConfig: torso='view_cnn' reads a view of {tuple(config.view_shape)} from index "
             f"{config.view_start} of a flat observation row; this observation has shape {obs_shape}. "
             "Set view_shape and view_start to where the view is, or use torso='mlp'."
+        )
+    if config.torso == "cnn" and (len(obs_shape) != 3 or min(obs_shape[:2]) < 3):
+        raise ConfigError(
+            f"PPOConfig: torso='cnn' convolves an image (height, width, channels), each side >= 3 (a "
+            f"3x3 convolution without padding); this observation has shape {obs_shape}. Use "
+            "torso='mlp' for a flat observation, or torso='view_cnn' for an image inside a flat row."
         )
     actor_critic = make_actor_critic(config, action_space)
     optimizer, ppo_update = make_ppo_update_from_config(actor_critic, config, devices)
