@@ -107,9 +107,16 @@ def test_bad_frontier_settings_are_config_errors_naming_the_fix(capsys, monkeypa
     with pytest.raises(ConfigError, match=r"batch_sampler=\.\.\.\) must be a factory.*set her=True"):
         make_offpolicy_runner(config, batch_sampler="her")
     monkeypatch.chdir(tmp_path)
-    for bad, message in [("goal_setter=nope", "'frontier'"), ("frontier_probability=2", "[0, 1]")]:
+    for bad, message in [
+        (["goal_setter=nope"], "'frontier'"),
+        (["goal_setter=frontier", "frontier_probability=2"], "[0, 1]"),
+        (
+            ["frontier_probability=0.5"],
+            "goal_setter='none' trains on the env's own goals, so it is never read",
+        ),
+    ]:
         with pytest.raises(SystemExit) as info:
-            train.main(["sac", "--env", "GMazeGoalDubinsWalls-v0", "--her", bad, "--dry-run"])
+            train.main(["sac", "--env", "GMazeGoalDubinsWalls-v0", "--her", *bad, "--dry-run"])
         assert info.value.code == 2
         assert message in capsys.readouterr().err
 
