@@ -22,6 +22,8 @@ from lamella.agents.config import (
     register_algorithm,
     resolve_config,
     unregister_algorithm,
+    unused_setting_message,
+    unused_settings_of,
 )
 from lamella.agents.ppo import PPOConfig
 from lamella.agents.testing import BanditConfig, make_bandit_runner
@@ -168,6 +170,20 @@ def test_optional_and_heterogeneous_tuple_fields():
     config = apply_overrides(OptionalConfig(), ["clip=0.1", "widths=1,2", "pair=(5, z)"])
     assert config.clip == 0.1 and config.widths == (1.0, 2.0) and config.pair == (5, "z")
     assert apply_overrides(config, ["clip=None"]).clip is None
+
+
+def test_unused_settings_of_gives_one_message_a_field():
+    config = OptionalConfig(clip=0.5)
+    meanings = {"clip": "bounds the update", "widths": "sizes the layers"}
+    unused = unused_settings_of(config, meanings, "mode='plain' clips nothing", "set mode='clipped'")
+    assert list(unused) == ["clip", "widths"]
+    assert unused["clip"] == (
+        "OptionalConfig.clip=0.5 bounds the update, but mode='plain' clips nothing, so it is never read; "
+        "set mode='clipped', or leave clip at None."
+    )
+    assert unused["widths"] == unused_setting_message(
+        config, "widths", "sizes the layers", "mode='plain' clips nothing", "set mode='clipped'"
+    )
 
 
 def test_dict_round_trip_and_diff():

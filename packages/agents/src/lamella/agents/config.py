@@ -50,6 +50,7 @@ __all__ = [
     "type_name",
     "unregister_algorithm",
     "unused_setting_message",
+    "unused_settings_of",
 ]
 
 DEFAULT_ENV_ID = "CartPole-v1"
@@ -162,6 +163,21 @@ def unused_setting_message(config: Any, name: str, meaning: str, mode: str, fix:
         f"{_setting_text(config, name)} {meaning}, but {mode}, so it is never read; {fix}, or leave "
         f"{name} at {_field_default(config, name)!r}."
     )
+
+
+def unused_settings_of(config: Any, meanings: Mapping[str, str], mode: str, fix: str) -> dict[str, str]:
+    """``{field: message}`` for a config's ``unused_settings()``: each field of ``meanings``
+    (``{field: what it sets}``, for example ``{"tau": "is the rate of the soft target update"}``)
+    is never read in ``config``'s ``mode``, and ``fix`` makes it read. Each message is
+    :func:`unused_setting_message`'s, so a config with several such settings in one mode writes
+    them as one table::
+
+        if not self.recurrent:
+            unused |= unused_settings_of(self, RECURRENT_CORE_SETTINGS, "recurrent=False ...", "set recurrent=True")
+    """
+    return {
+        name: unused_setting_message(config, name, meaning, mode, fix) for name, meaning in meanings.items()
+    }
 
 
 def check_unused_settings(config: Any, names: Iterable[str]) -> None:

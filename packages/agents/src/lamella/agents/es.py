@@ -36,7 +36,7 @@ from lamella.agents.config import (
     check_numbers,
     check_single_agent,
     is_swept,
-    unused_setting_message,
+    unused_settings_of,
 )
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import ActionHead, check_action_space
@@ -210,15 +210,12 @@ class ESConfig:
         except ValueError:  # an unknown strategy: validate names it
             return {}
         takes = ", ".join(name for name in strategy_names() if _takes_optimizer(name))
-        return {
-            "learning_rate": unused_setting_message(
-                self,
-                "learning_rate",
-                "is the step size of a strategy's Adam optimiser",
-                f"evosax {_resolve(self.strategy)} takes no optimiser",
-                f"pick a strategy that takes one ({takes})",
-            )
-        }
+        return unused_settings_of(
+            self,
+            {"learning_rate": "is the step size of a strategy's Adam optimiser"},
+            f"evosax {_resolve(self.strategy)} takes no optimiser",
+            f"pick a strategy that takes one ({takes})",
+        )
 
 
 def _takes_optimizer(strategy: str) -> bool:

@@ -51,7 +51,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.config import ConfigError, check_config_type, check_single_agent, unused_setting_message
+from lamella.agents.config import ConfigError, check_config_type, check_single_agent, unused_settings_of
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.distributions import check_action_space
 from lamella.agents.networks import activation_by_name
@@ -79,6 +79,7 @@ from lamella.envs.wrappers import RunningMeanStd
 
 __all__ = [
     "PPO",
+    "RECURRENT_CORE_SETTINGS",
     "PPOConfig",
     "PPORunnerState",
     "PPOTrainState",
@@ -87,6 +88,15 @@ __all__ = [
     "make_ppo",
     "make_ppo_runner",
 ]
+
+
+#: What the recurrent core's settings set (``{field: meaning}``), for the never-read messages of a
+#: config without ``recurrent`` (:func:`~lamella.agents.config.unused_settings_of`).
+RECURRENT_CORE_SETTINGS = {
+    "cell": "is the recurrent core's cell",
+    "rnn_hidden_size": "is the width of the recurrent core",
+    "post_core_layers": "shapes the layers after the recurrent core",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,25 +181,22 @@ class PPOConfig(PPOSettings):
         and ``post_core_layers`` when ``recurrent=False``, and ``view_shape`` and ``view_start``
         when ``torso`` is not ``"view_cnn"``. ``lamella train`` refuses such a field set on the
         command line (:func:`~lamella.agents.config.check_unused_settings`)."""
-        unused = {}
+        unused: dict[str, str] = {}
         if not self.recurrent:
-            for name, meaning in (
-                ("cell", "is the recurrent core's cell"),
-                ("rnn_hidden_size", "is the width of the recurrent core"),
-                ("post_core_layers", "shapes the layers after the recurrent core"),
-            ):
-                unused[name] = unused_setting_message(
-                    self, name, meaning, "recurrent=False builds a feed-forward network", "set recurrent=True"
-                )
+            unused |= unused_settings_of(
+                self,
+                RECURRENT_CORE_SETTINGS,
+                "recurrent=False builds a feed-forward network",
+                "set recurrent=True",
+            )
         if self.torso != "view_cnn":
-            for name in ("view_shape", "view_start"):
-                unused[name] = unused_setting_message(
-                    self,
-                    name,
-                    "places the image view that torso='view_cnn' reads",
-                    f"torso={self.torso!r} does not read a view",
-                    "set torso='view_cnn'",
-                )
+            view = "places the image view that torso='view_cnn' reads"
+            unused |= unused_settings_of(
+                self,
+                {"view_shape": view, "view_start": view},
+                f"torso={self.torso!r} does not read a view",
+                "set torso='view_cnn'",
+            )
         return unused
 
     @property

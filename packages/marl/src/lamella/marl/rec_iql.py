@@ -61,7 +61,7 @@ from lamella.agents.config import (
     check_config_type,
     check_numbers,
     is_swept,
-    unused_setting_message,
+    unused_settings_of,
 )
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import MLP, RecurrentCore, activation_by_name, orthogonal
@@ -224,24 +224,18 @@ class RecIQLConfig:
         ``hard_update`` and ``update_period`` without (``lamella train rec_iql update_period=50`` is
         refused; :func:`lamella.agents.config.check_unused_settings`)."""
         if self.hard_update:
-            return {
-                "tau": unused_setting_message(
-                    self,
-                    "tau",
-                    "is the rate of the soft target update",
-                    f"hard_update=True copies the online network every update_period={self.update_period} updates",
-                    "set hard_update=False",
-                )
-            }
-        return {
-            "update_period": unused_setting_message(
+            return unused_settings_of(
                 self,
-                "update_period",
-                "is the period of the hard target copies",
-                f"hard_update=False updates the target softly after every update (tau={self.tau})",
-                "set hard_update=True",
+                {"tau": "is the rate of the soft target update"},
+                f"hard_update=True copies the online network every update_period={self.update_period} updates",
+                "set hard_update=False",
             )
-        }
+        return unused_settings_of(
+            self,
+            {"update_period": "is the period of the hard target copies"},
+            f"hard_update=False updates the target softly after every update (tau={self.tau})",
+            "set hard_update=True",
+        )
 
 
 class RecurrentQNetwork(nn.Module):

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from lamella.agents.actor_critic import ActorCritic, feedforward_actor_critic, recurrent_actor_critic
-from lamella.agents.config import ConfigError, check_config_type, unused_setting_message
+from lamella.agents.config import ConfigError, check_config_type, unused_settings_of
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.rollout import actor_critic_policy, make_rollout
@@ -201,15 +201,16 @@ class PAIREDConfig(DRConfig):
         """:meth:`DRConfig.unused_settings` and the teacher's: ``teacher_cell`` /
         ``teacher_rnn_hidden_size`` of a feed-forward teacher, ``teacher_torso_size`` of a recurrent
         one, and ``screenshot_dir`` (PAIRED draws no screenshots)."""
-        unused = super().unused_settings() | network_settings_unread(self, "teacher_", "teacher")
-        unused["screenshot_dir"] = unused_setting_message(
-            self,
-            "screenshot_dir",
-            "is where the screenshots go",
-            "PAIRED and its variants write none",
-            "train dr, plr or accel for screenshots",
+        return (
+            super().unused_settings()
+            | network_settings_unread(self, "teacher_", "teacher")
+            | unused_settings_of(
+                self,
+                {"screenshot_dir": "is where the screenshots go"},
+                "PAIRED and its variants write none",
+                "train dr, plr or accel for screenshots",
+            )
         )
-        return unused
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,7 +52,7 @@ from lamella.agents.actor_critic import (
     feedforward_actor_critic,
     recurrent_actor_critic,
 )
-from lamella.agents.config import ConfigError, check_config_type, is_swept, unused_setting_message
+from lamella.agents.config import ConfigError, check_config_type, is_swept, unused_settings_of
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo_update import PPOSettings, check_ppo_sizes, make_ppo_update_from_config, ppo_batch
 from lamella.agents.protocol import Agent
@@ -221,23 +221,23 @@ class DRConfig(PPOSettings):
         ``conv_filters``."""
         unused = network_settings_unread(self, "", "student")
         if self.screenshot_every == 0:
-            unused["screenshot_dir"] = unused_setting_message(
+            unused |= unused_settings_of(
                 self,
-                "screenshot_dir",
-                "is where the screenshots go",
+                {"screenshot_dir": "is where the screenshots go"},
                 "screenshot_every=0 writes none",
                 "set screenshot_every (draw the levels every this many iterations)",
             )
         if not _is_amaze(self.env_id):
-            mode = (
-                f"{self.env_id} is not AMaze: its level family draws levels without walls for an MLP student"
+            unused |= unused_settings_of(
+                self,
+                {
+                    "n_walls": "is the wall budget of AMaze's random levels",
+                    "replace_wall_pos": "draws AMaze's random walls with or without replacement",
+                    "conv_filters": "is the width of the gridworld student's convolution",
+                },
+                f"{self.env_id} is not AMaze: its level family draws levels without walls for an MLP student",
+                "train on an AMaze id",
             )
-            for field, meaning in (
-                ("n_walls", "is the wall budget of AMaze's random levels"),
-                ("replace_wall_pos", "draws AMaze's random walls with or without replacement"),
-                ("conv_filters", "is the width of the gridworld student's convolution"),
-            ):
-                unused[field] = unused_setting_message(self, field, meaning, mode, "train on an AMaze id")
         return unused
 
 
@@ -259,29 +259,21 @@ def network_settings_unread(config: Any, prefix: str, who: str) -> dict[str, str
     it is on (the recurrent networks, minimax's and the MLP student, have no such torso)."""
     switch = f"{prefix}recurrent"
     if getattr(config, switch):
-        field = f"{prefix}torso_size"
-        return {
-            field: unused_setting_message(
-                config,
-                field,
-                f"is the width of the feed-forward {who}'s torso",
-                f"{switch}=True builds the recurrent {who}, which has none",
-                f"set {switch}=False",
-            )
-        }
-    return {
-        f"{prefix}{field}": unused_setting_message(
+        return unused_settings_of(
             config,
-            f"{prefix}{field}",
-            meaning,
-            f"{switch}=False builds a feed-forward {who}",
-            f"set {switch}=True",
+            {f"{prefix}torso_size": f"is the width of the feed-forward {who}'s torso"},
+            f"{switch}=True builds the recurrent {who}, which has none",
+            f"set {switch}=False",
         )
-        for field, meaning in (
-            ("cell", f"is the recurrent {who}'s cell"),
-            ("rnn_hidden_size", f"is the width of the recurrent {who}'s memory"),
-        )
-    }
+    return unused_settings_of(
+        config,
+        {
+            f"{prefix}cell": f"is the recurrent {who}'s cell",
+            f"{prefix}rnn_hidden_size": f"is the width of the recurrent {who}'s memory",
+        },
+        f"{switch}=False builds a feed-forward {who}",
+        f"set {switch}=True",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lamella.agents.config import ConfigError, check_numbers, is_swept, unused_setting_message
+from lamella.agents.config import ConfigError, check_numbers, is_swept, unused_settings_of
 from lamella.agents.offpolicy.ddpg import DDPGConfig, make_ddpg
 from lamella.agents.offpolicy.dqn import DQNConfig, make_dqn
 from lamella.agents.offpolicy.plugins import goal_setter_names, load_goal_setter
@@ -167,25 +167,25 @@ class LoopConfig:
         own = getattr(super(), "unused_settings", None)
         unused: dict[str, str] = dict(own()) if own is not None else {}
         if not self.her:
-            for name, meaning in (
-                ("her_strategy", "picks the hindsight goals of HER"),
-                ("her_relabel_probability", "is the share of sampled transitions HER relabels"),
-            ):
-                unused[name] = unused_setting_message(
-                    self, name, meaning, "her=False samples without relabelling", "set her=True"
-                )
+            unused |= unused_settings_of(
+                self,
+                {
+                    "her_strategy": "picks the hindsight goals of HER",
+                    "her_relabel_probability": "is the share of sampled transitions HER relabels",
+                },
+                "her=False samples without relabelling",
+                "set her=True",
+            )
         if self.goal_setter == "none":
-            for name, meaning in (
-                ("frontier_probability", "is the frontier goal setter's share of rarely visited goals"),
-                ("frontier_grid", "sizes the frontier goal setter's visit counts"),
-            ):
-                unused[name] = unused_setting_message(
-                    self,
-                    name,
-                    meaning,
-                    "goal_setter='none' trains on the env's own goals",
-                    "set goal_setter=frontier",
-                )
+            unused |= unused_settings_of(
+                self,
+                {
+                    "frontier_probability": "is the frontier goal setter's share of rarely visited goals",
+                    "frontier_grid": "sizes the frontier goal setter's visit counts",
+                },
+                "goal_setter='none' trains on the env's own goals",
+                "set goal_setter=frontier",
+            )
         return unused
 
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from lamella.agents.config import is_swept, unused_setting_message
+from lamella.agents.config import is_swept, unused_settings_of
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import (
@@ -94,15 +94,12 @@ class DQNConfig:
         (:func:`~lamella.agents.config.check_unused_settings`)."""
         if is_swept(self.tau) or float(self.tau) >= 1.0:
             return {}
-        return {
-            "target_update_period": unused_setting_message(
-                self,
-                "target_update_period",
-                "is the period of the hard target copies",
-                f"tau={self.tau} (< 1) updates the target network softly after every update",
-                "set tau=1.0 for hard copies",
-            )
-        }
+        return unused_settings_of(
+            self,
+            {"target_update_period": "is the period of the hard target copies"},
+            f"tau={self.tau} (< 1) updates the target network softly after every update",
+            "set tau=1.0 for hard copies",
+        )
 
 
 class DQNTrainState(struct.PyTreeNode):

@@ -19,7 +19,7 @@ import numpy as np
 import optax
 from flax import struct
 
-from lamella.agents.config import is_swept, unused_setting_message
+from lamella.agents.config import is_swept, unused_settings_of
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.distributions import Categorical
 from lamella.agents.offpolicy import targets
@@ -130,13 +130,15 @@ def temperature_settings_unused(config: Any) -> dict[str, str]:
     if config.autotune_alpha:
         return {}
     mode = f"autotune_alpha=False keeps the temperature at init_alpha={config.init_alpha}"
-    return {
-        name: unused_setting_message(config, name, meaning, mode, "set autotune_alpha=True")
-        for name, meaning in (
-            ("alpha_learning_rate", "is the step size of the temperature's tuning"),
-            ("target_entropy_scale", "sets the entropy the temperature's tuning aims at"),
-        )
-    }
+    return unused_settings_of(
+        config,
+        {
+            "alpha_learning_rate": "is the step size of the temperature's tuning",
+            "target_entropy_scale": "sets the entropy the temperature's tuning aims at",
+        },
+        mode,
+        "set autotune_alpha=True",
+    )
 
 
 #: ``update_order`` values: the actor learns from the critic after / before this step's update.

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from lamella.agents.config import is_swept, unused_setting_message
+from lamella.agents.config import is_swept, unused_settings_of
 from lamella.agents.devices import DeviceAxis
 from lamella.agents.offpolicy import targets
 from lamella.agents.offpolicy.common import (
@@ -68,15 +68,12 @@ class TD3Config:
         policy smoothing; a sweep's traced ``policy_noise`` is left alone)."""
         if is_swept(self.policy_noise) or self.policy_noise != 0:
             return {}
-        return {
-            "noise_clip": unused_setting_message(
-                self,
-                "noise_clip",
-                "bounds the target policy smoothing noise",
-                f"policy_noise={self.policy_noise} adds no target policy smoothing",
-                "set policy_noise > 0",
-            )
-        }
+        return unused_settings_of(
+            self,
+            {"noise_clip": "bounds the target policy smoothing noise"},
+            f"policy_noise={self.policy_noise} adds no target policy smoothing",
+            "set policy_noise > 0",
+        )
 
 
 class DeterministicTrainState(struct.PyTreeNode):

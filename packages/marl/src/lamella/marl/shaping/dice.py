@@ -61,7 +61,7 @@ import optax
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_config_type
+from lamella.agents.config import ConfigError, check_config_type, unused_settings_of
 from lamella.agents.devices import DeviceAxis, block_index, runner_sharding
 from lamella.agents.fixed import make_scripted_agent
 from lamella.agents.runner import Runner, episode_frames, hashed_keys
@@ -69,7 +69,7 @@ from lamella.envs import random as fast_random
 from lamella.envs.multi_agent.matrix_game import IteratedMatrixGame
 from lamella.marl.shaping import watchers
 from lamella.marl.shaping.exact import swap_roles
-from lamella.marl.shaping.runner import _check_agents_not_text, unread_settings
+from lamella.marl.shaping.runner import _check_agents_not_text
 from lamella.marl.shaping.strategies import STRATEGIES, strategy
 
 __all__ = [
@@ -193,7 +193,7 @@ class DiceConfig:
         train lola --preset nl_v_nl lookahead_lr=5`` is refused)."""
         if self.num_lola:
             return {}
-        return unread_settings(
+        return unused_settings_of(
             self,
             {"lookahead_lr": "is the step size of a LOLA agent's look-ahead"},
             f"no agent of agents={','.join(self.agents)} is 'lola'",

@@ -45,7 +45,7 @@ from evosax.core.fitness_shaping import weights_fitness_shaping_fn as _weights_s
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import check_config_type, check_numbers, is_swept
+from lamella.agents.config import check_config_type, check_numbers, is_swept, unused_settings_of
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.es import FITNESS_SHAPING, ESConfig, construct_strategy, make_strategy
 from lamella.agents.fixed import make_scripted_agent
@@ -61,7 +61,6 @@ from lamella.marl.shaping.exact import (
     make_lola_learner,
     make_naive_learner,
 )
-from lamella.marl.shaping.runner import unread_settings
 
 __all__ = [
     "OPPONENTS",
@@ -104,7 +103,7 @@ def unread_learning_rate(config: Any, field: str) -> dict[str, str]:
             return {}
     except ValueError:
         return {}
-    return unread_settings(
+    return unused_settings_of(
         config,
         {field: "is the Adam step size of the strategies that take an optimiser (Open_ES, PGPE, SNES, ...)"},
         f"evosax {_resolve(config.strategy)} takes no optimiser",

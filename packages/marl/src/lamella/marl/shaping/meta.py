@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_config_type, check_numbers
+from lamella.agents.config import ConfigError, check_config_type, check_numbers, unused_settings_of
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.ppo import PPOConfig, make_actor_critic
 from lamella.agents.ppo_update import RECURRENT_UPDATES, PPOSettings
@@ -84,7 +84,6 @@ from lamella.marl.shaping.runner import (
     ShapingConfig,
     ViewLayout,
     make_shaping_runner,
-    unread_settings,
 )
 
 __all__ = ["MetaConfig", "draw_meta_seats", "make_meta_agent", "make_meta_runner", "make_outer_episode"]
@@ -339,14 +338,14 @@ class MetaConfig(PPOSettings):
         on the command line; a preset's value is no error)."""
         unused: dict[str, str] = {}
         if not self.meta_recurrent:
-            unused |= unread_settings(
+            unused |= unused_settings_of(
                 self,
                 {"meta_rnn_hidden_size": "is the width of the meta-agent's GRU core"},
                 "meta_recurrent=False makes the meta-agent a feed-forward network",
                 "set meta_recurrent=True for a recurrent meta-agent (Shaper)",
             )
         if not self.co_player_recurrent:
-            unused |= unread_settings(
+            unused |= unused_settings_of(
                 self,
                 {
                     "co_player_rnn_hidden_size": "is the width of the co-players' GRU core",

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -59,10 +59,10 @@ import numpy as np
 from flax import struct
 
 import lamella.envs
-from lamella.agents.config import ConfigError, check_config_type, check_numbers, unused_setting_message
+from lamella.agents.config import ConfigError, check_config_type, check_numbers, unused_settings_of
 from lamella.agents.devices import DeviceAxis, runner_sharding
 from lamella.agents.networks import activation_by_name
-from lamella.agents.ppo import PPO, PPOConfig, Trajectory, make_ppo
+from lamella.agents.ppo import PPO, RECURRENT_CORE_SETTINGS, PPOConfig, Trajectory, make_ppo
 from lamella.agents.ppo_update import RECURRENT_UPDATES, PPOSettings, check_ppo_sizes
 from lamella.agents.protocol import Agent, reset_memory_where
 from lamella.agents.rollout import PolicyStep, RolloutState, Transition, actor_critic_policy, make_rollout
@@ -222,7 +222,7 @@ class ShapingConfig(PPOSettings):
         (``lamella train shaping rnn_hidden_size=64`` is refused; a preset's value is no error)."""
         if self.recurrent:
             return {}
-        return unread_settings(
+        return unused_settings_of(
             self,
             _RECURRENT_SETTINGS,
             "recurrent=False gives every learner a feed-forward network",
@@ -230,22 +230,8 @@ class ShapingConfig(PPOSettings):
         )
 
 
-def unread_settings(config: Any, meanings: Mapping[str, str], mode: str, fix: str) -> dict[str, str]:
-    """``{field: message}`` for a config's ``unused_settings()``: each field of ``meanings`` (``{field:
-    what it sets}``) is never read in ``config``'s ``mode``, and ``fix`` makes it read
-    (:func:`lamella.agents.config.check_unused_settings`: ``lamella train`` refuses such a field set
-    on the command line; a preset's value is no error)."""
-    return {
-        name: unused_setting_message(config, name, meaning, mode, fix) for name, meaning in meanings.items()
-    }
-
-
-_RECURRENT_SETTINGS = {
-    "cell": "is the recurrent core's cell",
-    "rnn_hidden_size": "is the width of the recurrent core",
-    "recurrent_update": "is how a recurrent learner is updated",
-    "post_core_layers": "shapes the layers after the recurrent core",
-}
+#: PPO's recurrent-core settings and the learners' update mode: never read without ``recurrent``.
+_RECURRENT_SETTINGS = RECURRENT_CORE_SETTINGS | {"recurrent_update": "is how a recurrent learner is updated"}
 
 
 def _check_agents_not_text(agents: Any, name: str) -> None:
