@@ -60,6 +60,10 @@ def test_bad_config_raises_at_construction(change, message):
         (["cell=lstm"], r"^PPOConfig\.cell='lstm' .*recurrent=False.*leave cell at 'gru'"),
         (["post_core_layers=false"], r"^PPOConfig\.post_core_layers=False .*recurrent=False"),
         (
+            ["recurrent_update=stored_memory"],
+            r"^PPOConfig\.recurrent_update='stored_memory' .*recurrent=False.*leave recurrent_update at 'bptt'",
+        ),
+        (
             ["view_shape=5,5,2"],
             r"^PPOConfig\.view_shape=\(5, 5, 2\) .*torso='mlp'.*set torso='view_cnn'.*leave view_shape at \(\)",
         ),

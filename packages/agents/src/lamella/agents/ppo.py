@@ -96,6 +96,7 @@ RECURRENT_CORE_SETTINGS = {
     "cell": "is the recurrent core's cell",
     "rnn_hidden_size": "is the width of the recurrent core",
     "post_core_layers": "shapes the layers after the recurrent core",
+    "recurrent_update": "is how the update recomputes a recurrent network's rollout",
 }
 
 
