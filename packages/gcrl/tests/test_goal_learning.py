@@ -102,6 +102,7 @@ DUBINS_MAZE = dict(
     env_id="GMazeGoalDubinsWalls-v0",
     total_timesteps=20_000,
     hidden_sizes=(128, 128),
+    batch_size=128,
     rollout_steps=500,
     buffer_size=20_000,
 )
@@ -111,13 +112,16 @@ DUBINS_MAZE = dict(
 def test_her_beats_no_her_in_the_dubins_maze():
     """HER + SAC in the Dubins maze (GMazeGoalDubinsWalls-v0: the env above with gym-gmazes'
     ``set_walls()`` walls; a car that touches a wall stays there for the rest of the episode),
-    20 000 env steps (4 envs, 2 updates per vector step, (128, 128) nets, otherwise as above),
-    against the same agent without HER; greedy evaluation of 100 episodes after each of the 10
-    iterations.
+    20 000 env steps (4 envs, 2 updates per vector step, (128, 128) nets, batches of 128,
+    otherwise as above), against the same agent without HER; greedy evaluation of 100 episodes
+    after each of the 10 iterations.
 
-    Statistic: mean success of the last 3 evaluations. Threshold: with HER >= 0.25 for both
-    seeds and at least 0.1 above the same seed without HER; without HER <= 0.3 (measured: with
-    HER 0.39, 0.34; without 0.07, 0.06; 92 s for both runs on one core of a 2-core CPU).
+    Statistic: mean success of the last 3 evaluations. Threshold: with HER >= 0.2 for both
+    seeds and at least 0.1 above the same seed without HER; without HER <= 0.3 (measured
+    2026-12-06, jax 0.10.2, the gcrl step's XLA flags: with HER 0.30, 0.32; without 0.11, 0.06;
+    88 CPU-s for both runs on an idle 2-core Xeon. Batches of 256, as the other goal tests,
+    gave 0.37, 0.35 and 0.09, 0.15 for 137 CPU-s: the halved batch keeps HER's lead at about
+    two thirds of the update cost).
     The maze is much harder than the open env: the plain preset's 200 000 steps reach about 0.6;
     with frontier goals, 600 000 steps and a 100 000-step buffer every seed reaches 0.9 (see
     ``test_her_dubins_maze`` and the package README).
@@ -126,7 +130,7 @@ def test_her_beats_no_her_in_the_dubins_maze():
     without = train_with_evaluations(SACTrainConfig(**DUBINS_MAZE, her=False), "success")
     assert with_her.shape == (2, 10)
     her_late, plain_late = with_her[:, -3:].mean(axis=1), without[:, -3:].mean(axis=1)
-    assert_threshold(her_late, 0.25, "Dubins maze late success with HER")
+    assert_threshold(her_late, 0.2, "Dubins maze late success with HER")
     assert_threshold(her_late - plain_late, 0.1, "Dubins maze late success, HER minus no HER")
     assert_threshold(plain_late, 0.3, "Dubins maze late success without HER", at_least=False)
 
