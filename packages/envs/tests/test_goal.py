@@ -261,3 +261,32 @@ def test_goal_conditioned_wrapper_on_cartpole():
     assert bool(info["is_success"]) and float(reward) == 0.0 and bool(terminated)
     with pytest.raises(ValueError, match="same shape"):
         GoalConditioned(CartPole(), lambda s: s.x[None], [-1.0, 0.0], [1.0], 0.1)
+
+
+@pytest.mark.parametrize("env_id", GOAL_IDS)
+@pytest.mark.parametrize("threshold", [0.0, -0.1, float("nan"), float("inf")])
+def test_distance_threshold_outside_its_range_is_refused(env_id, threshold):
+    """A success radius <= 0 (or NaN) made success impossible and inf made every state a
+    success, silently; make and reset now refuse it, naming the field and the range."""
+    with pytest.raises(le.EnvInputError, match=r"distance_threshold (must be in \(0\.0, inf\)|is NaN)"):
+        le.make(env_id, distance_threshold=threshold)
+    env, params = le.make(env_id, autoreset=False)
+    with pytest.raises(
+        le.EnvInputError, match=r"params\.distance_threshold must be in \(0\.0, inf\).*replace"
+    ):
+        env.reset(jax.random.key(0), params.replace(distance_threshold=threshold))
+
+
+def test_distance_threshold_sweep_is_taken():
+    """A batch of radii for vmap, and a traced radius, are legitimate."""
+    env, params = le.make("GMazeGoalDubins-v0", autoreset=False, distance_threshold=jnp.array([0.05, 0.2]))
+    assert params.distance_threshold.shape == (2,)
+    jax.eval_shape(lambda t: env.reset(jax.random.key(0), params.replace(distance_threshold=t)), 0.1)
+
+
+@pytest.mark.parametrize("threshold", [0.0, -1.0, float("nan"), float("inf")])
+def test_goal_conditioned_wrapper_refuses_a_bad_distance_threshold(threshold):
+    with pytest.raises(
+        le.EnvInputError, match=r"GoalConditioned: distance_threshold must be a finite float > 0"
+    ):
+        GoalConditioned(CartPole(), lambda s: s.x[None], [-1.0], [1.0], distance_threshold=threshold)

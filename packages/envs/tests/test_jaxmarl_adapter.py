@@ -244,6 +244,15 @@ def test_overcooked_renders_jaxmarls_tiles():
             lambda: lamella.envs.make("jaxmarl:MPE_simple_spread_v3", max_steps_in_episode=50),
             ["max_steps_in_episode is lamella's", "max_steps=50", "episode_length=50"],
         ),
+        # JaxMARL's MPE envs take **kwargs and dropped an unknown keyword: a typo did nothing.
+        (
+            lambda: from_jaxmarl("MPE_simple_spread_v3", local_ratoi=0.1),
+            ["'local_ratoi'", "did you mean 'local_ratio'", "SimpleSpreadMPE", "local_ratio, mass,"],
+        ),
+        (
+            lambda: lamella.envs.make("jaxmarl:MPE_simple_tag_v3", num_good_agent=2),
+            ["'num_good_agent'", "did you mean 'num_good_agents'", "SimpleTagMPE", "num_adversaries"],
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error(call, words):
@@ -304,3 +313,16 @@ def test_jaxmarl_ids_make_the_adapted_env():
         lamella.envs.make("jaxmarl:")
     with pytest.raises(JaxMARLError, match=r"did you mean 'MPE_simple_spread_v3'"):
         lamella.envs.make("jaxmarl:MPE_simple_sprad_v3")
+
+
+def test_keywords_that_jaxmarl_reads_are_taken():
+    """The unknown-keyword check refuses only what the env class cannot read: MPE's settings
+    read from its ``**kwargs`` (``damping``, ``u_noise``) and those of a parent class (SimpleMPE's
+    ``max_steps``, ``dt``) pass, and so do SMAX's, which HeuristicEnemySMAX hands to SMAX."""
+    env = from_jaxmarl(
+        "MPE_simple_spread_v3", local_ratio=0.2, max_steps=10, dt=0.2, damping=0.5, u_noise=jnp.zeros(3)
+    )
+    assert env.jaxmarl_env.local_ratio == 0.2 and env.jaxmarl_env.damping == 0.5
+    assert env.default_params.max_steps_in_episode == 10
+    smax = from_jaxmarl("HeuristicEnemySMAX", scenario="3m", enemy_shoots=False, see_enemy_actions=False)
+    assert smax.jaxmarl_env.enemy_shoots is False

@@ -16,8 +16,11 @@ extra (``pip install 'lamella-envs[jaxmarl]'``); jaxmarl is imported when
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
+import inspect
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -663,6 +666,106 @@ def _resolve_kwargs(jaxmarl: Any, env_id: str, kwargs: dict[str, Any]) -> dict[s
     return kwargs
 
 
+def _kwargs_read(node: ast.AST) -> tuple[ast.AST, str] | None:
+    """``(mapping, "rad")`` for ``"rad" in mapping``, ``mapping["rad"]`` or ``mapping.get("rad")``."""
+    mapping: ast.AST | None = None
+    name: ast.AST | None = None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+        mapping, name = node.comparators[0], node.left
+    elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        mapping, name = node.value, node.slice
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+    ):
+        mapping, name = node.func.value, node.args[0]
+    if mapping is None or not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        return None
+    return mapping, name.value
+
+
+def _init_keywords(init: Any) -> tuple[set[str], set[str] | None] | None:
+    """What one ``__init__`` reads: ``(keywords, passed_on)``. ``keywords``: its named
+    parameters and the keys it reads from its ``**kwargs`` (``"rad" in kwargs``,
+    ``kwargs["rad"]``, ``kwargs.get("rad")``); ``passed_on``: None where it has no ``**kwargs``
+    or does not hand them to ``super().__init__``, else the keywords that call sets itself
+    (the class above must not take those from the user). None where its source cannot be read
+    or its ``**kwargs`` are used any other way (stored, handed to another callable)."""
+    parameters = list(inspect.signature(init).parameters.values())[1:]  # self
+    names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    var = next((p.name for p in parameters if p.kind == p.VAR_KEYWORD), None)
+    if var is None:
+        return names, None
+    tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+    is_var = lambda node: isinstance(node, ast.Name) and node.id == var  # noqa: E731
+    reads: set[str] = set()
+    passed_on: set[str] | None = None
+    understood: set[int] = set()  # the uses of the **kwargs name accounted for
+    for node in ast.walk(tree):
+        read = _kwargs_read(node)
+        if read is not None and is_var(read[0]):
+            reads.add(read[1])
+            understood.add(id(read[0]))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "__init__"
+            and isinstance(node.func.value, ast.Call)
+            and getattr(node.func.value.func, "id", None) == "super"
+        ):
+            spread = [k.value for k in node.keywords if k.arg is None and is_var(k.value)]
+            if spread:
+                passed_on = {k.arg for k in node.keywords if k.arg is not None}
+                understood.update(map(id, spread))
+    if any(is_var(node) and id(node) not in understood for node in ast.walk(tree)):
+        return None
+    return names | reads, passed_on
+
+
+def _constructor_keywords(cls: type) -> set[str] | None:
+    """The keywords ``cls(...)`` reads, walking up the MRO while an ``__init__`` hands its
+    ``**kwargs`` to ``super().__init__``; None where that cannot be told for sure (see
+    :func:`_init_keywords`), so nothing is refused there."""
+    keywords: set[str] = set()
+    set_below: set[str] = set()  # keywords a subclass passes up itself
+    try:
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            if klass is object:
+                return keywords
+            found = _init_keywords(init)
+            if found is None:
+                return None
+            names, passed_on = found
+            keywords |= names - set_below
+            if passed_on is None:
+                return keywords
+            set_below |= passed_on
+    except (OSError, TypeError, ValueError, SyntaxError):  # no source or signature to read
+        return None
+    return keywords
+
+
+def _check_keywords(env_id: str, jaxmarl_env: Any, kwargs: Mapping[str, Any]) -> None:
+    """Refuse keywords the JaxMARL env's class does not read: its MPE envs take ``**kwargs`` and
+    drop what they do not know (``local_ratoi=0.5`` did nothing). Envs without ``**kwargs``
+    raise JaxMARL's own TypeError before this; envs whose ``**kwargs`` go elsewhere (SMAX's
+    wrappers build a SMAX with them, MaBrax hands them to brax) are not checked here."""
+    keywords = _constructor_keywords(type(jaxmarl_env))
+    unknown = sorted(set(kwargs) - keywords) if keywords is not None else []
+    if unknown:
+        hint = _did_you_mean(unknown[0], keywords) if len(unknown) == 1 else ""
+        raise JaxMARLError(
+            f"jaxmarl:{env_id}: unknown setting(s) {', '.join(map(repr, unknown))}{hint}; JaxMARL's "
+            f"{type(jaxmarl_env).__name__} would ignore {'it' if len(unknown) == 1 else 'them'}, silently. "
+            f"Its settings: {', '.join(sorted(keywords or ()))}."
+        )
+
+
 def _did_you_mean(name: str, choices: Any) -> str:
     close = difflib.get_close_matches(name, list(choices), n=3)
     return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
@@ -719,6 +822,7 @@ def from_jaxmarl(
             kwargs = {"auto_reset": False, **kwargs}  # lamella's AutoReset keeps the final observation
         with without_import_notices():  # a MaBrax env imports brax (and mujoco) here
             env = jaxmarl.make(env_or_name, **_resolve_kwargs(jaxmarl, env_or_name, kwargs))
+        _check_keywords(env_or_name, env, kwargs)
         name = env_or_name
     else:
         if kwargs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -48,7 +49,8 @@ class GMazeParams(struct.PyTreeNode):
     start: Any = struct.field(default_factory=lambda: jnp.asarray([-1.0, 0.0, 0.0], jnp.float32))  # (3,)
     speed: float = 1.0 / 20.0  # distance per sub-step
     turn_rate: float = 1.0 / 10.0  # heading change per sub-step at |action| = 1
-    distance_threshold: float = 0.1  # success radius (goal env)
+    # success radius (goal env); <= 0 or NaN would make success impossible, inf every state one
+    distance_threshold: float = struct.field(default=0.1, above=0.0, below=math.inf)
     terminate_on_success: bool = True  # goal env: a reached goal ends the episode (as gym-gmazes)
     max_steps_in_episode: int = struct.field(default=70, bounds=(1, None))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from lamella.envs import random as fast_random
 from lamella.envs import spaces, struct
-from lamella.envs.environment import Environment, StepOutput, Wrapper
+from lamella.envs.environment import EnvInputError, Environment, StepOutput, Wrapper
 
 __all__ = ["GoalConditioned", "GoalConditionedState"]
 
@@ -55,7 +56,14 @@ class GoalConditioned(Wrapper):
                 "same shape with low <= high."
             )
         self.achieved_goal_fn = achieved_goal
-        self.distance_threshold = float(distance_threshold)
+        threshold = float(distance_threshold)
+        if not (0.0 < threshold < math.inf):  # NaN fails too
+            raise EnvInputError(
+                f"GoalConditioned: distance_threshold must be a finite float > 0 (the success radius), "
+                f"got {distance_threshold!r}; <= 0 or NaN makes success impossible, inf makes every "
+                "state a success. Pass e.g. distance_threshold=0.1."
+            )
+        self.distance_threshold = threshold
         self.terminate_on_success = bool(terminate_on_success)
 
     def compute_reward(
