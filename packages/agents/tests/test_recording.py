@@ -134,3 +134,42 @@ def test_record_vault_takes_an_optional_folder_on_the_command_line():
     args = parser.parse_args(["ppo", "num_envs=8", "--record-vault", "runs/vaults", "--gif"])
     assert args.record_vault == "runs/vaults" and args.gif and args.overrides == ["num_envs=8"]
     assert parser.parse_args(["ppo"]).record_vault is None
+
+
+def _recorder(directory, config, algorithm="ppo"):
+    """A recorder of one seed's vault, 2 envs x 4 steps an iteration of a 3-float observation."""
+    import jax
+    import jax.numpy as jnp
+
+    from lamella.agents.recording import VaultRecorder
+
+    experience = {"observations": jax.ShapeDtypeStruct((1, 1, 4, 2, 3), jnp.float32)}
+    metadata = {"algorithm": algorithm, "config": {"env_id": "CartPole-v1", "hidden_sizes": (8,), **config}}
+    return VaultRecorder(str(directory), "CartPole-v1", ["seed_0"], experience, metadata)
+
+
+def test_a_resumed_run_appends_only_to_its_own_vault(tmp_path):
+    from lamella.agents.config import ConfigError
+
+    first = _recorder(tmp_path, {"gamma": 0.99})
+    first.open(0, fresh=True)
+    first.write({"observations": np.ones((1, 1, 4, 2, 3), np.float32)}, length=1, first_iteration=0)
+    path = first.path("seed_0")
+    # The same run resumed from its checkpoint at iteration 1: its own vault, one iteration long.
+    _recorder(tmp_path, {"gamma": 0.99}).open(1, fresh=False)
+    # Another run's vault at that place (another gamma, another algorithm): refused, each
+    # difference named, before anything is written (was: appended to, mixing two runs' steps).
+    with pytest.raises(ConfigError, match=r"written by another run \(gamma=0\.99 there, 0\.9 here\)"):
+        _recorder(tmp_path, {"gamma": 0.9}).open(1, fresh=False)
+    with pytest.raises(ConfigError, match=r"algorithm 'ppo' there, 'a2c' here.*Start a new run to record"):
+        _recorder(tmp_path, {"gamma": 0.99}, algorithm="a2c").open(1, fresh=False)
+    # A config field this run has and the vault's run did not (a newer lamella's) is no difference.
+    _recorder(tmp_path, {"gamma": 0.99, "new_field": 1}).open(1, fresh=False)
+    # The existing refusals: the vault holds fewer steps than the checkpoint recorded, or is gone.
+    with pytest.raises(ConfigError, match=r"holds 4 steps per env, the checkpoint at iteration 2 needs 8"):
+        _recorder(tmp_path, {"gamma": 0.99}).open(2, fresh=False)
+    with pytest.raises(FileExistsError, match=r"already holds a vault"):
+        _recorder(tmp_path, {"gamma": 0.99}).open(0, fresh=True)
+    os.rename(path, path + ".moved")
+    with pytest.raises(ConfigError, match=r"is missing \(the run recorded there\)"):
+        _recorder(tmp_path, {"gamma": 0.99}).open(1, fresh=False)

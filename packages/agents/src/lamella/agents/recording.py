@@ -27,6 +27,7 @@ recomputes them exactly) and the vault ends where the run ends.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -127,7 +128,8 @@ class VaultRecorder:
 
         Raises:
             FileExistsError: a fresh run whose vault already exists.
-            ConfigError: a resumed run whose vault misses steps it recorded before the checkpoint.
+            ConfigError: a resumed run whose vault misses steps it recorded before the checkpoint,
+                or was written by another run (its algorithm or a config value differs).
         """
         if not hosts.is_writer():
             return
@@ -141,6 +143,8 @@ class VaultRecorder:
                 )
             if needed and not exists:
                 raise ConfigError(f"Cannot resume recording: {path!r} is missing (the run recorded there).")
+            if exists:  # a resumed run's own vault (a fresh run refused one above)
+                _check_same_run(path, {**self._metadata, "run": run})
             vault = open_vault(
                 self.directory,
                 self.name,
@@ -169,6 +173,40 @@ class VaultRecorder:
                 lambda x, m=member: np.swapaxes(x[m, :length].reshape(steps, *x.shape[3:]), 0, 1), host
             )
             write_experience(vault, series, at=first_iteration * self.steps_per_iteration)
+
+
+def _json_ready(value: Any) -> Any:
+    """``value`` as flashbax stores a vault's metadata: leaves that are not JSON scalars as text,
+    then through JSON (tuples become lists)."""
+    scalars = (bool, str, int, float, type(None))
+    return json.loads(json.dumps(jax.tree.map(lambda x: x if isinstance(x, scalars) else str(x), value)))
+
+
+def _check_same_run(path: str, metadata: dict[str, Any]) -> None:
+    """Refuse to resume recording into the vault at ``path`` when another run wrote it: its stored
+    algorithm, or a config value stored by both, differs from this run's ``metadata`` (a field
+    only one side has is no difference: a newer lamella may add config fields)."""
+    try:
+        with open(os.path.join(path, "metadata.json"), encoding="utf-8") as handle:
+            stored = json.load(handle)
+    except (OSError, ValueError):
+        return  # flashbax itself reads the vault; what it cannot read it reports
+    ours = _json_ready(metadata)
+    differences = []
+    if "algorithm" in stored and stored["algorithm"] != ours.get("algorithm"):
+        differences.append(f"algorithm {stored['algorithm']!r} there, {ours.get('algorithm')!r} here")
+    theirs, mine = stored.get("config") or {}, ours.get("config") or {}
+    differences += [
+        f"{key}={theirs[key]!r} there, {mine[key]!r} here"
+        for key in sorted(set(theirs) & set(mine))
+        if theirs[key] != mine[key]
+    ]
+    if differences:
+        raise ConfigError(
+            f"Cannot resume recording: {path!r} was written by another run ({'; '.join(differences)}), "
+            "and a resumed run appends only to its own vault. Start a new run to record (or resume the "
+            "run that wrote it)."
+        )
 
 
 def recorded_runs(directory: str | os.PathLike[str]) -> list[tuple[str, str]]:
