@@ -296,6 +296,27 @@ def test_ray_missing_or_unreachable_fails_before_compiling(capsys, tmp_path, mon
     assert main([*argv, "--ray", f"127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err
     assert f"Cannot reach a Ray cluster at 127.0.0.1:{port}" in err and err.count("\n") == 1
+    # A listener that is not Ray (an HTTP/1 server on the port): refused in seconds, where Ray
+    # itself retried for minutes.
+    import http.server
+    import threading
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):  # the server's own log lines would go to this stderr
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        started = time.monotonic()
+        assert main([*argv, "--ray", f"127.0.0.1:{server.server_port}"]) == 2
+        assert time.monotonic() - started < 30
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{server.server_port} answers, but not as a Ray cluster (no gRPC" in err, err
+    assert err.count("\n") == 1
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     assert main([*argv, "--ray", "127.0.0.1:6379"]) == 2
     err = capsys.readouterr().err

@@ -427,13 +427,44 @@ def _remote_program(payload: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
     return summary, files
 
 
+# HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5): what
+# a gRPC client sends first; a gRPC server (a Ray head's GCS, its Ray Client server) answers
+# with a SETTINGS frame of its own.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _speaks_http2(address: tuple[str, int], timeout: float = 10.0) -> bool:
+    """Whether the listener at ``address`` answers HTTP/2's preface with a SETTINGS frame, as
+    a gRPC server does (an HTTP/1 server answers ``HTTP/1.1 400``, another service otherwise or
+    not at all). With Ray's TLS on (``RAY_USE_TLS``) the plain preface proves nothing: True.
+
+    Raises:
+        OSError: nothing accepts a TCP connection there.
+    """
+    with socket.create_connection(address, timeout=timeout) as connection:
+        if os.environ.get("RAY_USE_TLS", "0").lower() not in ("", "0", "false"):
+            return True
+        try:
+            connection.sendall(_HTTP2_PREFACE)
+            header = b""
+            while len(header) < 9:
+                chunk = connection.recv(9 - len(header))
+                if not chunk:
+                    return False
+                header += chunk
+        except (TimeoutError, ConnectionError):
+            return False
+    return header[3] == 4  # the frame type: SETTINGS
+
+
 def connect_ray(address: str) -> Any:
     """Connect to the Ray cluster at ``address`` (``host:port``, ``ray://host:port`` or
     ``auto``); return the ``ray`` module.
 
     Raises:
-        ConfigError: Ray is not installed, or nothing answers at the address (checked with a
-            plain TCP connection first, so a wrong address fails in seconds).
+        ConfigError: Ray is not installed, or nothing answers at the address, or what answers
+            does not speak gRPC as a Ray head does (both checked first, so a wrong address fails in
+            seconds; Ray itself retries for minutes).
     """
     try:
         import ray
@@ -448,12 +479,17 @@ def connect_ray(address: str) -> Any:
                 f"--ray {address!r} is not an address; give HOST:PORT (the head's GCS port, 6379 by default)."
             )
         try:
-            socket.create_connection((host, int(port)), timeout=5).close()
+            speaks_grpc = _speaks_http2((host, int(port)))
         except OSError as error:
             raise ConfigError(
                 f"Cannot reach a Ray cluster at {address} ({error.strerror or error}); start one with "
                 "`ray start --head` or fix --ray."
             ) from None
+        if not speaks_grpc:
+            raise ConfigError(
+                f"{address} answers, but not as a Ray cluster (no gRPC: a Ray head's GCS port, 6379 by "
+                "default, or its Ray Client port for ray://, 10001 by default); fix --ray."
+            )
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False)
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, ... for a bad cluster
