@@ -166,8 +166,16 @@ def test_params_outside_their_ranges_are_refused(env_and_params):
     distance_threshold <= 0 made success impossible, silently."""
     with pytest.raises(lamella.envs.EnvInputError, match=r"max_steps_in_episode must be >= 1, got 0"):
         lamella.envs.make(ENV_ID, max_steps_in_episode=0)
-    with pytest.raises(lamella.envs.EnvInputError, match=r"distance_threshold must be > 0.0, got -1.0"):
+    with pytest.raises(
+        lamella.envs.EnvInputError, match=r"distance_threshold must be in \(0.0, inf\), got -1.0"
+    ):
         lamella.envs.make(ENV_ID, distance_threshold=-1.0)
+    with pytest.raises(
+        lamella.envs.EnvInputError, match=r"distance_threshold must be in \(0.0, inf\), got inf"
+    ):
+        lamella.envs.make(ENV_ID, distance_threshold=float("inf"))  # was taken: every state a success
     env, params = env_and_params
-    with pytest.raises(lamella.envs.EnvInputError, match=r"params.distance_threshold must be > 0.0, got 0.0"):
+    with pytest.raises(
+        lamella.envs.EnvInputError, match=r"params.distance_threshold must be in \(0.0, inf\), got 0.0"
+    ):
         env.reset(jax.random.key(0), params.replace(distance_threshold=0.0))
