@@ -36,7 +36,7 @@ import jax
 import numpy as np
 
 from lamella.agents import hosts
-from lamella.agents.config import ConfigError
+from lamella.agents.config import ConfigError, config_diff
 from lamella.buffers import open_vault, read_vault, write_experience
 
 __all__ = ["VaultRecorder", "read_recording", "recorded_runs", "resolve_record_dir", "vault_name"]
@@ -184,8 +184,8 @@ def _json_ready(value: Any) -> Any:
 
 def _check_same_run(path: str, metadata: dict[str, Any]) -> None:
     """Refuse to resume recording into the vault at ``path`` when another run wrote it: its stored
-    algorithm, or a config value stored by both, differs from this run's ``metadata`` (a field
-    only one side has is no difference: a newer lamella may add config fields)."""
+    algorithm, or a config value, differs from this run's ``metadata`` (a field the vault's
+    config lacks is no difference: a newer lamella may add config fields)."""
     try:
         with open(os.path.join(path, "metadata.json"), encoding="utf-8") as handle:
             stored = json.load(handle)
@@ -195,11 +195,11 @@ def _check_same_run(path: str, metadata: dict[str, Any]) -> None:
     differences = []
     if "algorithm" in stored and stored["algorithm"] != ours.get("algorithm"):
         differences.append(f"algorithm {stored['algorithm']!r} there, {ours.get('algorithm')!r} here")
-    theirs, mine = stored.get("config") or {}, ours.get("config") or {}
+    mine = ours.get("config") or {}
+    # A field this run has and the vault's lacks reads as this run's value (as a resume reads it).
     differences += [
-        f"{key}={theirs[key]!r} there, {mine[key]!r} here"
-        for key in sorted(set(theirs) & set(mine))
-        if theirs[key] != mine[key]
+        f"{key}={there!r} there, {here!r} here"
+        for key, (there, here) in config_diff(stored.get("config") or {}, mine, mine).items()
     ]
     if differences:
         raise ConfigError(
