@@ -198,10 +198,10 @@ def run(
 
 
 def wheel_installs_alone(package: str) -> list[str]:
-    """Build the package's wheel and import it in a fresh venv holding nothing else."""
+    """Build the package's wheel and import it in a fresh venv holding nothing else (removed after)."""
     out = tempfile.mkdtemp(prefix=f"lamella-{package}-wheel-")
     script = (
-        f"set -e; uv build --wheel --out-dir {out} packages/{package};"
+        f"trap 'rm -rf {out}' EXIT; set -e; uv build --wheel --out-dir {out} packages/{package};"
         f" uv venv --quiet {out}/venv; VIRTUAL_ENV={out}/venv uv pip install --quiet {out}/*.whl;"
         f" {out}/venv/bin/python -c 'import lamella.{package} as m; print(\"imported\", m.__name__, m.__version__)';"
         f" VIRTUAL_ENV={out}/venv uv pip list"

@@ -23,6 +23,7 @@ import io
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,6 +122,7 @@ class LamellaServer:
         return subprocess.CompletedProcess(["lamella", *argv], json.loads(answer)["code"], printed)
 
     def close(self) -> None:
+        """Stop the child and remove the folder of its commands' outputs."""
         if self.process.poll() is None:
             assert self.process.stdin is not None
             self.process.stdin.close()
@@ -129,6 +131,7 @@ class LamellaServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        shutil.rmtree(self.outputs, ignore_errors=True)
 
     def __enter__(self) -> LamellaServer:
         return self
