@@ -389,6 +389,7 @@ def ray_head():
             time.sleep(0.1)
         head.wait(10)
         left = _session_processes(head.pid)
+        shutil.rmtree(temp, ignore_errors=True)  # the head's logs and sockets
         assert not left, f"Ray processes left behind: {left}"
 
 
