@@ -290,3 +290,33 @@ def test_goal_conditioned_wrapper_refuses_a_bad_distance_threshold(threshold):
         le.EnvInputError, match=r"GoalConditioned: distance_threshold must be a finite float > 0"
     ):
         GoalConditioned(CartPole(), lambda s: s.x[None], [-1.0], [1.0], distance_threshold=threshold)
+
+
+MOTION_SETTINGS = [
+    ("GMazeDubins-v0", "speed"),
+    ("GMazeGoalDubins-v0", "turn_rate"),
+    ("GMazeDubinsWalls-v0", "turn_rate"),
+    ("PointRobotGoal-v0", "step_size"),
+]
+
+
+@pytest.mark.parametrize(("env_id", "name"), MOTION_SETTINGS)
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_non_finite_motion_settings_are_refused(env_id, name, value):
+    """An infinite speed, turn rate or step size made positions NaN (inf * 0, inf - inf) on the
+    first step, silently; make and reset now refuse it (NaN was already refused by make)."""
+    with pytest.raises(le.EnvInputError, match=rf"{name} must be in \(-inf, inf\)"):
+        le.make(env_id, **{name: value})
+    env, params = le.make(env_id, autoreset=False)
+    for bad in (value, float("nan")):
+        with pytest.raises(le.EnvInputError, match=rf"params\.{name} must be in \(-inf, inf\).*replace"):
+            env.reset(jax.random.key(0), params.replace(**{name: bad}))
+
+
+def test_zero_and_negative_motion_settings_are_taken():
+    """0 (a car that only turns, a robot that stays) and negative values (reversing, mirrored
+    steering) are well-defined dynamics; a traced value (a sweep) is taken as well."""
+    env, params = le.make("GMazeGoalDubins-v0", autoreset=False, speed=0.0, turn_rate=-0.1)
+    env.reset(jax.random.key(0), params)
+    robot, robot_params = le.make("PointRobotGoal-v0", autoreset=False, step_size=-0.1)
+    jax.eval_shape(lambda s: robot.reset(jax.random.key(0), robot_params.replace(step_size=s)), 0.1)

@@ -253,6 +253,25 @@ def test_overcooked_renders_jaxmarls_tiles():
             lambda: lamella.envs.make("jaxmarl:MPE_simple_tag_v3", num_good_agent=2),
             ["'num_good_agent'", "did you mean 'num_good_agents'", "SimpleTagMPE", "num_adversaries"],
         ),
+        # The other envs raised JaxMARL's own TypeError from inside jaxmarl.make: now the
+        # adapter's error, naming the keyword and (where the class reads them) its settings.
+        (
+            lambda: from_jaxmarl("switch_riddle", num_agent=3),
+            ["'num_agent'", "did you mean 'num_agents'", "SwitchRiddle", "initial_bulb_state, num_agents,"],
+        ),
+        (
+            lambda: lamella.envs.make("jaxmarl:coin_game", num_inner_step=10),
+            ["'num_inner_step'", "did you mean 'num_inner_steps'", "CoinGame", "num_outer_steps"],
+        ),
+        (
+            lambda: from_jaxmarl("overcooked", layout="cramped_room", max_step=10),
+            ["'max_step'", "did you mean 'max_steps'", "Overcooked", "layout, max_steps"],
+        ),
+        # HeuristicEnemySMAX hands its settings on to SMAX, which refuses the keyword.
+        (
+            lambda: from_jaxmarl("HeuristicEnemySMAX", scenario="3m", max_step=20),
+            ["'max_step'", "jaxmarl:HeuristicEnemySMAX", "SMAX.__init__() got an unexpected keyword"],
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error(call, words):
@@ -262,6 +281,13 @@ def test_bad_input_is_a_clear_error(call, words):
             call()
     for word in words:
         assert word in str(raised.value)
+
+
+def test_a_misspelt_keyword_keeps_jaxmarls_error_as_the_cause():
+    with pytest.raises(JaxMARLError, match=r"'num_agent'.*HanabiEnv.*Fix the spelling.*num_agents") as raised:
+        from_jaxmarl("hanabi", num_agent=2)
+    assert isinstance(raised.value.__cause__, TypeError)
+    assert is_user_error(raised.value)  # the `lamella` command prints it as one line
 
 
 def test_without_jaxmarl_the_error_names_the_extra(monkeypatch):

@@ -613,7 +613,7 @@ def test_a_wrapper_of_what_is_not_an_env_names_the_fix():
         ),
         # Ranges that are not step limits: these made NaN observations or never-ending dynamics.
         ("Fishery-v0", {"s_max": 0.0}, r"s_max must be > 0\.0, got 0\.0\. Pass a value > 0\.0"),
-        ("CartPole-v1", {"length": -0.5}, r"length must be > 0\.0, got -0\.5"),
+        ("CartPole-v1", {"length": -0.5}, r"length must be in \(0\.0, inf\), got -0\.5"),
         ("Breakout-MinAtar", {"sticky_action_prob": 1.5}, r"sticky_action_prob must be in \[0\.0, 1\.0\]"),
     ],
 )
@@ -626,10 +626,10 @@ def test_make_refuses_params_overrides_of_the_wrong_kind_or_range(env_id, overri
     ("env_id", "field", "value", "message"),
     [
         # Each used to run: NaN or inf in the first step's observation or reward ...
-        ("CartPole-v1", "length", 0.0, r"length must be > 0\.0, got 0\.0"),
+        ("CartPole-v1", "length", 0.0, r"length must be in \(0\.0, inf\), got 0\.0"),
         ("CartPole-v1", "masscart", 0.0, r"masscart must be > 0\.0"),
         ("Pendulum-v1", "l", 0.0, r"l must be > 0\.0"),  # a ZeroDivisionError in the step
-        ("Acrobot-v1", "link_moi", 0.0, r"link_moi must be > 0\.0"),
+        ("Acrobot-v1", "link_moi", 0.0, r"link_moi must be in \(0\.0, inf\)"),
         ("Fishery-v0", "s_max", 0.0, r"s_max must be > 0\.0"),
         ("MemoryChain-bsuite", "memory_length", 0, r"memory_length must be >= 1, got 0"),
         ("UmbrellaChain-bsuite", "chain_length", 0, r"chain_length must be >= 1"),
@@ -656,6 +656,34 @@ def test_reset_refuses_concrete_params_outside_their_range(env_id, field, value,
         env.reset(jax.random.key(0), bad)
 
 
+@pytest.mark.parametrize(
+    ("env_id", "field", "value"),
+    [
+        # Each was taken and made the state NaN within the first steps of every episode.
+        ("CartPole-v1", "tau", float("inf")),
+        ("CartPole-v1", "gravity", float("-inf")),
+        ("CartPole-v1", "force_mag", float("inf")),
+        ("CartPole-v1", "length", float("inf")),
+        ("Acrobot-v1", "dt", float("inf")),
+        ("Acrobot-v1", "link_mass_1", float("inf")),
+        ("Acrobot-v1", "link_com_pos_2", float("-inf")),
+        ("Pendulum-v1", "dt", float("inf")),
+        ("Reacher-misc", "torque_scale", float("-inf")),
+        ("Swimmer-misc", "dt", float("inf")),
+        ("MountainCar-v0", "force", float("inf")),
+        ("PointRobot-misc", "circle_radius", float("inf")),
+    ],
+)
+def test_infinite_physical_settings_are_refused(env_id, field, value):
+    with pytest.raises(
+        le.EnvInputError, match=rf"^make\('{env_id}'\): {field} must be (in|>|>=) .*got -?inf"
+    ):
+        le.make(env_id, **{field: value})
+    env, params = le.make(env_id, autoreset=False)
+    with pytest.raises(le.EnvInputError, match=rf"^{env_id}\.reset: params\.{field} must be .*got -?inf"):
+        env.reset(jax.random.key(0), params.replace(**{field: value}))
+
+
 def test_reset_leaves_traced_params_to_the_sweep():
     env, params = le.make("CartPole-v1", autoreset=False)
     key = jax.random.key(0)
@@ -665,7 +693,9 @@ def test_reset_leaves_traced_params_to_the_sweep():
     jax.eval_shape(env.reset, key, params.replace(length=0.0))
     # Concrete values are, also closed over by jit and in a batch.
     batch = params.replace(length=jnp.asarray([0.5, 0.0]))
-    with pytest.raises(le.EnvInputError, match=r"params\.length must be > 0\.0, got Array\(\[0\.5, 0\. \]"):
+    with pytest.raises(
+        le.EnvInputError, match=r"params\.length must be in \(0\.0, inf\), got Array\(\[0\.5, 0\. \]"
+    ):
         jax.eval_shape(lambda k: env.reset(k, batch), key)
 
 

@@ -9,6 +9,7 @@ part of the tree structure (hashable, never traced).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, TypeVar, dataclass_transform
 
 import jax
@@ -24,6 +25,7 @@ def field(
     bounds: tuple[float | None, float | None] | None = None,
     above: float | None = None,
     below: float | None = None,
+    finite: bool = False,
     **kwargs: Any,
 ) -> Any:
     """A dataclass field; ``static=True`` keeps it out of the traced leaves.
@@ -34,11 +36,16 @@ def field(
     :func:`lamella.envs.make` refuses an override outside the range, and
     :meth:`Environment.reset` concrete params outside it (``params.replace(length=0.0)``),
     naming the field and the range (``max_steps_in_episode: int = field(default=500,
-    bounds=(1, None))``). It costs nothing in compiled code; traced values are not checked.
+    bounds=(1, None))``). ``finite=True`` closes the ends left open with -inf and inf, not
+    reached (``field(default=0.05, above=0.0, finite=True)``: a time step, where inf makes the
+    state NaN). It costs nothing in compiled code; traced values are not checked.
     """
     metadata = dict(kwargs.pop("metadata", {}) or {})
     metadata["static"] = static
     low, high = (None, None) if bounds is None else bounds
+    if finite:
+        above = -math.inf if above is None and low is None else above
+        below = math.inf if below is None and high is None else below
     if (above is not None and low is not None) or (below is not None and high is not None):
         raise TypeError("field: give each end of the range once, in bounds or as above/below.")
     if bounds is not None or above is not None or below is not None:

@@ -21,7 +21,6 @@ Needs the ``brax`` extra (``pip install 'lamella-envs[brax]'``), imported when a
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -142,7 +141,7 @@ class BraxGoalParams:
 
     max_steps_in_episode: int = struct.field(default=50, bounds=(1, None))
     # <= 0 or NaN would make success impossible, inf every state a success
-    distance_threshold: float = struct.field(default=0.02, above=0.0, below=math.inf)
+    distance_threshold: float = struct.field(default=0.02, above=0.0, finite=True)
     terminate_on_success: bool = False
 
 

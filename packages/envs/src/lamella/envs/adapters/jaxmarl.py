@@ -20,6 +20,7 @@ import ast
 import difflib
 import importlib
 import inspect
+import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -753,8 +754,9 @@ def _constructor_keywords(cls: type) -> set[str] | None:
 def _check_keywords(env_id: str, jaxmarl_env: Any, kwargs: Mapping[str, Any]) -> None:
     """Refuse keywords the JaxMARL env's class does not read: its MPE envs take ``**kwargs`` and
     drop what they do not know (``local_ratoi=0.5`` did nothing). Envs without ``**kwargs``
-    raise JaxMARL's own TypeError before this; envs whose ``**kwargs`` go elsewhere (SMAX's
-    wrappers build a SMAX with them, MaBrax hands them to brax) are not checked here."""
+    refuse the keyword while being built (:func:`_raise_unknown_keyword`); envs whose
+    ``**kwargs`` go elsewhere (SMAX's wrappers build a SMAX with them, MaBrax hands them to
+    brax) are not checked here: the class they reach refuses it the same way."""
     keywords = _constructor_keywords(type(jaxmarl_env))
     unknown = sorted(set(kwargs) - keywords) if keywords is not None else []
     if unknown:
@@ -764,6 +766,44 @@ def _check_keywords(env_id: str, jaxmarl_env: Any, kwargs: Mapping[str, Any]) ->
             f"{type(jaxmarl_env).__name__} would ignore {'it' if len(unknown) == 1 else 'them'}, silently. "
             f"Its settings: {', '.join(sorted(keywords or ()))}."
         )
+
+
+_UNEXPECTED_KEYWORD = re.compile(r"^([\w.]+)\.__init__\(\) got an unexpected keyword argument '([^']+)'")
+
+
+def _raise_unknown_keyword(env_id: str, error: TypeError, kwargs: Mapping[str, Any]) -> None:
+    """Re-raise ``error``, raised by ``jaxmarl.make(env_id, **kwargs)``, as a
+    :class:`JaxMARLError` where it is a constructor refusing one of ``kwargs`` (the envs without
+    ``**kwargs`` or whose ``**kwargs`` end up in another constructor: SMAX, Hanabi, Overcooked,
+    CoinGame, MaBrax's brax env, ...); return for any other TypeError. The class's settings are
+    listed where it is the one ``jaxmarl.make`` builds and its keywords can be read."""
+    match = _UNEXPECTED_KEYWORD.match(str(error))
+    if match is None or match.group(2) not in kwargs:
+        return
+    class_name, keyword = match.groups()
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    caller = traceback.tb_frame.f_globals if traceback is not None else {}
+    keywords = None
+    if caller.get("__name__") == "jaxmarl.registration":  # the class jaxmarl.make builds refused it
+        # Found by its name in the message: jaxmarl.registration imports some under other names.
+        classes = [v for v in caller.values() if isinstance(v, type) and v.__qualname__ == class_name]
+        keywords = _constructor_keywords(classes[0]) if len(classes) == 1 else None
+    if keywords is None:  # refused further in: a class the env builds with its settings
+        raise JaxMARLError(
+            f"jaxmarl:{env_id}: unknown setting {keyword!r}; JaxMARL refused it ({error}). Fix the "
+            f"spelling or drop it: jaxmarl:{env_id}'s settings are the keyword arguments of its "
+            "JaxMARL class and of the classes it hands them on to."
+        ) from error
+    unknown = sorted(set(kwargs) - keywords) or [keyword]
+    one = len(unknown) == 1
+    hint = _did_you_mean(keyword, keywords) if one else ""
+    raise JaxMARLError(
+        f"jaxmarl:{env_id}: unknown setting{'' if one else 's'} {', '.join(map(repr, unknown))}{hint}; "
+        f"JaxMARL's {class_name} does not take {'it' if one else 'them'}. Fix the spelling or drop "
+        f"{'it' if one else 'them'}; its settings: {', '.join(sorted(keywords))}."
+    ) from error
 
 
 def _did_you_mean(name: str, choices: Any) -> str:
@@ -799,8 +839,8 @@ def from_jaxmarl(
 
     Raises:
         ImportError: jaxmarl is not installed (``pip install 'lamella-envs[jaxmarl]'``).
-        JaxMARLError: an unknown id, scenario or layout, ``kwargs`` with an env object, an env
-            whose API the adapter cannot convert, or a bad ``noop_action``.
+        JaxMARLError: an unknown id, scenario or layout, a setting the env does not take, ``kwargs``
+            with an env object, an env whose API the adapter cannot convert, or a bad ``noop_action``.
     """
     jaxmarl = _import_jaxmarl()
     if isinstance(env_or_name, str):
@@ -820,8 +860,12 @@ def from_jaxmarl(
             )
         if env_or_name in MABRAX_IDS:
             kwargs = {"auto_reset": False, **kwargs}  # lamella's AutoReset keeps the final observation
-        with without_import_notices():  # a MaBrax env imports brax (and mujoco) here
-            env = jaxmarl.make(env_or_name, **_resolve_kwargs(jaxmarl, env_or_name, kwargs))
+        try:
+            with without_import_notices():  # a MaBrax env imports brax (and mujoco) here
+                env = jaxmarl.make(env_or_name, **_resolve_kwargs(jaxmarl, env_or_name, kwargs))
+        except TypeError as error:
+            _raise_unknown_keyword(env_or_name, error, kwargs)
+            raise
         _check_keywords(env_or_name, env, kwargs)
         name = env_or_name
     else:

@@ -28,15 +28,16 @@ class AcrobotState(struct.PyTreeNode):
 
 
 class AcrobotParams(struct.PyTreeNode):
-    dt: float = struct.field(default=0.2, above=0.0)  # seconds per step (one RK4 step)
-    link_length_1: float = 1.0
+    dt: float = struct.field(default=0.2, above=0.0, finite=True)  # seconds per step (one RK4 step)
+    link_length_1: float = struct.field(default=1.0, finite=True)
     link_length_2: float = 1.0  # only used for rendering, as in gymnasium
-    link_mass_1: float = struct.field(default=1.0, bounds=(0.0, None))
-    link_mass_2: float = struct.field(default=1.0, bounds=(0.0, None))
-    link_com_pos_1: float = 0.5  # centre of mass of link 1, from its joint
-    link_com_pos_2: float = 0.5
-    link_moi: float = struct.field(default=1.0, above=0.0)  # moment of inertia of both links
-    gravity: float = 9.8
+    link_mass_1: float = struct.field(default=1.0, bounds=(0.0, None), finite=True)
+    link_mass_2: float = struct.field(default=1.0, bounds=(0.0, None), finite=True)
+    # centre of mass of link 1, from its joint
+    link_com_pos_1: float = struct.field(default=0.5, finite=True)
+    link_com_pos_2: float = struct.field(default=0.5, finite=True)
+    link_moi: float = struct.field(default=1.0, above=0.0, finite=True)  # moment of inertia of both links
+    gravity: float = struct.field(default=9.8, finite=True)
     max_vel_1: float = struct.field(default=4 * math.pi, bounds=(0.0, None))
     max_vel_2: float = struct.field(default=9 * math.pi, bounds=(0.0, None))
     max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))

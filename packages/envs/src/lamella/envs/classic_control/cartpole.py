@@ -25,12 +25,12 @@ class CartPoleState(struct.PyTreeNode):
 
 
 class CartPoleParams(struct.PyTreeNode):
-    gravity: float = 9.8
+    gravity: float = struct.field(default=9.8, finite=True)
     masscart: float = struct.field(default=1.0, above=0.0)
-    masspole: float = struct.field(default=0.1, bounds=(0.0, None))
-    length: float = struct.field(default=0.5, above=0.0)  # half the pole's length
-    force_mag: float = 10.0
-    tau: float = struct.field(default=0.02, above=0.0)  # seconds per step
+    masspole: float = struct.field(default=0.1, bounds=(0.0, None), finite=True)
+    length: float = struct.field(default=0.5, above=0.0, finite=True)  # half the pole's length
+    force_mag: float = struct.field(default=10.0, finite=True)
+    tau: float = struct.field(default=0.02, above=0.0, finite=True)  # seconds per step
     theta_threshold_radians: float = struct.field(default=12 * 2 * 3.141592653589793 / 360, above=0.0)
     x_threshold: float = struct.field(default=2.4, above=0.0)
     max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))

@@ -28,7 +28,7 @@ class MountainCarParams(struct.PyTreeNode):
     max_speed: float = 0.07
     goal_position: float = 0.5
     goal_velocity: float = 0.0
-    force: float = 0.001
+    force: float = struct.field(default=0.001, finite=True)
     gravity: float = 0.0025
     max_steps_in_episode: int = struct.field(default=200, bounds=(1, None))
 

@@ -32,7 +32,7 @@ class PendulumParams(struct.PyTreeNode):
     max_torque: float = struct.field(
         default=2.0, bounds=(0.0, None)
     )  # torque is clipped to [-max_torque, max_torque]
-    dt: float = struct.field(default=0.05, above=0.0)  # seconds per step
+    dt: float = struct.field(default=0.05, above=0.0, finite=True)  # seconds per step
     g: float = 10.0
     m: float = struct.field(default=1.0, above=0.0)
     l: float = struct.field(default=1.0, above=0.0)  # noqa: E741 - the pendulum's length, named as in the physics

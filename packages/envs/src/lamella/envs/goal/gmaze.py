@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
@@ -47,10 +46,13 @@ class GMazeParams(struct.PyTreeNode):
         default_factory=lambda: jnp.zeros((0, 2, 2), jnp.float32)
     )  # float32 (num_walls, 2, 2)
     start: Any = struct.field(default_factory=lambda: jnp.asarray([-1.0, 0.0, 0.0], jnp.float32))  # (3,)
-    speed: float = 1.0 / 20.0  # distance per sub-step
-    turn_rate: float = 1.0 / 10.0  # heading change per sub-step at |action| = 1
+    # Finite (inf made positions NaN); 0 and negative values are well-defined dynamics (a car
+    # that only turns, one that reverses, mirrored steering), so they are taken.
+    speed: float = struct.field(default=1.0 / 20.0, finite=True)  # distance per sub-step
+    # heading change per sub-step at |action| = 1
+    turn_rate: float = struct.field(default=1.0 / 10.0, finite=True)
     # success radius (goal env); <= 0 or NaN would make success impossible, inf every state one
-    distance_threshold: float = struct.field(default=0.1, above=0.0, below=math.inf)
+    distance_threshold: float = struct.field(default=0.1, above=0.0, finite=True)
     terminate_on_success: bool = True  # goal env: a reached goal ends the episode (as gym-gmazes)
     max_steps_in_episode: int = struct.field(default=70, bounds=(1, None))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
@@ -22,8 +21,9 @@ class PointRobotGoalState(struct.PyTreeNode):
 
 
 class PointRobotGoalParams(struct.PyTreeNode):
-    step_size: float = 0.1  # displacement per step at |action| = 1 on an axis
-    distance_threshold: float = struct.field(default=0.1, above=0.0, below=math.inf)  # success radius
+    # displacement per step at |action| = 1 on an axis; finite (inf made positions NaN)
+    step_size: float = struct.field(default=0.1, finite=True)
+    distance_threshold: float = struct.field(default=0.1, above=0.0, finite=True)  # success radius
     terminate_on_success: bool = True
     max_steps_in_episode: int = struct.field(default=50, bounds=(1, None))
 

@@ -30,7 +30,8 @@ class PointRobotState(struct.PyTreeNode):
 
 class PointRobotParams(struct.PyTreeNode):
     max_force: float = 0.1  # actions are clipped to [-max_force, max_force] per axis
-    circle_radius: float = 1.0  # radius of the goal semicircle
+    # radius of the goal semicircle
+    circle_radius: float = struct.field(default=1.0, finite=True)
     dense_reward: bool = False  # reward -distance on every step instead of the sparse 0/1
     goal_radius: float = 0.2  # the goal counts as reached within this distance
     center_init: bool = False  # start (and restart) at the origin instead of a random point

@@ -25,8 +25,9 @@ class ReacherState(struct.PyTreeNode):
 
 
 class ReacherParams(struct.PyTreeNode):
-    torque_scale: float = 1.0  # angular acceleration per unit of action
-    dt: float = struct.field(default=0.05, above=0.0)  # seconds per step
+    # angular acceleration per unit of action
+    torque_scale: float = struct.field(default=1.0, finite=True)
+    dt: float = struct.field(default=0.05, above=0.0, finite=True)  # seconds per step
     max_steps_in_episode: int = struct.field(default=100, bounds=(1, None))
 
 

@@ -29,7 +29,7 @@ class SwimmerState(struct.PyTreeNode):
 
 
 class SwimmerParams(struct.PyTreeNode):
-    dt: float = struct.field(default=0.05, above=0.0)  # seconds per step
+    dt: float = struct.field(default=0.05, above=0.0, finite=True)  # seconds per step
     max_steps_in_episode: int = struct.field(default=500, bounds=(1, None))
 
 
