@@ -23,5 +23,6 @@ def test_the_worked_example_is_short_runs_and_learns():
     returns = np.asarray(namespace["returns"])
     assert returns.shape == (2, namespace["ITERATIONS"])
     final = returns[:, -100:].mean(axis=1)
-    # The doc states: above 200 for both seeds (a random policy scores about 22).
-    assert np.all(final > 200), f"mean return over the last 100 iterations per seed: {final} (threshold 200)"
+    # The doc states: above 100 for both seeds (a random policy scores about 22; 32 seeds measured
+    # on jax 0.10.2 and 0.12.1 gave 134 to 370).
+    assert np.all(final > 100), f"mean return over the last 100 iterations per seed: {final} (threshold 100)"
