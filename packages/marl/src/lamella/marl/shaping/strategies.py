@@ -72,7 +72,10 @@ def zd_extortion(
             ``R, S, T, P`` are read from player 0's rewards. Pax's IPD by default.
         start: cooperation probability in the first round.
     """
-    game = np.asarray(check_payoff(PAYOFFS["prisoners_dilemma"] if payoff is None else payoff, "payoff"))
+    # Eagerly, also under a trace: STRATEGIES below calls this when the module is imported, and a
+    # runner built inside jax.jit may import it first (a tracer has no float to read).
+    with jax.ensure_compile_time_eval():
+        game = np.asarray(check_payoff(PAYOFFS["prisoners_dilemma"] if payoff is None else payoff, "payoff"))
     reward, sucker = float(game[0, 0, 0]), float(game[0, 1, 0])
     temptation, punishment = float(game[1, 0, 0]), float(game[1, 1, 0])
     if not temptation > reward > punishment > sucker:
