@@ -267,6 +267,12 @@ def test_overcooked_renders_jaxmarls_tiles():
             lambda: from_jaxmarl("overcooked", layout="cramped_room", max_step=10),
             ["'max_step'", "did you mean 'max_steps'", "Overcooked", "layout, max_steps"],
         ),
+        # LearnedPolicyEnemySMAX's policy and params have no default: JaxMARL's missing-argument
+        # TypeError from inside jaxmarl.make, now the adapter's error saying how to pass them.
+        (
+            lambda: lamella.envs.make("jaxmarl:LearnedPolicyEnemySMAX"),
+            ["LearnedPolicyEnemySMAX needs the settings 'policy', 'params'", "policy=..., params=..."],
+        ),
         # HeuristicEnemySMAX hands its settings on to SMAX, which refuses the keyword.
         (
             lambda: from_jaxmarl("HeuristicEnemySMAX", scenario="3m", max_step=20),

@@ -754,7 +754,7 @@ def _constructor_keywords(cls: type) -> set[str] | None:
 def _check_keywords(env_id: str, jaxmarl_env: Any, kwargs: Mapping[str, Any]) -> None:
     """Refuse keywords the JaxMARL env's class does not read: its MPE envs take ``**kwargs`` and
     drop what they do not know (``local_ratoi=0.5`` did nothing). Envs without ``**kwargs``
-    refuse the keyword while being built (:func:`_raise_unknown_keyword`); envs whose
+    refuse the keyword while being built (:func:`_raise_setting_error`); envs whose
     ``**kwargs`` go elsewhere (SMAX's wrappers build a SMAX with them, MaBrax hands them to
     brax) are not checked here: the class they reach refuses it the same way."""
     keywords = _constructor_keywords(type(jaxmarl_env))
@@ -769,24 +769,37 @@ def _check_keywords(env_id: str, jaxmarl_env: Any, kwargs: Mapping[str, Any]) ->
 
 
 _UNEXPECTED_KEYWORD = re.compile(r"^([\w.]+)\.__init__\(\) got an unexpected keyword argument '([^']+)'")
+_MISSING_ARGUMENTS = re.compile(r"^([\w.]+)\.__init__\(\) missing \d+ required (?:positional |keyword-only )?arguments?: (.+)$")
 
 
-def _raise_unknown_keyword(env_id: str, error: TypeError, kwargs: Mapping[str, Any]) -> None:
+def _raise_setting_error(env_id: str, error: TypeError, kwargs: Mapping[str, Any]) -> None:
     """Re-raise ``error``, raised by ``jaxmarl.make(env_id, **kwargs)``, as a
-    :class:`JaxMARLError` where it is a constructor refusing one of ``kwargs`` (the envs without
-    ``**kwargs`` or whose ``**kwargs`` end up in another constructor: SMAX, Hanabi, Overcooked,
-    CoinGame, MaBrax's brax env, ...); return for any other TypeError. The class's settings are
+    :class:`JaxMARLError` where the class ``jaxmarl.make`` builds misses a setting without a default
+    (``LearnedPolicyEnemySMAX``'s ``policy`` and ``params``), or where a constructor refuses one of
+    ``kwargs`` (the envs without ``**kwargs`` or whose ``**kwargs`` end up in another constructor:
+    SMAX, Hanabi, Overcooked, CoinGame, MaBrax's brax env, ...); return for any other TypeError. The class's settings are
     listed where it is the one ``jaxmarl.make`` builds and its keywords can be read."""
-    match = _UNEXPECTED_KEYWORD.match(str(error))
-    if match is None or match.group(2) not in kwargs:
-        return
-    class_name, keyword = match.groups()
     traceback = error.__traceback__
     while traceback is not None and traceback.tb_next is not None:
         traceback = traceback.tb_next
     caller = traceback.tb_frame.f_globals if traceback is not None else {}
+    built_by_make = caller.get("__name__") == "jaxmarl.registration"  # not a class further in
+    missing = _MISSING_ARGUMENTS.match(str(error))
+    if missing is not None and built_by_make:
+        class_name, names = missing.group(1), re.findall(r"'([^']+)'", missing.group(2))
+        settings, one = ", ".join(f"{name}=..." for name in names), len(names) == 1
+        raise JaxMARLError(
+            f"jaxmarl:{env_id}: JaxMARL's {class_name} needs the setting{'' if one else 's'} "
+            f"{', '.join(map(repr, names))}, which {'has' if one else 'have'} no default. Pass "
+            f'{"it" if one else "them"} as keywords: lamella.envs.make("jaxmarl:{env_id}", {settings}) '
+            f'or from_jaxmarl("{env_id}", {settings}).'
+        ) from error
+    match = _UNEXPECTED_KEYWORD.match(str(error))
+    if match is None or match.group(2) not in kwargs:
+        return
+    class_name, keyword = match.groups()
     keywords = None
-    if caller.get("__name__") == "jaxmarl.registration":  # the class jaxmarl.make builds refused it
+    if built_by_make:  # the class jaxmarl.make builds refused it
         # Found by its name in the message: jaxmarl.registration imports some under other names.
         classes = [v for v in caller.values() if isinstance(v, type) and v.__qualname__ == class_name]
         keywords = _constructor_keywords(classes[0]) if len(classes) == 1 else None
@@ -864,7 +877,7 @@ def from_jaxmarl(
             with without_import_notices():  # a MaBrax env imports brax (and mujoco) here
                 env = jaxmarl.make(env_or_name, **_resolve_kwargs(jaxmarl, env_or_name, kwargs))
         except TypeError as error:
-            _raise_unknown_keyword(env_or_name, error, kwargs)
+            _raise_setting_error(env_or_name, error, kwargs)
             raise
         _check_keywords(env_or_name, env, kwargs)
         name = env_or_name
