@@ -769,7 +769,9 @@ def _check_keywords(env_id: str, jaxmarl_env: Any, kwargs: Mapping[str, Any]) ->
 
 
 _UNEXPECTED_KEYWORD = re.compile(r"^([\w.]+)\.__init__\(\) got an unexpected keyword argument '([^']+)'")
-_MISSING_ARGUMENTS = re.compile(r"^([\w.]+)\.__init__\(\) missing \d+ required (?:positional |keyword-only )?arguments?: (.+)$")
+_MISSING_ARGUMENTS = re.compile(
+    r"^([\w.]+)\.__init__\(\) missing \d+ required (?:positional |keyword-only )?arguments?: (.+)$"
+)
 
 
 def _raise_setting_error(env_id: str, error: TypeError, kwargs: Mapping[str, Any]) -> None:
