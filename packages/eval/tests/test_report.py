@@ -20,6 +20,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from typing import Any
 
 import numpy as np
 import pytest
@@ -153,25 +155,13 @@ def _browser():
     return (browser, driver), ""
 
 
-def test_report_in_browser(report):
-    found, reason = _browser()
-    if found is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI must run the browser test: {reason}")
-        pytest.skip(reason)
+def _render(path: str, options: Any, service: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What the browser drew of the report at ``path`` (per section) and its console log."""
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
 
-    browser, driver_path = found
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    options.add_argument("--window-size=1280,2000")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(driver_path))
+    driver = webdriver.Chrome(options=options, service=service)
     try:
-        driver.get("file://" + os.path.abspath(report[0]))
+        driver.get("file://" + os.path.abspath(path))
         rendered = driver.execute_script(
             """
             const out = {};
@@ -194,6 +184,32 @@ def test_report_in_browser(report):
         log = driver.get_log("browser")
     finally:
         driver.quit()
+    return rendered, log
+
+
+def test_report_in_browser(report):
+    found, reason = _browser()
+    if found is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must run the browser test: {reason}")
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    browser, driver_path = found
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1280,2000")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # Chromium puts its profile and its singleton socket's folder in TMPDIR: a folder of this test's,
+    # removed after it, so nothing is left in /tmp (short: the socket's path has a length limit,
+    # which pytest's tmp_path under xdist exceeds).
+    with tempfile.TemporaryDirectory(prefix="lamella-browser-") as scratch:
+        rendered, log = _render(
+            report[0], options, Service(driver_path, env={**os.environ, "TMPDIR": scratch})
+        )
     assert rendered.pop("plotly") is True
     assert sorted(rendered) == sorted(SECTION_IDS)  # their order: test_report_content
     for sid, title in lib.SECTIONS:
