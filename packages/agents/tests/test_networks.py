@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lamella.agents import distributions, networks
-from lamella.agents.testing import scan_unrolls
+from lamella.agents.testing import scan_unrolls, sub_jaxprs
 from lamella.envs import spaces
 
 
@@ -204,7 +204,7 @@ def test_categorical_log_prob_is_the_gathered_entry_and_its_gradient_has_no_scat
         def visit(jaxpr):
             for eqn in jaxpr.eqns:
                 found.add(eqn.primitive.name)
-                for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                for sub in sub_jaxprs(eqn.params):
                     visit(sub)
 
         visit(jax.make_jaxpr(fn)(logits).jaxpr)

@@ -49,6 +49,7 @@ __all__ = [
     "max_abs",
     "max_abs_diff",
     "scan_unrolls",
+    "sub_jaxprs",
     "uniform_policy",
 ]
 
@@ -452,8 +453,29 @@ def scan_unrolls(fn: Any, *args: Any) -> list[int]:
         for eqn in jaxpr.eqns:
             if eqn.primitive.name == "scan":
                 found.append(int(eqn.params["unroll"]))
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            for sub in sub_jaxprs(eqn.params):
                 visit(sub)
 
     visit(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
+def sub_jaxprs(params: dict[str, Any]) -> list[Any]:
+    """The jaxprs nested in an equation's ``params`` (a loop's body, a ``cond``'s branches, a
+    ``pjit``'s or ``custom_vjp``'s function), open: what a walk over a whole program descends
+    into. (``jax.extend.core.jaxprs_in_params`` does this from jax 0.8 on; lamella-agents supports
+    jax 0.7.)"""
+    found: list[Any] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, jax.extend.core.ClosedJaxpr):
+            found.append(value.jaxpr)
+        elif isinstance(value, jax.extend.core.Jaxpr):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                collect(item)
+
+    for value in params.values():
+        collect(value)
     return found
