@@ -267,3 +267,18 @@ def test_bytecode_is_cached_where_the_machine_forbids_it(tmp_path: Path) -> None
     subprocess.run([sys.executable, "-c", "import probe_module"], env=child, check=True)
     assert list((tmp_path / "pycache").rglob("probe_module.*.pyc")), "no bytecode under the prefix"
     assert not (tmp_path / "src" / "__pycache__").exists()
+
+
+def test_bytecode_of_removed_sources_is_pruned(tmp_path: Path) -> None:
+    test_all = _test_all()
+    prefix = tmp_path / "pycache"
+    kept, gone = tmp_path / "src" / "pkg", tmp_path / "venv-removed" / "lib"
+    kept.mkdir(parents=True)
+    for source in (kept, gone):  # the prefix mirrors each source folder's absolute path
+        mirror = prefix / source.relative_to("/")
+        mirror.mkdir(parents=True)
+        (mirror / "module.cpython-311.pyc").write_bytes(b"")
+    assert test_all.prune_bytecode(prefix) == 1
+    assert (prefix / kept.relative_to("/") / "module.cpython-311.pyc").exists()
+    assert not (prefix / (tmp_path / "venv-removed").relative_to("/")).exists()
+    assert test_all.prune_bytecode(prefix) == 0
