@@ -21,7 +21,7 @@ off for the program (``xla_cpu_experimental_ynn_fusion_type=""``, XLA's Eigen pr
 
 Each form runs ``--loop`` times in one compiled ``lax.scan`` (each iteration's ``x`` depends on
 the last product, so nothing is hoisted); the variants are called in turn, ``--rounds`` rounds,
-wall clock; printed: the median time of one product (of both for the two ``two`` rows), and
+wall clock (``_interleave.time_interleaved``); printed: the median time of one product (of both for the two ``two`` rows), and
 whether a YNNPACK fusion or XLA's own dot (Eigen) computes it in the compiled program.
 Checks the forms agree with ``plain`` to float rounding.
 """
@@ -31,14 +31,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
 from collections.abc import Callable
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
+from _interleave import time_interleaved
 from jax import lax
 
 YNN_OFF = {"xla_cpu_experimental_ynn_fusion_type": ""}
@@ -113,28 +112,20 @@ def main() -> None:
     width_x, width_g = x2[:, :width], g2[:, :width]
     assert float(jnp.max(jnp.abs(two_as_one(x2, g2)[:width] - plain(width_x, width_g)))) < 1e-3
 
-    calls: dict[tuple[str, str], Callable[[], jax.Array]] = {}
-    backends: dict[tuple[str, str], str] = {}
+    sides: dict[str, tuple[Callable[..., jax.Array], tuple[jax.Array, jax.Array]]] = {}
+    backends: dict[str, str] = {}
     for name, (form, a, b) in forms.items():
         for option, options in (("default", {}), ("YNNPACK off", YNN_OFF)):
             compiled = jax.jit(looped(form, args.loop)).lower(a, b).compile(compiler_options=options)
-            calls[name, option] = lambda compiled=compiled, a=a, b=b: compiled(a, b)
-            backends[name, option] = backend_of(compiled)
-    for call in calls.values():
-        call().block_until_ready()
-    times: dict[tuple[str, str], list[float]] = {variant: [] for variant in calls}
-    for _ in range(args.rounds):
-        for variant, call in calls.items():
-            start = time.perf_counter()
-            call().block_until_ready()
-            times[variant].append(time.perf_counter() - start)
+            sides[f"{name}/{option}"] = (lambda operands, compiled=compiled: compiled(*operands), (a, b))
+            backends[f"{name}/{option}"] = backend_of(compiled)
+    rate, _, _ = time_interleaved(sides, (), args.loop, args.rounds)  # products per second
 
     print(f"{'form':12s} {'XLA defaults (us)':>20s} {'YNNPACK off (us)':>20s}")
     for name in forms:
         cells = []
         for option in ("default", "YNNPACK off"):
-            us = statistics.median(times[name, option]) / args.loop * 1e6
-            cells.append(f"{us:8.1f} {backends[name, option]:>8s}")
+            cells.append(f"{1e6 / rate[f'{name}/{option}']:8.1f} {backends[f'{name}/{option}']:>8s}")
         print(f"{name:12s} {cells[0]:>20s}   {cells[1]:>20s}")
 
 

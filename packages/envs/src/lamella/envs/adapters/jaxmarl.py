@@ -779,8 +779,9 @@ def _raise_setting_error(env_id: str, error: TypeError, kwargs: Mapping[str, Any
     :class:`JaxMARLError` where the class ``jaxmarl.make`` builds misses a setting without a default
     (``LearnedPolicyEnemySMAX``'s ``policy`` and ``params``), or where a constructor refuses one of
     ``kwargs`` (the envs without ``**kwargs`` or whose ``**kwargs`` end up in another constructor:
-    SMAX, Hanabi, Overcooked, CoinGame, MaBrax's brax env, ...); return for any other TypeError. The class's settings are
-    listed where it is the one ``jaxmarl.make`` builds and its keywords can be read."""
+    SMAX, Hanabi, Overcooked, CoinGame, MaBrax's brax env, ...); return for any other TypeError.
+    The class's settings are listed where it is the one ``jaxmarl.make`` builds and its keywords
+    can be read."""
     traceback = error.__traceback__
     while traceback is not None and traceback.tb_next is not None:
         traceback = traceback.tb_next
