@@ -50,6 +50,21 @@ def test_entry_point_is_declared():
     assert entry.load() is cli.register
 
 
+def test_help_loads_no_training_stack():
+    """``lamella --help`` (every plug-in registered) imports neither JAX nor flax: it answers at once."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from lamella.envs import cli\n"
+        "cli.build_parser().format_help()\n"
+        "import lamella.agents\n"
+        "print(sorted(m for m in ('jax', 'flax', 'optax', 'evosax', 'flashbax') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_print_config_with_overrides_anywhere(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     argv = [
