@@ -316,6 +316,19 @@ def test_a_scores_object_and_one_statistic_name_are_taken_as_meant(dataset):
         np.testing.assert_array_equal(by_object.point[algorithm], by_values.point[algorithm])
         np.testing.assert_array_equal(by_object.lower[algorithm], by_values.lower[algorithm])
 
+    # A statistic where step_counts goes: an EvalError naming the keyword, not a TypeError.
+    curves = le.Curves(
+        "episode_return",
+        ("t/0", "t/1", "t/2"),
+        {a: v[..., None] for a, v in dataset.items()},
+        {a: np.array([100.0]) for a in dataset},
+    )
+    for statistics in ("iqm", ("iqm", "mean")):
+        with pytest.raises(
+            le.EvalError, match=r"give statistics by keyword: sample_efficiency\(curves, statistics="
+        ):
+            le.sample_efficiency(curves, statistics, reps=10)
+
 
 def test_numpy_interval_is_np_quantile_bit_for_bit():
     # bootstrap_np._interval sorts each column itself (np.quantile along axis 0 is slow); the

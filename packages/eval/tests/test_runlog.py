@@ -95,6 +95,19 @@ def test_missing_metric_names_field_and_run(marl_eval_file):
         le.final_scores(runs, "win_rate", source="absolute")
 
 
+def test_a_source_the_runs_lack_names_the_other_source(tmp_path):
+    runs = le.read_run_log(_broken(tmp_path / "metrics.json", lambda run: run.pop("absolute_metrics")))
+    with pytest.raises(
+        le.RunLogError, match=r"seed_1: no 'absolute_metrics'.*source='last' \(--source last\)"
+    ):
+        le.final_scores(runs, "episode_return", source="absolute")
+    runs = le.read_run_log(
+        _broken(tmp_path / "only_absolute.json", lambda run: [run.pop(k) for k in ("step_0", "step_1")])
+    )
+    with pytest.raises(le.RunLogError, match=r"seed_1: no 'step_<i>' evaluation.*--source absolute"):
+        le.final_scores(runs, "episode_return", source="last")
+
+
 def test_training_metric_curves_start_at_the_first_evaluation_that_holds_it(tmp_path):
     """A training metric is logged from the first update on, the evaluation before training
     (``step_0``) has none. Before: ``--metric train_loss`` failed for every run log the driver

@@ -276,6 +276,12 @@ def sample_efficiency(
     counts = getattr(curves, "step_counts", None)  # a Curves has them
     if step_counts is None and isinstance(counts, Mapping):
         step_counts = counts
+    if step_counts is not None and not isinstance(step_counts, Mapping):
+        raise EvalError(
+            "sample_efficiency: step_counts must be a mapping algorithm -> (evaluations,) step counts, "
+            f"got {type(step_counts).__name__} {step_counts!r:.80}; give statistics by keyword: "
+            "sample_efficiency(curves, statistics=('iqm', 'mean'))"
+        )
     arrays = _arrays(curves, "sample_efficiency")
     labels, point, lower, upper = _aggregates(arrays, statistics, reps, confidence, key, gamma, backend)
     x = {

@@ -115,10 +115,18 @@ def final_scores(
         for m, task in enumerate(tasks):
             for n, run in enumerate(by_task[task]):
                 if source == "absolute":
+                    if not run.absolute_metrics:
+                        raise RunLogError(
+                            f"{run.source}: run {run.name}: no 'absolute_metrics'; score the last "
+                            "evaluation instead: source='last' (--source last)"
+                        )
                     matrix[n, m] = _metric(run.absolute_metrics, metric, run, "absolute_metrics")
                 else:
                     if not run.evaluations:
-                        raise RunLogError(f"{run.source}: run {run.name}: no 'step_<i>' evaluation")
+                        raise RunLogError(
+                            f"{run.source}: run {run.name}: no 'step_<i>' evaluation; score its "
+                            "absolute_metrics instead: source='absolute' (--source absolute)"
+                        )
                     last = run.evaluations[-1]
                     matrix[n, m] = _metric(last.metrics, metric, run, f"step_{last.index}")
         values[algorithm] = matrix
