@@ -47,7 +47,10 @@ def unreleased_entries(changelog: str) -> set[str]:
 
 def base_of(root: Path, package: str, base_ref: str) -> tuple[str, str]:
     """(commit, description) the package is compared with."""
-    tags = git(root, "tag", "--list", "--sort=-v:refname", f"lamella-{package}-v*").stdout.split()
+    # The suffixes sort a PEP 440 pre-release (0.2.0rc1) before its final release (0.2.0).
+    suffixes = [f"versionsort.suffix={suffix}" for suffix in ("a", "b", "rc")]
+    sort = [arg for suffix in suffixes for arg in ("-c", suffix)]
+    tags = git(root, *sort, "tag", "--list", "--sort=-v:refname", f"lamella-{package}-v*").stdout.split()
     if tags:
         return tags[0], f"its last release tag {tags[0]}"
     merge_base = git(root, "merge-base", "HEAD", base_ref)

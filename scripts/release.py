@@ -239,7 +239,9 @@ def release(package: str, bump: str, index_url: str, skip_tests: bool) -> str:
     # Checks, cheapest first; nothing changes until they all pass.
     dirty = git("status", "--porcelain")
     if dirty:
-        raise ReleaseError(f"the git tree is not clean (commit or stash first):\n{dirty}")
+        raise ReleaseError(
+            f"the git tree is not clean (commit or stash first): {'; '.join(dirty.splitlines())}"
+        )
     current = tree_version(folder)
     version = next_version(current, bump)
     from packaging.version import Version

@@ -85,3 +85,16 @@ def test_a_missing_base_is_an_error(tmp_path: Path) -> None:
     result = _check(repo, "--base", "no-such-branch")
     assert result.returncode == 2
     assert "pass --base" in result.stderr
+
+
+def test_a_final_release_after_its_pre_release_is_the_base(tmp_path: Path) -> None:
+    # git's plain version sort puts 0.2.0rc1 after 0.2.0; the newest release is 0.2.0.
+    repo = _repo(tmp_path)
+    released = CHANGELOG.replace("## [Unreleased]\n\n### Added\n- {entry}\n\n", "## [Unreleased]\n\n")
+    for version, code in (("0.2.0rc1", "x = 2\n"), ("0.2.0", "x = 3\n")):
+        (repo / "packages/alpha/src/code.py").write_text(code)
+        (repo / "packages/alpha/CHANGELOG.md").write_text(released)
+        _git(repo, "commit", "-qam", f"alpha {version}")
+        _git(repo, "tag", f"lamella-alpha-v{version}")
+    result = _check(repo)
+    assert result.returncode == 0, result.stdout

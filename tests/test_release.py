@@ -150,6 +150,7 @@ def test_bad_input_is_refused_before_anything_changes(repo: Path, refusing_index
         errors = [line for line in result.stderr.splitlines() if line.startswith("release: error:")]
         assert result.returncode == 2, (name, result.stdout, result.stderr)
         assert len(errors) == 1 and message in errors[0], (name, result.stderr)
+        assert result.stderr.strip() == errors[0], (name, "a refusal is one line", result.stderr)
         assert "release: bump" not in result.stdout, (name, "changed the tree before refusing")
         assert _git(repo, "rev-parse", "HEAD") == head, name
         assert _git(repo, "tag") == "", name

@@ -114,6 +114,8 @@ def test_preset_flag_and_eval_episodes(capsys, monkeypatch, tmp_path):
         (["train", "bandit", "--preset", "Nope-v0"], ["Unknown preset 'Nope-v0'", "Bandit-long"]),
         (["train", "bandit", "--eval-episodes", "3", "eval_episodes=4"], ["given twice"]),
         (["train", "bandit", "--seeds", "0"], ["--seeds must be >= 1"]),
+        # Was "unrecognized arguments: 0.1" (the value, not the option, and no fix).
+        (["train", "bandit", "--learning-rate", "0.1"], ["--learning-rate 0.1", "learning_rate=0.1"]),
         # These were a ValueError traceback naming the Python argument (checkpoint_every, ...).
         (["train", "bandit", "--checkpoint-every", "0"], ["--checkpoint-every must be >= 1, got 0"]),
         (["train", "bandit", "--keep-checkpoints", "0"], ["--keep-checkpoints must be >= 1, got 0"]),

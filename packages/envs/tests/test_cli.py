@@ -6,6 +6,7 @@ import imageio.v3 as iio
 import pytest
 
 from lamella.envs import cli
+from lamella.envs.errors import UserError
 
 
 def test_animate_writes_one_gif_per_env(tmp_path):
@@ -32,3 +33,16 @@ def test_demo_prints_a_row_per_env_and_writes_the_gif(tmp_path, capsys):
 def test_unknown_command_exits():
     with pytest.raises(SystemExit):
         cli.main(["no-such-command"])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["animate", "CartPole-v1"], ["demo", "--envs", "CartPole-v1", "--num-envs", "2", "--num-steps", "2"]],
+)
+def test_an_out_dir_that_cannot_be_made_is_refused_before_anything_runs(tmp_path, command, capsys):
+    (tmp_path / "a_file").write_text("")
+    out_dir = tmp_path / "a_file" / "gifs"
+    assert cli.main([*command, "--out-dir", str(out_dir)]) == 2
+    assert "cannot be made" in capsys.readouterr().err
+    with pytest.raises(UserError, match="--out-dir"):
+        cli.main(["--debug", *command, "--out-dir", str(out_dir)])

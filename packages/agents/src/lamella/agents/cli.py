@@ -16,6 +16,7 @@ only when the command runs, and the whole config is checked before anything comp
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -70,6 +71,14 @@ class _TrainParser(argparse.ArgumentParser):
         # exist depends on the algorithm, so they are checked with the config (config.switch_overrides).
         switches = [item for item in extras if re.fullmatch(r"--[a-z][a-z0-9_-]*", item)]
         rest = [item for item in extras if item not in overrides and item not in switches]
+        # ``--num-envs 8``: argparse alone would name only the value ("unrecognized arguments: 8").
+        for switch, value in itertools.pairwise(extras):
+            if switch in switches and value in rest:
+                key = switch.lstrip("-").replace("-", "_")
+                self.error(
+                    f"unrecognized option {switch} {value} ({self.prog} --help lists the options; "
+                    f"a config field is set as {key}={value})"
+                )
         # ``--record-vault`` takes an optional folder; an override right after it is not one.
         record = getattr(parsed, "record_vault", None)
         if isinstance(record, str) and "=" in record and not os.path.isdir(record):

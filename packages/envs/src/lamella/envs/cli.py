@@ -56,6 +56,12 @@ def _check_env_ids(env_ids: list[str] | None) -> None:
 def _check_out_dir(out_dir: str) -> None:
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UserError(f"--out-dir {out_dir!r} is a file, not a directory; pass another --out-dir.")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as error:
+        raise UserError(
+            f"--out-dir {out_dir!r} cannot be made ({error.strerror}); pass a directory in a writable place."
+        ) from None
 
 
 def _check_render_extra() -> None:
@@ -76,7 +82,7 @@ def demo(
 
     Raises:
         UserError: an unknown env id, ``num_envs`` or ``num_steps`` below 1, an ``out_dir``
-            that is a file, or imageio missing; all before anything compiles.
+            that is a file or cannot be made, or imageio missing; all before anything compiles.
     """
     for name, value in (("num_envs", num_envs), ("num_steps", num_steps)):
         if value < 1:
@@ -175,8 +181,8 @@ def animate_envs(env_ids: list[str] | None = None, out_dir: str = "runs/gifs", s
     """Write a GIF of one random-action episode per env; with no ids, one env of each family.
 
     Raises:
-        UserError: an unknown env id, an ``out_dir`` that is a file, or imageio missing; all
-            before anything compiles.
+        UserError: an unknown env id, an ``out_dir`` that is a file or cannot be made, or imageio
+            missing; all before anything compiles.
     """
     _check_env_ids(env_ids)
     _check_out_dir(out_dir)
