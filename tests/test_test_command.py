@@ -282,3 +282,13 @@ def test_bytecode_of_removed_sources_is_pruned(tmp_path: Path) -> None:
     assert (prefix / kept.relative_to("/") / "module.cpython-311.pyc").exists()
     assert not (prefix / (tmp_path / "venv-removed").relative_to("/")).exists()
     assert test_all.prune_bytecode(prefix) == 0
+
+
+def test_the_matrix_environments_keep_the_test_environments_variables() -> None:
+    # Hatch replaces a template's env-vars table where an environment has its own (min-deps has
+    # UV_RESOLUTION): the cells would then run on a GPU where one is present, preallocating it.
+    envs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["envs"]
+    wanted = envs["hatch-test"]["env-vars"]
+    for name, env in envs.items():
+        if env.get("template") == "hatch-test" and "env-vars" in env:
+            assert wanted.items() <= env["env-vars"].items(), (name, env["env-vars"])
