@@ -269,6 +269,8 @@ def test_parallel_entry_points_presets_and_bad_configs():
         20,
     )
     assert pplr.replay_prob == paccel.replay_prob == 1.0 and pplr.robust and paccel.robust
+    # minimax's 30,000 updates: one per iteration of 2 or 3 batches (before, 15,000 and 10,000).
+    assert pplr.num_iterations == paccel.num_iterations == 30_000
     assert (pplr.num_slices, paccel.num_slices, PLRConfig().num_slices, ACCELConfig().num_slices) == (
         2,
         3,

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lamella.agents import train
 from lamella.agents.algorithms import load_algorithm
 from lamella.agents.config import ConfigError, resolve_config
 from lamella.agents.driver import run_experiment, variant_name
@@ -281,6 +282,19 @@ def test_an_override_the_run_would_never_read_is_refused(algorithm, env_id, over
         return
     with pytest.raises(ConfigError, match=message):
         resolve_config(algorithm, env_id, None, overrides)
+
+
+# The run log's task (DRConfig.run_log_task) made the env before the runner's build could report
+# a mistyped id: a KeyError traceback and exit status 1 instead of one line and exit status 2.
+@pytest.mark.parametrize("algorithm", ["dr", "paired"])
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
+def test_an_unknown_env_id_is_one_line_and_exit_status_2(algorithm, dry_run, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train.main([algorithm, "--env", "AMaze-7x7-v0", *(["--dry-run"] if dry_run else [])])
+    assert info.value.code == 2
+    assert "Unknown environment id 'AMaze-7x7-v0'. Did you mean 'AMaze-15x15-v0'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_dict_of_presets_or_a_name_for_the_config_names_the_fix():

@@ -171,7 +171,10 @@ class DRConfig(PPOSettings):
         (``AMaze-13x13-v0:height=7,width=7,n_walls=8,max_episode_steps=64``; ``AMaze-13x13-v0``
         with the id's own settings). Runs on different mazes are different tasks to
         ``lamella eval aggregate``, not one."""
-        _, params = lamella.envs.make(self.env_id, autoreset=False)
+        try:
+            _, params = lamella.envs.make(self.env_id, autoreset=False)
+        except KeyError:  # an unknown id: building the runner names it (a ConfigError, exit 2)
+            return self.env_id
         settings = {
             "height": self.height or getattr(params, "height", 0),
             "width": self.width or getattr(params, "width", 0),
@@ -412,6 +415,8 @@ class ParallelPLRConfig(PLRConfig):
     second batch of new levels and, with ``robust=True``, there is no gradient step.
     """
 
+    # minimax's 30,000 updates, each a rollout of 2 batches of 32 levels x 256 steps.
+    total_timesteps: int = 30_000 * 2 * 32 * 256
     staleness_coef: float = 0.5
     gae_lambda: float = 0.95
     replay_prob: float = 1.0
@@ -427,6 +432,7 @@ class ParallelACCELConfig(ACCELConfig):
     buffer is warm that batch is a third batch of new levels.
     """
 
+    total_timesteps: int = 30_000 * 3 * 32 * 256  # minimax's 30,000 updates of 3 batches
     learning_rate: float = 1e-4
     ent_coef: float = 1e-3
     replay_prob: float = 1.0
