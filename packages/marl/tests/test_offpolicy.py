@@ -187,3 +187,11 @@ def test_unshared_isac_keeps_one_actor_and_critic_ensemble_per_agent():
     assert state.buffer_state.trajectory.experience.action.shape[-2:] == (2, 5)
     assert state.buffer_state.trajectory.experience.reward.shape[-1] == 2  # one reward per agent
     assert dict(runner.metric_axes) == {"return": ("agent",)}
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "CartPole-v1"])
+def test_isac_on_a_single_agent_env_names_the_single_agent(env_id):
+    # Before, Pendulum-v1 was refused for ISAC's default env_kwargs and CartPole-v1 pointed to idqn,
+    # which refuses a single-agent env in turn.
+    with pytest.raises(ConfigError, match=rf"isac trains multi-agent envs .*{env_id} has a single agent"):
+        make_isac_runner(ISACConfig(env_id=env_id))

@@ -29,9 +29,11 @@ from lamella.marl import (
     MAPPOConfig,
     MultiAgentActorCriticNet,
     MultiAgentObservation,
+    RecMAPPOConfig,
     make_idqn_runner,
     make_ippo_runner,
     make_mappo_runner,
+    make_rec_ippo_runner,
     masked_categorical,
 )
 from lamella.marl.rec_iql import RecIQLConfig, make_rec_iql_runner
@@ -522,3 +524,13 @@ def test_resume_matches_a_run_that_never_stopped(driver_run, tmp_path):
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert (out / "metrics.json").read_text() == (tmp_path / "whole" / "metrics.json").read_text()
+
+
+@pytest.mark.parametrize("make_runner", [make_ippo_runner, make_rec_ippo_runner])
+def test_ippo_runners_give_a_mappo_config_independent_critics(make_runner) -> None:
+    # A MAPPOConfig derives from IPPOConfig; the IPPO runners used to build MAPPO from it, and on an
+    # env without a global state refused it with "Use ippo", the runner that was called.
+    config_class = RecMAPPOConfig if make_runner is make_rec_ippo_runner else MAPPOConfig
+    config = config_class(env_id="IteratedPrisonersDilemma-v0", team_reward=False, num_envs=4, num_steps=8)
+    runner = make_runner(config)
+    assert runner.init is not None

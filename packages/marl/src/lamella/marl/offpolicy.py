@@ -324,6 +324,8 @@ def _refuses_the_switch(config: Any, env_params: Any) -> None:
         env, params, _ = bare_multi_agent_env(dataclasses.replace(config, env_kwargs=rest), None, env_params)
     except ConfigError:
         return
+    # A single-agent env (Pendulum-v1, CartPole-v1) is refused as such, not for the switch.
+    check_multi_agent_env(env, params, config.algorithm, env_id=config.env_id, team_reward=config.team_reward)
     if not isinstance(env.action_space(params), spaces.Box):
         raise ConfigError(
             f"{config.algorithm} needs continuous actions (a Box (num_agents, D)); {config.env_id}'s are "

@@ -715,14 +715,17 @@ def _state_axes(state: MultiAgentPPORunnerState) -> Any:
 def make_ippo_runner(
     config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
 ) -> Runner:
-    """IPPO's runner (:func:`make_multi_agent_ppo_runner` with an :class:`IPPOConfig`)."""
+    """IPPO's runner (:func:`make_multi_agent_ppo_runner` with an :class:`IPPOConfig`; a MAPPO
+    config's fields are taken over, with independent critics)."""
     check_config_type(config, IPPOConfig, "make_ippo_runner", algorithm="ippo")
+    config = _convert(config, RecIPPOConfig if config.recurrent else IPPOConfig)  # MAPPO's: its fields
     return make_multi_agent_ppo_runner(config, env, env_params)
 
 
 def _convert(config: IPPOConfig, target: type[IPPOConfig]) -> IPPOConfig:
-    """``config`` as a ``target`` (its fields taken over), unless it already is one."""
-    if isinstance(config, target):
+    """``config`` as a ``target`` (its fields taken over), unless it already is one (with the
+    same critic: a MAPPO config is not an IPPO one, though its class derives from IPPO's)."""
+    if isinstance(config, target) and config.centralised_critic == target.centralised_critic:
         return config
     names = {field.name for field in dataclasses.fields(target)}
     return target(**{k: v for k, v in dataclasses.asdict(config).items() if k in names})
@@ -743,11 +746,12 @@ def make_rec_ippo_runner(
     config: IPPOConfig, env: Environment[Any, Any] | None = None, env_params: Any = None
 ) -> Runner:
     """Recurrent IPPO's runner: ``config`` as a :class:`RecIPPOConfig` (a feed-forward config's
-    fields are taken over, the network fields get the recurrent defaults)."""
+    fields are taken over, the network fields get the recurrent defaults; a MAPPO config's
+    critics become independent)."""
     check_config_type(config, IPPOConfig, "make_rec_ippo_runner", algorithm="rec_ippo")
     if not config.recurrent:
-        config = _convert(dataclasses.replace(config, hidden_sizes=RecIPPOConfig.hidden_sizes), RecIPPOConfig)
-    return make_multi_agent_ppo_runner(config, env, env_params)
+        config = dataclasses.replace(config, hidden_sizes=RecIPPOConfig.hidden_sizes)
+    return make_multi_agent_ppo_runner(_convert(config, RecIPPOConfig), env, env_params)
 
 
 def make_rec_mappo_runner(
