@@ -336,6 +336,20 @@ def test_checkpoint_every(tmp_path):
     assert names == ["checkpoint_000000006.msgpack", "checkpoint_000000010.msgpack"]
 
 
+def test_max_chunks_checkpoints_where_it_stops(tmp_path, full):
+    # checkpoint_every=2 would save after chunk 2 only: a stop after chunk 1 saves all the same,
+    # so the resume continues from there (it used to start over, every time).
+    out_dir = str(tmp_path / "run")
+    part = run(out_dir, checkpoint_every=2, max_chunks=1, plot=False)
+    assert part.iteration == CHUNK
+    names = [os.path.basename(p) for p in ckpt.list_checkpoints(os.path.join(out_dir, "checkpoints"))]
+    assert names == ["checkpoint_000000003.msgpack"]
+    rest = run(out_dir, checkpoint_every=2, resume=True, plot=False)
+    assert rest.finished
+    assert_bit_identical(rest.state, full.state)
+    assert read(rest.metrics_path) == read(full.metrics_path)
+
+
 @pytest.mark.parametrize(("iterations", "chunk"), [(100, 5), (10, 1), (97, 5), (1000, 50), (7, 1)])
 def test_default_chunk_iterations(iterations, chunk):
     assert default_chunk_iterations(iterations) == chunk

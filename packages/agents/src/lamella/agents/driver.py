@@ -1493,6 +1493,7 @@ class _Session:
             if (
                 iteration >= self.num_iterations
                 or (iteration // self.chunk_iterations) % self.checkpoint_every == 0
+                or chunks_done == max_chunks  # a stop to resume from: never lose its chunks
             ):
                 checkpoint_path = self.save(state, iteration)
             bar.update(iteration * self.steps_per_iteration, self.score(evaluation))
