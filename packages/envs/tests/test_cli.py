@@ -30,6 +30,15 @@ def test_demo_prints_a_row_per_env_and_writes_the_gif(tmp_path, capsys):
     assert "CartPole-v1" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["animate", "demo"])
+def test_help_says_the_option_variants_are_left_out(command, capsys):
+    # --all and demo's default walk registered(variants=False), not every registered id.
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "every registered env but the option variants" in help_text, help_text
+
+
 def test_unknown_command_exits():
     with pytest.raises(SystemExit):
         cli.main(["no-such-command"])

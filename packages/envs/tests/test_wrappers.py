@@ -425,6 +425,30 @@ def test_flatten_observation():
     np.testing.assert_array_equal(info["final_observation"], [3.0, raw[0]])
 
 
+def test_wrapper_given_make_pair_names_a_fix_it_takes():
+    with pytest.raises(le.EnvInputError) as raised:
+        EpisodeStatistics(le.make("CartPole-v1"))
+    message = str(raised.value)
+    assert "env_params=env_params" not in message, message  # the wrapper takes no env_params
+    assert "then pass env alone (env_params goes to reset and step)." in message, message
+    env, env_params = le.make("CartPole-v1")
+    EpisodeStatistics(env).reset(KEY, env_params)  # the named fix works
+
+
+def test_flatten_observation_keeps_the_agent_axis():
+    # The multi-agent contract: observations keep the leading agent axis, (n, D).
+    inner, params = le.make("IPDInTheMatrix-v0", autoreset=False)
+    env = FlattenObservation(inner)
+    raw, _ = inner.reset(KEY, params)
+    obs, _ = env.reset(KEY, params)
+    assert obs.shape == (2, 6 + 5 * 5 * 10) and obs.dtype == jnp.float32
+    for agent in range(2):  # sorted keys: "inventory", then "observation"
+        np.testing.assert_array_equal(obs[agent, :6], raw["inventory"][agent])
+        np.testing.assert_array_equal(obs[agent, 6:], raw["observation"][agent].ravel())
+    space = env.observation_space(params)
+    assert space.shape == (2, 256) and bool(space.contains(obs))
+
+
 def test_clip_action():
     env = ClipAction(ENV)
     _, state = env.reset(KEY, PARAMS)

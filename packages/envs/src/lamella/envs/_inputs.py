@@ -331,7 +331,13 @@ _HOST_ENV_PACKAGES = ("gymnasium", "gym", "pettingzoo", "mpe2")
 
 
 def check_env_object(
-    env: Any, env_params: Any, where: str, host_loop: str | None = None, *, takes_id: bool = True
+    env: Any,
+    env_params: Any,
+    where: str,
+    host_loop: str | None = None,
+    *,
+    takes_id: bool = True,
+    takes_params: bool = True,
 ) -> None:
     """Raise :class:`EnvInputError` unless ``env`` is an env object a compiled runner can step: one
     with ``reset``, ``step``, ``observation_space`` and ``action_space`` methods, and
@@ -339,7 +345,8 @@ def check_env_object(
     (``"make_ppo_runner"``) and names the fix for what was given instead: an env id, the
     ``(env, env_params)`` pair ``make`` returns, an env class, or a gymnasium or PettingZoo env
     (``host_loop`` names the runner that steps such an env on the host, where there is one).
-    ``takes_id``: the caller makes its env from its config's ``env_id`` when ``env`` is left out."""
+    ``takes_id``: the caller makes its env from its config's ``env_id`` when ``env`` is left out.
+    ``takes_params``: the caller takes an ``env_params=`` argument (a wrapper does not)."""
     if isinstance(env, str):
         by_id = f"Leave env out and set the config's env_id={env!r}, or pass" if takes_id else "Pass"
         raise EnvInputError(
@@ -347,10 +354,14 @@ def check_env_object(
             f"env, env_params = lamella.envs.make({env!r})."
         )
     if isinstance(env, (tuple, list)) and len(env) == 2 and callable(getattr(env[0], "step", None)):
+        then = (
+            "pass env=env, env_params=env_params."
+            if takes_params
+            else "pass env alone (env_params goes to reset and step)."
+        )
         raise EnvInputError(
             f"{where}: env got a pair ({type(env[0]).__name__}, {type(env[1]).__name__}), what "
-            "lamella.envs.make returns. Unpack it: env, env_params = lamella.envs.make(...), then "
-            "pass env=env, env_params=env_params."
+            f"lamella.envs.make returns. Unpack it: env, env_params = lamella.envs.make(...), then {then}"
         )
     if isinstance(env, type):
         raise EnvInputError(

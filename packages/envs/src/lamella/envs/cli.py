@@ -219,7 +219,11 @@ def _register_animate(subparsers: Any) -> None:
     )
     # `lamella demo` and `lamella eval checkpoints` take their ids after --envs: so does this.
     parser.add_argument("--envs", nargs="+", default=[], metavar="ID", help="the same as the ids above")
-    parser.add_argument("--all", action="store_true", help="every registered env")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every registered env but the option variants (LBF and RWARE sizes)",
+    )
     parser.add_argument("--out-dir", default="runs/gifs")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -234,13 +238,15 @@ def _register_animate(subparsers: Any) -> None:
 
 def _register_demo(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "demo", help="roll out every registered env, print throughput, write a GIF"
+        "demo", help="roll out every registered env but the option variants, print throughput, write a GIF"
     )
     parser.add_argument("--num-envs", type=int, default=256)
     parser.add_argument("--num-steps", type=int, default=200)
     parser.add_argument("--gif-env", default="CartPole-v1")
     parser.add_argument("--out-dir", default="runs/demo")
-    parser.add_argument("--envs", nargs="*", help="only these ids (default: every registered env)")
+    parser.add_argument(
+        "--envs", nargs="*", help="only these ids (default: every registered env but the option variants)"
+    )
     parser.set_defaults(func=lambda a: demo(a.num_envs, a.num_steps, a.gif_env, a.out_dir, a.envs) and None)
 
 

@@ -254,7 +254,9 @@ class Wrapper(Environment[Any, Any]):
 
     def __init__(self, env: Environment[Any, Any]):
         if isinstance(env, str | tuple | list | type):  # an id, make's pair, a class: name the fix
-            _inputs.check_env_object(env, None, f"{type(self).__name__}(env)", takes_id=False)
+            _inputs.check_env_object(
+                env, None, f"{type(self).__name__}(env)", takes_id=False, takes_params=False
+            )
         self.env = env
         # Class attributes of the inner env become instance attributes of the wrapper.
         self.num_agents = env.num_agents  # type: ignore[misc]

@@ -301,12 +301,19 @@ class EpisodeStatistics(Wrapper):
 
 
 class FlattenObservation(Wrapper):
-    """Observations (a Box, or a Dict/Tuple of Boxes) become one flat float32 vector."""
+    """Observations (a Box, or a Dict/Tuple of Boxes) become one flat float32 vector; a
+    multi-agent env's keep their leading agent axis, float32 ``(n, D)``."""
 
     keeps_params = True
 
+    def _rows(self) -> tuple[int, ...]:
+        return (self.num_agents,) if self.num_agents > 1 else ()
+
     def _flatten(self, obs: Any) -> jax.Array:
-        return jnp.concatenate([jnp.ravel(x).astype(jnp.float32) for x in jax.tree.leaves(obs)])
+        rows = self._rows()
+        return jnp.concatenate(
+            [jnp.reshape(x, (*rows, -1)).astype(jnp.float32) for x in jax.tree.leaves(obs)], -1
+        )
 
     def reset_env(self, key: PRNGKey, params: Any) -> tuple[Any, Any]:
         obs, state = self.env.reset_env(key, params)
@@ -331,8 +338,13 @@ class FlattenObservation(Wrapper):
             leaves = list(inner)
         if not all(isinstance(s, spaces.Box) for s in leaves):
             raise TypeError(f"FlattenObservation needs Box observations, got {space!r}.")
-        low = np.concatenate([np.ravel(s.low) for s in leaves]).astype(np.float32)
-        high = np.concatenate([np.ravel(s.high) for s in leaves]).astype(np.float32)
+        rows = self._rows()
+        low, high = (
+            np.concatenate(
+                [np.broadcast_to(getattr(s, side), s.shape).reshape(*rows, -1) for s in leaves], -1
+            ).astype(np.float32)
+            for side in ("low", "high")
+        )
         return spaces.Box(low, high, low.shape, jnp.float32)
 
 
