@@ -53,3 +53,21 @@ def test_fast_options_compile_and_agree_within_check_envs_tolerance():
     default = jax.jit(run)(keys)
     quick = jax.jit(run, compiler_options=fast)(keys)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), quick, default)
+
+
+class _AgentsInOneVector(le.wrappers.FlattenObservation):
+    """FlattenObservation as it was: every agent's observation in one vector, the agent axis lost."""
+
+    def _rows(self) -> tuple[int, ...]:
+        return ()
+
+
+def test_check_env_refuses_a_multi_agent_observation_without_the_agent_axis():
+    env, params = le.make("IteratedPrisonersDilemma-v0", autoreset=False)
+    testing.check_env(le.wrappers.FlattenObservation(env), params, num_steps=2, num_envs=2)
+    try:
+        testing.check_env(_AgentsInOneVector(env), params, num_steps=2, num_envs=2)
+    except AssertionError as error:
+        assert "without the leading agent axis of 2 agents" in str(error), error
+    else:
+        raise AssertionError("check_env passed an observation without the agent axis")

@@ -219,6 +219,18 @@ def _check_input_errors(
         raise AssertionError(f"{env_label(env)}: {what} was accepted; it must raise EnvInputError")
 
 
+def _assert_agent_axis(env: Any, tree: Any, what: str) -> None:
+    """A multi-agent env's observations and actions lead with the agent axis, every leaf of them."""
+    if env.num_agents <= 1:
+        return
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+        shape = jnp.shape(leaf)
+        assert shape[:1] == (env.num_agents,), (
+            f"{type(env).__name__}: {what}{jax.tree_util.keystr(path)} has shape {shape}, without the "
+            f"leading agent axis of {env.num_agents} agents (the multi-agent contract: (num_agents, ...))"
+        )
+
+
 def check_env(
     env: Environment[Any, Any],
     params: Any = None,
@@ -230,8 +242,9 @@ def check_env(
 
     Checks: ``reset``/``step`` run under jit and vmap and agree (the jitted single and batched
     reset are separate traces, so values drawn while tracing show); observations
-    and actions match their spaces (shape, dtype, bounds); rewards and flags
-    have the agent axis (if any) and the right dtypes; ``info`` has the same
+    and actions match their spaces (shape, dtype, bounds); observations, actions, rewards and
+    flags have the agent axis (if any: every leaf of a multi-agent env's observation and action
+    leads with ``num_agents``) and the right dtypes; ``info`` has the same
     structure on every step; the jitted step does not re-trace on a second
     call; ``reset_done`` resets exactly where asked; ``render`` (if the env has
     one) returns an RGB uint8 frame; a wrongly shaped action, a wrong action
@@ -258,6 +271,8 @@ def check_env(
     key, k_reset = jax.random.split(key)
     obs, state = reset_jit(k_reset)
     _assert_in_space(obs_space, obs, "reset observation")
+    _assert_agent_axis(env, obs, "observation")
+    _assert_agent_axis(env, jax.eval_shape(act_space.sample, key), "action_space.sample()")
 
     info_structure = None
     sample = jax.jit(act_space.sample, compiler_options=fast)  # eager sampling compiles dozens of small ops
